@@ -1,0 +1,74 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** Files inside one compiled artifact folder. */
+export const ARTIFACT_FILES = {
+  manifest: "manifest.json",
+  graph: "model.onnx",
+  weights: "model.onnx.data",
+  tokenizer: "tokenizer.json",
+  chatTemplate: "chat_template.jinja",
+} as const;
+
+/**
+ * The tokenizer as kiln's compiler extracts it from a GGUF file (`tokenizer.ggml.*` metadata).
+ * Token types follow llama.cpp: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+ */
+export interface TokenizerSpec {
+  /** `tokenizer.ggml.model`: "gpt2" (byte-level BPE) or "llama" (SentencePiece). */
+  model: string;
+  /** `tokenizer.ggml.pre`: the pre-tokenizer name llama.cpp uses to pick its split regexes. */
+  pre: string;
+  tokens: string[];
+  tokenTypes: number[];
+  /** BPE merges as "left right" strings, highest priority first. */
+  merges: string[];
+  bosId: number | null;
+  eosId: number | null;
+  /** End-of-turn token, when the model has one distinct from EOS. */
+  eotId: number | null;
+  padId: number | null;
+  unkId: number | null;
+  addBos: boolean;
+  addEos: boolean;
+  addSpacePrefix: boolean;
+}
+
+/** Model shape facts the runtime needs to size its KV cache and feeds. */
+export interface ModelShape {
+  architecture: string;
+  layers: number;
+  hidden: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  vocab: number;
+  contextLength: number;
+}
+
+export interface ArtifactManifest {
+  /** Content-derived id: slug + short hash of (source sha256, compiler version, options). */
+  id: string;
+  slug: string;
+  compilerVersion: string;
+  createdAt: string;
+  source: { file: string; sha256: string; bytes: number };
+  shape: ModelShape;
+  /** Graph input and output names, so the runtime never guesses. */
+  io: {
+    inputs: string[];
+    outputs: string[];
+  };
+  /** Every choice the compiler made, with the reason; `exact: false` marks a lossy mapping. */
+  choices: Array<{ what: string; choice: string; exact: boolean; why: string }>;
+  /** EOS-like token ids that end generation. */
+  stopTokenIds: number[];
+}
+
+export function readManifest(dir: string): ArtifactManifest {
+  return JSON.parse(readFileSync(join(dir, ARTIFACT_FILES.manifest), "utf8")) as ArtifactManifest;
+}
+
+export function readTokenizerSpec(dir: string): TokenizerSpec {
+  return JSON.parse(readFileSync(join(dir, ARTIFACT_FILES.tokenizer), "utf8")) as TokenizerSpec;
+}
