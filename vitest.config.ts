@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
@@ -6,7 +7,8 @@ export default defineConfig({
     // The machine has 2 cores and model tests each load real models: run files one at a time.
     fileParallelism: false,
     testTimeout: 120_000,
-    hookTimeout: 600_000,
-    globalSetup: ["test/global-setup.ts"],
+    hookTimeout: 900_000,
+    // Model tests share one KILN_HOME so pulled weights and compiled artifacts are reused between files.
+    env: { KILN_HOME: process.env.KILN_TEST_HOME ?? resolve(".kiln-test") },
   },
 });
