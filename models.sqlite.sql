@@ -1,0 +1,115 @@
+-- kiln's records: the schema of $KILN_HOME/kiln.sqlite.
+-- Applied on every open by src/catalogue/db.ts; every statement is idempotent.
+-- The `models` and `weight_sources` tables mirror src/catalogue/models.ts (re-seeded on open);
+-- the other tables hold what kiln does with those models.
+
+PRAGMA foreign_keys = ON;
+
+-- One row per catalogue entry.
+CREATE TABLE IF NOT EXISTS models (
+  slug                          TEXT PRIMARY KEY CHECK (slug GLOB '[a-z0-9]*' AND slug NOT GLOB '*[^a-z0-9-]*'
+                                                             AND slug NOT GLOB '*--*' AND slug NOT GLOB '*-'),
+  position                      INTEGER NOT NULL,             -- order in the catalogue
+  display_name                  TEXT NOT NULL,
+  kind                          TEXT NOT NULL CHECK (kind IN ('text', 'transcription')),
+  family                        TEXT NOT NULL,
+  parameters                    INTEGER NOT NULL CHECK (parameters > 0),
+  architecture                  TEXT NOT NULL,
+  context_length                INTEGER NOT NULL CHECK (context_length > 0),
+  capabilities_json             TEXT NOT NULL,                -- JSON array of capability names
+  input_usd_per_million_tokens  REAL,                         -- text models
+  output_usd_per_million_tokens REAL,                         -- text models
+  usd_per_audio_minute          REAL,                         -- transcription models
+  ttft_target_ms                INTEGER,
+  output_tokens_per_second      INTEGER,
+  licence                       TEXT NOT NULL,
+  upstream                      TEXT NOT NULL,
+  embedded                      INTEGER NOT NULL DEFAULT 0 CHECK (embedded IN (0, 1)),
+  entry_json                    TEXT NOT NULL,                -- the whole catalogue entry, as in models.ts
+  updated_at                    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  CHECK ((kind = 'text' AND input_usd_per_million_tokens IS NOT NULL AND output_usd_per_million_tokens IS NOT NULL)
+      OR (kind = 'transcription' AND usd_per_audio_minute IS NOT NULL))
+);
+CREATE INDEX IF NOT EXISTS models_kind ON models (kind, position);
+
+-- The weight sources of each model, in try order.
+CREATE TABLE IF NOT EXISTS weight_sources (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  slug        TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
+  position    INTEGER NOT NULL,                               -- 0 = tried first
+  type        TEXT NOT NULL CHECK (type IN ('hub', 'python-package')),
+  format      TEXT NOT NULL,                                  -- gguf | ctranslate2 | ggml
+  repo        TEXT,                                           -- hub
+  revision    TEXT,                                           -- hub
+  package     TEXT,                                           -- python-package
+  version     TEXT,                                           -- python-package
+  files_json  TEXT NOT NULL,                                  -- [{path, sha256?, bytes?}] or package members
+  UNIQUE (slug, position)
+);
+
+-- One row per compile of a model's weights into an ONNX artifact.
+CREATE TABLE IF NOT EXISTS compiles (
+  id               TEXT PRIMARY KEY,
+  slug             TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
+  artifact_id      TEXT NOT NULL,
+  artifact_dir     TEXT NOT NULL,
+  source_sha256    TEXT,
+  compiler_version TEXT NOT NULL,
+  options_json     TEXT NOT NULL DEFAULT '{}',
+  manifest_json    TEXT,
+  started_at       TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  finished_at      TEXT,
+  status           TEXT NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled')),
+  error            TEXT
+);
+CREATE INDEX IF NOT EXISTS compiles_slug ON compiles (slug, started_at);
+CREATE INDEX IF NOT EXISTS compiles_artifact ON compiles (artifact_id);
+CREATE INDEX IF NOT EXISTS compiles_status ON compiles (status);
+
+-- Nightly optimization track: each candidate artifact that was measured.
+CREATE TABLE IF NOT EXISTS optimization_runs (
+  id           TEXT PRIMARY KEY,
+  slug         TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
+  artifact_id  TEXT NOT NULL,
+  metrics_json TEXT NOT NULL DEFAULT '{}',                    -- speed: ttft, tokens/s, memory ...
+  quality_json TEXT NOT NULL DEFAULT '{}',                    -- agreement with the reference ...
+  promoted     INTEGER NOT NULL DEFAULT 0 CHECK (promoted IN (0, 1)),
+  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX IF NOT EXISTS optimization_runs_slug ON optimization_runs (slug, created_at);
+
+-- Artifacts promoted to serve a model (the latest row per slug is the one in service).
+CREATE TABLE IF NOT EXISTS artifacts_promoted (
+  id           TEXT PRIMARY KEY,
+  slug         TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
+  artifact_id  TEXT NOT NULL,
+  metrics_json TEXT NOT NULL DEFAULT '{}',
+  quality_json TEXT NOT NULL DEFAULT '{}',
+  promoted     INTEGER NOT NULL DEFAULT 1 CHECK (promoted IN (0, 1)),
+  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX IF NOT EXISTS artifacts_promoted_slug ON artifacts_promoted (slug, created_at);
+
+-- API keys: only a hash of the key is kept. models_json: null = all models, else an array of slugs.
+CREATE TABLE IF NOT EXISTS api_keys (
+  id          TEXT PRIMARY KEY,
+  name        TEXT NOT NULL,
+  key_hash    TEXT NOT NULL UNIQUE,
+  models_json TEXT,
+  created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  revoked_at  TEXT
+);
+
+-- Metered usage, one row per request. No foreign key on slug: billing history outlives catalogue edits.
+CREATE TABLE IF NOT EXISTS usage (
+  request_id        TEXT PRIMARY KEY,
+  key_id            TEXT REFERENCES api_keys (id) ON DELETE SET NULL,
+  slug              TEXT NOT NULL,
+  prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+  completion_tokens INTEGER NOT NULL DEFAULT 0,
+  audio_seconds     REAL NOT NULL DEFAULT 0,
+  cost_usd          REAL NOT NULL DEFAULT 0,
+  created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX IF NOT EXISTS usage_key_time ON usage (key_id, created_at);
+CREATE INDEX IF NOT EXISTS usage_slug_time ON usage (slug, created_at);

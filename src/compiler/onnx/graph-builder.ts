@@ -1,0 +1,126 @@
+import { closeSync, openSync, writeSync } from "node:fs";
+import { basename } from "node:path";
+import {
+  type AttributeValue,
+  DataType,
+  type Dim,
+  encodeModel,
+  type ExternalTensor,
+  type InlineTensor,
+  type NodeDef,
+  type ValueInfo,
+} from "./onnx-proto.js";
+
+/** Weights start on this boundary in the data file, so the runtime can map them aligned. */
+const WEIGHT_ALIGNMENT = 64;
+
+export interface NodeOptions {
+  domain?: string;
+  attributes?: Record<string, AttributeValue>;
+  /** How many outputs the node has (default 1). */
+  outputs?: number;
+  /** Explicit output names (graph outputs must have fixed names). */
+  names?: string[];
+}
+
+/**
+ * Accumulates an ONNX graph: nodes with unique names, graph inputs and outputs,
+ * small constants inline, and large weights streamed to an external data file
+ * as they are added (so a model never sits in memory twice).
+ */
+export class GraphBuilder {
+  readonly nodes: NodeDef[] = [];
+  readonly inputs: ValueInfo[] = [];
+  readonly outputs: ValueInfo[] = [];
+  private readonly external: ExternalTensor[] = [];
+  private readonly inline: InlineTensor[] = [];
+  private readonly constantsByKey = new Map<string, string>();
+  private counter = 0;
+  private dataFd: number;
+  private dataOffset = 0;
+  private readonly dataName: string;
+
+  constructor(dataPath: string) {
+    this.dataFd = openSync(dataPath, "w");
+    this.dataName = basename(dataPath);
+  }
+
+  input(name: string, type: DataType, shape: Dim[]): string {
+    this.inputs.push({ name, type, shape });
+    return name;
+  }
+
+  output(name: string, type: DataType, shape: Dim[]): void {
+    this.outputs.push({ name, type, shape });
+  }
+
+  /** Appends a weight to the external data file. */
+  weight(name: string, type: DataType, dims: number[], data: ArrayBufferView): string {
+    const pad = (WEIGHT_ALIGNMENT - (this.dataOffset % WEIGHT_ALIGNMENT)) % WEIGHT_ALIGNMENT;
+    if (pad > 0) {
+      writeSync(this.dataFd, new Uint8Array(pad));
+      this.dataOffset += pad;
+    }
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    writeSync(this.dataFd, bytes);
+    this.external.push({ name, type, dims, location: this.dataName, offset: this.dataOffset, length: bytes.length });
+    this.dataOffset += bytes.length;
+    return name;
+  }
+
+  /** A small constant kept in the graph file; identical constants are shared. */
+  constant(type: DataType, dims: number[], data: ArrayBufferView, hint = "const"): string {
+    const raw = new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
+    const key = `${type}:${dims.join(",")}:${Buffer.from(raw).toString("base64")}`;
+    const existing = this.constantsByKey.get(key);
+    if (existing) return existing;
+    const name = `${hint}_${this.counter++}`;
+    this.inline.push({ name, type, dims, raw });
+    this.constantsByKey.set(key, name);
+    return name;
+  }
+
+  int64s(values: number[]): string {
+    return this.constant(DataType.INT64, [values.length], BigInt64Array.from(values.map(BigInt)), "i64");
+  }
+
+  /** Adds a node and returns its output names. */
+  node(op: string, inputs: string[], options: NodeOptions = {}): string[] {
+    const id = this.counter++;
+    const count = options.names?.length ?? options.outputs ?? 1;
+    const outputs = options.names ?? Array.from({ length: count }, (_, i) => `${op}_${id}_out${i}`);
+    this.nodes.push({
+      op,
+      inputs,
+      outputs,
+      name: `${op}_${id}`,
+      domain: options.domain,
+      attributes: options.attributes,
+    });
+    return outputs;
+  }
+
+  /** Single-output shorthand for `node`. */
+  op(op: string, inputs: string[], options: NodeOptions = {}): string {
+    return this.node(op, inputs, options)[0];
+  }
+
+  /** Closes the data file and returns the serialized graph. */
+  finish(graphName: string, producerVersion: string, metadata: Record<string, string>): Uint8Array {
+    closeSync(this.dataFd);
+    return encodeModel({
+      producerVersion,
+      graphName,
+      opsets: [
+        { domain: "", version: 21 },
+        { domain: "com.microsoft", version: 1 },
+      ],
+      nodes: this.nodes,
+      inputs: this.inputs,
+      outputs: this.outputs,
+      externalTensors: this.external,
+      inlineTensors: this.inline,
+      metadata,
+    });
+  }
+}

@@ -1,0 +1,108 @@
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { ARTIFACT_FILES, type ArtifactManifest, readManifest } from "./artifact.js";
+import { KvPool } from "./kv-pool.js";
+
+/** Runtime options for one loaded text model. */
+export interface TextModelOptions {
+  /** ONNX Runtime intra-op threads. Default: 2. */
+  threads?: number;
+  /** Sequence slots in the KV pool (the most sequences that can be cached at once). Default: 1. */
+  slots?: number;
+  /** KV capacity growth step, in positions. Default: 128. */
+  kvChunk?: number;
+}
+
+const NEG_INF = -Infinity;
+
+/**
+ * One compiled text model on the current thread: an ONNX Runtime session plus the KV pool it reads.
+ * `forward` runs one step for `rows` consecutive slots, each taking `seq` new tokens, and returns the
+ * last position's logits per row. It never decides who runs; it only computes.
+ */
+export class TextModel {
+  private constructor(
+    readonly manifest: ArtifactManifest,
+    private readonly session: ort.InferenceSession,
+    readonly kv: KvPool,
+  ) {}
+
+  static async load(artifactDir: string, options: TextModelOptions = {}): Promise<TextModel> {
+    const manifest = readManifest(artifactDir);
+    const session = await ort.InferenceSession.create(join(artifactDir, ARTIFACT_FILES.graph), {
+      executionProviders: ["cpu"],
+      intraOpNumThreads: options.threads ?? 2,
+      interOpNumThreads: 1,
+      graphOptimizationLevel: (process.env.KILN_ORT_OPT as "all" | "basic" | "disabled" | "extended" | undefined) ?? "all",
+      executionMode: "sequential",
+    });
+    const kv = new KvPool(manifest.shape, options.slots ?? 1, options.kvChunk ?? 128);
+    return new TextModel(manifest, session, kv);
+  }
+
+  get vocab(): number {
+    return this.manifest.shape.vocab;
+  }
+
+  /** Cached positions of a slot. */
+  length(slot: number): number {
+    return this.kv.lengths[slot];
+  }
+
+  async forward(firstSlot: number, rows: number, seq: number, tokens: ArrayLike<number>): Promise<Float32Array> {
+    const { shape } = this.manifest;
+    const { kv } = this;
+    let longest = 0;
+    for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + seq);
+    if (longest > shape.contextLength) throw new RangeError(`step would reach ${longest} positions, past the context of ${shape.contextLength}`);
+    kv.ensure(longest);
+    const cap = kv.capacity;
+
+    const ids = new BigInt64Array(rows * seq);
+    const positions = new BigInt64Array(rows * seq);
+    const pastMask = new Float32Array(rows * cap).fill(NEG_INF);
+    for (let r = 0; r < rows; r++) {
+      const past = kv.lengths[firstSlot + r];
+      pastMask.fill(0, r * cap, r * cap + past);
+      for (let s = 0; s < seq; s++) {
+        ids[r * seq + s] = BigInt(tokens[r * seq + s]);
+        positions[r * seq + s] = BigInt(past + s);
+      }
+    }
+    const feeds: Record<string, ort.Tensor> = {
+      input_ids: new ort.Tensor("int64", ids, [rows, seq]),
+      position_ids: new ort.Tensor("int64", positions, [rows, seq]),
+      past_mask: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
+      new_mask: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, seq), [1, 1, (shape.heads / shape.kvHeads) * seq, seq]),
+    };
+    const stride = kv.slotStride;
+    for (let l = 0; l < shape.layers; l++) {
+      const keys = kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
+      const values = kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
+      feeds[`past_key_t.${l}`] = new ort.Tensor("float32", keys, [rows, shape.kvHeads, shape.headDim, cap]);
+      feeds[`past_value.${l}`] = new ort.Tensor("float32", values, [rows, shape.kvHeads, cap, shape.headDim]);
+    }
+    const out = await this.session.run(feeds);
+    for (let l = 0; l < shape.layers; l++) {
+      kv.append(l, firstSlot, rows, seq, out[`present_key.${l}`].data as Float32Array, out[`present_value.${l}`].data as Float32Array);
+    }
+    kv.advance(firstSlot, rows, seq);
+    return out.logits.data as Float32Array;
+  }
+
+  async release(): Promise<void> {
+    await this.session.release();
+  }
+}
+
+/** [group*S, S] additive mask: query row (g, s) sees new keys 0..s. */
+function causalMask(group: number, seq: number): Float32Array {
+  const mask = new Float32Array(group * seq * seq);
+  for (let g = 0; g < group; g++) {
+    for (let s = 0; s < seq; s++) {
+      const row = (g * seq + s) * seq;
+      for (let t = s + 1; t < seq; t++) mask[row + t] = NEG_INF;
+    }
+  }
+  return mask;
+}

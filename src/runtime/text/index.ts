@@ -1,0 +1,11 @@
+export { Tokenizer, TokenizerError, type EncodeOptions, type DecodeOptions } from "./tokenizer.js";
+export { StreamDecoder } from "./stream-decoder.js";
+export { PreTokenizer, UnsupportedPreTokenizerError, preTokenizerKind } from "./pre-tokenizer.js";
+export {
+  ChatTemplate,
+  ChatTemplateError,
+  renderChat,
+  type ChatMessage,
+  type ContentPart,
+  type RenderChatOptions,
+} from "./chat-template.js";

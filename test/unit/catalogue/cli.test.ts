@@ -1,0 +1,84 @@
+import { describe, expect, it } from "vitest";
+import * as modelsCommand from "../../../src/cli/commands/models.js";
+import * as pullCommand from "../../../src/cli/commands/pull.js";
+import { MODELS } from "../../../src/catalogue/models.js";
+
+function capture() {
+  const out = { stdout: "", stderr: "" };
+  const io = {
+    stdout: { write: (s: string) => (out.stdout += s) },
+    stderr: { write: (s: string) => (out.stderr += s), isTTY: false },
+  };
+  return { out, io };
+}
+
+describe("kiln models", () => {
+  it("exports the command shape", () => {
+    expect(modelsCommand.name).toBe("models");
+    expect(typeof modelsCommand.description).toBe("string");
+    expect(modelsCommand.usage).toMatch(/^Usage: kiln models/);
+    expect(modelsCommand.default.run).toBe(modelsCommand.run);
+  });
+
+  it("prints an aligned table of all 42 models", async () => {
+    const { out, io } = capture();
+    expect(await modelsCommand.run([], io)).toBe(0);
+    const lines = out.stdout.trimEnd().split("\n");
+    expect(lines).toHaveLength(43);
+    expect(lines[0]).toMatch(/^SLUG\s+KIND\s+PARAMS\s+CONTEXT\s+PRICE \(USD\)\s+LICENCE$/);
+    // Aligned: every row's KIND column starts where the header's does.
+    const kindAt = lines[0]!.indexOf("KIND");
+    for (const line of lines.slice(1)) expect(line.slice(kindAt)).toMatch(/^(text|transcription)/);
+    const llama = lines.find((l) => l.startsWith("llama-3-3-70b-instruct "))!;
+    expect(llama).toContain("70.6B");
+    expect(llama).toContain("131,072");
+    expect(llama).toContain("$0.09 in / $0.14 out per 1M tok");
+    expect(lines.find((l) => l.startsWith("whisper-large-v3 "))).toContain("$0.02 / audio min");
+    expect(lines.find((l) => l.startsWith("smollm2-135m-instruct "))).toContain("135M");
+  });
+
+  it("filters by kind, prints JSON and handles --help and bad arguments", async () => {
+    let c = capture();
+    expect(await modelsCommand.run(["--kind", "transcription"], c.io)).toBe(0);
+    expect(c.out.stdout.trimEnd().split("\n")).toHaveLength(1 + MODELS.filter((m) => m.kind === "transcription").length);
+    c = capture();
+    expect(await modelsCommand.run(["--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out.stdout)).toHaveLength(42);
+    c = capture();
+    expect(await modelsCommand.run(["--help"], c.io)).toBe(0);
+    expect(c.out.stdout).toContain("Usage: kiln models");
+    c = capture();
+    expect(await modelsCommand.run(["--bogus"], c.io)).toBe(2);
+    expect(c.out.stderr).toContain("unexpected argument --bogus");
+  });
+
+  it("formats numbers", () => {
+    expect(modelsCommand.formatParameters(135e6)).toBe("135M");
+    expect(modelsCommand.formatParameters(1.55e9)).toBe("1.55B");
+    expect(modelsCommand.formatParameters(140.6e9)).toBe("141B");
+    expect(modelsCommand.formatUsd(0.1)).toBe("$0.10");
+    expect(modelsCommand.formatUsd(0.005)).toBe("$0.005");
+  });
+});
+
+describe("kiln pull", () => {
+  it("exports the command shape and prints help", async () => {
+    expect(pullCommand.name).toBe("pull");
+    expect(pullCommand.default.run).toBe(pullCommand.run);
+    const { out, io } = capture();
+    expect(await pullCommand.run(["--help"], io)).toBe(0);
+    expect(out.stdout).toMatch(/^Usage: kiln pull <slug>/);
+  });
+
+  it("wants a slug, and says so", async () => {
+    const { out, io } = capture();
+    expect(await pullCommand.run([], io)).toBe(2);
+    expect(out.stderr).toMatch(/^kiln pull: which model\?/);
+  });
+
+  it("fails an unknown slug with one line and exit code 1", async () => {
+    const { out, io } = capture();
+    expect(await pullCommand.run(["no-such-model"], io)).toBe(1);
+    expect(out.stderr).toBe("kiln pull: unknown model: no-such-model (run `kiln models` for the list)\n");
+  });
+});
