@@ -14,6 +14,11 @@ import {
 /** Weights start on this boundary in the data file, so the runtime can map them aligned. */
 const WEIGHT_ALIGNMENT = 64;
 
+/** writeSync refuses over 2^31-1 bytes (a float32 embedding can be larger) and may write fewer than asked. */
+function writeAll(fd: number, bytes: Uint8Array): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, 1 << 30));
+}
+
 export interface NodeOptions {
   domain?: string;
   attributes?: Record<string, AttributeValue>;
@@ -58,11 +63,11 @@ export class GraphBuilder {
   weight(name: string, type: DataType, dims: number[], data: ArrayBufferView): string {
     const pad = (WEIGHT_ALIGNMENT - (this.dataOffset % WEIGHT_ALIGNMENT)) % WEIGHT_ALIGNMENT;
     if (pad > 0) {
-      writeSync(this.dataFd, new Uint8Array(pad));
+      writeAll(this.dataFd, new Uint8Array(pad));
       this.dataOffset += pad;
     }
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    writeSync(this.dataFd, bytes);
+    writeAll(this.dataFd, bytes);
     this.external.push({ name, type, dims, location: this.dataName, offset: this.dataOffset, length: bytes.length });
     this.dataOffset += bytes.length;
     return name;

@@ -59,7 +59,8 @@ export interface ModelDef {
   metadata: Record<string, string>;
 }
 
-const IR_VERSION = 9;
+// IR version 10 is the one that goes with opset 21 (ONNX 1.16).
+const IR_VERSION = 10;
 
 enum AttrType {
   FLOAT = 1,

@@ -1,0 +1,12 @@
+export {
+  SAMPLING_LIMITS,
+  SamplingParamsError,
+  resolveSamplingParams,
+  validateSamplingParams,
+  type ResolvedSamplingParams,
+  type SamplingParams,
+  type SamplingProblem,
+  type ValidateSamplingOptions,
+} from "./params.js";
+export { SequenceSampler, argmax, type SampleResult, type SequenceSamplerOptions, type TokenLogprob } from "./sampler.js";
+export { SplitMix64, Xoshiro128ss, randomSeed } from "./prng.js";

@@ -1,0 +1,516 @@
+import { resolveSamplingParams, type ResolvedSamplingParams, type SamplingParams } from "./params.js";
+import { EXP_INV_STEP, EXP_MIN_ARG, EXP_STEP, EXP_TABLE, fastExp } from "./fast-exp.js";
+import { randomSeed, Xoshiro128ss } from "./prng.js";
+
+/** A token and its log probability. */
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
+}
+
+/** What {@link SequenceSampler.sample} picked. */
+export interface SampleResult {
+  token: number;
+  /** Raw log probability of `token` (only when logprobs was asked for). */
+  logprob?: number;
+  /** The top_logprobs most likely tokens by raw log probability, descending, lowest id first on ties (only when logprobs was asked for; empty when top_logprobs is 0). */
+  top?: TokenLogprob[];
+}
+
+export interface SequenceSamplerOptions {
+  /**
+   * Sub-stream of the seed: sequences sharing a seed (the n choices of one request) should use
+   * different streams (e.g. the choice index) to get different yet reproducible samples. Default 0.
+   */
+  stream?: number;
+}
+
+/**
+ * Candidates are the tokens whose temperature-scaled logit is within this of the maximum: each
+ * dropped token has relative weight < e^-40 ≈ 4e-18, so even a 256k vocabulary loses < 1e-12 of
+ * the probability mass, far below what float32 logits resolve.
+ */
+const CUTOFF = 40;
+/** Ranges this small are finished by insertion sort in the selection routines. */
+const SMALL = 16;
+/**
+ * top_k and top_p locate their boundary with a histogram of the candidates' scaled logits x, in
+ * the bins of the exp table (ln2/64 ≈ 0.011 wide), then select exactly inside the one boundary
+ * bin only.
+ */
+const BINS = EXP_TABLE.length;
+const LAST_BIN = BINS - 1;
+
+// Scratch shared by every sampler of this thread (sampling is synchronous, so never re-entered):
+// one sequence's sample() call at a time uses it, and it grows to the largest vocabulary seen.
+let candIds = new Int32Array(0);
+let candVals = new Float64Array(0);
+let candBins = new Uint16Array(0);
+let edgeIds = new Int32Array(0);
+let edgeVals = new Float64Array(0);
+const binCount = new Int32Array(BINS);
+const binWeight = new Float64Array(BINS);
+
+function scratch(n: number): void {
+  if (candIds.length < n) {
+    candIds = new Int32Array(n);
+    candVals = new Float64Array(n);
+    candBins = new Uint16Array(n);
+    edgeIds = new Int32Array(n);
+    edgeVals = new Float64Array(n);
+  }
+}
+
+/**
+ * Samples the tokens of one sequence. Construct one per sequence (per choice), then call
+ * {@link sample} once per model step with that sequence's row of logits.
+ *
+ * Per call, in this order:
+ * 1. logit_bias is added;
+ * 2. presence and frequency penalties are subtracted, for the tokens generated so far
+ *    (`logit[t] -= presence * (count[t] > 0) + frequency * count[t]`);
+ * 3. temperature 0: greedy, the argmax (lowest id on ties) is returned;
+ * 4. logits are divided by the temperature;
+ * 5. top_k keeps the k highest;
+ * 6. softmax;
+ * 7. top_p keeps the smallest set of most probable tokens with cumulative probability >= top_p
+ *    (at least one);
+ * 8. min_p drops tokens with p < min_p * p_max;
+ * 9. the survivors are renormalized and one is drawn with the sequence's seeded generator.
+ *
+ * Logprobs (when asked for) are the log-softmax of the raw logits, before any of the above.
+ *
+ * Nothing vocabulary-sized is sorted or allocated per call: only tokens within {@link CUTOFF} of
+ * the maximum scaled logit become candidates; top_k and top_p find their boundary with a
+ * histogram of the candidates and then select exactly (quickselect) within the boundary bin
+ * only; exps use a table-based exp (relative error < 1e-13); scratch buffers are shared by all
+ * samplers of the thread.
+ */
+export class SequenceSampler {
+  readonly params: ResolvedSamplingParams;
+  /** The seed in use: the one asked for, or the random one drawn for this sequence. */
+  readonly seed: number;
+  private readonly rng: Xoshiro128ss;
+  private readonly counts = new Map<number, number>();
+  private total = 0;
+  // Original values of the logits modified by bias and penalties, restored before returning.
+  private modIds: number[] = [];
+  private modVals: number[] = [];
+  private readonly topIds: Int32Array;
+  private readonly topVals: Float64Array;
+
+  /** Throws {@link SamplingParamsError} when `params` are invalid. */
+  constructor(params: SamplingParams = {}, options: SequenceSamplerOptions = {}) {
+    this.params = resolveSamplingParams(params);
+    this.seed = this.params.seed ?? randomSeed();
+    this.rng = Xoshiro128ss.fromSeed(this.seed, options.stream ?? 0);
+    this.topIds = new Int32Array(this.params.topLogprobs);
+    this.topVals = new Float64Array(this.params.topLogprobs);
+  }
+
+  /**
+   * Records a token as generated, for the penalties. {@link sample} already records what it
+   * returns: call this only for tokens that enter the sequence without being sampled here.
+   */
+  accept(token: number): void {
+    this.counts.set(token, (this.counts.get(token) ?? 0) + 1);
+    this.total++;
+  }
+
+  /** How many times `token` has been generated so far. */
+  countOf(token: number): number {
+    return this.counts.get(token) ?? 0;
+  }
+
+  /** Number of tokens generated so far (sampled or accepted). */
+  get generated(): number {
+    return this.total;
+  }
+
+  /**
+   * Picks the next token from one row of logits (vocabulary size) and records it as generated.
+   * The row is used as scratch: the few entries touched by bias and penalties are modified
+   * during the call and restored before it returns, so afterwards it holds its original values.
+   */
+  sample(logits: Float32Array): SampleResult {
+    const vocab = logits.length;
+    if (vocab === 0) throw new RangeError("cannot sample from an empty row of logits");
+    const p = this.params;
+
+    let lse = 0;
+    let nTop = 0;
+    if (p.logprobs) {
+      lse = this.rawLogSumExp(logits);
+      nTop = this.rawTop(logits);
+    }
+
+    // 1-2: bias and penalties, remembering the original values.
+    let nMod = 0;
+    const { modIds, modVals } = this;
+    const { biasIds, biasValues } = p;
+    for (let i = 0; i < biasIds.length; i++) {
+      const id = biasIds[i];
+      if (id >= vocab) break; // ascending
+      modIds[nMod] = id;
+      modVals[nMod++] = logits[id];
+      logits[id] += biasValues[i];
+    }
+    const presence = p.presencePenalty;
+    const frequency = p.frequencyPenalty;
+    if ((presence !== 0 || frequency !== 0) && this.counts.size > 0) {
+      for (const [id, count] of this.counts) {
+        if (id < 0 || id >= vocab) continue;
+        modIds[nMod] = id;
+        modVals[nMod++] = logits[id];
+        logits[id] -= presence + frequency * count;
+      }
+    }
+
+    const token = p.temperature === 0 ? argmax(logits) : this.draw(logits);
+
+    for (let i = nMod - 1; i >= 0; i--) logits[modIds[i]] = modVals[i];
+    this.accept(token);
+
+    if (!p.logprobs) return { token };
+    const top: TokenLogprob[] = new Array(nTop);
+    for (let i = 0; i < nTop; i++) top[i] = { token: this.topIds[i], logprob: this.topVals[i] - lse };
+    return { token, logprob: logits[token] - lse, top };
+  }
+
+  /** Steps 4-9 on a row with bias and penalties applied; temperature > 0. */
+  private draw(logits: Float32Array): number {
+    const vocab = logits.length;
+    const { temperature, topK, topP, minP } = this.params;
+    const nucleus = topP < 1;
+
+    // With top_p off, min_p's threshold is known up front and can narrow the candidates (the
+    // exact test below still decides; the margin keeps rounding from dropping a borderline token).
+    let cut = CUTOFF;
+    if (!nucleus && minP > 0) cut = Math.min(cut, -Math.log(minP) * (1 + 1e-9) + 1e-9);
+    const cutT = cut * temperature;
+
+    // One pass: the maximum, and every token within cutT of the maximum so far. That is a
+    // superset of the candidates (within cutT of the final maximum); the extra ones, below the
+    // cutoff, are dropped by top_k or weigh next to nothing (< e^-40 relative, 0 below e^-48).
+    scratch(vocab);
+    const ids = candIds;
+    const vals = candVals;
+    const bins = candBins;
+    let max = -Infinity;
+    let threshold = -Infinity;
+    let n = 0;
+    for (let i = 0; i < vocab; i++) {
+      const v = logits[i];
+      if (v >= threshold) {
+        if (v > max) {
+          max = v;
+          threshold = v - cutT;
+        }
+        ids[n] = i;
+        vals[n++] = v;
+      }
+    }
+    if (!(max > -Infinity && max < Infinity)) return argmax(logits); // all -inf/NaN, or an +inf
+
+    // vals hold logits; x = (logit - offset) * invT is the scaled logit relative to the maximum.
+    let offset = max;
+    let invT = 1 / temperature;
+
+    // top_k on x (same order as the probabilities), before the exps.
+    if (topK > 0 && topK < n) {
+      binCount.fill(0);
+      for (let i = 0; i < n; i++) {
+        const b = Math.min((-(vals[i] - offset) * invT * EXP_INV_STEP + 0.5) | 0, LAST_BIN);
+        bins[i] = b;
+        binCount[b]++;
+      }
+      let above = 0; // candidates in bins before the boundary bin
+      let edge = 0;
+      while (above + binCount[edge] < topK) above += binCount[edge++];
+      const eIds = edgeIds;
+      const eVals = edgeVals;
+      let f = 0;
+      let q = 0;
+      for (let i = 0; i < n; i++) {
+        const b = bins[i];
+        if (b < edge) {
+          ids[f] = ids[i];
+          vals[f++] = (vals[i] - offset) * invT;
+        } else if (b === edge) {
+          eIds[q] = ids[i];
+          eVals[q++] = (vals[i] - offset) * invT;
+        }
+      }
+      const need = topK - above;
+      if (need < q) selectTop(eVals, eIds, q, need);
+      for (let i = 0; i < need; i++) {
+        ids[f] = eIds[i];
+        vals[f++] = eVals[i];
+      }
+      n = topK;
+      offset = 0; // vals now hold x
+      invT = 1;
+    }
+
+    // Softmax weights w = exp(x), relative to the maximum (which has weight exactly 1).
+    let z = 0;
+    if (!nucleus && minP === 0) {
+      for (let i = 0; i < n; i++) z += vals[i] = fastExp((vals[i] - offset) * invT);
+      return this.pick(ids, vals, n, z);
+    }
+
+    // min_p before top_p gives the same set: both keep a most-probable prefix, so applying them in
+    // either order keeps the shorter prefix, as long as top_p measures against the total before
+    // min_p (z). p < min_p * p_max  <=>  w < min_p, as p_max has weight 1.
+    // For top_p, each weight also goes to the histogram: bin = exp table index.
+    if (nucleus) binWeight.fill(0);
+    let zKept = 0;
+    let k = 0;
+    for (let i = 0; i < n; i++) {
+      const x = (vals[i] - offset) * invT;
+      let w = 0;
+      let b = LAST_BIN;
+      if (x >= -EXP_MIN_ARG) {
+        b = (-x * EXP_INV_STEP + 0.5) | 0;
+        const r = x + b * EXP_STEP;
+        w = EXP_TABLE[b] * (1 + r * (1 + r * (0.5 + r * (1 / 6 + r * (1 / 24)))));
+      }
+      z += w;
+      if (w >= minP) {
+        ids[k] = ids[i];
+        vals[k] = w;
+        bins[k++] = b;
+        binWeight[b] += w;
+        zKept += w;
+      }
+    }
+    n = k;
+    if (!nucleus) return this.pick(ids, vals, n, zKept);
+
+    const target = topP * z;
+    let above = 0; // weight in bins before the boundary bin
+    let edge = 0;
+    while (edge < BINS && above + binWeight[edge] < target) above += binWeight[edge++];
+    // Else the survivors of min_p fall short of top_p (or just by rounding): keep them all.
+    if (edge === BINS) return this.pick(ids, vals, n, zKept);
+
+    // The nucleus: everything in bins before the boundary bin, plus the exact nucleus of the rest
+    // within it. Drawn from without compacting: first pick which of the two parts.
+    const eIds = edgeIds;
+    const eVals = edgeVals;
+    let q = 0;
+    for (let i = 0; i < n; i++) {
+      if (bins[i] === edge) {
+        eIds[q] = ids[i];
+        eVals[q++] = vals[i];
+      }
+    }
+    const m = selectNucleus(eVals, eIds, q, target - above);
+    let edgeWeight = 0;
+    for (let i = 0; i < m; i++) edgeWeight += eVals[i];
+    let r = this.rng.nextFloat() * (above + edgeWeight);
+    if (r < above) {
+      let acc = 0;
+      let last = -1;
+      for (let i = 0; i < n; i++) {
+        if (bins[i] < edge) {
+          acc += vals[i];
+          if (r < acc) return ids[i];
+          last = i;
+        }
+      }
+      if (last >= 0) return ids[last]; // rounding
+      r = 0;
+    }
+    return this.pick(eIds, eVals, m, edgeWeight, r - above);
+  }
+
+  /**
+   * Draws from ids[0, n) with weights vals[0, n) summing to z (pass `r` to use a given point in
+   * [0, z) instead of a fresh random one).
+   */
+  private pick(ids: Int32Array, vals: Float64Array, n: number, z: number, r = this.rng.nextFloat() * z): number {
+    let acc = 0;
+    for (let i = 0; i < n; i++) {
+      acc += vals[i];
+      if (r < acc) return ids[i];
+    }
+    // Only reachable by rounding (z summed in another order): the last token with weight.
+    for (let i = n - 1; i > 0; i--) if (vals[i] > 0) return ids[i];
+    return ids[0];
+  }
+
+  /** log(sum(exp(raw logits))), ignoring terms below max - CUTOFF (relative size < 1e-12). */
+  private rawLogSumExp(logits: Float32Array): number {
+    const vocab = logits.length;
+    let max = -Infinity;
+    for (let i = 0; i < vocab; i++) if (logits[i] > max) max = logits[i];
+    if (!(max > -Infinity && max < Infinity)) return max;
+    const threshold = max - CUTOFF;
+    let sum = 0;
+    for (let i = 0; i < vocab; i++) {
+      const v = logits[i];
+      if (v >= threshold) sum += fastExp(v - max);
+    }
+    return max + Math.log(sum);
+  }
+
+  /** Fills topIds/topVals with the top_logprobs highest raw logits, descending; returns how many. */
+  private rawTop(logits: Float32Array): number {
+    const k = this.topIds.length;
+    if (k === 0) return 0;
+    const ids = this.topIds;
+    const vals = this.topVals;
+    let n = 0;
+    let floor = -Infinity; // the lowest kept value once full
+    for (let i = 0; i < logits.length; i++) {
+      const v = logits[i];
+      if (v !== v || (n === k && v <= floor)) continue; // NaN never enters; ties keep the lower id
+      let j = n < k ? n++ : k - 1;
+      while (j > 0 && vals[j - 1] < v) {
+        vals[j] = vals[j - 1];
+        ids[j] = ids[j - 1];
+        j--;
+      }
+      vals[j] = v;
+      ids[j] = i;
+      if (n === k) floor = vals[k - 1];
+    }
+    return n;
+  }
+}
+
+/** Index of the largest value, lowest index on ties; NaN is never chosen (0 if all are NaN). */
+export function argmax(values: Float32Array): number {
+  let best = 0;
+  let max = -Infinity;
+  for (let i = 0; i < values.length; i++) {
+    if (values[i] > max) {
+      max = values[i];
+      best = i;
+    }
+  }
+  return best;
+}
+
+// Bounds of the last partition3 call: [lo, lt) > pivot, [lt, gt) == pivot, [gt, hi) < pivot.
+let lt = 0;
+let gt = 0;
+
+/** Three-way partition of vals[lo, hi) (and ids alongside) around `pivot`, descending. */
+function partition3(vals: Float64Array, ids: Int32Array, lo: number, hi: number, pivot: number): void {
+  let a = lo;
+  let i = lo;
+  let b = hi;
+  while (i < b) {
+    const x = vals[i];
+    if (x > pivot) {
+      if (i !== a) {
+        vals[i] = vals[a];
+        vals[a] = x;
+        const t = ids[i];
+        ids[i] = ids[a];
+        ids[a] = t;
+      }
+      a++;
+      i++;
+    } else if (x < pivot) {
+      b--;
+      vals[i] = vals[b];
+      vals[b] = x;
+      const t = ids[i];
+      ids[i] = ids[b];
+      ids[b] = t;
+    } else {
+      i++;
+    }
+  }
+  lt = a;
+  gt = b;
+}
+
+/** Median of the first, middle and last values of [lo, hi). */
+function pivotOf(vals: Float64Array, lo: number, hi: number): number {
+  const x = vals[lo];
+  const y = vals[(lo + hi) >>> 1];
+  const z = vals[hi - 1];
+  return x < y ? (y < z ? y : x < z ? z : x) : x < z ? x : y < z ? z : y;
+}
+
+/** Sorts vals[lo, hi) descending (ids alongside), stable. */
+function insertionSort(vals: Float64Array, ids: Int32Array, lo: number, hi: number): void {
+  for (let i = lo + 1; i < hi; i++) {
+    const v = vals[i];
+    const id = ids[i];
+    let j = i;
+    while (j > lo && vals[j - 1] < v) {
+      vals[j] = vals[j - 1];
+      ids[j] = ids[j - 1];
+      j--;
+    }
+    vals[j] = v;
+    ids[j] = id;
+  }
+}
+
+/** Quickselect: moves the k largest of vals[0, n) (0 < k < n) to [0, k), in no particular order. */
+export function selectTop(vals: Float64Array, ids: Int32Array, n: number, k: number): void {
+  let lo = 0;
+  let hi = n;
+  while (hi - lo > SMALL) {
+    partition3(vals, ids, lo, hi, pivotOf(vals, lo, hi));
+    if (k < lt) hi = lt;
+    else if (k <= gt) return;
+    else lo = gt;
+  }
+  insertionSort(vals, ids, lo, hi);
+}
+
+/**
+ * Nucleus selection: moves the smallest set of largest weights of vals[0, n) whose sum is at
+ * least `target` to the front and returns its size (n if the whole range falls short, at least
+ * 1). Expected linear time: a quickselect that descends into the part holding the boundary.
+ */
+export function selectNucleus(vals: Float64Array, ids: Int32Array, n: number, target: number): number {
+  if (n <= 1) return n;
+  if (!(target > 0)) {
+    // Only the largest (the first one on ties).
+    let best = 0;
+    for (let i = 1; i < n; i++) if (vals[i] > vals[best]) best = i;
+    if (best !== 0) {
+      const v = vals[0];
+      vals[0] = vals[best];
+      vals[best] = v;
+      const t = ids[0];
+      ids[0] = ids[best];
+      ids[best] = t;
+    }
+    return 1;
+  }
+  let lo = 0;
+  let hi = n;
+  let acc = 0; // sum of [0, lo), all kept and all larger than anything in [lo, n); acc < target
+  while (hi - lo > SMALL) {
+    partition3(vals, ids, lo, hi, pivotOf(vals, lo, hi));
+    const a = lt;
+    const b = gt;
+    let above = 0;
+    for (let i = lo; i < a; i++) above += vals[i];
+    if (acc + above >= target) {
+      hi = a;
+      continue;
+    }
+    acc += above;
+    for (let i = a; i < b; i++) {
+      acc += vals[i];
+      if (acc >= target) return i + 1;
+    }
+    lo = b;
+  }
+  insertionSort(vals, ids, lo, hi);
+  for (let i = lo; i < hi; i++) {
+    acc += vals[i];
+    if (acc >= target) return i + 1;
+  }
+  return hi; // rounding: the range fell just short of its predicted sum
+}
