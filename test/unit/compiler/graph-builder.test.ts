@@ -243,7 +243,7 @@ describe("GraphBuilder model proto", () => {
     g.output("y", DataType.FLOAT, [1]);
     const model = decodeMessage(g.finish("tiny", "9.9.9", { kiln_artifact: "abc", other: "é" }));
 
-    expect(model.find((f) => f.field === 1)?.value).toBe(9n);
+    expect(model.find((f) => f.field === 1)?.value).toBe(10n);
     expect(text(messages(model, 2)[0])).toBe("kiln");
     expect(text(messages(model, 3)[0])).toBe("9.9.9");
     const opsets = messages(model, 8).map((o) => {
