@@ -2,7 +2,6 @@
 // SmolLM2's. We have no GGUF for each family, so we load SmolLM2's vocabulary with `tokenizer.ggml.pre`
 // overridden (llama.cpp's --override-kv mechanism): llama.cpp then splits text with that family's regexes
 // and flags (e.g. llama3's ignore_merges), and kiln must produce the same ids from the same vocabulary.
-import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getLlama, type Llama } from "node-llama-cpp";
 import type { TokenizerSpec } from "../../../../src/runtime/artifact.js";
@@ -10,8 +9,6 @@ import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { parityStrings } from "../../../fixtures/text/parity-strings.js";
 import { specFromGguf, TEST_GGUF } from "../../../fixtures/text/spec-from-gguf.js";
 
-const present = existsSync(TEST_GGUF);
-if (!present) console.warn(`pre-tokenizer parity skipped: no model at ${TEST_GGUF} (set KILN_TEST_GGUF)`);
 
 /** The required families first, then one name per other distinct regex set llama.cpp has. */
 const PRE_NAMES = [
@@ -21,7 +18,7 @@ const PRE_NAMES = [
   "superbpe", "bailingmoe", "seed-coder", "ufakzeka", "laguna", "exaone-moe", "minicpm5", "youtu", "spark2_5",
 ];
 
-describe.skipIf(!present)("pre-tokenizer parity with llama.cpp (SmolLM2 vocabulary, pre overridden)", () => {
+describe("pre-tokenizer parity with llama.cpp (SmolLM2 vocabulary, pre overridden)", () => {
   const strings = parityStrings(150);
   let llama: Llama;
   let spec: TokenizerSpec;

@@ -2,7 +2,6 @@
 // common_tokenize(vocab, text, add_special=false, parse_special=special) and `model.detokenize` calls
 // llama_detokenize, i.e. the exact code kiln's tokenizer re-implements, at the llama.cpp version
 // node-llama-cpp bundles. The model is loaded vocab-only: no weights are needed to tokenize.
-import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getLlama, type Llama, type LlamaModel, type Token } from "node-llama-cpp";
 import { BYTE_TO_CHAR } from "../../../../src/runtime/text/byte-level.js";
@@ -10,8 +9,6 @@ import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { parityStrings, seededRandom } from "../../../fixtures/text/parity-strings.js";
 import { specFromGguf, TEST_GGUF } from "../../../fixtures/text/spec-from-gguf.js";
 
-const present = existsSync(TEST_GGUF);
-if (!present) console.warn(`tokenizer parity skipped: no model at ${TEST_GGUF} (set KILN_TEST_GGUF)`);
 
 /** node-llama-cpp brands token ids; ours are plain numbers. */
 const asTokens = (ids: number[]) => ids as unknown as Token[];
@@ -20,7 +17,7 @@ const asTokens = (ids: number[]) => ids as unknown as Token[];
 const wellFormed = (s: string) =>
   s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
 
-describe.skipIf(!present)("tokenizer parity with llama.cpp on SmolLM2-135M-Instruct", () => {
+describe("tokenizer parity with llama.cpp on SmolLM2-135M-Instruct", () => {
   const strings = parityStrings(400);
   // Whole documents too, so splitting across many words, lines and special tokens is covered at once.
   const inputs = [...strings, strings.join(" "), strings.join("\n"), strings.join("")];

