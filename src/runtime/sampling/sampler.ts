@@ -1,5 +1,5 @@
 import { resolveSamplingParams, type ResolvedSamplingParams, type SamplingParams } from "./params.js";
-import { EXP_INV_STEP, EXP_MIN_ARG, EXP_STEP, EXP_TABLE, fastExp } from "./fast-exp.js";
+import * as fe from "./fast-exp.js";
 import { randomSeed, Xoshiro128ss } from "./prng.js";
 
 /** A token and its log probability. */
@@ -13,7 +13,10 @@ export interface SampleResult {
   token: number;
   /** Raw log probability of `token` (only when logprobs was asked for). */
   logprob?: number;
-  /** The top_logprobs most likely tokens by raw log probability, descending, lowest id first on ties (only when logprobs was asked for; empty when top_logprobs is 0). */
+  /**
+   * The top_logprobs most likely tokens by raw log probability, descending, lowest id first on
+   * ties (only when logprobs was asked for; empty when top_logprobs is 0).
+   */
   top?: TokenLogprob[];
 }
 
@@ -33,6 +36,14 @@ export interface SequenceSamplerOptions {
 const CUTOFF = 40;
 /** Ranges this small are finished by insertion sort in the selection routines. */
 const SMALL = 16;
+// Module-local copies: TS loaders that emit CommonJS (tsx, vitest) turn every use of an import
+// into a property read through a getter, which costs several times the loop bodies below.
+const fastExp = fe.fastExp;
+const EXP_TABLE = fe.EXP_TABLE;
+const EXP_STEP = fe.EXP_STEP;
+const EXP_INV_STEP = fe.EXP_INV_STEP;
+const EXP_MIN_ARG = fe.EXP_MIN_ARG;
+
 /**
  * top_k and top_p locate their boundary with a histogram of the candidates' scaled logits x, in
  * the bins of the exp table (ln2/64 ≈ 0.011 wide), then select exactly inside the one boundary
@@ -91,7 +102,11 @@ export class SequenceSampler {
   /** The seed in use: the one asked for, or the random one drawn for this sequence. */
   readonly seed: number;
   private readonly rng: Xoshiro128ss;
-  private readonly counts = new Map<number, number>();
+  // Generated tokens: each distinct token once in penIds, its count in penCounts, its index there
+  // in penIndex (arrays, so the penalty loop runs over arrays rather than a Map).
+  private readonly penIndex = new Map<number, number>();
+  private readonly penIds: number[] = [];
+  private readonly penCounts: number[] = [];
   private total = 0;
   // Original values of the logits modified by bias and penalties, restored before returning.
   private modIds: number[] = [];
@@ -113,13 +128,21 @@ export class SequenceSampler {
    * returns: call this only for tokens that enter the sequence without being sampled here.
    */
   accept(token: number): void {
-    this.counts.set(token, (this.counts.get(token) ?? 0) + 1);
+    const i = this.penIndex.get(token);
+    if (i === undefined) {
+      this.penIndex.set(token, this.penIds.length);
+      this.penIds.push(token);
+      this.penCounts.push(1);
+    } else {
+      this.penCounts[i]++;
+    }
     this.total++;
   }
 
   /** How many times `token` has been generated so far. */
   countOf(token: number): number {
-    return this.counts.get(token) ?? 0;
+    const i = this.penIndex.get(token);
+    return i === undefined ? 0 : this.penCounts[i];
   }
 
   /** Number of tokens generated so far (sampled or accepted). */
@@ -157,12 +180,14 @@ export class SequenceSampler {
     }
     const presence = p.presencePenalty;
     const frequency = p.frequencyPenalty;
-    if ((presence !== 0 || frequency !== 0) && this.counts.size > 0) {
-      for (const [id, count] of this.counts) {
+    if (presence !== 0 || frequency !== 0) {
+      const { penIds, penCounts } = this;
+      for (let i = 0; i < penIds.length; i++) {
+        const id = penIds[i];
         if (id < 0 || id >= vocab) continue;
         modIds[nMod] = id;
         modVals[nMod++] = logits[id];
-        logits[id] -= presence + frequency * count;
+        logits[id] -= presence + frequency * penCounts[i];
       }
     }
 
@@ -187,29 +212,13 @@ export class SequenceSampler {
     // exact test below still decides; the margin keeps rounding from dropping a borderline token).
     let cut = CUTOFF;
     if (!nucleus && minP > 0) cut = Math.min(cut, -Math.log(minP) * (1 + 1e-9) + 1e-9);
-    const cutT = cut * temperature;
 
-    // One pass: the maximum, and every token within cutT of the maximum so far. That is a
-    // superset of the candidates (within cutT of the final maximum); the extra ones, below the
-    // cutoff, are dropped by top_k or weigh next to nothing (< e^-40 relative, 0 below e^-48).
     scratch(vocab);
     const ids = candIds;
     const vals = candVals;
     const bins = candBins;
-    let max = -Infinity;
-    let threshold = -Infinity;
-    let n = 0;
-    for (let i = 0; i < vocab; i++) {
-      const v = logits[i];
-      if (v >= threshold) {
-        if (v > max) {
-          max = v;
-          threshold = v - cutT;
-        }
-        ids[n] = i;
-        vals[n++] = v;
-      }
-    }
+    let n = collectCandidates(logits, cut * temperature, ids, vals);
+    const max = out.max;
     if (!(max > -Infinity && max < Infinity)) return argmax(logits); // all -inf/NaN, or an +inf
 
     // vals hold logits; x = (logit - offset) * invT is the scaled logit relative to the maximum.
@@ -218,111 +227,38 @@ export class SequenceSampler {
 
     // top_k on x (same order as the probabilities), before the exps.
     if (topK > 0 && topK < n) {
-      binCount.fill(0);
-      for (let i = 0; i < n; i++) {
-        const b = Math.min((-(vals[i] - offset) * invT * EXP_INV_STEP + 0.5) | 0, LAST_BIN);
-        bins[i] = b;
-        binCount[b]++;
-      }
-      let above = 0; // candidates in bins before the boundary bin
-      let edge = 0;
-      while (above + binCount[edge] < topK) above += binCount[edge++];
-      const eIds = edgeIds;
-      const eVals = edgeVals;
-      let f = 0;
-      let q = 0;
-      for (let i = 0; i < n; i++) {
-        const b = bins[i];
-        if (b < edge) {
-          ids[f] = ids[i];
-          vals[f++] = (vals[i] - offset) * invT;
-        } else if (b === edge) {
-          eIds[q] = ids[i];
-          eVals[q++] = (vals[i] - offset) * invT;
-        }
-      }
-      const need = topK - above;
-      if (need < q) selectTop(eVals, eIds, q, need);
-      for (let i = 0; i < need; i++) {
-        ids[f] = eIds[i];
-        vals[f++] = eVals[i];
-      }
-      n = topK;
+      n = selectTopK(ids, vals, bins, n, offset, invT, topK);
       offset = 0; // vals now hold x
       invT = 1;
     }
 
-    // Softmax weights w = exp(x), relative to the maximum (which has weight exactly 1).
-    let z = 0;
     if (!nucleus && minP === 0) {
-      for (let i = 0; i < n; i++) z += vals[i] = fastExp((vals[i] - offset) * invT);
+      const z = weigh(vals, n, offset, invT);
       return this.pick(ids, vals, n, z);
     }
+    n = weighAndFilter(ids, vals, bins, n, offset, invT, minP, nucleus);
+    if (!nucleus) return this.pick(ids, vals, n, out.zKept);
 
-    // min_p before top_p gives the same set: both keep a most-probable prefix, so applying them in
-    // either order keeps the shorter prefix, as long as top_p measures against the total before
-    // min_p (z). p < min_p * p_max  <=>  w < min_p, as p_max has weight 1.
-    // For top_p, each weight also goes to the histogram: bin = exp table index.
-    if (nucleus) binWeight.fill(0);
-    let zKept = 0;
-    let k = 0;
-    for (let i = 0; i < n; i++) {
-      const x = (vals[i] - offset) * invT;
-      let w = 0;
-      let b = LAST_BIN;
-      if (x >= -EXP_MIN_ARG) {
-        b = (-x * EXP_INV_STEP + 0.5) | 0;
-        const r = x + b * EXP_STEP;
-        w = EXP_TABLE[b] * (1 + r * (1 + r * (0.5 + r * (1 / 6 + r * (1 / 24)))));
-      }
-      z += w;
-      if (w >= minP) {
-        ids[k] = ids[i];
-        vals[k] = w;
-        bins[k++] = b;
-        binWeight[b] += w;
-        zKept += w;
-      }
-    }
-    n = k;
-    if (!nucleus) return this.pick(ids, vals, n, zKept);
-
-    const target = topP * z;
+    // top_p: the nucleus is everything in the histogram bins before the boundary bin, plus the
+    // exact nucleus of the boundary bin's tokens; drawn from without compacting.
+    const target = topP * out.z;
     let above = 0; // weight in bins before the boundary bin
     let edge = 0;
     while (edge < BINS && above + binWeight[edge] < target) above += binWeight[edge++];
     // Else the survivors of min_p fall short of top_p (or just by rounding): keep them all.
-    if (edge === BINS) return this.pick(ids, vals, n, zKept);
+    if (edge === BINS) return this.pick(ids, vals, n, out.zKept);
 
-    // The nucleus: everything in bins before the boundary bin, plus the exact nucleus of the rest
-    // within it. Drawn from without compacting: first pick which of the two parts.
-    const eIds = edgeIds;
-    const eVals = edgeVals;
-    let q = 0;
-    for (let i = 0; i < n; i++) {
-      if (bins[i] === edge) {
-        eIds[q] = ids[i];
-        eVals[q++] = vals[i];
-      }
-    }
-    const m = selectNucleus(eVals, eIds, q, target - above);
+    const q = gatherBin(ids, vals, bins, n, edge, edgeIds, edgeVals);
+    const m = selectNucleus(edgeVals, edgeIds, q, target - above);
+    if (m === 0) return this.pick(ids, vals, n, out.zKept); // cannot happen: the bin holds weight
     let edgeWeight = 0;
-    for (let i = 0; i < m; i++) edgeWeight += eVals[i];
-    let r = this.rng.nextFloat() * (above + edgeWeight);
+    for (let i = 0; i < m; i++) edgeWeight += edgeVals[i];
+    const r = this.rng.nextFloat() * (above + edgeWeight);
     if (r < above) {
-      let acc = 0;
-      let last = -1;
-      for (let i = 0; i < n; i++) {
-        if (bins[i] < edge) {
-          acc += vals[i];
-          if (r < acc) return ids[i];
-          last = i;
-        }
-      }
-      if (last >= 0) return ids[last]; // rounding
-      r = 0;
+      const token = pickBelowBin(ids, vals, bins, n, edge, r);
+      if (token >= 0) return token;
     }
-    return this.pick(eIds, eVals, m, edgeWeight, r - above);
+    return this.pick(edgeIds, edgeVals, m, edgeWeight, Math.max(r - above, 0));
   }
 
   /**
@@ -378,6 +314,177 @@ export class SequenceSampler {
     }
     return n;
   }
+}
+
+// The steps of SequenceSampler.draw, as small functions V8 optimizes well. Results beyond the
+// return value go through `out`.
+const out = { max: 0, z: 0, zKept: 0 };
+
+/**
+ * One pass over the row: the maximum (to out.max), and every token within cutT of the maximum so
+ * far into ids/vals (logits); returns how many. That is a superset of the candidates (within cutT
+ * of the final maximum); the extra ones are dropped by top_k or weigh next to nothing (< e^-40
+ * relative, 0 below e^-48).
+ */
+function collectCandidates(logits: Float32Array, cutT: number, ids: Int32Array, vals: Float64Array): number {
+  let max = -Infinity;
+  let threshold = -Infinity;
+  let n = 0;
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i];
+    if (v >= threshold) {
+      if (v > max) {
+        max = v;
+        threshold = v - cutT;
+      }
+      ids[n] = i;
+      vals[n++] = v;
+    }
+  }
+  out.max = max;
+  return n;
+}
+
+/** Histogram bin of x <= 0: the exp table index of x (clamped). */
+function binOf(x: number): number {
+  return x >= -EXP_MIN_ARG ? (-x * EXP_INV_STEP + 0.5) | 0 : LAST_BIN;
+}
+
+/**
+ * Keeps the k (< n) largest of x = (vals - offset) * invT in ids/vals[0, k), as x, in no
+ * particular order; returns k.
+ */
+function selectTopK(
+  ids: Int32Array,
+  vals: Float64Array,
+  bins: Uint16Array,
+  n: number,
+  offset: number,
+  invT: number,
+  k: number,
+): number {
+  binCount.fill(0);
+  for (let i = 0; i < n; i++) {
+    const b = binOf((vals[i] - offset) * invT);
+    bins[i] = b;
+    binCount[b]++;
+  }
+  let above = 0; // candidates in bins before the boundary bin
+  let edge = 0;
+  while (above + binCount[edge] < k) above += binCount[edge++];
+  const eIds = edgeIds;
+  const eVals = edgeVals;
+  let f = 0;
+  let q = 0;
+  for (let i = 0; i < n; i++) {
+    const b = bins[i];
+    if (b < edge) {
+      ids[f] = ids[i];
+      vals[f++] = (vals[i] - offset) * invT;
+    } else if (b === edge) {
+      eIds[q] = ids[i];
+      eVals[q++] = (vals[i] - offset) * invT;
+    }
+  }
+  const need = k - above;
+  if (need < q) selectTop(eVals, eIds, q, need);
+  for (let i = 0; i < need; i++) {
+    ids[f] = eIds[i];
+    vals[f++] = eVals[i];
+  }
+  return k;
+}
+
+/** Replaces vals[i] by w = exp((vals[i] - offset) * invT); returns their sum. */
+function weigh(vals: Float64Array, n: number, offset: number, invT: number): number {
+  let z = 0;
+  for (let i = 0; i < n; i++) {
+    const w = fastExp((vals[i] - offset) * invT);
+    vals[i] = w;
+    z += w;
+  }
+  return z;
+}
+
+/**
+ * Like weigh, then keeps (compacted) only the weights >= minP, with their histogram bins in bins
+ * and, when `histogram`, the bins' total weights in binWeight. Sets out.z (all weights) and
+ * out.zKept (kept weights); returns how many were kept.
+ *
+ * min_p before top_p gives the same set as after: both keep a most-probable prefix, so in either
+ * order the shorter prefix remains, as long as top_p measures against the total before min_p
+ * (out.z). p < min_p * p_max <=> w < min_p, as p_max has weight exactly 1.
+ */
+function weighAndFilter(
+  ids: Int32Array,
+  vals: Float64Array,
+  bins: Uint16Array,
+  n: number,
+  offset: number,
+  invT: number,
+  minP: number,
+  histogram: boolean,
+): number {
+  if (histogram) binWeight.fill(0);
+  let z = 0;
+  let zKept = 0;
+  let k = 0;
+  for (let i = 0; i < n; i++) {
+    const x = (vals[i] - offset) * invT;
+    // fastExp, inlined for its table index, which is the histogram bin.
+    let w = 0;
+    let b = LAST_BIN;
+    if (x >= -EXP_MIN_ARG) {
+      b = (-x * EXP_INV_STEP + 0.5) | 0;
+      const r = x + b * EXP_STEP;
+      w = EXP_TABLE[b] * (1 + r * (1 + r * (0.5 + r * (1 / 6 + r * (1 / 24)))));
+    }
+    z += w;
+    if (w >= minP) {
+      ids[k] = ids[i];
+      vals[k] = w;
+      bins[k++] = b;
+      binWeight[b] += w;
+      zKept += w;
+    }
+  }
+  out.z = z;
+  out.zKept = zKept;
+  return k;
+}
+
+/** Copies the entries of ids/vals[0, n) in histogram bin `bin` to eIds/eVals; returns how many. */
+function gatherBin(
+  ids: Int32Array,
+  vals: Float64Array,
+  bins: Uint16Array,
+  n: number,
+  bin: number,
+  eIds: Int32Array,
+  eVals: Float64Array,
+): number {
+  let q = 0;
+  for (let i = 0; i < n; i++) {
+    if (bins[i] === bin) {
+      eIds[q] = ids[i];
+      eVals[q++] = vals[i];
+    }
+  }
+  return q;
+}
+
+/** Draws at point r among the entries in bins before `bin`; -1 if r is past them (rounding). */
+function pickBelowBin(ids: Int32Array, vals: Float64Array, bins: Uint16Array, n: number, bin: number, r: number): number {
+  let acc = 0;
+  let last = -1;
+  for (let i = 0; i < n; i++) {
+    if (bins[i] < bin) {
+      acc += vals[i];
+      if (r < acc) return ids[i];
+      last = ids[i];
+    }
+  }
+  return last;
 }
 
 /** Index of the largest value, lowest index on ties; NaN is never chosen (0 if all are NaN). */

@@ -123,15 +123,44 @@ describe("SequenceSampler: distribution", () => {
   });
 
   it("top_p on a large vocabulary keeps the same set as a full sort", () => {
-    const row = randomLogits(5000, 77, 3);
+    const row = randomLogits(3000, 77, 3);
     for (const top_p of [0.5, 0.9, 0.99]) {
       const expected = referenceDistribution(row, { top_p });
-      const counts = histogram(row, { top_p }, 50_000, 11);
-      const { impossible } = chiSquare(counts, expected);
-      expect(impossible).toBe(0);
+      const counts = histogram(row, { top_p }, 20_000, 11);
+      expect(chiSquare(counts, expected).impossible).toBe(0);
       // Every nucleus token with real mass shows up.
       for (let i = 0; i < row.length; i++) if (expected[i] > 0.002) expect(counts[i]).toBeGreaterThan(0);
     }
+  });
+
+  // A cluster of near-equal logits lands in one histogram bin, so the top_k / top_p boundary
+  // must be found exactly inside that bin.
+  const cluster = () => {
+    const row = new Float32Array(1000).fill(-3);
+    row[500] = 5;
+    for (let i = 0; i < 200; i++) row[100 + ((i * 37) % 200) * 2] = i * 1e-5; // shuffled ids
+    return row;
+  };
+  const support = (probs: number[]) => probs.flatMap((p, i) => (p > 0 ? [i] : []));
+  const drawn = (counts: number[]) => counts.flatMap((c, i) => (c > 0 ? [i] : []));
+
+  it("top_p boundary inside a crowded bin is exact", () => {
+    const row = cluster();
+    const expected = referenceDistribution(row, { top_p: 0.7 });
+    expect(support(expected).length).toBeGreaterThan(60);
+    expect(support(expected).length).toBeLessThan(180);
+    const counts = histogram(row, { top_p: 0.7 }, 60_000, 4);
+    expect(drawn(counts)).toEqual(support(expected));
+    expectMatches(counts, expected);
+  });
+
+  it("top_k boundary inside a crowded bin is exact", () => {
+    const row = cluster();
+    const expected = referenceDistribution(row, { top_k: 50 });
+    expect(support(expected)).toHaveLength(50);
+    const counts = histogram(row, { top_k: 50 }, 30_000, 4);
+    expect(drawn(counts)).toEqual(support(expected));
+    expectMatches(counts, expected);
   });
 
   it("min_p drops tokens below min_p * p_max", () => {
@@ -227,6 +256,18 @@ describe("SequenceSampler: penalties and bias", () => {
     expect(new SequenceSampler({ temperature: 0, logit_bias: { "1": 100 } }).sample(row).token).toBe(1);
     // Ids beyond the row are ignored.
     expect(new SequenceSampler({ temperature: 0, logit_bias: { "99": 100 } }).sample(row).token).toBe(0);
+  });
+
+  it("never draws a token whose logit is -Infinity or NaN", () => {
+    const row = new Float32Array(300).fill(-Infinity);
+    for (let i = 100; i < 300; i += 2) row[i] = (i % 7) * 0.1;
+    row[150] = Number.NaN;
+    for (const params of [{}, { top_p: 0.999 }, { min_p: 1e-12 }, { top_k: 250 }, { top_k: 250, top_p: 0.9999, min_p: 1e-9 }]) {
+      const counts = histogram(row, { ...params, temperature: 2 }, 5000);
+      for (let i = 0; i < 300; i++) if (!(row[i] > -Infinity)) expect(counts[i]).toBe(0);
+    }
+    expect(new SequenceSampler({ seed: 1 }).sample(new Float32Array(4).fill(-Infinity)).token).toBe(0);
+    expect(new SequenceSampler({ seed: 1 }).sample(Float32Array.from([0, Infinity, 1, Infinity])).token).toBe(1);
   });
 
   it("leaves the logits as they were", () => {
