@@ -91,6 +91,15 @@ export class KvPool {
     for (let r = 0; r < rows; r++) this.lengths[firstSlot + r] += seq;
   }
 
+  /** Forgets every slot and shrinks back to one chunk of capacity (frees what a long sequence grew). */
+  reset(): void {
+    this.lengths.fill(0);
+    this.cap = 0;
+    this.keys.length = 0;
+    this.values.length = 0;
+    this.resize(this.chunk);
+  }
+
   /** Keeps the first `length` cached positions of a slot (prefix reuse) and forgets the rest. */
   truncate(slot: number, length: number): void {
     this.lengths[slot] = Math.min(this.lengths[slot], length);

@@ -11,6 +11,20 @@ export interface TextModelOptions {
   slots?: number;
   /** KV capacity growth step, in positions. Default: 128. */
   kvChunk?: number;
+  /** Write an onnxruntime profile (JSON) with this path prefix; see `endProfiling`. Default: off. */
+  profileFilePrefix?: string;
+}
+
+/** Where the last `forward` spent its time, in milliseconds. */
+export interface StepTimings {
+  /** Building input tensors and masks. */
+  feedMs: number;
+  /** Growing KV capacity (rare). */
+  growMs: number;
+  /** onnxruntime's session.run. */
+  runMs: number;
+  /** Writing the new keys and values into the cache. */
+  appendMs: number;
 }
 
 const NEG_INF = -Infinity;
@@ -21,6 +35,9 @@ const NEG_INF = -Infinity;
  * last position's logits per row. It never decides who runs; it only computes.
  */
 export class TextModel {
+  /** Timings of the most recent `forward`. */
+  readonly lastStep: StepTimings = { feedMs: 0, growMs: 0, runMs: 0, appendMs: 0 };
+
   private constructor(
     readonly manifest: ArtifactManifest,
     private readonly session: ort.InferenceSession,
@@ -35,6 +52,7 @@ export class TextModel {
       interOpNumThreads: 1,
       graphOptimizationLevel: (process.env.KILN_ORT_OPT as "all" | "basic" | "disabled" | "extended" | undefined) ?? "all",
       executionMode: "sequential",
+      ...(options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: options.profileFilePrefix } : {}),
     });
     const kv = new KvPool(manifest.shape, options.slots ?? 1, options.kvChunk ?? 128);
     return new TextModel(manifest, session, kv);
@@ -55,7 +73,9 @@ export class TextModel {
     let longest = 0;
     for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + seq);
     if (longest > shape.contextLength) throw new RangeError(`step would reach ${longest} positions, past the context of ${shape.contextLength}`);
+    const t0 = performance.now();
     kv.ensure(longest);
+    const t1 = performance.now();
     const cap = kv.capacity;
 
     const ids = new BigInt64Array(rows * seq);
@@ -82,12 +102,21 @@ export class TextModel {
       feeds[`past_key_t.${l}`] = new ort.Tensor("float32", keys, [rows, shape.kvHeads, shape.headDim, cap]);
       feeds[`past_value.${l}`] = new ort.Tensor("float32", values, [rows, shape.kvHeads, cap, shape.headDim]);
     }
+    const t2 = performance.now();
     const out = await this.session.run(feeds);
+    const t3 = performance.now();
     for (let l = 0; l < shape.layers; l++) {
       kv.append(l, firstSlot, rows, seq, out[`present_key.${l}`].data as Float32Array, out[`present_value.${l}`].data as Float32Array);
     }
     kv.advance(firstSlot, rows, seq);
+    const t4 = performance.now();
+    Object.assign(this.lastStep, { growMs: t1 - t0, feedMs: t2 - t1, runMs: t3 - t2, appendMs: t4 - t3 });
     return out.logits.data as Float32Array;
+  }
+
+  /** Ends a profile started with `profileFilePrefix`; the file lands next to that prefix. */
+  endProfiling(): void {
+    this.session.endProfiling();
   }
 
   async release(): Promise<void> {
