@@ -1,10 +1,12 @@
 import type { Command, CommandIO } from "./command.js";
 import * as compile from "./commands/compile.js";
+import * as keys from "./commands/keys.js";
 import * as models from "./commands/models.js";
 import * as pull from "./commands/pull.js";
 import * as runCommand from "./commands/run.js";
+import * as serve from "./commands/serve.js";
 
-const COMMANDS: Command[] = [models, pull, compile, runCommand];
+const COMMANDS: Command[] = [models, pull, compile, runCommand, serve, keys];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -1,0 +1,127 @@
+/**
+ * The HTTP app: fastify with kiln's body parsing, request ids, auth, error answers, metrics and
+ * routes. It serves whatever the {@link ModelRegistry} holds and never loads a model itself, so
+ * tests build it around fake models.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import type { ModelRegistry } from "../scheduler/index.js";
+import { authHook, type AuthMode } from "./auth/auth.js";
+import { Lifecycle, type ApiContext } from "./context.js";
+import { apiError, toApiError } from "./errors.js";
+import { KilnMetrics } from "./metrics/kiln-metrics.js";
+import { requestIdFrom } from "./request-id.js";
+import { chatCompletionsRoute } from "./routes/chat-completions.js";
+import { completionsRoute } from "./routes/completions.js";
+import { healthRoutes } from "./routes/health.js";
+import { modelsRoute } from "./routes/models.js";
+import type { SseOptions } from "./sse.js";
+import type { UsageRecorder } from "./usage.js";
+
+/** Default most bytes of a request body: 4 MiB (a full 128k-token prompt is about 0.5 MB). */
+export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
+
+export interface AppOptions {
+  /** The models to serve (and their loading state). */
+  models: ModelRegistry;
+  /** Key checking: local (any non-empty key, the default) or cloud (keys from the database). */
+  auth?: AuthMode;
+  /** A pino logger; default: no logging. */
+  logger?: FastifyBaseLogger;
+  /** Most bytes of a request body; larger ones get 413. Default {@link DEFAULT_BODY_LIMIT}. */
+  bodyLimit?: number;
+  /** Metrics registry; default a fresh one reading the registry's queues. */
+  metrics?: KilnMetrics;
+  /** Where to record usage; default none. */
+  usage?: UsageRecorder;
+  /** Shared with the process so that SIGTERM can start draining; default a fresh one. */
+  lifecycle?: Lifecycle;
+  sse?: SseOptions;
+}
+
+/** Routes that keep answering while the server drains. */
+const ALWAYS_OPEN = new Set(["/health", "/metrics"]);
+
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const models = options.models;
+  const ctx: ApiContext = {
+    models,
+    metrics: options.metrics ?? new KilnMetrics(() => queueLoads(models)),
+    lifecycle: options.lifecycle ?? new Lifecycle(),
+    usage: options.usage,
+    startedAt: Math.floor(Date.now() / 1000),
+    sse: options.sse ?? {},
+  };
+  const app = Fastify({
+    ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
+    bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    genReqId: (req) => requestIdFrom(req.headers["x-request-id"]),
+    logController: new LogController({ requestIdLogLabel: "request_id" }),
+    return503OnClosing: false,
+  });
+
+  // Every body is read as JSON whatever its content type (curl -d sends form-urlencoded).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === "") return done(apiError("invalid_json", "The request body is empty: send a JSON object."), undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (err) {
+      done(apiError("invalid_json", `We could not parse the JSON body of your request (${(err as Error).message}).`), undefined);
+    }
+  });
+
+  app.decorateRequest("apiKey", null);
+
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+    if (ctx.lifecycle.draining && !ALWAYS_OPEN.has(request.url.split("?")[0])) {
+      reply.header("connection", "close");
+      throw apiError("shutting_down", "The server is shutting down; retry on another instance or in a moment.");
+    }
+  });
+
+  app.addHook("onResponse", async (request, reply) => {
+    ctx.metrics.request(request.routeOptions.url ?? "unmatched", request.method, reply.statusCode);
+    // While draining, a finished answer frees its connection instead of keeping it alive.
+    if (ctx.lifecycle.draining) request.raw.socket?.end();
+  });
+
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const error = toApiError(err, request.id);
+    if (error.status >= 500 && error.code === "internal_error") request.log.error({ err }, "request failed");
+    else request.log.info({ code: error.code, status: error.status, param: error.param }, error.message);
+    if (error.retryAfter !== undefined) reply.header("retry-after", String(error.retryAfter));
+    return reply.code(error.status).send(error.toBody());
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const error = apiError("route_not_found", `Unknown request URL: ${request.method} ${request.url.split("?")[0]}. Every route of this API is under /v1.`);
+    return reply.code(error.status).send(error.toBody());
+  });
+
+  healthRoutes(app, ctx);
+  await app.register(
+    async (v1) => {
+      v1.addHook("onRequest", authHook(options.auth ?? { mode: "local" }));
+      modelsRoute(v1, ctx);
+      chatCompletionsRoute(v1, ctx);
+      completionsRoute(v1, ctx);
+    },
+    { prefix: "/v1" },
+  );
+  return app;
+}
+
+function queueLoads(models: ModelRegistry) {
+  return models.all().flatMap((s) => (s.status === "serving" ? [{ model: s.slug, ...s.model.engine.load }] : []));
+}
+
+/**
+ * Graceful stop: new requests get 503 (and new connections are refused), requests in flight run
+ * to their end, then the server closes. Resolves once every connection is gone.
+ */
+export async function drainApp(app: FastifyInstance, lifecycle: Lifecycle): Promise<void> {
+  lifecycle.startDraining();
+  await app.close();
+}

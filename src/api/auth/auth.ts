@@ -1,0 +1,59 @@
+/**
+ * Bearer-key authentication for /v1 routes. Local mode: any non-empty key passes (none is
+ * checked). Cloud mode: the key must be known and not revoked; its model list limits which
+ * models it may use (403 otherwise).
+ */
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { apiError } from "../errors.js";
+import type { ApiKeyInfo, KeyVerifier } from "./key-store.js";
+
+export type AuthMode = { mode: "local" } | { mode: "cloud"; keys: KeyVerifier };
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The caller's key and what it allows (set by the auth hook on /v1 routes). */
+    apiKey: ApiKeyInfo | null;
+  }
+}
+
+const LOCAL_KEY: ApiKeyInfo = { id: null, name: "local", models: null };
+
+/** The bearer token of a request, or null when there is none (an empty one included). */
+export function bearerToken(header: string | undefined): string | null {
+  if (!header) return null;
+  const match = /^Bearer\s+(.*)$/i.exec(header.trim());
+  const token = match?.[1]?.trim();
+  return token ? token : null;
+}
+
+/** An onRequest hook that authenticates or answers 401. */
+export function authHook(auth: AuthMode) {
+  return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    const token = bearerToken(request.headers.authorization);
+    if (token === null) {
+      throw apiError(
+        "invalid_api_key",
+        "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+      );
+    }
+    if (auth.mode === "local") {
+      request.apiKey = LOCAL_KEY;
+      return;
+    }
+    const info = auth.keys.verify(token);
+    if (!info) throw apiError("invalid_api_key", `Incorrect API key provided: ${redact(token)}.`);
+    request.apiKey = info;
+  };
+}
+
+/** Throws 403 when the request's key may not use `slug`. */
+export function assertModelAllowed(request: FastifyRequest, slug: string): void {
+  const models = request.apiKey?.models;
+  if (models && !models.includes(slug)) {
+    throw apiError("model_not_allowed", `This API key is not allowed to use the model '${slug}'.`, "model");
+  }
+}
+
+function redact(token: string): string {
+  return token.length <= 8 ? "****" : `${token.slice(0, 5)}****${token.slice(-4)}`;
+}

@@ -1,0 +1,104 @@
+/**
+ * The one catalogue of API errors: each kiln error code maps to an HTTP status and the OpenAI
+ * error body `{error: {message, type, param, code}}` (the shape the official clients parse).
+ * Routes throw `apiError(code, message, param)`; the app's error handler turns anything thrown
+ * (ours, fastify's, the scheduler's) into one of these answers.
+ */
+import { ChatTemplateError, EngineClosedError, OverloadedError } from "../scheduler/index.js";
+import { UnknownModelError } from "../catalogue/catalogue.js";
+
+interface ErrorSpec {
+  status: number;
+  type: string;
+  /** The `code` field of the body (null where the API sends none). */
+  code: string | null;
+  /** Seconds for a `retry-after` header, where the client should come back later. */
+  retryAfter?: number;
+}
+
+export const ERRORS = {
+  invalid_json: { status: 400, type: "invalid_request_error", code: "invalid_json" },
+  invalid_type: { status: 400, type: "invalid_request_error", code: "invalid_type" },
+  invalid_value: { status: 400, type: "invalid_request_error", code: "invalid_value" },
+  missing_required_parameter: { status: 400, type: "invalid_request_error", code: "missing_required_parameter" },
+  unsupported_parameter: { status: 400, type: "invalid_request_error", code: "unsupported_parameter" },
+  unsupported_value: { status: 400, type: "invalid_request_error", code: "unsupported_value" },
+  context_length_exceeded: { status: 400, type: "invalid_request_error", code: "context_length_exceeded" },
+  invalid_request: { status: 400, type: "invalid_request_error", code: null },
+  invalid_api_key: { status: 401, type: "invalid_request_error", code: "invalid_api_key" },
+  model_not_allowed: { status: 403, type: "permission_error", code: "model_not_allowed" },
+  model_not_found: { status: 404, type: "invalid_request_error", code: "model_not_found" },
+  route_not_found: { status: 404, type: "invalid_request_error", code: null },
+  request_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
+  rate_limit_exceeded: { status: 429, type: "requests", code: "rate_limit_exceeded", retryAfter: 1 },
+  internal_error: { status: 500, type: "server_error", code: null },
+  overloaded: { status: 503, type: "server_error", code: "overloaded", retryAfter: 1 },
+  model_loading: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
+  model_unavailable: { status: 503, type: "server_error", code: "model_unavailable" },
+  shutting_down: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export interface ErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+/** An error with its place in the catalogue; thrown by routes, answered by the error handler. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly type: string;
+  readonly wireCode: string | null;
+  readonly retryAfter: number | undefined;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly param: string | null = null,
+  ) {
+    super(message);
+    this.name = "ApiError";
+    const spec: ErrorSpec = ERRORS[code];
+    this.status = spec.status;
+    this.type = spec.type;
+    this.wireCode = spec.code;
+    this.retryAfter = spec.retryAfter;
+  }
+
+  toBody(): ErrorBody {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.wireCode } };
+  }
+}
+
+export function apiError(code: ErrorCode, message: string, param: string | null = null): ApiError {
+  return new ApiError(code, message, param);
+}
+
+/** Fastify's own error codes, as they reach the error handler. */
+const FASTIFY: Record<string, (err: Error) => ApiError> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: () => apiError("request_too_large", "The request body is larger than this server accepts."),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => apiError("invalid_json", "The request body is empty; send a JSON object."),
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: () => apiError("invalid_request", "The content-length header does not match the body."),
+  FST_ERR_CTP_INVALID_JSON_BODY: () => apiError("invalid_json", "We could not parse the JSON body of your request."),
+};
+
+/**
+ * Turns anything thrown while answering into a catalogue error. Unknown errors become a 500 whose
+ * message names the request id and nothing else (no stack, no internals).
+ */
+export function toApiError(err: unknown, requestId: string): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof OverloadedError) return apiError("overloaded", err.message);
+  if (err instanceof EngineClosedError) return apiError("shutting_down", err.message);
+  if (err instanceof UnknownModelError) return apiError("model_not_found", `The model '${err.slug}' does not exist.`, "model");
+  if (err instanceof ChatTemplateError && err.raisedByTemplate) return apiError("invalid_value", err.message, "messages");
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === "string" && FASTIFY[code]) return FASTIFY[code](err);
+    const status = (err as { statusCode?: unknown }).statusCode;
+    if (err instanceof SyntaxError && status === 400) return apiError("invalid_json", `We could not parse the JSON body of your request: ${err.message}`);
+    if (typeof status === "number" && status === 413) return apiError("request_too_large", err.message);
+    if (typeof status === "number" && status >= 400 && status < 500) return apiError("invalid_request", err.message);
+  }
+  return apiError("internal_error", `The server had an error while processing your request (request id ${requestId}).`);
+}

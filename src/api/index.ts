@@ -1,0 +1,9 @@
+/** The HTTP API service. */
+export { buildApp, DEFAULT_BODY_LIMIT, drainApp, type AppOptions } from "./app.js";
+export { Lifecycle } from "./context.js";
+export { ApiError, apiError, ERRORS, type ErrorBody, type ErrorCode } from "./errors.js";
+export { KeyStore, hashKey, type ApiKeyInfo, type KeyVerifier, type StoredKey } from "./auth/key-store.js";
+export type { AuthMode } from "./auth/auth.js";
+export { KilnMetrics } from "./metrics/kiln-metrics.js";
+export { sqliteUsageRecorder, type UsageRecorder } from "./usage.js";
+export type { SseOptions } from "./sse.js";

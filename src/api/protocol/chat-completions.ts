@@ -1,0 +1,151 @@
+/**
+ * POST /v1/chat/completions: the request as the wire sends it (zod), what kiln does not honour
+ * yet, and the answer and chunk shapes.
+ */
+import { z } from "zod";
+import { apiError } from "../errors.js";
+import { checkStreamOptions, isEmptyArray, isOneOf, rejectUnsupported, samplingFields, type UnsupportedField } from "./common.js";
+import { parseOrThrow } from "./issues.js";
+
+const contentPart = z
+  .looseObject({ type: z.string(), text: z.string().nullish() })
+  .superRefine((part, ctx) => {
+    if (part.type !== "text") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["type"],
+        message: `Content parts of type '${part.type}' are not supported: kiln serves text models, send parts of type 'text'.`,
+        params: { code: "unsupported_value" },
+      });
+    } else if (typeof part.text !== "string") {
+      ctx.addIssue({ code: "custom", path: ["text"], message: "A text content part needs a 'text' string.", params: { code: "missing_required_parameter" } });
+    }
+  });
+
+const content = z.union([z.string(), z.array(contentPart)]);
+
+const toolCall = z.looseObject({
+  id: z.string(),
+  type: z.literal("function"),
+  function: z.looseObject({ name: z.string(), arguments: z.string() }),
+});
+
+export const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
+
+const message = z
+  .object({
+    role: z.enum(ROLES),
+    content: content.nullish(),
+    name: z.string().nullish(),
+    tool_calls: z.array(toolCall).nullish(),
+    tool_call_id: z.string().nullish(),
+    refusal: z.string().nullish(),
+  })
+  .superRefine((m, ctx) => {
+    const missing = (path: string, message: string) => ctx.addIssue({ code: "custom", path: [path], message, params: { code: "missing_required_parameter" } });
+    if (m.role === "assistant") {
+      if ((m.content === null || m.content === undefined) && !m.tool_calls?.length) {
+        missing("content", "An assistant message needs 'content' or 'tool_calls'.");
+      }
+    } else if (m.content === null || m.content === undefined) {
+      missing("content", `A ${m.role} message needs 'content'.`);
+    }
+    if (m.role === "tool" && !m.tool_call_id) missing("tool_call_id", "A tool message needs 'tool_call_id'.");
+  });
+
+export const chatCompletionRequestSchema = z.object({
+  model: z.string().min(1),
+  messages: z.array(message).min(1),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).max(20).nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  metadata: z.record(z.string(), z.string()).nullish(),
+  ...samplingFields,
+});
+
+export type ChatCompletionRequest = z.output<typeof chatCompletionRequestSchema>;
+export type ChatMessageIn = ChatCompletionRequest["messages"][number];
+
+const UNSUPPORTED: readonly UnsupportedField[] = [
+  { field: "tools", accepts: isEmptyArray, why: "is not supported yet: kiln does not do tool calling." },
+  { field: "tool_choice", accepts: isOneOf("none", "auto"), why: "can only be 'none' or 'auto': kiln does not do tool calling yet." },
+  { field: "functions", accepts: isEmptyArray, why: "is not supported: kiln does not do function calling." },
+  { field: "function_call", accepts: isOneOf("none", "auto"), why: "is not supported: kiln does not do function calling." },
+  {
+    field: "response_format",
+    accepts: (v) => typeof v === "object" && (v as { type?: unknown }).type === "text",
+    why: "only supports {\"type\": \"text\"} for now (no JSON mode or JSON schema yet).",
+  },
+  { field: "audio", why: "is not supported: kiln's chat models produce text only." },
+  { field: "modalities", accepts: (v) => Array.isArray(v) && v.every((m) => m === "text"), why: "can only be [\"text\"]." },
+  { field: "prediction", why: "(predicted outputs) is not supported." },
+  { field: "store", accepts: isOneOf(false), why: "is not supported: kiln does not store completions." },
+  { field: "reasoning_effort", why: "is not supported: kiln's models are not reasoning models." },
+  { field: "web_search_options", why: "is not supported: kiln does not search the web." },
+  { field: "service_tier", accepts: isOneOf("auto", "default"), why: "can only be 'auto' or 'default'." },
+  { field: "verbosity", accepts: isOneOf("medium"), why: "is not supported." },
+];
+
+/** Validates a chat completion body; throws a 400 ApiError naming the field at fault. */
+export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
+  const request = parseOrThrow(chatCompletionRequestSchema, body);
+  rejectUnsupported(body as Record<string, unknown>, UNSUPPORTED);
+  checkStreamOptions(request);
+  if (request.top_logprobs && request.logprobs !== true) {
+    throw apiError("invalid_value", "'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
+  }
+  return request;
+}
+
+// ── Answers ────────────────────────────────────────────────────────────────────────────────────
+
+export interface WireTokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+export interface ChatLogprobs {
+  content: Array<WireTokenLogprob & { top_logprobs: WireTokenLogprob[] }>;
+  refusal: null;
+}
+
+export interface ChatCompletionChoice {
+  index: number;
+  message: { role: "assistant"; content: string; refusal: null };
+  logprobs: ChatLogprobs | null;
+  finish_reason: "stop" | "length";
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  system_fingerprint: string;
+  choices: ChatCompletionChoice[];
+  usage: Usage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  system_fingerprint: string;
+  choices: Array<{
+    index: number;
+    delta: { role?: "assistant"; content?: string };
+    logprobs: ChatLogprobs | null;
+    finish_reason: "stop" | "length" | null;
+  }>;
+  usage?: Usage | null;
+}

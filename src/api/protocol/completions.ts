@@ -1,0 +1,78 @@
+/** POST /v1/completions (legacy): request schema, unsupported fields, answer shapes. */
+import { z } from "zod";
+import { apiError } from "../errors.js";
+import { checkStreamOptions, rejectUnsupported, samplingFields, type UnsupportedField } from "./common.js";
+import { parseOrThrow } from "./issues.js";
+import type { Usage } from "./chat-completions.js";
+
+/** Default `max_tokens` of a legacy completion, as in the OpenAI API. */
+export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
+
+export const completionRequestSchema = z
+  .object({
+    model: z.string().min(1),
+    prompt: z.union([z.string(), z.array(z.string()), z.array(z.number().int().min(0))]),
+    max_tokens: z.number().int().min(1).nullish(),
+    echo: z.boolean().nullish(),
+    logprobs: z.number().int().min(0).max(5).nullish(),
+    suffix: z.string().nullish(),
+    best_of: z.number().int().min(1).nullish(),
+    ...samplingFields,
+  })
+  .superRefine((r, ctx) => {
+    if (Array.isArray(r.prompt) && r.prompt.length === 0) {
+      ctx.addIssue({ code: "custom", path: ["prompt"], message: "'prompt' must not be an empty array." });
+    } else if (Array.isArray(r.prompt) && typeof r.prompt[0] === "string" && r.prompt.length > 1) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["prompt"],
+        message: "kiln takes one prompt per request: send a string (or an array of one string).",
+        params: { code: "unsupported_value" },
+      });
+    }
+  });
+
+export type CompletionRequest = z.output<typeof completionRequestSchema>;
+
+const UNSUPPORTED: readonly UnsupportedField[] = [
+  { field: "suffix", accepts: (v) => v === "", why: "is not supported: kiln's models do not fill in the middle." },
+];
+
+/** Validates a legacy completion body; throws a 400 ApiError naming the field at fault. */
+export function parseCompletionRequest(body: unknown): CompletionRequest {
+  const request = parseOrThrow(completionRequestSchema, body);
+  rejectUnsupported(body as Record<string, unknown>, UNSUPPORTED);
+  checkStreamOptions(request);
+  if (request.best_of !== null && request.best_of !== undefined && request.best_of !== (request.n ?? 1)) {
+    throw apiError("unsupported_parameter", "Unsupported parameter: 'best_of' must equal 'n' (kiln does not rank candidates).", "best_of");
+  }
+  if (request.echo && request.logprobs !== null && request.logprobs !== undefined) {
+    throw apiError("unsupported_parameter", "Unsupported parameter: 'echo' cannot be combined with 'logprobs' (kiln does not score prompt tokens).", "echo");
+  }
+  return request;
+}
+
+/** The legacy logprobs object of one choice. */
+export interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: Array<Record<string, number>>;
+  text_offset: number[];
+}
+
+export interface CompletionChoice {
+  index: number;
+  text: string;
+  logprobs: CompletionLogprobs | null;
+  finish_reason: "stop" | "length" | null;
+}
+
+export interface Completion {
+  id: string;
+  object: "text_completion";
+  created: number;
+  model: string;
+  system_fingerprint: string;
+  choices: CompletionChoice[];
+  usage?: Usage | null;
+}

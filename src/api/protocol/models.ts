@@ -1,0 +1,62 @@
+/** GET /v1/models and /v1/models/{id}: a catalogue entry plus its serving state, as the wire shows it. */
+import type { ModelEntry } from "../../catalogue/types.js";
+import type { ModelState } from "../../scheduler/index.js";
+
+/** kiln's serving state of a model: answering requests, being loaded, failed to load, or only in the catalogue. */
+export type ModelStatus = "serving" | "loading" | "failed" | "available";
+
+export interface ModelObject {
+  id: string;
+  object: "model";
+  /** Unix seconds: when the artifact in service was built, else when this server started. */
+  created: number;
+  owned_by: string;
+  display_name: string;
+  kind: ModelEntry["kind"];
+  context_length: number;
+  capabilities: readonly string[];
+  pricing: {
+    input_usd_per_million_tokens?: number;
+    output_usd_per_million_tokens?: number;
+    usd_per_audio_minute?: number;
+  };
+  status: ModelStatus;
+  /** Id of the compiled artifact in service (the `system_fingerprint` of its answers); served models only. */
+  artifact_id?: string;
+  /** Output tokens per second measured on this server so far (null before any request); served models only. */
+  measured_output_tokens_per_second?: number | null;
+}
+
+export interface ModelList {
+  object: "list";
+  data: ModelObject[];
+}
+
+/** Who publishes the weights: the owner part of the upstream repository. */
+function ownerOf(entry: ModelEntry): string {
+  const slash = entry.upstream.indexOf("/");
+  return slash > 0 ? entry.upstream.slice(0, slash) : entry.family;
+}
+
+export function modelObject(entry: ModelEntry, state: ModelState | undefined, startedAt: number, measuredTps: number | null): ModelObject {
+  const p = entry.prices;
+  const pricing: ModelObject["pricing"] =
+    entry.kind === "transcription"
+      ? { usd_per_audio_minute: p.usdPerAudioMinute }
+      : { input_usd_per_million_tokens: p.inputUsdPerMillionTokens, output_usd_per_million_tokens: p.outputUsdPerMillionTokens };
+  const serving = state?.status === "serving" ? state.model : null;
+  const created = serving ? Math.floor(Date.parse(serving.artifactCreatedAt) / 1000) : NaN;
+  return {
+    id: entry.slug,
+    object: "model",
+    created: Number.isFinite(created) ? created : startedAt,
+    owned_by: ownerOf(entry),
+    display_name: entry.displayName,
+    kind: entry.kind,
+    context_length: entry.contextLength,
+    capabilities: entry.capabilities,
+    pricing,
+    status: state?.status ?? "available",
+    ...(serving ? { artifact_id: serving.artifactId, measured_output_tokens_per_second: measuredTps } : {}),
+  };
+}

@@ -1,0 +1,32 @@
+/** GET /v1/models and GET /v1/models/{id}: the whole catalogue, with what this server serves. */
+import type { FastifyInstance } from "fastify";
+import { listModels } from "../../catalogue/catalogue.js";
+import type { ModelEntry } from "../../catalogue/types.js";
+import type { ApiContext } from "../context.js";
+import { apiError } from "../errors.js";
+import { modelObject, type ModelList, type ModelObject } from "../protocol/models.js";
+
+export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
+  const describe = (entry: ModelEntry): ModelObject =>
+    modelObject(entry, ctx.models.get(entry.slug), ctx.startedAt, ctx.metrics.throughput(entry.slug));
+
+  app.get("/models", async (): Promise<ModelList> => ({ object: "list", data: listModels().map(describe) }));
+
+  // A wildcard, so that ids holding "/" (raw or percent-encoded) reach this route and get a model answer.
+  app.get("/models/*", async (request): Promise<ModelObject> => {
+    const raw = (request.params as { "*": string })["*"];
+    const id = safeDecode(raw);
+    const entry = listModels().find((m) => m.slug === id);
+    if (!entry) throw apiError("model_not_found", `The model '${id}' does not exist.`, "model");
+    return describe(entry);
+  });
+}
+
+/** Percent-decodes what the router left encoded (it keeps %2F in wildcards); bad escapes stay as they are. */
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}

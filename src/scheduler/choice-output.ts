@@ -1,0 +1,91 @@
+/**
+ * The text of one choice as it is generated: token ids -> UTF-8-safe text deltas -> stop-string
+ * hold-back, with each token's log probability released together with the text it produced.
+ */
+import { StopMatcher } from "./stop-matcher.js";
+import type { EmittedTokenLogprob, SampledToken, TokenDecoder, TokenLogprob } from "./types.js";
+
+export interface ChoiceOutputOptions {
+  /** Stop strings (see {@link StopMatcher}). Default none. */
+  stop?: readonly string[];
+  /** Collect log probabilities with this many alternatives per token. Default: none collected. */
+  logprobs?: { top: number };
+  /** Bytes of a token, needed when `logprobs` is set. */
+  tokenBytes?: (id: number) => Uint8Array;
+}
+
+export interface ChoiceStep {
+  text: string;
+  stopped: boolean;
+  logprobs?: EmittedTokenLogprob[];
+}
+
+interface PendingLogprob {
+  entry: EmittedTokenLogprob;
+  /** Offsets of the token's text in the generated text (before stop handling). */
+  start: number;
+  end: number;
+}
+
+const whole = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+
+export class ChoiceOutput {
+  private readonly matcher: StopMatcher;
+  private readonly pending: PendingLogprob[] = [];
+  private rawLength = 0;
+
+  constructor(
+    private readonly decoder: TokenDecoder,
+    private readonly options: ChoiceOutputOptions = {},
+  ) {
+    this.matcher = new StopMatcher(options.stop);
+  }
+
+  /** Feeds one generated token. */
+  push(sample: SampledToken): ChoiceStep {
+    const piece = this.decoder.push(sample.token);
+    const start = this.rawLength;
+    this.rawLength += piece.length;
+    if (this.options.logprobs) this.pending.push({ entry: this.logprobEntry(sample), start, end: this.rawLength });
+    const match = this.matcher.push(piece);
+    if (match.stopped) {
+      // The stop string starts where released text ends: tokens that began before it are kept.
+      const cut = this.matcher.emitted;
+      return { ...match, logprobs: this.release((p) => p.start < cut, true) };
+    }
+    const emitted = this.matcher.emitted;
+    return { ...match, logprobs: this.release((p) => p.end <= emitted) };
+  }
+
+  /** Ends the choice without a stop-string match: whatever was held back comes out. */
+  finish(): ChoiceStep {
+    const tail = this.decoder.flush();
+    const last = this.matcher.push(tail);
+    if (last.stopped) {
+      const cut = this.matcher.emitted;
+      return { text: last.text, stopped: true, logprobs: this.release((p) => p.start < cut, true) };
+    }
+    return { text: last.text + this.matcher.flush(), stopped: false, logprobs: this.release(() => true, true) };
+  }
+
+  /** Takes the pending entries from the front while `take` holds; `last` drops the rest. */
+  private release(take: (p: PendingLogprob) => boolean, last = false): EmittedTokenLogprob[] | undefined {
+    if (!this.options.logprobs) return undefined;
+    const out: EmittedTokenLogprob[] = [];
+    while (this.pending.length > 0 && take(this.pending[0])) out.push(this.pending.shift()!.entry);
+    if (last) this.pending.length = 0;
+    return out;
+  }
+
+  private logprobEntry(sample: SampledToken): EmittedTokenLogprob {
+    const describe = (token: number, logprob: number): TokenLogprob => {
+      const bytes = this.options.tokenBytes?.(token) ?? new Uint8Array();
+      return { token: whole.decode(bytes), logprob, bytes: [...bytes] };
+    };
+    const top = this.options.logprobs?.top ?? 0;
+    return {
+      ...describe(sample.token, sample.logprob ?? 0),
+      top: (sample.top ?? []).slice(0, top).map((t) => describe(t.token, t.logprob)),
+    };
+  }
+}

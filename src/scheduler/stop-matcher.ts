@@ -1,0 +1,80 @@
+/**
+ * Stop strings over streamed text. Text that could be the start of a stop string is held back
+ * until the next piece shows whether it is; a full match ends the stream and neither the stop
+ * string nor anything after it is ever released.
+ */
+export interface StopMatch {
+  /** Text safe to emit now. */
+  text: string;
+  /** True once a stop string has matched (the stream is over). */
+  stopped: boolean;
+}
+
+export class StopMatcher {
+  private readonly stops: string[];
+  private held = "";
+  private done = false;
+  /** Characters released so far. */
+  private released = 0;
+
+  /** @param stops stop strings; empty ones are ignored. */
+  constructor(stops: readonly string[] = []) {
+    this.stops = [...new Set(stops.filter((s) => s.length > 0))];
+  }
+
+  /** Characters of text released so far (offsets into the generated text). */
+  get emitted(): number {
+    return this.released;
+  }
+
+  /** Feeds the next piece of text; returns what can be released. */
+  push(piece: string): StopMatch {
+    if (this.done) return { text: "", stopped: true };
+    const text = this.held + piece;
+    if (this.stops.length === 0) return this.release(text, "");
+    let first = -1;
+    for (const stop of this.stops) {
+      const at = text.indexOf(stop);
+      if (at !== -1 && (first === -1 || at < first)) first = at;
+    }
+    if (first !== -1) {
+      this.done = true;
+      this.held = "";
+      const out = text.slice(0, first);
+      this.released += out.length;
+      return { text: out, stopped: true };
+    }
+    const keep = this.partialSuffix(text);
+    return this.release(text.slice(0, text.length - keep), text.slice(text.length - keep));
+  }
+
+  /** Ends the stream without a match: releases the held-back text. */
+  flush(): string {
+    if (this.done) return "";
+    this.done = true;
+    const out = this.held;
+    this.held = "";
+    this.released += out.length;
+    return out;
+  }
+
+  private release(out: string, held: string): StopMatch {
+    this.held = held;
+    this.released += out.length;
+    return { text: out, stopped: false };
+  }
+
+  /** Length of the longest suffix of `text` that is a proper prefix of some stop string. */
+  private partialSuffix(text: string): number {
+    let best = 0;
+    for (const stop of this.stops) {
+      for (let n = Math.min(stop.length - 1, text.length); n > best; n--) {
+        if (text.endsWith(stop.slice(0, n))) {
+          best = n;
+          break;
+        }
+      }
+    }
+    return best;
+  }
+}

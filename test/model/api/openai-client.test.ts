@@ -1,0 +1,218 @@
+/**
+ * The real server process on the real model, driven by the official `openai` client: what a user
+ * gets when only the base URL and key change. One `kiln serve` process for the whole file.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import OpenAI, { AuthenticationError, BadRequestError, NotFoundError } from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ARTIFACT_FILES, readManifest, readTokenizerSpec } from "../../../src/runtime/artifact.js";
+import { ChatTemplate, Tokenizer } from "../../../src/runtime/text/index.js";
+import { compiledArtifact, TEXT_SLUG } from "../../support/model.js";
+
+const MODEL = TEXT_SLUG;
+
+let server: ChildProcess;
+let stderr = "";
+let baseURL: string;
+let client: OpenAI;
+let tokenizer: Tokenizer;
+let template: ChatTemplate;
+let artifactId: string;
+
+/** Prompt tokens exactly as kiln counts them: the model's template, then its tokenizer. */
+function promptTokens(messages: Array<{ role: string; content: string }>): number {
+  const text = template.render(messages, {
+    addGenerationPrompt: true,
+    bosToken: tokenizer.bosId === null ? undefined : tokenizer.tokenText(tokenizer.bosId),
+    eosToken: tokenizer.eosId === null ? undefined : tokenizer.tokenText(tokenizer.eosId),
+  });
+  const ids = tokenizer.encode(text, { parseSpecial: true });
+  return ids.length + (tokenizer.addBos && ids[0] !== tokenizer.bosId ? 1 : 0);
+}
+
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(baseURL.replace(/\/v1$/, "/metrics"))).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{model="${MODEL}"}`) || l.startsWith(`${name}{model="${MODEL}",`));
+  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+}
+
+beforeAll(async () => {
+  // The artifact the server will use (compiled once, cached) and its tokenizer, for exact counts.
+  const { dir } = await compiledArtifact();
+  artifactId = readManifest(dir).id;
+  tokenizer = Tokenizer.fromSpec(readTokenizerSpec(dir));
+  template = new ChatTemplate(readFileSync(join(dir, ARTIFACT_FILES.chatTemplate), "utf8"));
+
+  server = spawn(process.execPath, ["bin/kiln.mjs", "serve", "--model", MODEL, "--port", "0", "--log-level", "warn"], {
+    env: process.env,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  baseURL = await new Promise<string>((resolve, reject) => {
+    let url = "";
+    server.stderr!.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+      url ||= /listening on (http:\/\/\S+\/v1)/.exec(stderr)?.[1] ?? "";
+      if (url && stderr.includes("kiln serve: ready")) resolve(url);
+    });
+    server.once("exit", (code) => reject(new Error(`kiln serve exited with ${code}:\n${stderr}`)));
+  });
+  client = new OpenAI({ baseURL, apiKey: "sk-local-anything", maxRetries: 0, timeout: 60_000 });
+});
+
+afterAll(async () => {
+  if (!server || server.exitCode !== null) return;
+  const exited = new Promise<number | null>((resolve) => server.once("exit", resolve));
+  server.kill("SIGTERM");
+  const code = await exited;
+  expect(code).toBe(0);
+});
+
+describe("kiln serve with the openai client", () => {
+  it("is healthy once ready", async () => {
+    const health = await fetch(baseURL.replace(/\/v1$/, "/health"));
+    expect(health.status).toBe(200);
+    expect(health.headers.get("x-request-id")).toBeTruthy();
+  });
+
+  it("lists and retrieves models", async () => {
+    const list = await client.models.list();
+    expect(list.data).toHaveLength(42);
+    const served = list.data.find((m) => m.id === MODEL) as unknown as Record<string, unknown>;
+    expect(served).toMatchObject({ object: "model", status: "serving", artifact_id: artifactId, context_length: 8192 });
+    expect(list.data.filter((m) => (m as unknown as { status: string }).status === "serving")).toHaveLength(1);
+    const one = await client.models.retrieve(MODEL);
+    expect(one.id).toBe(MODEL);
+    expect((one as unknown as { pricing: object }).pricing).toHaveProperty("input_usd_per_million_tokens");
+  });
+
+  it("chats without streaming; usage is the tokenizer's count", async () => {
+    const messages = [{ role: "user" as const, content: "What colour is the sky?" }];
+    const r = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 24, logprobs: true });
+    expect(r.object).toBe("chat.completion");
+    expect(r.model).toBe(MODEL);
+    expect(r.system_fingerprint).toBe(artifactId);
+    expect(r.choices[0].message.role).toBe("assistant");
+    expect(r.choices[0].message.content).toMatch(/blue/i);
+    expect(r.usage!.prompt_tokens).toBe(promptTokens(messages));
+    expect(r.usage!.completion_tokens).toBe(r.choices[0].logprobs!.content!.length);
+    expect(r.usage!.completion_tokens).toBe(tokenizer.encode(r.choices[0].message.content!).length);
+    expect(r.usage!.total_tokens).toBe(r.usage!.prompt_tokens + r.usage!.completion_tokens);
+  });
+
+  it("streams chunks that concatenate to the non-streamed answer (greedy and seeded)", async () => {
+    for (const sampling of [{ temperature: 0 }, { temperature: 0.9, seed: 1234 }]) {
+      const request = { model: MODEL, messages: [{ role: "user" as const, content: "Write one sentence about the sea." }], max_tokens: 32, ...sampling };
+      const whole = await client.chat.completions.create(request);
+      const stream = await client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+      let text = "";
+      let finish: string | null = null;
+      let usage: OpenAI.CompletionUsage | null | undefined;
+      let roles = 0;
+      for await (const chunk of stream) {
+        expect(chunk.object).toBe("chat.completion.chunk");
+        if (chunk.choices[0]?.delta.role) roles++;
+        text += chunk.choices[0]?.delta.content ?? "";
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+        if (chunk.usage) usage = chunk.usage;
+      }
+      expect(roles).toBe(1);
+      expect(text).toBe(whole.choices[0].message.content);
+      expect(finish).toBe(whole.choices[0].finish_reason);
+      expect(usage).toEqual(whole.usage);
+    }
+  });
+
+  it("completes a prompt: at most 16 tokens by default, finish_reason length", async () => {
+    const r = await client.completions.create({ model: MODEL, prompt: "The capital of France is", temperature: 0 });
+    expect(r.object).toBe("text_completion");
+    expect(r.choices[0].finish_reason).toBe("length");
+    expect(r.usage!.completion_tokens).toBe(16);
+    expect(r.usage!.prompt_tokens).toBe(tokenizer.encode("The capital of France is", { addSpecial: true, parseSpecial: true }).length);
+    expect(r.choices[0].text).toMatch(/^ Paris/);
+  });
+
+  it("ends the text before a stop sequence", async () => {
+    const free = await client.completions.create({ model: MODEL, prompt: "The capital of France is", temperature: 0, max_tokens: 12 });
+    expect(free.choices[0].text).toContain("\n");
+    const stopped = await client.completions.create({ model: MODEL, prompt: "The capital of France is", temperature: 0, max_tokens: 12, stop: ["\n"] });
+    expect(stopped.choices[0].finish_reason).toBe("stop");
+    expect(stopped.choices[0].text).toBe(free.choices[0].text.slice(0, free.choices[0].text.indexOf("\n")));
+    const chat = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "What colour is the sky?" }],
+      temperature: 0,
+      max_tokens: 24,
+      stop: ["blue"],
+    });
+    expect(chat.choices[0].finish_reason).toBe("stop");
+    expect(chat.choices[0].message.content).toBe("The sky is a beautiful shade of ");
+  });
+
+  it("lets the system prompt reach the model", async () => {
+    const question = { role: "user" as const, content: "Hello, who are you?" };
+    const plain = await client.chat.completions.create({ model: MODEL, messages: [question], temperature: 0, max_tokens: 16 });
+    const french = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "system", content: "Always answer in French." }, question],
+      temperature: 0,
+      max_tokens: 16,
+    });
+    expect(plain.choices[0].message.content).not.toMatch(/bonjour/i);
+    expect(french.choices[0].message.content).toMatch(/^Bonjour/);
+  });
+
+  it("raises the client's exception classes with status, code and param", async () => {
+    const bad = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: "user", content: "x" }], temperature: 5 })
+      .catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(BadRequestError);
+    expect(bad).toMatchObject({ status: 400, code: "invalid_value", param: "temperature", type: "invalid_request_error" });
+
+    const badMessage = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: "user", content: "x" }, { role: "user", content: 7 as unknown as string }] })
+      .catch((e: unknown) => e);
+    expect(badMessage).toMatchObject({ status: 400, code: "invalid_type", param: "messages[1].content" });
+
+    const tools = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: "user", content: "x" }], tools: [{ type: "function", function: { name: "f" } }] })
+      .catch((e: unknown) => e);
+    expect(tools).toBeInstanceOf(BadRequestError);
+    expect(tools).toMatchObject({ param: "tools" });
+
+    const noKey = new OpenAI({ baseURL, apiKey: " ", maxRetries: 0 });
+    const unauthorized = await noKey.models.list().catch((e: unknown) => e);
+    expect(unauthorized).toBeInstanceOf(AuthenticationError);
+    expect(unauthorized).toMatchObject({ status: 401, code: "invalid_api_key" });
+
+    const missing = await client.chat.completions.create({ model: "no-such-model", messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(NotFoundError);
+    expect(missing).toMatchObject({ status: 404, code: "model_not_found", param: "model" });
+    expect(await client.models.retrieve("no/such-model").catch((e: unknown) => e)).toBeInstanceOf(NotFoundError);
+  });
+
+  it("stops generating when the client aborts mid-stream", async () => {
+    const cancelledBefore = await metric("kiln_requests_cancelled_total");
+    const tokensBefore = await metric("kiln_completion_tokens_total");
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "Write a very long story about a dragon and a castle." }],
+      temperature: 0.8,
+      seed: 5,
+      max_tokens: 2000,
+      stream: true,
+    });
+    let chunks = 0;
+    for await (const _chunk of stream) if (++chunks === 4) break; // leaving the loop aborts the request
+    let running = 1;
+    for (let i = 0; i < 50 && running > 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const text = await (await fetch(baseURL.replace(/\/v1$/, "/metrics"))).text();
+      running = Number(/kiln_queue_requests\{model="[^"]+",state="running"\} (\d+)/.exec(text)?.[1] ?? 1);
+    }
+    expect(running).toBe(0);
+    expect(await metric("kiln_requests_cancelled_total")).toBe(cancelledBefore + 1);
+    expect((await metric("kiln_completion_tokens_total")) - tokensBefore).toBeLessThan(100);
+  });
+});

@@ -1,0 +1,89 @@
+/** Local and cloud authentication; keys stored as hashes; 401 and 403 answers. */
+import { describe, expect, it } from "vitest";
+import { KeyStore, hashKey } from "../../../src/api/auth/key-store.js";
+import { openDatabase } from "../../../src/catalogue/db.js";
+import { sqliteUsageRecorder } from "../../../src/api/usage.js";
+import { getModel } from "../../../src/catalogue/catalogue.js";
+import { fakeApp, SLUG } from "./fake-model.js";
+
+const chat = (model = SLUG) => ({ model, messages: [{ role: "user", content: "hi" }] });
+
+function cloud() {
+  const db = openDatabase({ path: ":memory:" });
+  const keys = new KeyStore(db);
+  return { db, keys };
+}
+
+describe("local mode", () => {
+  it("accepts any non-empty bearer key", async () => {
+    const { app } = await fakeApp();
+    for (const key of ["x", "sk-anything", "kiln-whatever"]) {
+      const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${key}` } });
+      expect(res.statusCode).toBe(200);
+    }
+  });
+
+  it("refuses a missing or empty key with 401 invalid_api_key", async () => {
+    const { app } = await fakeApp();
+    for (const headers of [{}, { authorization: "Bearer" }, { authorization: "Bearer   " }, { authorization: "" }]) {
+      const res = await app.inject({ method: "GET", url: "/v1/models", headers });
+      expect(res.statusCode).toBe(401);
+      expect(res.json().error).toMatchObject({ type: "invalid_request_error", code: "invalid_api_key", param: null });
+    }
+  });
+
+  it("does not ask for a key on /health and /metrics", async () => {
+    const { app } = await fakeApp();
+    expect((await app.inject({ method: "GET", url: "/health" })).statusCode).toBe(200);
+    expect((await app.inject({ method: "GET", url: "/metrics" })).statusCode).toBe(200);
+  });
+});
+
+describe("cloud mode", () => {
+  it("stores only the SHA-256 of a key", () => {
+    const { db, keys } = cloud();
+    const { key, record } = keys.create("ci", null);
+    expect(key).toMatch(/^kiln-/);
+    const row = db.prepare("SELECT * FROM api_keys WHERE id = ?").get(record.id) as Record<string, unknown>;
+    expect(row.key_hash).toBe(hashKey(key));
+    expect(JSON.stringify(row)).not.toContain(key);
+    expect(keys.list().map((k) => k.id)).toEqual([record.id]);
+  });
+
+  it("accepts known keys, refuses unknown and revoked ones with 401", async () => {
+    const { keys } = cloud();
+    const { key, record } = keys.create("ci");
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys } });
+    const call = (k: string) => app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${k}` } });
+    expect((await call(key)).statusCode).toBe(200);
+    const unknown = await call("kiln-not-a-key");
+    expect(unknown.statusCode).toBe(401);
+    expect(unknown.json().error).toMatchObject({ type: "invalid_request_error", code: "invalid_api_key" });
+    expect(unknown.json().error.message).not.toContain("kiln-not-a-key");
+    expect(keys.revoke(record.id)).toBe(true);
+    expect(keys.revoke(record.id)).toBe(false);
+    expect((await call(key)).statusCode).toBe(401);
+  });
+
+  it("answers 403 permission_error for a model outside the key's list", async () => {
+    const { keys } = cloud();
+    const { key } = keys.create("limited", ["smollm2-360m-instruct"]);
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys } });
+    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${key}` } });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().error).toMatchObject({ type: "permission_error", param: "model" });
+    const { key: all } = keys.create("all", [SLUG]);
+    expect((await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${all}` } })).statusCode).toBe(200);
+  });
+
+  it("records usage per request with the key and the cost", async () => {
+    const { db, keys } = cloud();
+    const { key, record } = keys.create("billing");
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys }, usage: sqliteUsageRecorder(db, (slug) => getModel(slug)) });
+    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${key}` } });
+    const rows = db.prepare("SELECT * FROM usage").all() as any[];
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ request_id: res.json().id, key_id: record.id, slug: SLUG, prompt_tokens: res.json().usage.prompt_tokens, completion_tokens: 3 });
+    expect(rows[0].cost_usd).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,183 @@
+/** POST /v1/chat/completions on a fake model: answer shape, SSE frames, stop strings, logprobs, n. */
+import { describe, expect, it } from "vitest";
+import { AUTH, fakeApp, fakeModel, sseEvents, SLUG, word } from "./fake-model.js";
+
+const chat = (over: Record<string, unknown> = {}) => ({ model: SLUG, messages: [{ role: "user", content: "hi" }], ...over });
+
+async function ask(payload: Record<string, unknown>, fake = fakeModel()) {
+  const { app } = await fakeApp({ fake });
+  return app.inject({ method: "POST", url: "/v1/chat/completions", payload, headers: AUTH });
+}
+
+describe("chat completions", () => {
+  it("answers with the contract's shape and tokenizer-count usage", async () => {
+    const fake = fakeModel();
+    const res = await ask(chat(), fake);
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({
+      object: "chat.completion",
+      model: SLUG,
+      system_fingerprint: "fake-artifact-1",
+      choices: [{ index: 0, message: { role: "assistant", content: "Hello world!", refusal: null }, logprobs: null, finish_reason: "stop" }],
+    });
+    expect(body.id).toMatch(/^chatcmpl-/);
+    expect(body.created).toBeCloseTo(Date.now() / 1000, -1);
+    expect(body.choices[0].message).not.toHaveProperty("tool_calls");
+    const promptTokens = fake.model.chatPrompt([{ role: "user", content: "hi" }]).length;
+    expect(body.usage).toEqual({ prompt_tokens: promptTokens, completion_tokens: 3, total_tokens: promptTokens + 3 });
+  });
+
+  it("ends with finish_reason length at max_tokens (or max_completion_tokens)", async () => {
+    expect((await ask(chat({ max_tokens: 2 }))).json().choices[0]).toMatchObject({ message: { content: "Hello world" }, finish_reason: "length" });
+    expect((await ask(chat({ max_completion_tokens: 1 }))).json().choices[0]).toMatchObject({ message: { content: "Hello" }, finish_reason: "length" });
+  });
+
+  it("renders every role through the template: developer as system, text parts, tool turns", async () => {
+    const fake = fakeModel();
+    const res = await ask(
+      chat({
+        messages: [
+          { role: "developer", content: "Be brief." },
+          { role: "user", content: [{ type: "text", text: "one" }, { type: "text", text: "two" }] },
+          { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
+          { role: "tool", content: "42", tool_call_id: "call_1" },
+          { role: "system", content: "sys", name: "boss" },
+        ],
+      }),
+      fake,
+    );
+    expect(res.statusCode).toBe(200);
+    expect(fake.rendered[0]).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: [{ type: "text", text: "one" }, { type: "text", text: "two" }] },
+      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
+      { role: "tool", content: "42", tool_call_id: "call_1" },
+      { role: "system", content: "sys", name: "boss" },
+    ]);
+  });
+
+  it("passes the sampling parameters to the engine", async () => {
+    const fake = fakeModel();
+    await ask(chat({ temperature: 0.3, top_p: 0.9, top_k: 5, min_p: 0.1, seed: 7, presence_penalty: 1, frequency_penalty: -1, logit_bias: { "3": -100 } }), fake);
+    expect(fake.backend.samplings[0]).toMatchObject({ temperature: 0.3, top_p: 0.9, top_k: 5, min_p: 0.1, seed: 7, presence_penalty: 1, frequency_penalty: -1, logit_bias: { "3": -100 } });
+  });
+
+  it("stops before a stop string split across tokens, and never sends it", async () => {
+    const fake = fakeModel({ script: [word("Hello"), word("</s"), word(">"), word(" again")] });
+    const res = await ask(chat({ stop: "</s>" }), fake);
+    expect(res.json().choices[0]).toMatchObject({ message: { content: "Hello" }, finish_reason: "stop" });
+    expect(res.json().usage.completion_tokens).toBe(3);
+  });
+
+  it("holds back a possible stop string while streaming, releasing it when it turns out not to be one", async () => {
+    const fake = fakeModel({ script: [word("Hello"), word("</s"), word(" again"), word("</s"), word(">"), word("!")] });
+    const res = await ask(chat({ stop: ["</s>", "never"], stream: true }), fake);
+    const contents = sseEvents(res.body)
+      .filter((e): e is any => typeof e === "object")
+      .map((e) => e.choices[0]?.delta?.content)
+      .filter((c) => c !== undefined);
+    // "</s" waits for the next token; the trailing "n" of "again" waits too (it could start "never").
+    expect(contents).toEqual(["", "Hello", "</s agai", "n"]);
+    const events = sseEvents(res.body) as any[];
+    expect(events.at(-2).choices[0].finish_reason).toBe("stop");
+  });
+
+  it("streams the contract's frames: role chunk, content chunks, finish chunk, usage chunk, [DONE]", async () => {
+    const res = await ask(chat({ stream: true, stream_options: { include_usage: true } }));
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toBe("text/event-stream");
+    expect(res.headers["x-request-id"]).toBeTruthy();
+    expect(res.body).not.toMatch(/^event:/m);
+    const events = sseEvents(res.body) as any[];
+    expect(events.at(-1)).toBe("[DONE]");
+    const chunks = events.slice(0, -1);
+    const id = chunks[0].id;
+    for (const c of chunks) {
+      expect(c).toMatchObject({ id, object: "chat.completion.chunk", model: SLUG, system_fingerprint: "fake-artifact-1", created: chunks[0].created });
+    }
+    expect(chunks[0].choices).toEqual([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+    expect(chunks.slice(1, 4).map((c) => c.choices[0])).toEqual([
+      { index: 0, delta: { content: "Hello" }, logprobs: null, finish_reason: null },
+      { index: 0, delta: { content: " world" }, logprobs: null, finish_reason: null },
+      { index: 0, delta: { content: "!" }, logprobs: null, finish_reason: null },
+    ]);
+    expect(chunks[4].choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: "stop" }]);
+    expect(chunks[5].choices).toEqual([]);
+    expect(chunks[5].usage).toMatchObject({ completion_tokens: 3 });
+    expect(chunks[5].usage.total_tokens).toBe(chunks[5].usage.prompt_tokens + 3);
+    for (const c of chunks.slice(0, 5)) expect(c.usage).toBeNull();
+  });
+
+  it("streams without a usage chunk (and without usage fields) unless asked", async () => {
+    const events = sseEvents((await ask(chat({ stream: true }))).body) as any[];
+    expect(events).toHaveLength(6);
+    expect(events.slice(0, -1).every((e) => !("usage" in e))).toBe(true);
+  });
+
+  it("streamed chunks concatenate to the non-streamed text", async () => {
+    const script = [word("Hello"), 0xe2, 0x82, 0xac, word(" world")]; // "€" split over three byte tokens
+    const whole = (await ask(chat(), fakeModel({ script }))).json().choices[0].message.content;
+    const streamed = (sseEvents((await ask(chat({ stream: true }), fakeModel({ script }))).body) as any[])
+      .slice(0, -1)
+      .map((e) => e.choices[0]?.delta?.content ?? "")
+      .join("");
+    expect(whole).toBe("Hello€ world");
+    expect(streamed).toBe(whole);
+  });
+
+  it("reports an error after the first byte as a data: {error} event, then ends without [DONE]", async () => {
+    const fake = fakeModel({ failAt: { index: 2, error: new Error("worker crashed") } });
+    const res = await ask(chat({ stream: true }), fake);
+    expect(res.statusCode).toBe(200);
+    const events = sseEvents(res.body) as any[];
+    expect(events.at(-1)).toEqual({ error: { message: expect.stringContaining("request id"), type: "server_error", param: null, code: null } });
+    expect(events).not.toContain("[DONE]");
+    expect(res.body).not.toContain("worker crashed");
+  });
+
+  it("answers an error before the first byte as ordinary JSON", async () => {
+    const fake = fakeModel({ failAt: { index: 0, error: new Error("boom") } });
+    const res = await ask(chat({ stream: true }), fake);
+    expect(res.statusCode).toBe(500);
+    expect(res.headers["content-type"]).toMatch(/^application\/json/);
+    expect(res.json().error.type).toBe("server_error");
+  });
+
+  it("generates n choices, indexed, with usage summed", async () => {
+    const res = await ask(chat({ n: 3, max_tokens: 2 }));
+    const body = res.json();
+    expect(body.choices.map((c: any) => [c.index, c.message.content, c.finish_reason])).toEqual([
+      [0, "Hello world", "length"],
+      [1, "Hello world", "length"],
+      [2, "Hello world", "length"],
+    ]);
+    expect(body.usage.completion_tokens).toBe(6);
+    const events = sseEvents((await ask(chat({ n: 2, max_tokens: 1, stream: true }))).body) as any[];
+    expect(events.slice(0, -1).map((e) => `${e.choices[0].index}:${JSON.stringify(e.choices[0].delta)}:${e.choices[0].finish_reason}`)).toEqual([
+      '0:{"role":"assistant","content":""}:null',
+      '0:{"content":"Hello"}:null',
+      "0:{}:length",
+      '1:{"role":"assistant","content":""}:null',
+      '1:{"content":"Hello"}:null',
+      "1:{}:length",
+    ]);
+  });
+
+  it("returns logprobs when asked, streamed and not", async () => {
+    const body = (await ask(chat({ logprobs: true, top_logprobs: 2 }))).json();
+    expect(body.choices[0].logprobs.content).toHaveLength(3);
+    expect(body.choices[0].logprobs.content[0]).toEqual({
+      token: "Hello",
+      logprob: -0.5,
+      bytes: [72, 101, 108, 108, 111],
+      top_logprobs: [
+        { token: "Hello", logprob: -0.5, bytes: [72, 101, 108, 108, 111] },
+        { token: "\u0000", logprob: -3, bytes: [0] },
+      ],
+    });
+    expect(body.choices[0].logprobs.refusal).toBeNull();
+    const events = sseEvents((await ask(chat({ logprobs: true, stream: true }))).body) as any[];
+    expect(events[1].choices[0].logprobs.content).toEqual([{ token: "Hello", logprob: -0.5, bytes: [72, 101, 108, 108, 111], top_logprobs: [] }]);
+  });
+});

@@ -1,0 +1,67 @@
+/** POST /v1/completions (legacy) on a fake model. */
+import { describe, expect, it } from "vitest";
+import { AUTH, fakeApp, fakeModel, sseEvents, SLUG, word } from "./fake-model.js";
+
+const long = Array.from({ length: 40 }, (_, i) => word(i % 2 ? " world" : "Hello"));
+
+async function complete(payload: Record<string, unknown>, fake = fakeModel({ script: long })) {
+  const { app } = await fakeApp({ fake });
+  return app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, ...payload }, headers: AUTH });
+}
+
+describe("completions", () => {
+  it("defaults to 16 tokens and finish_reason length", async () => {
+    const body = (await complete({ prompt: "Once upon a time" })).json();
+    expect(body).toMatchObject({ object: "text_completion", model: SLUG, system_fingerprint: "fake-artifact-1" });
+    expect(body.id).toMatch(/^cmpl-/);
+    expect(body.choices).toHaveLength(1);
+    expect(body.choices[0]).toMatchObject({ index: 0, logprobs: null, finish_reason: "length" });
+    expect(body.usage).toEqual({ prompt_tokens: 16, completion_tokens: 16, total_tokens: 32 });
+  });
+
+  it("passes temperature (default 1 in the runtime) and stop strings (one or up to four)", async () => {
+    const fake = fakeModel({ script: long });
+    const one = (await complete({ prompt: "x", stop: " world" }, fake)).json();
+    expect(one.choices[0]).toMatchObject({ text: "Hello", finish_reason: "stop" });
+    const many = (await complete({ prompt: "x", stop: ["zz", "Hello world", "q", "r"] })).json();
+    expect(many.choices[0]).toMatchObject({ text: "", finish_reason: "stop" });
+    expect(fake.backend.samplings[0].temperature ?? 1).toBe(1);
+  });
+
+  it("takes a prompt as a string, an array of one string or token ids", async () => {
+    expect((await complete({ prompt: ["ab"] })).json().usage.prompt_tokens).toBe(2);
+    expect((await complete({ prompt: [1, 2, 3] })).json().usage.prompt_tokens).toBe(3);
+  });
+
+  it("echoes the prompt when asked", async () => {
+    expect((await complete({ prompt: "Say: ", max_tokens: 1, echo: true })).json().choices[0].text).toBe("Say: Hello");
+    const events = sseEvents((await complete({ prompt: "Say: ", max_tokens: 1, echo: true, stream: true })).body) as any[];
+    expect(events.slice(0, -1).map((e) => e.choices[0].text).join("")).toBe("Say: Hello");
+  });
+
+  it("returns legacy logprobs", async () => {
+    const body = (await complete({ prompt: "x", max_tokens: 2, logprobs: 1 })).json();
+    expect(body.choices[0].logprobs).toEqual({
+      tokens: ["Hello", " world"],
+      token_logprobs: [-0.5, -1.5],
+      top_logprobs: [{ Hello: -0.5 }, { " world": -1.5 }],
+      text_offset: [0, 5],
+    });
+  });
+
+  it("streams text_completion chunks ending with [DONE], with a usage chunk when asked", async () => {
+    const res = await complete({ prompt: "x", max_tokens: 3, stream: true, stream_options: { include_usage: true } });
+    expect(res.headers["content-type"]).toBe("text/event-stream");
+    const events = sseEvents(res.body) as any[];
+    expect(events.at(-1)).toBe("[DONE]");
+    const chunks = events.slice(0, -1);
+    for (const c of chunks) expect(c).toMatchObject({ id: chunks[0].id, object: "text_completion", model: SLUG });
+    expect(chunks.slice(0, 4).map((c) => [c.choices[0].text, c.choices[0].finish_reason])).toEqual([
+      ["Hello", null],
+      [" world", null],
+      ["Hello", null],
+      ["", "length"],
+    ]);
+    expect(chunks[4]).toMatchObject({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 } });
+  });
+});

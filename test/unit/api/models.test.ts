@@ -1,0 +1,76 @@
+/** GET /v1/models and /v1/models/{id}: the 42 catalogue models and their serving state. */
+import { describe, expect, it } from "vitest";
+import { MODELS } from "../../../src/catalogue/models.js";
+import { ModelRegistry } from "../../../src/scheduler/model-registry.js";
+import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
+
+describe("models", () => {
+  it("lists every catalogue model with kiln's fields", async () => {
+    const { app } = await fakeApp();
+    const res = await app.inject({ method: "GET", url: "/v1/models", headers: AUTH });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.object).toBe("list");
+    expect(body.data).toHaveLength(42);
+    expect(body.data.map((m: any) => m.id)).toEqual(MODELS.map((m) => m.slug));
+    for (const m of body.data) {
+      expect(m).toMatchObject({ object: "model", owned_by: expect.any(String), created: expect.any(Number), context_length: expect.any(Number) });
+      expect(Array.isArray(m.capabilities)).toBe(true);
+      expect(["serving", "available"]).toContain(m.status);
+      if (m.kind === "text") {
+        expect(m.pricing).toEqual({ input_usd_per_million_tokens: expect.any(Number), output_usd_per_million_tokens: expect.any(Number) });
+      } else {
+        expect(m.pricing).toEqual({ usd_per_audio_minute: expect.any(Number) });
+      }
+    }
+    const llama = body.data.find((m: any) => m.id === "llama-3-3-70b-instruct");
+    expect(llama).toMatchObject({ status: "available", context_length: 131072, pricing: { input_usd_per_million_tokens: 0.09, output_usd_per_million_tokens: 0.14 } });
+    expect(llama).not.toHaveProperty("artifact_id");
+    expect(body.data.find((m: any) => m.id === "whisper-large-v3").pricing).toEqual({ usd_per_audio_minute: 0.02 });
+  });
+
+  it("shows the served model's artifact id and measured throughput", async () => {
+    const { app } = await fakeApp();
+    const before = (await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json();
+    expect(before).toMatchObject({ id: SLUG, status: "serving", artifact_id: "fake-artifact-1", measured_output_tokens_per_second: null });
+    expect(before.created).toBe(Date.parse("2025-01-02T03:04:05.000Z") / 1000);
+    await app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model: SLUG, messages: [{ role: "user", content: "x" }] }, headers: AUTH });
+    const after = (await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json();
+    expect(after.measured_output_tokens_per_second).toBeGreaterThan(0);
+  });
+
+  it("shows loading and failed models", async () => {
+    const models = new ModelRegistry();
+    models.expect(SLUG);
+    models.fail("smollm2-360m-instruct", "no memory");
+    const { app } = await fakeApp({ models });
+    const data = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json().data;
+    expect(data.find((m: any) => m.id === SLUG).status).toBe("loading");
+    expect(data.find((m: any) => m.id === "smollm2-360m-instruct").status).toBe("failed");
+  });
+
+  it("retrieves one model, its id raw or percent-encoded", async () => {
+    const { app } = await fakeApp();
+    for (const url of [`/v1/models/${SLUG}`, `/v1/models/${encodeURIComponent(SLUG).replace(/-/g, "%2D")}`]) {
+      const res = await app.inject({ method: "GET", url, headers: AUTH });
+      expect(res.statusCode).toBe(200);
+      expect(res.json().id).toBe(SLUG);
+    }
+  });
+
+  it("answers 404 model_not_found for unknown ids, including ids with a slash", async () => {
+    const { app } = await fakeApp();
+    for (const url of ["/v1/models/gpt-4o", "/v1/models/HuggingFaceTB/SmolLM2-135M-Instruct", "/v1/models/HuggingFaceTB%2FSmolLM2-135M-Instruct"]) {
+      const res = await app.inject({ method: "GET", url, headers: AUTH });
+      expect(res.statusCode).toBe(404);
+      expect(res.json().error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });
+    }
+    const slash = await app.inject({ method: "GET", url: "/v1/models/a%2Fb", headers: AUTH });
+    expect(slash.json().error.message).toContain("'a/b'");
+  });
+
+  it("needs a key", async () => {
+    const { app } = await fakeApp({ fake: fakeModel() });
+    expect((await app.inject({ method: "GET", url: "/v1/models" })).statusCode).toBe(401);
+  });
+});
