@@ -75,6 +75,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    ctx.lifecycle.requestStarted();
+    // 'close' fires once the answer is complete or the client has gone: either way it is over.
+    reply.raw.once("close", () => ctx.lifecycle.requestFinished());
     if (ctx.lifecycle.draining && !ALWAYS_OPEN.has(request.url.split("?")[0])) {
       reply.header("connection", "close");
       throw apiError("shutting_down", "The server is shutting down; retry on another instance or in a moment.");
@@ -118,10 +121,12 @@ function queueLoads(models: ModelRegistry) {
 }
 
 /**
- * Graceful stop: new requests get 503 (and new connections are refused), requests in flight run
- * to their end, then the server closes. Resolves once every connection is gone.
+ * Graceful stop: while requests are in flight the server keeps listening and answers new ones with
+ * 503 (so clients and load balancers see a clear "go elsewhere"); once the last one has finished
+ * the server closes. Resolves once every connection is gone.
  */
 export async function drainApp(app: FastifyInstance, lifecycle: Lifecycle): Promise<void> {
   lifecycle.startDraining();
+  await lifecycle.idle();
   await app.close();
 }

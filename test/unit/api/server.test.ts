@@ -1,7 +1,7 @@
 /** Cross-cutting behaviour: request ids, logs, /health, /metrics, client disconnects, draining. */
 import { Writable } from "node:stream";
 import pino from "pino";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { drainApp } from "../../../src/api/app.js";
 import { Lifecycle } from "../../../src/api/context.js";
 import { ModelRegistry } from "../../../src/scheduler/model-registry.js";
@@ -87,7 +87,7 @@ describe("over real HTTP", () => {
   }
 
   it("stops generating when a streaming client disconnects, and counts the cancellation", async () => {
-    const { app, fake, url } = await listening();
+    const { app, fake, url, lifecycle } = await listening();
     try {
       const controller = new AbortController();
       const res = await fetch(`${url}/v1/chat/completions`, {
@@ -109,13 +109,15 @@ describe("over real HTTP", () => {
       expect(computed).toBeLessThan(200);
       const metrics = await (await fetch(`${url}/metrics`)).text();
       expect(metrics).toContain('kiln_requests_cancelled_total{model="smollm2-135m-instruct"} 1');
+      // The abandoned request is over for draining purposes too (only the /metrics call was counted and finished).
+      await vi.waitFor(() => expect(lifecycle.inFlight).toBe(0));
     } finally {
       await app.close();
     }
   });
 
   it("stops generating when a non-streaming client disconnects", async () => {
-    const { app, fake, url } = await listening();
+    const { app, fake, url, lifecycle } = await listening();
     try {
       const controller = new AbortController();
       const pending = fetch(`${url}/v1/chat/completions`, {
@@ -135,6 +137,8 @@ describe("over real HTTP", () => {
       expect(computed).toBeLessThan(200);
       const metrics = await (await fetch(`${url}/metrics`)).text();
       expect(metrics).toContain('kiln_requests_cancelled_total{model="smollm2-135m-instruct"} 1');
+      // The abandoned request is over for draining purposes too (only the /metrics call was counted and finished).
+      await vi.waitFor(() => expect(lifecycle.inFlight).toBe(0));
     } finally {
       await app.close();
     }
@@ -149,7 +153,15 @@ describe("over real HTTP", () => {
     }).then((r) => r.text());
     await new Promise((r) => setTimeout(r, 30));
     const closed = drainApp(app, lifecycle);
-    await expect(fetch(`${url}/health`)).rejects.toThrow();
+    // Still listening while the stream runs: a new connection is told 503, not refused.
+    const late = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...AUTH, "content-type": "application/json" },
+      body: JSON.stringify(chat()),
+    });
+    expect(late.status).toBe(503);
+    expect(((await late.json()) as any).error.code).toBe("overloaded");
+    expect(late.headers.get("retry-after")).toBe("5");
     const body = await running;
     const events = sseEvents(body) as any[];
     expect(events.at(-1)).toBe("[DONE]");
@@ -157,6 +169,7 @@ describe("over real HTTP", () => {
     const t0 = Date.now();
     await closed;
     expect(Date.now() - t0).toBeLessThan(2000);
+    await expect(fetch(`${url}/health`)).rejects.toThrow();
   });
 
   it("answers 503 to new requests once draining, /health included", async () => {
