@@ -2,6 +2,7 @@
 # Idempotent project setup, run by `npm test` and CI before the tests.
 # - installs npm dependencies with `npm ci`, but only when node_modules is missing or
 #   package-lock.json is newer than node_modules/.package-lock.json (npm's record of the last install);
+# - creates the .cache/pyclient venv with the official `openai` Python client, when `import openai` fails there;
 # - needs no TTY and prints one line per step.
 set -euo pipefail
 
@@ -27,6 +28,22 @@ if [[ $needs_install -eq 1 ]]; then
   CI="${CI:-1}" npm ci --no-audit --no-fund --progress=false </dev/null
 else
   log "npm dependencies up to date"
+fi
+
+# --- official Python client (for test/model/api/python-client.test.ts) ------------------------
+# A virtual environment at .cache/pyclient with the `openai` package; created/installed only
+# when `import openai` fails there.
+pyclient=.cache/pyclient
+if "$pyclient/bin/python" -c "import openai" >/dev/null 2>&1; then
+  log "python openai client up to date ($pyclient)"
+else
+  if [[ ! -x "$pyclient/bin/python" ]]; then
+    log "python3 -m venv $pyclient"
+    mkdir -p "$(dirname "$pyclient")"
+    python3 -m venv "$pyclient" </dev/null
+  fi
+  log "pip install openai into $pyclient"
+  PIP_NO_INPUT=1 "$pyclient/bin/python" -m pip install --quiet openai </dev/null
 fi
 
 # --- system packages (hook) ------------------------------------------------------------------
