@@ -105,14 +105,36 @@ export class KvPool {
     this.lengths[slot] = Math.min(this.lengths[slot], length);
   }
 
-  /** Copies one slot's cache into another (moving a sequence to keep running slots consecutive). */
-  copySlot(from: number, to: number): void {
-    const stride = this.slotStride;
-    for (let l = 0; l < this.shape.layers; l++) {
-      this.keys[l].copyWithin(to * stride, from * stride, (from + 1) * stride);
-      this.values[l].copyWithin(to * stride, from * stride, (from + 1) * stride);
+  /**
+   * Sets slot `to` to hold the first `length` cached positions of slot `from`, copying only those
+   * positions (moving a sequence to keep running slots consecutive, or sharing a prompt prefix).
+   * `from === to` just truncates.
+   */
+  copyPrefix(from: number, to: number, length: number): void {
+    if (length > this.lengths[from]) throw new RangeError(`slot ${from} holds ${this.lengths[from]} positions, not ${length}`);
+    if (from !== to && length > 0) {
+      const { layers, kvHeads, headDim } = this.shape;
+      const cap = this.cap;
+      const stride = this.slotStride;
+      for (let l = 0; l < layers; l++) {
+        const keys = this.keys[l];
+        const values = this.values[l];
+        for (let h = 0; h < kvHeads; h++) {
+          for (let d = 0; d < headDim; d++) {
+            const at = (h * headDim + d) * cap;
+            keys.copyWithin(to * stride + at, from * stride + at, from * stride + at + length);
+          }
+          const at = h * cap * headDim;
+          values.copyWithin(to * stride + at, from * stride + at, from * stride + at + length * headDim);
+        }
+      }
     }
-    this.lengths[to] = this.lengths[from];
+    this.lengths[to] = length;
+  }
+
+  /** Copies one slot's whole cache into another. */
+  copySlot(from: number, to: number): void {
+    this.copyPrefix(from, to, this.lengths[from]);
   }
 
   bytes(): number {

@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
-import type { LoadResult, OpenRequest, StepRequest, StepResult } from "./step-protocol.js";
+import type { CopyRequest, LoadResult, OpenRequest, StepRequest, StepResult } from "./step-protocol.js";
 import type { TextModelOptions } from "./text-model.js";
 
 /**
@@ -37,6 +37,10 @@ export class ModelWorker {
 
   open(req: Omit<OpenRequest, "op">): Promise<void> {
     return this.pool.run({ op: "open", ...req }) as Promise<void>;
+  }
+
+  copy(req: Omit<CopyRequest, "op">): Promise<void> {
+    return this.pool.run({ op: "copy", ...req }) as Promise<void>;
   }
 
   step(req: Omit<StepRequest, "op">): Promise<StepResult> {

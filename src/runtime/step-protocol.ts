@@ -21,6 +21,23 @@ export interface OpenRequest {
   sampling: SamplingParams;
   /** Tokens whose ids already sit in the slot's cache from a reused prefix. */
   keepCached: number;
+  /**
+   * Sub-stream of the sampler's seed: the n choices of one request share a seed and differ by
+   * stream (the choice index), so each is reproducible yet different. Default 0.
+   */
+  stream?: number;
+}
+
+/**
+ * Sets slot `to` to hold the first `length` cached positions of slot `from` (moving a sequence to
+ * keep running slots consecutive, or sharing a prompt prefix); `from === to` just truncates. Only
+ * live positions are copied. `length` must not exceed what `from` holds.
+ */
+export interface CopyRequest {
+  op: "copy";
+  from: number;
+  to: number;
+  length: number;
 }
 
 /**
@@ -38,6 +55,12 @@ export interface StepRequest {
   sample: boolean[];
   /** Also return the top-n raw logits of each sampled row (oracle checks). Default 0. */
   topLogits?: number;
+  /**
+   * Extra samples from a row's logits with other sequences' samplers (the other choices of an n > 1
+   * request share the prefill of choice 0): each entry samples row `row` for `seqId`, in order,
+   * answered in {@link StepResult.forkSamples}. Default none.
+   */
+  forks?: Array<{ row: number; seqId: number }>;
 }
 
 export interface CloseRequest {
@@ -45,7 +68,7 @@ export interface CloseRequest {
   seqId: number;
 }
 
-export type WorkerRequest = LoadRequest | OpenRequest | StepRequest | CloseRequest;
+export type WorkerRequest = LoadRequest | OpenRequest | CopyRequest | StepRequest | CloseRequest;
 
 export interface LoadResult {
   shape: ModelShape;
@@ -60,6 +83,8 @@ export interface RowSample extends SampleResult {
 
 export interface StepResult {
   samples: Array<RowSample | null>;
+  /** One sample per entry of {@link StepRequest.forks}, in order (absent without forks). */
+  forkSamples?: RowSample[];
   /** Milliseconds spent in the ONNX run, and in sampling. */
   runMs: number;
   sampleMs: number;

@@ -4,8 +4,11 @@
  * loaded {@link TextRuntime}, tests build fakes.
  */
 import type { TextRuntime } from "../runtime/text-runtime.js";
+import { BatchEngine } from "./batch-engine.js";
+import type { PrefixReuse } from "./kv-slots.js";
 import { runtimeBackend } from "./runtime-backend.js";
 import { SerialEngine } from "./serial-engine.js";
+import { workerStepBackend } from "./step-backend.js";
 import type { ChatMessage, Engine } from "./types.js";
 
 export interface ServedModel {
@@ -32,14 +35,37 @@ export interface ServedModel {
 }
 
 export interface TextModelServeOptions {
+  /**
+   * "batch" (default): continuous batching over every KV slot the runtime was loaded with
+   * (`TextModelOptions.slots`); "serial": one sequence at a time on slot 0.
+   */
+  engine?: "batch" | "serial";
   /** Most requests waiting per model before new ones get 503. Default 64. */
   maxWaiting?: number;
+  /** Batch engine: most sequences running at once. Default: the runtime's slots. */
+  maxRunning?: number;
+  /** Batch engine: prompt tokens per prefill call. Default 256. */
+  prefillChunk?: number;
+  /** Batch engine: most tokens computed per step (decode rows + prompt tokens). Default 512. */
+  stepTokens?: number;
+  /** Batch engine: prompt prefix reuse across sequences. Default "exact". */
+  prefixReuse?: PrefixReuse;
 }
 
-/** Serves a loaded runtime with a {@link SerialEngine} in front of it. */
+/** Serves a loaded runtime with a {@link BatchEngine} (or a {@link SerialEngine}) in front of it. */
 export function textModel(runtime: TextRuntime, options: TextModelServeOptions = {}): ServedModel {
   const slug = runtime.manifest.slug;
-  const engine = new SerialEngine(runtimeBackend(runtime), { name: slug, maxWaiting: options.maxWaiting });
+  const engine: Engine =
+    options.engine === "serial"
+      ? new SerialEngine(runtimeBackend(runtime), { name: slug, maxWaiting: options.maxWaiting })
+      : new BatchEngine(workerStepBackend(runtime), {
+          name: slug,
+          maxWaiting: options.maxWaiting,
+          maxRunning: options.maxRunning,
+          prefillChunk: options.prefillChunk,
+          stepTokens: options.stepTokens,
+          prefixReuse: options.prefixReuse,
+        });
   return {
     slug,
     artifactId: runtime.manifest.id,

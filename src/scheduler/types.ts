@@ -2,10 +2,11 @@
  * The scheduler's vocabulary: what a caller asks an engine for (a {@link GenerationRequest}), and
  * what comes back ({@link GenerationEvent}s). The shapes are batch-ready: a request may ask for
  * several choices and every event names its choice, whatever the engine does underneath (one
- * sequence at a time today, continuous batching later).
+ * sequence at a time in the serial engine, continuous batching in the batch engine).
  */
 import type { FinishReason as RuntimeFinishReason } from "../runtime/generate.js";
 import type { SamplingParams } from "../runtime/sampling/index.js";
+import type { EngineStatsReader } from "./engine-stats.js";
 
 export type { SamplingParams } from "../runtime/sampling/index.js";
 export type { ChatMessage, ContentPart } from "../runtime/text/index.js";
@@ -27,8 +28,9 @@ export interface GenerationRequest {
    */
   stop?: readonly string[];
   /**
-   * Number of choices to generate from the same prompt. Default 1. With a seed, choice i uses
-   * seed + i, so every choice is reproducible yet different.
+   * Number of choices to generate from the same prompt. Default 1. With a seed, every choice is
+   * reproducible yet different: the batch engine gives choice i the seed's sampler stream i (so
+   * choice 0 is what n = 1 gives), the serial engine uses seed + i.
    */
   n?: number;
   /** Report log probabilities of each emitted token, with this many alternatives (0..20). Default: none. */
@@ -88,6 +90,8 @@ export interface Engine {
   submit(request: GenerationRequest, signal?: AbortSignal): GenerationStream;
   /** Requests waiting, and running. */
   readonly load: { waiting: number; running: number };
+  /** Batch size, queue time and gauge statistics, where the engine keeps them (the batch engine does). */
+  readonly stats?: EngineStatsReader;
   /** Refuses new requests, lets queued and running ones finish. */
   close(): Promise<void>;
 }

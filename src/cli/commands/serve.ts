@@ -6,7 +6,7 @@ import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
 import { compileModel } from "../../compiler/compile-model.js";
 import { TextRuntime } from "../../runtime/text-runtime.js";
-import { DEFAULT_MAX_WAITING, ModelRegistry, textModel } from "../../scheduler/index.js";
+import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, textModel } from "../../scheduler/index.js";
 import type { CommandIO } from "../command.js";
 
 export const name = "serve";
@@ -25,7 +25,11 @@ Options:
   --cloud            check API keys against $KILN_HOME/kiln.sqlite (see \`kiln keys\`) and record
                      usage; default: local mode, where any non-empty key is accepted
   --threads N        ONNX Runtime threads per model (default 2)
+  --max-running N    sequences generating at once per model, batched into each step: the model's
+                     KV slots (default ${DEFAULT_MAX_RUNNING}; each choice of a request takes one)
   --max-waiting N    requests queued per model before new ones get 503 (default ${DEFAULT_MAX_WAITING})
+  --prefill-chunk N  prompt tokens computed per model call; long prompts go in chunks between
+                     the others' tokens (default ${DEFAULT_PREFILL_CHUNK})
   --log-level L      fatal, error, warn, info, debug, trace or silent (default $KILN_LOG_LEVEL or info);
                      logs are JSON lines on stderr
   -h, --help         show this help`;
@@ -36,7 +40,9 @@ interface ServeOptions {
   host: string;
   cloud: boolean;
   threads: number;
+  maxRunning: number;
   maxWaiting: number;
+  prefillChunk: number;
   logLevel: string;
 }
 
@@ -49,7 +55,9 @@ function parse(argv: string[]): ServeOptions | string {
     host: "127.0.0.1",
     cloud: false,
     threads: 2,
+    maxRunning: DEFAULT_MAX_RUNNING,
     maxWaiting: DEFAULT_MAX_WAITING,
+    prefillChunk: DEFAULT_PREFILL_CHUNK,
     logLevel: process.env.KILN_LOG_LEVEL || "info",
   };
   for (let i = 0; i < argv.length; i++) {
@@ -73,6 +81,14 @@ function parse(argv: string[]): ServeOptions | string {
       const n = int(1, 256);
       if (n === null) return "--threads needs an integer from 1 to 256";
       o.threads = n;
+    } else if (arg === "--max-running") {
+      const n = int(1, 256);
+      if (n === null) return "--max-running needs an integer from 1 to 256";
+      o.maxRunning = n;
+    } else if (arg === "--prefill-chunk") {
+      const n = int(1, 8192);
+      if (n === null) return "--prefill-chunk needs an integer from 1 to 8192";
+      o.prefillChunk = n;
     } else if (arg === "--max-waiting") {
       const n = int(0, 100_000);
       if (n === null) return "--max-waiting needs an integer from 0 to 100000";
@@ -177,12 +193,12 @@ export async function run(argv: string[], io: CommandIO = process): Promise<numb
         const compiled = await compileModel(slug, { onStage, pull: { signal: loading.signal, onProgress: printer } });
         printer.done();
         onStage("loading the model");
-        const runtime = await TextRuntime.load(compiled.dir, { threads: o.threads });
+        const runtime = await TextRuntime.load(compiled.dir, { threads: o.threads, slots: o.maxRunning });
         if (loading.signal.aborted) {
           await runtime.close();
           break;
         }
-        registry.serve(textModel(runtime, { maxWaiting: o.maxWaiting }));
+        registry.serve(textModel(runtime, { maxWaiting: o.maxWaiting, maxRunning: o.maxRunning, prefillChunk: o.prefillChunk }));
         io.stderr.write(`${slug}: serving (artifact ${compiled.manifest.id})\n`);
       } catch (err) {
         printer.done();

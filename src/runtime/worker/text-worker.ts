@@ -30,7 +30,13 @@ class WorkerState {
       if (!sampler) throw new Error(`worker: sequence ${req.seqIds[r]} is not open`);
       samples.push({ ...sampler.sample(row), topLogits: top });
     }
-    return { samples, runMs: t1 - t0, sampleMs: performance.now() - t1 };
+    // The sampler restores the row it was given, so further sequences can sample the same logits.
+    const forkSamples = req.forks?.map(({ row, seqId }) => {
+      const sampler = this.samplers.get(seqId);
+      if (!sampler) throw new Error(`worker: sequence ${seqId} is not open`);
+      return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
+    });
+    return { samples, ...(forkSamples ? { forkSamples } : {}), runMs: t1 - t0, sampleMs: performance.now() - t1 };
   }
 }
 
@@ -61,9 +67,12 @@ export default async function handle(req: WorkerRequest): Promise<unknown> {
     case "open": {
       const model = state.requireModel();
       model.kv.truncate(req.slot, req.keepCached);
-      state.samplers.set(req.seqId, new SequenceSampler(req.sampling));
+      state.samplers.set(req.seqId, new SequenceSampler(req.sampling, { stream: req.stream ?? 0 }));
       return null;
     }
+    case "copy":
+      state.requireModel().kv.copyPrefix(req.from, req.to, req.length);
+      return null;
     case "step":
       return state.step(req);
     case "close":

@@ -64,6 +64,20 @@ describe("KvPool", () => {
     expect(pool.lengths[0]).toBe(1);
   });
 
+  it("copies only a prefix of a slot and refuses more than it holds", () => {
+    const pool = new KvPool(shape, 2, 8);
+    pool.append(1, 0, 1, 5, step(1, 5, 0), step(1, 5, 900));
+    pool.advance(0, 1, 5);
+    pool.copyPrefix(0, 1, 3);
+    expect(pool.lengths[1]).toBe(3);
+    for (let p = 0; p < 3; p++) {
+      expect(key(pool, 1, 1, 1, p, 2)).toBe(key(pool, 1, 0, 1, p, 2));
+      expect(value(pool, 1, 1, 0, p, 1)).toBe(value(pool, 1, 0, 0, p, 1));
+    }
+    expect(key(pool, 1, 1, 1, 3, 2)).toBe(0);
+    expect(() => pool.copyPrefix(1, 0, 4)).toThrow(RangeError);
+  });
+
   it("reports its memory", () => {
     const pool = new KvPool(shape, 2, 4);
     expect(pool.bytes()).toBe(2 * 2 * 2 * 2 * 3 * 4 * 4);

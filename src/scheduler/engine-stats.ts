@@ -1,0 +1,161 @@
+/**
+ * What a batch engine reports about itself, for metrics: gauges (running, waiting), cumulative
+ * histograms (sequences per decode step, prompt tokens per step, queue time) and counters, read
+ * with {@link EngineStats.snapshot}; and hooks called as things happen ({@link EngineObserver}),
+ * for a metrics module that prefers to record each observation itself.
+ */
+import type { PrefixStats } from "./kv-slots.js";
+
+/** A cumulative histogram: `counts[i]` observations were <= `bounds[i]`; the last count is +Inf. */
+export interface HistogramSnapshot {
+  bounds: readonly number[];
+  /** Cumulative counts, one per bound plus one for +Inf (Prometheus `le` buckets). */
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
+class Histogram {
+  private readonly counts: number[];
+  private sum = 0;
+  private count = 0;
+
+  constructor(readonly bounds: readonly number[]) {
+    this.counts = new Array<number>(bounds.length + 1).fill(0);
+  }
+
+  observe(value: number): void {
+    let i = 0;
+    while (i < this.bounds.length && value > this.bounds[i]) i++;
+    this.counts[i]++;
+    this.sum += value;
+    this.count++;
+  }
+
+  snapshot(): HistogramSnapshot {
+    let running = 0;
+    return { bounds: this.bounds, counts: this.counts.map((c) => (running += c)), sum: this.sum, count: this.count };
+  }
+}
+
+/** One engine step, as reported to {@link EngineObserver.onStep}. */
+export interface StepRecord {
+  /** Sequences that decoded a token this step (the batch size). */
+  decodeRows: number;
+  /** Decode calls (1 when the running sequences sit in consecutive slots). */
+  decodeCalls: number;
+  /** Prompt tokens computed, and in how many calls. */
+  prefillTokens: number;
+  prefillCalls: number;
+  /** KV copies sent to the worker before this step (moves and shared prefixes). */
+  copies: number;
+  /** Wall-clock seconds of the step, worker calls included. */
+  seconds: number;
+  /** Sequences running (prefilling or decoding) and waiting after the step. */
+  running: number;
+  waiting: number;
+}
+
+/** Hooks a metrics module can register (all optional; called synchronously, keep them cheap). */
+export interface EngineObserver {
+  /** After every step. */
+  onStep?(step: StepRecord): void;
+  /** When a request leaves the queue (its first choice gets a slot): seconds it waited. */
+  onQueued?(seconds: number): void;
+}
+
+/** Everything at once, for a scrape. */
+export interface EngineStatsSnapshot {
+  /** Gauges, in sequences (choices): holding a KV slot, and queued for one. */
+  running: number;
+  waiting: number;
+  /** KV slots in all (the most sequences that run at once). */
+  slots: number;
+  /** Steps taken. */
+  steps: number;
+  /** Sequences decoded per step (steps without decoding are not counted). */
+  batchSize: HistogramSnapshot;
+  /** Prompt tokens computed per step (steps without prefill are not counted). */
+  prefillTokens: HistogramSnapshot;
+  /** Seconds from submit to the first slot, per request. */
+  queueSeconds: HistogramSnapshot;
+  /** Tokens computed in all: prompt (prefill) and generated. */
+  promptTokensComputed: number;
+  completionTokens: number;
+  /** Prompt tokens copied from a sibling's prefill instead of computed (n > 1). */
+  sharedPromptTokens: number;
+  /** Prefix reuse: lookups and hits, in tokens; `hitRate` = hitTokens / promptTokens (0 before any). */
+  prefix: PrefixStats & { hitRate: number };
+  /** KV copies sent to the worker. */
+  copies: number;
+}
+
+export const BATCH_SIZE_BOUNDS = [1, 2, 4, 8, 16, 32, 64, 128];
+export const PREFILL_TOKENS_BOUNDS = [16, 64, 128, 256, 512, 1024, 2048];
+export const QUEUE_SECONDS_BOUNDS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** The read side of an engine's stats (what `Engine.stats` offers a metrics module). */
+export interface EngineStatsReader {
+  /** Gauges, histograms and counters as they stand. */
+  snapshot(): EngineStatsSnapshot;
+  /** Registers hooks; returns the function that removes them. */
+  observe(observer: EngineObserver): () => void;
+}
+
+/** The engine's books; the engine writes, readers call {@link snapshot} or {@link observe}. */
+export class EngineStats implements EngineStatsReader {
+  private readonly batchSize = new Histogram(BATCH_SIZE_BOUNDS);
+  private readonly prefillHist = new Histogram(PREFILL_TOKENS_BOUNDS);
+  private readonly queueHist = new Histogram(QUEUE_SECONDS_BOUNDS);
+  private readonly observers = new Set<EngineObserver>();
+  private steps = 0;
+  private copies = 0;
+  running = 0;
+  waiting = 0;
+  promptTokensComputed = 0;
+  completionTokens = 0;
+  sharedPromptTokens = 0;
+
+  constructor(
+    private readonly slots: number,
+    private readonly prefix: () => PrefixStats,
+  ) {}
+
+  /** Registers hooks; returns the function that removes them. */
+  observe(observer: EngineObserver): () => void {
+    this.observers.add(observer);
+    return () => this.observers.delete(observer);
+  }
+
+  step(record: StepRecord): void {
+    this.steps++;
+    this.copies += record.copies;
+    if (record.decodeRows > 0) this.batchSize.observe(record.decodeRows);
+    if (record.prefillTokens > 0) this.prefillHist.observe(record.prefillTokens);
+    this.promptTokensComputed += record.prefillTokens;
+    for (const o of this.observers) o.onStep?.(record);
+  }
+
+  queued(seconds: number): void {
+    this.queueHist.observe(seconds);
+    for (const o of this.observers) o.onQueued?.(seconds);
+  }
+
+  snapshot(): EngineStatsSnapshot {
+    const prefix = { ...this.prefix() };
+    return {
+      running: this.running,
+      waiting: this.waiting,
+      slots: this.slots,
+      steps: this.steps,
+      batchSize: this.batchSize.snapshot(),
+      prefillTokens: this.prefillHist.snapshot(),
+      queueSeconds: this.queueHist.snapshot(),
+      promptTokensComputed: this.promptTokensComputed,
+      completionTokens: this.completionTokens,
+      sharedPromptTokens: this.sharedPromptTokens,
+      prefix: { ...prefix, hitRate: prefix.promptTokens > 0 ? prefix.hitTokens / prefix.promptTokens : 0 },
+      copies: this.copies,
+    };
+  }
+}

@@ -1,0 +1,323 @@
+import { describe, expect, it } from "vitest";
+import { BatchEngine, type BatchEngineOptions } from "../../../src/scheduler/batch-engine.js";
+import { EngineClosedError, OverloadedError } from "../../../src/scheduler/errors.js";
+import type { GenerationEvent, GenerationRequest, GenerationStream } from "../../../src/scheduler/types.js";
+import { fakeStepBackend, type FakeStepBackend, type FakeStepOptions } from "./fake-step-backend.js";
+
+const LETTERS = "abcdefghijklmnopqrstuvwxyz".split("");
+const EOS = 26;
+const vocab = [...LETTERS, "<eos>", "S", "T", "O", "P"];
+const request = (over: Partial<GenerationRequest> = {}): GenerationRequest => ({ promptIds: [1, 2, 3], maxTokens: 8, sampling: {}, ...over });
+const prompt = (length: number, salt = 0) => Array.from({ length }, (_, i) => (i * 7 + salt) % 26);
+
+function setup(backend: Partial<FakeStepOptions> = {}, engine: Partial<BatchEngineOptions> = {}) {
+  const fake = fakeStepBackend({ slots: 4, vocab, stopTokenIds: [EOS], ...backend });
+  return { fake, engine: new BatchEngine(fake, { name: "m", ...engine }) };
+}
+
+async function collect(stream: GenerationStream) {
+  const events: GenerationEvent[] = [];
+  for await (const e of stream) events.push(e);
+  const texts: string[] = [];
+  for (const e of events) if (e.type === "delta") texts[e.choice] = (texts[e.choice] ?? "") + e.text;
+  const finish = events.filter((e) => e.type === "finish");
+  return { events, text: texts[0] ?? "", texts, finish };
+}
+
+/** What a request gives when it runs alone on a fresh engine. */
+async function alone(req: GenerationRequest, backend: Partial<FakeStepOptions> = {}, engine: Partial<BatchEngineOptions> = {}) {
+  const { engine: e } = setup({ ...backend, slots: 1, stepDelayMs: 0 }, { ...engine, maxRunning: 1 });
+  return collect(e.submit(req));
+}
+
+const decodes = (fake: FakeStepBackend) => fake.calls.filter((c) => c.kind === "decode");
+const prefills = (fake: FakeStepBackend) => fake.calls.filter((c) => c.kind === "prefill");
+
+describe("BatchEngine", () => {
+  it("streams token deltas then a finish event", async () => {
+    const { engine } = setup({ next: (h) => h.length % 3 });
+    const { events, text, finish } = await collect(engine.submit(request({ maxTokens: 3 })));
+    expect(text).toBe("abc");
+    expect(events.filter((e) => e.type === "delta").map((e) => e.type === "delta" && e.completionTokens)).toEqual([1, 2, 3]);
+    expect(finish).toMatchObject([{ type: "finish", choice: 0, reason: "length", completionTokens: 3 }]);
+    expect(engine.load).toEqual({ waiting: 0, running: 0 });
+  });
+
+  it("ends at a stop token (not emitted), a stop string (never released) or the context end", async () => {
+    const script = (tokens: number[]) => (h: readonly number[]) => tokens[h.length - 3] ?? 0;
+    const atEos = await collect(setup({ next: script([0, 1, EOS, 2]) }).engine.submit(request()));
+    expect(atEos.text).toBe("ab");
+    expect(atEos.finish[0]).toMatchObject({ reason: "stop", completionTokens: 2 });
+    const atString = await collect(setup({ next: script([0, 27, 28, 29, 30, 1]) }).engine.submit(request({ stop: ["STOP"] })));
+    expect(atString.text).toBe("a");
+    expect(atString.finish[0]).toMatchObject({ reason: "stop", completionTokens: 5 });
+    const atContext = await collect(setup({ next: () => 0, contextLength: 6 }).engine.submit(request({ maxTokens: 100 })));
+    expect(atContext.finish[0]).toMatchObject({ reason: "length", completionTokens: 3 });
+  });
+
+  it("reports log probabilities with the text they belong to", async () => {
+    const { engine } = setup({ next: () => 0 });
+    const { events } = await collect(engine.submit(request({ maxTokens: 2, logprobs: { top: 1 } })));
+    const deltas = events.filter((e) => e.type === "delta");
+    expect(deltas[0]).toMatchObject({ text: "a", logprobs: [{ token: "a", logprob: -0.25, bytes: [97], top: [{ token: "a" }] }] });
+  });
+
+  it("admits up to the slots, queues up to maxWaiting, and refuses beyond with OverloadedError", async () => {
+    const { engine, fake } = setup({ slots: 2, stepDelayMs: 2 }, { maxWaiting: 2 });
+    const streams = [0, 1, 2, 3].map((i) => engine.submit(request({ promptIds: prompt(5, i), maxTokens: 4 })));
+    expect(() => engine.submit(request())).toThrow(OverloadedError);
+    await new Promise((r) => setTimeout(r, 1));
+    expect(engine.load).toEqual({ waiting: 2, running: 2 });
+    expect(engine.stats.snapshot()).toMatchObject({ running: 2, waiting: 2, slots: 2 });
+    const results = await Promise.all(streams.map(collect));
+    expect(results.map((r) => r.finish[0].reason)).toEqual(["length", "length", "length", "length"]);
+    expect(Math.max(...fake.calls.map((c) => c.rows))).toBe(2);
+    expect(engine.load).toEqual({ waiting: 0, running: 0 });
+    // Room again once the queue drained.
+    expect((await collect(engine.submit(request({ maxTokens: 1 })))).finish).toHaveLength(1);
+  });
+
+  it("gives every request the output it gets alone, whatever runs beside it", async () => {
+    const reqs = [0, 1, 2, 3, 4, 5].map((i) => request({ promptIds: prompt(3 + i * 9, i), maxTokens: 4 + i * 3, sampling: { seed: i } }));
+    const { engine, fake } = setup({ slots: 3 }, { stepTokens: 16, prefillChunk: 8 });
+    const together = await Promise.all(reqs.map((r) => collect(engine.submit(r))));
+    for (let i = 0; i < reqs.length; i++) expect(together[i].text).toBe((await alone(reqs[i])).text);
+    expect(Math.max(...decodes(fake).map((c) => c.rows))).toBe(3);
+  });
+
+  it("interleaves a long prompt's chunks with the others' decoding: nobody's next token stalls", async () => {
+    const { engine, fake } = setup({ slots: 4 }, { stepTokens: 40, prefillChunk: 32 });
+    const short = engine.submit(request({ promptIds: prompt(4), maxTokens: 30 }));
+    const shortEvents: GenerationEvent[] = [];
+    const shortDone = (async () => {
+      for await (const e of short) shortEvents.push(e);
+    })();
+    while (shortEvents.length < 2) await new Promise((r) => setTimeout(r, 1));
+    const longPrompt = prompt(320, 3);
+    const long = collect(engine.submit(request({ promptIds: longPrompt, maxTokens: 2 })));
+    await Promise.all([shortDone, long]);
+    // Each step: one decode call for the short request, then at most one 32-token chunk (40 - 1 left).
+    const longSeq = prefills(fake).find((c) => c.seq === 32)!.seqIds[0];
+    const longChunks = fake.calls.filter((c) => c.kind === "prefill" && c.seqIds[0] === longSeq);
+    expect(longChunks.map((c) => c.seq)).toEqual(Array(10).fill(32));
+    let sinceDecode = 0;
+    for (const c of fake.calls.slice(fake.calls.indexOf(longChunks[0]), fake.calls.indexOf(longChunks[9]))) {
+      if (c.kind === "decode") sinceDecode = 0;
+      else expect(++sinceDecode).toBe(1);
+    }
+    expect((await long).text).toBe((await alone(request({ promptIds: longPrompt, maxTokens: 2 }), {}, { stepTokens: 40, prefillChunk: 32 })).text);
+  });
+
+  it("cuts prompts at multiples of the prefill chunk whatever the budget left", async () => {
+    const { engine, fake } = setup({ slots: 4 }, { stepTokens: 50, prefillChunk: 16 });
+    await Promise.all([engine.submit(request({ promptIds: prompt(40, 1) })), engine.submit(request({ promptIds: prompt(21, 2) }))].map(collect));
+    const starts = new Map<number, number[]>();
+    for (const c of prefills(fake)) starts.set(c.seqIds[0], [...(starts.get(c.seqIds[0]) ?? []), c.seq]);
+    expect([...starts.values()]).toEqual([
+      [16, 16, 8],
+      [16, 5],
+    ]);
+    for (let i = 0; i < fake.calls.length; ) {
+      // Per step (a decode call or the first prefill starts one): never past the budget.
+      let tokens = 0;
+      let j = i;
+      do tokens += fake.calls[j].rows * fake.calls[j].seq;
+      while (++j < fake.calls.length && fake.calls[j].kind === "prefill" && fake.calls[j - 1].kind === "prefill" && tokens + fake.calls[j].seq <= 50);
+      expect(tokens).toBeLessThanOrEqual(50);
+      i = j;
+    }
+  });
+
+  it("admits first come first served: with one slot, requests finish in arrival order", async () => {
+    const { engine } = setup({ slots: 1, stepDelayMs: 1 });
+    const order: number[] = [];
+    await Promise.all(
+      [0, 1, 2, 3].map(async (i) => {
+        for await (const e of engine.submit(request({ promptIds: prompt(2 + (3 - i) * 5, i), maxTokens: 2 }))) if (e.type === "finish") order.push(i);
+      }),
+    );
+    expect(order).toEqual([0, 1, 2, 3]);
+  });
+
+  it("never starves the oldest prompt: it gets a chunk every step while short requests keep coming", async () => {
+    const { engine, fake } = setup({ slots: 3 }, { stepTokens: 20, prefillChunk: 16 });
+    const long = collect(engine.submit(request({ promptIds: prompt(160, 5), maxTokens: 1 })));
+    const shorts: Array<Promise<unknown>> = [];
+    let finished = false;
+    void long.then(() => (finished = true));
+    for (let i = 0; i < 40 && !finished; i++) {
+      shorts.push(collect(engine.submit(request({ promptIds: prompt(3, i), maxTokens: 3 }))));
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await long;
+    await Promise.all(shorts);
+    const longSeq = fake.calls[0].seqIds[0];
+    const chunks = fake.calls.filter((c) => c.kind === "prefill" && c.seqIds[0] === longSeq).length;
+    expect(chunks).toBe(10);
+    // Ten chunks of 16 tokens, one per step: at most ten decode calls in between.
+    const first = fake.calls.findIndex((c) => c.seqIds[0] === longSeq);
+    const last = fake.calls.findLastIndex((c) => c.seqIds[0] === longSeq);
+    expect(fake.calls.slice(first, last).filter((c) => c.kind === "decode").length).toBeLessThanOrEqual(10);
+  });
+
+  it("frees a cancelled request's slot at the next step; the waiting one takes it", async () => {
+    const { engine, fake } = setup({ slots: 1, stepDelayMs: 1 });
+    const controller = new AbortController();
+    const events: GenerationEvent[] = [];
+    const next = collect(engine.submit(request({ promptIds: prompt(4, 9), maxTokens: 3 })));
+    for await (const e of engine.submit(request({ maxTokens: 1000 }), controller.signal)) {
+      events.push(e);
+      if (events.length === 3) controller.abort();
+    }
+    expect(events.at(-1)).toMatchObject({ type: "finish", reason: "cancelled", completionTokens: 3 });
+    const cancelledSeq = fake.opened[0].seqId;
+    const computed = fake.calls.filter((c) => c.seqIds.includes(cancelledSeq)).length;
+    expect(computed).toBeLessThanOrEqual(5);
+    expect((await next).finish[0]).toMatchObject({ reason: "length", completionTokens: 3 });
+    expect(fake.closed).toContain(cancelledSeq);
+    expect(fake.calls.filter((c) => c.seqIds.includes(cancelledSeq)).length).toBe(computed);
+    expect(engine.load).toEqual({ waiting: 0, running: 0 });
+  });
+
+  it("removes a waiting request at once when cancelled, without computing it", async () => {
+    const { engine, fake } = setup({ slots: 1, stepDelayMs: 2 });
+    const first = collect(engine.submit(request({ maxTokens: 3 })));
+    const controller = new AbortController();
+    const second = collect(engine.submit(request({ n: 2 }), controller.signal));
+    controller.abort();
+    expect((await second).finish).toMatchObject([
+      { choice: 0, reason: "cancelled", completionTokens: 0 },
+      { choice: 1, reason: "cancelled", completionTokens: 0 },
+    ]);
+    await first;
+    expect(fake.opened).toHaveLength(1);
+  });
+
+  it("cancels when the consumer stops iterating, and moves on", async () => {
+    const { engine, fake } = setup({ slots: 1 });
+    const later = engine.submit(request({ maxTokens: 3 }));
+    for await (const e of engine.submit(request({ maxTokens: 1000 }))) if (e.type === "delta") break;
+    expect((await collect(later)).finish[0]).toMatchObject({ reason: "length", completionTokens: 3 });
+    expect(fake.calls.length).toBeLessThan(10);
+  });
+
+  it("keeps running sequences in consecutive slots: the last one moves into a finished one's hole", async () => {
+    const { engine, fake } = setup({ slots: 4 });
+    const reqs = [3, 9, 5, 12].map((maxTokens, i) => request({ promptIds: prompt(4 + i, i), maxTokens, sampling: { seed: i } }));
+    const results = await Promise.all(reqs.map((r) => collect(engine.submit(r))));
+    for (let i = 0; i < reqs.length; i++) expect(results[i].text).toBe((await alone(reqs[i])).text);
+    const ds = decodes(fake);
+    expect(ds.every((c) => c.firstSlot === 0)).toBe(true);
+    expect(ds.map((c) => c.rows)).toEqual([...Array(2).fill(4), ...Array(2).fill(3), ...Array(4).fill(2), ...Array(3).fill(1)]);
+    expect(fake.copies.filter((c) => c.from !== c.to).length).toBeGreaterThanOrEqual(1);
+  });
+
+  it("waits for a slot when all are taken", async () => {
+    const { engine, fake } = setup({ slots: 2 });
+    const results = await Promise.all([5, 2, 4].map((maxTokens, i) => collect(engine.submit(request({ promptIds: prompt(3, i), maxTokens })))));
+    expect(results.map((r) => r.finish[0].completionTokens)).toEqual([5, 2, 4]);
+    expect(Math.max(...fake.calls.map((c) => c.rows))).toBe(2);
+    const third = fake.opened[2].seqId;
+    const firstClose = fake.closed[0];
+    expect(fake.opened.findIndex((o) => o.seqId === third)).toBe(2);
+    expect(firstClose).toBe(fake.opened[1].seqId); // the 2-token one finished, then the third got its slot
+    expect(engine.stats.snapshot().queueSeconds.count).toBe(3);
+  });
+
+  it("reuses a cached prompt prefix (whole chunks) instead of computing it, and counts the hit", async () => {
+    const { engine, fake } = setup({ slots: 2 }, { prefillChunk: 8 });
+    const base = prompt(30, 4);
+    const a = request({ promptIds: base, maxTokens: 3 });
+    const b = request({ promptIds: [...base.slice(0, 21), 5, 6, 7], maxTokens: 5 });
+    await collect(engine.submit(a));
+    const textB = (await collect(engine.submit(b))).text;
+    expect(textB).toBe((await alone(b, {}, { prefillChunk: 8 })).text);
+    const bSeq = fake.opened[1].seqId;
+    expect(prefills(fake).filter((c) => c.seqIds[0] === bSeq).map((c) => c.seq)).toEqual([8]); // 24 - 16 reused
+    expect(engine.stats.snapshot().prefix).toMatchObject({ lookups: 2, promptTokens: 54, hitTokens: 16, hitRate: 16 / 54 });
+  });
+
+  it("reuses any cached prefix in 'any' mode, from a running sequence too", async () => {
+    const { engine, fake } = setup({ slots: 2, stepDelayMs: 1 }, { prefillChunk: 8, prefixReuse: "any" });
+    const base = prompt(13, 2);
+    const a = collect(engine.submit(request({ promptIds: base, maxTokens: 20 })));
+    await new Promise((r) => setTimeout(r, 10));
+    const b = request({ promptIds: [...base.slice(0, 11), 9], maxTokens: 4 });
+    expect((await collect(engine.submit(b))).finish[0].completionTokens).toBe(4);
+    await a;
+    const bSeq = fake.opened[1].seqId;
+    expect(prefills(fake).filter((c) => c.seqIds[0] === bSeq).map((c) => c.tokens)).toEqual([[9]]);
+    expect(engine.stats.snapshot().prefix.hitTokens).toBe(11);
+  });
+
+  it("n = 3 shares one prefill: one prompt pass, three samplers, three different choices", async () => {
+    const { engine, fake } = setup({ slots: 4 }, { prefillChunk: 8 });
+    const req = request({ promptIds: prompt(20, 1), maxTokens: 6, n: 3, sampling: { seed: 42, temperature: 1 } });
+    const { texts, finish } = await collect(engine.submit(req));
+    expect(prefills(fake).map((c) => c.seq)).toEqual([8, 8, 4]);
+    expect(prefills(fake).at(-1)!.forks).toBe(2);
+    expect(fake.opened.map((o) => o.stream)).toEqual([0, 1, 2]);
+    expect(new Set(texts).size).toBe(3);
+    expect(finish.map((f) => f.choice).sort()).toEqual([0, 1, 2]);
+    expect(texts[0]).toBe((await alone({ ...req, n: 1 })).text); // choice 0 is what n = 1 gives
+    expect(engine.stats.snapshot().sharedPromptTokens).toBe(40);
+    expect(Math.max(...decodes(fake).map((c) => c.rows))).toBe(3);
+  });
+
+  it("runs n choices beyond the free slots as slots free up, reusing the prompt", async () => {
+    const { engine, fake } = setup({ slots: 2 }, { prefillChunk: 4 });
+    const req = request({ promptIds: prompt(10, 3), maxTokens: 3, n: 3, sampling: { seed: 1, temperature: 1 } });
+    const { texts, finish } = await collect(engine.submit(req));
+    expect(finish).toHaveLength(3);
+    expect(texts.every((t) => t.length === 3)).toBe(true);
+    const third = fake.opened[2].seqId;
+    expect(prefills(fake).filter((c) => c.seqIds[0] === third).map((c) => c.seq)).toEqual([2]); // 8 of 10 reused
+  });
+
+  it("fails only the requests of a failing step; the others carry on", async () => {
+    const boom = new Error("boom");
+    const { engine } = setup({ slots: 2, failWhen: { match: (c) => c.rows === 1 && c.seq === 5, error: boom } });
+    const bad = collect(engine.submit(request({ promptIds: prompt(5), maxTokens: 3 })));
+    const good = collect(engine.submit(request({ promptIds: prompt(4), maxTokens: 3 })));
+    await expect(bad).rejects.toThrow("boom");
+    expect((await good).finish[0]).toMatchObject({ reason: "length", completionTokens: 3 });
+    expect(engine.load).toEqual({ waiting: 0, running: 0 });
+  });
+
+  it("validates requests", () => {
+    const { engine } = setup({ contextLength: 10 });
+    expect(() => engine.submit(request({ promptIds: [] }))).toThrow(RangeError);
+    expect(() => engine.submit(request({ promptIds: prompt(10) }))).toThrow(/context/);
+    expect(() => engine.submit(request({ maxTokens: 0 }))).toThrow(RangeError);
+    expect(() => engine.submit(request({ n: 0 }))).toThrow(RangeError);
+  });
+
+  it("close() lets running and queued requests finish, then refuses new ones", async () => {
+    const { engine } = setup({ slots: 1, stepDelayMs: 1 });
+    const a = collect(engine.submit(request({ maxTokens: 2 })));
+    const b = collect(engine.submit(request({ maxTokens: 2 })));
+    const closed = engine.close();
+    expect(() => engine.submit(request())).toThrow(EngineClosedError);
+    await closed;
+    expect((await a).finish[0].completionTokens).toBe(2);
+    expect((await b).finish[0].completionTokens).toBe(2);
+  });
+
+  it("reports batch sizes, queue times and gauges, and calls its hooks", async () => {
+    const { engine } = setup({ slots: 4 });
+    const steps: number[] = [];
+    const queued: number[] = [];
+    const stop = engine.stats.observe({ onStep: (s) => steps.push(s.decodeRows), onQueued: (s) => queued.push(s) });
+    await Promise.all([0, 1, 2].map((i) => collect(engine.submit(request({ promptIds: prompt(3, i), maxTokens: 4 })))));
+    stop();
+    const snap = engine.stats.snapshot();
+    expect(queued).toHaveLength(3);
+    expect(snap.queueSeconds.count).toBe(3);
+    expect(snap.batchSize.count).toBe(steps.filter((n) => n > 0).length);
+    expect(snap.batchSize.sum).toBe(9); // 3 sequences x 3 decode steps (the first token comes from prefill)
+    expect(snap.completionTokens).toBe(12);
+    expect(snap.promptTokensComputed).toBe(9);
+    expect(snap).toMatchObject({ running: 0, waiting: 0 });
+    expect(snap.batchSize.counts.at(-1)).toBe(snap.batchSize.count);
+  });
+});
