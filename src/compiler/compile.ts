@@ -11,7 +11,7 @@ import { llamaHyper } from "./hyper.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
 
-export const COMPILER_VERSION = "0.1.0";
+export const COMPILER_VERSION = "0.2.0";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {

@@ -11,6 +11,8 @@ export interface TextModelOptions {
   slots?: number;
   /** KV capacity growth step, in positions. Default: 128. */
   kvChunk?: number;
+  /** onnxruntime graph optimizations applied when the session loads. Default: "all". */
+  graphOptimizationLevel?: "disabled" | "basic" | "extended" | "all";
   /** Write an onnxruntime profile (JSON) with this path prefix; see `endProfiling`. Default: off. */
   profileFilePrefix?: string;
 }
@@ -50,7 +52,7 @@ export class TextModel {
       executionProviders: ["cpu"],
       intraOpNumThreads: options.threads ?? 2,
       interOpNumThreads: 1,
-      graphOptimizationLevel: (process.env.KILN_ORT_OPT as "all" | "basic" | "disabled" | "extended" | undefined) ?? "all",
+      graphOptimizationLevel: options.graphOptimizationLevel ?? "all",
       executionMode: "sequential",
       ...(options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: options.profileFilePrefix } : {}),
     });

@@ -33,7 +33,8 @@ export interface LlamaBuildOptions {
   accuracyLevel: number;
   /**
    * "fast": ONNX Runtime's own numerics. "llama.cpp": reproduce llama.cpp's CPU rounding points
-   * (activations quantized to Q8_0/Q8_1 blocks with fp16 scales before each matmul, fp16 KV cache,
+   * (activations quantized to Q8_0/Q8_1 blocks with fp16 scales before each matmul, Q8_K super-blocks
+   * before K-quant matmuls, f16/bf16 before F16/BF16 matmuls, fp16 KV cache,
    * fp16 query and attention probabilities), for token-exact agreement with llama.cpp. Default "fast".
    */
   numerics: "fast" | "llama.cpp";
@@ -70,7 +71,12 @@ class LlamaGraph {
   }
 
   private f16(x: string): string {
-    return this.emulate ? this.g.op("Cast", [this.g.op("Cast", [x], { attributes: { to: DataType.FLOAT16 } })], { attributes: { to: DataType.FLOAT } }) : x;
+    return this.emulate ? this.roundTo(x, DataType.FLOAT16) : x;
+  }
+
+  /** x rounded to a narrower float type and back to float32. */
+  private roundTo(x: string, type: DataType): string {
+    return this.g.op("Cast", [this.g.op("Cast", [x], { attributes: { to: type } })], { attributes: { to: DataType.FLOAT } });
   }
 
   /**
@@ -95,9 +101,43 @@ class LlamaGraph {
     return out;
   }
 
+  /**
+   * llama.cpp's quantize_row_q8_K, the activation type of every K-quant dot product: per 256-block,
+   * iscale = 127/amax and d = 1/iscale in float32 (no fp16 scale), q = round_half_even(x * iscale).
+   * Returns q*d and its sums per 32-block (for Q4_K's mins, as the dot product's integer bsums).
+   */
+  private quantizeActivationQ8K(x: string, k: number): { xq: string; sums: string } {
+    const key = `${x}|q8_K`;
+    const cached = this.quantized.get(key);
+    if (cached) return cached;
+    const g = this.g;
+    const f = (v: number) => g.constant(DataType.FLOAT, [], new Float32Array([v]), "f32");
+    const blocks = g.op("Reshape", [x, g.int64s([0, 0, k / 256, 256])]);
+    const amax = g.op("ReduceMax", [g.op("Abs", [blocks]), g.int64s([-1])], { attributes: { keepdims: 1 } });
+    const iscale = g.op("Div", [f(127), g.op("Max", [amax, f(1e-30)])]);
+    const q = g.op("Round", [g.op("Mul", [blocks, iscale])]);
+    const d = g.op("Div", [f(1), iscale]);
+    const xq = g.op("Reshape", [g.op("Mul", [q, d]), g.int64s([0, 0, k])]);
+    const sumQ = g.op("ReduceSum", [g.op("Reshape", [q, g.int64s([0, 0, k / 256, 8, 32])]), g.int64s([-1])], { attributes: { keepdims: 0 } });
+    const sums = g.op("Reshape", [g.op("Mul", [sumQ, d]), g.int64s([0, 0, k / 32])]);
+    const out = { xq, sums };
+    this.quantized.set(key, out);
+    return out;
+  }
+
+  /** The activation rounding llama.cpp applies before this weight's matmul, in "llama.cpp" numerics. */
+  private emulatedActivation(x: string, weight: LinearWeight): { xq: string; sums: string | null } | null {
+    if (!this.emulate) return null;
+    if (weight.activation === "q8_K") return this.quantizeActivationQ8K(x, weight.k);
+    if (weight.activation === "f16") return { xq: this.roundTo(x, DataType.FLOAT16), sums: null };
+    if (weight.activation === "bf16") return { xq: this.roundTo(x, DataType.BFLOAT16), sums: null };
+    if (weight.kind === "nbits" && weight.blockSize === 32) return this.quantizeActivation(x, weight.k);
+    return null;
+  }
+
   linear(x: string, weight: LinearWeight, name: string): string {
     const g = this.g;
-    const act = this.emulate && weight.kind === "nbits" && weight.blockSize === 32 ? this.quantizeActivation(x, weight.k) : null;
+    const act = this.emulatedActivation(x, weight);
     if (act) x = act.xq;
     if (weight.kind === "float") {
       return g.op("MatMul", [x, g.weight(`${name}.wT`, DataType.FLOAT, [weight.k, weight.n], weight.weightT)]);
@@ -112,10 +152,10 @@ class LlamaGraph {
     if (weight.zeroPoints) inputs.push(g.weight(`${name}.zp`, DataType.UINT8, [weight.zeroPoints.length], weight.zeroPoints));
     let y = g.op("MatMulNBits", inputs, {
       domain: MS,
-      attributes: { K: weight.k, N: weight.n, bits: weight.bits, block_size: weight.blockSize, accuracy_level: this.emulate ? Number(process.env.KILN_EMU_ACC ?? 0) : this.opts.accuracyLevel },
+      attributes: { K: weight.k, N: weight.n, bits: weight.bits, block_size: weight.blockSize, accuracy_level: this.emulate ? 0 : this.opts.accuracyLevel },
     });
     if (weight.mins) {
-      const sums = act
+      const sums = act?.sums
         ? act.sums
         : g.op("ReduceSum", [g.op("Reshape", [x, g.int64s([0, 0, kBlocks, weight.blockSize])]), g.int64s([-1])], { attributes: { keepdims: 0 } });
       const mins = g.weight(`${name}.mins`, DataType.FLOAT, [kBlocks, weight.n], weight.mins);
@@ -128,7 +168,8 @@ class LlamaGraph {
   async fusedLinear(x: string, names: string[], label: string, prepare?: (ws: LinearWeight[]) => void): Promise<string> {
     const ws = await Promise.all(names.map((n) => this.w.linear(n)));
     prepare?.(ws);
-    if (ws.every((wt) => fusable(ws[0], wt))) return this.linear(x, concatRows(ws), label);
+    // One fused matmul gets one activation rounding, so in "llama.cpp" numerics fuse only like with like.
+    if (ws.every((wt) => fusable(ws[0], wt) && (!this.emulate || wt.activation === ws[0].activation))) return this.linear(x, concatRows(ws), label);
     this.choices.push({ what: label, choice: "separate matmuls + Concat", exact: true, why: "mixed block encodings cannot share one MatMulNBits" });
     return this.g.op("Concat", ws.map((wt, i) => this.linear(x, wt, `${label}.${i}`)), { attributes: { axis: -1 } });
   }
@@ -294,7 +335,7 @@ export async function buildLlama(g: GraphBuilder, w: WeightSource, h: LlamaHyper
     { what: "attention", choice: "decomposed MatMul/Softmax over a runtime-owned KV cache (keys transposed)", exact: true, why: "GroupQueryAttention's present outputs would be copied whole to JS on every step by onnxruntime-node" },
     { what: "rotary", choice: `RotaryEmbedding (${h.ropeInterleaved ? "interleaved" : "half-split"}, theta ${h.ropeTheta})`, exact: true, why: h.ropeInterleaved ? "GGUF llama Q/K rows are permuted for pairwise rotation" : "architecture uses NeoX order unpermuted" },
     opts.numerics === "llama.cpp"
-      ? { what: "numerics", choice: "llama.cpp emulation: Q8_0/Q8_1 activation blocks with fp16 scales, fp16 KV/query/probabilities, MatMulNBits accuracy_level 0", exact: true, why: "token-exact agreement with llama.cpp's CPU path" }
+      ? { what: "numerics", choice: "llama.cpp emulation: Q8_0/Q8_1 activation blocks with fp16 scales (Q8_K super-blocks for K-quants, f16/bf16 for F16/BF16 weights), fp16 KV/query/probabilities, MatMulNBits accuracy_level 0", exact: true, why: "token-exact agreement with llama.cpp's CPU path" }
       : { what: "numerics", choice: `fast: MatMulNBits accuracy_level ${opts.accuracyLevel}`, exact: opts.accuracyLevel === 0, why: opts.accuracyLevel === 4 ? "int8 activations: the CPU fast path (llama.cpp likewise quantizes activations, with other rounding)" : "float activations" },
     ...graph.choices,
   ];

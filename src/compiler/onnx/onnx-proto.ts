@@ -8,6 +8,7 @@ export enum DataType {
   INT32 = 6,
   INT64 = 7,
   FLOAT16 = 10,
+  BFLOAT16 = 16,
 }
 
 export type Dim = number | string;

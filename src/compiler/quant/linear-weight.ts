@@ -23,8 +23,16 @@ export type LinearWeight =
       /** How the source blocks map (for the manifest). */
       mapping: string;
       exact: boolean;
+      activation?: ActivationType;
     }
-  | { kind: "float"; n: number; k: number; weightT: Float32Array; mapping: string; exact: boolean };
+  | { kind: "float"; n: number; k: number; weightT: Float32Array; mapping: string; exact: boolean; activation?: ActivationType };
+
+/**
+ * What llama.cpp's CPU matmul converts the activations to for this weight, where that is not the
+ * default (Q8_0/Q8_1 32-blocks for 32-block `nbits`, float32 for `float`): Q8_K super-blocks for
+ * K-quants, f16 or bf16 for half-precision float weights. Only "llama.cpp" numerics use it.
+ */
+export type ActivationType = "q8_K" | "f16" | "bf16";
 
 /** Whether two weights can be concatenated along N into one fused matmul. */
 export function fusable(a: LinearWeight, b: LinearWeight): boolean {
@@ -82,7 +90,8 @@ export function concatRows(parts: LinearWeight[]): LinearWeight {
   const exact = parts.every((p) => p.exact);
   if (first.kind === "float") {
     const ws = parts as Array<Extract<LinearWeight, { kind: "float" }>>;
-    return { kind: "float", n, k: first.k, weightT: concatColumns(ws.map((w) => w.weightT), ws.map((w) => w.n), first.k), mapping, exact };
+    const weightT = concatColumns(ws.map((w) => w.weightT), ws.map((w) => w.n), first.k);
+    return { kind: "float", n, k: first.k, weightT, mapping, exact, ...(first.activation ? { activation: first.activation } : {}) };
   }
   const ws = parts as Array<Extract<LinearWeight, { kind: "nbits" }>>;
   const kBlocks = first.k / first.blockSize;

@@ -108,7 +108,7 @@ export function repackQ4_K(raw: Uint8Array, n: number, k: number): LinearWeight 
     }
   }
   const zeroPoints = new Uint8Array(n * Math.ceil(kBlocks / 2));
-  return { kind: "nbits", n, k, bits: 4, blockSize: QK, packed, scales, zeroPoints, mins, mapping: "Q4_K -> MatMulNBits 4-bit block 32, zero point 0, + blocksum(x) @ mins", exact: true };
+  return { kind: "nbits", n, k, bits: 4, blockSize: QK, packed, scales, zeroPoints, mins, mapping: "Q4_K -> MatMulNBits 4-bit block 32, zero point 0, + blocksum(x) @ mins", exact: true, activation: "q8_K" };
 }
 
 /** Q6_K: 16-element groups of (q-32)*(d*sc); as 8-bit q+96 with zero point 128 that is exact. */
@@ -143,12 +143,13 @@ export function repackQ6_K(raw: Uint8Array, n: number, k: number): LinearWeight 
       }
     }
   }
-  return { kind: "nbits", n, k, bits: 8, blockSize: 16, packed, scales, zeroPoints: null, mins: null, mapping: "Q6_K -> MatMulNBits 8-bit block 16, q+96 with zero point 128", exact: true };
+  return { kind: "nbits", n, k, bits: 8, blockSize: 16, packed, scales, zeroPoints: null, mins: null, mapping: "Q6_K -> MatMulNBits 8-bit block 16, q+96 with zero point 128", exact: true, activation: "q8_K" };
 }
 
 /** Float weights [N, K] as a plain MatMul over the transposed matrix. */
 export function floatLinear(values: Float32Array, n: number, k: number, source: string): LinearWeight {
   const weightT = new Float32Array(k * n);
   for (let r = 0; r < n; r++) for (let c = 0; c < k; c++) weightT[c * n + r] = values[r * k + c];
-  return { kind: "float", n, k, weightT, mapping: `${source} -> MatMul float32`, exact: true };
+  const activation = source === "F16" ? "f16" : source === "BF16" ? "bf16" : undefined;
+  return { kind: "float", n, k, weightT, mapping: `${source} -> MatMul float32`, exact: true, ...(activation ? { activation } : {}) };
 }
