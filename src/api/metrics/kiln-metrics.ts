@@ -1,4 +1,5 @@
 /** The series kiln exposes on GET /metrics, and the calls that feed them. */
+import { renderEngineMetrics, type EngineSnapshotSource } from "./engine-metrics.js";
 import { Counter, Gauge, Histogram, Registry } from "./prometheus.js";
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -35,8 +36,14 @@ export class KilnMetrics {
   );
   private readonly decode = new Map<string, { seconds: number; tokens: number }>();
 
-  /** @param queue reads each model's queue when scraped (waiting and running requests). */
-  constructor(queue: () => Array<{ model: string; waiting: number; running: number }> = () => []) {
+  /**
+   * @param queue reads each model's queue when scraped (waiting and running requests).
+   * @param engines reads each model's scheduler statistics when scraped (see engine-metrics.ts).
+   */
+  constructor(
+    queue: () => Array<{ model: string; waiting: number; running: number }> = () => [],
+    private readonly engines: EngineSnapshotSource = () => [],
+  ) {
     this.registry.register(
       new Gauge("kiln_queue_requests", "Generation requests per model, by state (waiting or running).", () =>
         queue().flatMap((q) => [
@@ -70,7 +77,8 @@ export class KilnMetrics {
     return d && d.seconds > 0 ? Math.round((d.tokens / d.seconds) * 10) / 10 : null;
   }
 
-  render(): string {
-    return this.registry.render();
+  /** The exposition text; `engines` (default: the constructor's) supplies the scheduler series. */
+  render(engines: EngineSnapshotSource = this.engines): string {
+    return this.registry.render() + renderEngineMetrics(engines());
   }
 }

@@ -11,7 +11,7 @@ function labelKey(labels: Labels): string {
     .join(",");
 }
 
-function escapeLabel(value: string): string {
+export function escapeLabel(value: string): string {
   return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 }
 
@@ -19,7 +19,7 @@ function series(name: string, key: string, value: number): string {
   return `${name}${key ? `{${key}}` : ""} ${formatValue(value)}`;
 }
 
-function formatValue(v: number): string {
+export function formatValue(v: number): string {
   if (v === Infinity) return "+Inf";
   if (v === -Infinity) return "-Inf";
   return Number.isNaN(v) ? "NaN" : String(v);

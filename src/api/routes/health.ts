@@ -1,6 +1,7 @@
 /** GET /health (503 until the models are loaded, and while draining) and GET /metrics (Prometheus). */
 import type { FastifyInstance } from "fastify";
 import type { ApiContext } from "../context.js";
+import { engineSnapshots } from "../metrics/engine-metrics.js";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/prometheus.js";
 
 export function healthRoutes(app: FastifyInstance, ctx: ApiContext): void {
@@ -10,5 +11,7 @@ export function healthRoutes(app: FastifyInstance, ctx: ApiContext): void {
     return reply.code(status === "ok" ? 200 : 503).send({ status, models });
   });
 
-  app.get("/metrics", async (_request, reply) => reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.render()));
+  app.get("/metrics", async (_request, reply) =>
+    reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.render(() => engineSnapshots(ctx.models))),
+  );
 }
