@@ -1,0 +1,25 @@
+/**
+ * Benchmark dispatcher: `npm run bench [-- text|serve [options]]`.
+ *   text   runtime benchmark, kiln's artifact vs llama.cpp in-process (bench/text.ts)
+ *   serve  serving benchmark, `kiln serve` over HTTP vs llama.cpp batched sequences (bench/serve.ts)
+ * With no subcommand both run, one after the other, each in its own process with its defaults.
+ */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts" };
+const sub = process.argv[2];
+
+if (sub !== undefined && sub in SUBCOMMANDS) {
+  process.argv.splice(2, 1); // the module parses the remaining options itself
+  await import(SUBCOMMANDS[sub]);
+} else if (sub === undefined) {
+  for (const name of ["text", "serve"]) {
+    process.stderr.write(`\n== bench ${name} ==\n`);
+    const r = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL(SUBCOMMANDS[name], import.meta.url))], { stdio: "inherit" });
+    if (r.status !== 0) process.exit(r.status ?? 1);
+  }
+} else {
+  process.stderr.write(`usage: npm run bench [-- text|serve [options]]  (unknown: ${sub})\n`);
+  process.exit(2);
+}
