@@ -50,15 +50,40 @@ export interface TextModelServeOptions {
   stepTokens?: number;
   /** Batch engine: prompt prefix reuse across sequences. Default "exact". */
   prefixReuse?: PrefixReuse;
+  /**
+   * Most bytes the KV cache may take, all slots together. Every slot holds as many positions as the
+   * longest sequence, so the budget caps each sequence's context (prompt plus completion) at
+   * budget / (slots x bytes per position), rounded down to the cache's growth step; prompts past it
+   * get `context_length_exceeded` and generation stops there with `length`. Default: no cap beyond
+   * the model's own context.
+   */
+  kvMemoryBytes?: number;
+}
+
+/** Positions one slot's cache grows by (KvPool's default chunk). */
+const KV_GROWTH = 128;
+
+/** The context each sequence may use so that every slot's KV cache fits the budget. */
+export function servedContextLength(
+  shape: { layers: number; kvHeads: number; headDim: number; contextLength: number },
+  slots: number,
+  kvMemoryBytes?: number,
+): number {
+  if (kvMemoryBytes === undefined) return shape.contextLength;
+  const bytesPerPosition = 2 * shape.layers * shape.kvHeads * shape.headDim * 4 * slots;
+  const fits = Math.floor(kvMemoryBytes / bytesPerPosition / KV_GROWTH) * KV_GROWTH;
+  if (fits < KV_GROWTH) throw new RangeError(`a KV budget of ${kvMemoryBytes} bytes does not hold ${KV_GROWTH} positions for ${slots} slots`);
+  return Math.min(shape.contextLength, fits);
 }
 
 /** Serves a loaded runtime with a {@link BatchEngine} (or a {@link SerialEngine}) in front of it. */
 export function textModel(runtime: TextRuntime, options: TextModelServeOptions = {}): ServedModel {
   const slug = runtime.manifest.slug;
+  const contextLength = servedContextLength(runtime.worker.info.shape, runtime.worker.info.slots, options.kvMemoryBytes);
   const engine: Engine =
     options.engine === "serial"
       ? new SerialEngine(runtimeBackend(runtime), { name: slug, maxWaiting: options.maxWaiting })
-      : new BatchEngine(workerStepBackend(runtime), {
+      : new BatchEngine(workerStepBackend(runtime, contextLength), {
           name: slug,
           maxWaiting: options.maxWaiting,
           maxRunning: options.maxRunning,
@@ -70,7 +95,7 @@ export function textModel(runtime: TextRuntime, options: TextModelServeOptions =
     slug,
     artifactId: runtime.manifest.id,
     artifactCreatedAt: runtime.manifest.createdAt,
-    contextLength: runtime.worker.info.shape.contextLength,
+    contextLength,
     vocabSize: runtime.tokenizer.vocabSize,
     hasChatTemplate: runtime.template !== null,
     chatPrompt: (messages) => runtime.encodePrompt(runtime.renderChat(messages)),

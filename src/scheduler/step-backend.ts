@@ -30,12 +30,15 @@ export interface StepBackend {
   tokenBytes(id: number): Uint8Array;
 }
 
-/** The real backend: the runtime's worker thread (its KV pool must have been loaded with `slots`). */
-export function workerStepBackend(runtime: TextRuntime): StepBackend {
+/**
+ * The real backend: the runtime's worker thread (its KV pool must have been loaded with `slots`).
+ * `contextLength` may be lower than the model's, to bound KV memory. Default: the model's.
+ */
+export function workerStepBackend(runtime: TextRuntime, contextLength = runtime.worker.info.shape.contextLength): StepBackend {
   const worker = runtime.worker;
   return {
     slots: worker.info.slots,
-    contextLength: worker.info.shape.contextLength,
+    contextLength,
     stopTokenIds: worker.info.stopTokenIds,
     open: (seqId, slot, sampling, stream, keepCached) => worker.open({ seqId, slot, sampling, stream, keepCached }),
     copy: (from, to, length) => worker.copy({ from, to, length }),

@@ -11,6 +11,9 @@ import type { CommandIO } from "../command.js";
 
 export const name = "serve";
 export const description = "Serve models over the OpenAI-compatible HTTP API";
+/** 4 GiB: SmolLM2-135M keeps its whole 8,192-token context in 11 slots, or 5,760 tokens in 16. */
+const DEFAULT_KV_MEMORY_MB = 4096;
+
 export const usage = `Usage: kiln serve --model <slug> [--model <slug>...] [options]
 
 Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, models), then
@@ -30,6 +33,8 @@ Options:
   --max-waiting N    requests queued per model before new ones get 503 (default ${DEFAULT_MAX_WAITING})
   --prefill-chunk N  prompt tokens computed per model call; long prompts go in chunks between
                      the others' tokens (default ${DEFAULT_PREFILL_CHUNK})
+  --kv-memory-mb N   KV cache budget per model, all slots together; caps each sequence's context
+                     to what fits (default ${DEFAULT_KV_MEMORY_MB})
   --log-level L      fatal, error, warn, info, debug, trace or silent (default $KILN_LOG_LEVEL or info);
                      logs are JSON lines on stderr
   -h, --help         show this help`;
@@ -43,8 +48,11 @@ interface ServeOptions {
   maxRunning: number;
   maxWaiting: number;
   prefillChunk: number;
+  /** KV cache budget per model, in MiB. */
+  kvMemoryMb: number;
   logLevel: string;
 }
+
 
 const LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 
@@ -58,6 +66,7 @@ function parse(argv: string[]): ServeOptions | string {
     maxRunning: DEFAULT_MAX_RUNNING,
     maxWaiting: DEFAULT_MAX_WAITING,
     prefillChunk: DEFAULT_PREFILL_CHUNK,
+    kvMemoryMb: DEFAULT_KV_MEMORY_MB,
     logLevel: process.env.KILN_LOG_LEVEL || "info",
   };
   for (let i = 0; i < argv.length; i++) {
@@ -89,6 +98,10 @@ function parse(argv: string[]): ServeOptions | string {
       const n = int(1, 8192);
       if (n === null) return "--prefill-chunk needs an integer from 1 to 8192";
       o.prefillChunk = n;
+    } else if (arg === "--kv-memory-mb") {
+      const n = int(1, 1_048_576);
+      if (n === null) return "--kv-memory-mb needs an integer from 1 to 1048576";
+      o.kvMemoryMb = n;
     } else if (arg === "--max-waiting") {
       const n = int(0, 100_000);
       if (n === null) return "--max-waiting needs an integer from 0 to 100000";
@@ -198,7 +211,7 @@ export async function run(argv: string[], io: CommandIO = process): Promise<numb
           await runtime.close();
           break;
         }
-        registry.serve(textModel(runtime, { maxWaiting: o.maxWaiting, maxRunning: o.maxRunning, prefillChunk: o.prefillChunk }));
+        registry.serve(textModel(runtime, { maxWaiting: o.maxWaiting, maxRunning: o.maxRunning, prefillChunk: o.prefillChunk, kvMemoryBytes: o.kvMemoryMb * 1024 * 1024 }));
         io.stderr.write(`${slug}: serving (artifact ${compiled.manifest.id})\n`);
       } catch (err) {
         printer.done();
