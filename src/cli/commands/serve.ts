@@ -6,7 +6,7 @@ import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
 import { compileModel } from "../../compiler/compile-model.js";
 import { TextRuntime } from "../../runtime/text-runtime.js";
-import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, textModel } from "../../scheduler/index.js";
+import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, textModel, type PrefixReuse } from "../../scheduler/index.js";
 import type { CommandIO } from "../command.js";
 
 export const name = "serve";
@@ -33,6 +33,9 @@ Options:
   --max-waiting N    requests queued per model before new ones get 503 (default ${DEFAULT_MAX_WAITING})
   --prefill-chunk N  prompt tokens computed per model call; long prompts go in chunks between
                      the others' tokens (default ${DEFAULT_PREFILL_CHUNK})
+  --prefix-reuse P   reuse of cached prompt prefixes across requests: exact (default; whole prefill
+                     chunks, results identical to a fresh prefill), any (every cached position,
+                     e.g. short shared system prompts; results may differ slightly), off
   --kv-memory-mb N   KV cache budget per model, all slots together; caps each sequence's context
                      to what fits (default ${DEFAULT_KV_MEMORY_MB})
   --log-level L      fatal, error, warn, info, debug, trace or silent (default $KILN_LOG_LEVEL or info);
@@ -50,6 +53,7 @@ interface ServeOptions {
   prefillChunk: number;
   /** KV cache budget per model, in MiB. */
   kvMemoryMb: number;
+  prefixReuse: PrefixReuse;
   logLevel: string;
 }
 
@@ -67,6 +71,7 @@ function parse(argv: string[]): ServeOptions | string {
     maxWaiting: DEFAULT_MAX_WAITING,
     prefillChunk: DEFAULT_PREFILL_CHUNK,
     kvMemoryMb: DEFAULT_KV_MEMORY_MB,
+    prefixReuse: "exact",
     logLevel: process.env.KILN_LOG_LEVEL || "info",
   };
   for (let i = 0; i < argv.length; i++) {
@@ -98,6 +103,10 @@ function parse(argv: string[]): ServeOptions | string {
       const n = int(1, 8192);
       if (n === null) return "--prefill-chunk needs an integer from 1 to 8192";
       o.prefillChunk = n;
+    } else if (arg === "--prefix-reuse") {
+      const v = text();
+      if (v !== "exact" && v !== "any" && v !== "off") return "--prefix-reuse needs exact, any or off";
+      o.prefixReuse = v;
     } else if (arg === "--kv-memory-mb") {
       const n = int(1, 1_048_576);
       if (n === null) return "--kv-memory-mb needs an integer from 1 to 1048576";
@@ -211,7 +220,7 @@ export async function run(argv: string[], io: CommandIO = process): Promise<numb
           await runtime.close();
           break;
         }
-        registry.serve(textModel(runtime, { maxWaiting: o.maxWaiting, maxRunning: o.maxRunning, prefillChunk: o.prefillChunk, kvMemoryBytes: o.kvMemoryMb * 1024 * 1024 }));
+        registry.serve(textModel(runtime, { maxWaiting: o.maxWaiting, maxRunning: o.maxRunning, prefillChunk: o.prefillChunk, kvMemoryBytes: o.kvMemoryMb * 1024 * 1024, prefixReuse: o.prefixReuse }));
         io.stderr.write(`${slug}: serving (artifact ${compiled.manifest.id})\n`);
       } catch (err) {
         printer.done();
