@@ -5,17 +5,16 @@
  * test/model/scheduler/batching.test.ts), memory must stay bounded, and /metrics must show real
  * batching with the queue drained afterwards. One `kiln serve` process for the whole file.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHAT_PROMPTS, compiledArtifact, TEXT_SLUG } from "../../support/model.js";
+import { type RunningServer, startServer, stopServer } from "../../support/server.js";
 
 const MODEL = TEXT_SLUG;
 const CLIENTS = 64;
 const MAX_TOKENS = 24;
 
-let server: ChildProcess;
-let stderr = "";
+let server: RunningServer;
 let root: string;
 
 /** 64 different short prompts. */
@@ -86,28 +85,13 @@ async function streamChat(content: string): Promise<StreamResult> {
 
 beforeAll(async () => {
   await compiledArtifact(); // compiled once and cached, so the server only loads it
-  server = spawn(
-    process.execPath,
-    ["bin/kiln.mjs", "serve", "--model", MODEL, "--port", "0", "--max-running", "16", "--max-waiting", "64", "--log-level", "warn"],
-    { env: process.env, stdio: ["ignore", "ignore", "pipe"] },
-  );
-  root = await new Promise<string>((resolve, reject) => {
-    let url = "";
-    server.stderr!.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-      url ||= /listening on (http:\/\/\S+)\/v1/.exec(stderr)?.[1] ?? "";
-      if (url && stderr.includes("kiln serve: ready")) resolve(url);
-    });
-    server.once("exit", (code) => reject(new Error(`kiln serve exited with ${code}:\n${stderr}`)));
-  });
+  server = await startServer(MODEL, ["--max-running", "16", "--max-waiting", "64"]);
+  root = server.root;
+
 });
 
 afterAll(async () => {
-  if (!server || server.exitCode !== null) return;
-  const exited = new Promise<number | null>((resolve) => server.once("exit", resolve));
-  server.kill("SIGTERM");
-  const code = await exited;
-  expect(code).toBe(0);
+  expect(await stopServer(server), server?.stderr()).toBe(0);
 });
 
 describe("kiln serve under 64 concurrent streaming clients", () => {
@@ -115,10 +99,10 @@ describe("kiln serve under 64 concurrent streaming clients", () => {
     expect(new Set(PROMPTS).size).toBe(CLIENTS);
     // Warm up (first-call costs) before the baseline memory reading.
     expect((await post("/v1/chat/completions", body("Hello!"))).status).toBe(200);
-    const rssBefore = rssKiB(server.pid!);
+    const rssBefore = rssKiB(server.process.pid!);
 
     const streamed = await Promise.all(PROMPTS.map(streamChat));
-    const rssAfter = rssKiB(server.pid!);
+    const rssAfter = rssKiB(server.process.pid!);
     for (const [i, r] of streamed.entries()) expect(r.status, `client ${i}: ${r.text}`).toBe(200);
     expect(streamed.every((r) => r.text.length > 0)).toBe(true);
     expect((rssAfter - rssBefore) / 1024).toBeLessThan(600);

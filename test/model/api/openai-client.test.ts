@@ -2,7 +2,6 @@
  * The real server process on the real model, driven by the official `openai` client: what a user
  * gets when only the base URL and key change. One `kiln serve` process for the whole file.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI, { AuthenticationError, BadRequestError, NotFoundError } from "openai";
@@ -10,11 +9,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ARTIFACT_FILES, readManifest, readTokenizerSpec } from "../../../src/runtime/artifact.js";
 import { ChatTemplate, Tokenizer } from "../../../src/runtime/text/index.js";
 import { compiledArtifact, TEXT_SLUG } from "../../support/model.js";
+import { type RunningServer, startServer, stopServer } from "../../support/server.js";
 
 const MODEL = TEXT_SLUG;
 
-let server: ChildProcess;
-let stderr = "";
+let server: RunningServer;
 let baseURL: string;
 let client: OpenAI;
 let tokenizer: Tokenizer;
@@ -45,28 +44,13 @@ beforeAll(async () => {
   tokenizer = Tokenizer.fromSpec(readTokenizerSpec(dir));
   template = new ChatTemplate(readFileSync(join(dir, ARTIFACT_FILES.chatTemplate), "utf8"));
 
-  server = spawn(process.execPath, ["bin/kiln.mjs", "serve", "--model", MODEL, "--port", "0", "--log-level", "warn"], {
-    env: process.env,
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  baseURL = await new Promise<string>((resolve, reject) => {
-    let url = "";
-    server.stderr!.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-      url ||= /listening on (http:\/\/\S+\/v1)/.exec(stderr)?.[1] ?? "";
-      if (url && stderr.includes("kiln serve: ready")) resolve(url);
-    });
-    server.once("exit", (code) => reject(new Error(`kiln serve exited with ${code}:\n${stderr}`)));
-  });
+  server = await startServer(MODEL);
+  baseURL = server.baseURL;
   client = new OpenAI({ baseURL, apiKey: "sk-local-anything", maxRetries: 0, timeout: 60_000 });
 });
 
 afterAll(async () => {
-  if (!server || server.exitCode !== null) return;
-  const exited = new Promise<number | null>((resolve) => server.once("exit", resolve));
-  server.kill("SIGTERM");
-  const code = await exited;
-  expect(code).toBe(0);
+  expect(await stopServer(server), server?.stderr()).toBe(0);
 });
 
 describe("kiln serve with the openai client", () => {

@@ -4,11 +4,12 @@
  * environment that `npm run setup` (scripts/setup.sh) creates at .cache/pyclient; the checks
  * themselves are in python/client_checks.py, which prints one JSON object of what it observed.
  */
-import { execFile, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEXT_SLUG } from "../../support/model.js";
+import { type RunningServer, startServer, stopServer } from "../../support/server.js";
 
 const MODEL = TEXT_SLUG;
 const PYTHON = resolve(".cache/pyclient/bin/python");
@@ -46,28 +47,10 @@ interface Results {
   };
 }
 
-let server: ChildProcess | undefined;
-let stderr = "";
+let server: RunningServer | undefined;
 let results: Results;
 /** Set when the venv or its openai package is missing: every test then fails with this message. */
 let missingClient: string | undefined;
-
-/** Starts `kiln serve` on a free port; resolves with its base URL once it says it is ready. */
-function startServer(): Promise<string> {
-  server = spawn(process.execPath, ["bin/kiln.mjs", "serve", "--model", MODEL, "--port", "0", "--log-level", "warn"], {
-    env: process.env,
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  return new Promise<string>((resolveUrl, reject) => {
-    let url = "";
-    server!.stderr!.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-      url ||= /listening on (http:\/\/\S+\/v1)/.exec(stderr)?.[1] ?? "";
-      if (url && stderr.includes("kiln serve: ready")) resolveUrl(url);
-    });
-    server!.once("exit", (code) => reject(new Error(`kiln serve exited with ${code}:\n${stderr}`)));
-  });
-}
 
 /** A check's result, failing with what the script recorded when the check itself raised. */
 function check<K extends keyof Results["checks"]>(name: K): Results["checks"][K] {
@@ -84,7 +67,8 @@ beforeAll(async () => {
     missingClient = `The official Python openai client is not installed at ${PYTHON} (${probe.error?.message ?? probe.stderr.trim()}): run \`npm run setup\` first.`;
     return;
   }
-  const baseURL = await startServer();
+  server = await startServer(MODEL);
+  const baseURL = server.baseURL;
   const { stdout } = await promisify(execFile)(PYTHON, [SCRIPT, baseURL, "sk-local-anything", MODEL], {
     timeout: 120_000,
     maxBuffer: 16 * 1024 * 1024,
@@ -97,14 +81,10 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (!server || server.exitCode !== null) return;
-  const exited = new Promise<number | null>((resolveExit) => server!.once("exit", resolveExit));
-  server.kill("SIGTERM");
-  // Bounded, so a server that never finishes draining fails this file instead of hanging the run.
-  const code = await Promise.race([exited, new Promise<"timeout">((r) => setTimeout(r, STOP_TIMEOUT_MS, "timeout"))]);
-  if (code === "timeout") server.kill("SIGKILL");
-  expect(code, `kiln serve did not exit cleanly within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM:\n${stderr}`).toBe(0);
+  const code = await stopServer(server, STOP_TIMEOUT_MS);
+  expect(code, `kiln serve did not exit cleanly within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM:\n${server?.stderr() ?? ""}`).toBe(0);
 });
+
 
 describe("kiln serve with the official Python openai client", () => {
   it("has the Python client that `npm run setup` installs in .cache/pyclient", () => {

@@ -1,0 +1,45 @@
+/** The real `kiln serve` process for end-to-end tests: started on a free port, stopped with SIGTERM. */
+import { spawn, type ChildProcess } from "node:child_process";
+
+export interface RunningServer {
+  process: ChildProcess;
+  /** `http://127.0.0.1:<port>/v1`. */
+  baseURL: string;
+  /** `http://127.0.0.1:<port>`. */
+  root: string;
+  /** Everything the server wrote on stderr so far (its logs). */
+  stderr(): string;
+}
+
+/** Starts `kiln serve --model <slug> --port 0 <extra>`; resolves once it says it is ready. */
+export function startServer(slug: string, extraArgs: string[] = []): Promise<RunningServer> {
+  const child = spawn(process.execPath, ["bin/kiln.mjs", "serve", "--model", slug, "--port", "0", "--log-level", "warn", ...extraArgs], {
+    env: process.env,
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let log = "";
+  return new Promise<RunningServer>((resolve, reject) => {
+    let baseURL = "";
+    child.stderr!.on("data", (chunk: Buffer) => {
+      log += chunk.toString();
+      baseURL ||= /listening on (http:\/\/\S+\/v1)/.exec(log)?.[1] ?? "";
+      if (baseURL && log.includes("kiln serve: ready")) resolve({ process: child, baseURL, root: baseURL.replace(/\/v1$/, ""), stderr: () => log });
+    });
+    child.once("exit", (code) => reject(new Error(`kiln serve exited with ${code}:\n${log}`)));
+  });
+}
+
+/**
+ * Sends SIGTERM and resolves with the exit code, or "timeout" (after a SIGKILL) when the server has
+ * not drained within `timeoutMs`, so a server that never exits fails its test file instead of
+ * hanging the run.
+ */
+export async function stopServer(server: RunningServer | undefined, timeoutMs = 20_000): Promise<number | null | "timeout"> {
+  const child = server?.process;
+  if (!child || child.exitCode !== null) return child?.exitCode ?? null;
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  const code = await Promise.race([exited, new Promise<"timeout">((r) => setTimeout(r, timeoutMs, "timeout"))]);
+  if (code === "timeout") child.kill("SIGKILL");
+  return code;
+}
