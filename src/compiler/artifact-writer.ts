@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { createReadStream, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ARTIFACT_FILES, type ArtifactManifest, type TokenizerSpec } from "../runtime/artifact.js";
+import { ARTIFACT_FILES, type ArtifactManifest, type TokenizerSpec } from "../runtime/artifact/index.js";
 
 export async function sha256File(path: string): Promise<string> {
   const hash = createHash("sha256");

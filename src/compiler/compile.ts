@@ -1,12 +1,12 @@
 import { statSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { artifactsDir, kilnHome } from "../catalogue/paths.js";
-import { ARTIFACT_FILES, type ArtifactManifest, readManifest } from "../runtime/artifact.js";
+import { ARTIFACT_FILES, type ArtifactManifest, checkTextGraphIo, type ModelShape, readManifest } from "../runtime/artifact/index.js";
 import { ArtifactFolder, artifactId, sha256File } from "./artifact-writer.js";
 import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
-import { buildLlama, LLAMA_IO, type LlamaBuildOptions } from "./graph/llama.js";
+import { buildLlama, type LlamaBuildOptions, type LlamaHyper } from "./graph/llama.js";
 import { llamaHyper } from "./hyper.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
@@ -39,8 +39,11 @@ export interface CompileResult {
   seconds: number;
 }
 
+/** What an unset compile option means. */
+export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast" };
+
 function resolvedOptions(options: CompileOptions = {}): Required<CompileOptions> {
-  return { accuracyLevel: options.accuracyLevel ?? 4, numerics: options.numerics ?? "fast" };
+  return { accuracyLevel: options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel, numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics };
 }
 
 /** Compiles a Llama-family GGUF file into an artifact folder (graph, weights, tokenizer, template, manifest). */
@@ -68,6 +71,8 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
     const builder = new GraphBuilder(folder.path(ARTIFACT_FILES.weights));
     const build: LlamaBuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics };
     const choices = await buildLlama(builder, new GgufWeights(file), hyper, build);
+    const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };
+    checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`);
     const graph = builder.finish(`${req.slug}`, COMPILER_VERSION, { kiln_artifact: id });
     writeFileSync(folder.path(ARTIFACT_FILES.graph), graph);
     stage("writing tokenizer");
@@ -79,17 +84,8 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
       compilerVersion: COMPILER_VERSION,
       createdAt: new Date().toISOString(),
       source: { file: basename(req.ggufPath), sha256, bytes: statSync(req.ggufPath).size },
-      shape: {
-        architecture: hyper.architecture,
-        layers: hyper.layers,
-        hidden: hyper.hidden,
-        heads: hyper.heads,
-        kvHeads: hyper.kvHeads,
-        headDim: hyper.headDim,
-        vocab: hyper.vocab,
-        contextLength: hyper.contextLength,
-      },
-      io: { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) },
+      shape: modelShape(hyper),
+      io,
       choices: [...choices, { what: "options", choice: JSON.stringify(options), exact: true, why: "compile options" }],
       stopTokenIds: endOfGenerationIds(spec),
     };
@@ -101,4 +97,9 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   }
 }
 
-export { LLAMA_IO };
+
+/** The runtime's part of the hyperparameters (what the manifest records). */
+function modelShape(h: LlamaHyper): ModelShape {
+  const { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength } = h;
+  return { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength };
+}

@@ -1,4 +1,4 @@
-import type { TokenizerSpec } from "../runtime/artifact.js";
+import type { TokenizerSpec } from "../runtime/artifact/index.js";
 
 /** Token texts llama.cpp also treats as end-of-generation when they are control tokens. */
 const EOG_TEXTS = new Set([

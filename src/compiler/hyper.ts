@@ -1,4 +1,4 @@
-import { getBoolean, getInteger, getNumber, getString } from "./gguf/metadata.js";
+import { getInteger, getNumber, getString } from "./gguf/metadata.js";
 import type { GgufFile } from "./gguf/types.js";
 import { findTensor } from "./gguf/reader.js";
 import type { LlamaHyper } from "./graph/llama.js";
@@ -35,4 +35,3 @@ export function llamaHyper(file: GgufFile): LlamaHyper {
   };
 }
 
-export { getBoolean };

@@ -1,6 +1,6 @@
 import { findMetadata, getString, getStringArray, getNumberArray } from "./gguf/metadata.js";
 import type { GgufFile } from "./gguf/types.js";
-import type { TokenizerSpec } from "../runtime/artifact.js";
+import type { TokenizerSpec } from "../runtime/artifact/index.js";
 
 function optionalId(file: GgufFile, key: string): number | null {
   const v = findMetadata(file, key);

@@ -1,4 +1,4 @@
-import type { ModelShape } from "./artifact.js";
+import { KV_GROWTH_POSITIONS, kvBytesPerPosition, type ModelShape } from "./artifact/index.js";
 
 /**
  * KV cache memory for a fixed number of sequence slots, owned by the worker and fed to the graph
@@ -18,8 +18,8 @@ export class KvPool {
   constructor(
     readonly shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength">,
     readonly slots: number,
-    /** Capacity grows in multiples of this many positions. Default 128. */
-    readonly chunk = 128,
+    /** Capacity grows in multiples of this many positions. Default {@link KV_GROWTH_POSITIONS}. */
+    readonly chunk = KV_GROWTH_POSITIONS,
   ) {
     this.lengths = new Int32Array(slots);
     this.resize(chunk);
@@ -137,7 +137,8 @@ export class KvPool {
     this.copyPrefix(from, to, this.lengths[from]);
   }
 
+  /** Bytes the pool holds now (every slot at the current capacity). */
   bytes(): number {
-    return 2 * this.shape.layers * this.slots * this.slotStride * 4;
+    return kvBytesPerPosition(this.shape) * this.slots * this.cap;
   }
 }

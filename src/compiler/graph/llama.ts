@@ -1,3 +1,5 @@
+import type { ModelShape } from "../../runtime/artifact/index.js";
+import { TEXT_GRAPH as IO } from "../../runtime/artifact/index.js";
 import { DataType } from "../onnx/onnx-proto.js";
 import type { GraphBuilder } from "../onnx/graph-builder.js";
 import { concatRows, fusable, type LinearWeight, scaleRows } from "../quant/linear-weight.js";
@@ -12,16 +14,9 @@ import type { Choice, WeightSource } from "./weights.js";
  * tokens' keys and values. onnxruntime-node copies every fetched output back to JS, so a
  * GroupQueryAttention "present" output would cost a copy of the whole cache on every step.
  */
-export interface LlamaHyper {
-  architecture: string;
-  layers: number;
-  hidden: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
+export interface LlamaHyper extends ModelShape {
+  /** Feed-forward width. */
   ffn: number;
-  vocab: number;
-  contextLength: number;
   rmsEps: number;
   ropeTheta: number;
   /** GGUF llama checkpoints store Q/K rows permuted for pairwise (interleaved) rotary. */
@@ -39,14 +34,6 @@ export interface LlamaBuildOptions {
    */
   numerics: "fast" | "llama.cpp";
 }
-
-export const LLAMA_IO = {
-  inputs: ["input_ids", "position_ids", "past_mask", "new_mask"],
-  pastKey: (l: number) => `past_key_t.${l}`,
-  pastValue: (l: number) => `past_value.${l}`,
-  presentKey: (l: number) => `present_key.${l}`,
-  presentValue: (l: number) => `present_value.${l}`,
-};
 
 const MS = "com.microsoft";
 
@@ -231,15 +218,15 @@ class LlamaGraph {
     const q4 = g.op("Reshape", [q5, g.int64s([0, h.kvHeads, -1, h.headDim])]);
     const k4 = g.op("Reshape", [kr, g.int64s([0, 0, h.kvHeads, h.headDim])]);
     const v4 = g.op("Reshape", [this.f16(v), g.int64s([0, 0, h.kvHeads, h.headDim])]);
-    const kNew = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 1, 3] }, names: [LLAMA_IO.presentKey(layer)] });
-    const vNew = g.op("Transpose", [v4], { attributes: { perm: [0, 2, 1, 3] }, names: [LLAMA_IO.presentValue(layer)] });
+    const kNew = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.presentKey(layer)] });
+    const vNew = g.op("Transpose", [v4], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.presentValue(layer)] });
     const kNewT = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 3, 1] } });
 
-    const scoresPast = g.op("Add", [g.op("MatMul", [q4, LLAMA_IO.pastKey(layer)]), "past_mask"]);
-    const scoresNew = g.op("Add", [g.op("MatMul", [q4, kNewT]), "new_mask"]);
+    const scoresPast = g.op("Add", [g.op("MatMul", [q4, IO.pastKey(layer)]), IO.pastMask]);
+    const scoresNew = g.op("Add", [g.op("MatMul", [q4, kNewT]), IO.newMask]);
     const probs = g.op("Softmax", [g.op("Concat", [scoresPast, scoresNew], { attributes: { axis: -1 } })], { attributes: { axis: -1 } });
     const [pPast, pNew] = g.node("Split", [this.f16(probs), this.splitSizes], { outputs: 2, attributes: { axis: -1 } });
-    const mixed = g.op("Add", [g.op("MatMul", [pPast, LLAMA_IO.pastValue(layer)]), g.op("MatMul", [pNew, vNew])]);
+    const mixed = g.op("Add", [g.op("MatMul", [pPast, IO.pastValue(layer)]), g.op("MatMul", [pNew, vNew])]);
     const m5 = g.op("Transpose", [g.op("Reshape", [mixed, g.int64s([0, h.kvHeads, this.group, -1, h.headDim])])], { attributes: { perm: [0, 3, 1, 2, 4] } });
     const merged = g.op("Reshape", [m5, g.int64s([0, 0, qDim])]);
     return this.linear(merged, await this.w.linear(`${p}.attn_output.weight`), `${p}.attn_output`);
@@ -275,21 +262,21 @@ class LlamaGraph {
 
   declareIo(): void {
     const { g, h } = this;
-    g.input("input_ids", DataType.INT64, ["batch", "seq"]);
-    g.input("position_ids", DataType.INT64, ["batch", "seq"]);
-    g.input("past_mask", DataType.FLOAT, ["batch", 1, 1, "past"]);
-    g.input("new_mask", DataType.FLOAT, ["mask_batch", 1, "group_seq", "seq"]);
+    g.input(IO.inputIds, DataType.INT64, ["batch", "seq"]);
+    g.input(IO.positionIds, DataType.INT64, ["batch", "seq"]);
+    g.input(IO.pastMask, DataType.FLOAT, ["batch", 1, 1, "past"]);
+    g.input(IO.newMask, DataType.FLOAT, ["mask_batch", 1, "group_seq", "seq"]);
     for (let l = 0; l < h.layers; l++) {
-      g.input(LLAMA_IO.pastKey(l), DataType.FLOAT, ["batch", h.kvHeads, h.headDim, "past"]);
-      g.input(LLAMA_IO.pastValue(l), DataType.FLOAT, ["batch", h.kvHeads, "past", h.headDim]);
+      g.input(IO.pastKey(l), DataType.FLOAT, ["batch", h.kvHeads, h.headDim, "past"]);
+      g.input(IO.pastValue(l), DataType.FLOAT, ["batch", h.kvHeads, "past", h.headDim]);
     }
-    g.output("logits", DataType.FLOAT, ["batch", h.vocab]);
+    g.output(IO.logits, DataType.FLOAT, ["batch", h.vocab]);
     for (let l = 0; l < h.layers; l++) {
-      g.output(LLAMA_IO.presentKey(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
-      g.output(LLAMA_IO.presentValue(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
+      g.output(IO.presentKey(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
+      g.output(IO.presentValue(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
     }
-    const pastLen = g.op("Shape", [LLAMA_IO.pastKey(0)], { attributes: { start: 3, end: 4 } });
-    const seqLen = g.op("Shape", ["input_ids"], { attributes: { start: 1, end: 2 } });
+    const pastLen = g.op("Shape", [IO.pastKey(0)], { attributes: { start: 3, end: 4 } });
+    const seqLen = g.op("Shape", [IO.inputIds], { attributes: { start: 1, end: 2 } });
     this.splitSizes = g.op("Concat", [pastLen, seqLen], { attributes: { axis: 0 } });
   }
 
@@ -297,7 +284,7 @@ class LlamaGraph {
     const g = this.g;
     const table = await this.w.floats("token_embd.weight");
     this.choices.push({ what: "token embedding", choice: "float32 table + Gather", exact: true, why: "dequantized once at compile time; only the looked-up rows are read per step" });
-    return g.op("Gather", [g.weight("token_embd.f32", DataType.FLOAT, [this.h.vocab, this.h.hidden], table), "input_ids"], { attributes: { axis: 0 } });
+    return g.op("Gather", [g.weight("token_embd.f32", DataType.FLOAT, [this.h.vocab, this.h.hidden], table), IO.inputIds], { attributes: { axis: 0 } });
   }
 
   async build(): Promise<void> {
@@ -312,7 +299,7 @@ class LlamaGraph {
       let normed: string;
       if (pending === null) normed = this.norm(hidden, `blk.${l}.attn_norm.weight`, attnGamma);
       else [normed, residual] = this.skipNorm(pending, residual, `blk.${l}.attn_norm.weight`, attnGamma);
-      const attn = await this.attention(l, normed, "position_ids", caches);
+      const attn = await this.attention(l, normed, IO.positionIds, caches);
       const [normed2, residual2] = this.skipNorm(attn, residual, `blk.${l}.ffn_norm.weight`, await this.w.floats(`blk.${l}.ffn_norm.weight`));
       residual = residual2;
       pending = await this.mlp(l, normed2);
@@ -324,7 +311,7 @@ class LlamaGraph {
     this.choices.push({ what: "lm head", choice: headName === "output.weight" ? "own weight" : "tied to token_embd", exact: true, why: "as stored in the GGUF" });
     const head = await this.w.linear(headName);
     const logits3 = this.linear(finalNorm, head, "lm_head");
-    g.node("Squeeze", [logits3, g.int64s([1])], { names: ["logits"] });
+    g.node("Squeeze", [logits3, g.int64s([1])], { names: [IO.logits] });
   }
 }
 

@@ -1,4 +1,4 @@
-import type { TokenizerSpec } from "../artifact.js";
+import type { TokenizerSpec } from "../artifact/index.js";
 
 /** llama.cpp's llama_token_attr bits. */
 export const ATTR_UNDEFINED = 0;

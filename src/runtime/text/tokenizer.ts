@@ -1,4 +1,4 @@
-import type { TokenizerSpec } from "../artifact.js";
+import type { TokenizerSpec } from "../artifact/index.js";
 import { byteLevelToBytes } from "./byte-level.js";
 import { encodeWord, MergeTable } from "./bpe.js";
 import { PreTokenizer } from "./pre-tokenizer.js";

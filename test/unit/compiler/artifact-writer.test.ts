@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ArtifactFolder, artifactId, sha256File } from "../../../src/compiler/artifact-writer.js";
-import { type ArtifactManifest, readManifest, readTokenizerSpec, type TokenizerSpec } from "../../../src/runtime/artifact.js";
+import { type ArtifactManifest, readManifest, readTokenizerSpec, type TokenizerSpec } from "../../../src/runtime/artifact/index.js";
 import { tempDir } from "./support.js";
 
 const dir = tempDir("kiln-artifact-");

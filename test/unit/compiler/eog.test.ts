@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { endOfGenerationIds } from "../../../src/compiler/eog.js";
-import type { TokenizerSpec } from "../../../src/runtime/artifact.js";
+import type { TokenizerSpec } from "../../../src/runtime/artifact/index.js";
 
 const NORMAL = 1;
 const CONTROL = 3;

@@ -4,7 +4,7 @@
 // and flags (e.g. llama3's ignore_merges), and kiln must produce the same ids from the same vocabulary.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getLlama, type Llama } from "node-llama-cpp";
-import type { TokenizerSpec } from "../../../../src/runtime/artifact.js";
+import type { TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
 import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { parityStrings } from "../../../fixtures/text/parity-strings.js";
 import { specFromGguf, TEST_GGUF } from "../../../fixtures/text/spec-from-gguf.js";

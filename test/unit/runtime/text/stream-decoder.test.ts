@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { BYTE_TO_CHAR } from "../../../../src/runtime/text/byte-level.js";
-import type { TokenizerSpec } from "../../../../src/runtime/artifact.js";
+import type { TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
 
 // A vocabulary whose tokens are raw byte runs, so characters can be split anywhere:
 // 😀 is F0 9F 98 80, é is C3 A9.

@@ -1,4 +1,4 @@
-import type { TokenizerSpec } from "../../../../src/runtime/artifact.js";
+import type { TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
 import { BYTE_TO_CHAR, CHAR_TO_BYTE } from "../../../../src/runtime/text/byte-level.js";
 
 /** The byte-level (GPT-2 encoded) form of plain text, as vocabularies store it: " a" -> "Ġa". */

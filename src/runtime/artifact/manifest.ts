@@ -1,14 +1,10 @@
+/**
+ * The artifact manifest: what the compiler writes beside the graph and what the runtime loads by.
+ * Both sides import these types; neither spells the shapes again.
+ */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-
-/** Files inside one compiled artifact folder. */
-export const ARTIFACT_FILES = {
-  manifest: "manifest.json",
-  graph: "model.onnx",
-  weights: "model.onnx.data",
-  tokenizer: "tokenizer.json",
-  chatTemplate: "chat_template.jinja",
-} as const;
+import { ARTIFACT_FILES } from "./files.js";
 
 /**
  * The tokenizer as kiln's compiler extracts it from a GGUF file (`tokenizer.ggml.*` metadata).
@@ -46,6 +42,12 @@ export interface ModelShape {
   contextLength: number;
 }
 
+/** A graph's input and output names, in order. */
+export interface GraphIo {
+  inputs: string[];
+  outputs: string[];
+}
+
 export interface ArtifactManifest {
   /** Content-derived id: slug + short hash of (source sha256, compiler version, options). */
   id: string;
@@ -54,11 +56,8 @@ export interface ArtifactManifest {
   createdAt: string;
   source: { file: string; sha256: string; bytes: number };
   shape: ModelShape;
-  /** Graph input and output names, so the runtime never guesses. */
-  io: {
-    inputs: string[];
-    outputs: string[];
-  };
+  /** Graph input and output names, in graph order (see `text-graph.ts`); the runtime checks them at load. */
+  io: GraphIo;
   /** Every choice the compiler made, with the reason; `exact: false` marks a lossy mapping. */
   choices: Array<{ what: string; choice: string; exact: boolean; why: string }>;
   /** EOS-like token ids that end generation. */

@@ -1,0 +1,71 @@
+/**
+ * The contract between kiln's compiler and its runtime for a text graph: the names of its inputs
+ * and outputs, and the geometry of the KV cache the runtime keeps for it. The graph builder declares
+ * exactly these names, the manifest records them, and the runtime refuses an artifact whose
+ * recorded names differ (it was built for another contract).
+ *
+ * The KV cache is a graph input that lives in the runtime's memory, float32: keys transposed
+ * [slots, kv_heads, head_dim, capacity], values [slots, kv_heads, capacity, head_dim]. The graph
+ * returns only the new tokens' keys and values [rows, kv_heads, seq, head_dim].
+ */
+import type { GraphIo, ModelShape } from "./manifest.js";
+
+export const TEXT_GRAPH = {
+  /** int64 [batch, seq]: new token ids. */
+  inputIds: "input_ids",
+  /** int64 [batch, seq]: their positions. */
+  positionIds: "position_ids",
+  /** float32 [batch, 1, 1, past]: 0 for cached positions a row may see, -inf for the rest. */
+  pastMask: "past_mask",
+  /** float32 [1, 1, group * seq, seq]: causal mask among the new tokens. */
+  newMask: "new_mask",
+  /** float32 [batch, kv_heads, head_dim, past]: one layer's cached keys, transposed. */
+  pastKey: (layer: number) => `past_key_t.${layer}`,
+  /** float32 [batch, kv_heads, past, head_dim]: one layer's cached values. */
+  pastValue: (layer: number) => `past_value.${layer}`,
+  /** float32 [batch, vocab]: the last position's logits. */
+  logits: "logits",
+  /** float32 [batch, kv_heads, seq, head_dim]: one layer's new keys. */
+  presentKey: (layer: number) => `present_key.${layer}`,
+  /** float32 [batch, kv_heads, seq, head_dim]: one layer's new values. */
+  presentValue: (layer: number) => `present_value.${layer}`,
+} as const;
+
+/** The input and output names of a text graph with `layers` layers, in declaration order. */
+export function textGraphIo(layers: number): GraphIo {
+  const g = TEXT_GRAPH;
+  const inputs: string[] = [g.inputIds, g.positionIds, g.pastMask, g.newMask];
+  const outputs: string[] = [g.logits];
+  for (let l = 0; l < layers; l++) inputs.push(g.pastKey(l), g.pastValue(l));
+  for (let l = 0; l < layers; l++) outputs.push(g.presentKey(l), g.presentValue(l));
+  return { inputs, outputs };
+}
+
+/** Throws when recorded graph names are not the ones this runtime feeds and fetches. */
+export function checkTextGraphIo(io: GraphIo, layers: number, where: string): void {
+  const want = textGraphIo(layers);
+  const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+  if (!same(io.inputs, want.inputs) || !same(io.outputs, want.outputs)) {
+    throw new Error(`${where} has graph inputs/outputs this runtime does not know (compiled by another kiln version?): recompile it with \`kiln compile --force\``);
+  }
+}
+
+/** Positions a KV slot's capacity grows by (the cache is read up to capacity every step). */
+export const KV_GROWTH_POSITIONS = 128;
+
+/** Bytes one cached position takes in one slot: keys and values of every layer, float32. */
+export function kvBytesPerPosition(shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">): number {
+  return 2 * shape.layers * shape.kvHeads * shape.headDim * Float32Array.BYTES_PER_ELEMENT;
+}
+
+/**
+ * The context each sequence may use so that `slots` slots fit `kvMemoryBytes` (every slot holds as
+ * many positions as the longest one): rounded down to the growth step, at most the model's own.
+ * Default (no budget): the model's context.
+ */
+export function servedContextLength(shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength">, slots: number, kvMemoryBytes?: number): number {
+  if (kvMemoryBytes === undefined) return shape.contextLength;
+  const fits = Math.floor(kvMemoryBytes / (kvBytesPerPosition(shape) * slots) / KV_GROWTH_POSITIONS) * KV_GROWTH_POSITIONS;
+  if (fits < KV_GROWTH_POSITIONS) throw new RangeError(`a KV budget of ${kvMemoryBytes} bytes does not hold ${KV_GROWTH_POSITIONS} positions for ${slots} slots`);
+  return Math.min(shape.contextLength, fits);
+}
