@@ -43,9 +43,9 @@ import { readGguf } from "../src/compiler/gguf/reader.js";
 import { GgmlType } from "../src/compiler/gguf/types.js";
 import { GraphBuilder } from "../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../src/compiler/onnx/onnx-proto.js";
-import { ARTIFACT_FILES, type ModelShape } from "../src/runtime/artifact.js";
+import { ARTIFACT_FILES, KV_GROWTH_POSITIONS, type ModelShape } from "../src/runtime/artifact/index.js";
 import { KvPool } from "../src/runtime/kv-pool.js";
-import { TextModel } from "../src/runtime/text-model.js";
+import { ModelSession } from "../src/runtime/worker/model-session.js";
 
 // ── options ─────────────────────────────────────────────────────────────────────────────────
 
@@ -77,7 +77,7 @@ if (numerics !== "fast" && numerics !== "llama.cpp") throw new Error(`--numerics
 
 const PREFILL = 512;
 const CONTEXTS = [128, 512, 1024];
-const KV_CHUNK = 128; // TextModel's default kvChunk
+const KV_CHUNK = KV_GROWTH_POSITIONS; // the KV pool's growth step
 const LLAMA_CONTEXT = 2048;
 if (Math.max(...CONTEXTS) + steps > LLAMA_CONTEXT) throw new Error(`--steps too large: ${Math.max(...CONTEXTS)} + ${steps} > ${LLAMA_CONTEXT}`);
 
@@ -376,7 +376,7 @@ const probeBusy = othersCores(probeCpu, cpuSnapshot(), (now() - probeStart) / 10
 // ── engines ────────────────────────────────────────────────────────────────────────────────
 
 log(`loading kiln artifact ${compiled.manifest.id} and llama.cpp on ${threads} threads ...`);
-const kiln = await TextModel.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK });
+const kiln = await ModelSession.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK });
 /** An empty KV pool with its capacity shrunk back (`truncate(0, 0)` alone keeps the grown capacity). */
 function freshCache(): KvPool {
   kiln.kv.reset();
@@ -564,7 +564,7 @@ async function breakdown(L = 512): Promise<Breakdown> {
 /** The same decode on a second model loaded with onnxruntime profiling on (the prefill is skipped in the counts). */
 async function profileDecode(L: number) {
   const dir = mkdtempSync(join(tmpdir(), "kiln-prof-"));
-  const prof = await TextModel.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK, profileFilePrefix: join(dir, "ort") });
+  const prof = await ModelSession.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK, profileFilePrefix: join(dir, "ort") });
   try {
     await prof.forward(0, 1, L - 1, promptIds.slice(0, L - 1));
     let tok = promptIds[L - 1];

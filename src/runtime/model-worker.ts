@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
-import type { CopyRequest, LoadResult, OpenRequest, StepRequest, StepResult } from "./step-protocol.js";
-import type { TextModelOptions } from "./text-model.js";
+import type { LoadResult, StepRequest, StepResult } from "./step-protocol.js";
+import type { SessionOptions } from "./worker/model-session.js";
 
 /**
  * The worker entry: run from TypeScript sources (tsx) in development and tests, which the worker
@@ -14,8 +14,9 @@ function workerEntry(): { filename: string; execArgv: string[] } {
 }
 
 /**
- * A model owned by one worker thread. The ONNX run blocks its thread, so it never runs on the event
- * loop; one thread per model because its KV pool is the thread's own memory.
+ * The model worker: the main thread's handle on the thread that owns one model session. The ONNX
+ * run blocks its thread, so it never runs on the event loop; one thread per model because its KV
+ * pool is the thread's own memory. Each model call is one {@link StepRequest} message.
  */
 export class ModelWorker {
   private constructor(
@@ -23,7 +24,7 @@ export class ModelWorker {
     readonly info: LoadResult,
   ) {}
 
-  static async start(artifactDir: string, options: TextModelOptions = {}): Promise<ModelWorker> {
+  static async start(artifactDir: string, options: SessionOptions = {}): Promise<ModelWorker> {
     const { filename, execArgv } = workerEntry();
     const pool = new Piscina({ filename, execArgv, minThreads: 1, maxThreads: 1, idleTimeout: Number.POSITIVE_INFINITY });
     try {
@@ -35,20 +36,14 @@ export class ModelWorker {
     }
   }
 
-  open(req: Omit<OpenRequest, "op">): Promise<void> {
-    return this.pool.run({ op: "open", ...req }) as Promise<void>;
+  /** KV slots of the session (the most sequences cached at once). */
+  get slots(): number {
+    return this.info.slots;
   }
 
-  copy(req: Omit<CopyRequest, "op">): Promise<void> {
-    return this.pool.run({ op: "copy", ...req }) as Promise<void>;
-  }
-
-  step(req: Omit<StepRequest, "op">): Promise<StepResult> {
-    return this.pool.run({ op: "step", ...req }) as Promise<StepResult>;
-  }
-
-  close(seqId: number): Promise<void> {
-    return this.pool.run({ op: "close", seqId }) as Promise<void>;
+  /** One model call: slot operations, then the forward pass and sampling. */
+  step(request: Omit<StepRequest, "op">): Promise<StepResult> {
+    return this.pool.run({ op: "step", ...request }) as Promise<StepResult>;
   }
 
   async stop(): Promise<void> {

@@ -1,52 +1,65 @@
 /**
- * Messages across the worker-thread boundary. They are small on purpose: the scheduler sends which
- * slots run and their new tokens (deltas), never whole histories; the worker answers with one sample
- * per row. Typed arrays travel by structured clone (a few bytes per row).
+ * Messages across the worker-thread boundary: one per model call. The scheduler sends the slot
+ * operations it decided since its last call (in order) and which slots run with their new tokens
+ * (deltas, never whole histories); the worker applies the operations, runs the forward pass and
+ * answers with one sample per sampled row. Typed arrays travel by structured clone.
  */
-import type { TextModelOptions } from "./text-model.js";
-import type { ModelShape } from "./artifact.js";
+import type { ModelShape } from "./artifact/index.js";
 import type { SampleResult, SamplingParams } from "./sampling/index.js";
+import type { SessionOptions } from "./worker/model-session.js";
 
 export interface LoadRequest {
   op: "load";
   artifactDir: string;
-  options: TextModelOptions;
+  options: SessionOptions;
 }
 
-/** Registers a sequence's sampler (its seeded RNG and penalty counts live in the worker). */
-export interface OpenRequest {
+/** Registers a sequence's sampler (its seeded RNG and penalty counts live in the worker) and keeps `keepCached` positions of its slot. */
+export interface OpenSlotOp {
   op: "open";
   seqId: number;
   slot: number;
   sampling: SamplingParams;
-  /** Tokens whose ids already sit in the slot's cache from a reused prefix. */
+  /** Positions of the slot's cache that hold this sequence's prefix (a reused prefix); the rest is forgotten. */
   keepCached: number;
   /**
    * Sub-stream of the sampler's seed: the n choices of one request share a seed and differ by
-   * stream (the choice index), so each is reproducible yet different. Default 0.
+   * stream (the choice index), so each is reproducible yet different.
    */
-  stream?: number;
+  stream: number;
 }
 
 /**
  * Sets slot `to` to hold the first `length` cached positions of slot `from` (moving a sequence to
- * keep running slots consecutive, or sharing a prompt prefix); `from === to` just truncates. Only
- * live positions are copied. `length` must not exceed what `from` holds.
+ * keep running slots consecutive, or sharing a prompt prefix); `from === to` just truncates.
+ * `length` must not exceed what `from` holds.
  */
-export interface CopyRequest {
+export interface CopySlotOp {
   op: "copy";
   from: number;
   to: number;
   length: number;
+  /** The sequence whose cache lands in `to`: it fails if the copy does. Absent for a plain truncation. */
+  seqId?: number;
 }
 
+/** Drops a sequence's sampler. */
+export interface CloseSlotOp {
+  op: "close";
+  seqId: number;
+}
+
+export type SlotOp = OpenSlotOp | CopySlotOp | CloseSlotOp;
+
 /**
- * One model step over consecutive slots [firstSlot, firstSlot + rows), each taking `seq` tokens.
- * `seqIds[r]` names the sequence of row r; rows whose `sample[r]` is false (a prefill chunk that does
- * not end the prompt) produce no sample.
+ * One model call: first `ops`, in order; then, when `rows` > 0, one forward pass over consecutive
+ * slots [firstSlot, firstSlot + rows), each taking `seq` tokens. `seqIds[r]` names the sequence of
+ * row r; rows whose `sample[r]` is false (a prefill chunk that does not end the prompt) produce no
+ * sample.
  */
 export interface StepRequest {
   op: "step";
+  ops: SlotOp[];
   firstSlot: number;
   rows: number;
   seq: number;
@@ -63,12 +76,7 @@ export interface StepRequest {
   forks?: Array<{ row: number; seqId: number }>;
 }
 
-export interface CloseRequest {
-  op: "close";
-  seqId: number;
-}
-
-export type WorkerRequest = LoadRequest | OpenRequest | CopyRequest | StepRequest | CloseRequest;
+export type WorkerRequest = LoadRequest | StepRequest;
 
 export interface LoadResult {
   shape: ModelShape;
@@ -81,10 +89,21 @@ export interface RowSample extends SampleResult {
   topLogits?: Array<{ token: number; logit: number }>;
 }
 
+/** A sequence the worker could not serve in this call, and why. */
+export interface SequenceFailure {
+  seqId: number;
+  message: string;
+}
+
 export interface StepResult {
+  /** One entry per row: null for rows not sampled, and for rows of failed sequences. */
   samples: Array<RowSample | null>;
-  /** One sample per entry of {@link StepRequest.forks}, in order (absent without forks). */
-  forkSamples?: RowSample[];
+  /** One sample per entry of {@link StepRequest.forks}, in order; null for a failed sequence (absent without forks). */
+  forkSamples?: Array<RowSample | null>;
+  /** Sequences whose slot operation failed, or whose sampler was missing; the others are served. */
+  failed: SequenceFailure[];
+  /** Set when the forward pass itself failed: no row was computed, every row's sequence fails. */
+  forwardError?: string;
   /** Milliseconds spent in the ONNX run, and in sampling. */
   runMs: number;
   sampleMs: number;

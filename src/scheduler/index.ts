@@ -1,13 +1,19 @@
-/** The scheduler: who generates next on each model. The API talks to models only through this. */
+/**
+ * The scheduler: who generates next on each model. Two parts: the serving facade (`serving/`: the
+ * registry of models, the served model, prompt rendering), which is all the API sees; and the
+ * engine (`engine/`: the batch engine, its step planner, KV slots and sequences).
+ */
 export { EngineClosedError, OverloadedError } from "./errors.js";
-export { ModelRegistry, type ModelState } from "./model-registry.js";
-export { textModel, type ServedModel, type TextModelServeOptions } from "./served-model.js";
-export { DEFAULT_MAX_WAITING, SerialEngine, type SerialEngineOptions } from "./serial-engine.js";
-export { BatchEngine, DEFAULT_MAX_RUNNING, type BatchEngineOptions } from "./batch-engine.js";
-export { DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "./scheduler.js";
-export type { PrefixReuse } from "./kv-slots.js";
-export type { EngineObserver, EngineStatsReader, EngineStatsSnapshot, HistogramSnapshot, StepRecord } from "./engine-stats.js";
-export { StopMatcher } from "./stop-matcher.js";
+export { ModelRegistry, type ModelState } from "./serving/model-registry.js";
+export { serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
+export { encodePrompt, renderChat } from "./serving/prompt.js";
+export { BatchEngine, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, type BatchEngineOptions } from "./engine/batch-engine.js";
+export { DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "./engine/step-planner.js";
+export type { PrefixReuse } from "./engine/kv-slots.js";
+export type { EngineObserver, EngineStatsReader, EngineStatsSnapshot, HistogramSnapshot, StepRecord } from "./engine/engine-stats.js";
+export { Histogram } from "./engine/histogram.js";
+export type { StepRunner } from "./engine/step-runner.js";
+export { StopMatcher } from "./engine/stop-matcher.js";
 export { validateSamplingParams, type SamplingProblem } from "../runtime/sampling/index.js";
 export { ChatTemplateError } from "../runtime/text/index.js";
 export type * from "./types.js";

@@ -1,18 +1,15 @@
 /**
- * The scheduler's vocabulary: what a caller asks an engine for (a {@link GenerationRequest}), and
- * what comes back ({@link GenerationEvent}s). The shapes are batch-ready: a request may ask for
- * several choices and every event names its choice, whatever the engine does underneath (one
- * sequence at a time in the serial engine, continuous batching in the batch engine).
+ * The scheduler's vocabulary: what a caller asks the engine for (a {@link GenerationRequest}), and
+ * what comes back ({@link GenerationEvent}s). A request may ask for several choices and every event
+ * names its choice.
  */
-import type { FinishReason as RuntimeFinishReason } from "../runtime/generate.js";
 import type { SamplingParams } from "../runtime/sampling/index.js";
-import type { EngineStatsReader } from "./engine-stats.js";
 
 export type { SamplingParams } from "../runtime/sampling/index.js";
 export type { ChatMessage, ContentPart } from "../runtime/text/index.js";
 
 /** Why a choice ended: an end-of-turn token or a stop string ("stop"), max tokens or the context ("length"), or its caller went away ("cancelled"). */
-export type FinishReason = RuntimeFinishReason;
+export type FinishReason = "stop" | "length" | "cancelled";
 
 /** One generation job: a tokenized prompt and how to continue it. */
 export interface GenerationRequest {
@@ -29,15 +26,15 @@ export interface GenerationRequest {
   stop?: readonly string[];
   /**
    * Number of choices to generate from the same prompt. Default 1. With a seed, every choice is
-   * reproducible yet different: the batch engine gives choice i the seed's sampler stream i (so
-   * choice 0 is what n = 1 gives), the serial engine uses seed + i.
+   * reproducible yet different: choice i gets the seed's sampler stream i (so choice 0 is what
+   * n = 1 gives).
    */
   n?: number;
   /** Report log probabilities of each emitted token, with this many alternatives (0..20). Default: none. */
   logprobs?: { top: number };
 }
 
-/** The log probability of one token, with the text it decodes to (the OpenAI `logprobs.content` entry). */
+/** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */
 export interface TokenLogprob {
   token: string;
   logprob: number;
@@ -80,29 +77,6 @@ export type GenerationEvent = DeltaEvent | FinishEvent;
 /** A running or waiting request: iterate for its events; stop iterating (or abort its signal) to cancel it. */
 export type GenerationStream = AsyncIterable<GenerationEvent>;
 
-/** What every engine offers, whatever its scheduling. */
-export interface Engine {
-  /**
-   * Queues a request and returns its event stream. Throws `OverloadedError` at once when the
-   * waiting queue is full, and `EngineClosedError` once the engine is closed. Aborting `signal`
-   * cancels the request (removed from the queue, or its generation stopped at the next token).
-   */
-  submit(request: GenerationRequest, signal?: AbortSignal): GenerationStream;
-  /** Requests waiting, and running. */
-  readonly load: { waiting: number; running: number };
-  /** Batch size, queue time and gauge statistics, where the engine keeps them (the batch engine does). */
-  readonly stats?: EngineStatsReader;
-  /** Refuses new requests, lets queued and running ones finish. */
-  close(): Promise<void>;
-}
-
-/** One sampled token, as the runtime yields it. */
-export interface SampledToken {
-  token: number;
-  logprob?: number;
-  top?: Array<{ token: number; logprob: number }>;
-}
-
 /** Incremental detokenizer (the runtime's StreamDecoder). */
 export interface TokenDecoder {
   /** Text this token completes; "" while a UTF-8 character is incomplete. */
@@ -111,16 +85,9 @@ export interface TokenDecoder {
   flush(): string;
 }
 
-/**
- * What an engine drives: one model's generation loop and its detokenizer. The runtime adapter
- * (`runtime-backend.ts`) wraps `generate()`; unit tests give a scripted fake.
- */
-export interface TokenBackend {
-  /** Generates one sequence; resolves to why it ended. Must stop at the next token once `signal` aborts. */
-  generate(
-    promptIds: number[],
-    options: { maxTokens: number; sampling: SamplingParams; signal: AbortSignal },
-  ): AsyncGenerator<SampledToken, FinishReason>;
+/** How the engine reads tokens as text (the model's tokenizer). */
+export interface TokenText {
+  /** A fresh incremental detokenizer for one choice. */
   createDecoder(): TokenDecoder;
   /** The bytes a token decodes to (for logprobs). */
   tokenBytes(id: number): Uint8Array;

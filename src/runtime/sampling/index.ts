@@ -8,5 +8,5 @@ export {
   type SamplingProblem,
   type ValidateSamplingOptions,
 } from "./params.js";
-export { SequenceSampler, argmax, type SampleResult, type SequenceSamplerOptions, type TokenLogprob } from "./sampler.js";
+export { SequenceSampler, argmax, type SampleResult, type SequenceSamplerOptions, type TokenIdLogprob } from "./sampler.js";
 export { SplitMix64, Xoshiro128ss, randomSeed } from "./prng.js";

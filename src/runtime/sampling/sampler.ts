@@ -3,7 +3,7 @@ import * as fe from "./fast-exp.js";
 import { randomSeed, Xoshiro128ss } from "./prng.js";
 
 /** A token and its log probability. */
-export interface TokenLogprob {
+export interface TokenIdLogprob {
   token: number;
   logprob: number;
 }
@@ -17,7 +17,7 @@ export interface SampleResult {
    * The top_logprobs most likely tokens by raw log probability, descending, lowest id first on
    * ties (only when logprobs was asked for; empty when top_logprobs is 0).
    */
-  top?: TokenLogprob[];
+  top?: TokenIdLogprob[];
 }
 
 export interface SequenceSamplerOptions {
@@ -197,7 +197,7 @@ export class SequenceSampler {
     this.accept(token);
 
     if (!p.logprobs) return { token };
-    const top: TokenLogprob[] = new Array(nTop);
+    const top: TokenIdLogprob[] = new Array(nTop);
     for (let i = 0; i < nTop; i++) top[i] = { token: this.topIds[i], logprob: this.topVals[i] - lse };
     return { token, logprob: logits[token] - lse, top };
   }

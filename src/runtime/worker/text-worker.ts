@@ -1,42 +1,79 @@
-import type { LoadResult, RowSample, StepRequest, StepResult, WorkerRequest } from "../step-protocol.js";
+/**
+ * The worker thread's entry: it owns one model session and the samplers of its open sequences,
+ * applies each step message's slot operations in order, runs the forward pass and samples. It never
+ * decides who runs.
+ */
+import type { LoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, WorkerRequest } from "../step-protocol.js";
 import { SequenceSampler } from "../sampling/index.js";
-import { TextModel } from "../text-model.js";
+import { ModelSession } from "./model-session.js";
 
-/** The worker's whole state: one model and the samplers of its open sequences. */
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** The worker's whole state: one model session and the samplers of its open sequences. */
 class WorkerState {
-  model: TextModel | null = null;
+  session: ModelSession | null = null;
   readonly samplers = new Map<number, SequenceSampler>();
 
-  requireModel(): TextModel {
-    if (!this.model) throw new Error("worker: no model loaded");
-    return this.model;
+  requireSession(): ModelSession {
+    if (!this.session) throw new Error("worker: no model loaded");
+    return this.session;
+  }
+
+  /** Applies slot operations in order; one that fails fails only the sequence it names. */
+  applyOps(ops: readonly SlotOp[], failed: SequenceFailure[]): void {
+    const kv = this.requireSession().kv;
+    for (const op of ops) {
+      try {
+        if (op.op === "open") {
+          kv.truncate(op.slot, op.keepCached);
+          this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream }));
+        } else if (op.op === "copy") {
+          kv.copyPrefix(op.from, op.to, op.length);
+        } else {
+          this.samplers.delete(op.seqId);
+        }
+      } catch (err) {
+        if (op.op === "copy") kv.truncate(op.to, 0); // what it holds now is nobody's prefix
+        if (op.op !== "close" && op.seqId !== undefined) failed.push({ seqId: op.seqId, message: `${op.op} failed: ${messageOf(err)}` });
+      }
+    }
   }
 
   async step(req: StepRequest): Promise<StepResult> {
-    const model = this.requireModel();
+    const failed: SequenceFailure[] = [];
+    this.applyOps(req.ops, failed);
+    if (req.rows === 0) return { samples: [], failed, runMs: 0, sampleMs: 0 };
+    const session = this.requireSession();
     const t0 = performance.now();
-    const logits = await model.forward(req.firstSlot, req.rows, req.seq, req.tokens);
+    let logits: Float32Array;
+    try {
+      logits = await session.forward(req.firstSlot, req.rows, req.seq, req.tokens);
+    } catch (err) {
+      return { samples: [], failed, forwardError: messageOf(err), runMs: performance.now() - t0, sampleMs: 0 };
+    }
     const t1 = performance.now();
-    const vocab = model.vocab;
+    const vocab = session.vocab;
+    const gone = new Set(failed.map((f) => f.seqId));
+    const sampleRow = (row: number, seqId: number): RowSample | null => {
+      if (gone.has(seqId)) return null;
+      const sampler = this.samplers.get(seqId);
+      if (!sampler) {
+        failed.push({ seqId, message: `sequence ${seqId} is not open on the worker` });
+        gone.add(seqId);
+        return null;
+      }
+      return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
+    };
     const samples: Array<RowSample | null> = [];
     for (let r = 0; r < req.rows; r++) {
-      if (!req.sample[r]) {
-        samples.push(null);
-        continue;
-      }
-      const row = logits.subarray(r * vocab, (r + 1) * vocab);
-      const top = req.topLogits ? topLogits(row, req.topLogits) : undefined;
-      const sampler = this.samplers.get(req.seqIds[r]);
-      if (!sampler) throw new Error(`worker: sequence ${req.seqIds[r]} is not open`);
-      samples.push({ ...sampler.sample(row), topLogits: top });
+      const top = req.sample[r] && req.topLogits ? topLogits(logits.subarray(r * vocab, (r + 1) * vocab), req.topLogits) : undefined;
+      const sample = req.sample[r] ? sampleRow(r, req.seqIds[r]) : null;
+      if (sample && top) sample.topLogits = top;
+      samples.push(sample);
     }
     // The sampler restores the row it was given, so further sequences can sample the same logits.
-    const forkSamples = req.forks?.map(({ row, seqId }) => {
-      const sampler = this.samplers.get(seqId);
-      if (!sampler) throw new Error(`worker: sequence ${seqId} is not open`);
-      return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
-    });
-    return { samples, ...(forkSamples ? { forkSamples } : {}), runMs: t1 - t0, sampleMs: performance.now() - t1 };
+    const forkSamples = req.forks?.map(({ row, seqId }) => sampleRow(row, seqId));
+    return { samples, ...(forkSamples ? { forkSamples } : {}), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
   }
 }
 
@@ -55,28 +92,11 @@ function topLogits(row: Float32Array, n: number): Array<{ token: number; logit: 
 const state = new WorkerState();
 
 /** Piscina task entry: one request in, one result out. */
-export default async function handle(req: WorkerRequest): Promise<unknown> {
-  switch (req.op) {
-    case "load": {
-      await state.model?.release();
-      state.model = await TextModel.load(req.artifactDir, req.options);
-      const m = state.model.manifest;
-      const result: LoadResult = { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.model.kv.slots };
-      return result;
-    }
-    case "open": {
-      const model = state.requireModel();
-      model.kv.truncate(req.slot, req.keepCached);
-      state.samplers.set(req.seqId, new SequenceSampler(req.sampling, { stream: req.stream ?? 0 }));
-      return null;
-    }
-    case "copy":
-      state.requireModel().kv.copyPrefix(req.from, req.to, req.length);
-      return null;
-    case "step":
-      return state.step(req);
-    case "close":
-      state.samplers.delete(req.seqId);
-      return null;
-  }
+export default async function handle(req: WorkerRequest): Promise<LoadResult | StepResult> {
+  if (req.op === "step") return state.step(req);
+  await state.session?.release();
+  state.samplers.clear();
+  state.session = await ModelSession.load(req.artifactDir, req.options);
+  const m = state.session.manifest;
+  return { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.session.kv.slots };
 }

@@ -17,8 +17,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { getLlama, type Llama, type LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ARTIFACT_FILES, readTokenizerSpec } from "../../../src/runtime/artifact.js";
-import { TextModel } from "../../../src/runtime/text-model.js";
+import { ARTIFACT_FILES, readTokenizerSpec } from "../../../src/runtime/artifact/index.js";
+import { ModelSession } from "../../../src/runtime/worker/model-session.js";
 import { ChatTemplate, Tokenizer } from "../../../src/runtime/text/index.js";
 import { CHAT_PROMPTS, compiledArtifact, textGgufPath } from "../../support/model.js";
 
@@ -119,7 +119,7 @@ async function llamaSelfAgreement(model: LlamaModel, refs: Reference[]): Promise
   return result;
 }
 
-async function measure(kiln: TextModel, refs: Reference[], freeRun: boolean): Promise<Agreement> {
+async function measure(kiln: ModelSession, refs: Reference[], freeRun: boolean): Promise<Agreement> {
   const result: Agreement = { top5SetsEqual: 0, maxLogitDiff: 0, forcedSteps: 0, forcedAgree: 0, forcedDisagreeOutsideTies: 0, freeRunFull: 0 };
   for (const ref of refs) {
     kiln.kv.truncate(0, 0);
@@ -167,7 +167,7 @@ describe("compiled SmolLM2 vs llama.cpp on the same GGUF", () => {
     results["llama.cpp flash attention"] = await llamaSelfAgreement(model, refs);
     for (const numerics of ["llama.cpp", "fast"] as const) {
       const compiled = await compiledArtifact({ numerics });
-      const kiln = await TextModel.load(compiled.dir, { threads: 2 });
+      const kiln = await ModelSession.load(compiled.dir, { threads: 2 });
       results[numerics] = await measure(kiln, refs, numerics === "llama.cpp");
       await kiln.release();
     }

@@ -35,7 +35,7 @@ import { getLlama, type Llama, type LlamaContextSequence, type LlamaModel } from
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf } from "../../../../src/compiler/compile.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
-import { TextModel } from "../../../../src/runtime/text-model.js";
+import { ModelSession } from "../../../../src/runtime/worker/model-session.js";
 import type { MetaValue } from "../../../fixtures/gguf/write-gguf.js";
 import { Random, type TinyModelSpec, tokenizerMetadata, writeTinyModel } from "../../../fixtures/synthetic/tiny-model.js";
 import { textGgufPath } from "../../../support/model.js";
@@ -161,7 +161,7 @@ function logSoftmax(a: Float32Array): Float64Array {
 }
 
 /** Per step, max |log p_kiln - log p_llama| over llama.cpp's top 20. */
-async function kilnDiffs(kiln: TextModel, run: Run, reference: StepTop[]): Promise<number[]> {
+async function kilnDiffs(kiln: ModelSession, run: Run, reference: StepTop[]): Promise<number[]> {
   kiln.kv.truncate(0, 0);
   const diffs: number[] = [];
   const compare = (logits: Float32Array, top: StepTop) => {
@@ -226,7 +226,7 @@ describe("kiln vs llama.cpp on synthetic Llama-family models", () => {
           // A fresh home per test run: artifact ids depend on the source file and options, not on the compiler's code.
           const compiled = await compileGguf({ slug: "synthetic", ggufPath, home: join(work, "home"), options: { numerics } });
           result.choices.push(...compiled.manifest.choices.map((ch) => `${ch.what}: ${ch.choice}`));
-          const kiln = await TextModel.load(compiled.dir, { threads: 2 });
+          const kiln = await ModelSession.load(compiled.dir, { threads: 2 });
           try {
             for (let r = 0; r < runs.length; r++) result.diffs[numerics].push(await kilnDiffs(kiln, runs[r], references[r]));
           } finally {

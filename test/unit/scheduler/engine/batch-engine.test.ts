@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { BatchEngine, type BatchEngineOptions } from "../../../src/scheduler/batch-engine.js";
-import { EngineClosedError, OverloadedError } from "../../../src/scheduler/errors.js";
-import type { GenerationEvent, GenerationRequest, GenerationStream } from "../../../src/scheduler/types.js";
-import { fakeStepBackend, type FakeStepBackend, type FakeStepOptions } from "./fake-step-backend.js";
+import { BatchEngine, type BatchEngineOptions } from "../../../../src/scheduler/engine/batch-engine.js";
+import { EngineClosedError, OverloadedError } from "../../../../src/scheduler/errors.js";
+import type { GenerationEvent, GenerationRequest, GenerationStream } from "../../../../src/scheduler/types.js";
+import { fakeStepRunner, type FakeStepRunner, type FakeStepOptions } from "./fake-step-runner.js";
 
 const LETTERS = "abcdefghijklmnopqrstuvwxyz".split("");
 const EOS = 26;
@@ -11,8 +11,8 @@ const request = (over: Partial<GenerationRequest> = {}): GenerationRequest => ({
 const prompt = (length: number, salt = 0) => Array.from({ length }, (_, i) => (i * 7 + salt) % 26);
 
 function setup(backend: Partial<FakeStepOptions> = {}, engine: Partial<BatchEngineOptions> = {}) {
-  const fake = fakeStepBackend({ slots: 4, vocab, stopTokenIds: [EOS], ...backend });
-  return { fake, engine: new BatchEngine(fake, { name: "m", ...engine }) };
+  const fake = fakeStepRunner({ slots: 4, vocab, stopTokenIds: [EOS], ...backend });
+  return { fake, engine: new BatchEngine(fake, fake, { name: "m", contextLength: fake.contextLength, stopTokenIds: fake.stopTokenIds, ...engine }) };
 }
 
 async function collect(stream: GenerationStream) {
@@ -30,8 +30,8 @@ async function alone(req: GenerationRequest, backend: Partial<FakeStepOptions> =
   return collect(e.submit(req));
 }
 
-const decodes = (fake: FakeStepBackend) => fake.calls.filter((c) => c.kind === "decode");
-const prefills = (fake: FakeStepBackend) => fake.calls.filter((c) => c.kind === "prefill");
+const decodes = (fake: FakeStepRunner) => fake.calls.filter((c) => c.kind === "decode");
+const prefills = (fake: FakeStepRunner) => fake.calls.filter((c) => c.kind === "prefill");
 
 describe("BatchEngine", () => {
   it("streams token deltas then a finish event", async () => {
@@ -274,14 +274,65 @@ describe("BatchEngine", () => {
     expect(prefills(fake).filter((c) => c.seqIds[0] === third).map((c) => c.seq)).toEqual([2]); // 8 of 10 reused
   });
 
-  it("fails only the requests of a failing step; the others carry on", async () => {
-    const boom = new Error("boom");
-    const { engine } = setup({ slots: 2, failWhen: { match: (c) => c.rows === 1 && c.seq === 5, error: boom } });
+  it("fails only the requests of a failing forward pass; the others carry on", async () => {
+    const { engine } = setup({ slots: 2, failForwardOf: { opened: 1, message: "boom" } });
     const bad = collect(engine.submit(request({ promptIds: prompt(5), maxTokens: 3 })));
     const good = collect(engine.submit(request({ promptIds: prompt(4), maxTokens: 3 })));
     await expect(bad).rejects.toThrow("boom");
     expect((await good).finish[0]).toMatchObject({ reason: "length", completionTokens: 3 });
     expect(engine.load).toEqual({ waiting: 0, running: 0 });
+  });
+
+  it("carries slot operations inside the step message: one message per model call", async () => {
+    const { engine, fake } = setup({ slots: 2 });
+    await Promise.all([0, 1, 2].map((i) => collect(engine.submit(request({ promptIds: prompt(5, i), maxTokens: 3 })))));
+    await engine.close();
+    // Every message ran a forward pass except the one that delivers the last closes.
+    expect(fake.messages).toBe(fake.calls.length + 1);
+    const first = fake.calls[0];
+    expect(first.ops.map((o) => o.op)).toEqual(["copy", "open", "copy", "open"]);
+    expect(fake.closed).toHaveLength(3);
+    expect(fake.samplers.size).toBe(0);
+  });
+
+  it("a failed slot operation fails only the sequence it names", async () => {
+    // The second request's prefix copy fails in the worker; the first and third are untouched.
+    const secondSeq = 2;
+    const { engine } = setup({ slots: 3, failOp: { match: (op) => op.op === "copy" && op.seqId === secondSeq, message: "copy failed: slot 9 holds 0" } });
+    const reqs = [0, 1, 2].map((i) => request({ promptIds: prompt(6, i), maxTokens: 4 }));
+    const [a, b, c] = reqs.map((r) => collect(engine.submit(r)));
+    await expect(b).rejects.toThrow(/copy failed/);
+    expect((await a).text).toBe((await alone(reqs[0])).text);
+    expect((await c).text).toBe((await alone(reqs[2])).text);
+    expect(engine.load).toEqual({ waiting: 0, running: 0 });
+    // Its slot was not trusted again: a new request gets a full prefill there.
+    expect((await collect(engine.submit(reqs[1]))).text).toBe((await alone(reqs[1])).text);
+  });
+
+  it("a message that never comes back fails its call's sequences and those its operations named, and no others", async () => {
+    const lost = new Error("worker gone");
+    const { engine } = setup({ slots: 2, stepDelayMs: 1, failWhen: { match: (c) => c.rows === 1 && c.seq === 7, error: lost } });
+    const early = collect(engine.submit(request({ promptIds: prompt(3), maxTokens: 6 })));
+    await new Promise((r) => setTimeout(r, 5));
+    const late = collect(engine.submit(request({ promptIds: prompt(7, 1), maxTokens: 3 })));
+    await expect(late).rejects.toThrow("worker gone");
+    expect((await early).finish[0]).toMatchObject({ reason: "length", completionTokens: 6 });
+  });
+
+  it("pauses a choice whose reader falls behind, keeps the others decoding, and resumes it when read", async () => {
+    const { engine, fake } = setup({ slots: 2, stepDelayMs: 1, next: () => 0 }, { maxBacklog: 8 });
+    const slow = engine.submit(request({ promptIds: prompt(3), maxTokens: 200 }));
+    const fast = collect(engine.submit(request({ promptIds: prompt(3, 1), maxTokens: 40 })));
+    expect((await fast).finish[0].completionTokens).toBe(40);
+    await new Promise((r) => setTimeout(r, 20));
+    const snapshot = engine.stats.snapshot();
+    expect(snapshot.paused).toBe(1);
+    const computedWhilePaused = fake.computed;
+    await new Promise((r) => setTimeout(r, 20));
+    expect(fake.computed).toBe(computedWhilePaused); // nothing is generated for nobody
+    const unread = await collect(slow);
+    expect(unread.finish[0]).toMatchObject({ reason: "length", completionTokens: 200 });
+    expect(engine.stats.snapshot().paused).toBe(0);
   });
 
   it("validates requests", () => {

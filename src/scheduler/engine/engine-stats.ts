@@ -4,39 +4,10 @@
  * with {@link EngineStats.snapshot}; and hooks called as things happen ({@link EngineObserver}),
  * for a metrics module that prefers to record each observation itself.
  */
+import { Histogram, type HistogramSnapshot } from "./histogram.js";
 import type { PrefixStats } from "./kv-slots.js";
 
-/** A cumulative histogram: `counts[i]` observations were <= `bounds[i]`; the last count is +Inf. */
-export interface HistogramSnapshot {
-  bounds: readonly number[];
-  /** Cumulative counts, one per bound plus one for +Inf (Prometheus `le` buckets). */
-  counts: number[];
-  sum: number;
-  count: number;
-}
-
-class Histogram {
-  private readonly counts: number[];
-  private sum = 0;
-  private count = 0;
-
-  constructor(readonly bounds: readonly number[]) {
-    this.counts = new Array<number>(bounds.length + 1).fill(0);
-  }
-
-  observe(value: number): void {
-    let i = 0;
-    while (i < this.bounds.length && value > this.bounds[i]) i++;
-    this.counts[i]++;
-    this.sum += value;
-    this.count++;
-  }
-
-  snapshot(): HistogramSnapshot {
-    let running = 0;
-    return { bounds: this.bounds, counts: this.counts.map((c) => (running += c)), sum: this.sum, count: this.count };
-  }
-}
+export type { HistogramSnapshot } from "./histogram.js";
 
 /** One engine step, as reported to {@link EngineObserver.onStep}. */
 export interface StepRecord {
@@ -66,9 +37,10 @@ export interface EngineObserver {
 
 /** Everything at once, for a scrape. */
 export interface EngineStatsSnapshot {
-  /** Gauges, in sequences (choices): holding a KV slot, and queued for one. */
+  /** Gauges, in sequences (choices): holding a KV slot, queued for one, and paused for a slow reader. */
   running: number;
   waiting: number;
+  paused: number;
   /** KV slots in all (the most sequences that run at once). */
   slots: number;
   /** Steps taken. */
@@ -112,6 +84,7 @@ export class EngineStats implements EngineStatsReader {
   private copies = 0;
   running = 0;
   waiting = 0;
+  paused = 0;
   promptTokensComputed = 0;
   completionTokens = 0;
   sharedPromptTokens = 0;
@@ -146,6 +119,7 @@ export class EngineStats implements EngineStatsReader {
     return {
       running: this.running,
       waiting: this.waiting,
+      paused: this.paused,
       slots: this.slots,
       steps: this.steps,
       batchSize: this.batchSize.snapshot(),

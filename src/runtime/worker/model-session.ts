@@ -1,15 +1,15 @@
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
-import { ARTIFACT_FILES, type ArtifactManifest, readManifest } from "./artifact.js";
-import { KvPool } from "./kv-pool.js";
+import { ARTIFACT_FILES, type ArtifactManifest, checkTextGraphIo, KV_GROWTH_POSITIONS, readManifest, TEXT_GRAPH } from "../artifact/index.js";
+import { KvPool } from "../kv-pool.js";
 
-/** Runtime options for one loaded text model. */
-export interface TextModelOptions {
+/** Options of one model session (what `kiln serve` and the tests choose per loaded model). */
+export interface SessionOptions {
   /** ONNX Runtime intra-op threads. Default: 2. */
   threads?: number;
   /** Sequence slots in the KV pool (the most sequences that can be cached at once). Default: 1. */
   slots?: number;
-  /** KV capacity growth step, in positions. Default: 128. */
+  /** KV capacity growth step, in positions. Default: {@link KV_GROWTH_POSITIONS} (128). */
   kvChunk?: number;
   /** onnxruntime graph optimizations applied when the session loads. Default: "all". */
   graphOptimizationLevel?: "disabled" | "basic" | "extended" | "all";
@@ -32,11 +32,11 @@ export interface StepTimings {
 const NEG_INF = -Infinity;
 
 /**
- * One compiled text model on the current thread: an ONNX Runtime session plus the KV pool it reads.
- * `forward` runs one step for `rows` consecutive slots, each taking `seq` new tokens, and returns the
- * last position's logits per row. It never decides who runs; it only computes.
+ * The model session: one compiled text graph on the worker thread, i.e. an ONNX Runtime session
+ * plus the KV pool it reads. `forward` runs one step for `rows` consecutive slots, each taking `seq`
+ * new tokens, and returns the last position's logits per row. It never decides who runs.
  */
-export class TextModel {
+export class ModelSession {
   /** Timings of the most recent `forward`. */
   readonly lastStep: StepTimings = { feedMs: 0, growMs: 0, runMs: 0, appendMs: 0 };
 
@@ -46,8 +46,9 @@ export class TextModel {
     readonly kv: KvPool,
   ) {}
 
-  static async load(artifactDir: string, options: TextModelOptions = {}): Promise<TextModel> {
+  static async load(artifactDir: string, options: SessionOptions = {}): Promise<ModelSession> {
     const manifest = readManifest(artifactDir);
+    checkTextGraphIo(manifest.io, manifest.shape.layers, `the artifact ${manifest.id}`);
     const session = await ort.InferenceSession.create(join(artifactDir, ARTIFACT_FILES.graph), {
       executionProviders: ["cpu"],
       intraOpNumThreads: options.threads ?? 2,
@@ -56,8 +57,9 @@ export class TextModel {
       executionMode: "sequential",
       ...(options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: options.profileFilePrefix } : {}),
     });
-    const kv = new KvPool(manifest.shape, options.slots ?? 1, options.kvChunk ?? 128);
-    return new TextModel(manifest, session, kv);
+    checkTextGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, manifest.shape.layers, `the graph of ${manifest.id}`);
+    const kv = new KvPool(manifest.shape, options.slots ?? 1, options.kvChunk ?? KV_GROWTH_POSITIONS);
+    return new ModelSession(manifest, session, kv);
   }
 
   get vocab(): number {
@@ -92,28 +94,28 @@ export class TextModel {
       }
     }
     const feeds: Record<string, ort.Tensor> = {
-      input_ids: new ort.Tensor("int64", ids, [rows, seq]),
-      position_ids: new ort.Tensor("int64", positions, [rows, seq]),
-      past_mask: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
-      new_mask: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, seq), [1, 1, (shape.heads / shape.kvHeads) * seq, seq]),
+      [TEXT_GRAPH.inputIds]: new ort.Tensor("int64", ids, [rows, seq]),
+      [TEXT_GRAPH.positionIds]: new ort.Tensor("int64", positions, [rows, seq]),
+      [TEXT_GRAPH.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
+      [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, seq), [1, 1, (shape.heads / shape.kvHeads) * seq, seq]),
     };
     const stride = kv.slotStride;
     for (let l = 0; l < shape.layers; l++) {
       const keys = kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
       const values = kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
-      feeds[`past_key_t.${l}`] = new ort.Tensor("float32", keys, [rows, shape.kvHeads, shape.headDim, cap]);
-      feeds[`past_value.${l}`] = new ort.Tensor("float32", values, [rows, shape.kvHeads, cap, shape.headDim]);
+      feeds[TEXT_GRAPH.pastKey(l)] = new ort.Tensor("float32", keys, [rows, shape.kvHeads, shape.headDim, cap]);
+      feeds[TEXT_GRAPH.pastValue(l)] = new ort.Tensor("float32", values, [rows, shape.kvHeads, cap, shape.headDim]);
     }
     const t2 = performance.now();
     const out = await this.session.run(feeds);
     const t3 = performance.now();
     for (let l = 0; l < shape.layers; l++) {
-      kv.append(l, firstSlot, rows, seq, out[`present_key.${l}`].data as Float32Array, out[`present_value.${l}`].data as Float32Array);
+      kv.append(l, firstSlot, rows, seq, out[TEXT_GRAPH.presentKey(l)].data as Float32Array, out[TEXT_GRAPH.presentValue(l)].data as Float32Array);
     }
     kv.advance(firstSlot, rows, seq);
     const t4 = performance.now();
     Object.assign(this.lastStep, { growMs: t1 - t0, feedMs: t2 - t1, runMs: t3 - t2, appendMs: t4 - t3 });
-    return out.logits.data as Float32Array;
+    return out[TEXT_GRAPH.logits].data as Float32Array;
   }
 
   /** Ends a profile started with `profileFilePrefix`; the file lands next to that prefix. */

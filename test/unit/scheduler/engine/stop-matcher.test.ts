@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { StopMatcher } from "../../../src/scheduler/stop-matcher.js";
+import { StopMatcher } from "../../../../src/scheduler/engine/stop-matcher.js";
 
 function feed(stops: string[], pieces: string[]) {
   const m = new StopMatcher(stops);

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { ChoiceOutput } from "../../../src/scheduler/choice-output.js";
-import { fakeBackend } from "./fake-backend.js";
+import { ChoiceOutput } from "../../../../src/scheduler/engine/choice-output.js";
+import { fakeStepRunner } from "./fake-step-runner.js";
 
 const euro = new TextEncoder().encode("€"); // 3 bytes
 const vocab = ["Hi", " there", "!", "<", "/", "s", ">", euro.slice(0, 2), euro.slice(2), " ok"];
 
 function run(tokens: number[], stop: string[], logprobs = false) {
-  const backend = fakeBackend({ vocab, script: [] });
+  const backend = fakeStepRunner({ slots: 1, vocab });
   const out = new ChoiceOutput(backend.createDecoder(), { stop, logprobs: logprobs ? { top: 1 } : undefined, tokenBytes: backend.tokenBytes });
   const deltas: string[] = [];
   const lps: string[] = [];

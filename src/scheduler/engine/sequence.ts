@@ -10,7 +10,7 @@
  * is the next decode input. The engine moves it along; this class only keeps the books.
  */
 import type { ChoiceOutput } from "./choice-output.js";
-import type { FinishReason } from "./types.js";
+import type { FinishReason } from "../types.js";
 
 export type SequenceStatus = "waiting" | "prefilling" | "running" | "finished" | "cancelled";
 
@@ -53,6 +53,8 @@ export class Sequence {
   /** Siblings waiting on this sequence's prefill. */
   readonly followers: Sequence[] = [];
   finishReason: FinishReason | null = null;
+  /** Its reader has fallen behind (too many undelivered events): it skips decode steps until caught up. */
+  paused = false;
   /** Clock readings (ms) of the first and last generated token. */
   firstTokenAt = 0;
   lastTokenAt = 0;
@@ -72,9 +74,9 @@ export class Sequence {
     return this.status === "prefilling" || this.status === "running";
   }
 
-  /** Ready to take a decode step: its next input is its last sampled token. */
+  /** Ready to take a decode step: its next input is its last sampled token, and its reader keeps up. */
   get ready(): boolean {
-    return this.status === "running";
+    return this.status === "running" && !this.paused;
   }
 
   /** Prompt tokens still to compute; 0 while it waits for a sibling's prefill. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { KvSlots, type SlotHolder } from "../../../src/scheduler/kv-slots.js";
+import { KvSlots, type SlotHolder } from "../../../../src/scheduler/engine/kv-slots.js";
 
 let ids = 0;
 function holder(tokens: number[], cached = tokens.length, ready = false): SlotHolder & { ready: boolean; cached: number; exact: number } {
@@ -15,8 +15,8 @@ describe("KvSlots", () => {
     expect(kv.allocate(b, b.tokens, 0).slot).toBe(1);
     expect(kv.free).toBe(1);
     expect(kv.takeCopies()).toEqual([
-      { from: 0, to: 0, length: 0 },
-      { from: 1, to: 1, length: 0 },
+      { from: 0, to: 0, length: 0, seqId: a.id },
+      { from: 1, to: 1, length: 0, seqId: b.id },
     ]);
   });
 
@@ -27,7 +27,7 @@ describe("KvSlots", () => {
     kv.takeCopies();
     kv.release(hs[1]);
     kv.pack();
-    expect(kv.takeCopies()).toEqual([{ from: 3, to: 1, length: 2 }]);
+    expect(kv.takeCopies()).toEqual([{ from: 3, to: 1, length: 2, seqId: hs[3].id }]);
     expect(hs[3].slot).toBe(1);
     expect(kv.runs()).toEqual([{ first: 0, holders: [hs[0], hs[3], hs[2]] }]);
   });
@@ -42,8 +42,8 @@ describe("KvSlots", () => {
     ready.ready = true;
     kv.pack();
     expect(kv.takeCopies()).toEqual([
-      { from: 0, to: 2, length: 3 },
-      { from: 1, to: 0, length: 1 },
+      { from: 0, to: 2, length: 3, seqId: prefilling.id },
+      { from: 1, to: 0, length: 1, seqId: ready.id },
     ]);
     expect(kv.runs()).toEqual([{ first: 0, holders: [ready] }]);
   });
@@ -72,9 +72,9 @@ describe("KvSlots", () => {
     const b = holder([1, 2, 3, 4, 5, 0]);
     expect(kv.allocate(b, b.tokens, 5)).toEqual({ slot: 0, reused: 4, exact: 4 }); // in place: its own slot's leftover
     expect(kv.takeCopies()).toEqual([
-      { from: 0, to: 0, length: 0 },
-      { from: 0, to: 1, length: 8 },
-      { from: 0, to: 0, length: 4 },
+      { from: 0, to: 0, length: 0, seqId: running.id },
+      { from: 0, to: 1, length: 8, seqId: a.id },
+      { from: 0, to: 0, length: 4, seqId: b.id },
     ]);
     expect(kv.prefix).toEqual({ lookups: 2, promptTokens: 18, hitTokens: 12 });
   });
@@ -92,7 +92,9 @@ describe("KvSlots", () => {
     const kv = new KvSlots(1, { reuse: "any" });
     const a = holder([1, 2, 3]);
     kv.allocate(a, [], 0);
+    kv.takeCopies();
     kv.release(a, false);
+    expect(kv.takeCopies()).toEqual([{ from: 0, to: 0, length: 0 }]); // a truncation that names nobody
     const b = holder([1, 2, 3, 4]);
     expect(kv.allocate(b, b.tokens, 3).reused).toBe(0);
   });

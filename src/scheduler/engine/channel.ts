@@ -1,6 +1,7 @@
 /**
  * A one-consumer async queue: the engine pushes events as they happen, the caller iterates them
- * at its own pace. Ending the iteration early (break / return()) calls `onCancel`.
+ * at its own pace. Ending the iteration early (break / return()) calls `onCancel`; taking an item
+ * calls `onTake`, so a producer that stopped for a slow consumer can go on.
  */
 export class Channel<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
@@ -9,8 +10,19 @@ export class Channel<T> implements AsyncIterable<T> {
   private ended = false;
   private error: { value: unknown } | null = null;
 
-  /** @param onCancel called once when the consumer stops before the end. */
-  constructor(private readonly onCancel: () => void = () => {}) {}
+  /**
+   * @param onCancel called once when the consumer stops before the end.
+   * @param onTake called after the consumer takes a queued item.
+   */
+  constructor(
+    private readonly onCancel: () => void = () => {},
+    private readonly onTake: () => void = () => {},
+  ) {}
+
+  /** Items pushed and not yet taken by the consumer. */
+  get backlog(): number {
+    return this.items.length;
+  }
 
   push(item: T): void {
     if (this.ended) return;
@@ -45,7 +57,11 @@ export class Channel<T> implements AsyncIterable<T> {
   [Symbol.asyncIterator](): AsyncIterator<T> {
     return {
       next: () => {
-        if (this.items.length > 0) return Promise.resolve({ value: this.items.shift()!, done: false });
+        if (this.items.length > 0) {
+          const value = this.items.shift()!;
+          this.onTake();
+          return Promise.resolve({ value, done: false });
+        }
         if (this.error) {
           const { value } = this.error;
           this.error = null;

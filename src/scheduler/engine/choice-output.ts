@@ -2,8 +2,9 @@
  * The text of one choice as it is generated: token ids -> UTF-8-safe text deltas -> stop-string
  * hold-back, with each token's log probability released together with the text it produced.
  */
+import type { SampleResult } from "../../runtime/sampling/index.js";
+import type { EmittedTokenLogprob, TokenDecoder, TokenLogprob } from "../types.js";
 import { StopMatcher } from "./stop-matcher.js";
-import type { EmittedTokenLogprob, SampledToken, TokenDecoder, TokenLogprob } from "./types.js";
 
 export interface ChoiceOutputOptions {
   /** Stop strings (see {@link StopMatcher}). Default none. */
@@ -42,7 +43,7 @@ export class ChoiceOutput {
   }
 
   /** Feeds one generated token. */
-  push(sample: SampledToken): ChoiceStep {
+  push(sample: SampleResult): ChoiceStep {
     const piece = this.decoder.push(sample.token);
     const start = this.rawLength;
     this.rawLength += piece.length;
@@ -77,7 +78,7 @@ export class ChoiceOutput {
     return out;
   }
 
-  private logprobEntry(sample: SampledToken): EmittedTokenLogprob {
+  private logprobEntry(sample: SampleResult): EmittedTokenLogprob {
     const describe = (token: number, logprob: number): TokenLogprob => {
       const bytes = this.options.tokenBytes?.(token) ?? new Uint8Array();
       return { token: whole.decode(bytes), logprob, bytes: [...bytes] };

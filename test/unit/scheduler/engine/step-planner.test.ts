@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { admissions, nextChunk, planStep, waitingAfterAdmission, type PrefillCandidate } from "../../../src/scheduler/scheduler.js";
+import { admissions, nextChunk, planStep, waitingAfterAdmission, type PrefillCandidate } from "../../../../src/scheduler/engine/step-planner.js";
 
 const limits = { stepTokens: 64, prefillChunk: 16 };
 const cand = (cached: number, promptLength: number, eligible = true): PrefillCandidate => ({ cached, promptLength, eligible });

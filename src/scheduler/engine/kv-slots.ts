@@ -37,6 +37,8 @@ export interface KvCopy {
   from: number;
   to: number;
   length: number;
+  /** The holder whose cache lands in `to` (it fails if the copy does); absent for a truncation of a freed slot. */
+  seqId?: number;
 }
 
 export interface KvSlotsOptions {
@@ -119,13 +121,13 @@ export class KvSlots {
       this.prefix.hitTokens += best.length;
     }
     this.take(slot, holder);
-    this.copies.push({ from: best.from, to: slot, length: best.length });
+    this.copies.push({ from: best.from, to: slot, length: best.length, seqId: holder.id });
     return { slot, reused: best.length, exact: best.exact };
   }
 
   /** Copies `length` cached positions of `from`'s slot into `to`'s (a sibling sharing a prefill). */
   share(from: SlotHolder, to: SlotHolder, length: number): void {
-    this.copies.push({ from: from.slot, to: to.slot, length });
+    this.copies.push({ from: from.slot, to: to.slot, length, seqId: to.id });
   }
 
   /**
@@ -179,6 +181,11 @@ export class KvSlots {
     return runs;
   }
 
+  /** Whether copies wait to be taken. */
+  get hasCopies(): boolean {
+    return this.copies.length > 0;
+  }
+
   /** The copies decided so far, in order (the caller must send them before its next model step). */
   takeCopies(): KvCopy[] {
     const out = this.copies;
@@ -194,7 +201,7 @@ export class KvSlots {
 
   private move(from: number, to: number): void {
     const holder = this.owners[from]!;
-    this.copies.push({ from, to, length: holder.cached });
+    this.copies.push({ from, to, length: holder.cached, seqId: holder.id });
     this.owners[from] = null;
     this.leftovers[from] = { tokens: holder.tokens, length: holder.cached, exact: holder.exact };
     this.take(to, holder);

@@ -1,0 +1,32 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ARTIFACT_FILES, type ArtifactManifest, readManifest, readTokenizerSpec } from "./artifact/index.js";
+import { ModelWorker } from "./model-worker.js";
+import { ChatTemplate, Tokenizer } from "./text/index.js";
+import type { SessionOptions } from "./worker/model-session.js";
+
+/**
+ * A loaded model: everything one artifact folder gives at run time, read by its manifest: the
+ * model worker (the thread with the ONNX session and KV pool), the tokenizer and the chat template.
+ */
+export class LoadedModel {
+  private constructor(
+    readonly manifest: ArtifactManifest,
+    readonly worker: ModelWorker,
+    readonly tokenizer: Tokenizer,
+    readonly template: ChatTemplate | null,
+  ) {}
+
+  static async load(artifactDir: string, options: SessionOptions = {}): Promise<LoadedModel> {
+    const manifest = readManifest(artifactDir);
+    const tokenizer = Tokenizer.fromSpec(readTokenizerSpec(artifactDir));
+    const templatePath = join(artifactDir, ARTIFACT_FILES.chatTemplate);
+    const template = existsSync(templatePath) ? new ChatTemplate(readFileSync(templatePath, "utf8")) : null;
+    const worker = await ModelWorker.start(artifactDir, options);
+    return new LoadedModel(manifest, worker, tokenizer, template);
+  }
+
+  async close(): Promise<void> {
+    await this.worker.stop();
+  }
+}

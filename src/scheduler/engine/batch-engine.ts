@@ -1,0 +1,572 @@
+/**
+ * The engine: continuous batching, where many sequences of one model share each model step. Every
+ * step is schedule -> run -> postprocess:
+ *
+ * - schedule: drop cancelled sequences, pause those whose reader has fallen behind, pack running
+ *   ones into consecutive KV slots, admit waiting choices into free slots (first come first served,
+ *   reusing cached prompt prefixes), then plan the step: one decode token for every running
+ *   sequence, and prompt chunks of prefilling ones within the step's token budget
+ *   (`step-planner.ts`);
+ * - run: one decode call over the running slots, then the prefill calls; each call is one message
+ *   to the step runner, carrying the slot operations decided since the previous call;
+ * - postprocess: sampled tokens become text deltas (stop tokens, stop strings, max tokens and the
+ *   context end finish a choice), finished sequences free their slots.
+ *
+ * The n choices of a request share one prefill: the first choice computes the prompt, the others
+ * sample their first token from the same logits (each with its own stream of the seed) and copy
+ * its cache. Requests beyond the waiting bound are refused at once (`OverloadedError`). A failure
+ * fails the requests of the sequences it touched, and no others.
+ */
+import type { RowSample, StepResult } from "../../runtime/step-protocol.js";
+import { EngineClosedError, OverloadedError } from "../errors.js";
+import type { FinishReason, GenerationEvent, GenerationRequest, GenerationStream, TokenText } from "../types.js";
+import { Channel } from "./channel.js";
+import { ChoiceOutput } from "./choice-output.js";
+import { EngineStats } from "./engine-stats.js";
+import { KvSlots, type PrefixReuse } from "./kv-slots.js";
+import { Sequence } from "./sequence.js";
+import { SlotOps } from "./slot-ops.js";
+import { admissions, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS, planStep, waitingAfterAdmission, type StepLimits } from "./step-planner.js";
+import type { StepCall, StepRunner } from "./step-runner.js";
+
+export interface BatchEngineOptions {
+  /** Name used in error messages: the model's slug. */
+  name: string;
+  /** Tokens each sequence may hold, prompt plus completion (the model's context, or less to bound KV memory). */
+  contextLength: number;
+  /** Token ids that end a choice (never emitted). */
+  stopTokenIds: readonly number[];
+  /** Most sequences (choices) holding a KV slot at once, i.e. the largest decode batch. Default: every slot of the runner. */
+  maxRunning?: number;
+  /** Most requests waiting for a slot; more are refused with `OverloadedError`. Default 64. */
+  maxWaiting?: number;
+  /**
+   * Most tokens computed per step, decode rows and prompt tokens together. Default 512, or one
+   * prefill chunk plus a full decode batch when that is more.
+   */
+  stepTokens?: number;
+  /** Prompt tokens per prefill call; prompts are cut at multiples of it. Default 256. */
+  prefillChunk?: number;
+  /** Reuse of cached prompt prefixes (see {@link PrefixReuse}). Default "exact". */
+  prefixReuse?: PrefixReuse;
+  /**
+   * Events per choice a reader may leave undelivered before the choice pauses (holding its slot,
+   * skipping decode steps) until the reader has taken half of them: a slow reader costs no memory.
+   * Default 64.
+   */
+  maxBacklog?: number;
+  /** Clock in milliseconds. Default `performance.now`. */
+  now?: () => number;
+}
+
+export const DEFAULT_MAX_RUNNING = 16;
+export const DEFAULT_MAX_WAITING = 64;
+const DEFAULT_MAX_BACKLOG = 64;
+
+interface Job {
+  request: GenerationRequest;
+  channel: Channel<GenerationEvent>;
+  sequences: Sequence[];
+  /** Choices not admitted yet, in order. */
+  waiting: Sequence[];
+  unfinished: number;
+  submittedAt: number;
+  admitted: boolean;
+  cancelled: boolean;
+  done: boolean;
+  detach: () => void;
+}
+
+/** One model call of a step, as planned. */
+type PlannedCall =
+  | { kind: "decode"; firstSlot: number; seqs: Sequence[] }
+  | { kind: "prefill"; seq: Sequence; start: number; count: number; last: boolean; forks: Sequence[] };
+
+export class BatchEngine {
+  /** Jobs with choices still waiting for a slot, oldest first. */
+  private readonly queue: Job[] = [];
+  /** Sequences holding a slot, in admission order (prefill goes oldest first). */
+  private live: Sequence[] = [];
+  private readonly jobOf = new Map<Sequence, Job>();
+  private readonly byId = new Map<number, Sequence>();
+  private readonly cancelled = new Set<Job>();
+  private readonly kv: KvSlots;
+  private readonly ops: SlotOps;
+  private readonly limits: StepLimits;
+  private readonly maxWaiting: number;
+  private readonly maxBacklog: number;
+  private readonly stopTokens: Set<number>;
+  private readonly now: () => number;
+  private looping = false;
+  private closed = false;
+  private activeJobs = 0;
+  private idleWaiters: Array<() => void> = [];
+  private wakeUp: (() => void) | null = null;
+  private woken = false;
+  private nextSequenceId = 1;
+  /** Gauges, histograms and hooks for metrics. */
+  readonly stats: EngineStats;
+
+  constructor(
+    private readonly runner: StepRunner,
+    private readonly text: TokenText,
+    private readonly options: BatchEngineOptions,
+  ) {
+    const slots = Math.min(options.maxRunning ?? runner.slots, runner.slots);
+    if (!(slots >= 1)) throw new RangeError(`maxRunning must be at least 1 (the runner has ${runner.slots} slots)`);
+    const prefillChunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
+    this.limits = { stepTokens: options.stepTokens ?? Math.max(DEFAULT_STEP_TOKENS, prefillChunk + slots), prefillChunk };
+    if (!(this.limits.prefillChunk >= 1 && this.limits.stepTokens >= 1)) throw new RangeError("stepTokens and prefillChunk must be positive");
+    this.kv = new KvSlots(slots, { reuse: options.prefixReuse ?? "exact", align: this.limits.prefillChunk });
+    this.ops = new SlotOps(this.kv);
+    this.maxWaiting = options.maxWaiting ?? DEFAULT_MAX_WAITING;
+    this.maxBacklog = options.maxBacklog ?? DEFAULT_MAX_BACKLOG;
+    this.stopTokens = new Set(options.stopTokenIds);
+    this.now = options.now ?? (() => performance.now());
+    this.stats = new EngineStats(slots, () => this.kv.prefix);
+  }
+
+  /** Tokens each sequence may hold, prompt plus completion. */
+  get contextLength(): number {
+    return this.options.contextLength;
+  }
+
+  /** Requests waiting for their first slot, and requests generating. */
+  get load(): { waiting: number; running: number } {
+    const waiting = this.queue.filter((j) => !j.admitted).length;
+    return { waiting, running: this.activeJobs - waiting };
+  }
+
+  /**
+   * Queues a request and returns its event stream. Throws `OverloadedError` at once when the
+   * waiting queue is full, and `EngineClosedError` once the engine is closed. Aborting `signal`
+   * (or ending the iteration early) cancels the request: it leaves the queue, or its generation
+   * stops at the next step.
+   */
+  submit(request: GenerationRequest, signal?: AbortSignal): GenerationStream {
+    if (this.closed) throw new EngineClosedError(this.options.name);
+    this.check(request);
+    const n = request.n ?? 1;
+    const wouldWait = waitingAfterAdmission([...this.queue.map((j) => ({ waitingChoices: j.waiting.length })), { waitingChoices: n }], this.kv.free);
+    if (wouldWait > this.maxWaiting) throw new OverloadedError(this.options.name, this.load.waiting);
+    const job: Job = {
+      request,
+      channel: null as never,
+      sequences: [],
+      waiting: [],
+      unfinished: n,
+      submittedAt: this.now(),
+      admitted: false,
+      cancelled: false,
+      done: false,
+      detach: () => {},
+    };
+    const cancel = () => this.cancel(job);
+    job.channel = new Channel<GenerationEvent>(cancel, () => this.readerCaughtUp(job));
+    for (let choice = 0; choice < n; choice++) {
+      const output = new ChoiceOutput(this.text.createDecoder(), { stop: request.stop, logprobs: request.logprobs, tokenBytes: (id) => this.text.tokenBytes(id) });
+      const seq = new Sequence({ id: this.nextSequenceId++, choice, promptIds: request.promptIds, maxTokens: request.maxTokens, contextLength: this.contextLength, output });
+      job.sequences.push(seq);
+      this.jobOf.set(seq, job);
+      this.byId.set(seq.id, seq);
+    }
+    job.waiting = [...job.sequences];
+    if (signal) {
+      signal.addEventListener("abort", cancel, { once: true });
+      job.detach = () => signal.removeEventListener("abort", cancel);
+    }
+    this.queue.push(job);
+    this.activeJobs++;
+    this.updateGauges();
+    if (signal?.aborted) cancel();
+    else this.kick();
+    return job.channel;
+  }
+
+  /** Refuses new requests; resolves once queued and running ones have finished. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.idle && !this.looping) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private get idle(): boolean {
+    return this.queue.length === 0 && this.live.length === 0;
+  }
+
+  private check(request: GenerationRequest): void {
+    if (request.promptIds.length === 0) throw new RangeError("the prompt must have at least one token");
+    if (request.promptIds.length >= this.contextLength) {
+      throw new RangeError(`a prompt of ${request.promptIds.length} tokens does not fit the context of ${this.contextLength}`);
+    }
+    if (!Number.isInteger(request.maxTokens) || request.maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${request.maxTokens}`);
+    const n = request.n ?? 1;
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be a positive integer, got ${n}`);
+  }
+
+  /** A request's caller went away: waiting choices end now, running ones at the next step. */
+  private cancel(job: Job): void {
+    if (job.done || job.cancelled) return;
+    job.cancelled = true;
+    job.detach();
+    for (const seq of job.waiting.splice(0)) this.finish(seq, "cancelled");
+    const at = this.queue.indexOf(job);
+    if (at !== -1) this.queue.splice(at, 1);
+    if (!job.done) this.cancelled.add(job);
+    this.updateGauges();
+    this.wake();
+    this.notifyIdle();
+  }
+
+  /** The consumer took an event: a choice paused for it may go on once half its backlog is read. */
+  private readerCaughtUp(job: Job): void {
+    if (job.channel.backlog < this.backlogLimit(job) / 2 && job.sequences.some((s) => s.paused)) this.wake();
+  }
+
+  private backlogLimit(job: Job): number {
+    return this.maxBacklog * job.sequences.length;
+  }
+
+  private kick(): void {
+    if (this.looping) {
+      this.wake();
+      return;
+    }
+    this.looping = true;
+    // After the current task, so a burst of submits is scheduled together.
+    queueMicrotask(() => void this.loop());
+  }
+
+  private wake(): void {
+    this.woken = true;
+    const wake = this.wakeUp;
+    this.wakeUp = null;
+    wake?.();
+  }
+
+  /** Waits for a reader to catch up, a new request or a cancellation. */
+  private async sleep(): Promise<void> {
+    if (!this.woken) await new Promise<void>((resolve) => (this.wakeUp = resolve));
+    this.woken = false;
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      while (!this.idle || !this.ops.empty) {
+        // Idle, but closes of the last finished sequences still owe the worker a message.
+        if (this.idle) await this.run({ firstSlot: 0, rows: 0, seq: 0, tokens: new Int32Array(0), seqIds: [], sample: [] }, []);
+        else if (!(await this.iteration())) await this.sleep();
+      }
+    } catch (err) {
+      this.failAll(err);
+    } finally {
+      this.looping = false;
+      this.notifyIdle();
+    }
+  }
+
+  /** One step: schedule -> run -> postprocess. Returns false when nothing could move (every running sequence waits for its reader). */
+  private async iteration(): Promise<boolean> {
+    const started = this.now();
+    const copiesBefore = this.ops.copies;
+    const changed = this.schedule();
+    const calls = this.plan();
+    let decodeRows = 0;
+    let decodeCalls = 0;
+    let prefillTokens = 0;
+    let prefillCalls = 0;
+    for (const call of calls) {
+      if (call.kind === "decode") {
+        // A failure earlier in this step may have freed some of these; they wait a step.
+        if (call.seqs.some((s, r) => !s.ready || s.slot !== call.firstSlot + r)) continue;
+        const result = await this.run(decodeCall(call), call.seqs);
+        decodeRows += call.seqs.length;
+        decodeCalls++;
+        if (result) this.decoded(call.seqs, result);
+      } else {
+        if (call.seq.status !== "prefilling" || this.jobOf.get(call.seq)?.cancelled !== false) continue;
+        const forks = call.forks.filter((f) => f.status === "prefilling" && f.shareFrom === call.seq);
+        const result = await this.run(prefillCall(call, forks), [call.seq, ...forks]);
+        prefillTokens += call.count;
+        prefillCalls++;
+        if (result) this.prefilled(call.seq, call.count, forks, result);
+      }
+    }
+    const progressed = changed || decodeCalls + prefillCalls > 0;
+    if (!progressed && !this.idle && !this.live.some((s) => s.paused)) throw new Error("batch engine: no sequence can make progress (scheduler bug)");
+    this.updateGauges();
+    this.stats.step({
+      decodeRows,
+      decodeCalls,
+      prefillTokens,
+      prefillCalls,
+      copies: this.ops.copies - copiesBefore,
+      seconds: (this.now() - started) / 1000,
+      running: this.stats.running,
+      waiting: this.stats.waiting,
+    });
+    return progressed;
+  }
+
+  /** Schedule: reap cancelled, pause or resume for readers, pack slots, admit. Returns whether anything changed. */
+  private schedule(): boolean {
+    const reaped = this.reap();
+    this.applyBackpressure();
+    this.kv.pack();
+    const admitted = this.admit();
+    this.updateGauges();
+    return reaped + admitted > 0;
+  }
+
+  /** The step's model calls: one decode call per run of consecutive ready slots, then prompt chunks. */
+  private plan(): PlannedCall[] {
+    const calls: PlannedCall[] = this.kv.runs().map((run) => ({ kind: "decode", firstSlot: run.first, seqs: run.holders as Sequence[] }));
+    const decodeRows = calls.reduce((n, c) => n + (c.kind === "decode" ? c.seqs.length : 0), 0);
+    const prefilling = this.live.filter((s) => s.status === "prefilling");
+    const step = planStep(
+      decodeRows,
+      prefilling.map((s) => ({ cached: s.cached, promptLength: s.promptLength, eligible: s.shareFrom === null })),
+      this.limits,
+    );
+    for (const chunk of step.prefill) {
+      const seq = prefilling[chunk.index];
+      calls.push({ kind: "prefill", seq, start: chunk.start, count: chunk.count, last: chunk.last, forks: chunk.last ? [...seq.followers] : [] });
+    }
+    return calls;
+  }
+
+  /** Ends the live sequences of cancelled requests; returns how many. */
+  private reap(): number {
+    let n = 0;
+    for (const job of this.cancelled) {
+      for (const seq of job.sequences) {
+        if (seq.live) {
+          this.finish(seq, "cancelled");
+          n++;
+        }
+      }
+    }
+    this.cancelled.clear();
+    return n;
+  }
+
+  /** A running choice whose reader has too many events undelivered skips decode steps until it catches up. */
+  private applyBackpressure(): void {
+    for (const seq of this.live) {
+      const job = this.jobOf.get(seq);
+      if (!job || seq.status !== "running") continue;
+      const backlog = job.channel.backlog;
+      const limit = this.backlogLimit(job);
+      if (!seq.paused && backlog >= limit) seq.paused = true;
+      else if (seq.paused && backlog < limit / 2) seq.paused = false;
+    }
+  }
+
+  /** Gives free slots to waiting choices, oldest request first; returns how many. */
+  private admit(): number {
+    const count = admissions(
+      this.queue.map((j) => ({ waitingChoices: j.waiting.length })),
+      this.kv.free,
+    );
+    for (let i = 0; i < count; i++) {
+      const job = this.queue[0];
+      const seq = job.waiting.shift()!;
+      if (job.waiting.length === 0) this.queue.shift();
+      if (!job.admitted) {
+        job.admitted = true;
+        this.stats.queued((this.now() - job.submittedAt) / 1000);
+      }
+      const leader = job.sequences.find((s) => s !== seq && s.status === "prefilling" && s.shareFrom === null);
+      if (leader) {
+        // A sibling is computing this very prompt: wait for it and copy its cache.
+        const { slot } = this.kv.allocate(seq, seq.tokens, 0);
+        seq.admit(slot, 0, 0);
+        seq.shareFrom = leader;
+        leader.followers.push(seq);
+      } else {
+        const a = this.kv.allocate(seq, seq.tokens, seq.promptLength - 1);
+        seq.admit(a.slot, a.reused, a.exact);
+      }
+      this.live.push(seq);
+      this.ops.open(seq.id, seq.slot, job.request.sampling, seq.choice, seq.cached);
+    }
+    return count;
+  }
+
+  /**
+   * Run: one step message with the slot operations pending before it. A sequence the worker could
+   * not serve fails its request; a forward pass that failed fails the requests of the call's
+   * sequences (returns null); a message that never came back also fails those its operations named.
+   */
+  private async run(call: Omit<StepCall, "ops">, seqs: Sequence[]): Promise<StepResult | null> {
+    const ops = this.ops.take();
+    let result: StepResult;
+    try {
+      result = await this.runner.step({ ...call, ops });
+    } catch (err) {
+      this.failSequences([...seqs, ...this.named(ops.flatMap((op) => (op.op !== "close" && op.seqId !== undefined ? [op.seqId] : [])))], err);
+      return null;
+    }
+    for (const f of result.failed) this.failSequences(this.named([f.seqId]), new Error(f.message));
+    if (result.forwardError !== undefined) {
+      this.failSequences(seqs, new Error(result.forwardError));
+      return null;
+    }
+    return result;
+  }
+
+  /** Postprocess of a decode call: each row cached its input and sampled its next token. */
+  private decoded(seqs: Sequence[], result: StepResult): void {
+    seqs.forEach((s, r) => {
+      if (!s.live || s.status !== "running") return;
+      s.decoded();
+      this.sampled(s, result.samples[r]);
+    });
+  }
+
+  /** Postprocess of a prefill call: the chunk is cached; at the prompt's end, the first tokens. */
+  private prefilled(seq: Sequence, count: number, forks: Sequence[], result: StepResult): void {
+    if (seq.status !== "prefilling") return;
+    seq.prefilled(count);
+    if (seq.cached < seq.promptLength) return;
+    const alive = forks.filter((f) => f.status === "prefilling");
+    for (const f of alive) {
+      this.kv.share(seq, f, seq.cached);
+      f.shared(seq);
+      this.stats.sharedPromptTokens += seq.cached;
+    }
+    seq.followers.length = 0;
+    this.sampled(seq, result.samples[0]);
+    forks.forEach((f, i) => {
+      if (alive.includes(f)) this.sampled(f, result.forkSamples?.[i] ?? null);
+    });
+  }
+
+  /** Postprocess of one sampled token (null: the worker failed the sequence, already handled). */
+  private sampled(seq: Sequence, sample: RowSample | null): void {
+    const job = this.jobOf.get(seq);
+    if (!job || job.cancelled || !seq.live || !sample) return;
+    if (this.stopTokens.has(sample.token)) {
+      this.finish(seq, "stop");
+      return;
+    }
+    const limit = seq.accept(sample.token, this.now());
+    this.stats.completionTokens++;
+    const step = seq.output.push(sample);
+    job.channel.push({ type: "delta", choice: seq.choice, text: step.text, completionTokens: seq.generated, ...(step.logprobs ? { logprobs: step.logprobs } : {}) });
+    if (step.stopped) this.finish(seq, "stop", true);
+    else if (limit) this.finish(seq, limit);
+  }
+
+  /** Ends a choice: releases held-back text, reports the finish, frees its slot. */
+  private finish(seq: Sequence, reason: FinishReason, stoppedByString = false): void {
+    const job = this.jobOf.get(seq)!;
+    if (reason !== "cancelled" && !stoppedByString) {
+      const tail = seq.output.finish();
+      if (tail.stopped) reason = "stop";
+      if (tail.text !== "" || (tail.logprobs?.length ?? 0) > 0) {
+        job.channel.push({ type: "delta", choice: seq.choice, text: tail.text, completionTokens: seq.generated, ...(tail.logprobs ? { logprobs: tail.logprobs } : {}) });
+      }
+    }
+    this.free(seq);
+    seq.end(reason);
+    job.channel.push({ type: "finish", choice: seq.choice, reason, completionTokens: seq.generated, decodeSeconds: (seq.lastTokenAt - seq.firstTokenAt) / 1000 });
+    if (--job.unfinished === 0) this.done(job);
+  }
+
+  /** Gives back a sequence's slot and sampler. */
+  private free(seq: Sequence, keepCache = true): void {
+    if (seq.slot < 0) return;
+    this.kv.release(seq, keepCache);
+    this.live = this.live.filter((s) => s !== seq);
+    this.ops.close(seq.id);
+  }
+
+  private done(job: Job): void {
+    if (job.done) return;
+    job.done = true;
+    job.detach();
+    job.channel.end();
+    this.forget(job);
+  }
+
+  private forget(job: Job): void {
+    for (const seq of job.sequences) {
+      this.jobOf.delete(seq);
+      this.byId.delete(seq.id);
+    }
+    this.cancelled.delete(job);
+    this.activeJobs--;
+  }
+
+  /** The sequences of these ids that are still in a request. */
+  private named(seqIds: readonly number[]): Sequence[] {
+    return seqIds.flatMap((id) => this.byId.get(id) ?? []);
+  }
+
+  private failSequences(seqs: readonly Sequence[], error: unknown): void {
+    for (const seq of seqs) {
+      const job = this.jobOf.get(seq);
+      if (job) this.fail(job, error);
+    }
+  }
+
+  /** Fails a request: its stream rejects with `error`, its sequences free their slots and forget their caches. */
+  private fail(job: Job, error: unknown): void {
+    if (job.done) return;
+    for (const seq of job.sequences) {
+      this.free(seq, false);
+      if (seq.status !== "finished") seq.end("cancelled");
+    }
+    job.waiting.length = 0;
+    const at = this.queue.indexOf(job);
+    if (at !== -1) this.queue.splice(at, 1);
+    job.done = true;
+    job.detach();
+    job.channel.fail(error);
+    this.forget(job);
+  }
+
+  private failAll(error: unknown): void {
+    const jobs = new Set<Job | undefined>([...this.queue, ...this.live.map((s) => this.jobOf.get(s))]);
+    for (const job of jobs) if (job) this.fail(job, error);
+    this.ops.clear();
+  }
+
+  private updateGauges(): void {
+    this.stats.running = this.live.length;
+    this.stats.waiting = this.queue.reduce((n, j) => n + j.waiting.length, 0);
+    this.stats.paused = this.live.reduce((n, s) => n + (s.paused ? 1 : 0), 0);
+  }
+
+  private notifyIdle(): void {
+    if (!this.idle || this.looping) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const wake of waiters) wake();
+  }
+}
+
+function decodeCall(call: Extract<PlannedCall, { kind: "decode" }>): Omit<StepCall, "ops"> {
+  return {
+    firstSlot: call.firstSlot,
+    rows: call.seqs.length,
+    seq: 1,
+    tokens: Int32Array.from(call.seqs, (s) => s.nextInput),
+    seqIds: call.seqs.map((s) => s.id),
+    sample: call.seqs.map(() => true),
+  };
+}
+
+function prefillCall(call: Extract<PlannedCall, { kind: "prefill" }>, forks: Sequence[]): Omit<StepCall, "ops"> {
+  const { seq } = call;
+  return {
+    firstSlot: seq.slot,
+    rows: 1,
+    seq: call.count,
+    tokens: Int32Array.from(seq.tokens.slice(call.start, call.start + call.count)),
+    seqIds: [seq.id],
+    sample: [call.last],
+    ...(forks.length > 0 ? { forks: forks.map((f) => ({ row: 0, seqId: f.id })) } : {}),
+  };
+}

@@ -1,0 +1,18 @@
+/**
+ * The step runner: what the batch engine sends its model calls to, one {@link StepRequest} message
+ * each. The real one is the runtime's {@link ModelWorker} (the thread that owns the ONNX session and
+ * the KV pool); unit tests give a fake that keeps token lists instead of tensors.
+ */
+import type { StepRequest, StepResult } from "../../runtime/step-protocol.js";
+
+export type { ModelWorker } from "../../runtime/model-worker.js";
+
+/** A step message as the engine builds it. */
+export type StepCall = Omit<StepRequest, "op">;
+
+export interface StepRunner {
+  /** KV slots (the most sequences cached at once). */
+  readonly slots: number;
+  /** Applies the call's slot operations in order, then runs its forward pass and samples. */
+  step(call: StepCall): Promise<StepResult>;
+}

@@ -1,0 +1,96 @@
+/**
+ * The served model: what the API answers with. It turns a request into prompt tokens and owns the
+ * engine that generates from them. `serveLoadedModel()` builds it over a loaded model; API unit
+ * tests build one over a fake step runner.
+ */
+import { servedContextLength } from "../../runtime/artifact/index.js";
+import type { LoadedModel } from "../../runtime/loaded-model.js";
+import { BatchEngine } from "../engine/batch-engine.js";
+import type { PrefixReuse } from "../engine/kv-slots.js";
+import type { ChatMessage } from "../types.js";
+import { encodePrompt, renderChat } from "./prompt.js";
+
+export interface ServedModel {
+  slug: string;
+  /** Id of the compiled artifact in service (the API's `system_fingerprint`). */
+  artifactId: string;
+  /** When that artifact was built (ISO 8601). */
+  artifactCreatedAt: string;
+  /** Tokens a request may use, prompt plus completion: the model's window, or less where the KV budget caps it. */
+  contextLength: number;
+  /** The model's own context window, in tokens. */
+  nativeContextLength: number;
+  /** Token ids run 0..vocabSize-1 (bounds `logit_bias` keys). */
+  vocabSize: number;
+  /** Whether the model has a chat template (chat completions need one). */
+  hasChatTemplate: boolean;
+  /** Renders messages through the model's chat template and tokenizes the result. Throws `ChatTemplateError`. */
+  chatPrompt(messages: readonly ChatMessage[]): number[];
+  /** Tokenizes a raw completion prompt (special-token text is parsed, BOS added when the model wants it). */
+  textPrompt(text: string): number[];
+  /** Text of token ids (for `echo` of token prompts). */
+  decode(ids: readonly number[]): string;
+  engine: BatchEngine;
+  /** Lets running requests finish, then frees the model. */
+  close(): Promise<void>;
+}
+
+/** How a loaded model is served (the `kiln serve` flags). */
+export interface ServeOptions {
+  /** Most requests waiting per model before new ones get 503. Default 64. */
+  maxWaiting?: number;
+  /** Most sequences running at once. Default: the loaded model's KV slots. */
+  maxRunning?: number;
+  /** Prompt tokens per prefill call. Default 256. */
+  prefillChunk?: number;
+  /** Most tokens computed per step (decode rows + prompt tokens). Default 512. */
+  stepTokens?: number;
+  /** Prompt prefix reuse across sequences. Default "exact". */
+  prefixReuse?: PrefixReuse;
+  /**
+   * Most bytes the KV cache may take, all slots together. Every slot holds as many positions as the
+   * longest sequence, so the budget caps each sequence's context (prompt plus completion) at
+   * budget / (slots x bytes per position), rounded down to the cache's growth step; prompts past it
+   * get `context_length_exceeded` and generation stops there with `length`. Default: no cap beyond
+   * the model's own context.
+   */
+  kvMemoryBytes?: number;
+}
+
+/** Serves a loaded model: prompt rendering in front of a {@link BatchEngine} over its worker. */
+export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}): ServedModel {
+  const { manifest, tokenizer, template, worker } = loaded;
+  const slug = manifest.slug;
+  const contextLength = servedContextLength(manifest.shape, worker.slots, options.kvMemoryBytes);
+  const text = { createDecoder: () => tokenizer.createStreamDecoder(), tokenBytes: (id: number) => tokenizer.tokenBytes(id) };
+  const engine = new BatchEngine(worker, text, {
+    name: slug,
+    contextLength,
+    stopTokenIds: manifest.stopTokenIds,
+    maxWaiting: options.maxWaiting,
+    maxRunning: options.maxRunning,
+    prefillChunk: options.prefillChunk,
+    stepTokens: options.stepTokens,
+    prefixReuse: options.prefixReuse,
+  });
+  return {
+    slug,
+    artifactId: manifest.id,
+    artifactCreatedAt: manifest.createdAt,
+    contextLength,
+    nativeContextLength: manifest.shape.contextLength,
+    vocabSize: tokenizer.vocabSize,
+    hasChatTemplate: template !== null,
+    chatPrompt(messages) {
+      if (!template) throw new Error(`${slug} has no chat template`);
+      return encodePrompt(tokenizer, renderChat(template, tokenizer, messages));
+    },
+    textPrompt: (prompt) => encodePrompt(tokenizer, prompt),
+    decode: (ids) => tokenizer.decode(ids),
+    engine,
+    async close() {
+      await engine.close();
+      await loaded.close();
+    },
+  };
+}
