@@ -25,8 +25,8 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { getLlama, type Token } from "node-llama-cpp";
-import { compileModel } from "../src/compiler/compile-model.js";
-import { ARTIFACT_FILES, readTokenizerSpec } from "../src/runtime/artifact.js";
+import { provisionArtifact } from "../src/provision/index.js";
+import { ARTIFACT_FILES, readTokenizerSpec } from "../src/runtime/artifact/index.js";
 import { ChatTemplate, Tokenizer } from "../src/runtime/text/index.js";
 import { CHAT_PROMPTS } from "../test/support/model.js";
 
@@ -120,7 +120,7 @@ function peakRss(pid: number): number {
 // ── model, prompts ──────────────────────────────────────────────────────────────────────────
 
 log(`compiling/pulling ${slug} (cached) ...`);
-const compiled = await compileModel(slug, { onStage: (s) => log(`  ${s}`) });
+const compiled = await provisionArtifact(slug, { onStage: (s) => log(`  ${s}`) });
 const artifactDir = compiled.dir;
 const stopIds = compiled.manifest.stopTokenIds;
 const tokenizer = Tokenizer.fromSpec(readTokenizerSpec(artifactDir));

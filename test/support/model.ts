@@ -1,13 +1,13 @@
 /** Shared access to the real embedded model for model tests: pulled and compiled once into the test KILN_HOME. */
 import { join } from "node:path";
 import { pullModel } from "../../src/catalogue/pull/index.js";
-import { compileModel } from "../../src/compiler/compile-model.js";
+import { provisionArtifact } from "../../src/provision/index.js";
 import type { CompileOptions, CompileResult } from "../../src/compiler/compile.js";
 
 export const TEXT_SLUG = "smollm2-135m-instruct";
 
 export async function compiledArtifact(options: CompileOptions = {}): Promise<CompileResult> {
-  return compileModel(TEXT_SLUG, { options });
+  return provisionArtifact(TEXT_SLUG, { compile: options });
 }
 
 export async function textGgufPath(): Promise<string> {

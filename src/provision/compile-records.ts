@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { KilnDatabase } from "../catalogue/db.js";
-import type { CompileResult } from "./compile.js";
+import type { CompileResult } from "../compiler/compile.js";
+
+/** The `compiles` table of the database: one row per compile. */
 
 /** Starts a compile row; `finish` or `fail` closes it, so an interrupted compile stays visibly 'running'. */
 export function recordCompileStart(db: KilnDatabase, slug: string, compilerVersion: string, options: object): string {
