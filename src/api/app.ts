@@ -99,7 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    const error = apiError("route_not_found", `Unknown request URL: ${request.method} ${request.url.split("?")[0]}. Every route of this API is under /v1.`);
+    const error = apiError("route_not_found", unknownRouteMessage(request.method, request.url.split("?")[0]));
     return reply.code(error.status).send(error.toBody());
   });
 
@@ -114,6 +114,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     { prefix: "/v1" },
   );
   return app;
+}
+
+/** A path under /v1 names a route that does not exist; elsewhere the client may have left out the prefix. */
+function unknownRouteMessage(method: string, path: string): string {
+  const hint = path === "/v1" || path.startsWith("/v1/") ? "This route does not exist." : "The API's routes are under /v1.";
+  return `Unknown request URL: ${method} ${path}. ${hint}`;
 }
 
 function queueLoads(models: ModelRegistry) {

@@ -1,82 +1,134 @@
 /**
  * The only writer of server-sent events: one `data: <json>` line and a blank line per event, no
- * `event:` lines (they confuse the OpenAI Node client), `: keep-alive` comments while idle, and the
- * two ways a stream ends: `data: [DONE]`, or a `data: {"error": …}` event after which the stream
- * just closes.
+ * `event:` lines (they confuse the OpenAI Node client), `: keep-alive` comments while idle.
+ * {@link streamSse} owns a stream's whole life, so that every stream ends one of three ways:
+ * `data: [DONE]`, a `data: {"error": …}` event after which the stream just closes, or nothing more
+ * when the client has gone.
  */
 import { PassThrough } from "node:stream";
 import type { FastifyReply } from "fastify";
-import type { ErrorBody } from "./errors.js";
+import { toApiError } from "./errors.js";
 
 export interface SseOptions {
   /** Milliseconds of silence after which a `: keep-alive` comment is sent. Default 15000; 0 = never. */
   keepAliveMs?: number;
 }
 
-export class SseWriter {
+/** What a stream's body writes with. */
+export interface SseSink {
+  /**
+   * Sends one `data:` event with `data` as JSON. Resolves once the stream can take more: at once
+   * while the client keeps up, else when it has read what is buffered (or has gone), so a body that
+   * awaits each send holds at most a buffer's worth for a slow client. A no-op once the client has gone.
+   */
+  send(data: unknown): Promise<void>;
+}
+
+/**
+ * Answers `reply` with the server-sent events `body` sends. The response starts with the first
+ * event, so a body that throws before sending anything throws here (the caller answers with an
+ * ordinary JSON error). After that the stream ends with `data: [DONE]` when `body` resolves, with
+ * an error event when it throws (logged; the event names the request id and nothing internal),
+ * and with nothing more when the client has gone. Resolves once the stream is ended.
+ */
+export async function streamSse(reply: FastifyReply, options: SseOptions, body: (sse: SseSink) => Promise<void>): Promise<void> {
+  const writer = new SseWriter(reply, options.keepAliveMs ?? 15_000);
+  try {
+    await body(writer);
+  } catch (err) {
+    if (!writer.started) throw err;
+    reply.request.log.error({ err }, "stream failed after its first event");
+    writer.end(`data: ${JSON.stringify(toApiError(err, reply.request.id).toBody())}\n\n`);
+    return;
+  }
+  writer.end("data: [DONE]\n\n");
+}
+
+/** One response's event stream: a PassThrough that fastify pipes to the client, opened on the first event. */
+class SseWriter implements SseSink {
   private readonly stream = new PassThrough();
   private ended = false;
   private timer: NodeJS.Timeout | null = null;
+  private isStarted = false;
 
-  private constructor(private readonly keepAliveMs: number) {}
+  constructor(
+    private readonly reply: FastifyReply,
+    private readonly keepAliveMs: number,
+  ) {}
 
-  /** Sends the response head (200, text/event-stream) and returns the writer for its body. */
-  static open(reply: FastifyReply, options: SseOptions = {}): SseWriter {
-    const writer = new SseWriter(options.keepAliveMs ?? 15_000);
-    reply
-      .code(200)
-      .header("content-type", "text/event-stream")
-      .header("cache-control", "no-cache")
-      .header("x-accel-buffering", "no");
-    void reply.send(writer.stream);
-    writer.armKeepAlive();
-    return writer;
+  /** Whether the response has begun (its head is sent or on its way). */
+  get started(): boolean {
+    return this.isStarted;
   }
 
-  /** Whether the stream can still be written (not ended, client still there). */
+  /** Whether the client can still be written to. */
   get open(): boolean {
     return !this.ended && !this.stream.destroyed;
   }
 
-  /** One `data:` event with `data` as JSON. */
-  send(data: unknown): void {
-    this.write(`data: ${JSON.stringify(data)}\n\n`);
+  async send(data: unknown): Promise<void> {
+    if (!this.started) this.start();
+    if (!this.write(`data: ${JSON.stringify(data)}\n\n`)) await this.drained();
   }
 
-  /** Ends the stream normally: `data: [DONE]`. */
-  done(): void {
-    this.write("data: [DONE]\n\n");
-    this.end();
-  }
-
-  /** Ends the stream with an error event (a failure after the first byte). */
-  fail(body: ErrorBody): void {
-    this.write(`data: ${JSON.stringify(body)}\n\n`);
-    this.end();
-  }
-
-  /** Ends the stream without a final event (the client went away). */
-  end(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+  /** Ends the stream with `last`, which only a client still there gets. Later calls do nothing. */
+  end(last: string): void {
     if (this.ended) return;
+    if (!this.started) this.start();
+    this.write(last);
     this.ended = true;
+    this.disarmKeepAlive();
     if (!this.stream.destroyed) this.stream.end();
   }
 
-  private write(text: string): void {
-    if (!this.open) return;
-    this.stream.write(text);
+  /** Sends the response head (200, text/event-stream) with the stream as its body. */
+  private start(): void {
+    this.isStarted = true;
+    this.reply
+      .code(200)
+      .header("content-type", "text/event-stream")
+      .header("cache-control", "no-cache")
+      .header("x-accel-buffering", "no");
+    void this.reply.send(this.stream);
     this.armKeepAlive();
+  }
+
+  /** Writes `text` if the client is there; false when the stream's buffer is full (wait for 'drain'). */
+  private write(text: string): boolean {
+    if (!this.open) return true;
+    const roomLeft = this.stream.write(text);
+    this.armKeepAlive();
+    return roomLeft;
+  }
+
+  /** Resolves when the buffered events have gone to the client, or the client has gone. */
+  private drained(): Promise<void> {
+    if (!this.open) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.stream.off("drain", done);
+        this.stream.off("close", done);
+        resolve();
+      };
+      this.stream.on("drain", done);
+      this.stream.on("close", done);
+    });
   }
 
   private armKeepAlive(): void {
     if (this.keepAliveMs <= 0) return;
-    if (this.timer) clearTimeout(this.timer);
+    this.disarmKeepAlive();
     this.timer = setTimeout(() => {
       this.timer = null;
-      this.write(": keep-alive\n\n");
+      // A stream waiting for its client is not idle: the comment would only add to its buffer.
+      if (this.stream.writableNeedDrain) this.armKeepAlive();
+      else this.write(": keep-alive\n\n");
     }, this.keepAliveMs);
     this.timer.unref();
+  }
+
+  private disarmKeepAlive(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
   }
 }

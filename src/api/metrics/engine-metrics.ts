@@ -1,11 +1,10 @@
 /**
  * The scheduler's own statistics on GET /metrics: read from each serving model's
- * `engine.stats.snapshot()` at scrape time, one `model` label per model. Engines without stats
- * (the serial engine) report none of these series.
+ * `engine.stats.snapshot()` at scrape time, one `model` label per model. Models still loading (or
+ * failed) have no engine and report none of these series.
  */
-import type { EngineStatsSnapshot, HistogramSnapshot } from "../../scheduler/engine-stats.js";
-import type { ModelRegistry } from "../../scheduler/model-registry.js";
-import { escapeLabel, formatValue } from "./prometheus.js";
+import type { EngineStatsSnapshot, HistogramSnapshot, ModelRegistry } from "../../scheduler/index.js";
+import { escapeLabel, renderHistogram, series } from "./prometheus.js";
 
 /** One model's engine statistics, as scraped. */
 export interface EngineSnapshot {
@@ -16,12 +15,9 @@ export interface EngineSnapshot {
 /** Reads the snapshots when called (once per scrape). */
 export type EngineSnapshotSource = () => EngineSnapshot[];
 
-/** The snapshots of every serving model whose engine keeps stats. */
+/** The snapshots of every serving model's engine. */
 export function engineSnapshots(models: ModelRegistry): EngineSnapshot[] {
-  return models.all().flatMap((s) => {
-    const stats = s.status === "serving" ? s.model.engine.stats : undefined;
-    return stats ? [{ model: s.slug, stats: stats.snapshot() }] : [];
-  });
+  return models.all().flatMap((s) => (s.status === "serving" ? [{ model: s.slug, stats: s.model.engine.stats.snapshot() }] : []));
 }
 
 type Kind = "gauge" | "counter" | "histogram";
@@ -37,6 +33,12 @@ interface Family {
 const FAMILIES: Family[] = [
   { name: "kiln_running_sequences", kind: "gauge", help: "Sequences (choices) holding a KV slot, prefilling or decoding, by model.", read: (s) => s.running },
   { name: "kiln_waiting_sequences", kind: "gauge", help: "Sequences (choices) queued for a KV slot, by model.", read: (s) => s.waiting },
+  {
+    name: "kiln_paused_sequences",
+    kind: "gauge",
+    help: "Sequences (choices) paused for a slow reader: they keep their KV slot but skip decode steps until their client catches up, by model.",
+    read: (s) => s.paused,
+  },
   { name: "kiln_kv_slots", kind: "gauge", help: "KV slots, the most sequences that run at once (--max-running), by model.", read: (s) => s.slots },
   { name: "kiln_engine_steps_total", kind: "counter", help: "Scheduler steps taken (one batched model call round each), by model.", read: (s) => s.steps },
   { name: "kiln_batch_size", kind: "histogram", help: "Sequences decoded per step (rows per decode batch), by model.", read: (s) => s.batchSize },
@@ -51,18 +53,7 @@ const FAMILIES: Family[] = [
   { name: "kiln_prefix_cache_lookup_tokens_total", kind: "counter", help: "Prompt tokens looked up in the prefix cache, by model.", read: (s) => s.prefix.promptTokens },
 ];
 
-const line = (name: string, labels: string, value: number) => `${name}{${labels}} ${formatValue(value)}\n`;
-
-function renderHistogram(name: string, labels: string, h: HistogramSnapshot): string {
-  let out = "";
-  h.bounds.forEach((b, i) => (out += line(`${name}_bucket`, `${labels},le="${formatValue(b)}"`, h.counts[i])));
-  out += line(`${name}_bucket`, `${labels},le="+Inf"`, h.counts[h.bounds.length] ?? h.count);
-  out += line(`${name}_sum`, labels, h.sum);
-  out += line(`${name}_count`, labels, h.count);
-  return out;
-}
-
-/** The engine series in Prometheus text format; "" when no engine keeps stats. */
+/** The engine series in Prometheus text format; "" when no model is serving. */
 export function renderEngineMetrics(snapshots: EngineSnapshot[]): string {
   if (snapshots.length === 0) return "";
   let out = "";
@@ -71,7 +62,7 @@ export function renderEngineMetrics(snapshots: EngineSnapshot[]): string {
     for (const { model, stats } of snapshots) {
       const labels = `model="${escapeLabel(model)}"`;
       const v = f.read(stats);
-      out += typeof v === "number" ? line(f.name, labels, v) : renderHistogram(f.name, labels, v);
+      out += typeof v === "number" ? series(f.name, labels, v) + "\n" : renderHistogram(f.name, labels, v);
     }
   }
   return out;

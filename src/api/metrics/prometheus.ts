@@ -1,7 +1,10 @@
 /**
  * A minimal Prometheus registry: counters, gauges and histograms with labels, rendered in the
- * text exposition format (version 0.0.4). Enough for kiln's handful of series; no dependencies.
+ * text exposition format (version 0.0.4). Enough for kiln's handful of series; no dependencies
+ * beyond the scheduler's histogram, so the engine's histograms and these render alike.
  */
+import { Histogram as SchedulerHistogram, type HistogramSnapshot } from "../../scheduler/index.js";
+
 type Labels = Record<string, string>;
 
 function labelKey(labels: Labels): string {
@@ -15,7 +18,7 @@ export function escapeLabel(value: string): string {
   return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 }
 
-function series(name: string, key: string, value: number): string {
+export function series(name: string, key: string, value: number): string {
   return `${name}${key ? `{${key}}` : ""} ${formatValue(value)}`;
 }
 
@@ -72,8 +75,9 @@ export class Gauge extends Base {
   }
 }
 
+/** A histogram per label set, each one of the scheduler's {@link SchedulerHistogram}s. */
 export class Histogram extends Base {
-  private readonly data = new Map<string, { counts: number[]; sum: number; count: number }>();
+  private readonly byLabels = new Map<string, SchedulerHistogram>();
   /** @param buckets upper bounds, ascending (the +Inf bucket is implicit). */
   constructor(
     name: string,
@@ -84,28 +88,30 @@ export class Histogram extends Base {
   }
   observe(value: number, labels: Labels = {}): void {
     const key = labelKey(labels);
-    let d = this.data.get(key);
-    if (!d) this.data.set(key, (d = { counts: new Array(this.buckets.length).fill(0), sum: 0, count: 0 }));
-    for (let i = 0; i < this.buckets.length; i++) if (value <= this.buckets[i]) d.counts[i]++;
-    d.sum += value;
-    d.count++;
-  }
-  /** Number of observations and their sum. */
-  get(labels: Labels = {}): { count: number; sum: number } {
-    const d = this.data.get(labelKey(labels));
-    return { count: d?.count ?? 0, sum: d?.sum ?? 0 };
+    let histogram = this.byLabels.get(key);
+    if (!histogram) this.byLabels.set(key, (histogram = new SchedulerHistogram(this.buckets)));
+    histogram.observe(value);
   }
   render(): string {
     let out = this.header();
-    for (const [key, d] of this.data) {
-      const le = (bound: string) => (key ? `${key},le="${bound}"` : `le="${bound}"`);
-      this.buckets.forEach((b, i) => (out += series(`${this.name}_bucket`, le(String(b)), d.counts[i]) + "\n"));
-      out += series(`${this.name}_bucket`, le("+Inf"), d.count) + "\n";
-      out += series(`${this.name}_sum`, key, d.sum) + "\n";
-      out += series(`${this.name}_count`, key, d.count) + "\n";
-    }
+    for (const [key, histogram] of this.byLabels) out += renderHistogram(this.name, key, histogram.snapshot());
     return out;
   }
+}
+
+/**
+ * The `_bucket`, `_sum` and `_count` series of one histogram. Every histogram on /metrics goes
+ * through here, whoever keeps it.
+ * @param labels the rendered label set (`model="x"`), or "" for none
+ */
+export function renderHistogram(name: string, labels: string, h: HistogramSnapshot): string {
+  const le = (bound: string) => (labels ? `${labels},le="${bound}"` : `le="${bound}"`);
+  let out = "";
+  h.bounds.forEach((b, i) => (out += series(`${name}_bucket`, le(formatValue(b)), h.counts[i]) + "\n"));
+  out += series(`${name}_bucket`, le("+Inf"), h.counts[h.bounds.length]) + "\n";
+  out += series(`${name}_sum`, labels, h.sum) + "\n";
+  out += series(`${name}_count`, labels, h.count) + "\n";
+  return out;
 }
 
 export class Registry {

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { apiError } from "../errors.js";
 
-/** Most choices per request (`n`): they are generated one after another. */
+/** Most choices per request (`n`): they share one prompt pass and then decode side by side. */
 export const MAX_CHOICES = 8;
 /** Most stop strings, as in the OpenAI API. */
 export const MAX_STOP = 4;
@@ -29,6 +29,10 @@ export const samplingFields = {
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   user: z.string().nullish(),
 };
+
+const sharedSchema = z.object(samplingFields);
+/** The fields of {@link samplingFields}, as parsed. */
+export type SharedFields = z.output<typeof sharedSchema>;
 
 /** Stop strings as a list (none for null/absent). */
 export function stopList(stop: string | string[] | null | undefined): string[] {

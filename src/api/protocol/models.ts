@@ -13,7 +13,13 @@ export interface ModelObject {
   owned_by: string;
   display_name: string;
   kind: ModelEntry["kind"];
+  /**
+   * Tokens a request may use, prompt plus completion: on a served model the window its KV budget
+   * allows (prompts past it get `context_length_exceeded`), else the catalogue's window.
+   */
   context_length: number;
+  /** The model's own context window, in tokens (at least `context_length`). */
+  native_context_length: number;
   capabilities: readonly string[];
   pricing: {
     input_usd_per_million_tokens?: number;
@@ -53,7 +59,8 @@ export function modelObject(entry: ModelEntry, state: ModelState | undefined, st
     owned_by: ownerOf(entry),
     display_name: entry.displayName,
     kind: entry.kind,
-    context_length: entry.contextLength,
+    context_length: serving?.contextLength ?? entry.contextLength,
+    native_context_length: serving?.nativeContextLength ?? entry.contextLength,
     capabilities: entry.capabilities,
     pricing,
     status: state?.status ?? "available",

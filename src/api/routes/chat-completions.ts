@@ -10,55 +10,23 @@ import {
   type ChatLogprobs,
   type ChatMessageIn,
 } from "../protocol/chat-completions.js";
-import { stopList } from "../protocol/common.js";
-import { completionBudget, samplingFor } from "./generation-request.js";
+import { completionBudget, generationJob } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
-import { servedModel } from "./served-model.js";
+import { lookupServedModel } from "./model-lookup.js";
 
 export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat/completions", async (request, reply) => {
     const body = parseChatCompletionRequest(request.body);
-    const model = servedModel(ctx, request, body.model);
+    const model = lookupServedModel(ctx, request, body.model);
     if (!model.hasChatTemplate) {
       throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /v1/completions with a plain prompt.`, "model");
     }
     const promptIds = model.chatPrompt(body.messages.map(templateMessage));
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages");
-    const sampling = samplingFor(model, {
-      temperature: body.temperature,
-      top_p: body.top_p,
-      top_k: body.top_k,
-      min_p: body.min_p,
-      presence_penalty: body.presence_penalty,
-      frequency_penalty: body.frequency_penalty,
-      logit_bias: body.logit_bias,
-      seed: body.seed,
-      logprobs: body.logprobs,
-      top_logprobs: body.top_logprobs,
-    });
-    const id = answerId("chatcmpl");
-    const includeUsage = body.stream === true && body.stream_options?.include_usage === true;
-    return answerGeneration(
-      ctx,
-      request,
-      reply,
-      {
-        model,
-        answerId: id,
-        stream: body.stream === true,
-        includeUsage,
-        request: {
-          promptIds,
-          maxTokens,
-          sampling,
-          stop: stopList(body.stop),
-          n: body.n ?? 1,
-          ...(body.logprobs ? { logprobs: { top: body.top_logprobs ?? 0 } } : {}),
-        },
-      },
-      chatFormat(id, model, includeUsage, body.logprobs === true),
-    );
+    const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
+    const job = generationJob(body, { model, answerId: answerId("chatcmpl"), promptIds, maxTokens, topLogprobs });
+    return answerGeneration(ctx, request, reply, job, chatFormat(job.answerId, model, job.includeUsage, topLogprobs !== null));
   });
 }
 

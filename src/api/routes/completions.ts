@@ -3,22 +3,21 @@ import type { FastifyInstance } from "fastify";
 import type { EmittedTokenLogprob, ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
-import { stopList } from "../protocol/common.js";
 import {
   DEFAULT_COMPLETION_MAX_TOKENS,
   parseCompletionRequest,
   type Completion,
   type CompletionLogprobs,
 } from "../protocol/completions.js";
-import { completionBudget, samplingFor } from "./generation-request.js";
+import { completionBudget, generationJob } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
-import { servedModel } from "./served-model.js";
+import { lookupServedModel } from "./model-lookup.js";
 
 export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/completions", async (request, reply) => {
     const body = parseCompletionRequest(request.body);
-    const model = servedModel(ctx, request, body.model);
+    const model = lookupServedModel(ctx, request, body.model);
     const prompt = body.prompt;
     let promptIds: number[];
     let promptText: string;
@@ -34,40 +33,9 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     }
     const maxTokens = completionBudget(model, promptIds.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS);
     const topLogprobs = body.logprobs ?? null;
-    const sampling = samplingFor(model, {
-      temperature: body.temperature,
-      top_p: body.top_p,
-      top_k: body.top_k,
-      min_p: body.min_p,
-      presence_penalty: body.presence_penalty,
-      frequency_penalty: body.frequency_penalty,
-      logit_bias: body.logit_bias,
-      seed: body.seed,
-      logprobs: topLogprobs !== null,
-      top_logprobs: topLogprobs ?? 0,
-    });
-    const id = answerId("cmpl");
-    const includeUsage = body.stream === true && body.stream_options?.include_usage === true;
-    return answerGeneration(
-      ctx,
-      request,
-      reply,
-      {
-        model,
-        answerId: id,
-        stream: body.stream === true,
-        includeUsage,
-        request: {
-          promptIds,
-          maxTokens,
-          sampling,
-          stop: stopList(body.stop),
-          n: body.n ?? 1,
-          ...(topLogprobs !== null ? { logprobs: { top: topLogprobs } } : {}),
-        },
-      },
-      completionFormat(id, model, { includeUsage, echo: body.echo ? promptText : null, logprobs: topLogprobs !== null }),
-    );
+    const job = generationJob(body, { model, answerId: answerId("cmpl"), promptIds, maxTokens, topLogprobs });
+    const format = completionFormat(job.answerId, model, { includeUsage: job.includeUsage, echo: body.echo ? promptText : null, logprobs: topLogprobs !== null });
+    return answerGeneration(ctx, request, reply, job, format);
   });
 }
 

@@ -1,6 +1,52 @@
-/** Wire fields -> the scheduler's GenerationRequest pieces: token budget and sampling. */
+/** Wire fields -> the scheduler's GenerationRequest: token budget, sampling, and the job both endpoints run. */
 import { validateSamplingParams, type SamplingParams, type ServedModel } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
+import { stopList, type SharedFields } from "../protocol/common.js";
+import type { GenerationJob } from "./generation.js";
+
+/** What a route worked out from its own fields. */
+export interface JobParts {
+  model: ServedModel;
+  /** Unique id of the answer (`chatcmpl-…`, `cmpl-…`). */
+  answerId: string;
+  promptIds: number[];
+  /** From {@link completionBudget}. */
+  maxTokens: number;
+  /** Alternatives to report beside each token's log probability (0..20), or null for no log probabilities. */
+  topLogprobs: number | null;
+}
+
+/** The job of a generation request: a route's parts plus the fields both endpoints share. */
+export function generationJob(body: SharedFields, parts: JobParts): GenerationJob {
+  const { model, topLogprobs } = parts;
+  const stream = body.stream === true;
+  const sampling = samplingFor(model, {
+    temperature: body.temperature,
+    top_p: body.top_p,
+    top_k: body.top_k,
+    min_p: body.min_p,
+    presence_penalty: body.presence_penalty,
+    frequency_penalty: body.frequency_penalty,
+    logit_bias: body.logit_bias,
+    seed: body.seed,
+    logprobs: topLogprobs !== null,
+    top_logprobs: topLogprobs ?? 0,
+  });
+  return {
+    model,
+    answerId: parts.answerId,
+    stream,
+    includeUsage: stream && body.stream_options?.include_usage === true,
+    request: {
+      promptIds: parts.promptIds,
+      maxTokens: parts.maxTokens,
+      sampling,
+      stop: stopList(body.stop),
+      n: body.n ?? 1,
+      ...(topLogprobs !== null ? { logprobs: { top: topLogprobs } } : {}),
+    },
+  };
+}
 
 /**
  * The completion budget for a prompt of `promptTokens`: `requested` when it fits the context,
@@ -36,7 +82,7 @@ export function completionBudget(
 }
 
 /** Sampling parameters of a request, checked against the model (logit_bias ids within its vocabulary). */
-export function samplingFor(model: ServedModel, params: SamplingParams): SamplingParams {
+function samplingFor(model: ServedModel, params: SamplingParams): SamplingParams {
   const problems = validateSamplingParams(params, { vocabSize: model.vocabSize });
   if (problems.length > 0) throw apiError("invalid_value", problems[0].message, problems[0].param || null);
   return params;

@@ -7,9 +7,8 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
-import { toApiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
-import { SseWriter } from "../sse.js";
+import { streamSse, type SseSink } from "../sse.js";
 
 /** One choice as collected for a non-streamed answer. */
 export interface CollectedChoice {
@@ -93,9 +92,63 @@ class Tracker {
   }
 }
 
+/**
+ * One submitted generation: its events, cancelled at once when the client goes away, and its
+ * metrics and usage, recorded once however the answer ends.
+ */
+class Generation {
+  private readonly controller = new AbortController();
+  private readonly events: AsyncIterator<GenerationEvent>;
+  private readonly tracker: Tracker;
+  private usage: Usage | null = null;
+
+  /** Submits the job; throws what the engine throws (a full queue, a closed engine) with nothing to record. */
+  constructor(
+    private readonly ctx: ApiContext,
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly job: GenerationJob,
+  ) {
+    this.events = job.model.engine.submit(job.request, this.controller.signal)[Symbol.asyncIterator]();
+    this.tracker = new Tracker(reply);
+    reply.raw.on("close", this.onClose);
+  }
+
+  /** Whether the client went away before the generation was over. */
+  get clientLeft(): boolean {
+    return this.controller.signal.aborted || this.tracker.cancelled;
+  }
+
+  async next(): Promise<IteratorResult<GenerationEvent>> {
+    const r = await this.events.next();
+    if (!r.done) this.tracker.see(r.value);
+    return r;
+  }
+
+  /**
+   * Stops watching the client, cancels what is left of the generation (when the answer failed
+   * before its end, so that nothing runs for a reader that is gone), and records the metrics and
+   * usage. Only the first call does anything; every call returns the usage.
+   */
+  end(): Usage {
+    if (this.usage) return this.usage;
+    this.reply.raw.off("close", this.onClose);
+    void this.events.return?.();
+    this.tracker.cancelled = this.clientLeft;
+    this.usage = this.tracker.record(this.ctx, this.request, this.job);
+    return this.usage;
+  }
+
+  // 'close' also fires after a complete answer; only one cut short cancels.
+  private readonly onClose = () => {
+    if (!this.reply.raw.writableFinished) this.controller.abort();
+  };
+}
+
 /** HTTP status recorded for a request whose client left before the answer (never sent to anyone). */
 export const CLIENT_CLOSED_STATUS = 499;
 
+/** Runs `job` and answers with one JSON body or, when it asks to stream, with server-sent events. */
 export async function answerGeneration(
   ctx: ApiContext,
   request: FastifyRequest,
@@ -103,82 +156,49 @@ export async function answerGeneration(
   job: GenerationJob,
   format: AnswerFormat,
 ): Promise<unknown> {
-  const controller = new AbortController();
-  const onClose = () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  };
-  reply.raw.on("close", onClose);
-  const tracker = new Tracker(reply);
-  let events: AsyncIterator<GenerationEvent>;
+  const generation = new Generation(ctx, request, reply, job);
   try {
-    events = job.model.engine.submit(job.request, controller.signal)[Symbol.asyncIterator]();
-  } catch (err) {
-    reply.raw.off("close", onClose);
-    throw err;
-  }
-  const next = async () => {
-    const r = await events.next();
-    if (!r.done) tracker.see(r.value);
-    return r;
-  };
-
-  if (!job.stream) {
-    const choices = new Map<number, CollectedChoice>();
-    try {
-      for (let r = await next(); !r.done; r = await next()) collect(choices, r.value);
-    } catch (err) {
-      reply.raw.off("close", onClose);
-      tracker.cancelled = controller.signal.aborted;
-      tracker.record(ctx, request, job);
-      throw err;
-    }
-    reply.raw.off("close", onClose);
-    const usage = tracker.record(ctx, request, job);
-    if (controller.signal.aborted || tracker.cancelled) return reply.code(CLIENT_CLOSED_STATUS).send();
-    return format.complete([...choices.values()].sort((a, b) => a.index - b.index), usage);
-  }
-
-  // Streaming. Anything that fails before the first event is still an ordinary JSON error.
-  let first: IteratorResult<GenerationEvent>;
-  try {
-    first = await next();
-  } catch (err) {
-    reply.raw.off("close", onClose);
-    tracker.record(ctx, request, job);
-    throw err;
-  }
-  const sse = SseWriter.open(reply, ctx.sse);
-  const started = new Set<number>();
-  const send = (event: GenerationEvent) => {
-    if (!started.has(event.choice)) {
-      started.add(event.choice);
-      const opening = format.start(event.choice);
-      if (opening !== null) sse.send(opening);
-    }
-    if (event.type === "delta") {
-      if (event.text !== "" || (event.logprobs?.length ?? 0) > 0) sse.send(format.delta(event.choice, event.text, event.logprobs));
-    } else if (event.reason !== "cancelled") {
-      sse.send(format.finish(event.choice, event.reason));
-    }
-  };
-  try {
-    for (let r = first; !r.done; r = await next()) send(r.value);
-    const usage = tracker.record(ctx, request, job);
-    if (tracker.cancelled || !sse.open) {
-      sse.end();
-    } else {
-      if (job.includeUsage) sse.send(format.usage(usage));
-      sse.done();
-    }
-  } catch (err) {
-    tracker.record(ctx, request, job);
-    const apiErr = toApiError(err, request.id);
-    request.log.error({ err }, "generation failed after the stream started");
-    sse.fail(apiErr.toBody());
+    if (!job.stream) return await wholeAnswer(generation, reply, format);
+    await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, job.includeUsage));
+    return reply;
   } finally {
-    reply.raw.off("close", onClose);
+    generation.end();
   }
-  return reply;
+}
+
+/** The non-streamed answer: every event collected into choices. */
+async function wholeAnswer(generation: Generation, reply: FastifyReply, format: AnswerFormat): Promise<unknown> {
+  const choices = new Map<number, CollectedChoice>();
+  for (let r = await generation.next(); !r.done; r = await generation.next()) collect(choices, r.value);
+  const usage = generation.end();
+  if (generation.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
+  return format.complete([...choices.values()].sort((a, b) => a.index - b.index), usage);
+}
+
+/** The streamed answer: each event as its chunks, each sent once the client has room for it, then the usage chunk. */
+async function streamAnswer(generation: Generation, sse: SseSink, format: AnswerFormat, includeUsage: boolean): Promise<void> {
+  const started = new Set<number>();
+  for (let r = await generation.next(); !r.done; r = await generation.next()) {
+    for (const chunk of chunksOf(r.value, format, started)) await sse.send(chunk);
+  }
+  const usage = generation.end();
+  if (includeUsage) await sse.send(format.usage(usage));
+}
+
+/** The wire chunks of one event: a choice's opening chunk before its first event, then its delta or finish (a cancelled choice gets none). */
+function chunksOf(event: GenerationEvent, format: AnswerFormat, started: Set<number>): unknown[] {
+  const chunks: unknown[] = [];
+  if (!started.has(event.choice)) {
+    started.add(event.choice);
+    const opening = format.start(event.choice);
+    if (opening !== null) chunks.push(opening);
+  }
+  if (event.type === "delta") {
+    if (event.text !== "" || (event.logprobs?.length ?? 0) > 0) chunks.push(format.delta(event.choice, event.text, event.logprobs));
+  } else if (event.reason !== "cancelled") {
+    chunks.push(format.finish(event.choice, event.reason));
+  }
+  return chunks;
 }
 
 function collect(choices: Map<number, CollectedChoice>, event: GenerationEvent): void {

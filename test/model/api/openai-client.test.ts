@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI, { AuthenticationError, BadRequestError, NotFoundError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ARTIFACT_FILES, readManifest, readTokenizerSpec } from "../../../src/runtime/artifact.js";
+import { ARTIFACT_FILES, readManifest, readTokenizerSpec } from "../../../src/runtime/artifact/index.js";
 import { ChatTemplate, Tokenizer } from "../../../src/runtime/text/index.js";
 import { compiledArtifact, TEXT_SLUG } from "../../support/model.js";
 import { type RunningServer, startServer, stopServer } from "../../support/server.js";
@@ -64,7 +64,7 @@ describe("kiln serve with the openai client", () => {
     const list = await client.models.list();
     expect(list.data).toHaveLength(42);
     const served = list.data.find((m) => m.id === MODEL) as unknown as Record<string, unknown>;
-    expect(served).toMatchObject({ object: "model", status: "serving", artifact_id: artifactId, context_length: 8192 });
+    expect(served).toMatchObject({ object: "model", status: "serving", artifact_id: artifactId, context_length: 5760, native_context_length: 8192 }); // 16 slots in the default 4 GiB KV budget
     expect(list.data.filter((m) => (m as unknown as { status: string }).status === "serving")).toHaveLength(1);
     const one = await client.models.retrieve(MODEL);
     expect(one.id).toBe(MODEL);

@@ -127,25 +127,50 @@ describe("chat completions", () => {
   });
 
   it("reports an error after the first byte as a data: {error} event, then ends without [DONE]", async () => {
-    const fake = fakeModel({ failAt: { index: 2, error: new Error("worker crashed") } });
+    // The prompt pass samples "Hello"; the first decode step's message never comes back (a worker crash).
+    const fake = fakeModel({ failWhen: { match: (call) => call.rows > 0 && call.seq === 1, error: new Error("worker crashed") } });
     const res = await ask(chat({ stream: true }), fake);
     expect(res.statusCode).toBe(200);
     const events = sseEvents(res.body) as any[];
+    expect(events[1].choices[0].delta).toEqual({ content: "Hello" });
     expect(events.at(-1)).toEqual({ error: { message: expect.stringContaining("request id"), type: "server_error", param: null, code: null } });
     expect(events).not.toContain("[DONE]");
     expect(res.body).not.toContain("worker crashed");
   });
 
   it("answers an error before the first byte as ordinary JSON", async () => {
-    const fake = fakeModel({ failAt: { index: 0, error: new Error("boom") } });
+    // The prompt pass itself fails: no token, so no byte of the stream was sent.
+    const fake = fakeModel({ failForwardOf: { opened: 1, message: "boom in the forward pass" } });
     const res = await ask(chat({ stream: true }), fake);
     expect(res.statusCode).toBe(500);
     expect(res.headers["content-type"]).toMatch(/^application\/json/);
-    expect(res.json().error.type).toBe("server_error");
+    expect(res.json().error).toMatchObject({ type: "server_error", code: null, param: null });
+    expect(res.body).not.toContain("boom");
   });
 
-  it("generates n choices, indexed, with usage summed", async () => {
-    const res = await ask(chat({ n: 3, max_tokens: 2 }));
+  it("records metrics and usage once per request, however its answer ends", async () => {
+    const crash = () => ({ failWhen: { match: (call: { rows: number; seq: number }) => call.rows > 0 && call.seq === 1, error: new Error("worker crashed") } });
+    const cases: Array<[string, Record<string, unknown>, ReturnType<typeof fakeModel>, number]> = [
+      ["whole", chat(), fakeModel(), 200],
+      ["streamed", chat({ stream: true, stream_options: { include_usage: true } }), fakeModel(), 200],
+      ["failed after the first byte", chat({ stream: true }), fakeModel(crash()), 200],
+      ["failed before the first byte", chat({ stream: true }), fakeModel({ failForwardOf: { opened: 1, message: "boom" } }), 500],
+      ["failed, not streamed", chat(), fakeModel(crash()), 500],
+    ];
+    for (const [what, payload, fake, status] of cases) {
+      const records: unknown[] = [];
+      const { app } = await fakeApp({ fake, usage: { record: (u) => records.push(u) } });
+      const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload, headers: AUTH });
+      expect(res.statusCode, what).toBe(status);
+      expect(records, what).toHaveLength(1);
+      const metrics = (await app.inject({ method: "GET", url: "/metrics" })).body;
+      expect(metrics, what).toMatch(new RegExp(`kiln_prompt_tokens_total\\{model="${SLUG}"\\} ${fake.model.chatPrompt([{ role: "user", content: "hi" }]).length}\n`));
+    }
+  });
+
+  it("generates n choices side by side, indexed, with usage summed", async () => {
+    const fake = fakeModel();
+    const res = await ask(chat({ n: 3, max_tokens: 2, seed: 7 }), fake);
     const body = res.json();
     expect(body.choices.map((c: any) => [c.index, c.message.content, c.finish_reason])).toEqual([
       [0, "Hello world", "length"],
@@ -153,13 +178,23 @@ describe("chat completions", () => {
       [2, "Hello world", "length"],
     ]);
     expect(body.usage.completion_tokens).toBe(6);
-    const events = sseEvents((await ask(chat({ n: 2, max_tokens: 1, stream: true }))).body) as any[];
+    // One prompt pass for all three; each choice samples with the seed's own stream i.
+    expect(fake.backend.calls.filter((c) => c.kind === "prefill")).toHaveLength(1);
+    expect(fake.backend.opened.map((s) => [s.sampling.seed, s.stream])).toEqual([
+      [7, 0],
+      [7, 1],
+      [7, 2],
+    ]);
+    // Streamed, the choices' chunks interleave: every step gives each of them its next token.
+    const events = sseEvents((await ask(chat({ n: 2, max_tokens: 2, stream: true }))).body) as any[];
     expect(events.slice(0, -1).map((e) => `${e.choices[0].index}:${JSON.stringify(e.choices[0].delta)}:${e.choices[0].finish_reason}`)).toEqual([
       '0:{"role":"assistant","content":""}:null',
       '0:{"content":"Hello"}:null',
-      "0:{}:length",
       '1:{"role":"assistant","content":""}:null',
       '1:{"content":"Hello"}:null',
+      '0:{"content":" world"}:null',
+      "0:{}:length",
+      '1:{"content":" world"}:null',
       "1:{}:length",
     ]);
   });

@@ -1,7 +1,7 @@
 /** Every error answer has the contract's body, status, type, code and param. */
 import { describe, expect, it } from "vitest";
 import { ERRORS } from "../../../src/api/errors.js";
-import { ModelRegistry } from "../../../src/scheduler/model-registry.js";
+import { ModelRegistry } from "../../../src/scheduler/index.js";
 import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
 
 const chat = (over: Record<string, unknown> = {}) => ({ model: SLUG, messages: [{ role: "user", content: "hi" }], ...over });
@@ -239,13 +239,22 @@ describe("other statuses", () => {
     }
   });
 
+  it("an unknown route says it does not exist; outside /v1 it says where the routes are", async () => {
+    const { app } = await fakeApp();
+    const missing = await app.inject({ method: "POST", url: "/v1/foo?x=1", headers: AUTH });
+    expect(missing.json().error.message).toBe("Unknown request URL: POST /v1/foo. This route does not exist.");
+    const outside = await app.inject({ method: "POST", url: "/chat/completions", headers: AUTH });
+    expect(outside.json().error.message).toBe("Unknown request URL: POST /chat/completions. The API's routes are under /v1.");
+  });
+
   it("a body over the limit -> 413 request_too_large", async () => {
     const res = await post("/v1/chat/completions", chat({ messages: [{ role: "user", content: "x".repeat(5000) }] }), AUTH, { bodyLimit: 1000 });
     expectError(res, 413, "invalid_request_error", "request_too_large", null);
   });
 
   it("a full queue -> 503 overloaded with retry-after", async () => {
-    const fake = fakeModel({ tokenDelayMs: 20, maxWaiting: 1 });
+    // One sequence runs, one waits; a third would wait beyond maxWaiting.
+    const fake = fakeModel({ tokenDelayMs: 20, maxRunning: 1, maxWaiting: 1 });
     const { app } = await fakeApp({ fake });
     const running = [app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: AUTH })];
     await new Promise((r) => setTimeout(r, 5));
@@ -270,7 +279,8 @@ describe("other statuses", () => {
   });
 
   it("a bug -> 500 server_error without a stack trace", async () => {
-    const fake = fakeModel({ failAt: { index: 1, error: new Error("secret internal detail at /src/x.ts:10") } });
+    // The worker crashes on the first decode step (its message never comes back).
+    const fake = fakeModel({ failWhen: { match: (call) => call.rows > 0 && call.seq === 1, error: new Error("secret internal detail at /src/x.ts:10") } });
     const { app } = await fakeApp({ fake });
     const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: AUTH });
     expectError(res, 500, "server_error", null, null);

@@ -1,39 +1,68 @@
 /**
  * A served model without a model: a character-level "tokenizer" over a small vocabulary and a
- * scripted backend under the real SerialEngine, so API tests exercise the whole request path.
+ * scripted fake step runner under the real batch engine, so API tests exercise the whole request
+ * path, batching included.
  */
 import { buildApp, type AppOptions } from "../../../src/api/app.js";
-import { ModelRegistry } from "../../../src/scheduler/model-registry.js";
-import { SerialEngine } from "../../../src/scheduler/serial-engine.js";
-import type { ServedModel } from "../../../src/scheduler/served-model.js";
+import { BatchEngine, type BatchEngineOptions, ModelRegistry, type ServedModel } from "../../../src/scheduler/index.js";
 import type { ChatMessage } from "../../../src/scheduler/types.js";
-import { fakeBackend, type FakeBackend, type FakeBackendOptions } from "../scheduler/fake-backend.js";
+import { fakeStepRunner, type FakeStepOptions, type FakeStepRunner } from "../scheduler/engine/fake-step-runner.js";
 
 export const SLUG = "smollm2-135m-instruct";
 
 /** Token ids: 0..255 are single bytes (so any ASCII prompt tokenizes char by char), then words. */
-export const WORDS = ["Hello", " world", "!", " END", "</s", ">", " again"];
+export const WORDS = ["Hello", " world", "!", " END", "</s", ">", " again", "<eos>"];
 export const word = (w: string) => 256 + WORDS.indexOf(w);
-const vocab: Array<string | Uint8Array> = [...Array.from({ length: 256 }, (_, i) => Uint8Array.of(i)), ...WORDS];
+/** The fake model's vocabulary (a test may pass a longer one to `fakeModel` as `vocab`). */
+export const VOCAB: ReadonlyArray<string | Uint8Array> = [...Array.from({ length: 256 }, (_, i) => Uint8Array.of(i)), ...WORDS];
+
+/** The fake model's end-of-turn token. */
+export const EOS = 256 + WORDS.indexOf("<eos>");
 
 export interface FakeModel {
   model: ServedModel;
-  backend: FakeBackend;
+  backend: FakeStepRunner;
   /** Prompts the model was asked to render (the chat messages it got). */
   rendered: ChatMessage[][];
 }
 
-export function fakeModel(options: Partial<FakeBackendOptions> & { contextLength?: number; slug?: string; maxWaiting?: number } = {}): FakeModel {
-  const backend = fakeBackend({ vocab, script: [word("Hello"), word(" world"), word("!")], ...options });
-  const engine = new SerialEngine(backend, { name: options.slug ?? SLUG, maxWaiting: options.maxWaiting });
+export type FakeModelOptions = Partial<FakeStepOptions> & Partial<Pick<BatchEngineOptions, "maxWaiting" | "maxRunning" | "maxBacklog">> & {
+  contextLength?: number;
+  /** The model's own window, in tokens (what a KV budget would cut down to `contextLength`). Default `contextLength`. */
+  nativeContextLength?: number;
+  slug?: string;
+  /** Milliseconds each model step takes. Default 0. */
+  tokenDelayMs?: number;
+};
+
+export function fakeModel(options: FakeModelOptions = {}): FakeModel {
+  const contextLength = options.contextLength ?? 512;
+  const backend = fakeStepRunner({
+    slots: 4,
+    vocab: [...VOCAB],
+    script: [word("Hello"), word(" world"), word("!")],
+    stopTokenIds: [EOS],
+    stepDelayMs: options.tokenDelayMs,
+    ...options,
+    contextLength,
+  });
+  const engine = new BatchEngine(backend, backend, {
+    name: options.slug ?? SLUG,
+    contextLength,
+    stopTokenIds: [EOS],
+    maxWaiting: options.maxWaiting,
+    maxRunning: options.maxRunning,
+    maxBacklog: options.maxBacklog,
+  });
   const encode = (text: string) => [...new TextEncoder().encode(text)];
   const rendered: ChatMessage[][] = [];
   const model: ServedModel = {
     slug: options.slug ?? SLUG,
     artifactId: "fake-artifact-1",
     artifactCreatedAt: "2025-01-02T03:04:05.000Z",
-    contextLength: options.contextLength ?? 512,
-    vocabSize: vocab.length,
+    contextLength,
+    nativeContextLength: options.nativeContextLength ?? contextLength,
+    vocabSize: options.vocab?.length ?? VOCAB.length,
     hasChatTemplate: true,
     chatPrompt(messages) {
       rendered.push(messages.map((m) => ({ ...m })));

@@ -1,7 +1,7 @@
 /** GET /v1/models and /v1/models/{id}: the 42 catalogue models and their serving state. */
 import { describe, expect, it } from "vitest";
 import { MODELS } from "../../../src/catalogue/models.js";
-import { ModelRegistry } from "../../../src/scheduler/model-registry.js";
+import { ModelRegistry } from "../../../src/scheduler/index.js";
 import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
 
 describe("models", () => {
@@ -14,7 +14,14 @@ describe("models", () => {
     expect(body.data).toHaveLength(42);
     expect(body.data.map((m: any) => m.id)).toEqual(MODELS.map((m) => m.slug));
     for (const m of body.data) {
-      expect(m).toMatchObject({ object: "model", owned_by: expect.any(String), created: expect.any(Number), context_length: expect.any(Number) });
+      expect(m).toMatchObject({
+        object: "model",
+        owned_by: expect.any(String),
+        created: expect.any(Number),
+        context_length: expect.any(Number),
+        native_context_length: expect.any(Number),
+      });
+      expect(m.context_length).toBeLessThanOrEqual(m.native_context_length);
       expect(Array.isArray(m.capabilities)).toBe(true);
       expect(["serving", "available"]).toContain(m.status);
       if (m.kind === "text") {
@@ -24,7 +31,7 @@ describe("models", () => {
       }
     }
     const llama = body.data.find((m: any) => m.id === "llama-3-3-70b-instruct");
-    expect(llama).toMatchObject({ status: "available", context_length: 131072, pricing: { input_usd_per_million_tokens: 0.09, output_usd_per_million_tokens: 0.14 } });
+    expect(llama).toMatchObject({ status: "available", context_length: 131072, native_context_length: 131072, pricing: { input_usd_per_million_tokens: 0.09, output_usd_per_million_tokens: 0.14 } });
     expect(llama).not.toHaveProperty("artifact_id");
     expect(body.data.find((m: any) => m.id === "whisper-large-v3").pricing).toEqual({ usd_per_audio_minute: 0.02 });
   });
@@ -37,6 +44,19 @@ describe("models", () => {
     await app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model: SLUG, messages: [{ role: "user", content: "x" }] }, headers: AUTH });
     const after = (await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json();
     expect(after.measured_output_tokens_per_second).toBeGreaterThan(0);
+  });
+
+  it("reports the context a request can use on a served model, beside the model's own window", async () => {
+    const fake = fakeModel({ contextLength: 5760, nativeContextLength: 8192 });
+    const { app } = await fakeApp({ fake });
+    const model = (await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json();
+    expect(model).toMatchObject({ status: "serving", context_length: 5760, native_context_length: 8192 });
+    const listed = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json().data.find((m: any) => m.id === SLUG);
+    expect(listed).toMatchObject({ context_length: 5760, native_context_length: 8192 });
+    // What it reports is what a request gets: one token past it is refused.
+    const tooLong = await app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt: "x", max_tokens: 5760 }, headers: AUTH });
+    expect(tooLong.json().error).toMatchObject({ code: "context_length_exceeded", param: "max_tokens" });
+    expect(tooLong.json().error.message).toContain("maximum context length is 5760 tokens");
   });
 
   it("shows loading and failed models", async () => {

@@ -4,7 +4,7 @@ import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { drainApp } from "../../../src/api/app.js";
 import { Lifecycle } from "../../../src/api/context.js";
-import { ModelRegistry } from "../../../src/scheduler/model-registry.js";
+import { ModelRegistry } from "../../../src/scheduler/index.js";
 import { AUTH, fakeApp, fakeModel, sseEvents, SLUG } from "./fake-model.js";
 
 const chat = (over: Record<string, unknown> = {}) => ({ model: SLUG, messages: [{ role: "user", content: "hi" }], ...over });

@@ -6,7 +6,7 @@ import { assertModelAllowed } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 
-export function servedModel(ctx: ApiContext, request: FastifyRequest, slug: string): ServedModel {
+export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug: string): ServedModel {
   const state = ctx.models.get(slug);
   if (!state && !hasModel(slug)) {
     throw apiError("model_not_found", `The model '${slug}' does not exist (GET /v1/models lists them).`, "model");
