@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent project setup, run by `npm test` and CI before the tests.
-# - installs npm dependencies with `npm ci`, but only when node_modules is missing or
-#   package-lock.json is newer than node_modules/.package-lock.json (npm's record of the last install);
-# - creates the .cache/pyclient venv with the official `openai` Python client, when `import openai` fails there;
+# Idempotent setup for the tests, run by `npm test` (and so by CI) before vitest:
+# - the npm dependencies, through scripts/install.sh (what `npm start` runs too);
+# - the .cache/pyclient venv with the official `openai` Python client, when `import openai` fails
+#   there (only test/model/api/python-client.test.ts needs it; running kiln does not);
 # - needs no TTY and prints one line per step.
 set -euo pipefail
 
@@ -11,28 +11,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log() { printf 'setup: %s\n' "$*"; }
 
 # --- npm dependencies ------------------------------------------------------------------------
-needs_install=0
-if [[ ! -d node_modules ]]; then
-  needs_install=1
-  log "node_modules missing"
-elif [[ ! -f node_modules/.package-lock.json ]]; then
-  needs_install=1
-  log "node_modules/.package-lock.json missing"
-elif [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
-  needs_install=1
-  log "package-lock.json is newer than the installed tree"
-fi
-
-if [[ $needs_install -eq 1 ]]; then
-  log "npm ci"
-  CI="${CI:-1}" npm ci --no-audit --no-fund --progress=false </dev/null
-else
-  log "npm dependencies up to date"
-fi
+bash scripts/install.sh
+log "npm dependencies up to date"
 
 # --- official Python client (for test/model/api/python-client.test.ts) ------------------------
-# A virtual environment at .cache/pyclient with the `openai` package; created/installed only
-# when `import openai` fails there.
 pyclient=.cache/pyclient
 if "$pyclient/bin/python" -c "import openai" >/dev/null 2>&1; then
   log "python openai client up to date ($pyclient)"

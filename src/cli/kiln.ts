@@ -1,10 +1,10 @@
 import type { Command, CommandIO } from "./command.js";
-import * as compile from "./commands/compile.js";
-import * as keys from "./commands/keys.js";
-import * as models from "./commands/models.js";
-import * as pull from "./commands/pull.js";
-import * as runCommand from "./commands/run.js";
-import * as serve from "./commands/serve.js";
+import compile from "./commands/compile.js";
+import keys from "./commands/keys.js";
+import models from "./commands/models.js";
+import pull from "./commands/pull.js";
+import runCommand from "./commands/run.js";
+import serve from "./commands/serve.js";
 
 const COMMANDS: Command[] = [models, pull, compile, runCommand, serve, keys];
 
@@ -16,22 +16,38 @@ function help(): string {
     "Commands:",
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.description}`),
     "",
-    "Run `kiln <command> --help` for a command's options. KILN_HOME (default ~/.kiln) holds models,",
-    "artifacts and records.",
+    "Run `kiln <command> --help` (or `kiln help <command>`) for a command's options. KILN_HOME",
+    "(default ~/.kiln) holds models, artifacts and records.",
   ].join("\n");
 }
 
-/** The composition root: picks the command and returns the exit code. */
+/** The composition root: picks the command and returns the exit code (0 ok, 1 failure, 2 usage error). */
 export async function main(argv: string[], io: CommandIO = process): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === "-h" || name === "--help" || name === "help") {
-    io.stdout.write(help() + "\n");
-    return name ? 0 : 2;
+  if (!name) {
+    io.stderr.write(`kiln: which command?\n\n${help()}\n`);
+    return 2;
   }
+  if (name === "-h" || name === "--help" || name === "help") return showHelp(rest[0], io);
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) {
     io.stderr.write(`kiln: unknown command "${name}"\n\n${help()}\n`);
     return 2;
   }
   return command.run(rest, io);
+}
+
+/** `kiln --help`, or `kiln help <command>` for that command's help. */
+function showHelp(commandName: string | undefined, io: CommandIO): number {
+  if (commandName === undefined) {
+    io.stdout.write(`${help()}\n`);
+    return 0;
+  }
+  const command = COMMANDS.find((c) => c.name === commandName);
+  if (!command) {
+    io.stderr.write(`kiln: unknown command "${commandName}"\n\n${help()}\n`);
+    return 2;
+  }
+  io.stdout.write(`${command.help}\n`);
+  return 0;
 }

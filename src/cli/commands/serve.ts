@@ -4,150 +4,73 @@ import { buildApp, drainApp, KeyStore, Lifecycle, sqliteUsageRecorder, type Auth
 import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
-import { compileModel } from "../../compiler/compile-model.js";
-import { TextRuntime } from "../../runtime/text-runtime.js";
-import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, textModel, type PrefixReuse } from "../../scheduler/index.js";
-import type { CommandIO } from "../command.js";
+import { loadModel } from "../../provision/index.js";
+import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry } from "../../scheduler/index.js";
+import { defineCommand, type CommandIO } from "../command.js";
+import { option, UsageError, type OptionValues } from "../options.js";
 
-export const name = "serve";
-export const description = "Serve models over the OpenAI-compatible HTTP API";
 /** 4 GiB: SmolLM2-135M keeps its whole 8,192-token context in 11 slots, or 5,760 tokens in 16. */
 const DEFAULT_KV_MEMORY_MB = 4096;
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
-export const usage = `Usage: kiln serve --model <slug> [--model <slug>...] [options]
+const options = {
+  model: option.string({ short: "m", value: "<slug>", multiple: true, required: true, description: "a model to serve (see `kiln models`)" }),
+  port: option.integer({ min: 0, max: 65535, default: 8000, description: "TCP port; 0 picks a free one" }),
+  host: option.string({ value: "<address>", default: "127.0.0.1", description: "address to listen on; 0.0.0.0 for every interface" }),
+  cloud: option.flag({
+    description: "check API keys against $KILN_HOME/kiln.sqlite (see `kiln keys`) and record usage; without it (local mode) any non-empty key is accepted",
+  }),
+  threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads per model" }),
+  maxRunning: option.integer({
+    min: 1,
+    max: 256,
+    default: DEFAULT_MAX_RUNNING,
+    description: "sequences generating at once per model, batched into each step: the model's KV slots (each choice of a request takes one)",
+  }),
+  maxWaiting: option.integer({ min: 0, max: 100_000, default: DEFAULT_MAX_WAITING, description: "requests queued per model before new ones get 503" }),
+  prefillChunk: option.integer({
+    min: 1,
+    max: 8192,
+    default: DEFAULT_PREFILL_CHUNK,
+    description: "prompt tokens computed per model call; long prompts go in chunks between the others' tokens",
+  }),
+  prefixReuse: option.choice(["exact", "any", "off"], {
+    default: "exact",
+    description:
+      "reuse of cached prompt prefixes across requests: exact (whole prefill chunks, results identical to a fresh prefill), any (every cached position, e.g. short shared system prompts; results may differ slightly), off",
+  }),
+  kvMemoryMb: option.integer({
+    value: "MiB",
+    min: 1,
+    max: 1_048_576,
+    default: DEFAULT_KV_MEMORY_MB,
+    description: "KV cache budget per model, all slots together; caps each sequence's context to what fits",
+  }),
+  logLevel: option.choice(LOG_LEVELS, { value: "<level>", env: "KILN_LOG_LEVEL", default: "info", description: "what to log; logs are JSON lines on stderr" }),
+};
 
-Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, models), then
+/** The slugs to serve, once each; a usage error unless each is a text model of the catalogue. */
+function textModelSlugs(slugs: string[]): string[] {
+  for (const slug of slugs) {
+    if (!hasModel(slug)) throw new UsageError(new UnknownModelError(slug).message);
+    const { kind } = getModel(slug);
+    if (kind !== "text") throw new UsageError(`${slug} is a ${kind} model; kiln serve handles text models for now`);
+  }
+  return [...new Set(slugs)];
+}
+
+export default defineCommand({
+  name: "serve",
+  description: "Serve models over the OpenAI-compatible HTTP API",
+  intro: `Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, models), then
 pulls, compiles and loads each model (progress on stderr). GET /health answers 503 until the
 models are loaded, then 200. SIGTERM or Ctrl-C stops taking requests and exits once the running
-ones have finished (a second Ctrl-C exits at once).
+ones have finished (a second Ctrl-C exits at once).`,
+  options,
+  run: (commandLine, io) => serve({ ...commandLine.options, slugs: textModelSlugs(commandLine.options.model) }, io),
+});
 
-Options:
-  --model <slug>     a model to serve (repeatable; at least one; see \`kiln models\`)
-  --port N           TCP port (default 8000; 0 picks a free one)
-  --host H           address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
-  --cloud            check API keys against $KILN_HOME/kiln.sqlite (see \`kiln keys\`) and record
-                     usage; default: local mode, where any non-empty key is accepted
-  --threads N        ONNX Runtime threads per model (default 2)
-  --max-running N    sequences generating at once per model, batched into each step: the model's
-                     KV slots (default ${DEFAULT_MAX_RUNNING}; each choice of a request takes one)
-  --max-waiting N    requests queued per model before new ones get 503 (default ${DEFAULT_MAX_WAITING})
-  --prefill-chunk N  prompt tokens computed per model call; long prompts go in chunks between
-                     the others' tokens (default ${DEFAULT_PREFILL_CHUNK})
-  --prefix-reuse P   reuse of cached prompt prefixes across requests: exact (default; whole prefill
-                     chunks, results identical to a fresh prefill), any (every cached position,
-                     e.g. short shared system prompts; results may differ slightly), off
-  --kv-memory-mb N   KV cache budget per model, all slots together; caps each sequence's context
-                     to what fits (default ${DEFAULT_KV_MEMORY_MB})
-  --log-level L      fatal, error, warn, info, debug, trace or silent (default $KILN_LOG_LEVEL or info);
-                     logs are JSON lines on stderr
-  -h, --help         show this help`;
-
-interface ServeOptions {
-  slugs: string[];
-  port: number;
-  host: string;
-  cloud: boolean;
-  threads: number;
-  maxRunning: number;
-  maxWaiting: number;
-  prefillChunk: number;
-  /** KV cache budget per model, in MiB. */
-  kvMemoryMb: number;
-  prefixReuse: PrefixReuse;
-  logLevel: string;
-}
-
-
-const LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
-
-function parse(argv: string[]): ServeOptions | string {
-  const o: ServeOptions = {
-    slugs: [],
-    port: 8000,
-    host: "127.0.0.1",
-    cloud: false,
-    threads: 2,
-    maxRunning: DEFAULT_MAX_RUNNING,
-    maxWaiting: DEFAULT_MAX_WAITING,
-    prefillChunk: DEFAULT_PREFILL_CHUNK,
-    kvMemoryMb: DEFAULT_KV_MEMORY_MB,
-    prefixReuse: "exact",
-    logLevel: process.env.KILN_LOG_LEVEL || "info",
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = argv[i + 1];
-    const int = (min: number, max: number): number | null => {
-      i++;
-      const n = Number(value);
-      return value !== undefined && value !== "" && Number.isInteger(n) && n >= min && n <= max ? n : null;
-    };
-    const text = (): string | null => (i++, value && !value.startsWith("-") ? value : null);
-    if (arg === "--model" || arg === "-m") {
-      const slug = text();
-      if (slug === null) return "--model needs a slug";
-      o.slugs.push(slug);
-    } else if (arg === "--port") {
-      const n = int(0, 65535);
-      if (n === null) return "--port needs an integer from 0 to 65535";
-      o.port = n;
-    } else if (arg === "--threads") {
-      const n = int(1, 256);
-      if (n === null) return "--threads needs an integer from 1 to 256";
-      o.threads = n;
-    } else if (arg === "--max-running") {
-      const n = int(1, 256);
-      if (n === null) return "--max-running needs an integer from 1 to 256";
-      o.maxRunning = n;
-    } else if (arg === "--prefill-chunk") {
-      const n = int(1, 8192);
-      if (n === null) return "--prefill-chunk needs an integer from 1 to 8192";
-      o.prefillChunk = n;
-    } else if (arg === "--prefix-reuse") {
-      const v = text();
-      if (v !== "exact" && v !== "any" && v !== "off") return "--prefix-reuse needs exact, any or off";
-      o.prefixReuse = v;
-    } else if (arg === "--kv-memory-mb") {
-      const n = int(1, 1_048_576);
-      if (n === null) return "--kv-memory-mb needs an integer from 1 to 1048576";
-      o.kvMemoryMb = n;
-    } else if (arg === "--max-waiting") {
-      const n = int(0, 100_000);
-      if (n === null) return "--max-waiting needs an integer from 0 to 100000";
-      o.maxWaiting = n;
-    } else if (arg === "--host") {
-      const host = text();
-      if (host === null) return "--host needs an address";
-      o.host = host;
-    } else if (arg === "--log-level") {
-      o.logLevel = text() ?? "";
-    } else if (arg === "--cloud") {
-      o.cloud = true;
-    } else {
-      return `unknown argument ${arg}`;
-    }
-  }
-  if (o.slugs.length === 0) return "which model? (--model <slug>, see `kiln models`)";
-  if (!LEVELS.includes(o.logLevel)) return `--log-level must be one of ${LEVELS.join(", ")}`;
-  for (const slug of o.slugs) {
-    if (!hasModel(slug)) return new UnknownModelError(slug).message;
-    if (getModel(slug).kind !== "text") return `${slug} is a ${getModel(slug).kind} model; kiln serve handles text models for now`;
-  }
-  o.slugs = [...new Set(o.slugs)];
-  return o;
-}
-
-export async function run(argv: string[], io: CommandIO = process): Promise<number> {
-  if (argv.includes("-h") || argv.includes("--help")) {
-    io.stdout.write(usage + "\n");
-    return 0;
-  }
-  const parsed = parse(argv);
-  if (typeof parsed === "string") {
-    io.stderr.write(`kiln serve: ${parsed}\n${usage}\n`);
-    return 2;
-  }
-  const o = parsed;
+async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: CommandIO): Promise<number> {
   const logger = pino({ level: o.logLevel, base: { pid: process.pid } }, pino.destination(2));
   const registry = new ModelRegistry();
   for (const slug of o.slugs) registry.expect(slug);
@@ -209,19 +132,24 @@ export async function run(argv: string[], io: CommandIO = process): Promise<numb
       if (loading.signal.aborted) break;
       try {
         const onStage = (stage: string) => {
+          printer.done();
           registry.stage(slug, stage);
           io.stderr.write(`${slug}: ${stage}\n`);
         };
-        const compiled = await compileModel(slug, { onStage, pull: { signal: loading.signal, onProgress: printer } });
+        const model = await loadModel(slug, {
+          onStage,
+          signal: loading.signal,
+          pull: { onProgress: printer },
+          threads: o.threads,
+          maxRunning: o.maxRunning,
+          maxWaiting: o.maxWaiting,
+          prefillChunk: o.prefillChunk,
+          prefixReuse: o.prefixReuse,
+          kvMemoryBytes: o.kvMemoryMb * 1024 * 1024,
+        });
         printer.done();
-        onStage("loading the model");
-        const runtime = await TextRuntime.load(compiled.dir, { threads: o.threads, slots: o.maxRunning });
-        if (loading.signal.aborted) {
-          await runtime.close();
-          break;
-        }
-        registry.serve(textModel(runtime, { maxWaiting: o.maxWaiting, maxRunning: o.maxRunning, prefillChunk: o.prefillChunk, kvMemoryBytes: o.kvMemoryMb * 1024 * 1024, prefixReuse: o.prefixReuse }));
-        io.stderr.write(`${slug}: serving (artifact ${compiled.manifest.id})\n`);
+        registry.serve(model);
+        io.stderr.write(`${slug}: serving (artifact ${model.artifactId})\n`);
       } catch (err) {
         printer.done();
         if (loading.signal.aborted) break;
@@ -246,4 +174,3 @@ export async function run(argv: string[], io: CommandIO = process): Promise<numb
   }
 }
 
-export default { name, description, usage, run };

@@ -5,14 +5,9 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { hashKey } from "../../../src/api/auth/key-store.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
-import * as keys from "../../../src/cli/commands/keys.js";
-import * as serve from "../../../src/cli/commands/serve.js";
-
-function capture() {
-  const out = { stdout: "", stderr: "" };
-  const io = { stdout: { write: (s: string) => (out.stdout += s) }, stderr: { write: (s: string) => (out.stderr += s), isTTY: false } };
-  return { out, io };
-}
+import keys from "../../../src/cli/commands/keys.js";
+import serve from "../../../src/cli/commands/serve.js";
+import { capture } from "../cli/capture.js";
 
 describe("kiln keys", () => {
   let home: string;
@@ -55,15 +50,29 @@ describe("kiln keys", () => {
     expect(JSON.parse(after.out.stdout)[0].revokedAt).toMatch(/^\d{4}-/);
   });
 
-  it("rejects bad arguments", async () => {
-    for (const argv of [[], ["make"], ["create"], ["create", "--name", "x", "--models", "nope"], ["revoke"], ["list", "--bogus"]]) {
+  it("rejects bad arguments with a message and the help, on stderr", async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [[], /^kiln keys: which subcommand\? \(create, list or revoke\)\n/],
+      [["make"], /^kiln keys: unknown subcommand make\n/],
+      [["create"], /^kiln keys: create needs --name <name>\n/],
+      [["create", "--name", "x", "--models", "nope"], /^kiln keys: unknown model: nope/],
+      [["create", "--name", "x", "--models", ","], /^kiln keys: --models needs at least one slug\n/],
+      [["create", "--name"], /^kiln keys: --name needs a value \(<name>\)\n/],
+      [["revoke"], /^kiln keys: revoke needs one key id\n/],
+      [["list", "extra"], /^kiln keys: unexpected argument extra\n/],
+      [["list", "--bogus"], /^kiln keys: unknown option --bogus\n/],
+    ];
+    for (const [argv, message] of cases) {
       const { io, out } = capture();
-      expect(await keys.run(argv, io)).toBe(2);
-      expect(out.stderr).toContain("kiln keys:");
+      expect(await keys.run(argv, io), argv.join(" ")).toBe(2);
+      expect(out.stderr).toMatch(message);
+      expect(out.stderr).toContain("Usage: kiln keys create");
+      expect(out.stdout).toBe("");
     }
     const { io, out } = capture();
     expect(await keys.run(["--help"], io)).toBe(0);
-    expect(out.stdout).toMatch(/^Usage: kiln keys create/);
+    expect(out.stdout).toMatch(/^Usage: kiln keys create \[options\]\n +kiln keys list \[options\]\n +kiln keys revoke <id> \[options\]/);
+    for (const option of ["--name <name>", "--models <slug,...>", "--json"]) expect(out.stdout).toContain(option);
   });
 });
 
@@ -71,25 +80,51 @@ describe("kiln serve arguments", () => {
   it("prints help", async () => {
     const { io, out } = capture();
     expect(await serve.run(["--help"], io)).toBe(0);
-    expect(out.stdout).toMatch(/^Usage: kiln serve --model <slug>/);
-    for (const option of ["--port", "--host", "--cloud", "--threads"]) expect(out.stdout).toContain(option);
+    expect(out.stdout).toMatch(/^Usage: kiln serve --model <slug>\.\.\. \[options\]\n/);
+    const options = ["-m, --model <slug>", "--port N", "--host <address>", "--cloud", "--threads N", "--max-running N", "--max-waiting N",
+      "--prefill-chunk N", "--prefix-reuse exact|any|off", "--kv-memory-mb MiB", "--log-level <level>", "-h, --help"];
+    for (const option of options) expect(out.stdout).toContain(option);
+    for (const value of ["default: 8000", "default: 127.0.0.1", "default: 2", "default: exact", "default: 4096", "default: $KILN_LOG_LEVEL, else info"]) {
+      expect(out.stdout).toContain(value);
+    }
   });
 
   it("rejects missing or unknown models and bad options before doing anything", async () => {
-    const cases: Array<[string[], RegExp]> = [
-      [[], /which model/],
-      [["--model"], /--model needs a slug/],
-      [["--model", "gpt-9"], /unknown model: gpt-9/],
-      [["--model", "whisper-tiny"], /transcription model/],
-      [["--model", "smollm2-135m-instruct", "--port", "99999"], /--port/],
-      [["--model", "smollm2-135m-instruct", "--threads", "0"], /--threads/],
-      [["--model", "smollm2-135m-instruct", "--bogus"], /unknown argument --bogus/],
-      [["--model", "smollm2-135m-instruct", "--log-level", "loud"], /--log-level/],
+    const slug = "smollm2-135m-instruct";
+    const cases: Array<[string[], string]> = [
+      [[], "--model <slug> is required"],
+      [["--model"], "--model needs a value (<slug>)"],
+      [["--model", "--port", "80"], "--model needs a value (<slug>)"],
+      [["--model", "gpt-9"], "unknown model: gpt-9 (run `kiln models` for the list)"],
+      [["-m", slug, "-m", "whisper-tiny"], "whisper-tiny is a transcription model; kiln serve handles text models for now"],
+      [["--model", slug, "--port", "99999"], '--port needs an integer from 0 to 65535 (got "99999")'],
+      [["--model", slug, "--port", "x"], '--port needs an integer from 0 to 65535 (got "x")'],
+      [["--model", slug, "--port=80.5"], '--port needs an integer from 0 to 65535 (got "80.5")'],
+      [["--model", slug, "--threads", "0"], '--threads needs an integer from 1 to 256 (got "0")'],
+      [["--model", slug, "--max-waiting", "-1"], '--max-waiting needs an integer from 0 to 100000 (got "-1")'],
+      [["--model", slug, "--prefix-reuse", "maybe"], '--prefix-reuse needs exact, any or off (got "maybe")'],
+      [["--model", slug, "--bogus"], "unknown option --bogus"],
+      [["--model", slug, "--cloud=yes"], "--cloud takes no value"],
+      [["--model", slug, "extra"], "unexpected argument extra"],
+      [["--model", slug, "--log-level", "loud"], '--log-level needs fatal, error, warn, info, debug, trace or silent (got "loud")'],
     ];
     for (const [argv, message] of cases) {
       const { io, out } = capture();
-      expect(await serve.run(argv, io)).toBe(2);
-      expect(out.stderr).toMatch(message);
+      expect(await serve.run(argv, io), argv.join(" ")).toBe(2);
+      expect(out.stderr).toBe(`kiln serve: ${message}\n\n${serve.help}\n`);
+    }
+  });
+
+  it("checks a log level that comes from KILN_LOG_LEVEL", async () => {
+    const saved = process.env.KILN_LOG_LEVEL;
+    process.env.KILN_LOG_LEVEL = "loud";
+    try {
+      const { io, out } = capture();
+      expect(await serve.run(["--model", "smollm2-135m-instruct"], io)).toBe(2);
+      expect(out.stderr).toMatch(/^kiln serve: --log-level \(from \$KILN_LOG_LEVEL\) needs fatal, error/);
+    } finally {
+      if (saved === undefined) delete process.env.KILN_LOG_LEVEL;
+      else process.env.KILN_LOG_LEVEL = saved;
     }
   });
 });

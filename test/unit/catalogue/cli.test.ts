@@ -1,23 +1,14 @@
 import { describe, expect, it } from "vitest";
-import * as modelsCommand from "../../../src/cli/commands/models.js";
-import * as pullCommand from "../../../src/cli/commands/pull.js";
+import modelsCommand, * as models from "../../../src/cli/commands/models.js";
+import pullCommand, * as pull from "../../../src/cli/commands/pull.js";
 import { MODELS } from "../../../src/catalogue/models.js";
-
-function capture() {
-  const out = { stdout: "", stderr: "" };
-  const io = {
-    stdout: { write: (s: string) => (out.stdout += s) },
-    stderr: { write: (s: string) => (out.stderr += s), isTTY: false },
-  };
-  return { out, io };
-}
+import { capture } from "../cli/capture.js";
 
 describe("kiln models", () => {
   it("exports the command shape", () => {
     expect(modelsCommand.name).toBe("models");
     expect(typeof modelsCommand.description).toBe("string");
-    expect(modelsCommand.usage).toMatch(/^Usage: kiln models/);
-    expect(modelsCommand.default.run).toBe(modelsCommand.run);
+    expect(modelsCommand.help).toMatch(/^Usage: kiln models \[options\]\n/);
   });
 
   it("prints an aligned table of all 42 models", async () => {
@@ -45,35 +36,48 @@ describe("kiln models", () => {
     expect(await modelsCommand.run(["--json"], c.io)).toBe(0);
     expect(JSON.parse(c.out.stdout)).toHaveLength(42);
     c = capture();
+    expect(await modelsCommand.run(["--kind=text", "--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out.stdout)).toHaveLength(MODELS.filter((m) => m.kind === "text").length);
+    c = capture();
     expect(await modelsCommand.run(["--help"], c.io)).toBe(0);
-    expect(c.out.stdout).toContain("Usage: kiln models");
+    expect(c.out.stdout).toBe(`${modelsCommand.help}\n`);
+    for (const option of ["--kind text|transcription", "--json", "-h, --help"]) expect(c.out.stdout).toContain(option);
     c = capture();
     expect(await modelsCommand.run(["--bogus"], c.io)).toBe(2);
-    expect(c.out.stderr).toContain("unexpected argument --bogus");
+    expect(c.out.stderr).toBe(`kiln models: unknown option --bogus\n\n${modelsCommand.help}\n`);
+    c = capture();
+    expect(await modelsCommand.run(["--kind", "speech"], c.io)).toBe(2);
+    expect(c.out.stderr).toMatch(/^kiln models: --kind needs text or transcription \(got "speech"\)\n/);
+    c = capture();
+    expect(await modelsCommand.run(["text"], c.io)).toBe(2);
+    expect(c.out.stderr).toMatch(/^kiln models: unexpected argument text\n/);
   });
 
   it("formats numbers", () => {
-    expect(modelsCommand.formatParameters(135e6)).toBe("135M");
-    expect(modelsCommand.formatParameters(1.55e9)).toBe("1.55B");
-    expect(modelsCommand.formatParameters(140.6e9)).toBe("141B");
-    expect(modelsCommand.formatUsd(0.1)).toBe("$0.10");
-    expect(modelsCommand.formatUsd(0.005)).toBe("$0.005");
+    expect(models.formatParameters(135e6)).toBe("135M");
+    expect(models.formatParameters(1.55e9)).toBe("1.55B");
+    expect(models.formatParameters(140.6e9)).toBe("141B");
+    expect(models.formatUsd(0.1)).toBe("$0.10");
+    expect(models.formatUsd(0.005)).toBe("$0.005");
   });
 });
 
 describe("kiln pull", () => {
   it("exports the command shape and prints help", async () => {
     expect(pullCommand.name).toBe("pull");
-    expect(pullCommand.default.run).toBe(pullCommand.run);
+    // test/model/catalogue/pull-python.test.ts imports the named run.
+    expect(pull.run).toBe(pullCommand.run);
     const { out, io } = capture();
-    expect(await pullCommand.run(["--help"], io)).toBe(0);
-    expect(out.stdout).toMatch(/^Usage: kiln pull <slug>/);
+    expect(await pullCommand.run(["-h"], io)).toBe(0);
+    expect(out.stdout).toMatch(/^Usage: kiln pull <slug>\.\.\. \[options\]\n/);
+    for (const option of ["-q, --quiet", "--rehash"]) expect(out.stdout).toContain(option);
   });
 
   it("wants a slug, and says so", async () => {
     const { out, io } = capture();
     expect(await pullCommand.run([], io)).toBe(2);
     expect(out.stderr).toMatch(/^kiln pull: which model\?/);
+    expect(out.stderr).toContain("Usage: kiln pull");
   });
 
   it("fails an unknown slug with one line and exit code 1", async () => {
