@@ -8,10 +8,11 @@
  * Why agreement is measured teacher-forced: this model's activations have large outliers, so a
  * difference in float summation order flips an int8 activation rounding and the flip grows over
  * 30 layers. llama.cpp against itself (flash attention on vs off, the same model and prompts) agrees
- * token for token over 64 greedy tokens on only 4 of these 20 prompts. Free-running greedy
- * agreement is therefore reported, not required; what is required is that at every step along
- * llama.cpp's own greedy path kiln predicts llama.cpp's token, except at near-ties, and that the
- * first-step top-5 sets agree.
+ * token for token over 64 greedy tokens on only 4 to 6 of these 20 prompts, and how many depends on
+ * the CPU, so free-running greedy agreement is not measured. What is required is that at every step
+ * along llama.cpp's own greedy path kiln predicts llama.cpp's token, except at near-ties, that the
+ * first-step top-5 sets agree, and that kiln's first-step log-probabilities are as close to
+ * llama.cpp's as llama.cpp's flash-attention path is.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -40,7 +41,6 @@ interface Agreement {
   forcedSteps: number;
   forcedAgree: number;
   forcedDisagreeOutsideTies: number;
-  freeRunFull: number;
 }
 
 const argmax = (a: Float32Array) => {
@@ -90,13 +90,12 @@ async function llamaReference(model: LlamaModel, prompts: number[][]): Promise<R
 async function llamaSelfAgreement(model: LlamaModel, refs: Reference[]): Promise<Agreement> {
   const context = await model.createContext({ contextSize: 1024, threads: 2, flashAttention: true });
   const sequence = context.getSequence();
-  const result: Agreement = { top5SetsEqual: 0, maxLogitDiff: 0, forcedSteps: 0, forcedAgree: 0, forcedDisagreeOutsideTies: 0, freeRunFull: 0 };
+  const result: Agreement = { top5SetsEqual: 0, maxLogitDiff: 0, forcedSteps: 0, forcedAgree: 0, forcedDisagreeOutsideTies: 0 };
   for (const ref of refs) {
     await sequence.clearHistory();
     const path = [...ref.prompt, ...ref.tokens];
     const input = path.map((t, i) => (i >= ref.prompt.length - 1 && i < path.length - 1 ? ([t, { generateNext: { probabilities: true } }] as const) : t));
     const outputs = await sequence.controlledEvaluate(input as never);
-    let free = true;
     for (let j = 0; j < ref.tokens.length; j++) {
       const probs = [...outputs[ref.prompt.length - 1 + j]!.next.probabilities!.entries()];
       if (j === 0) {
@@ -108,19 +107,15 @@ async function llamaSelfAgreement(model: LlamaModel, refs: Reference[]): Promise
       const agree = Number(probs[0][0]) === ref.tokens[j];
       result.forcedSteps++;
       if (agree) result.forcedAgree++;
-      else {
-        free = false;
-        if (ref.margins[j] >= NEAR_TIE) result.forcedDisagreeOutsideTies++;
-      }
+      else if (ref.margins[j] >= NEAR_TIE) result.forcedDisagreeOutsideTies++;
     }
-    if (free) result.freeRunFull++;
   }
   await context.dispose();
   return result;
 }
 
-async function measure(kiln: ModelSession, refs: Reference[], freeRun: boolean): Promise<Agreement> {
-  const result: Agreement = { top5SetsEqual: 0, maxLogitDiff: 0, forcedSteps: 0, forcedAgree: 0, forcedDisagreeOutsideTies: 0, freeRunFull: 0 };
+async function measure(kiln: ModelSession, refs: Reference[]): Promise<Agreement> {
+  const result: Agreement = { top5SetsEqual: 0, maxLogitDiff: 0, forcedSteps: 0, forcedAgree: 0, forcedDisagreeOutsideTies: 0 };
   for (const ref of refs) {
     kiln.kv.truncate(0, 0);
     let logits = await kiln.forward(0, 1, ref.prompt.length, ref.prompt);
@@ -135,15 +130,6 @@ async function measure(kiln: ModelSession, refs: Reference[], freeRun: boolean):
       else if (ref.margins[j] >= NEAR_TIE) result.forcedDisagreeOutsideTies++;
       logits = await kiln.forward(0, 1, 1, [ref.tokens[j]]);
     }
-    if (!freeRun) continue;
-    kiln.kv.truncate(0, 0);
-    logits = await kiln.forward(0, 1, ref.prompt.length, ref.prompt);
-    let same = 0;
-    while (same < ref.tokens.length && argmax(logits) === ref.tokens[same]) {
-      logits = await kiln.forward(0, 1, 1, [ref.tokens[same]]);
-      same++;
-    }
-    if (same === ref.tokens.length) result.freeRunFull++;
   }
   return result;
 }
@@ -168,7 +154,7 @@ describe("compiled SmolLM2 vs llama.cpp on the same GGUF", () => {
     for (const numerics of ["llama.cpp", "fast"] as const) {
       const compiled = await compiledArtifact({ numerics });
       const kiln = await ModelSession.load(compiled.dir, { threads: 2 });
-      results[numerics] = await measure(kiln, refs, numerics === "llama.cpp");
+      results[numerics] = await measure(kiln, refs);
       await kiln.release();
     }
     console.log("agreement with llama.cpp over 20 chat prompts:\n" + JSON.stringify(results, null, 1));
@@ -190,7 +176,7 @@ describe("compiled SmolLM2 vs llama.cpp on the same GGUF", () => {
     const kiln = results["llama.cpp"];
     const self = results["llama.cpp flash attention"];
     expect(kiln.top5SetsEqual).toBeGreaterThanOrEqual(self.top5SetsEqual - 2);
-    expect(kiln.freeRunFull).toBeGreaterThanOrEqual(self.freeRunFull - 1);
+    expect(kiln.maxLogitDiff).toBeLessThanOrEqual(Math.max(0.5, 1.5 * self.maxLogitDiff));
     expect(kiln.forcedAgree / kiln.forcedSteps).toBeGreaterThanOrEqual(self.forcedAgree / self.forcedSteps - 0.02);
   });
 

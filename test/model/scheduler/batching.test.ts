@@ -1,22 +1,16 @@
 /**
  * The batch engine on the real model: batching must not change what a request gets beyond the
- * runtime's rounding. A request's prompt is always prefilled alone (one sequence per prefill
- * call), so its first token is exactly what it gets alone. Decode rows share model calls, and on
- * some CPUs onnxruntime's int8-activation kernels round a row differently depending on how many
- * rows share the call: its logits move by up to about one logit, and an int8 rounding flip
- * compounds over the 30 layers. So "as alone" is checked as llama.cpp parity is, by
- * log-probabilities: the batched tokens equal the solo run's until a near-tie, and there the
- * batched token is one of the solo run's close alternatives. A request read from the wrong slot,
- * a bad cache copy or a mixed-up sampler gives unrelated distributions and fails.
+ * runtime's rounding (see test/support/rounding.ts for why "as alone" is checked by
+ * log-probabilities and not by exact text), n choices share one prefill, prefix reuse changes
+ * nothing, and sixteen concurrent generations each match their solo run.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LoadedModel } from "../../../src/runtime/loaded-model.js";
 import { serveLoadedModel, type BatchEngine, type EmittedTokenLogprob, type GenerationRequest, type SamplingParams, type ServedModel } from "../../../src/scheduler/index.js";
 import { CHAT_PROMPTS, compiledArtifact } from "../../support/model.js";
+import { beyondRounding } from "../../support/rounding.js";
 
 const SLOTS = 16;
-/** Nats: how far a log-probability may move under batching, and how close a near-tie is. */
-const ROUNDING = 1.5;
 let model: ServedModel;
 let engine: BatchEngine;
 
@@ -40,21 +34,6 @@ async function run(request: GenerationRequest) {
     } else reasons[e.choice] = e.reason;
   }
   return { text: texts[0], texts, steps: steps[0], allSteps: steps, reasons };
-}
-
-/** Why `batched` is not `alone` up to rounding, or null when it is. */
-function beyondRounding(alone: EmittedTokenLogprob[], batched: EmittedTokenLogprob[]): string | null {
-  let k = 0;
-  for (; k < alone.length && k < batched.length && alone[k].token === batched[k].token; k++) {
-    const moved = Math.abs(alone[k].logprob - batched[k].logprob);
-    if (moved > ROUNDING) return `token ${k} (${JSON.stringify(alone[k].token)}): log-probability moved by ${moved.toFixed(2)} nats`;
-  }
-  if (k === alone.length && k === batched.length) return null;
-  if (k === alone.length || k === batched.length) return null; // one ended (its end token carries no log-probability here): a divergence we cannot weigh
-  const alt = alone[k].top.find((t) => t.token === batched[k].token);
-  if (!alt) return `token ${k}: batched ${JSON.stringify(batched[k].token)} is not among the solo run's top 5`;
-  if (alone[k].logprob - alt.logprob > ROUNDING) return `token ${k}: batched ${JSON.stringify(batched[k].token)} trails the solo choice by ${(alone[k].logprob - alt.logprob).toFixed(2)} nats`;
-  return null;
 }
 
 beforeAll(async () => {
