@@ -10,6 +10,7 @@ import { Lifecycle, type ApiContext } from "./context.js";
 import { apiError, toApiError } from "./errors.js";
 import { KilnMetrics } from "./metrics/kiln-metrics.js";
 import { requestIdFrom } from "./request-id.js";
+import { capConnections, clientErrorHandler, serverTimeoutOptions, type CurrentExchanges, type ServerLimits } from "./server-limits.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
@@ -20,7 +21,11 @@ import type { UsageRecorder } from "./usage.js";
 /** Default most bytes of a request body: 4 MiB (a full 128k-token prompt is about 0.5 MB). */
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
 
-export interface AppOptions {
+/** Default milliseconds a drain gives running requests before ending them: 30 s. */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+
+/** What the app serves with; {@link ServerLimits} bound the clients (timeouts, connections). */
+export interface AppOptions extends ServerLimits {
   /** The models to serve (and their loading state). */
   models: ModelRegistry;
   /** Key checking: local (any non-empty key, the default) or cloud (keys from the database). */
@@ -36,6 +41,8 @@ export interface AppOptions {
   /** Shared with the process so that SIGTERM can start draining; default a fresh one. */
   lifecycle?: Lifecycle;
   sse?: SseOptions;
+  /** Warnings about how the server is exposed (e.g. beyond loopback without key checks), listed by /health; default none. */
+  warnings?: readonly string[];
 }
 
 /** Routes that keep answering while the server drains. */
@@ -50,14 +57,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     usage: options.usage,
     startedAt: Math.floor(Date.now() / 1000),
     sse: options.sse ?? {},
+    warnings: options.warnings ?? [],
   };
+  const exchanges: CurrentExchanges = new WeakMap();
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
+    ...serverTimeoutOptions(options),
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     genReqId: (req) => requestIdFrom(req.headers["x-request-id"]),
     logController: new LogController({ requestIdLogLabel: "request_id" }),
     return503OnClosing: false,
+    clientErrorHandler: clientErrorHandler(exchanges, ctx.metrics),
   });
+  capConnections(app, options);
 
   // Every body is read as JSON whatever its content type (curl -d sends form-urlencoded).
   app.removeAllContentTypeParsers();
@@ -75,6 +87,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    exchanges.set(request.raw.socket, { request, reply });
     ctx.lifecycle.requestStarted();
     // 'close' fires once the answer is complete or the client has gone: either way it is over.
     reply.raw.once("close", () => ctx.lifecycle.requestFinished());
@@ -103,10 +116,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     return reply.code(error.status).send(error.toBody());
   });
 
-  healthRoutes(app, ctx);
+  const auth: AuthMode = options.auth ?? { mode: "local" };
+  healthRoutes(app, ctx, auth);
   await app.register(
     async (v1) => {
-      v1.addHook("onRequest", authHook(options.auth ?? { mode: "local" }));
+      v1.addHook("onRequest", authHook(auth));
       modelsRoute(v1, ctx);
       chatCompletionsRoute(v1, ctx);
       completionsRoute(v1, ctx);
@@ -126,13 +140,42 @@ function queueLoads(models: ModelRegistry) {
   return models.all().flatMap((s) => (s.status === "serving" ? [{ model: s.slug, ...s.model.engine.load }] : []));
 }
 
+export interface DrainOptions {
+  /**
+   * Milliseconds the running requests get to finish. Past it, each still-running generation ends
+   * with an error (an error event on a stream, a 503 otherwise), and every connection left is
+   * closed. Default {@link DEFAULT_DRAIN_TIMEOUT_MS}; Infinity waits for as long as they run.
+   */
+  timeoutMs?: number;
+}
+
+/** Milliseconds the answers of cut-off requests get to reach their clients before their connections are closed. */
+const CUT_OFF_GRACE_MS = 500;
+
 /**
  * Graceful stop: while requests are in flight the server keeps listening and answers new ones with
- * 503 (so clients and load balancers see a clear "go elsewhere"); once the last one has finished
- * the server closes. Resolves once every connection is gone.
+ * 503 (so clients and load balancers see a clear "go elsewhere"); once the last one has finished,
+ * or the deadline has cut off the rest, the server closes. Resolves once every connection is gone.
  */
-export async function drainApp(app: FastifyInstance, lifecycle: Lifecycle): Promise<void> {
+export async function drainApp(app: FastifyInstance, lifecycle: Lifecycle, options: DrainOptions = {}): Promise<void> {
   lifecycle.startDraining();
-  await lifecycle.idle();
+  if (!(await settlesWithin(lifecycle.idle(), options.timeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS))) {
+    lifecycle.cutOff();
+    await settlesWithin(lifecycle.idle(), CUT_OFF_GRACE_MS);
+    // What is left cannot be answered: a client not reading its stream, a body still arriving.
+    app.server.closeAllConnections();
+  }
   await app.close();
+}
+
+/** Whether `promise` settles within `ms` milliseconds. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  if (ms === Infinity) return promise.then(() => true);
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([promise.then(() => true as const), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

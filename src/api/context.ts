@@ -1,17 +1,32 @@
 /** What the routes share: the models, metrics, usage records and the server's lifecycle. */
+import { setMaxListeners } from "node:events";
 import type { ModelRegistry } from "../scheduler/index.js";
 import type { KilnMetrics } from "./metrics/kiln-metrics.js";
 import type { SseOptions } from "./sse.js";
 import type { UsageRecorder } from "./usage.js";
 
-/** The server's lifecycle flag: once draining, new requests get 503 while running ones finish. */
+/**
+ * The server's lifecycle: once draining, new requests get 503 while running ones finish; once cut
+ * off (the drain deadline has passed), the ones still running end at once with an error.
+ */
 export class Lifecycle {
   private isDraining = false;
   private running = 0;
   private idleWaiters: Array<() => void> = [];
+  private readonly cutOffController = new AbortController();
+
+  constructor() {
+    // Every running generation listens to it: hundreds are normal, not a leak to warn about.
+    setMaxListeners(0, this.cutOffController.signal);
+  }
 
   get draining(): boolean {
     return this.isDraining;
+  }
+
+  /** Aborted when the drain deadline passes: every generation still running must end now, with an error. */
+  get cutOffSignal(): AbortSignal {
+    return this.cutOffController.signal;
   }
 
   /** Requests that have started and not yet been answered in full. */
@@ -21,6 +36,12 @@ export class Lifecycle {
 
   startDraining(): void {
     this.isDraining = true;
+  }
+
+  /** Ends the running generations (draining too, if it had not begun): streams get an error event, others a 503. */
+  cutOff(): void {
+    this.isDraining = true;
+    this.cutOffController.abort();
   }
 
   requestStarted(): void {
@@ -47,4 +68,6 @@ export interface ApiContext {
   /** Unix seconds when the server started (the `created` of models not in service). */
   startedAt: number;
   sse: SseOptions;
+  /** Why this server is riskier than it looks (e.g. listening beyond loopback without key checks); /health lists them. */
+  warnings: readonly string[];
 }

@@ -30,6 +30,8 @@ export const ERRORS = {
   model_not_found: { status: 404, type: "invalid_request_error", code: "model_not_found" },
   route_not_found: { status: 404, type: "invalid_request_error", code: null },
   request_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
+  // The contract forbids 408 (the clients retry it), so a request too slow to arrive is a 400.
+  request_timeout: { status: 400, type: "invalid_request_error", code: "request_timeout" },
   rate_limit_exceeded: { status: 429, type: "requests", code: "rate_limit_exceeded", retryAfter: 1 },
   internal_error: { status: 500, type: "server_error", code: null },
   overloaded: { status: 503, type: "server_error", code: "overloaded", retryAfter: 1 },

@@ -1,5 +1,6 @@
 /** The HTTP API service. */
-export { buildApp, DEFAULT_BODY_LIMIT, drainApp, type AppOptions } from "./app.js";
+export { buildApp, DEFAULT_BODY_LIMIT, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, type AppOptions, type DrainOptions } from "./app.js";
+export { exposureWarning, isLoopbackHost } from "./exposure.js";
 export { Lifecycle } from "./context.js";
 export { ApiError, apiError, ERRORS, type ErrorBody, type ErrorCode } from "./errors.js";
 export { KeyStore, hashKey, type ApiKeyInfo, type KeyVerifier, type StoredKey } from "./auth/key-store.js";

@@ -7,7 +7,7 @@
  */
 import { PassThrough } from "node:stream";
 import type { FastifyReply } from "fastify";
-import { toApiError } from "./errors.js";
+import { ApiError, toApiError } from "./errors.js";
 
 export interface SseOptions {
   /** Milliseconds of silence after which a `: keep-alive` comment is sent. Default 15000; 0 = never. */
@@ -37,8 +37,11 @@ export async function streamSse(reply: FastifyReply, options: SseOptions, body: 
     await body(writer);
   } catch (err) {
     if (!writer.started) throw err;
-    reply.request.log.error({ err }, "stream failed after its first event");
-    writer.end(`data: ${JSON.stringify(toApiError(err, reply.request.id).toBody())}\n\n`);
+    const error = toApiError(err, reply.request.id);
+    // An error the API meant to send (a shutdown cut-off) is news, not a failure with a stack to read.
+    if (err instanceof ApiError) reply.request.log.info({ code: error.code, status: error.status }, `stream ended with an error event: ${error.message}`);
+    else reply.request.log.error({ err }, "stream failed after its first event");
+    writer.end(`data: ${JSON.stringify(error.toBody())}\n\n`);
     return;
   }
   writer.end("data: [DONE]\n\n");

@@ -4,12 +4,12 @@
  * `models` and `weight_sources` tables are then re-seeded from `models.ts`, so the database always
  * matches the source file.
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { MODELS } from "./models.js";
-import { databasePath, kilnHome } from "./paths.js";
+import { databasePath, ensurePrivateHome, kilnHome, PRIVATE_FILE_MODE, tightenFile } from "./paths.js";
 import type { ModelEntry } from "./types.js";
 
 export type KilnDatabase = Database.Database;
@@ -41,10 +41,13 @@ export interface OpenDatabaseOptions {
   models?: readonly ModelEntry[];
 }
 
-/** Opens (creating as needed) the database, applies the schema and seeds the catalogue. */
+/**
+ * Opens (creating as needed) the database, applies the schema and seeds the catalogue. The file and
+ * its WAL companions are the owner's only (0600), and so is KILN_HOME when the database is its.
+ */
 export function openDatabase(options: OpenDatabaseOptions = {}): KilnDatabase {
-  const file = options.path ?? databasePath(options.home ?? kilnHome());
-  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+  const file = options.path ?? databasePath(ensurePrivateHome(options.home ?? kilnHome()));
+  if (file !== ":memory:") createPrivately(file);
   const db = new Database(file);
   try {
     db.pragma("busy_timeout = 10000");
@@ -58,6 +61,16 @@ export function openDatabase(options: OpenDatabaseOptions = {}): KilnDatabase {
     db.close();
     throw err;
   }
+}
+
+/**
+ * Creates the database file owner-only before SQLite opens it, since SQLite gives its WAL and
+ * shared-memory files the database file's mode; one made before this gets tightened, companions included.
+ */
+function createPrivately(file: string): void {
+  mkdirSync(dirname(file), { recursive: true });
+  closeSync(openSync(file, "a", PRIVATE_FILE_MODE));
+  for (const path of [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]) tightenFile(path);
 }
 
 /** Applies the schema file (read at run time; every statement is `IF NOT EXISTS`). */

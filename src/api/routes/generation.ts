@@ -7,6 +7,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
+import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
 import { streamSse, type SseSink } from "../sse.js";
 
@@ -51,6 +52,9 @@ class Tracker {
   private decodeSeconds = 0;
   private decodeTokens = 0;
   completionTokens = 0;
+  /** Whether a choice ended cancelled (by its client leaving, or by the drain deadline). */
+  stoppedEarly = false;
+  /** What the metrics count as cancelled: the client went away. */
   cancelled = false;
 
   constructor(private readonly reply: FastifyReply) {}
@@ -61,7 +65,7 @@ class Tracker {
       return;
     }
     this.completionTokens += event.completionTokens;
-    if (event.reason === "cancelled") this.cancelled = true;
+    if (event.reason === "cancelled") this.stoppedEarly = true;
     if (event.completionTokens >= 2) {
       this.perToken.push(event.decodeSeconds / (event.completionTokens - 1));
       this.decodeSeconds += event.decodeSeconds;
@@ -112,11 +116,23 @@ class Generation {
     this.events = job.model.engine.submit(job.request, this.controller.signal)[Symbol.asyncIterator]();
     this.tracker = new Tracker(reply);
     reply.raw.on("close", this.onClose);
+    ctx.lifecycle.cutOffSignal.addEventListener("abort", this.onCutOff);
+  }
+
+  /** Whether the drain deadline ended the generation before it was over. */
+  get cutShort(): boolean {
+    return this.ctx.lifecycle.cutOffSignal.aborted && this.tracker.stoppedEarly;
   }
 
   /** Whether the client went away before the generation was over. */
   get clientLeft(): boolean {
-    return this.controller.signal.aborted || this.tracker.cancelled;
+    return !this.cutShort && (this.controller.signal.aborted || this.tracker.stoppedEarly);
+  }
+
+  /** Throws the answer's error when the drain deadline ended the generation (its events stop short, as if cancelled). */
+  assertNotCutOff(): void {
+    if (!this.cutShort) return;
+    throw apiError("shutting_down", "The server is shutting down and ended this request before it finished; retry on another instance or in a moment.");
   }
 
   async next(): Promise<IteratorResult<GenerationEvent>> {
@@ -133,6 +149,7 @@ class Generation {
   end(): Usage {
     if (this.usage) return this.usage;
     this.reply.raw.off("close", this.onClose);
+    this.ctx.lifecycle.cutOffSignal.removeEventListener("abort", this.onCutOff);
     void this.events.return?.();
     this.tracker.cancelled = this.clientLeft;
     this.usage = this.tracker.record(this.ctx, this.request, this.job);
@@ -143,6 +160,8 @@ class Generation {
   private readonly onClose = () => {
     if (!this.reply.raw.writableFinished) this.controller.abort();
   };
+
+  private readonly onCutOff = () => this.controller.abort();
 }
 
 /** HTTP status recorded for a request whose client left before the answer (never sent to anyone). */
@@ -171,6 +190,7 @@ async function wholeAnswer(generation: Generation, reply: FastifyReply, format: 
   const choices = new Map<number, CollectedChoice>();
   for (let r = await generation.next(); !r.done; r = await generation.next()) collect(choices, r.value);
   const usage = generation.end();
+  generation.assertNotCutOff();
   if (generation.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
   return format.complete([...choices.values()].sort((a, b) => a.index - b.index), usage);
 }
@@ -182,6 +202,7 @@ async function streamAnswer(generation: Generation, sse: SseSink, format: Answer
     for (const chunk of chunksOf(r.value, format, started)) await sse.send(chunk);
   }
   const usage = generation.end();
+  generation.assertNotCutOff();
   if (includeUsage) await sse.send(format.usage(usage));
 }
 

@@ -1,17 +1,23 @@
-/** GET /health (503 until the models are loaded, and while draining) and GET /metrics (Prometheus). */
+/**
+ * GET /health (503 until the models are loaded, and while draining) and GET /metrics (Prometheus).
+ * In cloud mode /metrics asks for a valid API key like /v1 does: its series name the served
+ * models and their load. /health stays open, for probes.
+ */
 import type { FastifyInstance } from "fastify";
+import { authHook, type AuthMode } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { engineSnapshots } from "../metrics/engine-metrics.js";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/prometheus.js";
 
-export function healthRoutes(app: FastifyInstance, ctx: ApiContext): void {
+export function healthRoutes(app: FastifyInstance, ctx: ApiContext, auth: AuthMode): void {
   app.get("/health", async (_request, reply) => {
     const models = Object.fromEntries(ctx.models.all().map((s) => [s.slug, s.status === "loading" ? `loading (${s.stage})` : s.status]));
     const status = ctx.lifecycle.draining ? "draining" : ctx.models.ready ? "ok" : "loading";
-    return reply.code(status === "ok" ? 200 : 503).send({ status, models });
+    const warnings = ctx.warnings.length > 0 ? { warnings: ctx.warnings } : {};
+    return reply.code(status === "ok" ? 200 : 503).send({ status, models, ...warnings });
   });
 
-  app.get("/metrics", async (_request, reply) =>
+  app.get("/metrics", { onRequest: auth.mode === "cloud" ? authHook(auth) : [] }, async (_request, reply) =>
     reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.render(() => engineSnapshots(ctx.models))),
   );
 }

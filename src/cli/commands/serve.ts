@@ -1,6 +1,16 @@
 /** `kiln serve --model <slug>...`: the OpenAI-compatible HTTP API over the given models. */
 import pino from "pino";
-import { buildApp, drainApp, KeyStore, Lifecycle, sqliteUsageRecorder, type AuthMode, type UsageRecorder } from "../../api/index.js";
+import {
+  buildApp,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  drainApp,
+  exposureWarning,
+  KeyStore,
+  Lifecycle,
+  sqliteUsageRecorder,
+  type AuthMode,
+  type UsageRecorder,
+} from "../../api/index.js";
 import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
@@ -46,8 +56,29 @@ const options = {
     default: DEFAULT_KV_MEMORY_MB,
     description: "KV cache budget per model, all slots together; caps each sequence's context to what fits",
   }),
+  drainTimeout: option.number({
+    value: "<seconds>",
+    min: 0,
+    max: 86_400,
+    default: DEFAULT_DRAIN_TIMEOUT_MS / 1000,
+    description: "how long SIGTERM or Ctrl-C waits for running requests; then each ends with an error and the process exits",
+  }),
   logLevel: option.choice(LOG_LEVELS, { value: "<level>", env: "KILN_LOG_LEVEL", default: "info", description: "what to log; logs are JSON lines on stderr" }),
 };
+
+/** Milliseconds past the drain deadline that closing the models and the database may take before the process exits anyway. */
+const STOP_GRACE_MS = 10_000;
+
+/**
+ * Exits the process if it is still running `ms` from now: the drain deadline is a promise to
+ * whoever sent SIGTERM, kept even if closing something hangs. The timer alone keeps nothing alive.
+ */
+function exitIfStuck(ms: number, io: CommandIO): void {
+  setTimeout(() => {
+    io.stderr.write(`kiln serve: still stopping ${ms / 1000} s after the signal; exiting now\n`);
+    process.exit(1);
+  }, ms).unref();
+}
 
 /** The slugs to serve, once each; a usage error unless each is a text model of the catalogue. */
 function textModelSlugs(slugs: string[]): string[] {
@@ -65,7 +96,9 @@ export default defineCommand({
   intro: `Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, models), then
 pulls, compiles and loads each model (progress on stderr). GET /health answers 503 until the
 models are loaded, then 200. SIGTERM or Ctrl-C stops taking requests and exits once the running
-ones have finished (a second Ctrl-C exits at once).`,
+ones have finished, or after --drain-timeout, ending the ones left with an error (a second Ctrl-C
+exits at once). A --host beyond loopback without --cloud lets anyone on the network in: kiln
+warns about it on stderr and in GET /health.`,
   options,
   run: (commandLine, io) => serve({ ...commandLine.options, slugs: textModelSlugs(commandLine.options.model) }, io),
 });
@@ -85,7 +118,13 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
     usageRecorder = sqliteUsageRecorder(db, (slug) => (hasModel(slug) ? getModel(slug) : undefined));
   }
 
-  const app = await buildApp({ models: registry, auth, logger, usage: usageRecorder, lifecycle });
+  const warning = exposureWarning(o.host, o.cloud);
+  if (warning) {
+    io.stderr.write(`\nkiln serve: WARNING: ${warning}\n\n`);
+    logger.warn({ host: o.host }, warning);
+  }
+
+  const app = await buildApp({ models: registry, auth, logger, usage: usageRecorder, lifecycle, warnings: warning ? [warning] : [] });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (err) {
@@ -99,16 +138,18 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
   io.stderr.write(`kiln serve: listening on ${url} (${o.cloud ? "cloud mode: API keys checked" : "local mode: any API key"}); loading ${o.slugs.join(", ")}\n`);
 
   // Shutdown: the first signal drains, a second one exits at once.
+  const drainTimeoutMs = o.drainTimeout * 1000;
   const loading = new AbortController();
   let stopping: Promise<void> | null = null;
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
   const stop = (why: string) => {
     if (stopping) return stopping;
-    io.stderr.write(`kiln serve: ${why}: no new requests; finishing the running ones\n`);
+    io.stderr.write(`kiln serve: ${why}: no new requests; finishing the running ones (for up to ${o.drainTimeout} s)\n`);
     loading.abort();
+    exitIfStuck(drainTimeoutMs + STOP_GRACE_MS, io);
     stopping = (async () => {
-      await drainApp(app, lifecycle);
+      await drainApp(app, lifecycle, { timeoutMs: drainTimeoutMs });
       await registry.close();
       db?.close();
       logger.flush?.();
