@@ -1,13 +1,18 @@
 import { createHash } from "node:crypto";
-import { createReadStream, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ARTIFACT_FILES, type ArtifactManifest, type TokenizerSpec } from "../runtime/artifact/index.js";
+import {
+  ARTIFACT_FILES,
+  type ArtifactFileRecord,
+  type ArtifactManifest,
+  sha256OfFile,
+  type TokenizerSpec,
+  UNLISTED_FILES,
+  writeVerifiedStamp,
+} from "../runtime/artifact/index.js";
 
-export async function sha256File(path: string): Promise<string> {
-  const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 22 })) hash.update(chunk as Buffer);
-  return hash.digest("hex");
-}
+/** Hex SHA-256 of a file's content, read in 4 MiB chunks. */
+export const sha256File = sha256OfFile;
 
 /** Same source, compiler and options give the same id, so a compile is reused instead of redone. */
 export function artifactId(slug: string, sourceSha256: string, compilerVersion: string, options: object): string {
@@ -33,10 +38,27 @@ export class ArtifactFolder {
     if (chatTemplate !== null) writeFileSync(this.path(ARTIFACT_FILES.chatTemplate), chatTemplate);
   }
 
-  commit(manifest: ArtifactManifest): void {
-    writeFileSync(this.path(ARTIFACT_FILES.manifest), JSON.stringify(manifest, null, 2));
+  /** Size and SHA-256 of every file written so far (the manifest's `files`), by name. */
+  async fileRecords(): Promise<ArtifactFileRecord[]> {
+    const names = readdirSync(this.tmpDir)
+      .filter((name) => !UNLISTED_FILES.includes(name) && statSync(this.path(name)).isFile())
+      .sort();
+    const out: ArtifactFileRecord[] = [];
+    for (const name of names) out.push({ path: name, bytes: statSync(this.path(name)).size, sha256: await sha256OfFile(this.path(name)) });
+    return out;
+  }
+
+  /**
+   * Records every file's size and hash in the manifest, writes it, and moves the folder into place
+   * (replacing an older one); the verification stamp vouches for the files just hashed.
+   */
+  async commit(manifest: Omit<ArtifactManifest, "files">): Promise<ArtifactManifest> {
+    const full: ArtifactManifest = { ...manifest, files: await this.fileRecords() };
+    writeFileSync(this.path(ARTIFACT_FILES.manifest), JSON.stringify(full, null, 2));
     if (existsSync(this.finalDir)) rmSync(this.finalDir, { recursive: true, force: true });
     renameSync(this.tmpDir, this.finalDir);
+    writeVerifiedStamp(this.finalDir, full.id, full.files);
+    return full;
   }
 
   abandon(): void {

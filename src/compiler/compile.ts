@@ -11,7 +11,8 @@ import { llamaHyper } from "./hyper.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
 
-export const COMPILER_VERSION = "0.2.0";
+/** Part of every artifact id. 0.3.0: the manifest records each file's size and sha256 (`files`). */
+export const COMPILER_VERSION = "0.3.0";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {
@@ -29,6 +30,11 @@ export interface CompileRequest {
   home?: string;
   /** Rebuild even when an artifact with the same id exists. */
   force?: boolean;
+  /**
+   * The SHA-256 the source must have (what was pulled, what the catalogue pins): a file whose hash
+   * differs is neither compiled nor matched to an artifact ({@link SourceChangedError}).
+   */
+  sourceSha256?: string;
   onStage?: (stage: string) => void;
 }
 
@@ -37,6 +43,18 @@ export interface CompileResult {
   manifest: ArtifactManifest;
   reused: boolean;
   seconds: number;
+}
+
+/** The source GGUF's content is not the one recorded for it: it changed after it was pulled. */
+export class SourceChangedError extends Error {
+  constructor(
+    readonly path: string,
+    readonly expected: string,
+    readonly actual: string,
+  ) {
+    super(`${path} has sha256 ${actual}, but ${expected} was recorded for it (pulled or pinned): the file changed after it was pulled; refusing to compile it`);
+    this.name = "SourceChangedError";
+  }
 }
 
 /** What an unset compile option means. */
@@ -53,6 +71,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   const stage = req.onStage ?? (() => {});
   stage("hashing source");
   const sha256 = await sha256File(req.ggufPath);
+  if (req.sourceSha256 !== undefined && sha256 !== req.sourceSha256.toLowerCase()) throw new SourceChangedError(req.ggufPath, req.sourceSha256.toLowerCase(), sha256);
   const id = artifactId(req.slug, sha256, COMPILER_VERSION, options);
   const dir = join(artifactsDir(req.slug, req.home ?? kilnHome()), id);
   if (!req.force) {
@@ -78,7 +97,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
     stage("writing tokenizer");
     const spec = tokenizerSpec(file);
     folder.writeTokenizer(spec, chatTemplate(file));
-    const manifest: ArtifactManifest = {
+    const manifest: Omit<ArtifactManifest, "files"> = {
       id,
       slug: req.slug,
       compilerVersion: COMPILER_VERSION,
@@ -89,10 +108,14 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
       choices: [...choices, { what: "options", choice: JSON.stringify(options), exact: true, why: "compile options" }],
       stopTokenIds: endOfGenerationIds(spec),
     };
-    folder.commit(manifest);
-    return { dir, manifest, reused: false, seconds: (Date.now() - started) / 1000 };
+    const committed = await folder.commit(manifest);
+    return { dir, manifest: committed, reused: false, seconds: (Date.now() - started) / 1000 };
   } catch (err) {
-    folder.abandon();
+    try {
+      folder.abandon();
+    } catch {
+      // The compile's own error (ENOSPC on a full disk, say) is what the user must see, not a failed cleanup's.
+    }
     throw err;
   }
 }

@@ -3,4 +3,4 @@
  * calls it; the compiler stays a transform from weights to an artifact folder.
  */
 export { loadModel, type LoadModelOptions } from "./load-model.js";
-export { NotCompilableError, provisionArtifact, type ProvisionOptions } from "./provision-artifact.js";
+export { ArtifactIntegrityError, NotCompilableError, provisionArtifact, type ProvisionOptions, SourceHashError } from "./provision-artifact.js";

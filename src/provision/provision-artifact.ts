@@ -1,15 +1,36 @@
 /** Pull -> compile -> record: a catalogue model's compiled artifact, built when missing. */
 import { join } from "node:path";
-import { getModel } from "../catalogue/catalogue.js";
+import { describeSource, getModel, memberPath, packageMembers } from "../catalogue/catalogue.js";
 import { openDatabase } from "../catalogue/db.js";
 import { kilnHome } from "../catalogue/paths.js";
-import { pullModel, type PullOptions } from "../catalogue/pull/index.js";
-import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult } from "../compiler/compile.js";
+import { pullModel, type PulledModel, type PullOptions } from "../catalogue/pull/index.js";
+import type { WeightSource } from "../catalogue/types.js";
+import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult, SourceChangedError } from "../compiler/compile.js";
+import { type ArtifactProblem, describeProblems, verifyArtifact } from "../runtime/artifact/index.js";
 import { recordCompileFailure, recordCompileFinish, recordCompileStart } from "./compile-records.js";
 
 export class NotCompilableError extends Error {
   constructor(slug: string, why: string) {
     super(`cannot compile ${slug}: ${why}`);
+  }
+}
+
+/** An artifact whose files do not match its manifest even after it was rebuilt. */
+export class ArtifactIntegrityError extends Error {
+  constructor(
+    readonly dir: string,
+    readonly problems: ArtifactProblem[],
+  ) {
+    super(`the artifact ${dir} does not match its manifest even after a rebuild: ${describeProblems(problems)}; refusing to load it`);
+    this.name = "ArtifactIntegrityError";
+  }
+}
+
+/** A pulled source file whose hash is not the one the catalogue pins. */
+export class SourceHashError extends Error {
+  constructor(slug: string, path: string, pinned: string, pulled: string) {
+    super(`cannot compile ${slug}: ${path} was pulled with sha256 ${pulled}, but the catalogue pins ${pinned}; refusing to compile it`);
+    this.name = "SourceHashError";
   }
 }
 
@@ -25,26 +46,93 @@ export interface ProvisionOptions {
   onStage?: (stage: string) => void;
 }
 
-/** Pulls a catalogue model if needed, compiles it (or reuses its artifact), and records the compile in SQLite. */
+/** The sha256 the catalogue (or `sources`) pins for `path` of the source the files came from, if any. */
+function pinnedSha256(sources: readonly WeightSource[], pulled: PulledModel, path: string): string | undefined {
+  const source = sources.find((s) => describeSource(s) === pulled.source);
+  if (!source) return undefined;
+  const pin = source.type === "hub" ? source.files.find((f) => f.path === path)?.sha256 : packageMembers(source).find((m) => memberPath(m) === path)?.sha256;
+  return pin?.toLowerCase();
+}
+
+/**
+ * Pulls a catalogue model if needed, compiles it (or reuses its artifact), and records the compile in
+ * SQLite. The source is compiled only when its sha256 is the one pulled and the one the catalogue
+ * pins (a file changed since is pulled again once, else refused). A reused artifact is verified
+ * against its manifest (sizes, and sha256 where its verification stamp does not vouch for a file):
+ * a damaged one is rebuilt once, and refused with `ArtifactIntegrityError` if it still differs.
+ */
 export async function provisionArtifact(slug: string, opts: ProvisionOptions = {}): Promise<CompileResult> {
   const entry = getModel(slug);
   if (entry.kind !== "text") throw new NotCompilableError(slug, `it is a ${entry.kind} model; the text compiler handles GGUF text models`);
   const home = opts.home ?? kilnHome();
-  opts.onStage?.("pulling weights");
-  const pulled = await pullModel(slug, { ...opts.pull, home });
-  opts.pull?.signal?.throwIfAborted();
-  const gguf = pulled.files.find((f) => f.path.endsWith(".gguf"));
-  if (!gguf) throw new NotCompilableError(slug, `no GGUF file among the pulled files (${pulled.files.map((f) => f.path).join(", ")})`);
+  const stage = opts.onStage ?? (() => {});
+  const sources = opts.pull?.sources ?? entry.sources;
+  const pull = async (rehash: boolean) => {
+    const pulled = await pullModel(slug, { ...opts.pull, home, rehash: rehash || opts.pull?.rehash });
+    opts.pull?.signal?.throwIfAborted();
+    const gguf = pulled.files.find((f) => f.path.endsWith(".gguf"));
+    if (!gguf) throw new NotCompilableError(slug, `no GGUF file among the pulled files (${pulled.files.map((f) => f.path).join(", ")})`);
+    const pinned = pinnedSha256(sources, pulled, gguf.path);
+    if (pinned !== undefined && pinned !== gguf.sha256.toLowerCase()) throw new SourceHashError(slug, gguf.path, pinned, gguf.sha256);
+    return { path: join(pulled.dir, gguf.path), sha256: gguf.sha256 };
+  };
+  stage("pulling weights");
+  let source = await pull(false);
   const db = openDatabase({ home });
   const recordId = recordCompileStart(db, slug, COMPILER_VERSION, opts.compile ?? {});
+  let failed = false;
   try {
-    const result = await compileGguf({ slug, ggufPath: join(pulled.dir, gguf.path), options: opts.compile, home, force: opts.force, onStage: opts.onStage });
+    const compile = (force: boolean) =>
+      compileGguf({ slug, ggufPath: source.path, sourceSha256: source.sha256, options: opts.compile, home, force, onStage: opts.onStage });
+    let result: CompileResult;
+    try {
+      result = await compile(opts.force ?? false);
+    } catch (err) {
+      if (!(err instanceof SourceChangedError)) throw err;
+      // Changed since the pull checked it: pull again, hashing every file (a file that fails is fetched again).
+      stage(`${err.path} changed after it was pulled: pulling it again`);
+      source = await pull(true);
+      result = await compile(opts.force ?? false);
+    }
+    if (result.reused) {
+      stage("verifying the artifact");
+      const problems = await verifyArtifact(result.dir, result.manifest);
+      if (problems.length > 0) {
+        stage(`rebuilding the artifact (${describeProblems(problems)})`);
+        result = await compile(true);
+        const again = await verifyArtifact(result.dir, result.manifest);
+        if (again.length > 0) throw new ArtifactIntegrityError(result.dir, again);
+      }
+    }
     recordCompileFinish(db, recordId, result);
     return result;
   } catch (err) {
-    recordCompileFailure(db, recordId, err);
-    throw err;
+    failed = true;
+    throw recordedFailure(err, () => recordCompileFailure(db, recordId, err));
   } finally {
+    closeDatabase(db, failed);
+  }
+}
+
+/**
+ * The error a failed compile reports: its own, even when recording it fails too. A full disk fails
+ * the compile with ENOSPC and then SQLite's write of the failure ("database or disk is full"); the
+ * user must see the first cause, so the recording error is only attached (as `recordError`).
+ */
+export function recordedFailure(err: unknown, record: () => void): unknown {
+  try {
+    record();
+  } catch (recordError) {
+    if (err instanceof Error && Object.isExtensible(err)) Object.defineProperty(err, "recordError", { value: recordError, enumerable: false, configurable: true });
+  }
+  return err;
+}
+
+/** Closes the database; a close that fails while a compile error is on its way must not replace it. */
+function closeDatabase(db: { close(): unknown }, failed: boolean): void {
+  try {
     db.close();
+  } catch (closeError) {
+    if (!failed) throw closeError;
   }
 }

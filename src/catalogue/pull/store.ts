@@ -1,7 +1,9 @@
 /**
  * The model store: `$KILN_HOME/models/<slug>/` holds the weight files and `pulled.json`, a record of
- * what was pulled (from which source, with each file's SHA-256, size and mtime). A file whose size
- * and mtime still match its record is trusted without hashing it again.
+ * what was pulled (from which source, with each file's SHA-256, size, mtime, ctime and inode). A file
+ * whose size, mtime, ctime and inode still match its record is trusted without hashing it again;
+ * any other is hashed and compared with its recorded SHA-256. ctime cannot be set back by a user,
+ * so a file edited in place with its mtime restored is noticed.
  */
 import { createHash, type Hash } from "node:crypto";
 import { createReadStream } from "node:fs";
@@ -21,6 +23,9 @@ export interface PulledFile {
 
 export interface PullRecordFile extends PulledFile {
   mtimeMs: number;
+  /** Absent in records written before kiln recorded them: such a file is hashed once again. */
+  ctimeMs?: number;
+  ino?: number;
 }
 
 export interface PullRecord {
@@ -49,7 +54,7 @@ export async function writeRecord(
   const files: PullRecordFile[] = [];
   for (const f of record.files) {
     const st = await stat(join(dir, f.path));
-    files.push({ path: f.path, sha256: f.sha256, bytes: f.bytes, mtimeMs: st.mtimeMs });
+    files.push({ path: f.path, sha256: f.sha256, bytes: f.bytes, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, ino: st.ino });
   }
   const full: PullRecord = { version: 1, ...record, pulledAt: new Date().toISOString(), files };
   const tmp = join(dir, `${RECORD_FILE}.${process.pid}.tmp`);
@@ -58,14 +63,37 @@ export async function writeRecord(
   return full;
 }
 
-/** True when `file` still has the size and mtime its record says (so its recorded hash holds). */
+/**
+ * True when `file` still has the size, mtime, ctime and inode its record says (so its recorded hash
+ * holds without hashing it). A record without ctime and inode (an older kiln's) never matches.
+ */
 export async function matchesRecord(dir: string, file: PullRecordFile): Promise<boolean> {
   try {
     const st = await stat(join(dir, file.path));
-    return st.isFile() && st.size === file.bytes && Math.abs(st.mtimeMs - file.mtimeMs) < 1;
+    return (
+      st.isFile() &&
+      st.size === file.bytes &&
+      Math.abs(st.mtimeMs - file.mtimeMs) < 1 &&
+      file.ctimeMs !== undefined &&
+      st.ctimeMs === file.ctimeMs &&
+      st.ino === file.ino
+    );
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether `file` still holds what its record says: by its stamp (size, mtime, ctime, inode) when
+ * that matches, else by hashing it (`hashed` says so, and the record should be rewritten to stamp it
+ * again). `sha256` is set when the file was hashed.
+ */
+export async function checkRecorded(dir: string, file: PullRecordFile): Promise<{ ok: boolean; hashed: boolean; sha256?: string }> {
+  if (await matchesRecord(dir, file)) return { ok: true, hashed: false };
+  const size = await fileSize(join(dir, file.path));
+  if (size !== file.bytes) return { ok: false, hashed: false };
+  const got = await sha256File(join(dir, file.path));
+  return { ok: got.sha256 === file.sha256 && got.bytes === file.bytes, hashed: true, sha256: got.sha256 };
 }
 
 /** Resolves a relative weight path inside `dir`, refusing anything that escapes it. */

@@ -1,4 +1,16 @@
 /** The artifact contract: files, manifest and the text graph's names and KV geometry. */
 export { ARTIFACT_FILES } from "./files.js";
-export { readManifest, readTokenizerSpec, type ArtifactManifest, type GraphIo, type ModelShape, type TokenizerSpec } from "./manifest.js";
-export { checkTextGraphIo, KV_GROWTH_POSITIONS, kvBytesPerPosition, servedContextLength, TEXT_GRAPH, textGraphIo } from "./text-graph.js";
+export { readManifest, readTokenizerSpec, type ArtifactFileRecord, type ArtifactManifest, type GraphIo, type ModelShape, type TokenizerSpec } from "./manifest.js";
+export {
+  checkTextGraphIo,
+  DEFAULT_KV_AVAILABLE_SHARE,
+  DEFAULT_KV_TOTAL_SHARE,
+  defaultKvMemoryBytes,
+  KV_GROWTH_POSITIONS,
+  kvBytesPerPosition,
+  type MemoryAvailability,
+  servedContextLength,
+  TEXT_GRAPH,
+  textGraphIo,
+} from "./text-graph.js";
+export { type ArtifactProblem, checkArtifactSizes, describeProblems, sha256OfFile, UNLISTED_FILES, VERIFIED_STAMP, verifyArtifact, type VerifyOptions, writeVerifiedStamp } from "./verify.js";

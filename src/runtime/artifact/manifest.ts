@@ -48,6 +48,15 @@ export interface GraphIo {
   outputs: string[];
 }
 
+/** One file of an artifact folder as the compiler wrote it. */
+export interface ArtifactFileRecord {
+  /** Name inside the artifact folder. */
+  path: string;
+  bytes: number;
+  /** Hex SHA-256 of the content. */
+  sha256: string;
+}
+
 export interface ArtifactManifest {
   /** Content-derived id: slug + short hash of (source sha256, compiler version, options). */
   id: string;
@@ -62,6 +71,11 @@ export interface ArtifactManifest {
   choices: Array<{ what: string; choice: string; exact: boolean; why: string }>;
   /** EOS-like token ids that end generation. */
   stopTokenIds: number[];
+  /**
+   * Size and SHA-256 of every file of the folder but `manifest.json` itself, checked at load (see
+   * `verify.ts`). Absent in manifests from compilers before 0.3.0: such an artifact is rebuilt.
+   */
+  files: ArtifactFileRecord[];
 }
 
 export function readManifest(dir: string): ArtifactManifest {

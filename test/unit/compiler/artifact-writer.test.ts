@@ -65,7 +65,7 @@ const SPEC: TokenizerSpec = {
   addSpacePrefix: false,
 };
 
-function manifest(id: string): ArtifactManifest {
+function manifest(id: string): Omit<ArtifactManifest, "files"> {
   return {
     id,
     slug: "m",
@@ -80,7 +80,7 @@ function manifest(id: string): ArtifactManifest {
 }
 
 describe("ArtifactFolder", () => {
-  it("builds in a temp folder and appears only on commit", () => {
+  it("builds in a temp folder and appears only on commit", async () => {
     const finalDir = join(dir, "commit", "m-1");
     const folder = new ArtifactFolder(finalDir);
     expect(folder.tmpDir).not.toBe(finalDir);
@@ -89,30 +89,39 @@ describe("ArtifactFolder", () => {
     folder.writeTokenizer(SPEC, "{{ messages }}");
     expect(existsSync(finalDir)).toBe(false);
 
-    folder.commit(manifest("m-1"));
+    const committed = await folder.commit(manifest("m-1"));
     expect(existsSync(folder.tmpDir)).toBe(false);
-    expect(readdirSync(finalDir).sort()).toEqual(["chat_template.jinja", "manifest.json", "model.onnx", "tokenizer.json"]);
-    expect(readManifest(finalDir)).toEqual(manifest("m-1"));
+    expect(readdirSync(finalDir).sort()).toEqual([".verified.json", "chat_template.jinja", "manifest.json", "model.onnx", "tokenizer.json"]);
+    expect(readManifest(finalDir)).toEqual(committed);
+    expect(committed).toEqual({ ...manifest("m-1"), files: expect.any(Array) });
+    // Every file but the manifest, with its size and sha256.
+    const { createHash } = await import("node:crypto");
+    expect(committed.files).toEqual(
+      ["chat_template.jinja", "model.onnx", "tokenizer.json"].map((name) => {
+        const bytes = readFileSync(join(finalDir, name));
+        return { path: name, bytes: bytes.length, sha256: createHash("sha256").update(bytes).digest("hex") };
+      }),
+    );
     expect(readTokenizerSpec(finalDir)).toEqual(SPEC);
     expect(readFileSync(join(finalDir, "chat_template.jinja"), "utf8")).toBe("{{ messages }}");
   });
 
-  it("writes no chat template file when the model has none", () => {
+  it("writes no chat template file when the model has none", async () => {
     const finalDir = join(dir, "no-template", "m-2");
     const folder = new ArtifactFolder(finalDir);
     folder.writeTokenizer(SPEC, null);
-    folder.commit(manifest("m-2"));
-    expect(readdirSync(finalDir).sort()).toEqual(["manifest.json", "tokenizer.json"]);
+    await folder.commit(manifest("m-2"));
+    expect(readdirSync(finalDir).sort()).toEqual([".verified.json", "manifest.json", "tokenizer.json"]);
   });
 
-  it("replaces an existing artifact completely on a forced rebuild", () => {
+  it("replaces an existing artifact completely on a forced rebuild", async () => {
     const finalDir = join(dir, "replace", "m-3");
     mkdirSync(finalDir, { recursive: true });
     writeFileSync(join(finalDir, "stale.bin"), "old");
     const folder = new ArtifactFolder(finalDir);
     folder.writeTokenizer(SPEC, null);
-    folder.commit(manifest("m-3"));
-    expect(readdirSync(finalDir).sort()).toEqual(["manifest.json", "tokenizer.json"]);
+    await folder.commit(manifest("m-3"));
+    expect(readdirSync(finalDir).sort()).toEqual([".verified.json", "manifest.json", "tokenizer.json"]);
   });
 
   it("leaves nothing behind when abandoned, and clears a stale temp folder when started", () => {
