@@ -38,6 +38,8 @@ export const ERRORS = {
   model_loading: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
   model_unavailable: { status: 503, type: "server_error", code: "model_unavailable" },
   shutting_down: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
+  // Usage can be neither recorded nor spooled (cloud mode): refused before any work, never served free.
+  ledger_unavailable: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -82,6 +84,8 @@ const FASTIFY: Record<string, (err: Error) => ApiError> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: () => apiError("invalid_json", "The request body is empty; send a JSON object."),
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: () => apiError("invalid_request", "The content-length header does not match the body."),
   FST_ERR_CTP_INVALID_JSON_BODY: () => apiError("invalid_json", "We could not parse the JSON body of your request."),
+  FST_ERR_BAD_URL: () => apiError("invalid_request", "The request URL is not valid: its percent-encoding does not decode to UTF-8 text."),
+  FST_ERR_MAX_PARAM_LENGTH: () => apiError("invalid_request", "The request URL has a path segment longer than this server accepts."),
 };
 
 /**

@@ -7,4 +7,5 @@ export { KeyStore, hashKey, type ApiKeyInfo, type KeyVerifier, type StoredKey } 
 export type { AuthMode } from "./auth/auth.js";
 export { KilnMetrics } from "./metrics/kiln-metrics.js";
 export { sqliteUsageRecorder, type UsageRecorder } from "./usage.js";
+export { SpooledUsageRecorder, usageSpoolPath, USAGE_SPOOL_FILE } from "./usage-spool.js";
 export type { SseOptions } from "./sse.js";

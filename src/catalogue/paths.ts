@@ -29,7 +29,7 @@ export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
 
 /** What kiln itself puts in its home: a directory holding nothing else is kiln's own to lock down. */
-const KILN_ENTRIES = new Set(["models", "artifacts", "kiln.sqlite", "kiln.sqlite-wal", "kiln.sqlite-shm", "kiln.sqlite-journal"]);
+const KILN_ENTRIES = new Set(["models", "artifacts", "kiln.sqlite", "kiln.sqlite-wal", "kiln.sqlite-shm", "kiln.sqlite-journal", "usage-spool.jsonl"]);
 
 /**
  * Makes `home` readable by its owner only: creates it 0700 when missing (its parents as usual),

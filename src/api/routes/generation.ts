@@ -85,13 +85,13 @@ class Tracker {
       decodeTokens: this.decodeTokens,
       cancelled: this.cancelled,
     });
-    ctx.usage?.record({
-      requestId: job.answerId,
-      keyId: request.apiKey?.id ?? null,
-      slug: job.model.slug,
-      promptTokens,
-      completionTokens: this.completionTokens,
-    });
+    const usage = { requestId: job.answerId, keyId: request.apiKey?.id ?? null, slug: job.model.slug, promptTokens, completionTokens: this.completionTokens };
+    // Metering never breaks an answer already generated: a recorder that throws is logged, loudly.
+    try {
+      ctx.usage?.record(usage);
+    } catch (err) {
+      request.log.error({ err, usage }, "usage record failed: this request's usage is only in this log");
+    }
     return { prompt_tokens: promptTokens, completion_tokens: this.completionTokens, total_tokens: promptTokens + this.completionTokens };
   }
 }
@@ -175,6 +175,10 @@ export async function answerGeneration(
   job: GenerationJob,
   format: AnswerFormat,
 ): Promise<unknown> {
+  // Metered requests are refused, before any work, while their usage could not be kept.
+  if (ctx.usage?.admits && !ctx.usage.admits()) {
+    throw apiError("ledger_unavailable", "The server cannot record usage right now, so it is not taking metered requests; retry in a moment.");
+  }
   const generation = new Generation(ctx, request, reply, job);
   try {
     if (!job.stream) return await wholeAnswer(generation, reply, format);
