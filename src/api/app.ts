@@ -3,7 +3,7 @@
  * routes. It serves whatever the {@link ModelRegistry} holds and never loads a model itself, so
  * tests build it around fake models.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
 import { Lifecycle, type ApiContext } from "./context.js";
@@ -68,6 +68,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     logController: new LogController({ requestIdLogLabel: "request_id" }),
     return503OnClosing: false,
     clientErrorHandler: clientErrorHandler(exchanges, ctx.metrics),
+    // Errors fastify answers before routing (a URL whose percent-encoding does not decode) get the
+    // API's error body and a request id too, instead of fastify's own shape.
+    frameworkErrors: (err, request, reply) => {
+      const error = toApiError(err, request.id);
+      request.log.info({ code: error.code, status: error.status }, error.message);
+      void (reply as FastifyReply).code(error.status).header("x-request-id", request.id).send(error.toBody());
+    },
   });
   capConnections(app, options);
 

@@ -23,7 +23,8 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /v1/completions with a plain prompt.`, "model");
     }
     const promptIds = model.chatPrompt(body.messages.map(templateMessage));
-    const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages");
+    const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
+    const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
     const job = generationJob(body, { model, answerId: answerId("chatcmpl"), promptIds, maxTokens, topLogprobs });
     return answerGeneration(ctx, request, reply, job, chatFormat(job.answerId, model, job.includeUsage, topLogprobs !== null));

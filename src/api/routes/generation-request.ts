@@ -52,6 +52,7 @@ export function generationJob(body: SharedFields, parts: JobParts): GenerationJo
  * The completion budget for a prompt of `promptTokens`: `requested` when it fits the context,
  * else a 400 `context_length_exceeded`; without a request, `fallback` clipped to what is left.
  * @param promptParam the field the prompt came from ("messages" or "prompt")
+ * @param requestedParam the field `requested` came from ("max_tokens" or "max_completion_tokens")
  */
 export function completionBudget(
   model: ServedModel,
@@ -59,8 +60,17 @@ export function completionBudget(
   requested: number | null | undefined,
   promptParam: string,
   fallback = Number.POSITIVE_INFINITY,
+  requestedParam = "max_tokens",
 ): number {
   const context = model.contextLength;
+  if (promptTokens === 0) {
+    // The engine needs one token to start from; an empty text prompt on a model without BOS has none.
+    throw apiError(
+      "invalid_value",
+      `'${promptParam}' gives no tokens, and this model adds no beginning-of-sequence token, so there is nothing to generate from: send at least one character or token id.`,
+      promptParam,
+    );
+  }
   if (promptTokens >= context) {
     throw apiError(
       "context_length_exceeded",
@@ -73,7 +83,7 @@ export function completionBudget(
       throw apiError(
         "context_length_exceeded",
         `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + requested} tokens (${promptTokens} in the ${promptParam}, ${requested} in the completion). Please reduce the length of the ${promptParam} or completion.`,
-        "max_tokens",
+        requestedParam,
       );
     }
     return requested;

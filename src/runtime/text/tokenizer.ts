@@ -18,6 +18,20 @@ export interface EncodeOptions {
   addSpecial?: boolean;
   /** Turn control-token texts such as "<|im_start|>" into their ids. Default false: they stay text. */
   parseSpecial?: boolean;
+  /**
+   * Text that must stay text whatever `parseSpecial` says: each `open + index + close` in the input
+   * stands for `texts[index]`. It is put back after special tokens are split out and before
+   * pre-tokenization, so it joins its neighbours exactly as ordinary text would and never becomes a
+   * control token. See {@link Tokenizer.literalTexts}.
+   */
+  literals?: Literals;
+}
+
+/** Stand-ins for literal text (see {@link EncodeOptions.literals}); `open` and `close` are single characters. */
+export interface Literals {
+  open: string;
+  close: string;
+  texts: readonly string[];
 }
 
 export interface DecodeOptions {
@@ -58,6 +72,7 @@ export class Tokenizer {
   private readonly preTokenizer: PreTokenizer;
   private readonly specials: SpecialTokenMatcher;
   private readonly wordCache = new Map<string, number[]>();
+  private parsedTexts: readonly string[] | undefined;
   private readonly pieceCache: [Array<Uint8Array | undefined>, Array<Uint8Array | undefined>];
 
   private constructor(spec: TokenizerSpec) {
@@ -91,9 +106,10 @@ export class Tokenizer {
     const out: number[] = [];
     if (options.addSpecial && this.addBos) out.push(this.requireId(this.bosId, "BOS"));
     if (text !== "") {
+      const restore = options.literals ? literalRestorer(options.literals) : (fragment: string) => fragment;
       for (const fragment of this.specials.partition(wellFormed(text), options.parseSpecial ?? false)) {
         if (typeof fragment === "number") out.push(fragment);
-        else for (const word of this.preTokenizer.split(fragment)) this.encodeWord(word, out);
+        else for (const word of this.preTokenizer.split(restore(fragment))) this.encodeWord(word, out);
       }
     }
     if (options.addSpecial && this.addEos) out.push(this.requireId(this.eosId, "EOS"));
@@ -139,6 +155,19 @@ export class Tokenizer {
     return (this.attrs[id] & ATTR_CONTROL) !== 0;
   }
 
+  /**
+   * Texts that `parseSpecial` turns into token ids and that otherwise stay text: those of control and
+   * unknown tokens (user-defined tokens are split out either way). Longest first.
+   */
+  get literalTexts(): readonly string[] {
+    if (this.parsedTexts === undefined) {
+      const texts = new Set<string>();
+      for (let id = 0; id < this.vocabSize; id++) if (this.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN) && this.texts[id] !== "") texts.add(this.texts[id]);
+      this.parsedTexts = [...texts].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
+    }
+    return this.parsedTexts;
+  }
+
   private encodeWord(word: string, out: number[]): void {
     let ids = this.wordCache.get(word);
     if (ids === undefined) {
@@ -172,6 +201,17 @@ export class Tokenizer {
       throw new TokenizerError(`token id ${id} is outside the vocabulary (0..${this.vocabSize - 1})`);
     }
   }
+}
+
+/** Puts literal texts back in place of their stand-ins; a stand-in with no such index stays as it is. */
+function literalRestorer({ open, close, texts }: Literals): (fragment: string) => string {
+  const standIn = new RegExp(`${escapeRegExp(open)}(\\d+)${escapeRegExp(close)}`, "g");
+  return (fragment) =>
+    fragment.includes(open) ? fragment.replace(standIn, (whole, index: string) => (Number(index) < texts.length ? wellFormed(texts[Number(index)]) : whole)) : fragment;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 /** Lone surrogates become U+FFFD, which is what llama.cpp receives from Node's UTF-8 conversion. */

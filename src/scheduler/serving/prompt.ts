@@ -1,10 +1,22 @@
 /**
  * Prompt rendering: chat messages through the model's own chat template, and text to prompt
- * tokens the way llama.cpp's server does it (special-token text parsed, BOS added when the model
- * asks for it and the text lacks it).
+ * tokens (BOS added when the model asks for it and the text lacks it).
+ *
+ * Special-token text written by a client (`<|im_start|>` typed in a message or a completion prompt)
+ * is text, never a control token, unless the server trusts its clients with them
+ * (`specialTokens: "parse"`, llama.cpp's and vLLM's behaviour). In a chat only the template's own
+ * scaffolding, and the BOS/EOS texts it is given, become control tokens: before rendering, every
+ * control-token text inside the messages is swapped for a stand-in that no template changes (two
+ * private-use characters around an index); the rendered prompt is tokenized with special tokens
+ * parsed, and each stand-in is put back as plain text before pre-tokenization, so it joins its
+ * neighbours exactly as it would have. Messages without such text render and tokenize exactly as
+ * before, and templates that transform content (`| trim`, slicing) keep working on it.
  */
-import type { ChatTemplate, Tokenizer } from "../../runtime/text/index.js";
+import type { ChatTemplate, Literals, Tokenizer } from "../../runtime/text/index.js";
 import type { ChatMessage } from "../types.js";
+
+/** How client text is tokenized: special-token text kept as "text" (default), or "parse"d into control tokens. */
+export type SpecialTokenMode = "text" | "parse";
 
 /** Renders messages through the chat template, ready for the assistant's turn. */
 export function renderChat(template: ChatTemplate, tokenizer: Tokenizer, messages: readonly ChatMessage[]): string {
@@ -12,10 +24,117 @@ export function renderChat(template: ChatTemplate, tokenizer: Tokenizer, message
   return template.render(messages, { addGenerationPrompt: true, bosToken: text(tokenizer.bosId), eosToken: text(tokenizer.eosId) });
 }
 
-/** Tokens of a prompt text. */
-export function encodePrompt(tokenizer: Tokenizer, text: string): number[] {
-  const ids = tokenizer.encode(text, { addSpecial: false, parseSpecial: true });
+/** Tokens of a chat: the messages rendered through the template, client text kept as text unless `mode` is "parse". */
+export function chatPromptIds(template: ChatTemplate, tokenizer: Tokenizer, messages: readonly ChatMessage[], mode: SpecialTokenMode = "text"): number[] {
+  if (mode === "parse") return encodePrompt(tokenizer, renderChat(template, tokenizer, messages), "parse");
+  const literals = new LiteralEscaper(tokenizer, template.source);
+  const rendered = renderChat(template, tokenizer, messages.map((m) => literals.escapeMessage(m)));
+  return withBos(tokenizer, tokenizer.encode(rendered, { parseSpecial: true, literals: literals.used() }));
+}
+
+/** Tokens of a prompt text; special-token text stays text unless `mode` is "parse". */
+export function encodePrompt(tokenizer: Tokenizer, text: string, mode: SpecialTokenMode = "text"): number[] {
+  return withBos(tokenizer, tokenizer.encode(text, { addSpecial: false, parseSpecial: mode === "parse" }));
+}
+
+function withBos(tokenizer: Tokenizer, ids: number[]): number[] {
   const bos = tokenizer.bosId;
   if (tokenizer.addBos && bos !== null && ids[0] !== bos) ids.unshift(bos);
   return ids;
+}
+
+/** First and last private-use characters (U+E000..U+F8FF): never produced by the templates' own text. */
+const PRIVATE_USE_FIRST = 0xe000;
+const PRIVATE_USE_LAST = 0xf8ff;
+
+/**
+ * Swaps control-token texts (and the stand-in's own opening character) in client strings for
+ * stand-ins `open + index + close`, remembering the text of each.
+ */
+class LiteralEscaper {
+  private readonly open: string;
+  private readonly close: string;
+  private readonly texts: string[] = [];
+  /** Candidate texts by first character, longest first (the tokenizer's order). */
+  private readonly byFirst: Map<string, string[]>;
+
+  constructor(tokenizer: Tokenizer, templateSource: string) {
+    ({ open: this.open, close: this.close, byFirst: this.byFirst } = escapeTable(tokenizer, templateSource));
+  }
+
+  /** The stand-ins used so far, for the tokenizer; undefined when none was needed. */
+  used(): Literals | undefined {
+    return this.texts.length === 0 ? undefined : { open: this.open, close: this.close, texts: this.texts };
+  }
+
+  /** Every string a client wrote in the message escaped (the role is the API's own, checked against a list). */
+  escapeMessage(message: ChatMessage): ChatMessage {
+    const out: ChatMessage = { ...message };
+    for (const [key, value] of Object.entries(message)) if (key !== "role") out[key] = this.escapeValue(value);
+    return out;
+  }
+
+  private escapeValue(value: unknown): unknown {
+    if (typeof value === "string") return this.escape(value);
+    if (Array.isArray(value)) return value.map((v) => this.escapeValue(v));
+    if (value !== null && typeof value === "object") {
+      return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, this.escapeValue(v)]));
+    }
+    return value;
+  }
+
+  private escape(text: string): string {
+    let out = "";
+    let from = 0;
+    for (let at = 0; at < text.length; ) {
+      const match = this.byFirst.get(text[at])?.find((candidate) => text.startsWith(candidate, at));
+      if (match === undefined) {
+        at++;
+        continue;
+      }
+      out += text.slice(from, at) + this.open + String(this.texts.push(match) - 1) + this.close;
+      at += match.length;
+      from = at;
+    }
+    return from === 0 ? text : out + text.slice(from);
+  }
+}
+
+interface EscapeTable {
+  open: string;
+  close: string;
+  byFirst: Map<string, string[]>;
+}
+
+/** Per tokenizer and template: built once, it is the same for every request. */
+const escapeTables = new WeakMap<Tokenizer, Map<string, EscapeTable>>();
+
+function escapeTable(tokenizer: Tokenizer, templateSource: string): EscapeTable {
+  const perTemplate = escapeTables.get(tokenizer) ?? new Map<string, EscapeTable>();
+  escapeTables.set(tokenizer, perTemplate);
+  let table = perTemplate.get(templateSource);
+  if (table === undefined) {
+    const specials = tokenizer.literalTexts;
+    // Stand-in characters that neither the template nor any special-token text contains.
+    const taken = (c: string) => templateSource.includes(c) || specials.some((t) => t.includes(c));
+    const free: string[] = [];
+    for (let code = PRIVATE_USE_FIRST; code <= PRIVATE_USE_LAST && free.length < 2; code++) {
+      const c = String.fromCharCode(code);
+      if (!taken(c)) free.push(c);
+    }
+    const [open, close] = free;
+    table = { open, close, byFirst: firstCharIndex([...specials, open]) };
+    perTemplate.set(templateSource, table);
+  }
+  return table;
+}
+
+function firstCharIndex(texts: readonly string[]): Map<string, string[]> {
+  const index = new Map<string, string[]>();
+  for (const text of [...texts].sort((a, b) => b.length - a.length)) {
+    const list = index.get(text[0]) ?? [];
+    list.push(text);
+    index.set(text[0], list);
+  }
+  return index;
 }

@@ -3,12 +3,12 @@
  * engine that generates from them. `serveLoadedModel()` builds it over a loaded model; API unit
  * tests build one over a fake step runner.
  */
-import { servedContextLength } from "../../runtime/artifact/index.js";
+import { kvBytesPerPosition, servedContextLength } from "../../runtime/artifact/index.js";
 import type { LoadedModel } from "../../runtime/loaded-model.js";
 import { BatchEngine } from "../engine/batch-engine.js";
 import type { PrefixReuse } from "../engine/kv-slots.js";
 import type { ChatMessage } from "../types.js";
-import { encodePrompt, renderChat } from "./prompt.js";
+import { chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
 
 export interface ServedModel {
   slug: string;
@@ -20,13 +20,22 @@ export interface ServedModel {
   contextLength: number;
   /** The model's own context window, in tokens. */
   nativeContextLength: number;
+  /**
+   * Most bytes the KV cache can grow to, all slots together: slots x `contextLength` x bytes per
+   * position (within the KV budget, by construction). Absent where there is no real cache (test fakes).
+   */
+  kvMemoryBytes?: number;
   /** Token ids run 0..vocabSize-1 (bounds `logit_bias` keys). */
   vocabSize: number;
   /** Whether the model has a chat template (chat completions need one). */
   hasChatTemplate: boolean;
-  /** Renders messages through the model's chat template and tokenizes the result. Throws `ChatTemplateError`. */
+  /**
+   * Renders messages through the model's chat template and tokenizes the result: only the template's
+   * own scaffolding becomes control tokens, special-token text inside the messages stays text (see
+   * {@link ServeOptions.specialTokens}). Throws `ChatTemplateError`.
+   */
   chatPrompt(messages: readonly ChatMessage[]): number[];
-  /** Tokenizes a raw completion prompt (special-token text is parsed, BOS added when the model wants it). */
+  /** Tokenizes a raw completion prompt (special-token text stays text unless the server parses it, BOS added when the model wants it). */
   textPrompt(text: string): number[];
   /** Text of token ids (for `echo` of token prompts). */
   decode(ids: readonly number[]): string;
@@ -51,10 +60,18 @@ export interface ServeOptions {
    * Most bytes the KV cache may take, all slots together. Every slot holds as many positions as the
    * longest sequence, so the budget caps each sequence's context (prompt plus completion) at
    * budget / (slots x bytes per position), rounded down to the cache's growth step; prompts past it
-   * get `context_length_exceeded` and generation stops there with `length`. Default: no cap beyond
-   * the model's own context.
+   * get `context_length_exceeded` and generation stops there with `length`. Default here: no cap
+   * beyond the model's own context; `loadModel()` (so `kiln serve` and `kiln run`) fills in
+   * `defaultKvMemoryBytes()` instead, sized from the machine's memory and the model.
    */
   kvMemoryBytes?: number;
+  /**
+   * Special-token text (`<|im_start|>`) in message contents and completion prompts: "text" (the
+   * default, as the reference API does) tokenizes it as the characters it is, so a client cannot
+   * forge turns or roles; "parse" turns it into control tokens, as llama.cpp's server and vLLM do,
+   * for deployments that trust their clients. Token-id prompts are taken as they are either way.
+   */
+  specialTokens?: SpecialTokenMode;
 }
 
 /** Serves a loaded model: prompt rendering in front of a {@link BatchEngine} over its worker. */
@@ -79,13 +96,14 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     artifactCreatedAt: manifest.createdAt,
     contextLength,
     nativeContextLength: manifest.shape.contextLength,
+    kvMemoryBytes: worker.slots * contextLength * kvBytesPerPosition(manifest.shape),
     vocabSize: tokenizer.vocabSize,
     hasChatTemplate: template !== null,
     chatPrompt(messages) {
       if (!template) throw new Error(`${slug} has no chat template`);
-      return encodePrompt(tokenizer, renderChat(template, tokenizer, messages));
+      return chatPromptIds(template, tokenizer, messages, options.specialTokens);
     },
-    textPrompt: (prompt) => encodePrompt(tokenizer, prompt),
+    textPrompt: (prompt) => encodePrompt(tokenizer, prompt, options.specialTokens),
     decode: (ids) => tokenizer.decode(ids),
     engine,
     async close() {

@@ -1,0 +1,55 @@
+/** Inputs that used to be answered wrongly: an empty prompt, a URL that does not decode, the budget field's name. */
+import { describe, expect, it } from "vitest";
+import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
+
+function expectApiError(res: { statusCode: number; json(): any; headers: Record<string, unknown> }, status: number, code: string | null, param: string | null) {
+  expect(res.statusCode).toBe(status);
+  expect(res.headers["content-type"]).toMatch(/^application\/json/);
+  expect(typeof res.headers["x-request-id"]).toBe("string");
+  const body = res.json();
+  expect(Object.keys(body)).toEqual(["error"]);
+  expect(Object.keys(body.error).sort()).toEqual(["code", "message", "param", "type"]);
+  expect(body.error).toMatchObject({ type: "invalid_request_error", code, param });
+}
+
+describe("completions: an empty prompt", () => {
+  for (const prompt of ["", [""]]) {
+    it(`prompt ${JSON.stringify(prompt)} on a model without BOS -> 400 on prompt, not 500`, async () => {
+      const { app } = await fakeApp();
+      const res = await app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt }, headers: AUTH });
+      expectApiError(res, 400, "invalid_value", "prompt");
+      await app.close();
+    });
+  }
+});
+
+describe("a URL whose percent-encoding does not decode", () => {
+  for (const url of ["/v1/models/%E0%A4%A", "/v1/models/%zz", "/v1/models/smollm2%E0"]) {
+    it(`GET ${url} -> 400 in the API's shape with x-request-id`, async () => {
+      const { app } = await fakeApp();
+      const res = await app.inject({ method: "GET", url, headers: AUTH });
+      expectApiError(res, 400, null, null);
+      expect(res.json().error.message).toMatch(/URL/);
+      await app.close();
+    });
+  }
+
+  it("keeps the client's x-request-id", async () => {
+    const { app } = await fakeApp();
+    const res = await app.inject({ method: "GET", url: "/v1/models/%E0%A4%A", headers: { ...AUTH, "x-request-id": "client-id-1" } });
+    expect(res.headers["x-request-id"]).toBe("client-id-1");
+    await app.close();
+  });
+});
+
+describe("chat: the completion budget's field", () => {
+  for (const field of ["max_completion_tokens", "max_tokens"]) {
+    it(`${field} past the context -> context_length_exceeded naming ${field}`, async () => {
+      const { app } = await fakeApp({ fake: fakeModel({ contextLength: 40 }) });
+      const payload = { model: SLUG, messages: [{ role: "user", content: "hi" }], [field]: 100 };
+      const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload, headers: AUTH });
+      expectApiError(res, 400, "context_length_exceeded", field);
+      await app.close();
+    });
+  }
+});
