@@ -8,6 +8,7 @@ import {
   KeyStore,
   Lifecycle,
   sqliteUsageRecorder,
+  usageSpoolPath,
   type AuthMode,
   type UsageRecorder,
 } from "../../api/index.js";
@@ -19,8 +20,6 @@ import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelR
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 
-/** 4 GiB: SmolLM2-135M keeps its whole 8,192-token context in 11 slots, or 5,760 tokens in 16. */
-const DEFAULT_KV_MEMORY_MB = 4096;
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
 const options = {
@@ -53,8 +52,8 @@ const options = {
     value: "MiB",
     min: 1,
     max: 1_048_576,
-    default: DEFAULT_KV_MEMORY_MB,
-    description: "KV cache budget per model, all slots together; caps each sequence's context to what fits",
+    description:
+      "KV cache budget per model, all slots together; caps each sequence's context to what fits. Default: sized per model at load, a quarter of the available memory but at most an eighth of the total, and no more than the native context of every slot needs",
   }),
   drainTimeout: option.number({
     value: "<seconds>",
@@ -115,7 +114,8 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
   if (o.cloud) {
     db = openDatabase();
     auth = { mode: "cloud", keys: new KeyStore(db) };
-    usageRecorder = sqliteUsageRecorder(db, (slug) => (hasModel(slug) ? getModel(slug) : undefined));
+    // Usage the database cannot take (a full disk) waits in a durable spool, settled when it can.
+    usageRecorder = sqliteUsageRecorder(db, (slug) => (hasModel(slug) ? getModel(slug) : undefined), { spoolPath: usageSpoolPath(), log: logger });
   }
 
   const warning = exposureWarning(o.host, o.cloud);
@@ -129,6 +129,7 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
     await app.listen({ port: o.port, host: o.host });
   } catch (err) {
     io.stderr.write(`kiln serve: cannot listen on ${o.host}:${o.port}: ${(err as Error).message}\n`);
+    usageRecorder?.close?.();
     db?.close();
     return 1;
   }
@@ -151,6 +152,7 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
     stopping = (async () => {
       await drainApp(app, lifecycle, { timeoutMs: drainTimeoutMs });
       await registry.close();
+      usageRecorder?.close?.();
       db?.close();
       logger.flush?.();
       resolveStopped();
@@ -169,6 +171,7 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
 
   try {
     const printer = createProgressPrinter(io.stderr);
+    let kvMemoryReservedBytes = 0; // KV budgets of the models loaded so far, which their caches grow into later
     for (const slug of o.slugs) {
       if (loading.signal.aborted) break;
       try {
@@ -186,11 +189,15 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
           maxWaiting: o.maxWaiting,
           prefillChunk: o.prefillChunk,
           prefixReuse: o.prefixReuse,
-          kvMemoryBytes: o.kvMemoryMb * 1024 * 1024,
+          kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
+          kvMemoryReservedBytes,
         });
+        kvMemoryReservedBytes += model.kvMemoryBytes ?? 0;
         printer.done();
         registry.serve(model);
-        io.stderr.write(`${slug}: serving (artifact ${model.artifactId})\n`);
+        const kv = `KV cache up to ${Math.round((model.kvMemoryBytes ?? 0) / 2 ** 20)} MiB (${o.kvMemoryMb === undefined ? "default" : "--kv-memory-mb"})`;
+        const context = `${model.contextLength} tokens per sequence x ${o.maxRunning} slots (native ${model.nativeContextLength})`;
+        io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${kv}; ${context})\n`);
       } catch (err) {
         printer.done();
         if (loading.signal.aborted) break;

@@ -69,3 +69,41 @@ export function servedContextLength(shape: Pick<ModelShape, "layers" | "kvHeads"
   if (fits < KV_GROWTH_POSITIONS) throw new RangeError(`a KV budget of ${kvMemoryBytes} bytes does not hold ${KV_GROWTH_POSITIONS} positions for ${slots} slots`);
   return Math.min(shape.contextLength, fits);
 }
+
+/** Memory figures the default KV budget is sized from, in bytes. */
+export interface MemoryAvailability {
+  /** Memory the process could still take now: MemAvailable (`os.freemem()`), or what its cgroup leaves, whichever is less. */
+  availableBytes: number;
+  /** The machine's memory, or the process's cgroup limit where that is lower. */
+  totalBytes: number;
+}
+
+/** Share of the available memory the default KV budget takes: a quarter. */
+export const DEFAULT_KV_AVAILABLE_SHARE = 1 / 4;
+/** Share of the total memory the default KV budget never exceeds, however idle the machine is at start: an eighth. */
+export const DEFAULT_KV_TOTAL_SHARE = 1 / 8;
+
+/**
+ * The default KV cache budget of a served model, in bytes, all `slots` together: what `kiln serve`
+ * uses without `--kv-memory-mb` (an explicit budget always wins). It is the least of
+ * - a quarter of the memory available once the model's weights are loaded ({@link DEFAULT_KV_AVAILABLE_SHARE}),
+ *   leaving the rest to the runtime's own buffers, other models and other programs;
+ * - an eighth of the total memory ({@link DEFAULT_KV_TOTAL_SHARE}): free memory at start is a snapshot,
+ *   and an idle machine at start is no promise that nothing else will want it later;
+ * - what every slot needs for the model's native context (reserving more buys nothing);
+ * rounded down to whole growth steps of every slot (so the budget is exactly what the KV pool can
+ * reach), and never less than one growth step ({@link KV_GROWTH_POSITIONS} positions) per slot, the
+ * smallest pool that can serve at all. {@link servedContextLength} then gives the context per sequence.
+ */
+export function defaultKvMemoryBytes(
+  shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength">,
+  slots: number,
+  memory: MemoryAvailability,
+): number {
+  const stepBytes = slots * KV_GROWTH_POSITIONS * kvBytesPerPosition(shape);
+  const nativeSteps = Math.ceil(shape.contextLength / KV_GROWTH_POSITIONS);
+  const available = Math.max(0, Math.min(memory.availableBytes, memory.totalBytes));
+  const share = Math.min(available * DEFAULT_KV_AVAILABLE_SHARE, Math.max(0, memory.totalBytes) * DEFAULT_KV_TOTAL_SHARE);
+  const steps = Math.max(1, Math.min(nativeSteps, Math.floor(share / stepBytes)));
+  return steps * stepBytes;
+}

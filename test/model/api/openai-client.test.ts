@@ -44,7 +44,7 @@ beforeAll(async () => {
   tokenizer = Tokenizer.fromSpec(readTokenizerSpec(dir));
   template = new ChatTemplate(readFileSync(join(dir, ARTIFACT_FILES.chatTemplate), "utf8"));
 
-  server = await startServer(MODEL);
+  server = await startServer(MODEL, ["--kv-memory-mb", "4096"]); // a fixed budget: the default depends on the machine's memory
   baseURL = server.baseURL;
   client = new OpenAI({ baseURL, apiKey: "sk-local-anything", maxRetries: 0, timeout: 60_000 });
 });
@@ -64,7 +64,7 @@ describe("kiln serve with the openai client", () => {
     const list = await client.models.list();
     expect(list.data).toHaveLength(42);
     const served = list.data.find((m) => m.id === MODEL) as unknown as Record<string, unknown>;
-    expect(served).toMatchObject({ object: "model", status: "serving", artifact_id: artifactId, context_length: 5760, native_context_length: 8192 }); // 16 slots in the default 4 GiB KV budget
+    expect(served).toMatchObject({ object: "model", status: "serving", artifact_id: artifactId, context_length: 5760, native_context_length: 8192 }); // 16 slots in the 4 GiB KV budget given
     expect(list.data.filter((m) => (m as unknown as { status: string }).status === "serving")).toHaveLength(1);
     const one = await client.models.retrieve(MODEL);
     expect(one.id).toBe(MODEL);

@@ -84,9 +84,12 @@ describe("kiln serve arguments", () => {
     const options = ["-m, --model <slug>", "--port N", "--host <address>", "--cloud", "--threads N", "--max-running N", "--max-waiting N",
       "--prefill-chunk N", "--prefix-reuse exact|any|off", "--kv-memory-mb MiB", "--log-level <level>", "-h, --help"];
     for (const option of options) expect(out.stdout).toContain(option);
-    for (const value of ["default: 8000", "default: 127.0.0.1", "default: 2", "default: exact", "default: 4096", "default: $KILN_LOG_LEVEL, else info"]) {
+    for (const value of ["default: 8000", "default: 127.0.0.1", "default: 2", "default: exact", "default: $KILN_LOG_LEVEL, else info"]) {
       expect(out.stdout).toContain(value);
     }
+    // The KV budget has no fixed default: it is sized per model from the machine's memory.
+    expect(out.stdout).not.toContain("default: 4096");
+    expect(out.stdout.replace(/\s+/g, " ")).toContain("a quarter of the available memory but at most an eighth of the total");
   });
 
   it("rejects missing or unknown models and bad options before doing anything", async () => {
