@@ -5,6 +5,7 @@ import { openDatabase } from "../catalogue/db.js";
 import { kilnHome } from "../catalogue/paths.js";
 import { pullModel, type PulledModel, type PullOptions } from "../catalogue/pull/index.js";
 import type { WeightSource } from "../catalogue/types.js";
+import { CT2_WHISPER_SOURCE_FILES, compileCt2Whisper } from "../compiler/compile-whisper.js";
 import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult, SourceChangedError } from "../compiler/compile.js";
 import { type ArtifactProblem, describeProblems, verifyArtifact } from "../runtime/artifact/index.js";
 import { recordCompileFailure, recordCompileFinish, recordCompileStart } from "./compile-records.js";
@@ -12,6 +13,14 @@ import { recordCompileFailure, recordCompileFinish, recordCompileStart } from ".
 export class NotCompilableError extends Error {
   constructor(slug: string, why: string) {
     super(`cannot compile ${slug}: ${why}`);
+  }
+}
+
+/** A model loaded for work of another kind (a speech model for chat, a text model for transcription). */
+export class WrongKindError extends Error {
+  constructor(slug: string, kind: string, wanted: string) {
+    super(`${slug} is a ${kind} model, not ${wanted}`);
+    this.name = "WrongKindError";
   }
 }
 
@@ -54,36 +63,68 @@ function pinnedSha256(sources: readonly WeightSource[], pulled: PulledModel, pat
   return pin?.toLowerCase();
 }
 
+/** A pulled source checked against its pins, ready to compile. */
+interface PulledSource {
+  compile(force: boolean): Promise<CompileResult>;
+}
+
+type SourceCompiler = (slug: string, pulled: PulledModel, sources: readonly WeightSource[], opts: ProvisionOptions & { home: string }) => PulledSource;
+
+/** Text models: the pulled GGUF file through `compileGguf`. */
+const ggufCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
+  const gguf = pulled.files.find((f) => f.path.endsWith(".gguf"));
+  if (!gguf) throw new NotCompilableError(slug, `no GGUF file among the pulled files (${pulled.files.map((f) => f.path).join(", ")})`);
+  checkPin(slug, sources, pulled, gguf);
+  const ggufPath = join(pulled.dir, gguf.path);
+  return { compile: (force) => compileGguf({ slug, ggufPath, sourceSha256: gguf.sha256, options: opts.compile, home: opts.home, force, onStage: opts.onStage }) };
+};
+
+/** Transcription models: a CTranslate2 Whisper folder through `compileCt2Whisper`; whisper.cpp's ggml files are not compilable. */
+const ct2WhisperCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
+  if (pulled.format !== "ctranslate2") {
+    throw new NotCompilableError(slug, `its pulled weights are in ${pulled.format} format (${pulled.source}); kiln's speech compiler reads CTranslate2 Whisper conversions only`);
+  }
+  const sourceSha256: Record<string, string> = {};
+  for (const path of CT2_WHISPER_SOURCE_FILES) {
+    const file = pulled.files.find((f) => f.path === path);
+    if (!file) throw new NotCompilableError(slug, `no ${path} among the pulled files (${pulled.files.map((f) => f.path).join(", ")})`);
+    checkPin(slug, sources, pulled, file);
+    sourceSha256[path] = file.sha256;
+  }
+  return { compile: (force) => compileCt2Whisper({ slug, modelDir: pulled.dir, sourceSha256, home: opts.home, force, onStage: opts.onStage }) };
+};
+
+function checkPin(slug: string, sources: readonly WeightSource[], pulled: PulledModel, file: { path: string; sha256: string }): void {
+  const pinned = pinnedSha256(sources, pulled, file.path);
+  if (pinned !== undefined && pinned !== file.sha256.toLowerCase()) throw new SourceHashError(slug, file.path, pinned, file.sha256);
+}
+
 /**
  * Pulls a catalogue model if needed, compiles it (or reuses its artifact), and records the compile in
- * SQLite. The source is compiled only when its sha256 is the one pulled and the one the catalogue
+ * SQLite. Text models compile from GGUF, transcription models from a CTranslate2 Whisper folder. The source is compiled only when its sha256 is the one pulled and the one the catalogue
  * pins (a file changed since is pulled again once, else refused). A reused artifact is verified
  * against its manifest (sizes, and sha256 where its verification stamp does not vouch for a file):
  * a damaged one is rebuilt once, and refused with `ArtifactIntegrityError` if it still differs.
  */
 export async function provisionArtifact(slug: string, opts: ProvisionOptions = {}): Promise<CompileResult> {
   const entry = getModel(slug);
-  if (entry.kind !== "text") throw new NotCompilableError(slug, `it is a ${entry.kind} model; the text compiler handles GGUF text models`);
   const home = opts.home ?? kilnHome();
   const stage = opts.onStage ?? (() => {});
   const sources = opts.pull?.sources ?? entry.sources;
+  const compilerFor = entry.kind === "text" ? ggufCompiler : ct2WhisperCompiler;
   const pull = async (rehash: boolean) => {
     const pulled = await pullModel(slug, { ...opts.pull, home, rehash: rehash || opts.pull?.rehash });
     opts.pull?.signal?.throwIfAborted();
-    const gguf = pulled.files.find((f) => f.path.endsWith(".gguf"));
-    if (!gguf) throw new NotCompilableError(slug, `no GGUF file among the pulled files (${pulled.files.map((f) => f.path).join(", ")})`);
-    const pinned = pinnedSha256(sources, pulled, gguf.path);
-    if (pinned !== undefined && pinned !== gguf.sha256.toLowerCase()) throw new SourceHashError(slug, gguf.path, pinned, gguf.sha256);
-    return { path: join(pulled.dir, gguf.path), sha256: gguf.sha256 };
+    return compilerFor(slug, pulled, sources, { ...opts, home });
   };
   stage("pulling weights");
   let source = await pull(false);
   const db = openDatabase({ home });
-  const recordId = recordCompileStart(db, slug, COMPILER_VERSION, opts.compile ?? {});
+  // Compile options shape only the text compiler's graphs; a speech compile records none.
+  const recordId = recordCompileStart(db, slug, COMPILER_VERSION, entry.kind === "text" ? (opts.compile ?? {}) : {});
   let failed = false;
   try {
-    const compile = (force: boolean) =>
-      compileGguf({ slug, ggufPath: source.path, sourceSha256: source.sha256, options: opts.compile, home, force, onStage: opts.onStage });
+    const compile = (force: boolean) => source.compile(force);
     let result: CompileResult;
     try {
       result = await compile(opts.force ?? false);

@@ -13,4 +13,23 @@ export {
   TEXT_GRAPH,
   textGraphIo,
 } from "./text-graph.js";
+export {
+  checkSpeechGraphIo,
+  HOP_LENGTH,
+  N_FFT,
+  NotSpeechArtifactError,
+  readSpeechManifest,
+  SAMPLE_RATE,
+  SPEECH_FILES,
+  SPEECH_GRAPH,
+  type SpeechArtifactManifest,
+  type SpeechManifest,
+  type SpeechManifestPart,
+  speechGraphIo,
+  TIME_PRECISION,
+  type WhisperShape,
+  type WhisperTokens,
+  WINDOW_FRAMES,
+  WINDOW_SAMPLES,
+} from "./speech-graph.js";
 export { type ArtifactProblem, checkArtifactSizes, describeProblems, sha256OfFile, UNLISTED_FILES, VERIFIED_STAMP, verifyArtifact, type VerifyOptions, writeVerifiedStamp } from "./verify.js";

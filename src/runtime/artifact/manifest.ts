@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ARTIFACT_FILES } from "./files.js";
+import type { WhisperShape, WhisperTokens } from "./speech-graph.js";
 
 /**
  * The tokenizer as kiln's compiler extracts it from a GGUF file (`tokenizer.ggml.*` metadata).
@@ -58,6 +59,11 @@ export interface ArtifactFileRecord {
 }
 
 export interface ArtifactManifest {
+  /**
+   * What the artifact serves: absent or "text" for one text graph; "transcription" for a speech
+   * artifact, which also carries `speech`, `tokens` and `speechIo` (see `speech-graph.ts`).
+   */
+  kind?: "text" | "transcription";
   /** Content-derived id: slug + short hash of (source sha256, compiler version, options). */
   id: string;
   slug: string;
@@ -76,6 +82,12 @@ export interface ArtifactManifest {
    * `verify.ts`). Absent in manifests from compilers before 0.3.0: such an artifact is rebuilt.
    */
   files: ArtifactFileRecord[];
+  /** Speech artifacts only: the Whisper shape. */
+  speech?: WhisperShape;
+  /** Speech artifacts only: Whisper's special token ids. */
+  tokens?: WhisperTokens;
+  /** Speech artifacts only: both graphs' names (`io` repeats the decoder's). */
+  speechIo?: { encoder: GraphIo; decoder: GraphIo };
 }
 
 export function readManifest(dir: string): ArtifactManifest {

@@ -1,0 +1,292 @@
+import { SPEECH_GRAPH, type WhisperShape } from "../../runtime/artifact/index.js";
+import type { GraphBuilder } from "../onnx/graph-builder.js";
+import { DataType } from "../onnx/onnx-proto.js";
+import type { Choice } from "./weights.js";
+
+/**
+ * OpenAI Whisper as two ONNX graphs, from CTranslate2's variable names (WhisperSpec).
+ *
+ * The encoder runs once per 30 s window: two convolutions, sinusoidal positions, pre-norm layers, and
+ * then every decoder layer's cross-attention keys and values, so the decoder never recomputes them.
+ * The decoder keeps the text graph's design (see llama.ts): its self-attention KV cache is an input in
+ * the runtime's memory (keys transposed) and it returns only the new tokens' keys and values, because
+ * onnxruntime-node copies every fetched output back to JS.
+ */
+export interface WhisperHyper extends WhisperShape {
+  /** Feed-forward width. */
+  ffn: number;
+  encoderHeads: number;
+}
+
+/** What the Whisper builder asks of a weights file: float32 tensors by CTranslate2 name. */
+export interface WhisperWeights {
+  has(name: string): boolean;
+  dims(name: string): number[];
+  /** The tensor as float32 in storage order (dequantized or widened). */
+  floats(name: string): Float32Array;
+}
+
+/** Whisper's LayerNorm epsilon (torch's default, which OpenAI's model uses). */
+const LN_EPS = 1e-5;
+const MS = "com.microsoft";
+const E = SPEECH_GRAPH.encoder;
+const D = SPEECH_GRAPH.decoder;
+
+/** A CTranslate2 linear weight ([out, in], row-major) as the [in, out] matrix MatMul wants. */
+function transposed(w: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(w.length);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = w[r * cols + c];
+  return out;
+}
+
+/** Layers stored as `<prefix>/layer_<i>/...`, counted by probing. */
+export function countLayers(w: WhisperWeights, prefix: string, probe: string): number {
+  let n = 0;
+  while (w.has(`${prefix}/layer_${n}/${probe}`)) n++;
+  return n;
+}
+
+/** Operations both graphs share: linears, layer norms, GELU, head reshapes. */
+class WhisperOps {
+  constructor(
+    readonly g: GraphBuilder,
+    readonly w: WhisperWeights,
+    readonly h: WhisperHyper,
+  ) {}
+
+  f32(name: string, dims: number[], data: Float32Array): string {
+    return this.g.weight(name, DataType.FLOAT, dims, data);
+  }
+
+  /** x @ W^T + b for a CTranslate2 `<scope>/weight` [out, in] and `<scope>/bias`; rows [from, to) scaled by `scale`. */
+  linear(x: string, scope: string, scaleRows?: { scale: number; rows: number }): string {
+    const g = this.g;
+    const [n, k] = this.w.dims(`${scope}/weight`);
+    const weight = this.w.floats(`${scope}/weight`);
+    const bias = this.w.has(`${scope}/bias`) ? this.w.floats(`${scope}/bias`) : null;
+    if (scaleRows) {
+      // Folding 1/sqrt(head_dim) into the query rows is exact for power-of-two head dims (64 in every Whisper).
+      for (let i = 0; i < scaleRows.rows * k; i++) weight[i] *= scaleRows.scale;
+      if (bias) for (let i = 0; i < scaleRows.rows; i++) bias[i] *= scaleRows.scale;
+    }
+    const y = g.op("MatMul", [x, this.f32(`${scope}.wT`, [k, n], transposed(weight, n, k))]);
+    return bias ? g.op("Add", [y, this.f32(`${scope}.bias`, [n], bias)]) : y;
+  }
+
+  layerNorm(x: string, scope: string): string {
+    const gamma = this.f32(`${scope}.gamma`, [this.h.width], this.w.floats(`${scope}/gamma`));
+    const beta = this.f32(`${scope}.beta`, [this.h.width], this.w.floats(`${scope}/beta`));
+    return this.g.op("LayerNormalization", [x, gamma, beta], { attributes: { axis: -1, epsilon: { float: LN_EPS } } });
+  }
+
+  gelu(x: string): string {
+    // Exact erf GELU, as Whisper (and CTranslate2's Activation.GELU) computes it.
+    return this.g.op("Gelu", [x], { attributes: { approximate: "none" } });
+  }
+
+  ffn(x: string, scope: string): string {
+    const normed = this.layerNorm(x, `${scope}/layer_norm`);
+    return this.linear(this.gelu(this.linear(normed, `${scope}/linear_0`)), `${scope}/linear_1`);
+  }
+
+  /** [B, S, heads*headDim] -> [B, S, heads, headDim]. */
+  splitHeads(x: string): string {
+    return this.g.op("Reshape", [x, this.g.int64s([0, 0, this.h.heads, this.h.headDim])]);
+  }
+
+  /** [B, heads, S, headDim] -> [B, S, heads*headDim]. */
+  mergeHeads(x: string): string {
+    const t = this.g.op("Transpose", [x], { attributes: { perm: [0, 2, 1, 3] } });
+    return this.g.op("Reshape", [t, this.g.int64s([0, 0, this.h.width])]);
+  }
+}
+
+class WhisperEncoder {
+  readonly choices: Choice[] = [];
+  constructor(private readonly o: WhisperOps) {}
+
+  private conv(x: string, scope: string, stride: number): string {
+    const { o } = this;
+    const [outC, inC, kernel] = o.w.dims(`${scope}/weight`);
+    const weight = o.f32(`${scope}.weight`, [outC, inC, kernel], o.w.floats(`${scope}/weight`));
+    const bias = o.f32(`${scope}.bias`, [outC], o.w.floats(`${scope}/bias`));
+    return o.g.op("Conv", [x, weight, bias], { attributes: { kernel_shape: [kernel], pads: [1, 1], strides: [stride] } });
+  }
+
+  private selfAttention(x: string, layer: number): string {
+    const { o } = this;
+    const scope = `encoder/layer_${layer}/self_attention`;
+    const normed = o.layerNorm(x, `${scope}/layer_norm`);
+    const [n, k] = o.w.dims(`${scope}/linear_0/weight`);
+    // com.microsoft Attention takes the fused QKV projection ([in, 3*width] and its bias) and scales by
+    // 1/sqrt(head_dim) itself; its CPU kernel is one pass over all heads with no mask for the encoder.
+    const weight = o.f32(`${scope}/linear_0.wT`, [k, n], transposed(o.w.floats(`${scope}/linear_0/weight`), n, k));
+    const bias = o.f32(`${scope}/linear_0.bias`, [n], o.w.floats(`${scope}/linear_0/bias`));
+    const mixed = o.g.op("Attention", [normed, weight, bias], { domain: MS, attributes: { num_heads: o.h.encoderHeads } });
+    return o.linear(mixed, `${scope}/linear_1`);
+  }
+
+  /** One decoder layer's cross-attention keys (transposed) and values, as graph outputs. */
+  private crossKv(encoded: string, layer: number): void {
+    const { o } = this;
+    const g = o.g;
+    const kv = o.linear(encoded, `decoder/layer_${layer}/attention/linear_1`);
+    const [k, v] = g.node("Split", [kv, g.int64s([o.h.width, o.h.width])], { outputs: 2, attributes: { axis: -1 } });
+    g.node("Transpose", [o.splitHeads(k)], { attributes: { perm: [0, 2, 3, 1] }, names: [E.crossKey(layer)] });
+    g.node("Transpose", [o.splitHeads(v)], { attributes: { perm: [0, 2, 1, 3] }, names: [E.crossValue(layer)] });
+  }
+
+  declareIo(): void {
+    const { g, h } = this.o;
+    g.input(E.mel, DataType.FLOAT, ["batch", h.melBins, h.audioContext * 2]);
+    for (let l = 0; l < h.decoderLayers; l++) {
+      g.output(E.crossKey(l), DataType.FLOAT, ["batch", h.heads, h.headDim, h.audioContext]);
+      g.output(E.crossValue(l), DataType.FLOAT, ["batch", h.heads, h.audioContext, h.headDim]);
+    }
+  }
+
+  build(): void {
+    const { o } = this;
+    const { g, h } = o;
+    this.declareIo();
+    const c1 = o.gelu(this.conv(E.mel, "encoder/conv1", 1));
+    const c2 = o.gelu(this.conv(c1, "encoder/conv2", 2));
+    const positions = o.f32("encoder.positions", [h.audioContext, h.width], o.w.floats("encoder/position_encodings/encodings"));
+    let x = g.op("Add", [g.op("Transpose", [c2], { attributes: { perm: [0, 2, 1] } }), positions]);
+    for (let l = 0; l < h.encoderLayers; l++) {
+      x = g.op("Add", [x, this.selfAttention(x, l)]);
+      x = g.op("Add", [x, o.ffn(x, `encoder/layer_${l}/ffn`)]);
+    }
+    const encoded = o.layerNorm(x, "encoder/layer_norm");
+    for (let l = 0; l < h.decoderLayers; l++) this.crossKv(encoded, l);
+    this.choices.push({ what: "encoder attention", choice: "com.microsoft Attention (fused QKV)", exact: true, why: "one kernel over all heads; no mask over a full 30 s window" });
+  }
+}
+
+class WhisperDecoder {
+  /** Per decoder layer, the cross-attention probabilities of its alignment heads, in config order. */
+  private readonly alignment: string[] = [];
+  private splitSizes = "";
+  constructor(private readonly o: WhisperOps) {}
+
+  private get scale(): number {
+    return 1 / Math.sqrt(this.o.h.headDim);
+  }
+
+  private selfAttention(x: string, layer: number): string {
+    const { o } = this;
+    const g = o.g;
+    const scope = `decoder/layer_${layer}/self_attention`;
+    const normed = o.layerNorm(x, `${scope}/layer_norm`);
+    const qkv = o.linear(normed, `${scope}/linear_0`, { scale: this.scale, rows: o.h.width });
+    const [q, k, v] = g.node("Split", [qkv, g.int64s([o.h.width, o.h.width, o.h.width])], { outputs: 3, attributes: { axis: -1 } });
+    const q4 = g.op("Transpose", [o.splitHeads(q)], { attributes: { perm: [0, 2, 1, 3] } });
+    const k4 = o.splitHeads(k);
+    const kNew = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 1, 3] }, names: [D.presentKey(layer)] });
+    const vNew = g.op("Transpose", [o.splitHeads(v)], { attributes: { perm: [0, 2, 1, 3] }, names: [D.presentValue(layer)] });
+    const kNewT = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 3, 1] } });
+    const scoresPast = g.op("Add", [g.op("MatMul", [q4, D.pastKey(layer)]), D.pastMask]);
+    const scoresNew = g.op("Add", [g.op("MatMul", [q4, kNewT]), D.newMask]);
+    const probs = g.op("Softmax", [g.op("Concat", [scoresPast, scoresNew], { attributes: { axis: -1 } })], { attributes: { axis: -1 } });
+    const [pPast, pNew] = g.node("Split", [probs, this.splitSizes], { outputs: 2, attributes: { axis: -1 } });
+    const mixed = g.op("Add", [g.op("MatMul", [pPast, D.pastValue(layer)]), g.op("MatMul", [pNew, vNew])]);
+    return o.linear(o.mergeHeads(mixed), `${scope}/linear_1`);
+  }
+
+  private crossAttention(x: string, layer: number): string {
+    const { o } = this;
+    const g = o.g;
+    const scope = `decoder/layer_${layer}/attention`;
+    const normed = o.layerNorm(x, `${scope}/layer_norm`);
+    const q = o.linear(normed, `${scope}/linear_0`, { scale: this.scale, rows: o.h.width });
+    const q4 = g.op("Transpose", [o.splitHeads(q)], { attributes: { perm: [0, 2, 1, 3] } });
+    const probs = g.op("Softmax", [g.op("MatMul", [q4, D.crossKey(layer)])], { attributes: { axis: -1 } });
+    this.collectAlignment(probs, layer);
+    return o.linear(o.mergeHeads(g.op("MatMul", [probs, D.crossValue(layer)])), `${scope}/linear_2`);
+  }
+
+  private collectAlignment(probs: string, layer: number): void {
+    const heads = this.o.h.alignmentHeads.filter(([l]) => l === layer).map(([, head]) => head);
+    if (heads.length === 0) return;
+    this.alignment[layer] = this.o.g.op("Gather", [probs, this.o.g.int64s(heads)], { attributes: { axis: 1 } });
+  }
+
+  /** The alignment heads' probabilities concatenated in config order (a Gather per layer, then a reorder if needed). */
+  private emitAlignment(): void {
+    const { g, h } = this.o;
+    const layers = [...new Set(h.alignmentHeads.map(([l]) => l))].sort((a, b) => a - b);
+    const byLayer = g.op("Concat", layers.map((l) => this.alignment[l]), { attributes: { axis: 1 } });
+    const layerOrder = layers.flatMap((l) => h.alignmentHeads.filter(([al]) => al === l));
+    const order = h.alignmentHeads.map(([l, head]) => layerOrder.findIndex(([al, ah]) => al === l && ah === head));
+    const inOrder = order.every((v, i) => v === i);
+    g.node(inOrder ? "Identity" : "Gather", inOrder ? [byLayer] : [byLayer, g.int64s(order)], { names: [D.alignment], attributes: inOrder ? undefined : { axis: 1 } });
+  }
+
+  declareIo(): void {
+    const { g, h } = this.o;
+    g.input(D.inputIds, DataType.INT64, ["batch", "seq"]);
+    g.input(D.positionIds, DataType.INT64, ["batch", "seq"]);
+    g.input(D.pastMask, DataType.FLOAT, ["batch", 1, 1, "past"]);
+    g.input(D.newMask, DataType.FLOAT, [1, 1, "seq", "seq"]);
+    for (let l = 0; l < h.decoderLayers; l++) {
+      g.input(D.pastKey(l), DataType.FLOAT, ["batch", h.heads, h.headDim, "past"]);
+      g.input(D.pastValue(l), DataType.FLOAT, ["batch", h.heads, "past", h.headDim]);
+    }
+    for (let l = 0; l < h.decoderLayers; l++) {
+      g.input(D.crossKey(l), DataType.FLOAT, ["batch", h.heads, h.headDim, h.audioContext]);
+      g.input(D.crossValue(l), DataType.FLOAT, ["batch", h.heads, h.audioContext, h.headDim]);
+    }
+    g.output(D.logits, DataType.FLOAT, ["batch", h.vocab]);
+    for (let l = 0; l < h.decoderLayers; l++) {
+      g.output(D.presentKey(l), DataType.FLOAT, ["batch", h.heads, "seq", h.headDim]);
+      g.output(D.presentValue(l), DataType.FLOAT, ["batch", h.heads, "seq", h.headDim]);
+    }
+    g.output(D.alignment, DataType.FLOAT, ["batch", h.alignmentHeads.length, "seq", h.audioContext]);
+    const pastLen = g.op("Shape", [D.pastKey(0)], { attributes: { start: 3, end: 4 } });
+    const seqLen = g.op("Shape", [D.inputIds], { attributes: { start: 1, end: 2 } });
+    this.splitSizes = g.op("Concat", [pastLen, seqLen], { attributes: { axis: 0 } });
+  }
+
+  build(): Choice[] {
+    const { o } = this;
+    const { g, h } = o;
+    this.declareIo();
+    const table = o.f32("decoder.embeddings", [h.vocab, h.width], o.w.floats("decoder/embeddings/weight"));
+    const positions = o.f32("decoder.positions", [h.textContext, h.width], o.w.floats("decoder/position_encodings/encodings"));
+    const gather = (t: string, ids: string) => g.op("Gather", [t, ids], { attributes: { axis: 0 } });
+    let x = g.op("Add", [gather(table, D.inputIds), gather(positions, D.positionIds)]);
+    for (let l = 0; l < h.decoderLayers; l++) {
+      x = g.op("Add", [x, this.selfAttention(x, l)]);
+      x = g.op("Add", [x, this.crossAttention(x, l)]);
+      x = g.op("Add", [x, o.ffn(x, `decoder/layer_${l}/ffn`)]);
+    }
+    this.emitAlignment();
+    // Only the last position's logits are sampled: slice before the final norm and the projection.
+    const last = g.op("Squeeze", [g.op("Slice", [x, g.int64s([-1]), g.int64s([Number.MAX_SAFE_INTEGER]), g.int64s([1])]), g.int64s([1])]);
+    const normed = o.layerNorm(last, "decoder/layer_norm");
+    // Gemm with transB reads the embedding table as stored, so the tied projection costs no second copy.
+    g.node("Gemm", [normed, table], { names: [D.logits], attributes: { transB: 1 } });
+    return [
+      { what: "lm head", choice: "Gemm(transB) on the token embedding table", exact: true, why: "Whisper ties the output projection to the embeddings (decoder/projection is an alias)" },
+      { what: "decoder attention", choice: "decomposed MatMul/Softmax over a runtime-owned KV cache (keys transposed)", exact: true, why: "fused attention ops' present outputs would be copied whole to JS on every step by onnxruntime-node" },
+    ];
+  }
+}
+
+export interface WhisperBuilders {
+  encoder: GraphBuilder;
+  decoder: GraphBuilder;
+}
+
+/** Builds both graphs; returns the choices made. */
+export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: WhisperHyper): Choice[] {
+  const encoder = new WhisperEncoder(new WhisperOps(builders.encoder, w, h));
+  encoder.build();
+  const decoderChoices = new WhisperDecoder(new WhisperOps(builders.decoder, w, h)).build();
+  return [
+    ...encoder.choices,
+    ...decoderChoices,
+    { what: "cross-attention keys/values", choice: "computed by the encoder graph for every decoder layer", exact: true, why: "the decoder reads them per step; computing them once per window saves a matmul per layer per token" },
+    { what: "GELU", choice: "exact (erf)", exact: true, why: "Whisper's activation (CTranslate2 Activation.GELU)" },
+  ];
+}
