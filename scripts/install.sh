@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what running kiln needs: the npm dependencies. Run by `npm start` (and by scripts/setup.sh
-# for the tests), so a fresh clone needs no separate install step.
+# Installs what running kiln needs: the npm dependencies, and ffmpeg (speech models decode uploaded
+# audio with it) when `ffmpeg` is not on PATH. Run by `npm start` (and by scripts/setup.sh for the
+# tests), so a fresh clone needs no separate install step.
 # - runs `npm ci` only when node_modules is missing or package-lock.json is newer than
 #   node_modules/.package-lock.json (npm's record of the last install);
 # - up to date, it prints nothing and takes a few milliseconds;
@@ -22,6 +23,10 @@ stale_reason() {
     echo "package-lock.json is newer than the installed tree"
   fi
 }
+
+if ! command -v ffmpeg >/dev/null 2>&1; then
+  APT_LOG_PREFIX=install bash scripts/apt-install.sh ffmpeg
+fi
 
 reason=$(stale_reason)
 [[ -z $reason ]] && exit 0

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent setup for the tests, run by `npm test` (and so by CI) before vitest:
 # - the npm dependencies, through scripts/install.sh (what `npm start` runs too);
-# - the .cache/pyclient venv with the official `openai` Python client, when `import openai` fails
-#   there (only test/model/api/python-client.test.ts needs it; running kiln does not);
+# - the .cache/pyclient venv with the official `openai` Python client and `faster-whisper` (the
+#   speech tests' reference), when importing them fails there (running kiln needs neither);
+# - the Debian packages espeak-ng and ffmpeg (speech test fixtures; ffmpeg also decodes uploads),
+#   when missing, through scripts/apt-install.sh;
 # - needs no TTY and prints one line per step.
 set -euo pipefail
 
@@ -14,31 +16,24 @@ log() { printf 'setup: %s\n' "$*"; }
 bash scripts/install.sh
 log "npm dependencies up to date"
 
-# --- official Python client (for test/model/api/python-client.test.ts) ------------------------
+# --- Python test clients: openai (python-client.test.ts), faster-whisper (speech reference) ----
 pyclient=.cache/pyclient
-if "$pyclient/bin/python" -c "import openai" >/dev/null 2>&1; then
-  log "python openai client up to date ($pyclient)"
+if "$pyclient/bin/python" -c "import openai, faster_whisper" >/dev/null 2>&1; then
+  log "python openai and faster-whisper up to date ($pyclient)"
 else
   if [[ ! -x "$pyclient/bin/python" ]]; then
     log "python3 -m venv $pyclient"
     mkdir -p "$(dirname "$pyclient")"
     python3 -m venv "$pyclient" </dev/null
   fi
-  log "pip install openai into $pyclient"
-  PIP_NO_INPUT=1 "$pyclient/bin/python" -m pip install --quiet openai </dev/null
+  log "pip install openai faster-whisper into $pyclient"
+  PIP_NO_INPUT=1 "$pyclient/bin/python" -m pip install --quiet openai faster-whisper </dev/null
 fi
 
-# --- system packages (hook) ------------------------------------------------------------------
-# Not needed yet. When a test needs Debian packages (e.g. espeak-ng and ffmpeg for the speech
-# upload tests), install them here, only when missing and without prompting:
-#
-# apt_packages=(espeak-ng ffmpeg)
-# missing=()
-# for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-# if (( ${#missing[@]} )); then
-#   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo -n"
-#   $SUDO apt-get update -qq
-#   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# fi
+# --- system packages (for the speech tests) --------------------------------------------------
+# espeak-ng speaks the test sentences (test/support/speech.ts) and ffmpeg converts them into every
+# upload format and decodes uploads; installed only when missing, without prompting.
+APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg
+log "system packages present (espeak-ng, ffmpeg)"
 
 log "done"
