@@ -3,4 +3,5 @@
  * calls it; the compiler stays a transform from weights to an artifact folder.
  */
 export { loadModel, type LoadModelOptions } from "./load-model.js";
-export { ArtifactIntegrityError, NotCompilableError, provisionArtifact, type ProvisionOptions, SourceHashError } from "./provision-artifact.js";
+export { ArtifactIntegrityError, NotCompilableError, provisionArtifact, type ProvisionOptions, SourceHashError, WrongKindError } from "./provision-artifact.js";
+export { DEFAULT_SPEECH_SLOTS, loadSpeechModel, type LoadSpeechModelOptions } from "./load-speech-model.js";

@@ -4,7 +4,8 @@ import { defaultKvMemoryBytes, type MemoryAvailability } from "../runtime/artifa
 import { LoadedModel } from "../runtime/loaded-model.js";
 import type { SessionOptions } from "../runtime/worker/model-session.js";
 import { DEFAULT_MAX_RUNNING, serveLoadedModel, type ServedModel, type ServeOptions } from "../scheduler/index.js";
-import { provisionArtifact, type ProvisionOptions } from "./provision-artifact.js";
+import { getModel } from "../catalogue/catalogue.js";
+import { provisionArtifact, type ProvisionOptions, WrongKindError } from "./provision-artifact.js";
 
 export interface LoadModelOptions extends ProvisionOptions, ServeOptions {
   /** ONNX Runtime threads of the model's session. Default 2. */
@@ -39,6 +40,8 @@ export function memoryAvailability(): MemoryAvailability {
  * available once the weights are loaded (less `kvMemoryReservedBytes`) and the model's shape.
  */
 export async function loadModel(slug: string, options: LoadModelOptions = {}): Promise<ServedModel> {
+  const { kind } = getModel(slug);
+  if (kind !== "text") throw new WrongKindError(slug, kind, "a text model (chat and completions)");
   const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
   options.signal?.throwIfAborted();
   options.onStage?.("loading the model");

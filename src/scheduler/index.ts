@@ -4,7 +4,7 @@
  * engine (`engine/`: the batch engine, its step planner, KV slots and sequences).
  */
 export { EngineClosedError, OverloadedError } from "./errors.js";
-export { ModelRegistry, type ModelState } from "./serving/model-registry.js";
+export { ModelRegistry, type AnyServedModel, type ModelState } from "./serving/model-registry.js";
 export { serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
 export { chatPromptIds, encodePrompt, renderChat, type SpecialTokenMode } from "./serving/prompt.js";
 export { BatchEngine, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, type BatchEngineOptions } from "./engine/batch-engine.js";
@@ -17,3 +17,5 @@ export { StopMatcher } from "./engine/stop-matcher.js";
 export { validateSamplingParams, type SamplingProblem } from "../runtime/sampling/index.js";
 export { ChatTemplateError } from "../runtime/text/index.js";
 export type * from "./types.js";
+export type * from "./speech/types.js";
+export { joinSegmentTexts } from "./speech/segments.js";

@@ -15,7 +15,7 @@ import {
 import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
-import { loadModel } from "../../provision/index.js";
+import { DEFAULT_SPEECH_SLOTS, loadModel, loadSpeechModel } from "../../provision/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry } from "../../scheduler/index.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
@@ -80,26 +80,22 @@ function exitIfStuck(ms: number, io: CommandIO): void {
 }
 
 /** The slugs to serve, once each; a usage error unless each is a text model of the catalogue. */
-function textModelSlugs(slugs: string[]): string[] {
-  for (const slug of slugs) {
-    if (!hasModel(slug)) throw new UsageError(new UnknownModelError(slug).message);
-    const { kind } = getModel(slug);
-    if (kind !== "text") throw new UsageError(`${slug} is a ${kind} model; kiln serve handles text models for now`);
-  }
+function knownModelSlugs(slugs: string[]): string[] {
+  for (const slug of slugs) if (!hasModel(slug)) throw new UsageError(new UnknownModelError(slug).message);
   return [...new Set(slugs)];
 }
 
 export default defineCommand({
   name: "serve",
   description: "Serve models over the OpenAI-compatible HTTP API",
-  intro: `Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, models), then
+  intro: `Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, audio/transcriptions, models), then
 pulls, compiles and loads each model (progress on stderr). GET /health answers 503 until the
 models are loaded, then 200. SIGTERM or Ctrl-C stops taking requests and exits once the running
 ones have finished, or after --drain-timeout, ending the ones left with an error (a second Ctrl-C
 exits at once). A --host beyond loopback without --cloud lets anyone on the network in: kiln
 warns about it on stderr and in GET /health.`,
   options,
-  run: (commandLine, io) => serve({ ...commandLine.options, slugs: textModelSlugs(commandLine.options.model) }, io),
+  run: (commandLine, io) => serve({ ...commandLine.options, slugs: knownModelSlugs(commandLine.options.model) }, io),
 });
 
 async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: CommandIO): Promise<number> {
@@ -180,6 +176,13 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
           registry.stage(slug, stage);
           io.stderr.write(`${slug}: ${stage}\n`);
         };
+        if (getModel(slug).kind === "transcription") {
+          const model = await loadSpeechModel(slug, { onStage, signal: loading.signal, pull: { onProgress: printer }, threads: o.threads, maxWaiting: o.maxWaiting });
+          printer.done();
+          registry.serve(model);
+          io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together)\n`);
+          continue;
+        }
         const model = await loadModel(slug, {
           onStage,
           signal: loading.signal,

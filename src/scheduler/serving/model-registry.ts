@@ -2,11 +2,15 @@
  * Which models this server answers for, and where each one stands: loading (being pulled,
  * compiled, loaded), serving, or failed. The server starts listening while models load.
  */
+import type { ServedSpeechModel } from "../speech/types.js";
 import type { ServedModel } from "./served-model.js";
+
+/** A model in service of either kind; `kind` tells them apart. */
+export type AnyServedModel = ServedModel | ServedSpeechModel;
 
 export type ModelState =
   | { status: "loading"; slug: string; stage: string }
-  | { status: "serving"; slug: string; model: ServedModel }
+  | { status: "serving"; slug: string; model: AnyServedModel }
   | { status: "failed"; slug: string; error: string };
 
 export class ModelRegistry {
@@ -23,7 +27,7 @@ export class ModelRegistry {
     if (state?.status === "loading") this.states.set(slug, { ...state, stage });
   }
 
-  serve(model: ServedModel): void {
+  serve(model: AnyServedModel): void {
     this.states.set(model.slug, { status: "serving", slug: model.slug, model });
   }
 
@@ -37,6 +41,11 @@ export class ModelRegistry {
 
   all(): ModelState[] {
     return [...this.states.values()];
+  }
+
+  /** The text models in service (what the engine metrics and queue gauges read). */
+  servingText(): ServedModel[] {
+    return this.all().flatMap((s) => (s.status === "serving" && s.model.kind === "text" ? [s.model] : []));
   }
 
   /** True when no model is still loading and at least one serves. */

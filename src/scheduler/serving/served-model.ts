@@ -11,6 +11,8 @@ import type { ChatMessage } from "../types.js";
 import { chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
 
 export interface ServedModel {
+  /** Tells text models from speech ones (`ServedSpeechModel`) in the registry. */
+  kind: "text";
   slug: string;
   /** Id of the compiled artifact in service (the API's `system_fingerprint`). */
   artifactId: string;
@@ -91,6 +93,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     prefixReuse: options.prefixReuse,
   });
   return {
+    kind: "text",
     slug,
     artifactId: manifest.id,
     artifactCreatedAt: manifest.createdAt,

@@ -99,7 +99,7 @@ describe("kiln serve arguments", () => {
       [["--model"], "--model needs a value (<slug>)"],
       [["--model", "--port", "80"], "--model needs a value (<slug>)"],
       [["--model", "gpt-9"], "unknown model: gpt-9 (run `kiln models` for the list)"],
-      [["-m", slug, "-m", "whisper-tiny"], "whisper-tiny is a transcription model; kiln serve handles text models for now"],
+      [["-m", slug, "-m", "whisper-huge"], "unknown model: whisper-huge (run `kiln models` for the list)"],
       [["--model", slug, "--port", "99999"], '--port needs an integer from 0 to 65535 (got "99999")'],
       [["--model", slug, "--port", "x"], '--port needs an integer from 0 to 65535 (got "x")'],
       [["--model", slug, "--port=80.5"], '--port needs an integer from 0 to 65535 (got "80.5")'],

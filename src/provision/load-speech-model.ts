@@ -1,0 +1,34 @@
+/** Pull -> compile -> record -> load -> serve for a speech model. */
+import { LoadedSpeechModel } from "../runtime/speech/index.js";
+import { type ServedSpeechModel, serveSpeechModel, type SpeechServeOptions } from "../scheduler/speech/index.js";
+import { getModel } from "../catalogue/catalogue.js";
+import { provisionArtifact, type ProvisionOptions, WrongKindError } from "./provision-artifact.js";
+
+export interface LoadSpeechModelOptions extends ProvisionOptions, SpeechServeOptions {
+  /** ONNX Runtime threads of the model's sessions. Default 2. */
+  threads?: number;
+  /** Aborting stops after the current stage; a model already loaded is closed again. */
+  signal?: AbortSignal;
+}
+
+/** Default transcriptions decoded at once per speech model. */
+export const DEFAULT_SPEECH_SLOTS = 4;
+
+/**
+ * Provisions a speech model's artifact and serves it: encoder and decoder on their own worker
+ * thread, `maxRunning` transcriptions (default {@link DEFAULT_SPEECH_SLOTS}) decoded together.
+ */
+export async function loadSpeechModel(slug: string, options: LoadSpeechModelOptions = {}): Promise<ServedSpeechModel> {
+  const { kind } = getModel(slug);
+  if (kind !== "transcription") throw new WrongKindError(slug, kind, "a transcription model");
+  const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
+  options.signal?.throwIfAborted();
+  options.onStage?.("loading the model");
+  const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
+  const loaded = await LoadedSpeechModel.load(compiled.dir, { threads: options.threads ?? 2, slots });
+  if (options.signal?.aborted) {
+    await loaded.close();
+    options.signal.throwIfAborted();
+  }
+  return serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots });
+}

@@ -1,0 +1,143 @@
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { checkSpeechGraphIo, KV_GROWTH_POSITIONS, readSpeechManifest, SPEECH_FILES, SPEECH_GRAPH, type SpeechArtifactManifest, WINDOW_FRAMES } from "../artifact/index.js";
+import { KvPool } from "../kv-pool.js";
+import type { SpeechSessionOptions } from "./speech-protocol.js";
+
+const NEG_INF = -Infinity;
+const D = SPEECH_GRAPH.decoder;
+const E = SPEECH_GRAPH.encoder;
+
+/** What one decoder call returns: the last position's logits per row, and the alignment heads' weights when asked. */
+export interface DecoderOutput {
+  /** [rows, vocab]. */
+  logits: Float32Array;
+  /** [rows, alignment heads, seq, audio context], when `alignment` was asked. */
+  alignment?: Float32Array;
+}
+
+/**
+ * The speech session on the worker thread: the compiled encoder and decoder, the decoder's
+ * self-attention KV pool, and each slot's cross-attention keys and values (one 30 s window's worth).
+ * It runs what it is told for the slots it is told; it never decides who runs.
+ */
+export class SpeechSession {
+  private constructor(
+    readonly manifest: SpeechArtifactManifest,
+    private readonly encoder: ort.InferenceSession,
+    private readonly decoder: ort.InferenceSession,
+    readonly kv: KvPool,
+    /** Per decoder layer: [slots, heads, head_dim, audio_ctx]. */
+    private readonly crossKeys: Float32Array[],
+    /** Per decoder layer: [slots, heads, audio_ctx, head_dim]. */
+    private readonly crossValues: Float32Array[],
+  ) {}
+
+  static async load(artifactDir: string, options: SpeechSessionOptions = {}): Promise<SpeechSession> {
+    const manifest = readSpeechManifest(artifactDir);
+    const shape = manifest.speech;
+    checkSpeechGraphIo(manifest.speechIo, shape, `the artifact ${manifest.id}`);
+    const sessionOptions: ort.InferenceSession.SessionOptions = {
+      executionProviders: ["cpu"],
+      intraOpNumThreads: options.threads ?? 2,
+      interOpNumThreads: 1,
+      graphOptimizationLevel: "all",
+      executionMode: "sequential",
+    };
+    const encoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.encoder), sessionOptions);
+    const decoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.decoder), sessionOptions);
+    checkSpeechGraphIo(
+      { encoder: { inputs: [...encoder.inputNames], outputs: [...encoder.outputNames] }, decoder: { inputs: [...decoder.inputNames], outputs: [...decoder.outputNames] } },
+      shape,
+      `the graphs of ${manifest.id}`,
+    );
+    const slots = options.slots ?? 4;
+    const kv = new KvPool(manifest.shape, slots, KV_GROWTH_POSITIONS);
+    const perSlot = shape.heads * shape.headDim * shape.audioContext;
+    const crossKeys = Array.from({ length: shape.decoderLayers }, () => new Float32Array(slots * perSlot));
+    const crossValues = Array.from({ length: shape.decoderLayers }, () => new Float32Array(slots * perSlot));
+    return new SpeechSession(manifest, encoder, decoder, kv, crossKeys, crossValues);
+  }
+
+  get slots(): number {
+    return this.kv.slots;
+  }
+
+  /** Encodes one window [melBins, 3000] and keeps its cross-attention keys and values in `slot`. */
+  async encode(slot: number, mel: Float32Array): Promise<void> {
+    const shape = this.manifest.speech;
+    if (mel.length !== shape.melBins * WINDOW_FRAMES) throw new RangeError(`a window has ${shape.melBins}x${WINDOW_FRAMES} features, not ${mel.length}`);
+    const out = await this.encoder.run({ [E.mel]: new ort.Tensor("float32", mel, [1, shape.melBins, WINDOW_FRAMES]) });
+    const perSlot = shape.heads * shape.headDim * shape.audioContext;
+    for (let l = 0; l < shape.decoderLayers; l++) {
+      this.crossKeys[l].set(out[E.crossKey(l)].data as Float32Array, slot * perSlot);
+      this.crossValues[l].set(out[E.crossValue(l)].data as Float32Array, slot * perSlot);
+    }
+  }
+
+  /**
+   * Runs the decoder for consecutive slots `firstSlot ..`, each row taking `seq` new tokens after
+   * `past[r]` cached positions. Rows with `keep[r]` false (gap fillers) end with the cache they had.
+   */
+  async decode(firstSlot: number, past: readonly number[], keep: readonly boolean[], seq: number, tokens: ArrayLike<number>, alignment = false): Promise<DecoderOutput> {
+    const { kv } = this;
+    const shape = this.manifest.speech;
+    const rows = past.length;
+    const before = Array.from({ length: rows }, (_, r) => kv.lengths[firstSlot + r]);
+    let longest = 0;
+    for (let r = 0; r < rows; r++) {
+      if (keep[r]) kv.truncate(firstSlot + r, past[r]);
+      longest = Math.max(longest, kv.lengths[firstSlot + r] + seq);
+    }
+    if (longest > shape.textContext) throw new RangeError(`a window's tokens would reach ${longest} positions, past the decoder's ${shape.textContext}`);
+    kv.ensure(longest);
+    const cap = kv.capacity;
+    const ids = new BigInt64Array(rows * seq);
+    const positions = new BigInt64Array(rows * seq);
+    const pastMask = new Float32Array(rows * cap).fill(NEG_INF);
+    for (let r = 0; r < rows; r++) {
+      const at = kv.lengths[firstSlot + r];
+      pastMask.fill(0, r * cap, r * cap + at);
+      for (let s = 0; s < seq; s++) {
+        ids[r * seq + s] = BigInt(tokens[r * seq + s]);
+        positions[r * seq + s] = BigInt(Math.min(at + s, shape.textContext - 1));
+      }
+    }
+    const feeds: Record<string, ort.Tensor> = {
+      [D.inputIds]: new ort.Tensor("int64", ids, [rows, seq]),
+      [D.positionIds]: new ort.Tensor("int64", positions, [rows, seq]),
+      [D.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
+      [D.newMask]: new ort.Tensor("float32", causalMask(seq), [1, 1, seq, seq]),
+    };
+    const stride = kv.slotStride;
+    const perSlot = shape.heads * shape.headDim * shape.audioContext;
+    for (let l = 0; l < shape.decoderLayers; l++) {
+      feeds[D.pastKey(l)] = new ort.Tensor("float32", kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [rows, shape.heads, shape.headDim, cap]);
+      feeds[D.pastValue(l)] = new ort.Tensor("float32", kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [rows, shape.heads, cap, shape.headDim]);
+      feeds[D.crossKey(l)] = new ort.Tensor("float32", this.crossKeys[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [rows, shape.heads, shape.headDim, shape.audioContext]);
+      feeds[D.crossValue(l)] = new ort.Tensor("float32", this.crossValues[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [rows, shape.heads, shape.audioContext, shape.headDim]);
+    }
+    const fetches: string[] = [D.logits];
+    for (let l = 0; l < shape.decoderLayers; l++) fetches.push(D.presentKey(l), D.presentValue(l));
+    if (alignment) fetches.push(D.alignment);
+    const out = await this.decoder.run(feeds, fetches);
+    for (let l = 0; l < shape.decoderLayers; l++) {
+      kv.append(l, firstSlot, rows, seq, out[D.presentKey(l)].data as Float32Array, out[D.presentValue(l)].data as Float32Array);
+    }
+    kv.advance(firstSlot, rows, seq);
+    for (let r = 0; r < rows; r++) if (!keep[r]) kv.truncate(firstSlot + r, before[r]);
+    return { logits: out[D.logits].data as Float32Array, ...(alignment ? { alignment: out[D.alignment].data as Float32Array } : {}) };
+  }
+
+  async release(): Promise<void> {
+    await this.encoder.release();
+    await this.decoder.release();
+  }
+}
+
+/** [S, S] additive mask: new token s sees new tokens 0..s. */
+function causalMask(seq: number): Float32Array {
+  const mask = new Float32Array(seq * seq);
+  for (let s = 0; s < seq; s++) for (let t = s + 1; t < seq; t++) mask[s * seq + t] = NEG_INF;
+  return mask;
+}

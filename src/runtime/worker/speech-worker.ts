@@ -1,0 +1,91 @@
+/**
+ * The speech worker thread's entry: it owns one speech session, runs the encoder or decoder call each
+ * message asks for, and applies Whisper's rules beside sampling. It never decides who runs.
+ */
+import type { WhisperTokens } from "../artifact/index.js";
+import { alignRows } from "../speech/alignment.js";
+import { SpeechSession } from "../speech/speech-session.js";
+import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechWorkerRequest } from "../speech/speech-protocol.js";
+import { alwaysSuppressed, readRow } from "../speech/whisper-rules.js";
+
+class SpeechWorkerState {
+  session: SpeechSession | null = null;
+  suppressed: number[] = [];
+
+  requireSession(): SpeechSession {
+    if (!this.session) throw new Error("speech worker: no model loaded");
+    return this.session;
+  }
+
+  get tokens(): WhisperTokens {
+    return this.requireSession().manifest.tokens;
+  }
+
+  async encode(req: EncodeRequest): Promise<EncodeResult> {
+    const t0 = performance.now();
+    await this.requireSession().encode(req.slot, req.mel);
+    return { runMs: performance.now() - t0 };
+  }
+
+  async decode(req: DecodeRequest): Promise<DecodeResult> {
+    const session = this.requireSession();
+    const { seq, rows } = req;
+    const endOfText = this.tokens.endOfText;
+    const past = rows.map((row, r) => row?.past ?? session.kv.lengths[req.firstSlot + r]);
+    const tokens = rows.flatMap((row) => row?.tokens ?? new Array<number>(seq).fill(endOfText));
+    if (rows.some((row) => row !== null && row.tokens.length !== seq)) throw new RangeError(`every row of a decoder call takes ${seq} tokens`);
+    const t0 = performance.now();
+    const { logits } = await session.decode(
+      req.firstSlot,
+      past,
+      rows.map((row) => row !== null),
+      seq,
+      tokens,
+    );
+    const runMs = performance.now() - t0;
+    const vocab = session.manifest.speech.vocab;
+    const results = rows.map((row, r) => (row ? readRow(logits.subarray(r * vocab, (r + 1) * vocab), row, this.tokens, this.suppressed) : null));
+    return { rows: results, runMs };
+  }
+
+  async align(req: AlignRequest): Promise<AlignResult> {
+    const session = this.requireSession();
+    const shape = session.manifest.speech;
+    const ids = [...req.prefix, ...req.textTokens, this.tokens.endOfText];
+    const t0 = performance.now();
+    const { alignment } = await session.decode(req.slot, [0], [true], ids.length, ids, true);
+    const runMs = performance.now() - t0;
+    if (!alignment) throw new Error("the decoder returned no alignment weights");
+    // Rows from <|notimestamps|> (which predicts the first text token) to the last text token (which predicts the end).
+    const first = req.prefix.length - 1;
+    const rows = req.textTokens.length + 1;
+    const heads = shape.alignmentHeads.length;
+    const picked = new Float32Array(heads * rows * shape.audioContext);
+    for (let h = 0; h < heads; h++) {
+      const from = (h * ids.length + first) * shape.audioContext;
+      picked.set(alignment.subarray(from, from + rows * shape.audioContext), h * rows * shape.audioContext);
+    }
+    return { starts: alignRows(picked, heads, rows, shape.audioContext, req.frames), runMs };
+  }
+}
+
+const state = new SpeechWorkerState();
+
+/** Piscina task entry: one request in, one result out. */
+export default async function handle(req: SpeechWorkerRequest): Promise<SpeechLoadResult | EncodeResult | DecodeResult | AlignResult> {
+  switch (req.op) {
+    case "encode":
+      return state.encode(req);
+    case "decode":
+      return state.decode(req);
+    case "align":
+      return state.align(req);
+    case "load": {
+      await state.session?.release();
+      state.session = await SpeechSession.load(req.artifactDir, req.options);
+      state.suppressed = alwaysSuppressed(state.session.manifest.tokens);
+      const m = state.session.manifest;
+      return { artifactId: m.id, slots: state.session.slots, shape: m.speech, tokens: m.tokens };
+    }
+  }
+}

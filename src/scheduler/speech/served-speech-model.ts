@@ -1,0 +1,53 @@
+/** A loaded speech model in service: its engine and transcriber behind the `ServedSpeechModel` the API sees. */
+import type { LoadedSpeechModel } from "../../runtime/speech/index.js";
+import { SpeechEngine, type SpeechRunner } from "./speech-engine.js";
+import { Transcriber } from "./transcriber.js";
+import type { ServedSpeechModel } from "./types.js";
+
+/** How a speech model is served (the `kiln serve` flags it shares with text). */
+export interface SpeechServeOptions {
+  /** Transcriptions waiting for a slot before new ones get 503. Default 64. */
+  maxWaiting?: number;
+  /** Transcriptions running at once. Default: the loaded model's slots. */
+  maxRunning?: number;
+}
+
+export function serveSpeechModel(loaded: LoadedSpeechModel, options: SpeechServeOptions = {}): ServedSpeechModel & { engine: SpeechEngine } {
+  const m = loaded.manifest;
+  return serveSpeechRunner(
+    loaded.worker,
+    {
+      slug: m.slug,
+      artifactId: m.id,
+      artifactCreatedAt: m.createdAt,
+      model: { shape: m.speech, tokens: m.tokens, tokenizer: loaded.tokenizer, multilingual: Object.keys(m.tokens.languages).length > 0 },
+      close: () => loaded.close(),
+    },
+    options,
+  );
+}
+
+/** The served model over any runner (the worker, or a fake in unit tests). */
+export function serveSpeechRunner(
+  runner: SpeechRunner,
+  meta: { slug: string; artifactId: string; artifactCreatedAt: string; model: ConstructorParameters<typeof Transcriber>[1]; close: () => Promise<void> },
+  options: SpeechServeOptions = {},
+): ServedSpeechModel & { engine: SpeechEngine } {
+  const engine = new SpeechEngine(runner, { name: meta.slug, maxWaiting: options.maxWaiting, maxRunning: options.maxRunning });
+  const transcriber = new Transcriber(engine, meta.model);
+  const languages = meta.model.multilingual ? Object.keys(meta.model.tokens.languages) : ["en"];
+  return {
+    kind: "transcription",
+    slug: meta.slug,
+    artifactId: meta.artifactId,
+    artifactCreatedAt: meta.artifactCreatedAt,
+    multilingual: meta.model.multilingual,
+    languages,
+    engine,
+    transcribe: (samples, options) => transcriber.transcribe(samples, options),
+    async close() {
+      await engine.close();
+      await meta.close();
+    },
+  };
+}

@@ -1,0 +1,229 @@
+/**
+ * One transcription, window by window (openai-whisper's `transcribe` loop): encode a 30 s window,
+ * decode it with Whisper's prompt and rules, fall back to higher temperatures when the text
+ * repeats itself or is unlikely, skip silence, split by timestamps, seek to the last closing
+ * timestamp, and carry the text over as the next window's prompt. Every model call goes through
+ * the speech engine, which decides when it runs.
+ */
+import { deflateSync } from "node:zlib";
+import { contentFrames, logMel, melWindow } from "../../runtime/audio/index.js";
+import { HOP_LENGTH, SAMPLE_RATE, WINDOW_FRAMES, type WhisperShape, type WhisperTokens } from "../../runtime/artifact/index.js";
+import type { DecodeRowResult, WhisperSampling } from "../../runtime/speech/index.js";
+import { languageName } from "../../runtime/speech/index.js";
+import type { Tokenizer } from "../../runtime/text/index.js";
+import { joinSegmentTexts, splitWindow } from "./segments.js";
+import type { SpeechEngine } from "./speech-engine.js";
+import type { TranscribeOptions, Transcript, TranscriptSegment, TranscriptWord } from "./types.js";
+import { wordsOfWindow } from "./words.js";
+
+/** Whisper's decoding thresholds (openai-whisper and faster-whisper defaults). */
+export const WHISPER_DEFAULTS = {
+  /** A window whose text compresses better than this (gzip ratio) repeats itself: try a higher temperature. */
+  compressionRatioThreshold: 2.4,
+  /** A window whose mean token log-probability is below this is unlikely: try a higher temperature. */
+  logprobThreshold: -1,
+  /** With <|nocaptions|> likelier than this (and an unlikely text) the window is silence. */
+  noSpeechThreshold: 0.6,
+  /** Temperature step of the fallback, up to 1. */
+  temperatureStep: 0.2,
+  /** The first timestamp is at most this many seconds into a window. */
+  maxInitialTimestamp: 1,
+  /** Above this temperature the window's text is not used as the next one's prompt. */
+  promptResetTemperature: 0.5,
+} as const;
+
+interface Attempt {
+  tokens: number[];
+  logprobs: number[];
+  temperature: number;
+  avgLogprob: number;
+  compressionRatio: number;
+  noSpeechProb: number;
+  text: string;
+}
+
+export interface TranscriberModel {
+  shape: WhisperShape;
+  tokens: WhisperTokens;
+  tokenizer: Tokenizer;
+  multilingual: boolean;
+}
+
+const randomSeed = () => Math.floor(Math.random() * 0xffffffff);
+
+export class Transcriber {
+  private readonly sampleLength: number;
+
+  constructor(
+    private readonly engine: SpeechEngine,
+    private readonly model: TranscriberModel,
+  ) {
+    this.sampleLength = Math.floor(model.shape.textContext / 2);
+  }
+
+  async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<Transcript> {
+    const signal = options.signal;
+    const duration = samples.length / SAMPLE_RATE;
+    const mel = logMel(samples, this.model.shape.melBins);
+    const frames = contentFrames(mel);
+    return this.engine.withSlot(async (slot) => {
+      const segments: TranscriptSegment[] = [];
+      let language = options.language ?? (this.model.multilingual ? undefined : "en");
+      const history: number[] = options.prompt?.trim() ? this.model.tokenizer.encode(" " + options.prompt.trim()) : [];
+      let promptFrom = 0;
+      let seek = 0;
+      while (seek < frames) {
+        signal?.throwIfAborted();
+        const windowFrames = Math.min(WINDOW_FRAMES, frames - seek);
+        const offset = (seek * HOP_LENGTH) / SAMPLE_RATE;
+        await this.engine.encode({ slot, mel: melWindow(mel, this.model.shape.melBins, seek) });
+        signal?.throwIfAborted();
+        if (language === undefined) language = await this.detectLanguage(slot);
+        const prompt = history.slice(promptFrom);
+        const attempt = await this.decodeWithFallback(slot, prompt, language, options.temperature ?? 0, signal);
+        if (isSilence(attempt)) {
+          seek += windowFrames;
+          continue;
+        }
+        const split = splitWindow(attempt.tokens, this.model.tokens.timestampBegin, windowFrames, (windowFrames * HOP_LENGTH) / SAMPLE_RATE);
+        const found = split.segments
+          .map((s) => this.segment(segments.length, seek, offset, s, attempt))
+          .filter((s) => s.text.trim() !== "" && s.end > s.start);
+        found.forEach((s, i) => (s.id = segments.length + i));
+        if (options.wordTimestamps && found.length > 0) await this.addWords(slot, found, attempt, language, windowFrames, offset);
+        segments.push(...found);
+        for (const s of found) history.push(...s.tokens.filter((t) => t < this.model.tokens.endOfText));
+        if (attempt.temperature > WHISPER_DEFAULTS.promptResetTemperature) promptFrom = history.length;
+        seek += split.advance;
+        if (found.length > 0) options.onSegments?.(found);
+      }
+      return { language: languageName(language ?? "en"), duration, text: joinSegmentTexts(segments), segments };
+    }, signal);
+  }
+
+  private segment(id: number, seek: number, offset: number, piece: { tokens: number[]; start: number; end: number }, attempt: Attempt): TranscriptSegment {
+    const textTokens = piece.tokens.filter((t) => t < this.model.tokens.endOfText);
+    return {
+      id,
+      seek,
+      start: round2(offset + piece.start),
+      end: round2(offset + piece.end),
+      text: this.model.tokenizer.decode(textTokens),
+      tokens: piece.tokens,
+      temperature: attempt.temperature,
+      avgLogprob: attempt.avgLogprob,
+      compressionRatio: attempt.compressionRatio,
+      noSpeechProb: attempt.noSpeechProb,
+    };
+  }
+
+  /** The start-of-transcript sequence: <|startoftranscript|>, then language and task on multilingual models. */
+  private startSequence(language: string | undefined): number[] {
+    const t = this.model.tokens;
+    if (!this.model.multilingual) return [t.startOfTranscript];
+    const lang = t.languages[language ?? "en"] ?? t.languages.en;
+    return [t.startOfTranscript, lang, t.transcribe ?? t.startOfTranscript].filter((x) => x !== undefined);
+  }
+
+  private async detectLanguage(slot: number): Promise<string> {
+    const r = await this.engine.decode({ slot, past: 0, tokens: [this.model.tokens.startOfTranscript], sample: null, detectLanguage: true });
+    return r.language?.code ?? "en";
+  }
+
+  private async decodeWithFallback(slot: number, prompt: number[], language: string | undefined, temperature: number, signal?: AbortSignal): Promise<Attempt> {
+    let attempt: Attempt | undefined;
+    for (let t = temperature; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep) {
+      signal?.throwIfAborted();
+      attempt = await this.decodeWindow(slot, prompt, language, Math.round(t * 100) / 100);
+      if (!needsFallback(attempt)) break;
+    }
+    return attempt!;
+  }
+
+  /** One decoding attempt of the encoded window in `slot`. */
+  private async decodeWindow(slot: number, prompt: number[], language: string | undefined, temperature: number): Promise<Attempt> {
+    const t = this.model.tokens;
+    const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
+    const start = this.startSequence(language);
+    const seed = randomSeed();
+    const tokens: number[] = [];
+    const logprobs: number[] = [];
+    const rule = (): WhisperSampling => {
+      const n = tokens.length;
+      const stamps = tokens.filter((x) => x >= t.timestampBegin);
+      return {
+        temperature,
+        seed,
+        timestamps: true,
+        sampled: n,
+        lastWasTimestamp: n >= 1 && tokens[n - 1] >= t.timestampBegin,
+        penultimateWasTimestamp: n < 2 || tokens[n - 2] >= t.timestampBegin,
+        lastTimestamp: stamps.length > 0 ? stamps[stamps.length - 1] : -1,
+        maxInitialTimestampIndex: Math.round(WHISPER_DEFAULTS.maxInitialTimestamp / 0.02),
+      };
+    };
+    // The no-speech probability is read right after <|startoftranscript|>; the rest of the start sequence follows.
+    const head = [...previous, start[0]];
+    const rest = start.slice(1);
+    let result: DecodeRowResult = await this.engine.decode({ slot, past: 0, tokens: head, sample: rest.length === 0 ? rule() : null, noSpeech: true });
+    const noSpeechProb = result.noSpeechProb ?? 0;
+    let length = head.length;
+    if (rest.length > 0) {
+      result = await this.engine.decode({ slot, past: length, tokens: rest, sample: rule() });
+      length += rest.length;
+    }
+    const limit = Math.min(this.sampleLength, this.model.shape.textContext - length - 1);
+    while (result.token !== undefined) {
+      logprobs.push(result.logprob ?? 0);
+      if (result.token === t.endOfText || tokens.length + 1 >= limit) {
+        if (result.token !== t.endOfText) tokens.push(result.token);
+        break;
+      }
+      tokens.push(result.token);
+      result = await this.engine.decode({ slot, past: length, tokens: [result.token], sample: rule() });
+      length += 1;
+    }
+    const text = this.model.tokenizer.decode(tokens.filter((x) => x < t.endOfText));
+    const sum = logprobs.reduce((a, b) => a + b, 0);
+    return { tokens, logprobs, temperature, avgLogprob: sum / (tokens.length + 1), compressionRatio: compressionRatio(text), noSpeechProb, text };
+  }
+
+  private async addWords(slot: number, found: TranscriptSegment[], attempt: Attempt, language: string | undefined, frames: number, offset: number): Promise<void> {
+    const t = this.model.tokens;
+    const textTokens = found.flatMap((s) => s.tokens.filter((x) => x < t.endOfText));
+    if (textTokens.length === 0) return;
+    const { starts } = await this.engine.align({ slot, prefix: [...this.startSequence(language), t.noTimestamps], textTokens, frames });
+    const probabilities = attempt.tokens.map((tok, i) => ({ tok, p: Math.exp(attempt.logprobs[i] ?? 0) })).filter((x) => x.tok < t.endOfText).map((x) => x.p);
+    let at = 0;
+    for (const s of found) {
+      const count = s.tokens.filter((x) => x < t.endOfText).length;
+      const words: TranscriptWord[] = wordsOfWindow(
+        this.model.tokenizer,
+        textTokens.slice(at, at + count),
+        starts.slice(at, at + count + 1),
+        probabilities.slice(at, at + count),
+      ).map((w) => ({ ...w, start: clamp(round2(offset + w.start), s.start, s.end), end: clamp(round2(offset + w.end), s.start, s.end) }));
+      s.words = words;
+      at += count;
+    }
+  }
+}
+
+function needsFallback(a: Attempt): boolean {
+  if (isSilence(a)) return false;
+  return a.compressionRatio > WHISPER_DEFAULTS.compressionRatioThreshold || a.avgLogprob < WHISPER_DEFAULTS.logprobThreshold;
+}
+
+function isSilence(a: Attempt): boolean {
+  return a.noSpeechProb > WHISPER_DEFAULTS.noSpeechThreshold && a.avgLogprob < WHISPER_DEFAULTS.logprobThreshold;
+}
+
+/** How much the text compresses (zlib), Whisper's repetition detector. */
+export function compressionRatio(text: string): number {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length === 0) return 0;
+  return bytes.length / deflateSync(bytes).length;
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x));

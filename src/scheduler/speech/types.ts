@@ -1,0 +1,77 @@
+/**
+ * What the API sees of a served speech model: transcribe 16 kHz mono samples into segments.
+ * Audio decoding (ffmpeg) happens before, in the route; the transcript's formatting after.
+ */
+
+/** One decoded stretch of speech, as `verbose_json` reports it. Times in seconds from the file's start. */
+export interface TranscriptSegment {
+  id: number;
+  /** Start of the 30 s window it was decoded in, in mel frames (10 ms each). */
+  seek: number;
+  start: number;
+  end: number;
+  text: string;
+  /** Token ids of its text (and timestamps), as decoded. */
+  tokens: number[];
+  /** Temperature of the decoding attempt that was kept. */
+  temperature: number;
+  avgLogprob: number;
+  compressionRatio: number;
+  noSpeechProb: number;
+  /** Words with their times, when word timestamps were asked for. */
+  words?: TranscriptWord[];
+}
+
+export interface TranscriptWord {
+  /** The word with its leading space, as Whisper tokenizes it. */
+  word: string;
+  start: number;
+  end: number;
+  /** Mean probability of its tokens. */
+  probability: number;
+}
+
+/** Options of one transcription, already validated by the API. */
+export interface TranscribeOptions {
+  /** ISO-639-1 code; absent: detected (multilingual models) or English (English-only models). */
+  language?: string;
+  /** Text of a previous part of the audio, to carry style and spelling over (`<|startofprev|>`). */
+  prompt?: string;
+  /** Starting sampling temperature, 0..1; Whisper falls back to higher ones when a window fails. Default 0. */
+  temperature?: number;
+  /** Compute each word's start and end from cross-attention alignment. Default false. */
+  wordTimestamps?: boolean;
+  /** Aborts the work (client gone); the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Called with the segments of each window as soon as that window is decoded (streaming). */
+  onSegments?: (segments: readonly TranscriptSegment[]) => void;
+}
+
+export interface Transcript {
+  /** Language name in English, lowercase ("english"), as `verbose_json` reports it. */
+  language: string;
+  /** Audio duration in seconds. */
+  duration: number;
+  /** The whole text: segments' texts joined, trimmed. */
+  text: string;
+  segments: TranscriptSegment[];
+}
+
+/** A speech model in service. */
+export interface ServedSpeechModel {
+  kind: "transcription";
+  slug: string;
+  artifactId: string;
+  artifactCreatedAt: string;
+  /** Whether the model knows more than English (language detection, `language`). */
+  multilingual: boolean;
+  /** ISO-639-1 codes the model accepts for `language`. */
+  languages: readonly string[];
+  /**
+   * Transcribes audio (16 kHz mono float samples in -1..1). Rejects with `OverloadedError` when the
+   * queue is full, with the signal's reason when aborted.
+   */
+  transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<Transcript>;
+  /** Lets running transcriptions finish, then frees the model. */
+  close(): Promise<void>;
+}
