@@ -15,6 +15,7 @@ import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { modelsRoute } from "./routes/models.js";
+import { transcriptionsRoute } from "./routes/transcriptions.js";
 import type { SseOptions } from "./sse.js";
 import type { UsageRecorder } from "./usage.js";
 
@@ -131,6 +132,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       modelsRoute(v1, ctx);
       chatCompletionsRoute(v1, ctx);
       completionsRoute(v1, ctx);
+      await v1.register(async (audio) => transcriptionsRoute(audio, ctx));
     },
     { prefix: "/v1" },
   );
@@ -144,7 +146,7 @@ function unknownRouteMessage(method: string, path: string): string {
 }
 
 function queueLoads(models: ModelRegistry) {
-  return models.all().flatMap((s) => (s.status === "serving" ? [{ model: s.slug, ...s.model.engine.load }] : []));
+  return models.servingText().map((m) => ({ model: m.slug, ...m.engine.load }));
 }
 
 export interface DrainOptions {

@@ -30,10 +30,16 @@ export const ERRORS = {
   model_not_found: { status: 404, type: "invalid_request_error", code: "model_not_found" },
   route_not_found: { status: 404, type: "invalid_request_error", code: null },
   request_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
+  // An uploaded audio file past the 25 MB limit (param `file`); the contract's 413 code.
+  file_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
+  // An uploaded audio file that is empty, of no format ffmpeg reads, or damaged (param `file`).
+  invalid_audio: { status: 400, type: "invalid_request_error", code: "invalid_audio" },
   // The contract forbids 408 (the clients retry it), so a request too slow to arrive is a 400.
   request_timeout: { status: 400, type: "invalid_request_error", code: "request_timeout" },
   rate_limit_exceeded: { status: 429, type: "requests", code: "rate_limit_exceeded", retryAfter: 1 },
   internal_error: { status: 500, type: "server_error", code: null },
+  // The server cannot decode audio at all (ffmpeg not installed): the operator's to fix, not the client's.
+  audio_decoder_missing: { status: 500, type: "server_error", code: "audio_decoder_missing" },
   overloaded: { status: 503, type: "server_error", code: "overloaded", retryAfter: 1 },
   model_loading: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
   model_unavailable: { status: 503, type: "server_error", code: "model_unavailable" },

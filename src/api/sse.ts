@@ -2,8 +2,8 @@
  * The only writer of server-sent events: one `data: <json>` line and a blank line per event, no
  * `event:` lines (they confuse the OpenAI Node client), `: keep-alive` comments while idle.
  * {@link streamSse} owns a stream's whole life, so that every stream ends one of three ways:
- * `data: [DONE]`, a `data: {"error": …}` event after which the stream just closes, or nothing more
- * when the client has gone.
+ * `data: [DONE]` (or, for transcriptions, its own last event: see {@link SseEnd}), a
+ * `data: {"error": …}` event after which the stream just closes, or nothing more when the client has gone.
  */
 import { PassThrough } from "node:stream";
 import type { FastifyReply } from "fastify";
@@ -25,13 +25,25 @@ export interface SseSink {
 }
 
 /**
+ * How a stream that went well ends: `data: [DONE]` (chat and completions chunks), or with the
+ * body's last event and nothing after it (transcriptions: the reference API ends those with its
+ * `transcript.text.done` event, and the official clients need no marker).
+ */
+export type SseEnd = "done-marker" | "last-event";
+
+/**
  * Answers `reply` with the server-sent events `body` sends. The response starts with the first
  * event, so a body that throws before sending anything throws here (the caller answers with an
  * ordinary JSON error). After that the stream ends with `data: [DONE]` when `body` resolves, with
  * an error event when it throws (logged; the event names the request id and nothing internal),
  * and with nothing more when the client has gone. Resolves once the stream is ended.
  */
-export async function streamSse(reply: FastifyReply, options: SseOptions, body: (sse: SseSink) => Promise<void>): Promise<void> {
+export async function streamSse(
+  reply: FastifyReply,
+  options: SseOptions,
+  body: (sse: SseSink) => Promise<void>,
+  end: SseEnd = "done-marker",
+): Promise<void> {
   const writer = new SseWriter(reply, options.keepAliveMs ?? 15_000);
   try {
     await body(writer);
@@ -44,7 +56,7 @@ export async function streamSse(reply: FastifyReply, options: SseOptions, body: 
     writer.end(`data: ${JSON.stringify(error.toBody())}\n\n`);
     return;
   }
-  writer.end("data: [DONE]\n\n");
+  writer.end(end === "done-marker" ? "data: [DONE]\n\n" : "");
 }
 
 /** One response's event stream: a PassThrough that fastify pipes to the client, opened on the first event. */

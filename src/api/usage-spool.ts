@@ -258,8 +258,10 @@ export class SpooledUsageRecorder implements UsageRecorder {
   }
 }
 
+/** The fields a spool line keeps; `audioSeconds` only when there are some, so text lines read as they always did. */
 function spoolLine(e: LedgerEntry): LedgerEntry {
-  return { requestId: e.requestId, keyId: e.keyId, slug: e.slug, promptTokens: e.promptTokens, completionTokens: e.completionTokens, at: e.at };
+  const audio = e.audioSeconds ? { audioSeconds: e.audioSeconds } : {};
+  return { requestId: e.requestId, keyId: e.keyId, slug: e.slug, promptTokens: e.promptTokens, completionTokens: e.completionTokens, ...audio, at: e.at };
 }
 
 function parseLine(line: string): LedgerEntry | null {
@@ -274,6 +276,8 @@ function parseLine(line: string): LedgerEntry | null {
   const count = (x: unknown) => typeof x === "number" && Number.isInteger(x) && x >= 0;
   if (typeof e.requestId !== "string" || e.requestId === "" || typeof e.slug !== "string" || typeof e.at !== "string") return null;
   if (!(e.keyId === null || typeof e.keyId === "string") || !count(e.promptTokens) || !count(e.completionTokens)) return null;
+  // Lines spooled before transcriptions were metered have no audio seconds.
+  if (e.audioSeconds !== undefined && !(typeof e.audioSeconds === "number" && Number.isFinite(e.audioSeconds) && e.audioSeconds >= 0)) return null;
   return spoolLine(e as unknown as LedgerEntry);
 }
 

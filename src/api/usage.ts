@@ -1,5 +1,5 @@
 /**
- * Metered usage: one row per generation request in the `usage` table (cloud mode), keyed by the
+ * Metered usage: one row per generation or transcription request in the `usage` table (cloud mode), keyed by the
  * answer's id so that writing a record twice counts it once. Metering never breaks an answer: the
  * recorder kiln serves with ({@link sqliteUsageRecorder} with a spool path) keeps what the database
  * cannot take in a durable spool and settles it later (see `usage-spool.ts`).
@@ -15,6 +15,8 @@ export interface UsageRecord {
   slug: string;
   promptTokens: number;
   completionTokens: number;
+  /** Seconds of audio transcribed (transcription models, priced per minute); absent or 0 for text. */
+  audioSeconds?: number;
 }
 
 /** A usage record with the time it was made (ISO 8601, UTC), as the ledger and the spool keep it. */
@@ -39,11 +41,12 @@ export interface UsageLedger {
   write(entries: readonly LedgerEntry[]): void;
 }
 
-/** Cost in USD of a text request at the catalogue's prices. */
-export function costUsd(entry: ModelEntry | undefined, promptTokens: number, completionTokens: number): number {
+/** Cost in USD of a request at the catalogue's prices: per audio minute for transcription models, per token for text. */
+export function costUsd(entry: ModelEntry | undefined, usage: Pick<UsageRecord, "promptTokens" | "completionTokens" | "audioSeconds">): number {
   if (!entry) return 0;
   const p = entry.prices;
-  return (promptTokens * (p.inputUsdPerMillionTokens ?? 0) + completionTokens * (p.outputUsdPerMillionTokens ?? 0)) / 1e6;
+  if (entry.kind === "transcription") return ((usage.audioSeconds ?? 0) * (p.usdPerAudioMinute ?? 0)) / 60;
+  return (usage.promptTokens * (p.inputUsdPerMillionTokens ?? 0) + usage.completionTokens * (p.outputUsdPerMillionTokens ?? 0)) / 1e6;
 }
 
 /**
@@ -54,12 +57,12 @@ export function costUsd(entry: ModelEntry | undefined, promptTokens: number, com
  */
 export function sqliteUsageLedger(db: KilnDatabase, priceOf: (slug: string) => ModelEntry | undefined): UsageLedger {
   const insert = db.prepare(
-    `INSERT OR IGNORE INTO usage (request_id, key_id, slug, prompt_tokens, completion_tokens, cost_usd, created_at)
-     VALUES (?, (SELECT id FROM api_keys WHERE id = ?), ?, ?, ?, ?, ?)`,
+    `INSERT OR IGNORE INTO usage (request_id, key_id, slug, prompt_tokens, completion_tokens, audio_seconds, cost_usd, created_at)
+     VALUES (?, (SELECT id FROM api_keys WHERE id = ?), ?, ?, ?, ?, ?, ?)`,
   );
   const writeAll = db.transaction((entries: readonly LedgerEntry[]) => {
     for (const u of entries) {
-      insert.run(u.requestId, u.keyId, u.slug, u.promptTokens, u.completionTokens, costUsd(priceOf(u.slug), u.promptTokens, u.completionTokens), u.at);
+      insert.run(u.requestId, u.keyId, u.slug, u.promptTokens, u.completionTokens, u.audioSeconds ?? 0, costUsd(priceOf(u.slug), u), u.at);
     }
   });
   return { write: (entries) => void writeAll(entries) };

@@ -1,7 +1,7 @@
 /**
  * The scheduler's own statistics on GET /metrics: read from each serving model's
  * `engine.stats.snapshot()` at scrape time, one `model` label per model. Models still loading (or
- * failed) have no engine and report none of these series.
+ * failed), and speech models (no batch engine), report none of these series.
  */
 import type { EngineStatsSnapshot, HistogramSnapshot, ModelRegistry } from "../../scheduler/index.js";
 import { escapeLabel, renderHistogram, series } from "./prometheus.js";
@@ -17,7 +17,7 @@ export type EngineSnapshotSource = () => EngineSnapshot[];
 
 /** The snapshots of every serving model's engine. */
 export function engineSnapshots(models: ModelRegistry): EngineSnapshot[] {
-  return models.all().flatMap((s) => (s.status === "serving" ? [{ model: s.slug, stats: s.model.engine.stats.snapshot() }] : []));
+  return models.servingText().map((m) => ({ model: m.slug, stats: m.engine.stats.snapshot() }));
 }
 
 type Kind = "gauge" | "counter" | "histogram";

@@ -20,6 +20,14 @@ export interface GenerationRecord {
   cancelled: boolean;
 }
 
+/** One finished (or cancelled) transcription request, as its route reports it. */
+export interface TranscriptionRecord {
+  model: string;
+  /** Seconds of audio in the request (0 when it never got decoded). */
+  audioSeconds: number;
+  cancelled: boolean;
+}
+
 export class KilnMetrics {
   readonly registry = new Registry();
   readonly requests = this.registry.register(new Counter("kiln_http_requests_total", "HTTP requests answered, by route, method and status."));
@@ -32,8 +40,12 @@ export class KilnMetrics {
     new Histogram("kiln_time_per_output_token_seconds", "Seconds per output token after the first, by model.", PER_TOKEN_BUCKETS),
   );
   readonly cancelled = this.registry.register(
-    new Counter("kiln_requests_cancelled_total", "Generation requests cancelled because the client went away, by model."),
+    new Counter("kiln_requests_cancelled_total", "Generation and transcription requests cancelled because the client went away, by model."),
   );
+  readonly transcriptions = this.registry.register(
+    new Counter("kiln_transcription_requests_total", "Transcription requests that reached their model (finished or cancelled), by model."),
+  );
+  readonly audioSeconds = this.registry.register(new Counter("kiln_audio_seconds_total", "Seconds of audio transcribed, by model."));
   private readonly decode = new Map<string, { seconds: number; tokens: number }>();
 
   /**
@@ -69,6 +81,13 @@ export class KilnMetrics {
     d.seconds += r.decodeSeconds;
     d.tokens += r.decodeTokens;
     this.decode.set(r.model, d);
+  }
+
+  transcription(r: TranscriptionRecord): void {
+    const labels = { model: r.model };
+    this.transcriptions.inc(labels);
+    this.audioSeconds.inc(labels, r.audioSeconds);
+    this.cancelled.inc(labels, r.cancelled ? 1 : 0);
   }
 
   /** Output tokens per second measured so far on `model` (decode only); null before any. */

@@ -29,7 +29,7 @@ export interface ModelObject {
   status: ModelStatus;
   /** Id of the compiled artifact in service (the `system_fingerprint` of its answers); served models only. */
   artifact_id?: string;
-  /** Output tokens per second measured on this server so far (null before any request); served models only. */
+  /** Output tokens per second measured on this server so far (null before any request); served text models only. */
   measured_output_tokens_per_second?: number | null;
 }
 
@@ -51,6 +51,8 @@ export function modelObject(entry: ModelEntry, state: ModelState | undefined, st
       ? { usd_per_audio_minute: p.usdPerAudioMinute }
       : { input_usd_per_million_tokens: p.inputUsdPerMillionTokens, output_usd_per_million_tokens: p.outputUsdPerMillionTokens };
   const serving = state?.status === "serving" ? state.model : null;
+  // Only a text model's window can be cut by a KV budget, and only its output is measured in tokens.
+  const text = serving?.kind === "text" ? serving : null;
   const created = serving ? Math.floor(Date.parse(serving.artifactCreatedAt) / 1000) : NaN;
   return {
     id: entry.slug,
@@ -59,11 +61,12 @@ export function modelObject(entry: ModelEntry, state: ModelState | undefined, st
     owned_by: ownerOf(entry),
     display_name: entry.displayName,
     kind: entry.kind,
-    context_length: serving?.contextLength ?? entry.contextLength,
-    native_context_length: serving?.nativeContextLength ?? entry.contextLength,
+    context_length: text?.contextLength ?? entry.contextLength,
+    native_context_length: text?.nativeContextLength ?? entry.contextLength,
     capabilities: entry.capabilities,
     pricing,
     status: state?.status ?? "available",
-    ...(serving ? { artifact_id: serving.artifactId, measured_output_tokens_per_second: measuredTps } : {}),
+    ...(serving ? { artifact_id: serving.artifactId } : {}),
+    ...(text ? { measured_output_tokens_per_second: measuredTps } : {}),
   };
 }

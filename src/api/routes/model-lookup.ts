@@ -1,17 +1,27 @@
-/** From a request's `model` field to a model in service, or the right error (404, 403, 503). */
+/** From a request's `model` field to a model in service of the kind the route needs, or the right error (404, 403, 400, 503). */
 import type { FastifyRequest } from "fastify";
-import { hasModel } from "../../catalogue/catalogue.js";
-import type { ServedModel } from "../../scheduler/index.js";
+import { getModel, hasModel } from "../../catalogue/catalogue.js";
+import type { AnyServedModel, ServedModel, ServedSpeechModel } from "../../scheduler/index.js";
 import { assertModelAllowed } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 
-export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug: string): ServedModel {
+/** What a route works with: text generation (chat, completions) or transcription. */
+export type ModelKind = AnyServedModel["kind"];
+
+type ModelOfKind<K extends ModelKind> = K extends "text" ? ServedModel : ServedSpeechModel;
+
+export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug: string): ServedModel;
+export function lookupServedModel<K extends ModelKind>(ctx: ApiContext, request: FastifyRequest, slug: string, kind: K): ModelOfKind<K>;
+export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug: string, kind: ModelKind = "text"): AnyServedModel {
   const state = ctx.models.get(slug);
   if (!state && !hasModel(slug)) {
     throw apiError("model_not_found", `The model '${slug}' does not exist (GET /v1/models lists them).`, "model");
   }
   assertModelAllowed(request, slug);
+  // Checked before the serving state: naming a model of the wrong kind is the client's mistake
+  // whether or not this server serves it.
+  assertKind(slug, state?.status === "serving" ? state.model.kind : catalogueKind(slug), kind);
   switch (state?.status) {
     case "serving":
       return state.model;
@@ -22,4 +32,21 @@ export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug
     default:
       throw apiError("model_not_found", `The model '${slug}' is not served here: start the server with \`kiln serve --model ${slug}\`.`, "model");
   }
+}
+
+function catalogueKind(slug: string): ModelKind | undefined {
+  return hasModel(slug) ? getModel(slug).kind : undefined;
+}
+
+/** A 400 naming the route that takes a model of kind `actual`, when the route needs `wanted`. */
+function assertKind(slug: string, actual: ModelKind | undefined, wanted: ModelKind): void {
+  if (actual === undefined || actual === wanted) return;
+  if (actual === "transcription") {
+    throw apiError("invalid_value", `The model '${slug}' is a transcription model: use /v1/audio/transcriptions with it.`, "model");
+  }
+  throw apiError(
+    "invalid_value",
+    `The model '${slug}' is a text generation model, not a transcription model: use /v1/chat/completions or /v1/completions with it, and a transcription model (e.g. whisper-large-v3-turbo) here.`,
+    "model",
+  );
 }

@@ -57,6 +57,7 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
   const encode = (text: string) => [...new TextEncoder().encode(text)];
   const rendered: ChatMessage[][] = [];
   const model: ServedModel = {
+    kind: "text",
     slug: options.slug ?? SLUG,
     artifactId: "fake-artifact-1",
     artifactCreatedAt: "2025-01-02T03:04:05.000Z",

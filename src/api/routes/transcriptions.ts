@@ -1,0 +1,356 @@
+/**
+ * POST /v1/audio/transcriptions: multipart form -> fields checked -> speech model -> audio decoded
+ * (ffmpeg) -> transcript -> the asked format, or server-sent text events. The upload is read with
+ * bounded memory (at most {@link MAX_FILE_BYTES} of file, small fields); a client that goes away
+ * aborts the decoding and the transcription; every transcription that reached its model is
+ * counted in the metrics and metered in cloud mode.
+ */
+import multipart, { type MultipartFile, type MultipartValue } from "@fastify/multipart";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { AudioDecodeError, decodeAudio } from "../../runtime/audio/index.js";
+import type { ServedSpeechModel, TranscribeOptions, Transcript, TranscriptSegment } from "../../scheduler/index.js";
+import type { ApiContext } from "../context.js";
+import { apiError, ApiError } from "../errors.js";
+import { joinSegmentTexts } from "../../scheduler/index.js";
+import { formatTranscript } from "../protocol/transcription-formats.js";
+import { parseTranscriptionRequest, type DurationUsage, type FormFields, type TranscriptionRequest, type TranscriptTextDelta, type TranscriptTextDone } from "../protocol/transcriptions.js";
+import { streamSse, type SseSink } from "../sse.js";
+import { CLIENT_CLOSED_STATUS } from "./generation.js";
+import { answerId } from "./ids.js";
+import { lookupServedModel } from "./model-lookup.js";
+
+/** Most bytes of an uploaded audio file: 25 MiB, the reference API's "25 MB". */
+export const MAX_FILE_BYTES = 25 * 1024 * 1024;
+/** Most bytes of one text field (a prompt is at most a few hundred tokens). */
+export const MAX_FIELD_BYTES = 64 * 1024;
+/** Room for the form around the file: boundaries, part headers and the text fields. */
+const FORM_OVERHEAD_BYTES = 1024 * 1024;
+/** The decoder's sample rate (decodeAudio gives 16 kHz mono). */
+const SAMPLE_RATE = 16_000;
+
+/** Busboy's limits: the file is cut (and answered 413) past the limit, fields past theirs. */
+const MULTIPART_LIMITS = { fileSize: MAX_FILE_BYTES, files: 4, fields: 32, fieldSize: MAX_FIELD_BYTES, parts: 40, headerPairs: 100 };
+
+/** The uploaded audio. */
+interface Upload {
+  bytes: Buffer;
+  filename: string | undefined;
+}
+
+/**
+ * Registers the route with its own multipart parser: registered in this (encapsulated) context,
+ * it reads multipart bodies for this route only, and every other route keeps the JSON parser and
+ * its body limit.
+ */
+export async function transcriptionsRoute(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  await app.register(multipart, { limits: MULTIPART_LIMITS, throwFileSizeLimit: true });
+  app.post("/audio/transcriptions", async (request, reply) => {
+    const { fields, upload } = await readForm(request);
+    const body = parseTranscriptionRequest(fields);
+    const model = lookupServedModel(ctx, request, body.model, "transcription");
+    assertLanguage(model, body.language);
+    const file = requireFile(upload);
+    // Metered requests are refused, before any work, while their usage could not be kept.
+    if (ctx.usage?.admits && !ctx.usage.admits()) {
+      throw apiError("ledger_unavailable", "The server cannot record usage right now, so it is not taking metered requests; retry in a moment.");
+    }
+    const job = new TranscriptionJob(ctx, request, reply, model);
+    try {
+      return await answerTranscription(ctx, request, reply, job, body, file);
+    } finally {
+      job.end();
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The form
+
+/** Reads the multipart form: the text fields, and the `file` part into memory (bounded). */
+async function readForm(request: FastifyRequest): Promise<{ fields: FormFields; upload: Upload | null }> {
+  if (!request.isMultipart()) {
+    throw apiError("invalid_request", "Send the transcription request as multipart/form-data, with the audio in a 'file' part.");
+  }
+  assertDeclaredLengthFits(request);
+  const fields: FormFields = {};
+  let upload: Upload | null = null;
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === "file") {
+        if (part.fieldname !== "file") await discard(part);
+        else if (upload) throw apiError("invalid_value", "Send one audio file per request: the form has more than one 'file' part.", "file");
+        else upload = { bytes: await readFileBounded(part), filename: part.filename || undefined };
+      } else {
+        addField(fields, part);
+      }
+    }
+  } catch (err) {
+    throw multipartError(err);
+  }
+  return { fields, upload };
+}
+
+/** A body declared larger than any acceptable form is refused before a byte of it is read. */
+function assertDeclaredLengthFits(request: FastifyRequest): void {
+  const declared = Number(request.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > MAX_FILE_BYTES + FORM_OVERHEAD_BYTES) throw fileTooLarge();
+}
+
+function addField(fields: FormFields, part: MultipartValue): void {
+  if (part.valueTruncated) {
+    throw apiError("request_too_large", `The form field '${part.fieldname}' is longer than ${MAX_FIELD_BYTES} bytes.`, part.fieldname);
+  }
+  if (part.fieldname === "file") {
+    throw apiError("invalid_type", "'file' must be an uploaded file (a file part of the form), not a text field.", "file");
+  }
+  (fields[part.fieldname] ??= []).push(String(part.value));
+}
+
+/** The file's bytes, stopping at the first byte past the limit (busboy cuts the file there). */
+async function readFileBounded(part: MultipartFile): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of part.file) {
+    if (part.file.truncated) throw fileTooLarge();
+    chunks.push(chunk as Buffer);
+  }
+  if (part.file.truncated) throw fileTooLarge();
+  return Buffer.concat(chunks);
+}
+
+/** Reads a file part nobody asked for to its end, keeping nothing. */
+async function discard(part: MultipartFile): Promise<void> {
+  for await (const _ of part.file);
+}
+
+function fileTooLarge(): ApiError {
+  return apiError("file_too_large", `The audio file is larger than the ${MAX_FILE_BYTES / (1024 * 1024)} MB limit: split it, or compress it (e.g. to mp3 or ogg).`, "file");
+}
+
+/** The multipart parser's own errors, in the API's words. */
+function multipartError(err: unknown): unknown {
+  const code = (err as { code?: unknown }).code;
+  switch (code) {
+    case "FST_REQ_FILE_TOO_LARGE":
+      return fileTooLarge();
+    case "FST_PARTS_LIMIT":
+    case "FST_FIELDS_LIMIT":
+    case "FST_FILES_LIMIT":
+      return apiError("request_too_large", `The form has more parts than this route takes (at most ${MULTIPART_LIMITS.fields} fields and ${MULTIPART_LIMITS.files} files).`);
+    case "FST_PROTO_VIOLATION":
+      return apiError("invalid_request", "The form has a field whose name is not allowed.");
+    case "FST_INVALID_JSON_FIELD_ERROR":
+      return apiError("invalid_request", "A form field declared as JSON does not hold valid JSON.");
+    default:
+      // What else the form reading throws without a status is busboy's: a body that is not well-formed multipart.
+      if (err instanceof Error && !(err instanceof ApiError) && (err as { statusCode?: unknown }).statusCode === undefined) {
+        return apiError("invalid_request", `The multipart/form-data body could not be read: ${err.message}.`);
+      }
+      return err;
+  }
+}
+
+function requireFile(upload: Upload | null): Upload {
+  if (!upload) throw apiError("missing_required_parameter", "Missing required parameter: 'file' (the audio, as a file part of the form).", "file");
+  return upload;
+}
+
+function assertLanguage(model: ServedSpeechModel, language: string | undefined): void {
+  if (language === undefined || model.languages.includes(language)) return;
+  const which = model.multilingual ? "" : ` (it transcribes ${model.languages.join(", ")} only)`;
+  throw apiError("unsupported_value", `The model '${model.slug}' does not know the language '${language}'${which}; leave 'language' out to detect it.`, "language");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The work
+
+/**
+ * One transcription's life: aborted at once when its client goes away or the drain deadline
+ * passes, and counted (metrics, usage) once the audio has reached the model, however it ends.
+ */
+class TranscriptionJob {
+  private readonly controller = new AbortController();
+  private audioSeconds: number | null = null;
+  private ended = false;
+  readonly id = answerId("transcr");
+
+  constructor(
+    private readonly ctx: ApiContext,
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    readonly model: ServedSpeechModel,
+  ) {
+    reply.raw.on("close", this.onClose);
+    ctx.lifecycle.cutOffSignal.addEventListener("abort", this.onCutOff);
+  }
+
+  get log(): FastifyRequest["log"] {
+    return this.request.log;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Whether the drain deadline ended the work. */
+  get cutOff(): boolean {
+    return this.ctx.lifecycle.cutOffSignal.aborted && this.controller.signal.aborted;
+  }
+
+  /** Whether the client went away before the answer was complete. */
+  get clientLeft(): boolean {
+    return this.controller.signal.aborted && !this.cutOff;
+  }
+
+  /** Marks the audio as handed to the model: from here on the request is counted and metered. */
+  started(samples: Float32Array): DurationUsage {
+    this.audioSeconds = billedSeconds(samples.length);
+    return { type: "duration", seconds: this.audioSeconds };
+  }
+
+  /** Throws the answer's error for a job that was aborted (`err` otherwise). */
+  failure(err: unknown): unknown {
+    if (this.cutOff) {
+      return apiError("shutting_down", "The server is shutting down and ended this request before it finished; retry on another instance or in a moment.");
+    }
+    return err;
+  }
+
+  /** Stops watching the client and records the metrics and usage, once. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.reply.raw.off("close", this.onClose);
+    this.ctx.lifecycle.cutOffSignal.removeEventListener("abort", this.onCutOff);
+    if (this.audioSeconds !== null) this.record(this.audioSeconds);
+  }
+
+  private record(audioSeconds: number): void {
+    this.ctx.metrics.transcription({ model: this.model.slug, audioSeconds, cancelled: this.clientLeft });
+    const usage = { requestId: this.id, keyId: this.request.apiKey?.id ?? null, slug: this.model.slug, promptTokens: 0, completionTokens: 0, audioSeconds };
+    // Metering never breaks an answer: a recorder that throws is logged, loudly.
+    try {
+      this.ctx.usage?.record(usage);
+    } catch (err) {
+      this.request.log.error({ err, usage }, "usage record failed: this request's usage is only in this log");
+    }
+  }
+
+  // 'close' also fires after a complete answer; only one cut short aborts.
+  private readonly onClose = () => {
+    if (!this.reply.raw.writableFinished) this.controller.abort(new Error("the client closed the connection"));
+  };
+
+  private readonly onCutOff = () => this.controller.abort(new Error("the server's drain deadline passed"));
+}
+
+/**
+ * Seconds of audio billed and reported in `usage`: whole seconds, rounded up, as the reference
+ * API reports them (a 2.3 s clip is 3 s). Counted from the samples, so float error cannot add a second.
+ */
+export function billedSeconds(sampleCount: number): number {
+  return Math.ceil(sampleCount / SAMPLE_RATE);
+}
+
+async function answerTranscription(
+  ctx: ApiContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  job: TranscriptionJob,
+  body: TranscriptionRequest,
+  file: Upload,
+): Promise<unknown> {
+  const samples = await decode(request, job, file);
+  if (job.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
+  const usage = job.started(samples);
+  const options = {
+    language: body.language,
+    prompt: body.prompt,
+    temperature: body.temperature,
+    wordTimestamps: body.timestamp_granularities.includes("word"),
+    signal: job.signal,
+  };
+  if (body.stream) {
+    await streamSse(reply, ctx.sse, (sse) => streamTranscript(job, sse, samples, options, usage), "last-event");
+    return reply;
+  }
+  let transcript: Transcript;
+  try {
+    transcript = await job.model.transcribe(samples, options);
+  } catch (err) {
+    if (job.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
+    throw job.failure(err);
+  }
+  const answer = formatTranscript(transcript, body.response_format, usage, { words: options.wordTimestamps });
+  return reply.type(answer.contentType).send(answer.body);
+}
+
+/** The upload as 16 kHz mono samples; a file ffmpeg cannot read is the client's 400, a missing ffmpeg the server's 500. */
+async function decode(request: FastifyRequest, job: TranscriptionJob, file: Upload): Promise<Float32Array> {
+  try {
+    return await decodeAudio(file.bytes, { filename: file.filename, signal: job.signal });
+  } catch (err) {
+    if (job.signal.aborted) {
+      if (job.clientLeft) return new Float32Array(0);
+      throw job.failure(err);
+    }
+    if (!(err instanceof AudioDecodeError)) throw err;
+    if (err.reason === "ffmpeg_missing") {
+      request.log.error({ err }, "cannot decode audio: ffmpeg is not installed");
+      throw apiError("audio_decoder_missing", "The server cannot decode audio: ffmpeg is not installed on it. This is the server's fault, not the request's.");
+    }
+    throw apiError("invalid_audio", AUDIO_PROBLEM[err.reason], "file");
+  }
+}
+
+const AUDIO_PROBLEM: Record<"empty" | "unsupported" | "corrupt", string> = {
+  empty: "The audio file is empty: it holds no audio to transcribe.",
+  unsupported: "The file is not in a supported audio format (flac, mp3, mp4, mpeg, mpga, m4a, ogg, wav or webm).",
+  corrupt: "The audio file could not be decoded: it is corrupt or cut short.",
+};
+
+/**
+ * The streamed answer: a `transcript.text.delta` with each window's new text as the model reports
+ * it, then `transcript.text.done` with the whole text and the usage. The deltas are the growth of
+ * {@link joinSegmentTexts} over the segments so far, and the done text is the same function over all
+ * of them, so the deltas joined are exactly the text.
+ */
+async function streamTranscript(
+  job: TranscriptionJob,
+  sse: SseSink,
+  samples: Float32Array,
+  options: TranscribeOptions,
+  usage: DurationUsage,
+): Promise<void> {
+  const seen: TranscriptSegment[] = [];
+  let sent = "";
+  // onSegments is synchronous; sends are chained so that they go out in order, each after the last.
+  let sending: Promise<void> = Promise.resolve();
+  const sendGrowth = (text: string) => {
+    if (text.length <= sent.length || !text.startsWith(sent)) return;
+    const delta: TranscriptTextDelta = { type: "transcript.text.delta", delta: text.slice(sent.length) };
+    sent = text;
+    sending = sending.then(() => sse.send(delta));
+  };
+  let transcript: Transcript;
+  try {
+    transcript = await job.model.transcribe(samples, {
+      ...options,
+      onSegments: (segments) => {
+        seen.push(...segments);
+        sendGrowth(joinSegmentTexts(seen));
+      },
+    });
+  } catch (err) {
+    await sending;
+    // Nothing is left to tell a client that has gone.
+    if (job.clientLeft) return;
+    throw job.failure(err);
+  }
+  const text = joinSegmentTexts(transcript.segments);
+  sendGrowth(text);
+  await sending;
+  // Only a model whose final segments differ from those it reported gets here; the client is told the final text.
+  if (sent !== text) job.log.error({ model: job.model.slug }, "streamed transcript deltas differ from the final segments' text");
+  const done: TranscriptTextDone = { type: "transcript.text.done", text, usage };
+  await sse.send(done);
+}
