@@ -49,8 +49,6 @@ export interface TranscriberModel {
   multilingual: boolean;
 }
 
-const randomSeed = () => Math.floor(Math.random() * 0xffffffff);
-
 export class Transcriber {
   private readonly sampleLength: number;
 
@@ -80,7 +78,7 @@ export class Transcriber {
         signal?.throwIfAborted();
         if (language === undefined) language = await this.detectLanguage(slot);
         const prompt = history.slice(promptFrom);
-        const attempt = await this.decodeWithFallback(slot, prompt, language, options.temperature ?? 0, signal);
+        const attempt = await this.decodeWithFallback(slot, seek, prompt, language, options.temperature ?? 0, signal);
         if (isSilence(attempt)) {
           seek += windowFrames;
           continue;
@@ -130,22 +128,31 @@ export class Transcriber {
     return r.language?.code ?? "en";
   }
 
-  private async decodeWithFallback(slot: number, prompt: number[], language: string | undefined, temperature: number, signal?: AbortSignal): Promise<Attempt> {
-    let attempt: Attempt | undefined;
-    for (let t = temperature; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep) {
+  /**
+   * Decodes the window at rising temperatures until an attempt passes Whisper's checks. When none
+   * does, the likeliest attempt that does not repeat itself wins (faster-whisper's choice), not the
+   * last, most random one.
+   */
+  private async decodeWithFallback(slot: number, seek: number, prompt: number[], language: string | undefined, temperature: number, signal?: AbortSignal): Promise<Attempt> {
+    const attempts: Attempt[] = [];
+    for (let t = temperature, i = 0; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep, i++) {
       signal?.throwIfAborted();
-      attempt = await this.decodeWindow(slot, prompt, language, Math.round(t * 100) / 100);
-      if (!needsFallback(attempt)) break;
+      // Seeded by position, so the same audio gives the same transcript (streamed or not).
+      const attempt = await this.decodeWindow(slot, prompt, language, Math.round(t * 100) / 100, seek * 7 + i);
+      if (!needsFallback(attempt)) return attempt;
+      attempts.push(attempt);
     }
-    return attempt!;
+    const plausible = attempts.filter((a) => a.compressionRatio <= WHISPER_DEFAULTS.compressionRatioThreshold);
+    const best = (plausible.length > 0 ? plausible : attempts).reduce((a, b) => (b.avgLogprob > a.avgLogprob ? b : a));
+    // The temperature reached decides whether the next window is prompted with this text.
+    return { ...best, temperature: attempts[attempts.length - 1].temperature };
   }
 
   /** One decoding attempt of the encoded window in `slot`. */
-  private async decodeWindow(slot: number, prompt: number[], language: string | undefined, temperature: number): Promise<Attempt> {
+  private async decodeWindow(slot: number, prompt: number[], language: string | undefined, temperature: number, seed: number): Promise<Attempt> {
     const t = this.model.tokens;
     const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
     const start = this.startSequence(language);
-    const seed = randomSeed();
     const tokens: number[] = [];
     const logprobs: number[] = [];
     const rule = (): WhisperSampling => {

@@ -48,6 +48,9 @@ interface Attempt {
 /** A fake speech worker answering each window's decoding attempts from a script, recording what it was sent. */
 function scripted(windows: Attempt[][]) {
   const heads: number[][] = [];
+  /** Multi-token calls after the head: the rest of the start sequence. */
+  const rests: number[][] = [];
+  let detected = 0;
   let window = -1;
   let attempt = -1;
   let step = 0;
@@ -60,6 +63,11 @@ function scripted(windows: Attempt[][]) {
     },
     async decode(r: Omit<DecodeRequest, "op">) {
       const row = r.rows.find((x) => x !== null)!;
+      if (row.detectLanguage) {
+        detected++;
+        return { rows: r.rows.map((x) => (x ? { language: { code: "de", probability: 0.9 } } : null)), runMs: 0 };
+      }
+      if (row.past > 0 && row.tokens.length > 1) rests.push(row.tokens);
       if (row.past === 0) {
         attempt++;
         step = 0;
@@ -78,13 +86,14 @@ function scripted(windows: Attempt[][]) {
       return { starts: [], runMs: 0 };
     },
   };
-  return { runner, heads };
+  return { runner, heads, rests, detected: () => detected };
 }
 
-function transcriber(windows: Attempt[][]) {
-  const { runner, heads } = scripted(windows);
+function transcriber(windows: Attempt[][], tokens = TOKENS) {
+  const { runner, heads, rests } = scripted(windows);
   const engine = new SpeechEngine(runner, { name: "fake" });
-  return { t: new Transcriber(engine, { shape: SHAPE, tokens: TOKENS, tokenizer, multilingual: false }), heads };
+  const multilingual = Object.keys(tokens.languages).length > 0;
+  return { t: new Transcriber(engine, { shape: SHAPE, tokens, tokenizer, multilingual }), heads, rests };
 }
 
 const seconds = (s: number) => new Float32Array(s * 16000);
@@ -120,10 +129,12 @@ describe("Transcriber", () => {
     expect(out.segments[0].compressionRatio).toBeLessThan(2.4);
   });
 
-  it("falls back when the text is unlikely, and keeps the last attempt when every temperature fails", async () => {
-    const unlikely = { tokens: [ts(0), 3, ts(1), 10], logprob: -3 };
-    const { t } = transcriber([[unlikely, unlikely, unlikely, unlikely, unlikely, unlikely]]);
+  it("falls back when the text is unlikely, and keeps the likeliest attempt when every temperature fails", async () => {
+    const unlikely = { tokens: [ts(0), 4, ts(1), 10], logprob: -3 };
+    const { t } = transcriber([[{ tokens: [ts(0), 3, ts(1), 10], logprob: -1.5 }, unlikely, unlikely, unlikely, unlikely, unlikely]]);
     const out = await t.transcribe(seconds(2));
+    expect(out.text).toBe("three");
+    // The temperature reached is reported (and decides whether the next window is prompted with this text).
     expect(out.segments[0].temperature).toBe(1);
   });
 
@@ -141,5 +152,20 @@ describe("Transcriber", () => {
     const abort = new AbortController();
     abort.abort(new Error("gone"));
     await expect(transcriber([[{ tokens: [10] }]]).t.transcribe(seconds(2), { signal: abort.signal })).rejects.toThrow("gone");
+  });
+
+  it("on a multilingual model detects the language once, then decodes with language and task tokens", async () => {
+    const multilingual: WhisperTokens = { ...TOKENS, transcribe: 1500, languages: { en: 1400, de: 1401 } };
+    const { t, heads, rests } = transcriber([[{ tokens: [ts(0), 1, ts(1), 10] }], [{ tokens: [ts(0), 2, ts(1), 10] }]], multilingual);
+    const out = await t.transcribe(seconds(45));
+    expect(out.language).toBe("german");
+    expect(heads[0]).toEqual([11]);
+    expect(rests).toEqual([
+      [1401, 1500],
+      [1401, 1500],
+    ]);
+    const given = transcriber([[{ tokens: [ts(0), 1, ts(1), 10] }]], multilingual);
+    expect((await given.t.transcribe(seconds(2), { language: "en" })).language).toBe("english");
+    expect(given.rests).toEqual([[1400, 1500]]);
   });
 });
