@@ -30,5 +30,5 @@ export async function loadSpeechModel(slug: string, options: LoadSpeechModelOpti
     await loaded.close();
     options.signal.throwIfAborted();
   }
-  return serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots });
+  return serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots, gate: options.gate });
 }

@@ -4,6 +4,7 @@
  * engine (`engine/`: the batch engine, its step planner, KV slots and sequences).
  */
 export { EngineClosedError, OverloadedError } from "./errors.js";
+export { ComputeGate, type ComputeGateOptions, type GateLane } from "./compute-gate.js";
 export { ModelRegistry, type AnyServedModel, type ModelState } from "./serving/model-registry.js";
 export { serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
 export { chatPromptIds, encodePrompt, renderChat, type SpecialTokenMode } from "./serving/prompt.js";

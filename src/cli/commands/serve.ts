@@ -16,7 +16,7 @@ import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
 import { DEFAULT_SPEECH_SLOTS, loadModel, loadSpeechModel } from "../../provision/index.js";
-import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry } from "../../scheduler/index.js";
+import { ComputeGate, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry } from "../../scheduler/index.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 
@@ -167,6 +167,8 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
 
   try {
     const printer = createProgressPrinter(io.stderr);
+    // One model call at a time across the models served here (text first), so they do not slow each other down.
+    const gate = o.slugs.length > 1 ? new ComputeGate() : undefined;
     let kvMemoryReservedBytes = 0; // KV budgets of the models loaded so far, which their caches grow into later
     for (const slug of o.slugs) {
       if (loading.signal.aborted) break;
@@ -177,7 +179,7 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
           io.stderr.write(`${slug}: ${stage}\n`);
         };
         if (getModel(slug).kind === "transcription") {
-          const model = await loadSpeechModel(slug, { onStage, signal: loading.signal, pull: { onProgress: printer }, threads: o.threads, maxWaiting: o.maxWaiting });
+          const model = await loadSpeechModel(slug, { onStage, signal: loading.signal, pull: { onProgress: printer }, threads: o.threads, maxWaiting: o.maxWaiting, gate });
           printer.done();
           registry.serve(model);
           io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together)\n`);
@@ -194,6 +196,7 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
           prefixReuse: o.prefixReuse,
           kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
           kvMemoryReservedBytes,
+          gate,
         });
         kvMemoryReservedBytes += model.kvMemoryBytes ?? 0;
         printer.done();

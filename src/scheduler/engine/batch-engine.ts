@@ -27,6 +27,7 @@ import { KvSlots, type PrefixReuse } from "./kv-slots.js";
 import { Sequence } from "./sequence.js";
 import { SlotOps } from "./slot-ops.js";
 import { admissions, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS, planStep, waitingAfterAdmission, type StepLimits } from "./step-planner.js";
+import type { ComputeGate } from "../compute-gate.js";
 import type { StepCall, StepRunner } from "./step-runner.js";
 
 export interface BatchEngineOptions {
@@ -57,6 +58,8 @@ export interface BatchEngineOptions {
   maxBacklog?: number;
   /** Clock in milliseconds. Default `performance.now`. */
   now?: () => number;
+  /** Turns on the machine shared with the process's other models (see `ComputeGate`). Default: none, calls run at once. */
+  gate?: ComputeGate;
 }
 
 export const DEFAULT_MAX_RUNNING = 16;
@@ -402,7 +405,8 @@ export class BatchEngine {
     const ops = this.ops.take();
     let result: StepResult;
     try {
-      result = await this.runner.step({ ...call, ops });
+      const step = () => this.runner.step({ ...call, ops });
+      result = await (this.options.gate ? this.options.gate.run("text", step) : step());
     } catch (err) {
       this.failSequences([...seqs, ...this.named(ops.flatMap((op) => (op.op !== "close" && op.seqId !== undefined ? [op.seqId] : [])))], err);
       return null;

@@ -5,6 +5,7 @@
  */
 import { kvBytesPerPosition, servedContextLength } from "../../runtime/artifact/index.js";
 import type { LoadedModel } from "../../runtime/loaded-model.js";
+import type { ComputeGate } from "../compute-gate.js";
 import { BatchEngine } from "../engine/batch-engine.js";
 import type { PrefixReuse } from "../engine/kv-slots.js";
 import type { ChatMessage } from "../types.js";
@@ -74,6 +75,8 @@ export interface ServeOptions {
    * for deployments that trust their clients. Token-id prompts are taken as they are either way.
    */
   specialTokens?: SpecialTokenMode;
+  /** Turns on the machine shared with the other models of this process. Default: none. */
+  gate?: ComputeGate;
 }
 
 /** Serves a loaded model: prompt rendering in front of a {@link BatchEngine} over its worker. */
@@ -91,6 +94,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     prefillChunk: options.prefillChunk,
     stepTokens: options.stepTokens,
     prefixReuse: options.prefixReuse,
+    gate: options.gate,
   });
   return {
     kind: "text",

@@ -1,5 +1,6 @@
 /** A loaded speech model in service: its engine and transcriber behind the `ServedSpeechModel` the API sees. */
 import type { LoadedSpeechModel } from "../../runtime/speech/index.js";
+import type { ComputeGate } from "../compute-gate.js";
 import { SpeechEngine, type SpeechRunner } from "./speech-engine.js";
 import { Transcriber } from "./transcriber.js";
 import type { ServedSpeechModel } from "./types.js";
@@ -10,6 +11,8 @@ export interface SpeechServeOptions {
   maxWaiting?: number;
   /** Transcriptions running at once. Default: the loaded model's slots. */
   maxRunning?: number;
+  /** Turns on the machine shared with the other models of this process. Default: none. */
+  gate?: ComputeGate;
 }
 
 export function serveSpeechModel(loaded: LoadedSpeechModel, options: SpeechServeOptions = {}): ServedSpeechModel & { engine: SpeechEngine } {
@@ -33,7 +36,7 @@ export function serveSpeechRunner(
   meta: { slug: string; artifactId: string; artifactCreatedAt: string; model: ConstructorParameters<typeof Transcriber>[1]; close: () => Promise<void> },
   options: SpeechServeOptions = {},
 ): ServedSpeechModel & { engine: SpeechEngine } {
-  const engine = new SpeechEngine(runner, { name: meta.slug, maxWaiting: options.maxWaiting, maxRunning: options.maxRunning });
+  const engine = new SpeechEngine(runner, { name: meta.slug, maxWaiting: options.maxWaiting, maxRunning: options.maxRunning, gate: options.gate });
   const transcriber = new Transcriber(engine, meta.model);
   const languages = meta.model.multilingual ? Object.keys(meta.model.tokens.languages) : ["en"];
   return {

@@ -6,6 +6,7 @@
  * served oldest first, so a new window's encoder run is never starved by running decoders.
  */
 import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, DecodeRow, DecodeRowResult, EncodeRequest, EncodeResult } from "../../runtime/speech/index.js";
+import type { ComputeGate } from "../compute-gate.js";
 import { EngineClosedError, OverloadedError } from "../errors.js";
 
 /** The worker calls the engine makes (the speech worker; a fake in unit tests). */
@@ -23,6 +24,8 @@ export interface SpeechEngineOptions {
   maxWaiting?: number;
   /** Transcriptions running at once (at most the runner's slots). Default: the runner's slots. */
   maxRunning?: number;
+  /** Turns on the machine shared with the process's other models (see `ComputeGate`). Default: none. */
+  gate?: ComputeGate;
 }
 
 type Call =
@@ -163,10 +166,10 @@ export class SpeechEngine {
     const call = this.calls.shift()!;
     if (call.kind === "encode") {
       this.stats.encodeCalls++;
-      await this.runner.encode(call.request).then(call.resolve, call.reject);
+      await this.turn(() => this.runner.encode(call.request)).then(call.resolve, call.reject);
     } else if (call.kind === "align") {
       this.stats.alignCalls++;
-      await this.runner.align(call.request).then(call.resolve, call.reject);
+      await this.turn(() => this.runner.align(call.request)).then(call.resolve, call.reject);
     } else {
       const batch = [call];
       if (call.row.tokens.length === 1) {
@@ -180,6 +183,10 @@ export class SpeechEngine {
     }
   }
 
+  private turn<T>(call: () => Promise<T>): Promise<T> {
+    return this.options.gate ? this.options.gate.run("speech", call) : call();
+  }
+
   private async runDecode(batch: Array<Extract<Call, { kind: "decode" }>>): Promise<void> {
     const slots = batch.map((c) => c.row.slot);
     const firstSlot = Math.min(...slots);
@@ -188,7 +195,7 @@ export class SpeechEngine {
     this.stats.decodeCalls++;
     this.stats.decodeRows += batch.length;
     try {
-      const result = await this.runner.decode({ firstSlot, rows, seq: batch[0].row.tokens.length });
+      const result = await this.turn(() => this.runner.decode({ firstSlot, rows, seq: batch[0].row.tokens.length }));
       for (const c of batch) {
         const row = result.rows[c.row.slot - firstSlot];
         if (row) c.resolve(row);
