@@ -44,7 +44,7 @@ export class SpeechSession {
       graphOptimizationLevel: "all",
       executionMode: "sequential",
       // Idle pool threads sleep instead of spinning, so a text model's worker beside this one keeps its cores.
-      ...(process.env.KILN_SPEECH_SPIN === "1" ? {} : { extra: { session: { intra_op: { allow_spinning: "0" } } } }),
+      extra: { session: { intra_op: { allow_spinning: "0" } } },
     };
     const encoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.encoder), sessionOptions);
     const decoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.decoder), sessionOptions);
