@@ -77,7 +77,7 @@ function reflectIndex(i: number, length: number): number {
  * Mel power of every frame, [melBins, frames] row-major: each frame is windowed, transformed and
  * filtered at once, so the power spectrum never needs more than one frame's memory.
  */
-function melPower(samples: Float32Array, frames: number, bank: FlatFilterBank): Float32Array {
+function melPower(samples: Float32Array, frames: number, bank: FlatFilterBank, out: Float32Array, from = 0, to = frames): void {
   // Imported constants are live module bindings, checked on every read: hot loops use local copies.
   const nFft = N_FFT;
   const hop = HOP_LENGTH;
@@ -85,14 +85,13 @@ function melPower(samples: Float32Array, frames: number, bank: FlatFilterBank): 
   const transform = (fft ??= new RealFft(nFft));
   const window = hannWindow();
   const melBins = first.length;
-  const out = new Float32Array(melBins * frames);
   const frame = new Float64Array(nFft);
   const re = new Float64Array(transform.bins);
   const im = new Float64Array(transform.bins);
   const power = new Float64Array(transform.bins);
   const padded = samples.length + TAIL_PADDING;
   const half = nFft / 2;
-  for (let t = 0; t < frames; t++) {
+  for (let t = from; t < to; t++) {
     const origin = t * hop - half;
     if (origin >= 0 && origin + nFft <= samples.length) {
       for (let i = 0; i < nFft; i++) frame[i] = samples[origin + i] * window[i];
@@ -111,7 +110,6 @@ function melPower(samples: Float32Array, frames: number, bank: FlatFilterBank): 
       out[m * frames + t] = sum;
     }
   }
-  return out;
 }
 
 /**
@@ -121,17 +119,62 @@ function melPower(samples: Float32Array, frames: number, bank: FlatFilterBank): 
  */
 export function logMel(samples: Float32Array, melBins: number): LogMel {
   const frames = melFrameCount(samples.length);
-  const data = melPower(samples, frames, filtersFor(melBins));
+  const data = new Float32Array(melBins * frames);
+  melPower(samples, frames, filtersFor(melBins), data);
+  const max = toLog10(data, 0, data.length, -Infinity);
+  clampAndScale(data, 0, data.length, max);
+  return { data, frames };
+}
+
+/** Frames computed between two yields to the event loop: 30 s of audio, tens of milliseconds. */
+const FRAMES_PER_SLICE = WINDOW_FRAMES;
+
+/**
+ * {@link logMel} in slices of 30 s that yield to the event loop between them, so a long upload
+ * (an hour of audio is over a second of work) never stalls the server's other requests; the
+ * signal stops it between slices.
+ */
+export async function logMelAsync(samples: Float32Array, melBins: number, signal?: AbortSignal): Promise<LogMel> {
+  const frames = melFrameCount(samples.length);
+  const data = new Float32Array(melBins * frames);
+  const bank = filtersFor(melBins);
+  for (let from = 0; from < frames; from += FRAMES_PER_SLICE) {
+    melPower(samples, frames, bank, data, from, Math.min(frames, from + FRAMES_PER_SLICE));
+    await yieldToEventLoop(signal);
+  }
+  const slice = melBins * FRAMES_PER_SLICE;
   let max = -Infinity;
-  const powerFloor = POWER_FLOOR;
-  for (let i = 0; i < data.length; i++) {
-    const value = Math.log10(Math.max(data[i], powerFloor));
+  for (let from = 0; from < data.length; from += slice) {
+    max = toLog10(data, from, Math.min(data.length, from + slice), max);
+    await yieldToEventLoop(signal);
+  }
+  for (let from = 0; from < data.length; from += slice) clampAndScale(data, from, Math.min(data.length, from + slice), max);
+  return { data, frames };
+}
+
+function yieldToEventLoop(signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) =>
+    setImmediate(() => {
+      if (signal?.aborted) reject(signal.reason);
+      else resolve();
+    }),
+  );
+}
+
+/** log10 of the floored power in place over [from, to); returns the running maximum. */
+function toLog10(data: Float32Array, from: number, to: number, max: number): number {
+  for (let i = from; i < to; i++) {
+    const value = Math.log10(Math.max(data[i], POWER_FLOOR));
     data[i] = value;
     if (value > max) max = value;
   }
+  return max;
+}
+
+/** Keeps 8 decades below the loudest value, then Whisper's (x + 4) / 4 scaling, over [from, to). */
+function clampAndScale(data: Float32Array, from: number, to: number, max: number): void {
   const floor = max - DYNAMIC_RANGE;
-  for (let i = 0; i < data.length; i++) data[i] = (Math.max(data[i], floor) + 4) / 4;
-  return { data, frames };
+  for (let i = from; i < to; i++) data[i] = (Math.max(data[i], floor) + 4) / 4;
 }
 
 /**

@@ -6,7 +6,7 @@
  * the speech engine, which decides when it runs.
  */
 import { deflateSync } from "node:zlib";
-import { contentFrames, logMel, melWindow } from "../../runtime/audio/index.js";
+import { contentFrames, logMelAsync, melWindow } from "../../runtime/audio/index.js";
 import { HOP_LENGTH, SAMPLE_RATE, WINDOW_FRAMES, type WhisperShape, type WhisperTokens } from "../../runtime/artifact/index.js";
 import type { DecodeRowResult, WhisperSampling } from "../../runtime/speech/index.js";
 import { languageName } from "../../runtime/speech/index.js";
@@ -62,9 +62,10 @@ export class Transcriber {
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<Transcript> {
     const signal = options.signal;
     const duration = samples.length / SAMPLE_RATE;
-    const mel = logMel(samples, this.model.shape.melBins);
-    const frames = contentFrames(mel);
     return this.engine.withSlot(async (slot) => {
+      // Computed once admitted, so queued transcriptions hold only their samples.
+      const mel = await logMelAsync(samples, this.model.shape.melBins, signal);
+      const frames = contentFrames(mel);
       const segments: TranscriptSegment[] = [];
       let language = options.language ?? (this.model.multilingual ? undefined : "en");
       const history: number[] = options.prompt?.trim() ? this.model.tokenizer.encode(" " + options.prompt.trim()) : [];
@@ -138,7 +139,7 @@ export class Transcriber {
     for (let t = temperature, i = 0; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep, i++) {
       signal?.throwIfAborted();
       // Seeded by position, so the same audio gives the same transcript (streamed or not).
-      const attempt = await this.decodeWindow(slot, prompt, language, Math.round(t * 100) / 100, seek * 7 + i);
+      const attempt = await this.decodeWindow(slot, prompt, language, Math.round(t * 100) / 100, seek * 7 + i, signal);
       if (!needsFallback(attempt)) return attempt;
       attempts.push(attempt);
     }
@@ -149,7 +150,7 @@ export class Transcriber {
   }
 
   /** One decoding attempt of the encoded window in `slot`. */
-  private async decodeWindow(slot: number, prompt: number[], language: string | undefined, temperature: number, seed: number): Promise<Attempt> {
+  private async decodeWindow(slot: number, prompt: number[], language: string | undefined, temperature: number, seed: number, signal?: AbortSignal): Promise<Attempt> {
     const t = this.model.tokens;
     const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
     const start = this.startSequence(language);
@@ -187,6 +188,7 @@ export class Transcriber {
         break;
       }
       tokens.push(result.token);
+      signal?.throwIfAborted();
       result = await this.engine.decode({ slot, past: length, tokens: [result.token], sample: rule() });
       length += 1;
     }

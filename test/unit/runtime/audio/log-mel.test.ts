@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { HOP_LENGTH, N_FFT, SAMPLE_RATE, WINDOW_FRAMES } from "../../../../src/runtime/artifact/speech-graph.js";
-import { contentFrames, logMel, melFrameCount, melWindow } from "../../../../src/runtime/audio/log-mel.js";
+import { contentFrames, logMel, logMelAsync, melFrameCount, melWindow } from "../../../../src/runtime/audio/log-mel.js";
 import { hzToMel, melFilterBank, melToHz } from "../../../../src/runtime/audio/mel-filters.js";
 
 function tone(hz: number, seconds: number, amplitude = 0.5): Float32Array {
@@ -76,6 +76,19 @@ describe("logMel", () => {
     // Silence is clamped to exactly max - 2 after scaling.
     const silent = logMel(new Float32Array(3200), 80);
     expect(new Set(silent.data).size).toBe(1);
+  });
+});
+
+describe("logMelAsync", () => {
+  it("gives logMel's features in 30 s slices, and stops when aborted", async () => {
+    const samples = Float32Array.from({ length: 16000 * 65 }, (_, i) => Math.sin(i / 7) * (i % 48000 < 24000 ? 0.5 : 0.01));
+    const sync = logMel(samples, 80);
+    const sliced = await logMelAsync(samples, 80);
+    expect(sliced.frames).toBe(sync.frames);
+    expect(Buffer.from(sliced.data.buffer).equals(Buffer.from(sync.data.buffer))).toBe(true);
+    const abort = new AbortController();
+    abort.abort(new Error("gone"));
+    await expect(logMelAsync(samples, 80, abort.signal)).rejects.toThrow("gone");
   });
 });
 
