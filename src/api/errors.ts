@@ -103,7 +103,8 @@ export function toApiError(err: unknown, requestId: string): ApiError {
   if (err instanceof OverloadedError) return apiError("overloaded", err.message);
   if (err instanceof EngineClosedError) return apiError("shutting_down", err.message);
   if (err instanceof UnknownModelError) return apiError("model_not_found", `The model '${err.slug}' does not exist.`, "model");
-  if (err instanceof ChatTemplateError && err.raisedByTemplate) return apiError("invalid_value", err.message, "messages");
+  // The template raised on these messages, or cannot render their shape: the request's to fix, never a 500.
+  if (err instanceof ChatTemplateError && err.phase === "render") return apiError("invalid_value", err.message, "messages");
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
     if (typeof code === "string" && FASTIFY[code]) return FASTIFY[code](err);

@@ -24,10 +24,35 @@ const contentPart = z
 
 const content = z.union([z.string(), z.array(contentPart)]);
 
+/** Why `arguments` is not a string holding a JSON object ("" counts as no arguments); undefined when it is. */
+function argumentsProblem(text: string): string | undefined {
+  if (text.trim() === "") return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return `is not valid JSON (${(error as Error).message})`;
+  }
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? undefined : "holds JSON that is not an object";
+}
+
+/** A call the assistant made earlier in the conversation, replayed by the client (arguments: the JSON string the API gave). */
 const toolCall = z.looseObject({
   id: z.string(),
   type: z.literal("function"),
-  function: z.looseObject({ name: z.string(), arguments: z.string() }),
+  function: z
+    .looseObject({ name: z.string().min(1), arguments: z.string() })
+    .superRefine((fn, ctx) => {
+      const problem = argumentsProblem(fn.arguments);
+      if (problem !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["arguments"],
+          message: `A tool call's 'function.arguments' must be a string holding a JSON object; this one ${problem}.`,
+          params: { code: "invalid_value" },
+        });
+      }
+    }),
 });
 
 export const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
@@ -51,6 +76,9 @@ const message = z
       missing("content", `A ${m.role} message needs 'content'.`);
     }
     if (m.role === "tool" && !m.tool_call_id) missing("tool_call_id", "A tool message needs 'tool_call_id'.");
+    const misplaced = (path: string, message: string) => ctx.addIssue({ code: "custom", path: [path], message, params: { code: "invalid_value" } });
+    if (m.role !== "assistant" && m.tool_calls?.length) misplaced("tool_calls", `Only assistant messages carry 'tool_calls', not a ${m.role} message.`);
+    if (m.role !== "tool" && m.tool_call_id != null) misplaced("tool_call_id", `Only tool messages carry 'tool_call_id', not a ${m.role} message.`);
   });
 
 export const chatCompletionRequestSchema = z.object({

@@ -31,17 +31,48 @@ export interface RenderChatOptions {
   contentParts?: "auto" | "join" | "keep";
   /** Clock for strftime_now; tests pin it. */
   now?: () => Date;
+  /**
+   * The messages already went through {@link ChatTemplate.prepareMessages} (with the same
+   * `contentParts`): render them as they are. Default false: render prepares them.
+   */
+  prepared?: boolean;
+}
+
+/**
+ * What a template does with tool-call histories, found once per template by rendering probe
+ * conversations, as llama.cpp does (minja's chat_template capabilities, vendor/minja/chat-template.hpp).
+ */
+export interface ToolHistoryCaps {
+  /** Renders an assistant message whose content is "" but not one whose content is null (it concatenates content). */
+  requiresNonNullContent: boolean;
+  /** Renders an assistant message's `tool_calls` (their arguments appear in the output). */
+  supportsToolCalls: boolean;
+  /**
+   * `function.arguments` reach the template as an object (transformers' and vLLM's convention, for
+   * templates that print it with `tojson` or iterate it); false: as the JSON string, for templates
+   * that only render the string (they concatenate it).
+   */
+  objectArguments: boolean;
+  /** Renders a `role: "tool"` message's content (probed only when tool calls are supported, as llama.cpp does). */
+  supportsToolResponses: boolean;
 }
 
 export class ChatTemplateError extends Error {
+  /**
+   * "render": rendering these messages failed (the template raised, or choked on their shape), so the
+   * request is at fault for this template; "parse": the template itself is broken (found at load).
+   */
+  readonly phase: "parse" | "render";
+
   constructor(
     message: string,
     /** True when the template itself called raise_exception (bad input, e.g. roles not alternating). */
     readonly raisedByTemplate: boolean,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; phase?: "parse" | "render" },
   ) {
     super(message, options);
     this.name = "ChatTemplateError";
+    this.phase = options?.phase ?? "render";
   }
 }
 
@@ -52,24 +83,56 @@ class TemplateRaise extends Error {}
 export class ChatTemplate {
   private readonly compiled: Template;
   private readonly inspectsContentParts: boolean;
+  private toolCaps: ToolHistoryCaps | undefined;
 
   constructor(readonly source: string) {
     try {
       this.compiled = new Template(source);
     } catch (error) {
-      throw new ChatTemplateError(`chat template does not parse: ${messageOf(error)}`, false, { cause: error });
+      throw new ChatTemplateError(`chat template does not parse: ${messageOf(error)}`, false, { cause: error, phase: "parse" });
     }
     this.inspectsContentParts = templateInspectsContentParts(source);
   }
 
-  render(messages: readonly ChatMessage[], options: RenderChatOptions = {}): string {
+  /** How this template takes tool-call histories (probed on first use, then kept). */
+  get toolHistoryCaps(): ToolHistoryCaps {
+    this.toolCaps ??= probeToolHistoryCaps((messages) => {
+      try {
+        return this.render(messages, { prepared: true, bosToken: "", eosToken: "", now: () => new Date(0) });
+      } catch {
+        return "";
+      }
+    });
+    return this.toolCaps;
+  }
+
+  /**
+   * The messages as this template takes them: text parts joined for templates that expect strings;
+   * and, only when the history holds tool calls or tool results, those in the template's shape:
+   * - a template that renders `tool_calls` gets them with `function.arguments` as an object parsed
+   *   from the JSON string (or the string, for a template that only renders strings), and "" for a
+   *   null content when it cannot print null;
+   * - a template that does not gets llama.cpp's fallback (minja's polyfills): the assistant's content
+   *   becomes the JSON text `{"tool_calls": [{"name", "arguments", "id"}], "content"?}` (indent 2),
+   *   and a tool result it does not render becomes a user message whose content is the JSON text
+   *   `{"tool_response": {"tool"?, "content", "tool_call_id"?}}`.
+   * Messages without tool calls or results come back as they are. Preparing twice changes nothing.
+   */
+  prepareMessages(messages: readonly ChatMessage[], options: Pick<RenderChatOptions, "contentParts"> = {}): ChatMessage[] {
     const mode = options.contentParts ?? "auto";
     const keepParts = mode === "keep" || (mode === "auto" && this.inspectsContentParts);
+    const joined = messages.map((m) => (keepParts ? m : withJoinedText(m)));
+    if (!joined.some((m) => toolCallsOf(m) !== undefined || m.role === "tool")) return joined;
+    const caps = this.toolHistoryCaps;
+    return joined.map((m) => toolHistoryMessage(m, caps));
+  }
+
+  render(messages: readonly ChatMessage[], options: RenderChatOptions = {}): string {
     const variables: Record<string, unknown> = {
       ...(options.bosToken !== undefined ? { bos_token: options.bosToken } : {}),
       ...(options.eosToken !== undefined ? { eos_token: options.eosToken } : {}),
       ...options.extra,
-      messages: messages.map((m) => (keepParts ? m : withJoinedText(m))),
+      messages: options.prepared ? messages : this.prepareMessages(messages, options),
       add_generation_prompt: options.addGenerationPrompt ?? false,
       ...(options.tools !== undefined ? { tools: options.tools } : {}),
     };
@@ -125,6 +188,111 @@ function withJoinedText(message: ChatMessage): ChatMessage {
     .map((part) => part.text ?? "")
     .join("\n");
   return { ...message, content: text };
+}
+
+// ── Tool-call histories ──────────────────────────────────────────────────────────────────────────
+
+type ToolCall = Record<string, unknown> & { function?: Record<string, unknown> & { arguments?: unknown } };
+
+/** The message's tool calls, when it has any. */
+function toolCallsOf(message: ChatMessage): ToolCall[] | undefined {
+  const calls = message.tool_calls;
+  return Array.isArray(calls) && calls.length > 0 ? (calls as ToolCall[]) : undefined;
+}
+
+/** One message of a tool history in the shape `caps` says the template takes (see prepareMessages). */
+function toolHistoryMessage(message: ChatMessage, caps: ToolHistoryCaps): ChatMessage {
+  let out = message;
+  const calls = toolCallsOf(message);
+  if (calls !== undefined && caps.supportsToolCalls) {
+    out = { ...out, tool_calls: calls.map((call) => withArgumentsShape(call, caps.objectArguments)) };
+    if ((out.content ?? null) === null && caps.requiresNonNullContent) out.content = "";
+  } else if (calls !== undefined) {
+    // minja's polyfill_tool_calls: the calls as JSON text in the content.
+    const toolCalls = calls
+      .filter((call) => call.type === "function" && call.function !== undefined)
+      .map((call) => ({
+        name: call.function?.name,
+        arguments: parseArguments(call.function?.arguments),
+        ...(call.id !== undefined ? { id: call.id } : {}),
+      }));
+    const content = message.content;
+    const hasContent = content !== null && content !== undefined && content.length > 0;
+    const { tool_calls: _dropped, ...rest } = out;
+    out = { ...rest, content: JSON.stringify({ tool_calls: toolCalls, ...(hasContent ? { content } : {}) }, null, 2) };
+  }
+  if (message.role === "tool" && !caps.supportsToolResponses) {
+    // minja's polyfill_tool_responses: a user message holding the result as JSON text.
+    const response = {
+      ...(message.name !== undefined ? { tool: message.name } : {}),
+      content: message.content,
+      ...(message.tool_call_id !== undefined ? { tool_call_id: message.tool_call_id } : {}),
+    };
+    const { name: _dropped, ...rest } = out;
+    out = { ...rest, role: "user", content: JSON.stringify({ tool_response: response }, null, 2) };
+  }
+  return out;
+}
+
+/** A tool call with its arguments as an object (parsed from the JSON string) or as the JSON string. */
+function withArgumentsShape(call: ToolCall, asObject: boolean): ToolCall {
+  const fn = call.function;
+  if (fn === null || typeof fn !== "object") return call;
+  const args = fn.arguments;
+  if (asObject && typeof args === "string") return { ...call, function: { ...fn, arguments: parseArguments(args) } };
+  if (!asObject && args !== null && typeof args === "object") return { ...call, function: { ...fn, arguments: JSON.stringify(args) } };
+  return call;
+}
+
+/** Arguments as JSON values: a string parsed ("" is no arguments, {}); one that is not JSON stays a string, as in llama.cpp. */
+function parseArguments(args: unknown): unknown {
+  if (typeof args !== "string") return args;
+  if (args.trim() === "") return {};
+  try {
+    return JSON.parse(args) as unknown;
+  } catch {
+    return args;
+  }
+}
+
+const USER_NEEDLE = "<User Needle>";
+const ARGUMENTS = { argument_needle: "print('Hello, World!')" };
+
+/**
+ * Renders the probe conversations of llama.cpp's minja (chat_template's constructor) through
+ * `render` (which answers "" when the template throws) and reads the capabilities off the output.
+ * Two differences: arguments go as an object whenever the template renders them as one, unless
+ * only the string renders cleanly (minja passes the string unless only the object works), since
+ * objects are what transformers' templates are written for; and tool calls count as supported
+ * when the arguments show at all (minja asks for `"argument_needle":`, which misses a template
+ * that prints `key=value` pairs from `arguments.items()`).
+ */
+function probeToolHistoryCaps(render: (messages: ChatMessage[]) => string): ToolHistoryCaps {
+  const user: ChatMessage = { role: "user", content: USER_NEEDLE };
+  const withContent = (content: string | null) => {
+    const assistant: ChatMessage = { role: "assistant", content };
+    return render([user, assistant, user, assistant]);
+  };
+  const requiresNonNullContent = withContent("").includes(USER_NEEDLE) && !withContent(null).includes(USER_NEEDLE);
+  const callsMessage = (calls: ToolCall[]): ChatMessage => ({ role: "assistant", content: requiresNonNullContent ? "" : null, tool_calls: calls });
+  const call = (name: string, args: unknown): ToolCall => ({ id: "call_1___", type: "function", function: { arguments: args, name } });
+  const result = (id: string, name: string, content: string): ChatMessage => ({ role: "tool", name, content, tool_call_id: id });
+  /** Whether the arguments show at all, and whether they show as JSON (or XML) rather than double-escaped. */
+  const rendersArguments = (args: unknown) => {
+    const out = render([user, callsMessage([call("ipython", args)]), result("call_1___", "ipython", "Hello, World!")]);
+    const clean = out.includes("<parameter=argument_needle>") || out.includes('"argument_needle":') || out.includes("'argument_needle':");
+    return { seen: out.includes("argument_needle"), clean };
+  };
+  const asString = rendersArguments(JSON.stringify(ARGUMENTS));
+  const asObject = rendersArguments(ARGUMENTS);
+  const supportsToolCalls = asString.seen || asObject.seen;
+  const objectArguments = asObject.seen && (asObject.clean || !asString.clean);
+  let supportsToolResponses = false;
+  if (supportsToolCalls) {
+    const args = objectArguments ? ARGUMENTS : JSON.stringify(ARGUMENTS);
+    supportsToolResponses = render([user, callsMessage([call("test_tool1", args)]), result("call_911_", "test_tool1", "Some response!")]).includes("Some response!");
+  }
+  return { requiresNonNullContent, supportsToolCalls, objectArguments, supportsToolResponses };
 }
 
 /**

@@ -8,4 +8,5 @@ export {
   type ChatMessage,
   type ContentPart,
   type RenderChatOptions,
+  type ToolHistoryCaps,
 } from "./chat-template.js";

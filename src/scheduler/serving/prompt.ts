@@ -18,17 +18,26 @@ import type { ChatMessage } from "../types.js";
 /** How client text is tokenized: special-token text kept as "text" (default), or "parse"d into control tokens. */
 export type SpecialTokenMode = "text" | "parse";
 
-/** Renders messages through the chat template, ready for the assistant's turn. */
-export function renderChat(template: ChatTemplate, tokenizer: Tokenizer, messages: readonly ChatMessage[]): string {
+/**
+ * Renders messages through the chat template, ready for the assistant's turn. `prepared`: the
+ * messages already went through `template.prepareMessages` (tool histories in the template's shape).
+ */
+export function renderChat(template: ChatTemplate, tokenizer: Tokenizer, messages: readonly ChatMessage[], prepared = false): string {
   const text = (id: number | null) => (id === null ? undefined : tokenizer.tokenText(id));
-  return template.render(messages, { addGenerationPrompt: true, bosToken: text(tokenizer.bosId), eosToken: text(tokenizer.eosId) });
+  return template.render(messages, { addGenerationPrompt: true, bosToken: text(tokenizer.bosId), eosToken: text(tokenizer.eosId), prepared });
 }
 
-/** Tokens of a chat: the messages rendered through the template, client text kept as text unless `mode` is "parse". */
+/**
+ * Tokens of a chat: the messages rendered through the template, client text kept as text unless
+ * `mode` is "parse". Tool histories are put in the template's shape before escaping (arguments
+ * parsed from their JSON strings, or turned into JSON text for templates without tool support),
+ * so that control-token text a client wrote inside arguments, even as a JSON escape, stays text.
+ */
 export function chatPromptIds(template: ChatTemplate, tokenizer: Tokenizer, messages: readonly ChatMessage[], mode: SpecialTokenMode = "text"): number[] {
-  if (mode === "parse") return encodePrompt(tokenizer, renderChat(template, tokenizer, messages), "parse");
+  const prepared = template.prepareMessages(messages);
+  if (mode === "parse") return encodePrompt(tokenizer, renderChat(template, tokenizer, prepared, true), "parse");
   const literals = new LiteralEscaper(tokenizer, template.source);
-  const rendered = renderChat(template, tokenizer, messages.map((m) => literals.escapeMessage(m)));
+  const rendered = renderChat(template, tokenizer, prepared.map((m) => literals.escapeMessage(m)), true);
   return withBos(tokenizer, tokenizer.encode(rendered, { parseSpecial: true, literals: literals.used() }));
 }
 
@@ -78,7 +87,8 @@ class LiteralEscaper {
     if (typeof value === "string") return this.escape(value);
     if (Array.isArray(value)) return value.map((v) => this.escapeValue(v));
     if (value !== null && typeof value === "object") {
-      return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, this.escapeValue(v)]));
+      // Keys too: parsed tool-call arguments are client objects a template may print whole (tojson).
+      return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [this.escape(k), this.escapeValue(v)]));
     }
     return value;
   }
