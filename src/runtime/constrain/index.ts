@@ -1,0 +1,4 @@
+export { ConstraintError } from "./errors.js";
+export { checkJsonSchema } from "./check-schema.js";
+export { ConstraintEngine, type ConstraintSpec, type TokenMatcher } from "./engine.js";
+export { applyTokenMask } from "./mask.js";

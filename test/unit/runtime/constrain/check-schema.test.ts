@@ -1,0 +1,135 @@
+import { describe, expect, it } from "vitest";
+import { applyTokenMask, checkJsonSchema, ConstraintError } from "../../../../src/runtime/constrain/index.js";
+
+const obj = (v: unknown) => ({ type: "object", properties: { v }, required: ["v"], additionalProperties: false });
+
+function refusal(schema: unknown): ConstraintError {
+  try {
+    checkJsonSchema(schema);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConstraintError);
+    return e as ConstraintError;
+  }
+  throw new Error(`accepted: ${JSON.stringify(schema)}`);
+}
+
+describe("checkJsonSchema accepts what the engine enforces", () => {
+  const accepted: Array<[string, unknown]> = [
+    ["true", true],
+    ["empty object", {}],
+    ["nested object with annotations", {
+      $schema: "https://json-schema.org/draft/2020-12/schema", $id: "urn:x", title: "T", description: "d", $comment: "c",
+      type: "object", strict: true, default: {}, examples: [{}],
+      properties: { name: { type: "string", minLength: 1, maxLength: 64 }, tags: { type: "array", items: { type: "string" }, minItems: 0, maxItems: 64 } },
+      required: ["name"], additionalProperties: false,
+    }],
+    ["integer bounds", obj({ type: "integer", minimum: 0, maximum: 150, exclusiveMaximum: 151 })],
+    ["type array", obj({ type: ["string", "null"] })],
+    ["enum and const", { type: "object", properties: { a: { enum: ["x", 1, null] }, b: { const: { k: [1] } } } }],
+    ["anyOf and oneOf", obj({ anyOf: [{ type: "integer" }, { oneOf: [{ type: "string" }, { type: "boolean" }] }] })],
+    ["$defs reference", { $defs: { P: { type: "integer" } }, ...obj({ $ref: "#/$defs/P" }) }],
+    ["definitions reference", { definitions: { P: { type: "integer" } }, ...obj({ $ref: "#/definitions/P", description: "fine" }) }],
+    ["recursive reference", { $defs: { N: { type: "object", properties: { kids: { type: "array", items: { $ref: "#/$defs/N" } } } } }, $ref: "#/$defs/N" }],
+    ["root reference", { type: "object", properties: { next: { anyOf: [{ $ref: "#" }, { type: "null" }] } } }],
+    ["pattern", obj({ type: "string", pattern: "^[a-z]{3}-\\d{2}(?:x|y)?$" })],
+    ["escaped backslash then digit", obj({ type: "string", pattern: "^\\\\1$" })],
+    ["\\b inside a class is a backspace", obj({ type: "string", pattern: "^[\\b]$" })],
+    ["supported formats", obj({ type: "string", format: "date-time" })],
+    ["prefixItems and items false", obj({ type: "array", prefixItems: [{ type: "integer" }, { type: "string" }], items: false })],
+    ["additionalProperties schema", { type: "object", additionalProperties: { type: "integer" }, minProperties: 1, maxProperties: 3 }],
+    ["propertyNames", { type: "object", propertyNames: { pattern: "^[a-z]+$" } }],
+    ["vendor extension keyword", obj({ type: "string", "x-note": 1 })],
+  ];
+  for (const [name, schema] of accepted) it(name, () => expect(() => checkJsonSchema(schema)).not.toThrow());
+
+  it("nesting up to 32 levels", () => {
+    let s: unknown = { type: "integer" };
+    for (let i = 0; i < 32; i++) s = { type: "array", items: s };
+    expect(() => checkJsonSchema(s)).not.toThrow();
+  });
+});
+
+describe("checkJsonSchema refuses with keyword and path", () => {
+  const refused: Array<[string, unknown, string | undefined, string]> = [
+    ["allOf", obj({ allOf: [{ type: "integer" }] }), "allOf", "/properties/v/allOf"],
+    ["not", obj({ not: { type: "string" } }), "not", "/properties/v/not"],
+    ["if", obj({ if: { type: "integer" }, then: {} }), "if", "/properties/v/if"],
+    ["uniqueItems", obj({ type: "array", uniqueItems: true }), "uniqueItems", "/properties/v/uniqueItems"],
+    ["contains", obj({ type: "array", contains: { const: 1 } }), "contains", "/properties/v/contains"],
+    ["multipleOf", obj({ type: "integer", multipleOf: 5 }), "multipleOf", "/properties/v/multipleOf"],
+    ["dependentRequired", { type: "object", dependentRequired: { a: ["b"] } }, "dependentRequired", "/dependentRequired"],
+    ["patternProperties", { type: "object", patternProperties: { "^x": {} } }, "patternProperties", "/patternProperties"],
+    ["number bounds", obj({ type: "number", minimum: 0 }), "minimum", "/properties/v/minimum"],
+    ["untyped bounds", obj({ maximum: 3 }), "maximum", "/properties/v/maximum"],
+    ["integer-or-null bounds", obj({ type: ["integer", "null"], minimum: 0 }), "minimum", "/properties/v/minimum"],
+    ["fractional integer bound", obj({ type: "integer", minimum: 1.5 }), "minimum", "/properties/v/minimum"],
+    ["empty integer range", obj({ type: "integer", minimum: 5, exclusiveMaximum: 5 }), "exclusiveMaximum", "/properties/v/exclusiveMaximum"],
+    ["missing $ref target", obj({ $ref: "#/$defs/Missing" }), "$ref", "/properties/v/$ref"],
+    ["external $ref", obj({ $ref: "https://example.com/s.json" }), "$ref", "/properties/v/$ref"],
+    ["keyword beside $ref", { $defs: { P: { type: "integer" } }, ...obj({ $ref: "#/$defs/P", minimum: 1 }) }, "minimum", "/properties/v/minimum"],
+    ["unknown type", obj({ type: "strin" }), "type", "/properties/v/type"],
+    ["empty type array", obj({ type: [] }), "type", "/properties/v/type"],
+    ["bad regex", obj({ type: "string", pattern: "(" }), "pattern", "/properties/v/pattern"],
+    ["lookahead", obj({ type: "string", pattern: "^(?=a)[a-z]+$" }), "pattern", "/properties/v/pattern"],
+    ["lookbehind", obj({ type: "string", pattern: "(?<!a)b" }), "pattern", "/properties/v/pattern"],
+    ["backreference", obj({ type: "string", pattern: "^(a)\\1$" }), "pattern", "/properties/v/pattern"],
+    ["named backreference", obj({ type: "string", pattern: "^(?<x>a)\\k<x>$" }), "pattern", "/properties/v/pattern"],
+    ["unicode property", obj({ type: "string", pattern: "^\\p{L}+$" }), "pattern", "/properties/v/pattern"],
+    ["word boundary", obj({ type: "string", pattern: "\\bab" }), "pattern", "/properties/v/pattern"],
+    ["unsupported format", obj({ type: "string", format: "idn-email" }), "format", "/properties/v/format"],
+    ["a length bound beside a format (the format's grammar ignores it)", obj({ type: "string", format: "email", maxLength: 32 }), "maxLength", "/properties/v/maxLength"],
+    ["maxLength over 64", obj({ type: "string", maxLength: 65 }), "maxLength", "/properties/v/maxLength"],
+    ["minLength above maxLength", obj({ type: "string", minLength: 5, maxLength: 2 }), "minLength", "/properties/v/minLength"],
+    ["maxItems over 64", obj({ type: "array", maxItems: 100 }), "maxItems", "/properties/v/maxItems"],
+    ["tuple items", obj({ type: "array", items: [{ type: "integer" }] }), "items", "/properties/v/items"],
+    ["empty enum", obj({ enum: [] }), "enum", "/properties/v/enum"],
+    ["empty anyOf", obj({ anyOf: [] }), "anyOf", "/properties/v/anyOf"],
+    ["inside anyOf", obj({ anyOf: [{ type: "string" }, { not: {} }] }), "not", "/properties/v/anyOf/1/not"],
+    ["inside $defs", { $defs: { A: { type: "array", uniqueItems: true } } }, "uniqueItems", "/$defs/A/uniqueItems"],
+    ["inside definitions", { definitions: { A: { type: "number", maximum: 1 } } }, "maximum", "/definitions/A/maximum"],
+    ["inside items", obj({ type: "array", items: { type: "integer", multipleOf: 2 } }), "multipleOf", "/properties/v/items/multipleOf"],
+    ["inside prefixItems", obj({ type: "array", prefixItems: [{ allOf: [] }] }), "allOf", "/properties/v/prefixItems/0/allOf"],
+    ["inside additionalProperties", { type: "object", additionalProperties: { not: {} } }, "not", "/additionalProperties/not"],
+    ["property name with slash", { type: "object", properties: { "a/b": { allOf: [] } } }, "allOf", "/properties/a~1b/allOf"],
+    ["minItems beyond a closed tuple", obj({ type: "array", prefixItems: [{}], items: false, minItems: 2 }), "minItems", "/properties/v/minItems"],
+    ["minProperties beyond closed properties", obj({ type: "object", minProperties: 1, additionalProperties: false }), "minProperties", "/properties/v/minProperties"],
+    ["false subschema", obj(false), undefined, "/properties/v"],
+  ];
+  for (const [name, schema, keyword, path] of refused) {
+    it(name, () => {
+      const e = refusal(schema);
+      expect(e.keyword).toBe(keyword);
+      expect(e.path).toBe(path);
+    });
+  }
+
+  it("says why long strings are refused", () => {
+    expect(refusal(obj({ type: "string", maxLength: 200 })).message).toMatch(/compile time/);
+  });
+
+  it("a schema that is not an object or boolean", () => {
+    for (const s of [null, 1, "x", [], false]) expect(refusal(s).path).toBe("");
+  });
+
+  it("nesting deeper than 32 levels", () => {
+    let s: unknown = { type: "integer" };
+    for (let i = 0; i < 33; i++) s = { type: "array", items: s };
+    expect(refusal(s).message).toMatch(/deeper than 32/);
+  });
+});
+
+describe("applyTokenMask", () => {
+  it("sets disallowed logits to -Infinity and keeps the rest", () => {
+    const logits = Float32Array.from({ length: 70 }, (_, i) => i);
+    const mask = new Int32Array(3);
+    for (const id of [0, 31, 32, 69]) mask[id >> 5] |= 1 << (id & 31);
+    applyTokenMask(logits, mask);
+    for (let i = 0; i < 70; i++) expect(logits[i]).toBe([0, 31, 32, 69].includes(i) ? i : -Infinity);
+  });
+
+  it("leaves an all-ones word untouched", () => {
+    const logits = new Float32Array(32).fill(1);
+    applyTokenMask(logits, Int32Array.of(-1));
+    expect([...logits].every((x) => x === 1)).toBe(true);
+  });
+});
