@@ -5,6 +5,7 @@
  * answers with one sample per sampled row. Typed arrays travel by structured clone.
  */
 import type { ModelShape } from "./artifact/index.js";
+import type { ConstraintSpec } from "./constrain/index.js";
 import type { SampleResult, SamplingParams } from "./sampling/index.js";
 import type { SessionOptions } from "./worker/model-session.js";
 
@@ -27,6 +28,8 @@ export interface OpenSlotOp {
    * stream (the choice index), so each is reproducible yet different.
    */
   stream: number;
+  /** What the sequence's output must be (JSON, a JSON schema): only tokens it allows are sampled. Default none. */
+  constraint?: ConstraintSpec;
 }
 
 /**

@@ -3,6 +3,7 @@
  * what comes back ({@link GenerationEvent}s). A request may ask for several choices and every event
  * names its choice.
  */
+import type { ConstraintSpec } from "../runtime/constrain/index.js";
 import type { SamplingParams } from "../runtime/sampling/index.js";
 
 export type { SamplingParams } from "../runtime/sampling/index.js";
@@ -32,6 +33,11 @@ export interface GenerationRequest {
   n?: number;
   /** Report log probabilities of each emitted token, with this many alternatives (0..20). Default: none. */
   logprobs?: { top: number };
+  /**
+   * What every choice's output must be (a JSON object, or JSON valid against a schema): tokens the
+   * constraint does not allow are never sampled. Default none.
+   */
+  constraint?: ConstraintSpec;
 }
 
 /** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */

@@ -3,6 +3,7 @@
  * yet, and the answer and chunk shapes.
  */
 import { z } from "zod";
+import { checkJsonSchema, ConstraintError, type ConstraintSpec } from "../../runtime/constrain/index.js";
 import { apiError } from "../errors.js";
 import { checkStreamOptions, isEmptyArray, isOneOf, rejectUnsupported, samplingFields, type UnsupportedField } from "./common.js";
 import { parseOrThrow } from "./issues.js";
@@ -81,6 +82,23 @@ const message = z
     if (m.role !== "tool" && m.tool_call_id != null) misplaced("tool_call_id", `Only tool messages carry 'tool_call_id', not a ${m.role} message.`);
   });
 
+/** `response_format`: plain text, any JSON object, or JSON valid against a schema (the reference API's shapes). */
+const responseFormat = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("text") }),
+  z.object({ type: z.literal("json_object") }),
+  z.object({
+    type: z.literal("json_schema"),
+    json_schema: z.object({
+      name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, underscores or dashes"),
+      description: z.string().nullish(),
+      schema: z.record(z.string(), z.unknown()).nullish(),
+      strict: z.boolean().nullish(),
+    }),
+  }),
+]);
+
+export type ResponseFormat = z.output<typeof responseFormat>;
+
 export const chatCompletionRequestSchema = z.object({
   model: z.string().min(1),
   messages: z.array(message).min(1),
@@ -89,6 +107,7 @@ export const chatCompletionRequestSchema = z.object({
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
   parallel_tool_calls: z.boolean().nullish(),
+  response_format: responseFormat.nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
   ...samplingFields,
 });
@@ -101,11 +120,6 @@ const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "tool_choice", accepts: isOneOf("none", "auto"), why: "can only be 'none' or 'auto': kiln does not do tool calling yet." },
   { field: "functions", accepts: isEmptyArray, why: "is not supported: kiln does not do function calling." },
   { field: "function_call", accepts: isOneOf("none", "auto"), why: "is not supported: kiln does not do function calling." },
-  {
-    field: "response_format",
-    accepts: (v) => typeof v === "object" && (v as { type?: unknown }).type === "text",
-    why: "only supports {\"type\": \"text\"} for now (no JSON mode or JSON schema yet).",
-  },
   { field: "audio", why: "is not supported: kiln's chat models produce text only." },
   { field: "modalities", accepts: (v) => Array.isArray(v) && v.every((m) => m === "text"), why: "can only be [\"text\"]." },
   { field: "prediction", why: "(predicted outputs) is not supported." },
@@ -121,10 +135,30 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
   const request = parseOrThrow(chatCompletionRequestSchema, body);
   rejectUnsupported(body as Record<string, unknown>, UNSUPPORTED);
   checkStreamOptions(request);
+  checkResponseFormat(request.response_format);
   if (request.top_logprobs && request.logprobs !== true) {
     throw apiError("invalid_value", "'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
   }
   return request;
+}
+
+/** A JSON schema kiln cannot enforce is a 400 naming the keyword and where it is, never ignored. */
+function checkResponseFormat(format: ResponseFormat | null | undefined): void {
+  if (format?.type !== "json_schema") return;
+  try {
+    checkJsonSchema(format.json_schema.schema ?? {});
+  } catch (err) {
+    if (!(err instanceof ConstraintError)) throw err;
+    const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
+    throw apiError("invalid_value", `Invalid 'response_format.json_schema.schema': ${where}: ${err.message}`, "response_format");
+  }
+}
+
+/** The constraint a response format puts on the output, if any. */
+export function constraintOf(format: ResponseFormat | null | undefined): ConstraintSpec | undefined {
+  if (format?.type === "json_object") return { type: "json_object" };
+  if (format?.type === "json_schema") return { type: "json_schema", schema: JSON.stringify(format.json_schema.schema ?? {}) };
+  return undefined;
 }
 
 // ── Answers ────────────────────────────────────────────────────────────────────────────────────

@@ -44,6 +44,12 @@ function ownerOf(entry: ModelEntry): string {
   return slash > 0 ? entry.upstream.slice(0, slash) : entry.family;
 }
 
+/**
+ * What kiln itself can do with a model of the catalogue: a capability the model has but kiln does
+ * not serve yet (tool calling) is not advertised, so clients never pick a feature that answers 400.
+ */
+const SERVED_CAPABILITIES: ReadonlySet<string> = new Set(["chat", "completions", "json_schema", "streaming", "transcription"]);
+
 export function modelObject(entry: ModelEntry, state: ModelState | undefined, startedAt: number, measuredTps: number | null): ModelObject {
   const p = entry.prices;
   const pricing: ModelObject["pricing"] =
@@ -63,7 +69,7 @@ export function modelObject(entry: ModelEntry, state: ModelState | undefined, st
     kind: entry.kind,
     context_length: text?.contextLength ?? entry.contextLength,
     native_context_length: text?.nativeContextLength ?? entry.contextLength,
-    capabilities: entry.capabilities,
+    capabilities: entry.capabilities.filter((c) => SERVED_CAPABILITIES.has(c)),
     pricing,
     status: state?.status ?? "available",
     ...(serving ? { artifact_id: serving.artifactId } : {}),

@@ -4,6 +4,7 @@ import type { ChatMessage, EmittedTokenLogprob, ServedModel } from "../../schedu
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import {
+  constraintOf,
   parseChatCompletionRequest,
   type ChatCompletion,
   type ChatCompletionChunk,
@@ -26,7 +27,8 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
-    const job = generationJob(body, { model, answerId: answerId("chatcmpl"), promptIds, maxTokens, topLogprobs });
+    const constraint = constraintOf(body.response_format);
+    const job = generationJob(body, { model, answerId: answerId("chatcmpl"), promptIds, maxTokens, topLogprobs, ...(constraint ? { constraint } : {}) });
     return answerGeneration(ctx, request, reply, job, chatFormat(job.answerId, model, job.includeUsage, topLogprobs !== null));
   });
 }

@@ -1,4 +1,5 @@
 /** Wire fields -> the scheduler's GenerationRequest: token budget, sampling, and the job both endpoints run. */
+import type { ConstraintSpec } from "../../runtime/constrain/index.js";
 import { validateSamplingParams, type SamplingParams, type ServedModel } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
 import { stopList, type SharedFields } from "../protocol/common.js";
@@ -14,6 +15,8 @@ export interface JobParts {
   maxTokens: number;
   /** Alternatives to report beside each token's log probability (0..20), or null for no log probabilities. */
   topLogprobs: number | null;
+  /** What the output must be (chat's `response_format`). Default none. */
+  constraint?: ConstraintSpec;
 }
 
 /** The job of a generation request: a route's parts plus the fields both endpoints share. */
@@ -44,6 +47,7 @@ export function generationJob(body: SharedFields, parts: JobParts): GenerationJo
       stop: stopList(body.stop),
       n: body.n ?? 1,
       ...(topLogprobs !== null ? { logprobs: { top: topLogprobs } } : {}),
+      ...(parts.constraint ? { constraint: parts.constraint } : {}),
     },
   };
 }

@@ -4,15 +4,34 @@
  * decides who runs.
  */
 import type { LoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, WorkerRequest } from "../step-protocol.js";
+import { readTokenizerSpec } from "../artifact/index.js";
+import { applyTokenMask, ConstraintEngine, type TokenMatcher } from "../constrain/index.js";
 import { SequenceSampler } from "../sampling/index.js";
 import { ModelSession } from "./model-session.js";
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-/** The worker's whole state: one model session and the samplers of its open sequences. */
+/** The worker's whole state: one model session, the samplers of its open sequences, and their constraints' matchers. */
 class WorkerState {
   session: ModelSession | null = null;
+  artifactDir = "";
   readonly samplers = new Map<number, SequenceSampler>();
+  readonly matchers = new Map<number, TokenMatcher>();
+  private constraints: Promise<ConstraintEngine> | null = null;
+
+  /** The constraint engine, started at the first constrained sequence (it costs a WASM instance and the vocabulary's bytes). */
+  private constraintEngine(): Promise<ConstraintEngine> {
+    const session = this.requireSession();
+    this.constraints ??= ConstraintEngine.create(readTokenizerSpec(this.artifactDir), session.vocab, session.manifest.stopTokenIds);
+    return this.constraints;
+  }
+
+  reset(): void {
+    this.samplers.clear();
+    for (const m of this.matchers.values()) m.dispose();
+    this.matchers.clear();
+    this.constraints = null;
+  }
 
   requireSession(): ModelSession {
     if (!this.session) throw new Error("worker: no model loaded");
@@ -20,17 +39,22 @@ class WorkerState {
   }
 
   /** Applies slot operations in order; one that fails fails only the sequence it names. */
-  applyOps(ops: readonly SlotOp[], failed: SequenceFailure[]): void {
+  async applyOps(ops: readonly SlotOp[], failed: SequenceFailure[]): Promise<void> {
     const kv = this.requireSession().kv;
     for (const op of ops) {
       try {
         if (op.op === "open") {
           kv.truncate(op.slot, op.keepCached);
           this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream }));
+          this.matchers.get(op.seqId)?.dispose();
+          this.matchers.delete(op.seqId);
+          if (op.constraint) this.matchers.set(op.seqId, (await this.constraintEngine()).matcher(op.constraint));
         } else if (op.op === "copy") {
           kv.copyPrefix(op.from, op.to, op.length);
         } else {
           this.samplers.delete(op.seqId);
+          this.matchers.get(op.seqId)?.dispose();
+          this.matchers.delete(op.seqId);
         }
       } catch (err) {
         if (op.op === "copy") kv.truncate(op.to, 0); // what it holds now is nobody's prefix
@@ -41,13 +65,18 @@ class WorkerState {
 
   async step(req: StepRequest): Promise<StepResult> {
     const failed: SequenceFailure[] = [];
-    this.applyOps(req.ops, failed);
+    await this.applyOps(req.ops, failed);
     if (req.rows === 0) return { samples: [], failed, runMs: 0, sampleMs: 0 };
     const session = this.requireSession();
     const t0 = performance.now();
     let logits: Float32Array;
+    let masks: Map<number, Int32Array>;
     try {
-      logits = await session.forward(req.firstSlot, req.rows, req.seq, req.tokens);
+      // The forward pass runs on onnxruntime's threads; this thread computes the constrained rows' masks meanwhile.
+      const forward = session.forward(req.firstSlot, req.rows, req.seq, req.tokens);
+      forward.catch(() => {}); // handled by the await below; never an unhandled rejection meanwhile
+      masks = await nextMasks(this.matchers, req, failed);
+      logits = await forward;
     } catch (err) {
       return { samples: [], failed, forwardError: messageOf(err), runMs: performance.now() - t0, sampleMs: 0 };
     }
@@ -62,7 +91,18 @@ class WorkerState {
         gone.add(seqId);
         return null;
       }
-      return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
+      const mask = masks.get(seqId);
+      if (!mask) return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
+      // A copy, so other sequences sampling the same row (n > 1) see it unmasked.
+      const masked = logits.slice(row * vocab, (row + 1) * vocab);
+      applyTokenMask(masked, mask);
+      const sample = sampler.sample(masked);
+      if (!this.matchers.get(seqId)?.accept(sample.token)) {
+        failed.push({ seqId, message: `the constraint refused token ${sample.token}` });
+        gone.add(seqId);
+        return null;
+      }
+      return sample;
     };
     const samples: Array<RowSample | null> = [];
     for (let r = 0; r < req.rows; r++) {
@@ -75,6 +115,22 @@ class WorkerState {
     const forkSamples = req.forks?.map(({ row, seqId }) => sampleRow(row, seqId));
     return { samples, ...(forkSamples ? { forkSamples } : {}), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
   }
+}
+
+/** Masks of the constrained sequences this call samples for, by sequence id; a matcher that fails fails only its sequence. */
+async function nextMasks(matchers: Map<number, TokenMatcher>, req: StepRequest, failed: SequenceFailure[]): Promise<Map<number, Int32Array>> {
+  const masks = new Map<number, Int32Array>();
+  const ids = [...req.seqIds.filter((_, r) => req.sample[r]), ...(req.forks?.map((f) => f.seqId) ?? [])];
+  for (const seqId of ids) {
+    const matcher = matchers.get(seqId);
+    if (!matcher || masks.has(seqId)) continue;
+    try {
+      masks.set(seqId, await matcher.nextMask());
+    } catch (err) {
+      failed.push({ seqId, message: `the constraint failed: ${messageOf(err)}` });
+    }
+  }
+  return masks;
 }
 
 function topLogits(row: Float32Array, n: number): Array<{ token: number; logit: number }> {
@@ -95,8 +151,9 @@ const state = new WorkerState();
 export default async function handle(req: WorkerRequest): Promise<LoadResult | StepResult> {
   if (req.op === "step") return state.step(req);
   await state.session?.release();
-  state.samplers.clear();
+  state.reset();
   state.session = await ModelSession.load(req.artifactDir, req.options);
+  state.artifactDir = req.artifactDir;
   const m = state.session.manifest;
   return { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.session.kv.slots };
 }

@@ -4,6 +4,7 @@
  * stood at that moment, so the worker applies them in that order, before the forward pass of the
  * step message that carries them.
  */
+import type { ConstraintSpec } from "../../runtime/constrain/index.js";
 import type { SlotOp } from "../../runtime/step-protocol.js";
 import type { SamplingParams } from "../types.js";
 import type { KvSlots } from "./kv-slots.js";
@@ -16,8 +17,8 @@ export class SlotOps {
   constructor(private readonly kv: KvSlots) {}
 
   /** Opens a sampler for a sequence now in `slot` with `keepCached` positions cached. */
-  open(seqId: number, slot: number, sampling: SamplingParams, stream: number, keepCached: number): void {
-    this.push({ op: "open", seqId, slot, sampling, stream, keepCached });
+  open(seqId: number, slot: number, sampling: SamplingParams, stream: number, keepCached: number, constraint?: ConstraintSpec): void {
+    this.push({ op: "open", seqId, slot, sampling, stream, keepCached, ...(constraint ? { constraint } : {}) });
   }
 
   close(seqId: number): void {

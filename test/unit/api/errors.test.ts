@@ -74,6 +74,12 @@ describe("validation errors (400)", () => {
     ["a tool message without tool_call_id", chat({ messages: [{ role: "tool", content: "42" }] }), "messages[0].tool_call_id", "missing_required_parameter"],
     ["stream_options without stream", chat({ stream_options: { include_usage: true } }), "stream_options", "invalid_value"],
     ["stream of the wrong type", chat({ stream: "yes" }), "stream", "invalid_type"],
+    [
+      "a response_format schema keyword kiln cannot enforce",
+      chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "array", items: { type: "integer" }, uniqueItems: true } } } }),
+      "response_format",
+      "invalid_value",
+    ],
   ];
   for (const [what, body, param, code] of cases) {
     it(`chat: ${what} -> 400 ${code} on ${param}`, async () => {
@@ -84,8 +90,6 @@ describe("validation errors (400)", () => {
   const unsupported: Array<[string, unknown]> = [
     ["tools", [{ type: "function", function: { name: "f" } }]],
     ["tool_choice", "required"],
-    ["response_format", { type: "json_object" }],
-    ["response_format", { type: "json_schema", json_schema: { name: "x", schema: {} } }],
     ["functions", [{ name: "f" }]],
     ["audio", { voice: "alloy", format: "wav" }],
     ["modalities", ["text", "audio"]],
