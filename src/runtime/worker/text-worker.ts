@@ -72,7 +72,9 @@ class WorkerState {
     let logits: Float32Array;
     let masks: Map<number, Int32Array>;
     try {
-      // The forward pass runs on onnxruntime's threads; this thread computes the constrained rows' masks meanwhile.
+      // Masks are computed after the forward pass has been started. onnxruntime-node runs a session on
+      // the calling thread from a setImmediate, so today they do not overlap; an engine that runs truly
+      // in the background would overlap them without changing this code.
       const forward = session.forward(req.firstSlot, req.rows, req.seq, req.tokens);
       forward.catch(() => {}); // handled by the await below; never an unhandled rejection meanwhile
       masks = await nextMasks(this.matchers, req, failed);
