@@ -28,8 +28,14 @@ export interface OpenSlotOp {
    * stream (the choice index), so each is reproducible yet different.
    */
   stream: number;
-  /** What the sequence's output must be (JSON, a JSON schema): only tokens it allows are sampled. Default none. */
+  /** What the sequence's output must be (JSON, a schema, a regex, a choice, a structural tag): only tokens it allows are sampled. Default none. */
   constraint?: ConstraintSpec;
+  /**
+   * The request's prompt token ids, for samplers that need them (repetition_penalty on, see
+   * `usesPromptIds`); absent otherwise. Taken from the request, not from what the slot computed:
+   * a reused cached prefix is never prefilled again.
+   */
+  promptIds?: Int32Array;
 }
 
 /**

@@ -5,6 +5,7 @@
  * ignore, mis-enforce or die on is refused here with the keyword and its place.
  */
 import { ConstraintError } from "./errors.js";
+import { schemaPatternProblem } from "./regex.js";
 
 /** Longest string/array bound accepted: compile time grows steeply with it (maxLength 64 ≈ 2 s, 200 ≈ 6 s). */
 export const MAX_LENGTH_BOUND = 64;
@@ -259,36 +260,7 @@ class Checker {
   }
 }
 
-/** Why the engine cannot take this regular expression, or undefined when it can. */
+/** Why the engine cannot take this regular expression (a schema's `pattern`), or undefined when it can. */
 export function patternProblem(pattern: string): string | undefined {
-  try {
-    new RegExp(pattern, "u");
-  } catch (e) {
-    return `not a valid regular expression: ${(e as Error).message}`;
-  }
-  let inClass = false;
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i];
-    if (c === "\\") {
-      const n = pattern[i + 1];
-      if (n === "p" || n === "P") return "Unicode property escapes (\\p{...}) are not supported";
-      if (!inClass) {
-        if (n !== undefined && n >= "1" && n <= "9") return "backreferences are not supported";
-        if (n === "k") return "named backreferences are not supported";
-        if (n === "b" || n === "B") return "word boundaries (\\b, \\B) are not supported";
-      }
-      i++;
-      continue;
-    }
-    if (inClass) {
-      if (c === "]") inClass = false;
-      continue;
-    }
-    if (c === "[") inClass = true;
-    else if (c === "(" && pattern[i + 1] === "?") {
-      const rest = pattern.slice(i + 2, i + 4);
-      if (rest.startsWith("=") || rest.startsWith("!") || rest === "<=" || rest === "<!") return "lookaround assertions are not supported";
-    }
-  }
-  return undefined;
+  return schemaPatternProblem(pattern);
 }

@@ -3,26 +3,48 @@
  * thread, compiling each distinct constraint once and handing out one matcher per sequence.
  *
  * Every engine error is an emscripten abort() (a thrown WebAssembly.RuntimeError) after which the
- * WASM instance may be corrupt: schemas are checked in JS first (checkJsonSchema), and any error that
- * still comes out of the engine retires its instance. Matchers already running on a retired instance
- * keep it (it normally still works after one abort); new ones go to a fresh instance built in the
- * background, which replaces it once ready.
+ * WASM instance may be corrupt: constraints are checked in JS first (checkConstraint), and any error
+ * that still comes out of the engine retires its instance. Matchers already running on a retired
+ * instance keep it (it normally still works after one abort); new ones go to a fresh instance built
+ * in the background, which replaces it once ready.
+ *
+ * Compiles are synchronous calls on the embind handles under the package's async wrappers, so a
+ * matcher is ready in the same turn. Masks that allow all the engine ever allows (a structural tag's
+ * free text) come back as null, sparing the worker a copy and a masking pass over the whole row.
  */
 import type { CompiledGrammar, GrammarCompiler, GrammarMatcher, TokenizerInfo } from "@mlc-ai/web-xgrammar";
 import type { TokenizerSpec } from "../artifact/index.js";
 import { BYTE_TO_CHAR } from "../text/byte-level.js";
 import { Tokenizer } from "../text/tokenizer.js";
-import { checkJsonSchema } from "./check-schema.js";
+import { checkedConstraint, type CheckedConstraint } from "./check-constraint.js";
 import { ConstraintError } from "./errors.js";
 import { JSON_OBJECT_EBNF } from "./json-object-grammar.js";
+import { engineRegex } from "./regex.js";
 import { loadXgrammar, type Xgrammar } from "./xgrammar.js";
 
-/** What a sequence's output must be. `schema` is JSON text (the client's schema). */
-export type ConstraintSpec = { type: "json_object" } | { type: "json_schema"; schema: string };
+/**
+ * What a sequence's output must be:
+ * - `json_object`: one JSON object;
+ * - `json_schema`: JSON valid against `schema` (JSON text of the client's schema);
+ * - `regex`: text matching `pattern` whole (vLLM's `guided_regex`; the dialect regex.ts accepts);
+ * - `choice`: exactly one of `choices` (vLLM's `guided_choice`);
+ * - `structural_tag`: `format` is the JSON text of an xgrammar structural-tag format (free text,
+ *   tags whose content is constrained, triggers): how tool calls are constrained.
+ */
+export type ConstraintSpec =
+  | { type: "json_object" }
+  | { type: "json_schema"; schema: string }
+  | { type: "regex"; pattern: string }
+  | { type: "choice"; choices: string[] }
+  | { type: "structural_tag"; format: string };
 
 export interface TokenMatcher {
-  /** Allowed next tokens: bit (id & 31) of word (id >> 5) set = allowed; words = ceil(logitsWidth / 32). */
-  nextMask(): Promise<Int32Array>;
+  /**
+   * Allowed next tokens: bit (id & 31) of word (id >> 5) set = allowed; words = ceil(logitsWidth / 32).
+   * null when the constraint allows every token the engine ever allows (free text outside a
+   * structural tag's tags): then only the engine's {@link ConstraintEngine.freeTextBans} are banned.
+   */
+  nextMask(): Promise<Int32Array | null>;
   /** Records the sampled token; false when the grammar does not allow it. */
   accept(token: number): boolean;
   /** The output is complete (only a stop token may follow, and it was accepted). */
@@ -32,8 +54,6 @@ export interface TokenMatcher {
 
 /** Distinct compiled constraints kept per engine. */
 export const GRAMMAR_CACHE_ENTRIES = 64;
-
-const JSON_OBJECT_KEY = "json_object";
 
 /** JSON-schema output format: compact separators, no whitespace, strict (no unlisted properties or items). */
 const SCHEMA_FORMAT = { anyWhitespace: false, separators: { first: ",", second: ":" }, strict: true } as const;
@@ -48,6 +68,26 @@ interface CompilerHandle {
     strict: boolean,
     maxWhitespace: number | undefined,
   ): unknown;
+  CompileGrammar(grammar: GrammarHandle): unknown;
+  /** `json`: a structural tag, `{"type": "structural_tag", "format": ...}`. */
+  CompileStructuralTag(json: string): unknown;
+}
+interface GrammarHandle {
+  ToString(): string;
+  delete(): void;
+}
+/** The embind Grammar class: its static constructors run synchronously. */
+interface GrammarClass {
+  FromEBNF(ebnf: string, rootRule: string): GrammarHandle;
+  FromJSONSchema(
+    schema: string,
+    anyWhitespace: boolean,
+    indent: number | undefined,
+    separators: { first: string; second: string } | undefined,
+    strict: boolean,
+    maxWhitespace: number | undefined,
+    printConverted: boolean,
+  ): GrammarHandle;
 }
 type MatcherHandleClass = new (compiled: unknown, stopTokens: undefined, terminateWithoutStop: boolean, maxRollback: number) => {
   delete(): void;
@@ -66,6 +106,7 @@ class Instance {
     private readonly compiler: GrammarCompiler,
     private readonly jsonObject: CompiledGrammar,
     private readonly matcherHandle: MatcherHandleClass,
+    private readonly grammarClass: GrammarClass,
     readonly vocabSize: number,
   ) {}
 
@@ -80,28 +121,27 @@ class Instance {
     const matcherHandle = (probe as unknown as { handle: { constructor: MatcherHandleClass } }).handle.constructor;
     probe.dispose();
     if (typeof matcherHandle !== "function") throw new Error("web-xgrammar: cannot reach the GrammarMatcher binding");
-    return new Instance(xg, info, compiler, jsonObject, matcherHandle, vocabSize);
+    // Likewise the embind Grammar class, whose static constructors are synchronous.
+    const probeGrammar = (jsonObject.handle as { GetGrammar(): GrammarHandle }).GetGrammar();
+    const grammarClass = probeGrammar.constructor as unknown as GrammarClass;
+    probeGrammar.delete();
+    if (typeof grammarClass.FromEBNF !== "function" || typeof grammarClass.FromJSONSchema !== "function") {
+      throw new Error("web-xgrammar: cannot reach the Grammar binding");
+    }
+    return new Instance(xg, info, compiler, jsonObject, matcherHandle, grammarClass, vocabSize);
   }
 
-  /** The compiled grammar for a constraint, from the LRU cache or compiled now. */
-  compiled(key: string, schemaText: string | undefined): CompiledGrammar {
-    if (schemaText === undefined) return this.jsonObject;
-    const hit = this.cache.get(key);
+  /** The compiled grammar for a checked constraint, from the LRU cache or compiled now. */
+  compiled(c: CheckedConstraint): CompiledGrammar {
+    if (c.type === "json_object") return this.jsonObject;
+    const hit = this.cache.get(c.key);
     if (hit !== undefined) {
-      this.cache.delete(key);
-      this.cache.set(key, hit);
+      this.cache.delete(c.key);
+      this.cache.set(c.key, hit);
       return hit;
     }
-    const handle = (this.compiler.handle as CompilerHandle).CompileJSONSchema(
-      schemaText,
-      SCHEMA_FORMAT.anyWhitespace,
-      undefined,
-      SCHEMA_FORMAT.separators,
-      SCHEMA_FORMAT.strict,
-      undefined,
-    );
-    const grammar = new this.xg.CompiledGrammar(handle);
-    this.cache.set(key, grammar);
+    const grammar = new this.xg.CompiledGrammar(this.compile(c));
+    this.cache.set(c.key, grammar);
     if (this.cache.size > GRAMMAR_CACHE_ENTRIES) {
       const [oldest, evicted] = this.cache.entries().next().value as [string, CompiledGrammar];
       this.cache.delete(oldest);
@@ -109,6 +149,62 @@ class Instance {
       evicted.dispose();
     }
     return grammar;
+  }
+
+  /** Compiles synchronously through the embind handles; returns the CompiledGrammar handle. */
+  private compile(c: Exclude<CheckedConstraint, { type: "json_object" }>): unknown {
+    const compiler = this.compiler.handle as CompilerHandle;
+    switch (c.type) {
+      case "json_schema":
+        return compiler.CompileJSONSchema(JSON.stringify(c.schema), SCHEMA_FORMAT.anyWhitespace, undefined, SCHEMA_FORMAT.separators, SCHEMA_FORMAT.strict, undefined);
+      case "regex":
+        return compiler.CompileStructuralTag(structuralTag({ type: "regex", pattern: engineRegex(c.pattern) }));
+      case "choice": {
+        // EBNF rather than an `or` of const strings, which cannot hold an empty choice.
+        const grammar = this.grammarClass.FromEBNF(choiceEbnf(c.choices), "root");
+        try {
+          return compiler.CompileGrammar(grammar);
+        } finally {
+          grammar.delete();
+        }
+      }
+      case "structural_tag":
+        return compiler.CompileStructuralTag(structuralTag(this.engineFormat(c.format)));
+    }
+  }
+
+  /**
+   * A checked structural-tag format as the engine must be given it. The engine compiles a
+   * `json_schema` element with its defaults (any white space, unbounded), so each becomes a
+   * `grammar` element holding the schema's EBNF built with kiln's JSON-schema settings, the same
+   * as a `json_schema` constraint; regex patterns get kiln's rewriting (engineRegex).
+   */
+  private engineFormat(node: unknown): unknown {
+    if (Array.isArray(node)) return node.map((n) => this.engineFormat(n));
+    if (typeof node !== "object" || node === null) return node;
+    const format = node as Record<string, unknown>;
+    if (format.type === "json_schema") return { type: "grammar", grammar: this.schemaEbnf(format.json_schema) };
+    if (format.type === "regex") return { type: "regex", pattern: engineRegex(format.pattern as string) };
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(format)) out[k] = k === "content" || k === "elements" || k === "tags" ? this.engineFormat(v) : v;
+    return out;
+  }
+
+  private schemaEbnf(schema: unknown): string {
+    const grammar = this.grammarClass.FromJSONSchema(
+      JSON.stringify(schema),
+      SCHEMA_FORMAT.anyWhitespace,
+      undefined,
+      SCHEMA_FORMAT.separators,
+      SCHEMA_FORMAT.strict,
+      undefined,
+      false,
+    );
+    try {
+      return grammar.ToString();
+    } finally {
+      grammar.delete();
+    }
   }
 
   matcher(grammar: CompiledGrammar): GrammarMatcher {
@@ -119,14 +215,30 @@ class Instance {
 
 /** Per model, on the model's worker thread: builds matchers for constraints, compiling each distinct constraint once (LRU cache by content, 64 entries). */
 export class ConstraintEngine {
+  /**
+   * Token ids the engine never allows, whatever the constraint: control tokens other than the stop
+   * tokens (they print nothing) and ids past the vocabulary. Ascending. A null mask from
+   * {@link TokenMatcher.nextMask} means everything but these.
+   */
+  readonly freeTextBans: Int32Array;
   private rebuilding: Promise<void> | undefined;
+  /** The mask of free text: every id but {@link freeTextBans}. */
+  private readonly freeMask: Int32Array;
 
   private constructor(
     private current: Instance,
     private readonly vocab: string[],
     private readonly logitsWidth: number,
     private readonly stopTokenIds: readonly number[],
-  ) {}
+  ) {
+    this.freeMask = new Int32Array(Math.ceil(logitsWidth / 32));
+    const bans: number[] = [];
+    for (let id = 0; id < logitsWidth; id++) {
+      if (vocab[id] !== "" || stopTokenIds.includes(id)) this.freeMask[id >>> 5] |= 1 << (id & 31);
+      else bans.push(id);
+    }
+    this.freeTextBans = Int32Array.from(bans);
+  }
 
   static async create(tokenizer: TokenizerSpec, logitsWidth: number, stopTokenIds: readonly number[]): Promise<ConstraintEngine> {
     if (!Number.isInteger(logitsWidth) || logitsWidth <= 0) throw new Error(`logits width ${logitsWidth} is not a positive integer`);
@@ -140,32 +252,21 @@ export class ConstraintEngine {
     return new ConstraintEngine(instance, vocab, logitsWidth, stops);
   }
 
-  /** A fresh matcher for one sequence. Throws ConstraintError for a schema the engine refuses. */
+  /** A fresh matcher for one sequence. Throws ConstraintError for a constraint the gate (checkConstraint) or the engine refuses. */
   matcher(spec: ConstraintSpec): TokenMatcher {
-    let key = JSON_OBJECT_KEY;
-    let schemaText: string | undefined;
-    if (spec.type === "json_schema") {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(spec.schema);
-      } catch (e) {
-        throw new ConstraintError(`the schema is not valid JSON: ${(e as Error).message}`, "");
-      }
-      checkJsonSchema(parsed);
-      schemaText = JSON.stringify(parsed);
-      key = "json_schema:" + schemaText;
-    } else if (spec.type !== "json_object") {
-      throw new ConstraintError(`unknown constraint type "${(spec as { type: unknown }).type}"`, "");
-    }
+    const checked = checkedConstraint(spec);
     const instance = this.current;
     let matcher: GrammarMatcher;
     try {
-      matcher = instance.matcher(instance.compiled(key, schemaText));
+      matcher = instance.matcher(instance.compiled(checked));
     } catch (e) {
       this.failed(instance);
-      throw new ConstraintError(`the constrained-decoding engine refused this schema: ${engineMessage(e)}`, "");
+      const what = checked.type === "json_schema" ? "schema" : "constraint";
+      throw new ConstraintError(`the constrained-decoding engine refused this ${what}: ${engineMessage(e)}`, "");
     }
-    return new XgrammarMatcher(matcher, instance, this.logitsWidth, this.stopTokenIds, (i) => this.failed(i));
+    // Only structural tags have free text; other constraints never produce the free mask.
+    const free = checked.type === "structural_tag" ? this.freeMask : undefined;
+    return new XgrammarMatcher(matcher, instance, this.logitsWidth, this.stopTokenIds, free, (i) => this.failed(i));
   }
 
   /** Retires an instance an engine error came out of and starts building its replacement. */
@@ -201,6 +302,8 @@ class XgrammarMatcher implements TokenMatcher {
     private readonly instance: Instance,
     private readonly logitsWidth: number,
     private readonly stopTokenIds: readonly number[],
+    /** The free-text mask, for constraints that can be in free text. */
+    private readonly freeMask: Int32Array | undefined,
     private readonly onEngineError: (instance: Instance) => void,
   ) {}
 
@@ -208,18 +311,20 @@ class XgrammarMatcher implements TokenMatcher {
     return this.done;
   }
 
-  async nextMask(): Promise<Int32Array> {
+  async nextMask(): Promise<Int32Array | null> {
     this.checkLive();
     if (this.done) {
       const mask = new Int32Array(Math.ceil(this.logitsWidth / 32));
       for (const id of this.stopTokenIds) mask[id >>> 5] |= 1 << (id & 31);
       return mask;
     }
+    let mask: Int32Array;
     try {
-      return await this.matcher.getNextTokenBitmask();
+      mask = await this.matcher.getNextTokenBitmask();
     } catch (e) {
       throw this.engineError(e);
     }
+    return this.freeMask !== undefined && sameMask(mask, this.freeMask) ? null : mask;
   }
 
   accept(token: number): boolean {
@@ -271,6 +376,33 @@ export function engineVocabulary(spec: TokenizerSpec, logitsWidth: number): stri
     vocab[id] = text;
   }
   return vocab;
+}
+
+/** A structural tag's JSON text for the engine, around a format. */
+function structuralTag(format: unknown): string {
+  return JSON.stringify({ type: "structural_tag", format });
+}
+
+/** EBNF whose root is exactly one of `choices`; every character outside printable ASCII is escaped. */
+function choiceEbnf(choices: readonly string[]): string {
+  const literal = (s: string): string => {
+    let out = '"';
+    for (const ch of s) {
+      const cp = ch.codePointAt(0)!;
+      if (ch === '"' || ch === "\\") out += "\\" + ch;
+      else if (cp >= 0x20 && cp < 0x7f) out += ch;
+      else if (cp <= 0xffff) out += "\\u" + cp.toString(16).padStart(4, "0");
+      else out += "\\U" + cp.toString(16).padStart(8, "0");
+    }
+    return out + '"';
+  };
+  return "root ::= " + [...new Set(choices)].map(literal).join(" | ") + "\n";
+}
+
+function sameMask(a: Int32Array, b: Int32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 function engineMessage(e: unknown): string {

@@ -1,4 +1,5 @@
 export { ConstraintError } from "./errors.js";
 export { checkJsonSchema } from "./check-schema.js";
+export { checkConstraint } from "./check-constraint.js";
 export { ConstraintEngine, type ConstraintSpec, type TokenMatcher } from "./engine.js";
 export { applyTokenMask } from "./mask.js";

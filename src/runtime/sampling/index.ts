@@ -1,7 +1,9 @@
 export {
+  REPETITION_PENALTY_LIMITS,
   SAMPLING_LIMITS,
   SamplingParamsError,
   resolveSamplingParams,
+  usesPromptIds,
   validateSamplingParams,
   type ResolvedSamplingParams,
   type SamplingParams,

@@ -40,6 +40,12 @@ export interface SamplingParams {
    */
   frequency_penalty?: number | null;
   /**
+   * kiln extension (vLLM's name): the logits of tokens already in the prompt or the output are
+   * divided by it when positive, multiplied when negative. Range > 0 and <= 2; 1 or null is off.
+   * Each distinct token is penalized once, however often it appeared. Default 1 (off).
+   */
+  repetition_penalty?: number | null;
+  /**
    * Added to the logits of the given tokens before sampling. Keys are token ids (as decimal
    * strings in JSON), values -100..100. -100 effectively bans a token, +100 effectively forces it.
    * Ids outside the model's vocabulary are ignored by the sampler (rejected by validation when a
@@ -76,6 +82,9 @@ export const SAMPLING_LIMITS = {
   top_logprobs: { min: 0, max: 20 },
 } as const;
 
+/** Bounds of repetition_penalty: above `above` (exclusive: 0 would zero every seen logit), at most `max`. */
+export const REPETITION_PENALTY_LIMITS = { above: 0, max: 2 } as const;
+
 /** Parameters with defaults filled in and logit_bias parsed. */
 export interface ResolvedSamplingParams {
   temperature: number;
@@ -86,6 +95,8 @@ export interface ResolvedSamplingParams {
   minP: number;
   presencePenalty: number;
   frequencyPenalty: number;
+  /** 1 = off. */
+  repetitionPenalty: number;
   /** Token ids of logit_bias, in ascending order, and their biases. */
   biasIds: Int32Array;
   biasValues: Float64Array;
@@ -146,6 +157,14 @@ export function validateSamplingParams(p: unknown, options: ValidateSamplingOpti
   range("frequency_penalty");
   range("top_logprobs", true);
 
+  const repetition = o.repetition_penalty;
+  if (!isUnset(repetition)) {
+    const { above, max } = REPETITION_PENALTY_LIMITS;
+    if (typeof repetition !== "number" || !Number.isFinite(repetition) || repetition <= above || repetition > max) {
+      problems.push({ param: "repetition_penalty", message: `repetition_penalty must be a number above ${above} and at most ${max}, got ${String(repetition)}` });
+    }
+  }
+
   const topK = o.top_k;
   if (!isUnset(topK) && (typeof topK !== "number" || !Number.isSafeInteger(topK) || topK < -1)) {
     problems.push({ param: "top_k", message: `top_k must be a non-negative integer (0 or -1 = off), got ${String(topK)}` });
@@ -200,6 +219,11 @@ export class SamplingParamsError extends RangeError {
   }
 }
 
+/** Whether `p` turns repetition_penalty on, so that the sampler needs the prompt's token ids. */
+export function usesPromptIds(p: SamplingParams): boolean {
+  return p.repetition_penalty != null && p.repetition_penalty !== 1;
+}
+
 /** Validates `p` (throwing {@link SamplingParamsError}) and fills in the defaults. */
 export function resolveSamplingParams(p: SamplingParams = {}): ResolvedSamplingParams {
   const problems = validateSamplingParams(p);
@@ -215,6 +239,7 @@ export function resolveSamplingParams(p: SamplingParams = {}): ResolvedSamplingP
     minP: p.min_p ?? 0,
     presencePenalty: p.presence_penalty ?? 0,
     frequencyPenalty: p.frequency_penalty ?? 0,
+    repetitionPenalty: p.repetition_penalty ?? 1,
     biasIds: Int32Array.from(entries, (e) => e[0]),
     biasValues: Float64Array.from(entries, (e) => e[1]),
     seed: p.seed ?? undefined,

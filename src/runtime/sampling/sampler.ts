@@ -26,6 +26,12 @@ export interface SequenceSamplerOptions {
    * different streams (e.g. the choice index) to get different yet reproducible samples. Default 0.
    */
   stream?: number;
+  /**
+   * The prompt's token ids, for repetition_penalty (each distinct id penalized once, like a
+   * generated token). Read only when the penalty is on; without them only generated tokens count.
+   * Default none.
+   */
+  promptIds?: ArrayLike<number>;
 }
 
 /**
@@ -78,16 +84,19 @@ function scratch(n: number): void {
  *
  * Per call, in this order:
  * 1. logit_bias is added;
- * 2. presence and frequency penalties are subtracted, for the tokens generated so far
+ * 2. repetition_penalty (HF transformers' and vLLM's): for each distinct token of the prompt (when
+ *    given, {@link SequenceSamplerOptions.promptIds}) or generated so far,
+ *    `logit[t] = logit[t] > 0 ? logit[t] / p : logit[t] * p`;
+ * 3. presence and frequency penalties are subtracted, for the tokens generated so far
  *    (`logit[t] -= presence * (count[t] > 0) + frequency * count[t]`);
- * 3. temperature 0: greedy, the argmax (lowest id on ties) is returned;
- * 4. logits are divided by the temperature;
- * 5. top_k keeps the k highest;
- * 6. softmax;
- * 7. top_p keeps the smallest set of most probable tokens with cumulative probability >= top_p
+ * 4. temperature 0: greedy, the argmax (lowest id on ties) is returned;
+ * 5. logits are divided by the temperature;
+ * 6. top_k keeps the k highest;
+ * 7. softmax;
+ * 8. top_p keeps the smallest set of most probable tokens with cumulative probability >= top_p
  *    (at least one);
- * 8. min_p drops tokens with p < min_p * p_max;
- * 9. the survivors are renormalized and one is drawn with the sequence's seeded generator.
+ * 9. min_p drops tokens with p < min_p * p_max;
+ * 10. the survivors are renormalized and one is drawn with the sequence's seeded generator.
  *
  * Logprobs (when asked for) are the log-softmax of the raw logits, before any of the above.
  *
@@ -108,6 +117,9 @@ export class SequenceSampler {
   private readonly penIds: number[] = [];
   private readonly penCounts: number[] = [];
   private total = 0;
+  // Distinct tokens of the prompt and the output, for repetition_penalty (kept only when it is on).
+  private readonly repSeen = new Set<number>();
+  private readonly repIds: number[] = [];
   // Original values of the logits modified by bias and penalties, restored before returning.
   private modIds: number[] = [];
   private modVals: number[] = [];
@@ -121,6 +133,14 @@ export class SequenceSampler {
     this.rng = Xoshiro128ss.fromSeed(this.seed, options.stream ?? 0);
     this.topIds = new Int32Array(this.params.topLogprobs);
     this.topVals = new Float64Array(this.params.topLogprobs);
+    const prompt = options.promptIds;
+    if (this.params.repetitionPenalty !== 1 && prompt) for (let i = 0; i < prompt.length; i++) this.rememberSeen(prompt[i]);
+  }
+
+  private rememberSeen(token: number): void {
+    if (this.repSeen.has(token)) return;
+    this.repSeen.add(token);
+    this.repIds.push(token);
   }
 
   /**
@@ -137,6 +157,7 @@ export class SequenceSampler {
       this.penCounts[i]++;
     }
     this.total++;
+    if (this.params.repetitionPenalty !== 1) this.rememberSeen(token);
   }
 
   /** How many times `token` has been generated so far. */
@@ -167,7 +188,7 @@ export class SequenceSampler {
       nTop = this.rawTop(logits);
     }
 
-    // 1-2: bias and penalties, remembering the original values.
+    // 1-3: bias and penalties, remembering the original values.
     let nMod = 0;
     const { modIds, modVals } = this;
     const { biasIds, biasValues } = p;
@@ -177,6 +198,18 @@ export class SequenceSampler {
       modIds[nMod] = id;
       modVals[nMod++] = logits[id];
       logits[id] += biasValues[i];
+    }
+    const repetition = p.repetitionPenalty;
+    if (repetition !== 1) {
+      const { repIds } = this;
+      for (let i = 0; i < repIds.length; i++) {
+        const id = repIds[i];
+        if (id < 0 || id >= vocab) continue;
+        const v = logits[id];
+        modIds[nMod] = id;
+        modVals[nMod++] = v;
+        logits[id] = v > 0 ? v / repetition : v * repetition;
+      }
     }
     const presence = p.presencePenalty;
     const frequency = p.frequencyPenalty;
@@ -202,7 +235,7 @@ export class SequenceSampler {
     return { token, logprob: logits[token] - lse, top };
   }
 
-  /** Steps 4-9 on a row with bias and penalties applied; temperature > 0. */
+  /** Steps 5-10 on a row with bias and penalties applied; temperature > 0. */
   private draw(logits: Float32Array): number {
     const vocab = logits.length;
     const { temperature, topK, topP, minP } = this.params;

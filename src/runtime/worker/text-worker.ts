@@ -18,11 +18,19 @@ class WorkerState {
   readonly samplers = new Map<number, SequenceSampler>();
   readonly matchers = new Map<number, TokenMatcher>();
   private constraints: Promise<ConstraintEngine> | null = null;
+  /** The constraint engine once built: its free-text bans stand in for a matcher's null mask. */
+  private engine: ConstraintEngine | null = null;
 
   /** The constraint engine, started at the first constrained sequence (it costs a WASM instance and the vocabulary's bytes). */
   private constraintEngine(): Promise<ConstraintEngine> {
     const session = this.requireSession();
-    this.constraints ??= ConstraintEngine.create(readTokenizerSpec(this.artifactDir), session.vocab, session.manifest.stopTokenIds);
+    if (!this.constraints) {
+      const building = ConstraintEngine.create(readTokenizerSpec(this.artifactDir), session.vocab, session.manifest.stopTokenIds).then((engine) => {
+        if (this.constraints === building) this.engine = engine;
+        return engine;
+      });
+      this.constraints = building;
+    }
     return this.constraints;
   }
 
@@ -31,6 +39,7 @@ class WorkerState {
     for (const m of this.matchers.values()) m.dispose();
     this.matchers.clear();
     this.constraints = null;
+    this.engine = null;
   }
 
   requireSession(): ModelSession {
@@ -45,7 +54,7 @@ class WorkerState {
       try {
         if (op.op === "open") {
           kv.truncate(op.slot, op.keepCached);
-          this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream }));
+          this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream, promptIds: op.promptIds }));
           this.matchers.get(op.seqId)?.dispose();
           this.matchers.delete(op.seqId);
           if (op.constraint) this.matchers.set(op.seqId, (await this.constraintEngine()).matcher(op.constraint));
@@ -70,7 +79,7 @@ class WorkerState {
     const session = this.requireSession();
     const t0 = performance.now();
     let logits: Float32Array;
-    let masks: Map<number, Int32Array>;
+    let masks: Map<number, Int32Array | null>;
     try {
       // Masks are computed after the forward pass has been started. onnxruntime-node runs a session on
       // the calling thread from a setImmediate, so today they do not overlap; an engine that runs truly
@@ -93,12 +102,19 @@ class WorkerState {
         gone.add(seqId);
         return null;
       }
-      const mask = masks.get(seqId);
-      if (!mask) return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
-      // A copy, so other sequences sampling the same row (n > 1) see it unmasked.
-      const masked = logits.slice(row * vocab, (row + 1) * vocab);
-      applyTokenMask(masked, mask);
-      const sample = sampler.sample(masked);
+      if (!masks.has(seqId)) return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
+      const mask = masks.get(seqId)!;
+      let sample: RowSample;
+      if (mask === null) {
+        // Free text: the few ids the engine never allows are banned in place and restored, rather
+        // than copying and masking the whole row.
+        sample = sampleWithBans(sampler, logits.subarray(row * vocab, (row + 1) * vocab), this.engine!.freeTextBans);
+      } else {
+        // A copy, so other sequences sampling the same row (n > 1) see it unmasked.
+        const masked = logits.slice(row * vocab, (row + 1) * vocab);
+        applyTokenMask(masked, mask);
+        sample = sampler.sample(masked);
+      }
       if (!this.matchers.get(seqId)?.accept(sample.token)) {
         failed.push({ seqId, message: `the constraint refused token ${sample.token}` });
         gone.add(seqId);
@@ -119,9 +135,27 @@ class WorkerState {
   }
 }
 
-/** Masks of the constrained sequences this call samples for, by sequence id; a matcher that fails fails only its sequence. */
-async function nextMasks(matchers: Map<number, TokenMatcher>, req: StepRequest, failed: SequenceFailure[]): Promise<Map<number, Int32Array>> {
-  const masks = new Map<number, Int32Array>();
+/** Samples `row` with the logits of `bans` at -Infinity, then puts them back (other samplers may share the row). */
+function sampleWithBans(sampler: SequenceSampler, row: Float32Array, bans: Int32Array): RowSample {
+  const saved = new Float32Array(bans.length);
+  let n = 0;
+  for (; n < bans.length && bans[n] < row.length; n++) {
+    saved[n] = row[bans[n]];
+    row[bans[n]] = -Infinity;
+  }
+  try {
+    return sampler.sample(row);
+  } finally {
+    for (let i = 0; i < n; i++) row[bans[i]] = saved[i];
+  }
+}
+
+/**
+ * Masks of the constrained sequences this call samples for, by sequence id (null: free text, see
+ * TokenMatcher.nextMask); a matcher that fails fails only its sequence.
+ */
+async function nextMasks(matchers: Map<number, TokenMatcher>, req: StepRequest, failed: SequenceFailure[]): Promise<Map<number, Int32Array | null>> {
+  const masks = new Map<number, Int32Array | null>();
   const ids = [...req.seqIds.filter((_, r) => req.sample[r]), ...(req.forks?.map((f) => f.seqId) ?? [])];
   for (const seqId of ids) {
     const matcher = matchers.get(seqId);

@@ -391,7 +391,7 @@ export class BatchEngine {
         seq.admit(a.slot, a.reused, a.exact);
       }
       this.live.push(seq);
-      this.ops.open(seq.id, seq.slot, job.request.sampling, seq.choice, seq.cached, job.request.constraint);
+      this.ops.open(seq.id, seq.slot, job.request.sampling, seq.choice, seq.cached, job.request.constraint, job.request.promptIds);
     }
     return count;
   }

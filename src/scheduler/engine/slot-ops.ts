@@ -5,6 +5,7 @@
  * step message that carries them.
  */
 import type { ConstraintSpec } from "../../runtime/constrain/index.js";
+import { usesPromptIds } from "../../runtime/sampling/index.js";
 import type { SlotOp } from "../../runtime/step-protocol.js";
 import type { SamplingParams } from "../types.js";
 import type { KvSlots } from "./kv-slots.js";
@@ -16,9 +17,29 @@ export class SlotOps {
 
   constructor(private readonly kv: KvSlots) {}
 
-  /** Opens a sampler for a sequence now in `slot` with `keepCached` positions cached. */
-  open(seqId: number, slot: number, sampling: SamplingParams, stream: number, keepCached: number, constraint?: ConstraintSpec): void {
-    this.push({ op: "open", seqId, slot, sampling, stream, keepCached, ...(constraint ? { constraint } : {}) });
+  /**
+   * Opens a sampler for a sequence now in `slot` with `keepCached` positions cached. `prompt` (the
+   * request's prompt ids) goes along only when the sampling needs it (repetition_penalty).
+   */
+  open(
+    seqId: number,
+    slot: number,
+    sampling: SamplingParams,
+    stream: number,
+    keepCached: number,
+    constraint?: ConstraintSpec,
+    prompt?: readonly number[],
+  ): void {
+    this.push({
+      op: "open",
+      seqId,
+      slot,
+      sampling,
+      stream,
+      keepCached,
+      ...(constraint ? { constraint } : {}),
+      ...(prompt && usesPromptIds(sampling) ? { promptIds: Int32Array.from(prompt) } : {}),
+    });
   }
 
   close(seqId: number): void {

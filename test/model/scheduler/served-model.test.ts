@@ -74,6 +74,52 @@ describe("a served SmolLM2-135M", () => {
     }
   });
 
+  it("repetition_penalty counts the prompt's tokens: greedy equals the model session run directly with the penalty", async () => {
+    const prompt = chat("Repeat exactly: the cat sat on the mat, the cat sat on the mat.");
+    const p = 1.6;
+    const served = await collect(model, ask(prompt, 16, { temperature: 0, repetition_penalty: p }));
+    const direct = await ModelSession.load(artifactDir, { threads: 1 });
+    const seen = new Set(prompt);
+    let logits = await direct.forward(0, 1, prompt.length, prompt);
+    const greedy: number[] = [];
+    for (let i = 0; i < served.tokens; i++) {
+      const row = Float32Array.from(logits);
+      for (const id of seen) row[id] = row[id] > 0 ? row[id] / p : row[id] * p;
+      let best = 0;
+      for (let j = 1; j < row.length; j++) if (row[j] > row[best]) best = j;
+      greedy.push(best);
+      seen.add(best);
+      logits = await direct.forward(0, 1, 1, [best]);
+    }
+    await direct.release();
+    expect(served.tokens).toBeGreaterThan(0);
+    expect(model.decode(greedy)).toBe(served.text);
+    expect(served.text).not.toBe((await collect(model, ask(prompt, 16))).text);
+  });
+
+  it("a structural tag through the worker: free text until the trigger, then only valid calls", async () => {
+    const begin = '<tool_call>\n{"name": "get_weather", "arguments": ';
+    const end = "}\n</tool_call>";
+    const schema = { type: "object", properties: { city: { type: "string", maxLength: 20 } }, required: ["city"], additionalProperties: false };
+    const tag = { type: "tag", begin, content: { type: "json_schema", json_schema: schema }, end };
+    const argsOf = (text: string) =>
+      text
+        .split(begin)
+        .slice(1)
+        .filter((part) => part.includes(end))
+        .map((part) => JSON.parse(part.slice(0, part.indexOf(end))) as { city: unknown });
+    const promptIds = chat("What is the weather in Paris? Call get_weather by writing <tool_call> and the call.");
+    const auto = { type: "structural_tag" as const, format: JSON.stringify({ type: "triggered_tags", triggers: ["<tool_call>"], tags: [tag] }) };
+    for (let seed = 1; seed <= 3; seed++) {
+      const { text } = await collect(model, { promptIds, maxTokens: 48, sampling: { temperature: 1, seed }, constraint: auto });
+      for (const args of argsOf(text)) expect(Object.keys(args)).toEqual(["city"]);
+    }
+    const forced = { type: "structural_tag" as const, format: JSON.stringify({ type: "tags_with_separator", tags: [tag], separator: "\n", at_least_one: true }) };
+    const { text } = await collect(model, { promptIds, maxTokens: 80, sampling: { temperature: 0 }, constraint: forced });
+    expect(text.startsWith(begin)).toBe(true);
+    expect(typeof argsOf(text)[0].city).toBe("string");
+  });
+
   it("refuses a prompt that does not fit the context", () => {
     expect(() => model.engine.submit(ask(new Array(model.contextLength).fill(28), 1))).toThrow(/context/);
   });

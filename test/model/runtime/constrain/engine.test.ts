@@ -1,10 +1,14 @@
 // Claim: with SmolLM2's real vocabulary, the constraint engine's masks let a valid JSON text through
 // token by token (longest allowed token each step, as a greedy model would), refuse tokens that break
-// the grammar, allow only stop tokens once the JSON is complete, and survive engine aborts.
+// the grammar, allow only stop tokens once the JSON is complete, and survive engine aborts. Regexes,
+// choices and structural tags: random walks over the allowed tokens (seeded) only ever produce
+// matching outputs; a structural tag's free text gets the null (free) mask until its trigger, then
+// only valid calls, with schemas held to the same compact JSON as json_schema.
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import { readTokenizerSpec, type TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
-import { ConstraintEngine, ConstraintError, type TokenMatcher } from "../../../../src/runtime/constrain/index.js";
+import { applyTokenMask, ConstraintEngine, ConstraintError, type ConstraintSpec, type TokenMatcher } from "../../../../src/runtime/constrain/index.js";
+import { Xoshiro128ss } from "../../../../src/runtime/sampling/prng.js";
 import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { compiledArtifact } from "../../../support/model.js";
 
@@ -56,6 +60,8 @@ let tokenizer: Tokenizer;
 let byFirst: number[][];
 let engine: ConstraintEngine;
 let createMs: number;
+/** The mask a null (free-text) answer stands for. */
+let freeMask: Int32Array;
 
 beforeAll(async () => {
   const { dir, manifest } = await compiledArtifact();
@@ -71,7 +77,14 @@ beforeAll(async () => {
   const t = performance.now();
   engine = await ConstraintEngine.create(spec, width, stopIds);
   createMs = performance.now() - t;
+  freeMask = new Int32Array(Math.ceil(width / 32)).fill(-1);
+  for (const id of engine.freeTextBans) freeMask[id >>> 5] &= ~(1 << (id & 31));
+  for (let id = width; id < freeMask.length * 32; id++) freeMask[id >>> 5] &= ~(1 << (id & 31));
 });
+
+async function maskOf(m: TokenMatcher): Promise<Int32Array> {
+  return (await m.nextMask()) ?? freeMask;
+}
 
 const allowed = (mask: Int32Array, id: number) => ((mask[id >>> 5] >>> (id & 31)) & 1) === 1;
 function allowedIds(mask: Int32Array): number[] {
@@ -102,7 +115,7 @@ async function walk(m: TokenMatcher, text: string): Promise<{ maskMs: number[]; 
   let pos = 0;
   while (pos < target.length) {
     const t = performance.now();
-    const mask = await m.nextMask();
+    const mask = await maskOf(m);
     maskMs.push(performance.now() - t);
     expect(mask.length).toBe(Math.ceil(width / 32));
     const id = pick(mask, target, pos);
@@ -114,7 +127,7 @@ async function walk(m: TokenMatcher, text: string): Promise<{ maskMs: number[]; 
   }
   expect(tokenizer.decode(out)).toBe(text);
   // Complete: only stop tokens may follow.
-  const end = allowedIds(await m.nextMask());
+  const end = allowedIds(await maskOf(m));
   expect(end.length).toBeGreaterThan(0);
   for (const id of end) expect(stopIds).toContain(id);
   expect(m.terminated).toBe(false);
@@ -154,13 +167,13 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     console.log(JSON.stringify({ jsonObjectTokens: tokens, maskMs: summary(maskMs) }));
 
     const fresh = engine.matcher({ type: "json_object" });
-    const first = await fresh.nextMask();
+    const first = await maskOf(fresh);
     const bracket = tokenizer.encode("[")[0];
     expect(allowed(first, bracket)).toBe(false);
     expect(fresh.accept(bracket)).toBe(false);
     expect(fresh.accept(tokenizer.encode("{")[0])).toBe(true);
     const space = tokenizer.encode(" ")[0];
-    expect(allowed(await fresh.nextMask(), space)).toBe(false);
+    expect(allowed(await maskOf(fresh), space)).toBe(false);
     expect(fresh.accept(space)).toBe(false);
     fresh.dispose();
   });
@@ -171,7 +184,7 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
       await m.nextMask();
       expect(m.accept(id)).toBe(true);
     }
-    const mask = await m.nextMask();
+    const mask = await maskOf(m);
     const quote = tokenizer.encode('"')[0];
     const minus = tokenizer.encode("-")[0];
     expect(allowed(mask, quote)).toBe(false);
@@ -183,7 +196,7 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
 
     const s = engine.matcher({ type: "json_schema", schema: JSON.stringify({ type: "object", properties: { s: { type: "string" } }, required: ["s"], additionalProperties: false }) });
     for (const id of tokenizer.encode('{"s":"')) expect(s.accept(id)).toBe(true);
-    const inString = await s.nextMask();
+    const inString = await maskOf(s);
     for (let id = 0; id < tokenizer.vocabSize; id++) if (tokenizer.isControl(id)) expect(allowed(inString, id)).toBe(false);
     s.dispose();
   });
@@ -212,5 +225,258 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     await running.nextMask();
     expect(running.accept(tokenizer.encode("}")[0])).toBe(true);
     running.dispose();
+  });
+});
+
+/** Drives the matcher along `text` (longest allowed token each step); returns whether each step's mask was null (free text). */
+async function feed(m: TokenMatcher, text: string): Promise<boolean[]> {
+  const target = new TextEncoder().encode(text);
+  const free: boolean[] = [];
+  let pos = 0;
+  while (pos < target.length) {
+    const raw = await m.nextMask();
+    free.push(raw === null);
+    const id = pick(raw ?? freeMask, target, pos);
+    expect(id, `no allowed token at byte ${pos} of ${JSON.stringify(text)}`).toBeGreaterThanOrEqual(0);
+    expect(m.accept(id)).toBe(true);
+    pos += tokenizer.tokenBytes(id).length;
+  }
+  return free;
+}
+
+/**
+ * Random allowed tokens (seeded) until a stop token is taken: one with probability `stopChance`
+ * whenever one is allowed, or when nothing else is. Returns the decoded output.
+ */
+async function randomWalk(m: TokenMatcher, seed: number, stopChance = 0.3, maxTokens = 80): Promise<string> {
+  const rng = Xoshiro128ss.fromSeed(seed);
+  const out: number[] = [];
+  for (let step = 0; step < maxTokens; step++) {
+    const ids = allowedIds(await maskOf(m));
+    expect(ids.length, "an empty mask").toBeGreaterThan(0);
+    const stops = ids.filter((id) => stopIds.includes(id));
+    const others = ids.filter((id) => !stopIds.includes(id));
+    if (stops.length > 0 && (others.length === 0 || rng.nextFloat() < stopChance)) {
+      expect(m.accept(stops[0])).toBe(true);
+      expect(m.terminated).toBe(true);
+      return tokenizer.decode(out);
+    }
+    const id = others[Math.floor(rng.nextFloat() * others.length)];
+    expect(m.accept(id)).toBe(true);
+    out.push(id);
+  }
+  throw new Error(`no stop after ${maxTokens} tokens: ${JSON.stringify(tokenizer.decode(out))}`);
+}
+
+const CITY = {
+  type: "object",
+  properties: { city: { type: "string", minLength: 1, maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 14 } },
+  required: ["city", "days"],
+  additionalProperties: false,
+};
+const CALL_BEGIN = '<tool_call>\n{"name": "f", "arguments": ';
+const CALL_END = "}\n</tool_call>";
+const callTag = { type: "tag", begin: CALL_BEGIN, content: { type: "json_schema", json_schema: CITY }, end: CALL_END };
+const triggered: ConstraintSpec = { type: "structural_tag", format: JSON.stringify({ type: "triggered_tags", triggers: ["<tool_call>"], tags: [callTag] }) };
+const forced: ConstraintSpec = { type: "structural_tag", format: JSON.stringify({ type: "tags_with_separator", tags: [callTag], separator: "\n", at_least_one: true }) };
+
+/** The calls in a text, checked against the CITY schema. */
+function calls(text: string): unknown[] {
+  const validate = new Ajv2020().compile(CITY);
+  const found: unknown[] = [];
+  for (const part of text.split(CALL_BEGIN).slice(1)) {
+    const end = part.indexOf(CALL_END);
+    expect(end, `an unclosed call in ${JSON.stringify(text)}`).toBeGreaterThanOrEqual(0);
+    const args = JSON.parse(part.slice(0, end));
+    expect(validate(args), JSON.stringify(args)).toBe(true);
+    found.push(args);
+  }
+  return found;
+}
+
+describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
+  // [pattern, what a JS regex holds the output to (the engine's \s is ASCII white space, its . any character but \n)]
+  const patterns: Array<[string, RegExp]> = [
+    ["\\d{3}-\\d{4}", /^\d{3}-\d{4}$/],
+    ["(cat|dog|bird)s?", /^(cat|dog|bird)s?$/],
+    ["[A-Z][a-z]{1,6}( [A-Z][a-z]{1,6}){0,2}", /^[A-Z][a-z]{1,6}( [A-Z][a-z]{1,6}){0,2}$/],
+    ["-?(0|[1-9][0-9]{0,4})(\\.[0-9]{1,2})?", /^-?(0|[1-9][0-9]{0,4})(\.[0-9]{1,2})?$/],
+    ['"[^"\\n]{0,8}"', /^"[^"\n]{0,8}"$/u],
+    ["(?<user>[a-z]{1,5})@(?<host>[a-z]{1,5})\\.(com|org)", /^[a-z]{1,5}@[a-z]{1,5}\.(com|org)$/],
+    [".{1,10}", /^[^\n]{1,10}$/u],
+    ["\\S{1,6}", /^[^ \t\n\r\f\v]{1,6}$/u],
+  ];
+  for (const [pattern, check] of patterns) {
+    it(`regex ${pattern}: random walks match it`, async () => {
+      const t = performance.now();
+      engine.matcher({ type: "regex", pattern }).dispose();
+      const compileMs = performance.now() - t;
+      const outputs: string[] = [];
+      for (let seed = 1; seed <= 8; seed++) {
+        const m = engine.matcher({ type: "regex", pattern });
+        const text = await randomWalk(m, seed);
+        m.dispose();
+        expect(text, `${JSON.stringify(text)} from ${pattern}`).toMatch(check);
+        outputs.push(text);
+      }
+      console.log(JSON.stringify({ pattern, compileMs: +compileMs.toFixed(1), outputs }));
+    });
+  }
+
+  it("regex: . and \\S reach non-ASCII characters and '['; a complete match allows only stop tokens", async () => {
+    await walk(engine.matcher({ type: "regex", pattern: ".{1,4}" }), "é😀[x");
+    await walk(engine.matcher({ type: "regex", pattern: "\\S{5}" }), "a[b]ü");
+    const m = engine.matcher({ type: "regex", pattern: "\\d{3}" });
+    expect(m.accept(tokenizer.encode("a")[0])).toBe(false);
+    await walk(m, "123");
+  });
+
+  it("choice: random walks give one of the choices; each choice, the empty one too, can be written", async () => {
+    const choices = ["yes", "no", "maybe so", "naïve ☃", "", 'say "hi"\\\n'];
+    const spec: ConstraintSpec = { type: "choice", choices };
+    const seen = new Set<string>();
+    for (let seed = 1; seed <= 24; seed++) {
+      const m = engine.matcher(spec);
+      const text = await randomWalk(m, seed, 0.5);
+      m.dispose();
+      expect(choices).toContain(text);
+      seen.add(text);
+    }
+    expect(seen.size).toBeGreaterThan(2);
+    for (const c of choices.filter((c) => c !== "")) await walk(engine.matcher(spec), c);
+    const empty = engine.matcher(spec);
+    expect(allowedIds(await maskOf(empty)).some((id) => stopIds.includes(id))).toBe(true);
+    expect(empty.accept(stopIds[0])).toBe(true);
+    empty.dispose();
+  });
+
+  it("triggered_tags: free text gets the null mask until the trigger, then only a valid compact call", async () => {
+    const m = engine.matcher(triggered);
+    const prose = "Let me check the weather for you, naïve ☃. <tool";
+    expect((await feed(m, prose)).every((free) => free)).toBe(true);
+    // The trigger's last token: from here only the call's fixed beginning.
+    await feed(m, "_call>");
+    const afterTrigger = await m.nextMask();
+    expect(afterTrigger).not.toBeNull();
+    expect(allowedIds(afterTrigger!).some((id) => stopIds.includes(id))).toBe(false);
+    expect((await feed(m, '\n{"name": "f", "arguments": {"city":')).some((free) => free)).toBe(false);
+    // Compact JSON, as for json_schema: no space after the colon, no unknown key.
+    expect(m.accept(tokenizer.encode(" ")[0])).toBe(false);
+    await feed(m, '"Paris","days":3');
+    expect(m.accept(tokenizer.encode(",")[0])).toBe(false); // no third property
+    await feed(m, "}");
+    expect(m.accept(tokenizer.encode("\n\n")[0])).toBe(false); // the tag's end, exactly
+    await feed(m, CALL_END);
+    // Free again after the call; the output may end.
+    expect(await m.nextMask()).toBeNull();
+    expect(m.accept(stopIds[0])).toBe(true);
+    expect(m.terminated).toBe(true);
+    m.dispose();
+
+    // Random walks from just after the trigger: every call they write is valid.
+    let written = 0;
+    for (let seed = 1; seed <= 6; seed++) {
+      const r = engine.matcher(triggered);
+      await feed(r, "Sure. <tool_call>");
+      const text = await randomWalk(r, seed, 0.9, 200);
+      r.dispose();
+      written += calls("Sure. <tool_call>" + text).length;
+    }
+    expect(written).toBeGreaterThanOrEqual(6);
+  });
+
+  it("tags_with_separator with at_least_one: a call from the first token, then a separator or the end", async () => {
+    const m = engine.matcher(forced);
+    const first = await m.nextMask();
+    expect(first).not.toBeNull();
+    const ids = allowedIds(first!);
+    for (const id of ids) expect(CALL_BEGIN.startsWith(tokenizer.decode([id])), tokenizer.decode([id])).toBe(true);
+    for (const id of stopIds) expect(ids).not.toContain(id);
+    expect(m.accept(tokenizer.encode("Hello")[0])).toBe(false);
+    await feed(m, CALL_BEGIN + '{"city":"Oslo","days":14}' + CALL_END);
+    const next = allowedIds(await maskOf(m));
+    expect(next.some((id) => stopIds.includes(id))).toBe(true);
+    expect(next).toContain(tokenizer.encode("\n")[0]);
+    await feed(m, "\n" + CALL_BEGIN + '{"city":"Rome","days":1}' + CALL_END);
+    expect(m.accept(stopIds[0])).toBe(true);
+    m.dispose();
+    for (let seed = 1; seed <= 4; seed++) {
+      const r = engine.matcher(forced);
+      const text = await randomWalk(r, seed, 0.9, 200);
+      r.dispose();
+      expect(text.startsWith(CALL_BEGIN)).toBe(true);
+      expect(calls(text).length).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it("refuses what the gate refuses, naming where, before the engine sees it", () => {
+    const bad = { type: "triggered_tags", triggers: ["<tool_call>"], tags: [callTag, { ...callTag, content: { type: "json_schema", json_schema: { type: "object", properties: { x: { not: {} } } } } }] };
+    let err: unknown;
+    try {
+      engine.matcher({ type: "structural_tag", format: JSON.stringify(bad) });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConstraintError);
+    expect(err).toMatchObject({ path: "/tags/1/content/json_schema/properties/x/not", keyword: "not" });
+    expect(() => engine.matcher({ type: "regex", pattern: "(?=a)b" })).toThrow(/lookahead/);
+    expect(() => engine.matcher({ type: "choice", choices: [] })).toThrow(ConstraintError);
+  });
+
+  it("timing: mask cost per step, free text of a triggered_tags constraint vs a json_schema constraint", async () => {
+    const row = new Float32Array(width);
+    for (let i = 0; i < width; i++) row[i] = Math.sin(i) * 4;
+    const steps = { schemaMask: [] as number[], schemaApply: [] as number[], freeMask: [] as number[], freeBans: [] as number[], freeFullApply: [] as number[] };
+    // json_schema: per step, the mask, then the worker's copy of the row and the mask applied to it.
+    const schema = engine.matcher({ type: "json_schema", schema: JSON.stringify(SCHEMA) });
+    const target = new TextEncoder().encode(JSON.stringify(INSTANCE));
+    for (let pos = 0; pos < target.length; ) {
+      let t = performance.now();
+      const mask = (await schema.nextMask())!;
+      steps.schemaMask.push(performance.now() - t);
+      t = performance.now();
+      const copy = row.slice();
+      applyTokenMask(copy, mask);
+      steps.schemaApply.push(performance.now() - t);
+      const id = pick(mask, target, pos);
+      schema.accept(id);
+      pos += tokenizer.tokenBytes(id).length;
+    }
+    schema.dispose();
+    // Free text: the null mask, then the bans set in place and restored (what the worker does),
+    // against what copying and masking the row would have cost.
+    const free = engine.matcher(triggered);
+    const prose = new TextEncoder().encode("The weather in Paris is mild in spring, with showers in April and warm days in May. ".repeat(2));
+    const bans = engine.freeTextBans;
+    const saved = new Float32Array(bans.length);
+    for (let pos = 0; pos < prose.length; ) {
+      let t = performance.now();
+      const mask = await free.nextMask();
+      steps.freeMask.push(performance.now() - t);
+      expect(mask).toBeNull();
+      t = performance.now();
+      for (let i = 0; i < bans.length; i++) {
+        saved[i] = row[bans[i]];
+        row[bans[i]] = -Infinity;
+      }
+      for (let i = 0; i < bans.length; i++) row[bans[i]] = saved[i];
+      steps.freeBans.push(performance.now() - t);
+      t = performance.now();
+      const copy = row.slice();
+      applyTokenMask(copy, freeMask);
+      steps.freeFullApply.push(performance.now() - t);
+      const id = pick(freeMask, prose, pos);
+      free.accept(id);
+      pos += tokenizer.tokenBytes(id).length;
+    }
+    free.dispose();
+    const ms = (xs: number[]) => summary(xs);
+    console.log(
+      JSON.stringify({
+        freeTextBans: bans.length,
+        jsonSchema: { nextMaskMs: ms(steps.schemaMask), copyAndApplyMs: ms(steps.schemaApply) },
+        triggeredFreeText: { nextMaskMs: ms(steps.freeMask), bansInPlaceMs: ms(steps.freeBans), copyAndApplyAvoidedMs: ms(steps.freeFullApply) },
+      }),
+    );
   });
 });

@@ -1,0 +1,363 @@
+/**
+ * The regular-expression dialect kiln enforces, checked in plain JS before a pattern reaches the
+ * engine. web-xgrammar 0.1.27 turns a pattern into a grammar with its own parser, which aborts the
+ * WASM instance on many inputs a JS or Python regex accepts (`a|`, `(?<n1>x)`, `{,3}`, `[]`, ...)
+ * and silently mis-reads others (an anchor mid-pattern is dropped, `\0` matches nothing, `[\^]`
+ * matches anything, character classes with non-ASCII members or ranges, `.` among them, do not
+ * match those characters, and `\S` refuses "[" too). Found by trying each construct on the engine;
+ * each is refused here, naming the construct and where it is, except `.` and `\S`, which
+ * {@link engineRegex} rewrites into forms the engine gets right.
+ *
+ * What is accepted: literals (any Unicode); `.` (any character but a newline, as in Python);
+ * classes of ASCII members (`[a-z_]`, `[^"\n]`, with `\d \w \s` inside); `\d \D \w \W \s \S`
+ * outside classes; the escapes `\n \r \t \f \v \a`, `\b` in a class, `\xHH \uHHHH \u{H...}
+ * \UHHHHHHHH \cX` and escaped punctuation; groups `(...)`, `(?:...)` and `(?<name>...)` (letters
+ * only); alternation; quantifiers `* + ? {n} {n,} {n,m}` (lazy forms too, which mean the same here);
+ * and `^`/`$` at the pattern's ends (the whole output must match anyway). `\s` is ASCII white space.
+ */
+
+/** Largest count in a `{n,m}` repetition: compile time grows with it (`[^\n]{1,64}` ≈ 2.6 s, `{1,256}` ≈ 7.7 s). */
+export const MAX_REPEAT_BOUND = 64;
+/** Largest product of the counts of nested repetitions (`(a{8}){8}` is 64). */
+export const MAX_REPEAT_PRODUCT = 256;
+
+/** Why the engine cannot enforce `pattern`, naming the construct and its index, or undefined when it can. */
+export function regexProblem(pattern: string): string | undefined {
+  return attempt(() => new RegexScan(pattern, true).run());
+}
+
+/**
+ * Like {@link regexProblem}, for a pattern the engine converts without kiln's rewriting (a JSON
+ * schema's `pattern`): `\S` outside a class is refused too, as the engine would mis-enforce it.
+ */
+export function schemaPatternProblem(pattern: string): string | undefined {
+  return attempt(() => new RegexScan(pattern, false).run());
+}
+
+/**
+ * The pattern as the engine must be given it, for a pattern {@link regexProblem} accepts: `.`
+ * becomes `[^\n]` (any character but a newline, as in Python; the engine's own `.` cannot produce
+ * non-ASCII characters) and `\S` outside a class becomes `[^\s]`.
+ */
+export function engineRegex(pattern: string): string {
+  const scan = new RegexScan(pattern, true);
+  scan.run();
+  let out = "";
+  let from = 0;
+  for (const [start, end, text] of scan.rewrites) {
+    out += pattern.slice(from, start) + text;
+    from = end;
+  }
+  return out + pattern.slice(from);
+}
+
+class RegexFault extends Error {}
+
+function attempt(run: () => void): string | undefined {
+  try {
+    run();
+    return undefined;
+  } catch (e) {
+    if (e instanceof RegexFault) return e.message;
+    throw e;
+  }
+}
+
+type Item =
+  | { kind: "anchor"; char: "^" | "$"; at: number }
+  | { kind: "atom"; at: number; quantified: boolean; count: number; group?: Item[][] };
+
+const HEX = /^[0-9A-Fa-f]$/;
+const QUANTIFIERS = "*+?{";
+
+class RegexScan {
+  private i = 0;
+  /** Replacements [start, end, text], in order. */
+  readonly rewrites: Array<[number, number, string]> = [];
+
+  constructor(
+    private readonly src: string,
+    private readonly rewriting: boolean,
+  ) {}
+
+  run(): void {
+    const src = this.src;
+    if (src.length === 0) throw new RegexFault("the pattern is empty");
+    const surrogate = /\p{Cs}/u.exec(src);
+    if (surrogate) this.fail(surrogate.index, "a lone surrogate (not valid Unicode)");
+    const nul = src.indexOf("\0");
+    if (nul >= 0) this.fail(nul, "a NUL character, which the engine cannot match");
+    const alt = this.alternation(false);
+    if (this.i < src.length) this.fail(this.i, "an unmatched ')'");
+    this.anchors(alt, true, true);
+    this.products(alt, 1);
+  }
+
+  private fail(at: number, what: string, hint = ""): never {
+    throw new RegexFault(`${what} at index ${at} is not supported${hint ? `; ${hint}` : ""}`);
+  }
+
+  private alternation(inGroup: boolean): Item[][] {
+    const seqs: Item[][] = [];
+    const starts: number[] = [];
+    for (;;) {
+      starts.push(this.i);
+      seqs.push(this.sequence());
+      if (this.src[this.i] !== "|") break;
+      this.i++;
+    }
+    if (seqs.length > 1) {
+      seqs.forEach((seq, k) => {
+        if (seq.some((it) => it.kind === "atom")) return;
+        // The engine takes an empty last alternative of a group, `(a|)`, and no other.
+        if (inGroup && k === seqs.length - 1 && seq.length === 0) return;
+        this.fail(starts[k], "an empty alternative", "write (?:a)? for an optional a");
+      });
+    }
+    return seqs;
+  }
+
+  private sequence(): Item[] {
+    const src = this.src;
+    const items: Item[] = [];
+    while (this.i < src.length) {
+      const at = this.i;
+      const c = src[at];
+      if (c === "|" || c === ")") break;
+      if (QUANTIFIERS.includes(c)) {
+        this.quantifier(items.at(-1));
+        continue;
+      }
+      if (c === "^" || c === "$") {
+        items.push({ kind: "anchor", char: c, at });
+        this.i++;
+        continue;
+      }
+      const atom: Item = { kind: "atom", at, quantified: false, count: 1 };
+      if (c === "(") atom.group = this.group();
+      else if (c === "[") this.charClass();
+      else if (c === "\\") this.escape();
+      else if (c === ".") {
+        if (this.rewriting) this.rewrites.push([at, at + 1, "[^\\n]"]);
+        this.i++;
+      } else this.i += codePointLength(src, at);
+      items.push(atom);
+    }
+    return items;
+  }
+
+  private quantifier(prev: Item | undefined): void {
+    const src = this.src;
+    const at = this.i;
+    const c = src[at];
+    if (c === "{" && !/^\{[0-9]+(,[0-9]*)?\}/.test(src.slice(at))) {
+      this.fail(at, "a '{' that does not start a repetition {n}, {n,} or {n,m}", "escape a literal brace as \\{");
+    }
+    if (prev === undefined || prev.kind === "anchor") this.fail(at, `a quantifier '${c}' with nothing to repeat`);
+    if (prev.quantified) this.fail(at, `a second quantifier '${c}' in a row`, "wrap the first in a group: (?:a+)*");
+    prev.quantified = true;
+    if (c === "{") {
+      const m = /^\{([0-9]+)(,([0-9]*))?\}/.exec(src.slice(at))!;
+      const lo = Number(m[1]);
+      const hi = m[2] === undefined ? lo : m[3] === "" ? lo : Number(m[3]);
+      if (hi < lo) this.fail(at, `a repetition ${m[0]} whose bounds are out of order`);
+      if (Math.max(lo, hi) > MAX_REPEAT_BOUND) {
+        this.fail(at, `a repetition count over ${MAX_REPEAT_BOUND} (${m[0]})`, "compile time grows steeply with it");
+      }
+      prev.count = Math.max(lo, hi, 1);
+      this.i += m[0].length;
+    } else {
+      this.i++;
+    }
+    if (src[this.i] === "?") this.i++; // lazy: the same set of outputs
+  }
+
+  private group(): Item[][] {
+    const src = this.src;
+    const at = this.i;
+    this.i++;
+    if (src[this.i] === "?") {
+      const rest = src.slice(this.i + 1);
+      if (rest.startsWith(":")) {
+        this.i += 2;
+      } else if (rest.startsWith("=") || rest.startsWith("!")) {
+        this.fail(at, `a lookahead (?${rest[0]}...)`);
+      } else if (rest.startsWith("<=") || rest.startsWith("<!")) {
+        this.fail(at, `a lookbehind (?${rest.slice(0, 2)}...)`);
+      } else if (rest.startsWith("<")) {
+        const m = /^<([^>]*)>/.exec(rest);
+        if (!m || !/^[A-Za-z]+$/.test(m[1])) this.fail(at, "a group name other than letters A-Z, a-z", "name it with letters only, or use (?:...)");
+        this.i += 1 + m![0].length;
+      } else if (rest.startsWith("P")) {
+        this.fail(at, "a Python-style group (?P...)", "write (?<name>...)");
+      } else if (rest.startsWith("#")) {
+        this.fail(at, "a comment group (?#...)");
+      } else {
+        this.fail(at, "an inline flag or group modifier (?...)", "flags such as i, m, s, x cannot be set");
+      }
+    }
+    const alt = this.alternation(true);
+    if (src[this.i] !== ")") this.fail(at, "an unclosed group '('");
+    this.i++;
+    return alt;
+  }
+
+  /** `[...]`: ASCII members only (the engine's byte-level classes do not match wider members). */
+  private charClass(): void {
+    const src = this.src;
+    const at = this.i;
+    this.i++;
+    if (src[this.i] === "]") this.fail(at, "an empty character class []");
+    if (src[this.i] === "^") this.i++;
+    // After `[` (or `[^`), the engine reads an escaped ^ as negation.
+    else if (src.startsWith("\\^", this.i)) this.fail(this.i, "an escaped '^' first in a class (the engine reads it as negation)", "put it later in the class: [a^]");
+    while (this.i < src.length && src[this.i] !== "]") {
+      const start = this.i;
+      if (src.startsWith("[:", start) || src.startsWith("[=", start) || src.startsWith("[.", start)) {
+        this.fail(start, "a POSIX class [:...:] inside a class");
+      }
+      const member = src[start] === "\\" ? this.classEscape() : this.classLiteral();
+      if (src[this.i] === "-" && this.i + 1 < src.length && src[this.i + 1] !== "]") {
+        // A range: both ends single characters, in order.
+        this.i++;
+        const endAt = this.i;
+        const end = src[endAt] === "\\" ? this.classEscape() : this.classLiteral();
+        if (member === "class" || end === "class") this.fail(start, "a range with a class escape such as [\\d-z]", "escape the '-': [\\d\\-z]");
+        if ((member as number) > (end as number)) this.fail(start, `a range out of order (${src.slice(start, this.i)})`);
+      }
+    }
+    if (this.i >= src.length) this.fail(at, "an unclosed character class '['");
+    this.i++;
+  }
+
+  private classLiteral(): number {
+    const cp = this.src.codePointAt(this.i)!;
+    if (cp > 0x7f) this.fail(this.i, `a non-ASCII character '${String.fromCodePoint(cp)}' in a character class`, "write alternatives instead: (?:é|è)");
+    this.i += codePointLength(this.src, this.i);
+    return cp;
+  }
+
+  /** An escape inside a class: a code point, or "class" for \d \w \s. */
+  private classEscape(): number | "class" {
+    const src = this.src;
+    const at = this.i;
+    const c = src[at + 1];
+    if (c === undefined) this.fail(at, "a trailing backslash");
+    if (c === "d" || c === "w" || c === "s") {
+      this.i += 2;
+      return "class";
+    }
+    if (c === "D" || c === "W" || c === "S") this.fail(at, `\\${c} inside a character class (it spans non-ASCII characters)`, `use a negated class such as [^0-9] for \\D`);
+    if (c === "b") {
+      this.i += 2;
+      return 8;
+    }
+    const cp = this.charEscape();
+    if (cp > 0x7f) this.fail(at, `a non-ASCII character ${src.slice(at, this.i)} in a character class`, "write alternatives instead: (?:é|è)");
+    return cp;
+  }
+
+  /** An escape outside a class. */
+  private escape(): void {
+    const src = this.src;
+    const at = this.i;
+    const c = src[at + 1];
+    if (c === undefined) this.fail(at, "a trailing backslash");
+    if ("dDwWs".includes(c)) {
+      this.i += 2;
+      return;
+    }
+    if (c === "S") {
+      // The engine's \S also refuses "[" and lets no-break space through; [^\s] is right.
+      if (!this.rewriting) this.fail(at, "\\S outside a character class (the engine also refuses '[' for it)", "write [^\\s]");
+      this.rewrites.push([at, at + 2, "[^\\s]"]);
+      this.i += 2;
+      return;
+    }
+    if (c === "b" || c === "B") this.fail(at, `a word boundary \\${c}`);
+    if (c >= "1" && c <= "9") this.fail(at, `a backreference \\${c}`);
+    if (c === "k") this.fail(at, "a named backreference \\k<...>");
+    this.charEscape();
+  }
+
+  /** An escape that stands for one character (both in and outside classes); returns its code point. */
+  private charEscape(): number {
+    const src = this.src;
+    const at = this.i;
+    const c = src[at + 1];
+    const simple: Record<string, number> = { n: 10, r: 13, t: 9, f: 12, v: 11, a: 7 };
+    let cp: number;
+    if (c in simple) {
+      cp = simple[c];
+      this.i += 2;
+    } else if (c === "x") {
+      const hex = src.slice(at + 2, at + 4);
+      if (!/^[0-9A-Fa-f]{2}$/.test(hex)) this.fail(at, "a \\x escape without two hex digits");
+      // The engine reads every hex digit that follows: \x41B would be U+041B, not "AB".
+      if (HEX.test(src[at + 4] ?? "")) this.fail(at, `a \\x escape followed by a hex digit (${src.slice(at, at + 5)})`, "write \\u00HH, or end it with a group: (?:\\x41)B");
+      cp = parseInt(hex, 16);
+      this.i += 4;
+    } else if (c === "u" && src[at + 2] === "{") {
+      const m = /^\{([0-9A-Fa-f]{1,6})\}/.exec(src.slice(at + 2));
+      if (!m || parseInt(m[1], 16) > 0x10ffff) this.fail(at, "a malformed \\u{...} escape");
+      cp = parseInt(m![1], 16);
+      this.i += 2 + m![0].length;
+    } else if (c === "u" || c === "U") {
+      const n = c === "u" ? 4 : 8;
+      const hex = src.slice(at + 2, at + 2 + n);
+      if (hex.length !== n || !/^[0-9A-Fa-f]+$/.test(hex) || parseInt(hex, 16) > 0x10ffff) this.fail(at, `a \\${c} escape without ${n} hex digits`);
+      cp = parseInt(hex, 16);
+      this.i += 2 + n;
+    } else if (c === "c") {
+      if (!/^[A-Za-z]$/.test(src[at + 2] ?? "")) this.fail(at, "a \\c escape without a letter");
+      cp = src.charCodeAt(at + 2) % 32;
+      this.i += 3;
+    } else if (c === "p" || c === "P") {
+      this.fail(at, `a Unicode property escape \\${c}{...}`);
+    } else if (c === "0") {
+      this.fail(at, "\\0 (NUL), which the engine cannot match");
+    } else if (/^[A-Za-z0-9]$/.test(c) || c.charCodeAt(0) > 0x7f) {
+      this.fail(at, `an unknown escape \\${c}`);
+    } else {
+      cp = c.charCodeAt(0); // escaped ASCII punctuation: the character itself
+      this.i += 2;
+    }
+    if (cp! === 0) this.fail(at, "a NUL character, which the engine cannot match");
+    if (cp! >= 0xd800 && cp! <= 0xdfff) this.fail(at, "an escape for a surrogate code point", "write the character, or \\u{1F600} for one beyond U+FFFF");
+    return cp!;
+  }
+
+  /** `^` only where nothing can precede it, `$` only where nothing can follow. */
+  private anchors(alt: Item[][], startOk: boolean, endOk: boolean): void {
+    for (const seq of alt) {
+      seq.forEach((item, k) => {
+        const before = seq.slice(0, k).every((it) => it.kind === "anchor" && it.char === "^");
+        const after = seq.slice(k + 1).every((it) => it.kind === "anchor" && it.char === "$");
+        if (item.kind === "anchor") {
+          const ok = item.char === "^" ? startOk && before : endOk && after;
+          if (!ok) {
+            this.fail(item.at, `an anchor '${item.char}' inside the pattern`, "the whole output must match, so ^ and $ may stand only at its ends");
+          }
+        } else if (item.group) {
+          this.anchors(item.group, startOk && before && !item.quantified, endOk && after && !item.quantified);
+        }
+      });
+    }
+  }
+
+  /** Nested repetition counts multiply the grammar the engine builds. */
+  private products(alt: Item[][], outer: number): void {
+    for (const seq of alt) {
+      for (const item of seq) {
+        if (item.kind !== "atom") continue;
+        const product = outer * item.count;
+        if (product > MAX_REPEAT_PRODUCT) this.fail(item.at, `nested repetitions whose counts multiply past ${MAX_REPEAT_PRODUCT}`);
+        if (item.group) this.products(item.group, product);
+      }
+    }
+  }
+}
+
+function codePointLength(s: string, i: number): number {
+  return s.codePointAt(i)! > 0xffff ? 2 : 1;
+}
