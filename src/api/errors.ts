@@ -22,6 +22,7 @@ export const ERRORS = {
   invalid_value: { status: 400, type: "invalid_request_error", code: "invalid_value" },
   missing_required_parameter: { status: 400, type: "invalid_request_error", code: "missing_required_parameter" },
   unsupported_parameter: { status: 400, type: "invalid_request_error", code: "unsupported_parameter" },
+  // A top-level field the endpoint does not define (a typo, or another server's extension): refused, since ignoring it would silently drop what it asked for.
   unsupported_value: { status: 400, type: "invalid_request_error", code: "unsupported_value" },
   context_length_exceeded: { status: 400, type: "invalid_request_error", code: "context_length_exceeded" },
   invalid_request: { status: 400, type: "invalid_request_error", code: null },

@@ -20,3 +20,5 @@ export { ChatTemplateError } from "../runtime/text/index.js";
 export type * from "./types.js";
 export type * from "./speech/types.js";
 export { joinSegmentTexts } from "./speech/segments.js";
+export type { ToolCallParser, ToolFunction, ToolOutputPiece, ToolUse } from "./tools/types.js";
+export { CallParser, chooseToolDialect, toolConstraint, type CallSyntax, type ToolDialect } from "./tools/index.js";

@@ -3,10 +3,11 @@
  * yet, and the answer and chunk shapes.
  */
 import { z } from "zod";
-import { checkJsonSchema, ConstraintError, type ConstraintSpec } from "../../runtime/constrain/index.js";
 import { apiError } from "../errors.js";
-import { checkStreamOptions, isEmptyArray, isOneOf, rejectUnsupported, samplingFields, type UnsupportedField } from "./common.js";
+import { checkStreamOptions, isEmptyArray, isOneOf, FOREIGN_EXTENSIONS, knownFields, rejectUnsupported, unknownFields, samplingFields, type UnsupportedField } from "./common.js";
 import { parseOrThrow } from "./issues.js";
+import { checkRequestConstraint, constraintFields } from "./output-constraint.js";
+import { toolFields } from "./tools.js";
 
 const contentPart = z
   .looseObject({ type: z.string(), text: z.string().nullish() })
@@ -106,18 +107,20 @@ export const chatCompletionRequestSchema = z.object({
   max_completion_tokens: z.number().int().min(1).nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
-  parallel_tool_calls: z.boolean().nullish(),
+  ...toolFields,
   response_format: responseFormat.nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
+  // Caching and abuse-tracking hints of the reference API: nothing for kiln to do with them, and nothing lost.
+  prompt_cache_key: z.string().nullish(),
+  safety_identifier: z.string().nullish(),
   ...samplingFields,
+  ...constraintFields,
 });
 
 export type ChatCompletionRequest = z.output<typeof chatCompletionRequestSchema>;
 export type ChatMessageIn = ChatCompletionRequest["messages"][number];
 
 const UNSUPPORTED: readonly UnsupportedField[] = [
-  { field: "tools", accepts: isEmptyArray, why: "is not supported yet: kiln does not do tool calling." },
-  { field: "tool_choice", accepts: isOneOf("none", "auto"), why: "can only be 'none' or 'auto': kiln does not do tool calling yet." },
   { field: "functions", accepts: isEmptyArray, why: "is not supported: kiln does not do function calling." },
   { field: "function_call", accepts: isOneOf("none", "auto"), why: "is not supported: kiln does not do function calling." },
   { field: "audio", why: "is not supported: kiln's chat models produce text only." },
@@ -130,35 +133,24 @@ const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "verbosity", accepts: isOneOf("medium"), why: "is not supported." },
 ];
 
+const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS];
+const KNOWN = knownFields(chatCompletionRequestSchema, REFUSED);
+
+/** Top-level fields of the body kiln neither knows nor refuses: accepted and ignored (see `unknownFields`). */
+export function ignoredChatFields(body: unknown): string[] {
+  return unknownFields(body, KNOWN);
+}
+
 /** Validates a chat completion body; throws a 400 ApiError naming the field at fault. */
 export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
   const request = parseOrThrow(chatCompletionRequestSchema, body);
-  rejectUnsupported(body as Record<string, unknown>, UNSUPPORTED);
+  rejectUnsupported(body as Record<string, unknown>, REFUSED);
   checkStreamOptions(request);
-  checkResponseFormat(request.response_format);
+  checkRequestConstraint(request);
   if (request.top_logprobs && request.logprobs !== true) {
     throw apiError("invalid_value", "'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
   }
   return request;
-}
-
-/** A JSON schema kiln cannot enforce is a 400 naming the keyword and where it is, never ignored. */
-function checkResponseFormat(format: ResponseFormat | null | undefined): void {
-  if (format?.type !== "json_schema") return;
-  try {
-    checkJsonSchema(format.json_schema.schema ?? {});
-  } catch (err) {
-    if (!(err instanceof ConstraintError)) throw err;
-    const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
-    throw apiError("invalid_value", `Invalid 'response_format.json_schema.schema': ${where}: ${err.message}`, "response_format");
-  }
-}
-
-/** The constraint a response format puts on the output, if any. */
-export function constraintOf(format: ResponseFormat | null | undefined): ConstraintSpec | undefined {
-  if (format?.type === "json_object") return { type: "json_object" };
-  if (format?.type === "json_schema") return { type: "json_schema", schema: JSON.stringify(format.json_schema.schema ?? {}) };
-  return undefined;
 }
 
 // ── Answers ────────────────────────────────────────────────────────────────────────────────────
@@ -174,11 +166,29 @@ export interface ChatLogprobs {
   refusal: null;
 }
 
+/** A call the model made: `arguments` is the JSON text as the model wrote it. */
+export interface WireToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+/** A streamed fragment of a call: the first carries id, type and name; later ones only argument text. */
+export interface WireToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
+
+export type ChatFinishReason = "stop" | "length" | "tool_calls";
+
 export interface ChatCompletionChoice {
   index: number;
-  message: { role: "assistant"; content: string; refusal: null };
+  /** `content` is null when the answer is only tool calls; `tool_calls` is absent when there are none. */
+  message: { role: "assistant"; content: string | null; refusal: null; tool_calls?: WireToolCall[] };
   logprobs: ChatLogprobs | null;
-  finish_reason: "stop" | "length";
+  finish_reason: ChatFinishReason;
 }
 
 export interface Usage {
@@ -205,9 +215,9 @@ export interface ChatCompletionChunk {
   system_fingerprint: string;
   choices: Array<{
     index: number;
-    delta: { role?: "assistant"; content?: string };
+    delta: { role?: "assistant"; content?: string; tool_calls?: WireToolCallDelta[] };
     logprobs: ChatLogprobs | null;
-    finish_reason: "stop" | "length" | null;
+    finish_reason: ChatFinishReason | null;
   }>;
   usage?: Usage | null;
 }

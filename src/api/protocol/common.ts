@@ -1,7 +1,8 @@
 /**
- * Request fields shared by the generation endpoints, and the rule for fields kiln does not honour
- * yet: they are accepted only when absent, null or at their default (no effect), otherwise a 400
- * names them. Nothing a client asks for is silently ignored.
+ * Request fields shared by the generation endpoints, and the rules that keep anything a client
+ * asks for from being silently ignored: a top-level field the endpoint does not define is a 400
+ * naming it, and a field kiln does not honour yet is accepted only when absent, null or at its
+ * default (no effect), otherwise a 400 names it.
  */
 import { z } from "zod";
 import { apiError } from "../errors.js";
@@ -13,12 +14,14 @@ export const MAX_STOP = 4;
 
 const range = (min: number, max: number) => z.number().min(min).max(max).nullish();
 
-/** The sampling fields both endpoints take (OpenAI names; top_k and min_p are kiln extensions). */
+/** The sampling fields both endpoints take (OpenAI names; top_k, min_p and repetition_penalty are kiln extensions, named as in vLLM). */
 export const samplingFields = {
   temperature: range(0, 2),
   top_p: range(0, 1),
   top_k: z.number().int().min(-1).nullish(),
   min_p: range(0, 1),
+  // Divides the logits of tokens already seen (as in vLLM and llama.cpp), so 0 would divide by zero; 1 is off.
+  repetition_penalty: z.number().gt(0).max(2).nullish(),
   presence_penalty: range(-2, 2),
   frequency_penalty: range(-2, 2),
   logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
@@ -47,6 +50,84 @@ export interface UnsupportedField {
   /** Why it is refused, for the message. */
   why: string;
 }
+
+/**
+ * The top-level fields an endpoint knows: those its schema parses and those it refuses by name
+ * (so they get their specific 400 rather than the generic one).
+ */
+export function knownFields(schema: { shape: object }, unsupported: readonly UnsupportedField[]): ReadonlySet<string> {
+  return new Set([...Object.keys(schema.shape), ...unsupported.map((f) => f.field)]);
+}
+
+/**
+ * The top-level fields of `body` outside `known`, in body order. They are accepted and ignored, as
+ * the API contract asks (clients merge vendor fields into the body), and named back to the client
+ * in the `x-kiln-ignored-fields` header; the other servers' extensions that would change the
+ * output are not unknown: they are in {@link FOREIGN_EXTENSIONS}, honoured or refused by name.
+ */
+export function unknownFields(body: unknown, known: ReadonlySet<string>): string[] {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return [];
+  return Object.keys(body).filter((field) => !known.has(field));
+}
+
+const isDefault =
+  (...defaults: unknown[]) =>
+  (v: unknown): boolean =>
+    defaults.includes(v);
+const foreign = (field: string, server: string, accepts?: (v: unknown) => boolean): UnsupportedField => ({
+  field,
+  ...(accepts ? { accepts } : {}),
+  why: `is ${server}'s extension, which kiln does not honour (kiln's own: top_k, min_p, repetition_penalty, guided_json, guided_regex, guided_choice).`,
+});
+
+/**
+ * Other servers' request extensions that change what is generated: a client sending one expects
+ * its effect, so each is a 400 naming it (at its default value it changes nothing and is accepted).
+ * Those kiln honours (vLLM's `guided_json`, `guided_regex`, `guided_choice`,
+ * `repetition_penalty`, `top_k`, `min_p`) are ordinary fields of the schemas.
+ */
+export const FOREIGN_EXTENSIONS: readonly UnsupportedField[] = [
+  // vLLM
+  foreign("guided_grammar", "vLLM"),
+  foreign("guided_decoding_backend", "vLLM"),
+  foreign("guided_whitespace_pattern", "vLLM"),
+  foreign("structured_outputs", "vLLM"),
+  foreign("min_tokens", "vLLM", isDefault(0)),
+  foreign("ignore_eos", "vLLM", isDefault(false)),
+  foreign("stop_token_ids", "vLLM", (v) => Array.isArray(v) && v.length === 0),
+  foreign("bad_words", "vLLM", (v) => Array.isArray(v) && v.length === 0),
+  foreign("allowed_token_ids", "vLLM"),
+  foreign("skip_special_tokens", "vLLM", isDefault(true)),
+  foreign("include_stop_str_in_output", "vLLM", isDefault(false)),
+  foreign("prompt_logprobs", "vLLM"),
+  foreign("use_beam_search", "vLLM", isDefault(false)),
+  foreign("length_penalty", "vLLM", isDefault(1)),
+  foreign("chat_template", "vLLM"),
+  foreign("chat_template_kwargs", "vLLM"),
+  foreign("add_generation_prompt", "vLLM", isDefault(true)),
+  foreign("continue_final_message", "vLLM", isDefault(false)),
+  foreign("truncate_prompt_tokens", "vLLM"),
+  // llama.cpp's server
+  foreign("grammar", "llama.cpp", isDefault("")),
+  foreign("json_schema", "llama.cpp"),
+  foreign("n_predict", "llama.cpp", isDefault(-1)),
+  foreign("repeat_penalty", "llama.cpp", isDefault(1)),
+  foreign("repeat_last_n", "llama.cpp"),
+  foreign("typical_p", "llama.cpp", isDefault(1)),
+  foreign("tfs_z", "llama.cpp", isDefault(1)),
+  foreign("mirostat", "llama.cpp", isDefault(0)),
+  foreign("mirostat_tau", "llama.cpp"),
+  foreign("mirostat_eta", "llama.cpp"),
+  foreign("dynatemp_range", "llama.cpp", isDefault(0)),
+  foreign("dry_multiplier", "llama.cpp", isDefault(0)),
+  foreign("xtc_probability", "llama.cpp", isDefault(0)),
+  foreign("n_probs", "llama.cpp", isDefault(0)),
+  foreign("samplers", "llama.cpp"),
+  // Ollama
+  foreign("options", "Ollama"),
+  foreign("format", "Ollama"),
+  foreign("think", "Ollama", isDefault(false)),
+];
 
 /** Throws a 400 for the first field in `body` that asks for something kiln does not do. */
 export function rejectUnsupported(body: Record<string, unknown>, fields: readonly UnsupportedField[]): void {

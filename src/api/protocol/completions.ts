@@ -1,8 +1,9 @@
 /** POST /v1/completions (legacy): request schema, unsupported fields, answer shapes. */
 import { z } from "zod";
 import { apiError } from "../errors.js";
-import { checkStreamOptions, rejectUnsupported, samplingFields, type UnsupportedField } from "./common.js";
+import { checkStreamOptions, FOREIGN_EXTENSIONS, isEmptyArray, knownFields, rejectUnsupported, unknownFields, samplingFields, type UnsupportedField } from "./common.js";
 import { parseOrThrow } from "./issues.js";
+import { checkRequestConstraint, constraintFields } from "./output-constraint.js";
 import type { Usage } from "./chat-completions.js";
 
 /** Default `max_tokens` of a legacy completion, as in the OpenAI API. */
@@ -18,6 +19,7 @@ export const completionRequestSchema = z
     suffix: z.string().nullish(),
     best_of: z.number().int().min(1).nullish(),
     ...samplingFields,
+    ...constraintFields,
   })
   .superRefine((r, ctx) => {
     if (Array.isArray(r.prompt) && r.prompt.length === 0) {
@@ -36,13 +38,25 @@ export type CompletionRequest = z.output<typeof completionRequestSchema>;
 
 const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "suffix", accepts: (v) => v === "", why: "is not supported: kiln's models do not fill in the middle." },
+  { field: "response_format", accepts: (v) => (v as { type?: unknown })?.type === "text", why: "is a chat completions field: on completions, constrain the output with 'guided_json'." },
+  { field: "tools", accepts: isEmptyArray, why: "is a chat completions field: tool calling needs messages." },
+  { field: "tool_choice", accepts: (v) => v === "none", why: "is a chat completions field: tool calling needs messages." },
 ];
+
+const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS];
+const KNOWN = knownFields(completionRequestSchema, REFUSED);
+
+/** Top-level fields of the body kiln neither knows nor refuses: accepted and ignored (see `unknownFields`). */
+export function ignoredCompletionFields(body: unknown): string[] {
+  return unknownFields(body, KNOWN);
+}
 
 /** Validates a legacy completion body; throws a 400 ApiError naming the field at fault. */
 export function parseCompletionRequest(body: unknown): CompletionRequest {
   const request = parseOrThrow(completionRequestSchema, body);
-  rejectUnsupported(body as Record<string, unknown>, UNSUPPORTED);
+  rejectUnsupported(body as Record<string, unknown>, REFUSED);
   checkStreamOptions(request);
+  checkRequestConstraint(request);
   if (request.best_of !== null && request.best_of !== undefined && request.best_of !== (request.n ?? 1)) {
     throw apiError("unsupported_parameter", "Unsupported parameter: 'best_of' must equal 'n' (kiln does not rank candidates).", "best_of");
   }

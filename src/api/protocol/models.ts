@@ -46,9 +46,9 @@ function ownerOf(entry: ModelEntry): string {
 
 /**
  * What kiln itself can do with a model of the catalogue: a capability the model has but kiln does
- * not serve yet (tool calling) is not advertised, so clients never pick a feature that answers 400.
+ * not serve is not advertised, so clients never pick a feature that answers 400.
  */
-const SERVED_CAPABILITIES: ReadonlySet<string> = new Set(["chat", "completions", "json_schema", "streaming", "transcription"]);
+const SERVED_CAPABILITIES: ReadonlySet<string> = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription"]);
 
 export function modelObject(entry: ModelEntry, state: ModelState | undefined, startedAt: number, measuredTps: number | null): ModelObject {
   const p = entry.prices;

@@ -5,10 +5,12 @@ import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import {
   DEFAULT_COMPLETION_MAX_TOKENS,
+  ignoredCompletionFields,
   parseCompletionRequest,
   type Completion,
   type CompletionLogprobs,
 } from "../protocol/completions.js";
+import { requestConstraint } from "../protocol/output-constraint.js";
 import { completionBudget, generationJob } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
@@ -17,6 +19,8 @@ import { lookupServedModel } from "./model-lookup.js";
 export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/completions", async (request, reply) => {
     const body = parseCompletionRequest(request.body);
+    const ignored = ignoredCompletionFields(request.body);
+    if (ignored.length > 0) reply.header("x-kiln-ignored-fields", ignored.join(", "));
     const model = lookupServedModel(ctx, request, body.model);
     const prompt = body.prompt;
     let promptIds: number[];
@@ -33,7 +37,8 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     }
     const maxTokens = completionBudget(model, promptIds.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS);
     const topLogprobs = body.logprobs ?? null;
-    const job = generationJob(body, { model, answerId: answerId("cmpl"), promptIds, maxTokens, topLogprobs });
+    const constraint = requestConstraint(body);
+    const job = generationJob(body, { model, answerId: answerId("cmpl"), promptIds, maxTokens, topLogprobs, ...(constraint ? { constraint } : {}) });
     const format = completionFormat(job.answerId, model, { includeUsage: job.includeUsage, echo: body.echo ? promptText : null, logprobs: topLogprobs !== null });
     return answerGeneration(ctx, request, reply, job, format);
   });

@@ -15,7 +15,7 @@ export interface JobParts {
   maxTokens: number;
   /** Alternatives to report beside each token's log probability (0..20), or null for no log probabilities. */
   topLogprobs: number | null;
-  /** What the output must be (chat's `response_format`). Default none. */
+  /** What the output must be (`response_format`, `guided_*`). Default none. */
   constraint?: ConstraintSpec;
 }
 
@@ -28,6 +28,7 @@ export function generationJob(body: SharedFields, parts: JobParts): GenerationJo
     top_p: body.top_p,
     top_k: body.top_k,
     min_p: body.min_p,
+    repetition_penalty: body.repetition_penalty,
     presence_penalty: body.presence_penalty,
     frequency_penalty: body.frequency_penalty,
     logit_bias: body.logit_bias,

@@ -24,9 +24,9 @@ export interface CollectedChoice {
 export interface AnswerFormat {
   /** Streaming: the chunk that opens a choice (chat's role chunk); null for none. */
   start(choice: number): unknown | null;
-  /** Streaming: a chunk of text of one choice. */
+  /** Streaming: the chunk for a piece of text of one choice, or a list of chunks (chat's tool calls), possibly empty. */
   delta(choice: number, text: string, logprobs: EmittedTokenLogprob[] | undefined): unknown;
-  /** Streaming: the chunk that closes a choice. */
+  /** Streaming: the chunk that closes a choice, or a list ending with it (what a tool-call parser held back comes first). */
   finish(choice: number, reason: "stop" | "length"): unknown;
   /** Streaming: the usage chunk (`choices: []`). */
   usage(usage: Usage): unknown;
@@ -219,11 +219,17 @@ function chunksOf(event: GenerationEvent, format: AnswerFormat, started: Set<num
     if (opening !== null) chunks.push(opening);
   }
   if (event.type === "delta") {
-    if (event.text !== "" || (event.logprobs?.length ?? 0) > 0) chunks.push(format.delta(event.choice, event.text, event.logprobs));
+    if (event.text !== "" || (event.logprobs?.length ?? 0) > 0) pushChunks(chunks, format.delta(event.choice, event.text, event.logprobs));
   } else if (event.reason !== "cancelled") {
-    chunks.push(format.finish(event.choice, event.reason));
+    pushChunks(chunks, format.finish(event.choice, event.reason));
   }
   return chunks;
+}
+
+/** A format gives one chunk (an object) or a list of them. */
+function pushChunks(chunks: unknown[], produced: unknown): void {
+  if (Array.isArray(produced)) chunks.push(...(produced as unknown[]));
+  else chunks.push(produced);
 }
 
 function collect(choices: Map<number, CollectedChoice>, event: GenerationEvent): void {

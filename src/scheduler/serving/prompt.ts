@@ -13,7 +13,14 @@
  * before, and templates that transform content (`| trim`, slicing) keep working on it.
  */
 import type { ChatTemplate, Literals, Tokenizer } from "../../runtime/text/index.js";
+import { templateRendersTools, type ToolDialect, type ToolFunction, type WireTool } from "../tools/index.js";
 import type { ChatMessage } from "../types.js";
+
+/** The tools a chat offers, and the dialect that tells the model about them when its template cannot. */
+export interface ToolPrompt {
+  tools: readonly ToolFunction[];
+  dialect: ToolDialect;
+}
 
 /** How client text is tokenized: special-token text kept as "text" (default), or "parse"d into control tokens. */
 export type SpecialTokenMode = "text" | "parse";
@@ -22,9 +29,21 @@ export type SpecialTokenMode = "text" | "parse";
  * Renders messages through the chat template, ready for the assistant's turn. `prepared`: the
  * messages already went through `template.prepareMessages` (tool histories in the template's shape).
  */
-export function renderChat(template: ChatTemplate, tokenizer: Tokenizer, messages: readonly ChatMessage[], prepared = false): string {
+export function renderChat(
+  template: ChatTemplate,
+  tokenizer: Tokenizer,
+  messages: readonly ChatMessage[],
+  prepared = false,
+  tools?: readonly WireTool[],
+): string {
   const text = (id: number | null) => (id === null ? undefined : tokenizer.tokenText(id));
-  return template.render(messages, { addGenerationPrompt: true, bosToken: text(tokenizer.bosId), eosToken: text(tokenizer.eosId), prepared });
+  return template.render(messages, {
+    addGenerationPrompt: true,
+    bosToken: text(tokenizer.bosId),
+    eosToken: text(tokenizer.eosId),
+    prepared,
+    ...(tools ? { tools: [...tools] } : {}),
+  });
 }
 
 /**
@@ -33,12 +52,42 @@ export function renderChat(template: ChatTemplate, tokenizer: Tokenizer, message
  * parsed from their JSON strings, or turned into JSON text for templates without tool support),
  * so that control-token text a client wrote inside arguments, even as a JSON escape, stays text.
  */
-export function chatPromptIds(template: ChatTemplate, tokenizer: Tokenizer, messages: readonly ChatMessage[], mode: SpecialTokenMode = "text"): number[] {
+export function chatPromptIds(
+  template: ChatTemplate,
+  tokenizer: Tokenizer,
+  messages: readonly ChatMessage[],
+  mode: SpecialTokenMode = "text",
+  tools?: ToolPrompt,
+): number[] {
   const prepared = template.prepareMessages(messages);
-  if (mode === "parse") return encodePrompt(tokenizer, renderChat(template, tokenizer, prepared, true), "parse");
-  const literals = new LiteralEscaper(tokenizer, template.source);
-  const rendered = renderChat(template, tokenizer, prepared.map((m) => literals.escapeMessage(m)), true);
+  const literals = mode === "parse" ? undefined : new LiteralEscaper(tokenizer, template.source);
+  const escaped = literals ? prepared.map((m) => literals.escapeMessage(m)) : prepared;
+  let wireTools = tools?.tools.map(wireTool);
+  if (literals && wireTools) wireTools = literals.escapeValue(wireTools) as WireTool[];
+  let rendered: string;
+  if (!tools || !wireTools || templateRendersTools(template.source)) {
+    rendered = renderChat(template, tokenizer, escaped, true, wireTools);
+  } else {
+    // The dialect's own words, added after escaping: its markup is the server's, not the client's.
+    rendered = renderChat(template, tokenizer, withSystemText(escaped, tools.dialect.instructions(wireTools)), true);
+  }
+  if (!literals) return encodePrompt(tokenizer, rendered, "parse");
   return withBos(tokenizer, tokenizer.encode(rendered, { parseSpecial: true, literals: literals.used() }));
+}
+
+/** The reference API's shape of a tool definition, which chat templates are written for. */
+function wireTool(fn: ToolFunction): WireTool {
+  return { type: "function", function: { name: fn.name, ...(fn.description !== undefined ? { description: fn.description } : {}), parameters: fn.parameters } };
+}
+
+/** `text` as the system prompt: after the conversation's own system text, or as a new first message. */
+function withSystemText(messages: readonly ChatMessage[], text: string): ChatMessage[] {
+  const first = messages[0];
+  if (first?.role === "system") {
+    const own = typeof first.content === "string" ? first.content : (first.content ?? []).map((p) => p.text ?? "").join("\n");
+    return [{ ...first, content: own === "" ? text : `${own}\n\n${text}` }, ...messages.slice(1)];
+  }
+  return [{ role: "system", content: text }, ...messages];
 }
 
 /** Tokens of a prompt text; special-token text stays text unless `mode` is "parse". */
@@ -83,7 +132,7 @@ class LiteralEscaper {
     return out;
   }
 
-  private escapeValue(value: unknown): unknown {
+  escapeValue(value: unknown): unknown {
     if (typeof value === "string") return this.escape(value);
     if (Array.isArray(value)) return value.map((v) => this.escapeValue(v));
     if (value !== null && typeof value === "object") {

@@ -9,6 +9,8 @@ import type { ComputeGate } from "../compute-gate.js";
 import { BatchEngine } from "../engine/batch-engine.js";
 import type { PrefixReuse } from "../engine/kv-slots.js";
 import type { ChatMessage } from "../types.js";
+import { getModel, hasModel } from "../../catalogue/index.js";
+import { chooseToolDialect, type ToolDialect, type ToolFunction } from "../tools/index.js";
 import { chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
 
 export interface ServedModel {
@@ -37,7 +39,12 @@ export interface ServedModel {
    * own scaffolding becomes control tokens, special-token text inside the messages stays text (see
    * {@link ServeOptions.specialTokens}). Throws `ChatTemplateError`.
    */
-  chatPrompt(messages: readonly ChatMessage[]): number[];
+  chatPrompt(messages: readonly ChatMessage[], tools?: readonly ToolFunction[]): number[];
+  /**
+   * How this model writes tool calls: `tools` given to {@link chatPrompt} reach it through its
+   * template, or through this dialect's instructions when the template cannot render them.
+   */
+  toolDialect: ToolDialect;
   /** Tokenizes a raw completion prompt (special-token text stays text unless the server parses it, BOS added when the model wants it). */
   textPrompt(text: string): number[];
   /** Text of token ids (for `echo` of token prompts). */
@@ -84,6 +91,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
   const { manifest, tokenizer, template, worker } = loaded;
   const slug = manifest.slug;
   const contextLength = servedContextLength(manifest.shape, worker.slots, options.kvMemoryBytes);
+  const toolDialect = chooseToolDialect(template?.source ?? null, hasModel(slug) ? getModel(slug).family : undefined);
   const text = { createDecoder: () => tokenizer.createStreamDecoder(), tokenBytes: (id: number) => tokenizer.tokenBytes(id) };
   const engine = new BatchEngine(worker, text, {
     name: slug,
@@ -106,10 +114,11 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     kvMemoryBytes: worker.slots * contextLength * kvBytesPerPosition(manifest.shape),
     vocabSize: tokenizer.vocabSize,
     hasChatTemplate: template !== null,
-    chatPrompt(messages) {
+    chatPrompt(messages, tools) {
       if (!template) throw new Error(`${slug} has no chat template`);
-      return chatPromptIds(template, tokenizer, messages, options.specialTokens);
+      return chatPromptIds(template, tokenizer, messages, options.specialTokens, tools ? { tools, dialect: toolDialect } : undefined);
     },
+    toolDialect,
     textPrompt: (prompt) => encodePrompt(tokenizer, prompt, options.specialTokens),
     decode: (ids) => tokenizer.decode(ids),
     engine,

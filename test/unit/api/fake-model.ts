@@ -5,7 +5,8 @@
  */
 import { buildApp, type AppOptions } from "../../../src/api/app.js";
 import { BatchEngine, type BatchEngineOptions, ModelRegistry, type ServedModel } from "../../../src/scheduler/index.js";
-import type { ChatMessage } from "../../../src/scheduler/types.js";
+import { hermes } from "../../../src/scheduler/tools/hermes.js";
+import type { ChatMessage, ToolFunction } from "../../../src/scheduler/index.js";
 import { fakeStepRunner, type FakeStepOptions, type FakeStepRunner } from "../scheduler/engine/fake-step-runner.js";
 
 export const SLUG = "smollm2-135m-instruct";
@@ -24,6 +25,8 @@ export interface FakeModel {
   backend: FakeStepRunner;
   /** Prompts the model was asked to render (the chat messages it got). */
   rendered: ChatMessage[][];
+  /** The tools each rendered prompt offered (undefined: none). */
+  renderedTools: Array<readonly ToolFunction[] | undefined>;
 }
 
 export type FakeModelOptions = Partial<FakeStepOptions> & Partial<Pick<BatchEngineOptions, "maxWaiting" | "maxRunning" | "maxBacklog">> & {
@@ -56,6 +59,7 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
   });
   const encode = (text: string) => [...new TextEncoder().encode(text)];
   const rendered: ChatMessage[][] = [];
+  const renderedTools: Array<readonly ToolFunction[] | undefined> = [];
   const model: ServedModel = {
     kind: "text",
     slug: options.slug ?? SLUG,
@@ -65,16 +69,18 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     nativeContextLength: options.nativeContextLength ?? contextLength,
     vocabSize: options.vocab?.length ?? VOCAB.length,
     hasChatTemplate: true,
-    chatPrompt(messages) {
+    chatPrompt(messages, tools) {
       rendered.push(messages.map((m) => ({ ...m })));
+      renderedTools.push(tools);
       return encode(messages.map((m) => `<${m.role}>${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("") + "<assistant>");
     },
+    toolDialect: hermes,
     textPrompt: encode,
     decode: (ids) => new TextDecoder().decode(Uint8Array.from(ids.filter((i) => i < 256))),
     engine,
     close: () => engine.close(),
   };
-  return { model, backend, rendered };
+  return { model, backend, rendered, renderedTools };
 }
 
 export async function fakeApp(options: Partial<AppOptions> & { fake?: FakeModel } = {}) {

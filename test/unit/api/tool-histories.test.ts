@@ -90,11 +90,12 @@ describe("a replayed tool-call history", () => {
     expect(message).toMatch(/^chat template failed to render: /);
   });
 
-  it("tools themselves are still refused (400 on tools)", async () => {
-    const { app } = await fakeApp();
+  it("a replayed history goes to the model with the tools on offer", async () => {
+    const { app, fake } = await fakeApp();
     const tools = [{ type: "function", function: { name: "f", parameters: { type: "object" } } }];
     const res = await app.inject({ method: "POST", url: "/v1/chat/completions", headers: AUTH, payload: { model: SLUG, messages: REPLAY, tools } });
-    expect400(res, "unsupported_parameter", "tools");
+    expect(res.statusCode).toBe(200);
+    expect(fake.renderedTools.at(-1)?.map((t) => t.name)).toEqual(["f"]);
     await app.close();
   });
 });

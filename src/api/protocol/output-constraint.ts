@@ -1,0 +1,121 @@
+/**
+ * What a generation request says its output must be: chat's `response_format`, or the vLLM-style
+ * extensions `guided_json`, `guided_regex` and `guided_choice` (both endpoints). At most one per
+ * request; it is checked while the body is parsed, before any work, so a constraint the engine
+ * cannot enforce is a 400 naming the field rather than a failure mid-generation.
+ */
+import { z } from "zod";
+import { checkConstraint, checkJsonSchema, ConstraintError, type ConstraintSpec } from "../../runtime/constrain/index.js";
+import { apiError } from "../errors.js";
+import type { ResponseFormat } from "./chat-completions.js";
+
+/** The extensions' fields, spread into both endpoints' schemas. */
+export const constraintFields = {
+  // A string too, since vLLM's clients often send the schema already serialized.
+  guided_json: z.union([z.record(z.string(), z.unknown()), z.string()]).nullish(),
+  guided_regex: z.string().nullish(),
+  guided_choice: z.array(z.string()).min(1).nullish(),
+};
+
+/** The fields of a parsed body that can constrain its output (`response_format` on chat only). */
+export interface ConstraintFields {
+  response_format?: ResponseFormat | null;
+  guided_json?: Record<string, unknown> | string | null;
+  guided_regex?: string | null;
+  guided_choice?: string[] | null;
+}
+
+export type ConstraintParam = "response_format" | "guided_json" | "guided_regex" | "guided_choice";
+
+/**
+ * The one output constraint of a body that its endpoint's parse function accepted, or undefined
+ * for free text. The constraint's checks ran in that parse, so this only maps the fields.
+ */
+export function requestConstraint(body: ConstraintFields): ConstraintSpec | undefined {
+  const param = constraintField(body);
+  return param === undefined ? undefined : specOf(body, param);
+}
+
+/**
+ * Throws a 400 naming the field at fault when the body asks for more than one output constraint,
+ * or for one the engine cannot enforce (a schema keyword it would ignore, a regex outside its
+ * dialect, an empty choice).
+ */
+export function checkRequestConstraint(body: ConstraintFields): void {
+  const param = constraintField(body);
+  if (param === undefined) return;
+  try {
+    if (param === "response_format") {
+      if (body.response_format?.type === "json_schema") checkJsonSchema(body.response_format.json_schema.schema ?? {});
+    } else if (param === "guided_json") {
+      checkJsonSchema(guidedSchema(body.guided_json!));
+    } else {
+      checkConstraint(specOf(body, param));
+    }
+  } catch (err) {
+    if (!(err instanceof ConstraintError)) throw err;
+    throw constraintError(param, err);
+  }
+}
+
+/** The constraint `format` asks for (`text` asks for none). */
+export function responseFormatConstraint(format: ResponseFormat | null | undefined): ConstraintSpec | undefined {
+  if (format?.type === "json_object") return { type: "json_object" };
+  if (format?.type === "json_schema") return { type: "json_schema", schema: JSON.stringify(format.json_schema.schema ?? {}) };
+  return undefined;
+}
+
+/**
+ * The field that constrains the output, if one does, for errors about the constraint as a whole
+ * (e.g. one that cannot go with tool calls); a second one is a 400 naming it.
+ */
+export function constraintField(body: ConstraintFields): ConstraintParam | undefined {
+  const asked: ConstraintParam[] = [];
+  if (body.response_format != null && body.response_format.type !== "text") asked.push("response_format");
+  if (body.guided_json != null) asked.push("guided_json");
+  if (body.guided_regex != null) asked.push("guided_regex");
+  if (body.guided_choice != null) asked.push("guided_choice");
+  if (asked.length > 1) {
+    // Constraints do not compose: the engine holds each sequence to one grammar.
+    throw apiError("invalid_value", `Only one output constraint per request: '${asked[1]}' cannot be combined with '${asked[0]}'.`, asked[1]);
+  }
+  return asked[0];
+}
+
+function specOf(body: ConstraintFields, param: ConstraintParam): ConstraintSpec {
+  switch (param) {
+    case "response_format":
+      return responseFormatConstraint(body.response_format)!;
+    case "guided_json":
+      return { type: "json_schema", schema: JSON.stringify(guidedSchema(body.guided_json!)) };
+    case "guided_regex":
+      return { type: "regex", pattern: body.guided_regex! };
+    case "guided_choice":
+      return { type: "choice", choices: body.guided_choice! };
+  }
+}
+
+/** `guided_json` as a schema object: sent as one, or as a string holding one. */
+function guidedSchema(value: Record<string, unknown> | string): Record<string, unknown> {
+  if (typeof value !== "string") return value;
+  let schema: unknown;
+  try {
+    schema = JSON.parse(value);
+  } catch (err) {
+    throw apiError("invalid_value", `Invalid 'guided_json': the string is not valid JSON (${(err as Error).message}).`, "guided_json");
+  }
+  if (schema === null || typeof schema !== "object" || Array.isArray(schema)) {
+    throw apiError("invalid_value", "Invalid 'guided_json': expected a JSON schema object, or a string holding one.", "guided_json");
+  }
+  return schema as Record<string, unknown>;
+}
+
+function constraintError(param: ConstraintParam, err: ConstraintError): Error {
+  if (param === "response_format" || param === "guided_json") {
+    const field = param === "response_format" ? "response_format.json_schema.schema" : "guided_json";
+    const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
+    return apiError("invalid_value", `Invalid '${field}': ${where}: ${err.message}`, param);
+  }
+  const where = err.path === "" ? "" : ` at '${err.path}'`;
+  return apiError("invalid_value", `Invalid '${param}'${where}: ${err.message}`, param);
+}

@@ -1,0 +1,84 @@
+/**
+ * Tool calling on the wire: `tools` (function definitions), `tool_choice` and `parallel_tool_calls`,
+ * checked here, and turned into the scheduler's {@link ToolUse}.
+ */
+import { z } from "zod";
+import { checkJsonSchema, ConstraintError } from "../../runtime/constrain/index.js";
+import type { ToolFunction, ToolUse } from "../../scheduler/index.js";
+import { apiError } from "../errors.js";
+
+/** Most tools per request, as in the reference API. */
+export const MAX_TOOLS = 128;
+
+export const toolDefinition = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, underscores or dashes"),
+    description: z.string().nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+export const toolChoice = z.union([
+  z.enum(["none", "auto", "required"]),
+  z.object({ type: z.literal("function"), function: z.object({ name: z.string().min(1) }) }),
+]);
+
+/** The chat request's tool fields, spread into its schema. */
+export const toolFields = {
+  tools: z.array(toolDefinition).max(MAX_TOOLS).nullish(),
+  tool_choice: toolChoice.nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+};
+
+type ToolFields = z.output<z.ZodObject<typeof toolFields>>;
+
+/**
+ * What the request asks of tool calling, checked: undefined when the model is not to call tools
+ * (no tools, or `tool_choice: "none"`). Throws a 400 naming the field at fault: duplicate names, a
+ * `parameters` schema kiln cannot enforce, a named choice that is not among the tools, a choice
+ * without tools.
+ */
+export function toolUseOf(body: ToolFields): ToolUse | undefined {
+  const tools = body.tools ?? [];
+  const choice = body.tool_choice ?? "auto";
+  if (tools.length === 0) {
+    if (body.tool_choice !== null && body.tool_choice !== undefined && choice !== "none") {
+      throw apiError("invalid_value", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", "tool_choice");
+    }
+    return undefined;
+  }
+  const seen = new Set<string>();
+  const functions: ToolFunction[] = tools.map((tool, i) => {
+    const { name, description, parameters } = tool.function;
+    if (seen.has(name)) throw apiError("invalid_value", `Invalid 'tools': the function name '${name}' appears more than once.`, `tools[${i}].function.name`);
+    seen.add(name);
+    const schema = parameters ?? { type: "object", properties: {} };
+    checkParameters(schema, `tools[${i}].function.parameters`);
+    return { name, ...(description ? { description } : {}), parameters: schema };
+  });
+  if (choice === "none") return undefined;
+  if (typeof choice === "object" && !seen.has(choice.function.name)) {
+    throw apiError("invalid_value", `Invalid value for 'tool_choice': no function named '${choice.function.name}' is in 'tools'.`, "tool_choice");
+  }
+  return {
+    tools: functions,
+    choice: typeof choice === "object" ? { name: choice.function.name } : choice,
+    parallel: body.parallel_tool_calls ?? true,
+  };
+}
+
+/** A function's `parameters` must be an object schema kiln can enforce (its calls are constrained by it). */
+function checkParameters(schema: Record<string, unknown>, param: string): void {
+  if (schema.type !== undefined && schema.type !== "object") {
+    throw apiError("invalid_value", `Invalid '${param}': a function's parameters must be a JSON schema of type 'object'.`, param);
+  }
+  try {
+    checkJsonSchema(schema);
+  } catch (err) {
+    if (!(err instanceof ConstraintError)) throw err;
+    const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
+    throw apiError("invalid_value", `Invalid '${param}': ${where}: ${err.message}`, param);
+  }
+}
