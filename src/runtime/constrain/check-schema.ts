@@ -143,6 +143,13 @@ class Checker {
         if (k === "exclusiveMaximum") hi = Math.min(hi, n - 1);
       }
       if (lo > hi) fail(bounds[bounds.length - 1], "the bounds leave no integer");
+      // Beside anyOf/oneOf the engine enforces the alternatives alone; kiln keeps only the listed
+      // integers within the bounds of an enum or const (int-range.ts), which must leave one.
+      for (const k of ["anyOf", "oneOf"]) if (has(k)) fail(bounds[0], `numeric bounds beside ${k} are not enforced; put them in the integer alternatives`);
+      const listed = has("const") ? [node.const] : has("enum") && Array.isArray(node.enum) ? (node.enum as unknown[]) : undefined;
+      if (listed !== undefined && !listed.some((v) => typeof v === "number" && Number.isInteger(v) && v >= lo && v <= hi && (!has("enum") || (node.enum as unknown[]).includes(v)))) {
+        fail(has("const") ? "const" : "enum", "no listed value is an integer within the bounds");
+      }
     }
 
     // strings

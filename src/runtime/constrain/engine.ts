@@ -18,6 +18,7 @@ import { BYTE_TO_CHAR } from "../text/byte-level.js";
 import { Tokenizer } from "../text/tokenizer.js";
 import { checkedConstraint, type CheckedConstraint } from "./check-constraint.js";
 import { ConstraintError } from "./errors.js";
+import { fillIntegerRanges, placeIntegerRanges } from "./int-range.js";
 import { JSON_OBJECT_EBNF } from "./json-object-grammar.js";
 import { engineRegex } from "./regex.js";
 import { loadXgrammar, type Xgrammar } from "./xgrammar.js";
@@ -60,14 +61,6 @@ const SCHEMA_FORMAT = { anyWhitespace: false, separators: { first: ",", second: 
 
 /** The embind handles under the package's wrappers (the wrappers only add an `await` on top). */
 interface CompilerHandle {
-  CompileJSONSchema(
-    schema: string,
-    anyWhitespace: boolean,
-    indent: number | undefined,
-    separators: { first: string; second: string } | undefined,
-    strict: boolean,
-    maxWhitespace: number | undefined,
-  ): unknown;
   CompileGrammar(grammar: GrammarHandle): unknown;
   /** `json`: a structural tag, `{"type": "structural_tag", "format": ...}`. */
   CompileStructuralTag(json: string): unknown;
@@ -155,8 +148,14 @@ class Instance {
   private compile(c: Exclude<CheckedConstraint, { type: "json_object" }>): unknown {
     const compiler = this.compiler.handle as CompilerHandle;
     switch (c.type) {
-      case "json_schema":
-        return compiler.CompileJSONSchema(JSON.stringify(c.schema), SCHEMA_FORMAT.anyWhitespace, undefined, SCHEMA_FORMAT.separators, SCHEMA_FORMAT.strict, undefined);
+      case "json_schema": {
+        const grammar = this.grammarClass.FromEBNF(this.schemaEbnf(c.schema), "root");
+        try {
+          return compiler.CompileGrammar(grammar);
+        } finally {
+          grammar.delete();
+        }
+      }
       case "regex":
         return compiler.CompileStructuralTag(structuralTag({ type: "regex", pattern: engineRegex(c.pattern) }));
       case "choice": {
@@ -190,9 +189,14 @@ class Instance {
     return out;
   }
 
+  /**
+   * The EBNF of a schema with kiln's JSON-schema settings, every bounded integer's rule written by
+   * kiln (int-range.ts) rather than by the engine, whose range rules are wrong for some bounds.
+   */
   private schemaEbnf(schema: unknown): string {
+    const placed = placeIntegerRanges(schema);
     const grammar = this.grammarClass.FromJSONSchema(
-      JSON.stringify(schema),
+      JSON.stringify(placed.schema),
       SCHEMA_FORMAT.anyWhitespace,
       undefined,
       SCHEMA_FORMAT.separators,
@@ -201,7 +205,7 @@ class Instance {
       false,
     );
     try {
-      return grammar.ToString();
+      return fillIntegerRanges(grammar.ToString(), placed);
     } finally {
       grammar.delete();
     }

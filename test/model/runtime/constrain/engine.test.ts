@@ -3,7 +3,9 @@
 // the grammar, allow only stop tokens once the JSON is complete, and survive engine aborts. Regexes,
 // choices and structural tags: random walks over the allowed tokens (seeded) only ever produce
 // matching outputs; a structural tag's free text gets the null (free) mask until its trigger, then
-// only valid calls, with schemas held to the same compact JSON as json_schema.
+// only valid calls, with schemas held to the same compact JSON as json_schema. Bounded integers are
+// exact (the engine's own range rules let 121..129 through a maximum of 120), in json_schema
+// constraints and in structural tags alike.
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import { readTokenizerSpec, type TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
@@ -478,5 +480,58 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
         triggeredFreeText: { nextMaskMs: ms(steps.freeMask), bansInPlaceMs: ms(steps.freeBans), copyAndApplyAvoidedMs: ms(steps.freeFullApply) },
       }),
     );
+  });
+});
+
+describe("bounded integers on SmolLM2's vocabulary", () => {
+  const AGE = { type: "object", properties: { age: { type: "integer", minimum: 0, maximum: 120 } }, required: ["age"], additionalProperties: false };
+  const ageTag = { type: "tag", begin: "<a>", content: { type: "json_schema", json_schema: AGE }, end: "</a>" };
+  const shapes: Array<[string, ConstraintSpec, string, string]> = [
+    ["json_schema", { type: "json_schema", schema: JSON.stringify(AGE) }, "", ""],
+    ["a tag in tags_with_separator", { type: "structural_tag", format: JSON.stringify({ type: "tags_with_separator", tags: [ageTag], separator: "\n", at_least_one: true }) }, "<a>", "</a>"],
+    ["a tag alone", { type: "structural_tag", format: JSON.stringify(ageTag) }, "<a>", "</a>"],
+  ];
+  for (const [name, spec, begin, end] of shapes) {
+    it(`${name}: {age: 0..120} refuses 123 and 121..129, accepts 120`, async () => {
+      const m = engine.matcher(spec);
+      await feed(m, begin + '{"age":12');
+      // After "12" only a 0 may follow among digits: 120 is the top.
+      const digitTokens = allowedIds(await maskOf(m))
+        .map((id) => tokenizer.decode([id]))
+        .filter((t) => /^[0-9]/.test(t));
+      expect(digitTokens.length).toBeGreaterThan(0);
+      for (const t of digitTokens) expect(t, `"12" then ${JSON.stringify(t)}`).toMatch(/^0(?![0-9])/);
+      for (const d of "123456789") expect(m.accept(tokenizer.encode(d)[0]), `12${d}`).toBe(false);
+      await feed(m, "0}" + end);
+      expect(allowedIds(await maskOf(m)).some((id) => stopIds.includes(id))).toBe(true);
+      expect(m.accept(stopIds[0])).toBe(true);
+      m.dispose();
+
+      // Random walks write only ages within the bounds.
+      for (let seed = 1; seed <= 6; seed++) {
+        const r = engine.matcher(spec);
+        const text = await randomWalk(r, seed, 0.9, 40);
+        r.dispose();
+        const json = text.slice(begin.length, text.indexOf(end, begin.length) >= 0 && end !== "" ? text.indexOf(end, begin.length) : undefined);
+        const age = (JSON.parse(json) as { age: number }).age;
+        expect(Number.isInteger(age) && age >= 0 && age <= 120, text).toBe(true);
+      }
+    });
+  }
+
+  it("two tags with different ranges each keep their own", async () => {
+    const small = { ...ageTag, begin: "<b>", end: "</b>", content: { type: "json_schema", json_schema: { ...AGE, properties: { age: { type: "integer", minimum: -5, maximum: 5 } } } } };
+    const spec: ConstraintSpec = { type: "structural_tag", format: JSON.stringify({ type: "tags_with_separator", tags: [ageTag, small], separator: "\n", at_least_one: true }) };
+    const m = engine.matcher(spec);
+    await feed(m, '<a>{"age":120}</a>\n<b>{"age":-');
+    expect(m.accept(tokenizer.encode("6")[0])).toBe(false);
+    await feed(m, '5}</b>\n<b>{"age":');
+    expect(m.accept(tokenizer.encode("1")[0])).toBe(true);
+    for (const d of "0123456789") expect(m.accept(tokenizer.encode(d)[0]), `1${d}`).toBe(false);
+    await feed(m, '}</b>\n<a>{"age":12');
+    expect(m.accept(tokenizer.encode("1")[0])).toBe(false);
+    await feed(m, "0}</a>");
+    expect(m.accept(stopIds[0])).toBe(true);
+    m.dispose();
   });
 });
