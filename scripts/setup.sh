@@ -3,6 +3,8 @@
 # - the npm dependencies, through scripts/install.sh (what `npm start` runs too);
 # - the .cache/pyclient venv with the official `openai` Python client and `faster-whisper` (the
 #   speech tests' reference), when importing them fails there (running kiln needs neither);
+# - the .cache/pyframeworks venv with `langchain-openai` and `instructor` (frameworks.test.ts), apart
+#   from pyclient because langchain-openai pins an older `openai` and pyclient tests the newest;
 # - the Debian packages espeak-ng and ffmpeg (speech test fixtures; ffmpeg also decodes uploads),
 #   when missing, through scripts/apt-install.sh;
 # - needs no TTY and prints one line per step.
@@ -28,6 +30,20 @@ else
   fi
   log "pip install openai faster-whisper into $pyclient"
   PIP_NO_INPUT=1 "$pyclient/bin/python" -m pip install --quiet openai faster-whisper </dev/null
+fi
+
+# --- Python frameworks: langchain-openai and instructor (frameworks.test.ts) ------------------
+pyframeworks=.cache/pyframeworks
+if "$pyframeworks/bin/python" -c "import langchain_openai, instructor" >/dev/null 2>&1; then
+  log "python langchain-openai and instructor up to date ($pyframeworks)"
+else
+  if [[ ! -x "$pyframeworks/bin/python" ]]; then
+    log "python3 -m venv $pyframeworks"
+    mkdir -p "$(dirname "$pyframeworks")"
+    python3 -m venv "$pyframeworks" </dev/null
+  fi
+  log "pip install langchain-openai instructor into $pyframeworks"
+  PIP_NO_INPUT=1 "$pyframeworks/bin/python" -m pip install --quiet langchain-openai instructor </dev/null
 fi
 
 # --- system packages (for the speech tests) --------------------------------------------------

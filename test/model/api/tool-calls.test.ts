@@ -47,7 +47,7 @@ const TIME: ChatCompletionTool = {
 };
 
 /** Tools whose parameters are the structured-output test schemas, so calls face nested objects, enums, arrays, anyOf and refs. */
-const SCHEMA_TOOLS: ChatCompletionTool[] = structuredSchemas(24).map((s, i) => ({
+const SCHEMA_TOOLS: ChatCompletionTool[] = structuredSchemas(12).map((s, i) => ({
   type: "function",
   function: { name: `record_${i}`, description: `Record ${s.ask}`, parameters: s.schema },
 }));
@@ -78,7 +78,7 @@ async function answer(
     tool_choice,
     temperature: options.temperature,
     seed: 11,
-    max_tokens: 160,
+    max_tokens: 120,
     ...(options.parallel !== undefined ? { parallel_tool_calls: options.parallel } : {}),
   };
   if (!options.stream) {
@@ -148,7 +148,7 @@ describe("tool calls on the real model", () => {
     });
     const results = await Promise.all(
       cases.map((c, i) =>
-        answer([{ role: "user", content: `Please record ${structuredSchemas(24)[i].ask}.` }], c.tools, c.choice, { temperature: c.temperature, stream: c.stream }),
+        answer([{ role: "user", content: `Please record ${structuredSchemas(12)[i].ask}.` }], c.tools, c.choice, { temperature: c.temperature, stream: c.stream }),
       ),
     );
     const failures: string[] = [];
@@ -162,7 +162,7 @@ describe("tool calls on the real model", () => {
     });
     expect(failures).toEqual([]);
     // Most calls finish within the budget, or the check above checked little.
-    expect(results.filter((a) => a.finish === "tool_calls").length).toBeGreaterThanOrEqual(18);
+    expect(results.filter((a) => a.finish === "tool_calls").length).toBeGreaterThanOrEqual(9);
   }, 300_000);
 
   it("streams fragments that add up to exactly the non-streamed calls; parallel calls are indexed 0, 1, …", async () => {
