@@ -94,6 +94,7 @@ class WorkerState {
     const t1 = performance.now();
     const vocab = session.vocab;
     const gone = new Set(failed.map((f) => f.seqId));
+    const sharedRows = new Set(req.forks?.map((f) => f.row) ?? []);
     const sampleRow = (row: number, seqId: number): RowSample | null => {
       if (gone.has(seqId)) return null;
       const sampler = this.samplers.get(seqId);
@@ -110,8 +111,8 @@ class WorkerState {
         // than copying and masking the whole row.
         sample = sampleWithBans(sampler, logits.subarray(row * vocab, (row + 1) * vocab), this.engine!.freeTextBans);
       } else {
-        // A copy, so other sequences sampling the same row (n > 1) see it unmasked.
-        const masked = logits.slice(row * vocab, (row + 1) * vocab);
+        // Masked in place when no other sequence samples this row; a copy when one does (n > 1), so it sees the row unmasked.
+        const masked = sharedRows.has(row) ? logits.slice(row * vocab, (row + 1) * vocab) : logits.subarray(row * vocab, (row + 1) * vocab);
         applyTokenMask(masked, mask);
         sample = sampler.sample(masked);
       }
