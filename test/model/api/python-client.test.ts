@@ -41,6 +41,16 @@ interface Results {
       stream: { chunks: number; content: string; roles: number; finish_reason: string; usage_chunk_indexes: number[]; usage: Usage | null };
     };
     completion: { object: string; text: string; finish_reason: string; usage: Usage };
+    tools: {
+      finish_reason: string;
+      content: string | null;
+      calls: Array<{ id: string; type: string; name: string; arguments: string }>;
+      streamed: Array<{ id: string | null; name: string | null; arguments: string }>;
+      repeated_ids: number;
+      replay_finish_reason: string;
+      replay_prompt_tokens: number;
+      first_prompt_tokens: number;
+    };
     invalid_temperature: ApiErrorSeen;
     unknown_model: ApiErrorSeen;
     empty_api_key: ApiErrorSeen & { client_refuses_empty_key: string | null; raw: { status: number; body: unknown } };
@@ -125,6 +135,23 @@ describe("kiln serve with the official Python openai client", () => {
     expect(completion.usage.completion_tokens, "completion tokens with the default max_tokens").toBeLessThanOrEqual(16);
     expect(completion.usage.completion_tokens).toBeGreaterThan(0);
     expect(completion.text).toMatch(/^ Paris/);
+  });
+
+  it("makes a required tool call, streams it in fragments that add up to the same call, and answers the replayed conversation", () => {
+    const tools = check("tools");
+    expect(tools.finish_reason).toBe("tool_calls");
+    expect(tools.content).toBeNull();
+    expect(tools.calls.length).toBeGreaterThan(0);
+    for (const call of tools.calls) {
+      expect(call).toMatchObject({ type: "function", name: "get_weather", id: expect.stringMatching(/^call_/) });
+      const args = JSON.parse(call.arguments) as Record<string, unknown>;
+      expect(Object.keys(args)).toEqual(["city"]);
+      expect(typeof args.city).toBe("string");
+    }
+    expect(tools.streamed.map(({ name, arguments: a }) => ({ name, a }))).toEqual(tools.calls.map(({ name, arguments: a }) => ({ name, a })));
+    expect(tools.repeated_ids, "a call's id is sent once, in its first fragment").toBe(0);
+    expect(tools.replay_finish_reason).toMatch(/^(stop|length|tool_calls)$/);
+    expect(tools.replay_prompt_tokens).toBeGreaterThan(tools.first_prompt_tokens);
   });
 
   it("raises BadRequestError (400, param temperature) for an invalid temperature", () => {

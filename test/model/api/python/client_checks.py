@@ -107,6 +107,63 @@ def check_chat() -> dict[str, Any]:
     }
 
 
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 40}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def check_tools() -> dict[str, Any]:
+    """A required tool call, the same streamed, then the conversation replayed with the call's result."""
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    request: dict[str, Any] = {
+        "model": MODEL,
+        "messages": messages,
+        "tools": [WEATHER_TOOL],
+        "tool_choice": "required",
+        "temperature": 0,
+        "max_tokens": 80,
+    }
+    r = client.chat.completions.create(**request)
+    message = r.choices[0].message
+    calls = [{"id": c.id, "type": c.type, "name": c.function.name, "arguments": c.function.arguments} for c in message.tool_calls or []]
+    streamed: dict[int, dict[str, Any]] = {}
+    repeated_ids = 0
+    for chunk in client.chat.completions.create(**request, stream=True):
+        for f in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            entry = streamed.setdefault(f.index, {"id": None, "name": None, "arguments": ""})
+            if f.id is not None:
+                repeated_ids += entry["id"] is not None
+                entry["id"] = f.id
+            if f.function is not None:
+                if f.function.name:
+                    entry["name"] = f.function.name
+                entry["arguments"] += f.function.arguments or ""
+    replay = messages + [message.model_dump(exclude_none=True)] + [
+        {"role": "tool", "tool_call_id": c["id"], "content": '{"temperature": 3}'} for c in calls
+    ]
+    second = client.chat.completions.create(model=MODEL, messages=replay, tools=[WEATHER_TOOL], temperature=0, max_tokens=24)
+    return {
+        "finish_reason": r.choices[0].finish_reason,
+        "content": message.content,
+        "calls": calls,
+        "streamed": [streamed[i] for i in sorted(streamed)],
+        "repeated_ids": repeated_ids,
+        "replay_finish_reason": second.choices[0].finish_reason,
+        "replay_prompt_tokens": second.usage.prompt_tokens if second.usage else None,
+        "first_prompt_tokens": r.usage.prompt_tokens if r.usage else None,
+    }
+
+
 def check_completion() -> dict[str, Any]:
     r = client.completions.create(model=MODEL, prompt="The capital of France is", temperature=0)
     return {
@@ -157,6 +214,7 @@ CHECKS: dict[str, Callable[[], dict[str, Any]]] = {
     "models": check_models,
     "chat": check_chat,
     "completion": check_completion,
+    "tools": check_tools,
     "invalid_temperature": check_invalid_temperature,
     "unknown_model": check_unknown_model,
     "empty_api_key": check_empty_api_key,
