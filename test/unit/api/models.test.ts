@@ -36,6 +36,14 @@ describe("models", () => {
     expect(body.data.find((m: any) => m.id === "whisper-large-v3").pricing).toEqual({ usd_per_audio_minute: 0.02 });
   });
 
+  it("advertises tools and json_schema where kiln serves them, and nothing it does not serve", async () => {
+    const { app } = await fakeApp();
+    const body = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json();
+    const served = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription"]);
+    for (const m of body.data) for (const c of m.capabilities) expect(served, `${m.id}: ${c}`).toContain(c);
+    expect(body.data.find((m: any) => m.id === SLUG).capabilities).toEqual(expect.arrayContaining(["tools", "json_schema"]));
+  });
+
   it("shows the served model's artifact id and measured throughput", async () => {
     const { app } = await fakeApp();
     const before = (await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json();
