@@ -94,6 +94,24 @@ describe("structured outputs on the real model", () => {
     expect(ended).toBeGreaterThan(0);
   }, 120_000);
 
+  it("honours vLLM's guided_choice, guided_regex and guided_json, on completions and chat", async () => {
+    const extended = (body: Record<string, unknown>) => body as unknown as OpenAI.Completions.CompletionCreateParamsNonStreaming;
+    const choice = await client.completions.create(extended({ model: TEXT_SLUG, prompt: "The sky is", max_tokens: 8, temperature: 1, seed: 3, guided_choice: ["blue", "green", "on fire"] }));
+    expect(["blue", "green", "on fire"]).toContain(choice.choices[0].text);
+    const date = await client.completions.create(extended({ model: TEXT_SLUG, prompt: "Today's date:", max_tokens: 16, temperature: 1, seed: 5, guided_regex: "20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]" }));
+    expect(date.choices[0].text).toMatch(/^20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]$/);
+    const schema = { type: "object", properties: { city: { type: "string", maxLength: 20 }, rank: { type: "integer", minimum: 1, maximum: 9 } }, required: ["city", "rank"], additionalProperties: false };
+    const json = await client.chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [{ role: "user", content: "Name a big city and rank it." }],
+      max_tokens: 60,
+      temperature: 0,
+      guided_json: schema,
+    } as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+    const ajv = new Ajv2020({ strict: false });
+    expect(ajv.validate(schema, JSON.parse(json.choices[0].message.content ?? "")), json.choices[0].message.content ?? "").toBe(true);
+  }, 120_000);
+
   it("refuses a keyword it cannot enforce with a 400 naming it", async () => {
     const bad = { type: "object", properties: { a: { type: "array", items: { type: "integer" }, uniqueItems: true } }, required: ["a"] };
     await expect(
