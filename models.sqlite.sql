@@ -78,15 +78,20 @@ CREATE TABLE IF NOT EXISTS optimization_runs (
 );
 CREATE INDEX IF NOT EXISTS optimization_runs_slug ON optimization_runs (slug, created_at);
 
--- Artifacts promoted to serve a model (the latest row per slug is the one in service).
+-- Artifacts promoted to serve a model: the latest row per slug with promoted = 1 is the one in
+-- service (a rollback sets the current row's promoted to 0, so the one before serves again).
+-- settings_json: the runtime and serving settings the artifact is served with (threads, prefill
+-- chunk, ...), measured with it as one candidate.
 CREATE TABLE IF NOT EXISTS artifacts_promoted (
-  id           TEXT PRIMARY KEY,
-  slug         TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
-  artifact_id  TEXT NOT NULL,
-  metrics_json TEXT NOT NULL DEFAULT '{}',
-  quality_json TEXT NOT NULL DEFAULT '{}',
-  promoted     INTEGER NOT NULL DEFAULT 1 CHECK (promoted IN (0, 1)),
-  created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+  id            TEXT PRIMARY KEY,
+  slug          TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
+  artifact_id   TEXT NOT NULL,
+  metrics_json  TEXT NOT NULL DEFAULT '{}',
+  quality_json  TEXT NOT NULL DEFAULT '{}',
+  promoted      INTEGER NOT NULL DEFAULT 1 CHECK (promoted IN (0, 1)),
+  created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  settings_json TEXT NOT NULL DEFAULT '{}',
+  reason        TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS artifacts_promoted_slug ON artifacts_promoted (slug, created_at);
 

@@ -76,6 +76,23 @@ function createPrivately(file: string): void {
 /** Applies the schema file (read at run time; every statement is `IF NOT EXISTS`). */
 export function applySchema(db: KilnDatabase, file: string = schemaPath()): void {
   db.exec(readFileSync(file, "utf8"));
+  addMissingColumns(db);
+}
+
+/**
+ * Columns added to tables after they first shipped: CREATE TABLE IF NOT EXISTS leaves an older
+ * database's table as it was, so each is added here when missing (with the schema file's default).
+ */
+const ADDED_COLUMNS: ReadonlyArray<{ table: string; column: string; definition: string }> = [
+  { table: "artifacts_promoted", column: "settings_json", definition: "TEXT NOT NULL DEFAULT '{}'" },
+  { table: "artifacts_promoted", column: "reason", definition: "TEXT NOT NULL DEFAULT ''" },
+];
+
+function addMissingColumns(db: KilnDatabase): void {
+  for (const { table, column, definition } of ADDED_COLUMNS) {
+    const columns = db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>;
+    if (!columns.some((c) => c.name === column)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`);
+  }
 }
 
 /** A catalogue entry as a `models` row (bind parameters by name). */

@@ -13,6 +13,7 @@ export {
 } from "./catalogue.js";
 export { applySchema, openDatabase, readModels, schemaPath, seedModels, type KilnDatabase } from "./db.js";
 export { artifactsDir, databasePath, kilnHome, modelDir } from "./paths.js";
+export { currentPromotion, promoteArtifact, promotionHistory, rollbackPromotion, type PromoteInput, type Promotion } from "./promotions.js";
 export {
   ChecksumError,
   HttpStatusError,
