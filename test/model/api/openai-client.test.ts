@@ -160,10 +160,10 @@ describe("kiln serve with the openai client", () => {
     expect(badMessage).toMatchObject({ status: 400, code: "invalid_type", param: "messages[1].content" });
 
     const tools = await client.chat.completions
-      .create({ model: MODEL, messages: [{ role: "user", content: "x" }], tools: [{ type: "function", function: { name: "f" } }] })
+      .create({ model: MODEL, messages: [{ role: "user", content: "x" }], tools: [{ type: "function", function: { name: "bad name" } }] })
       .catch((e: unknown) => e);
     expect(tools).toBeInstanceOf(BadRequestError);
-    expect(tools).toMatchObject({ param: "tools" });
+    expect(tools).toMatchObject({ param: "tools[0].function.name" });
 
     const noKey = new OpenAI({ baseURL, apiKey: " ", maxRetries: 0 });
     const unauthorized = await noKey.models.list().catch((e: unknown) => e);
