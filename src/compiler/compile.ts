@@ -11,8 +11,11 @@ import { llamaHyper } from "./hyper.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
 
-/** Part of every artifact id. 0.3.0: the manifest records each file's size and sha256 (`files`). */
-export const COMPILER_VERSION = "0.3.0";
+/**
+ * Part of every artifact id. 0.3.0: the manifest records each file's size and sha256 (`files`).
+ * 0.4.0: text graphs take `logits_from` and can return every position's logits (prompt scoring).
+ */
+export const COMPILER_VERSION = "0.4.0";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {

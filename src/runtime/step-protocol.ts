@@ -6,7 +6,7 @@
  */
 import type { ModelShape } from "./artifact/index.js";
 import type { ConstraintSpec } from "./constrain/index.js";
-import type { SampleResult, SamplingParams } from "./sampling/index.js";
+import type { PositionScores, SampleResult, SamplingParams } from "./sampling/index.js";
 import type { SessionOptions } from "./worker/model-session.js";
 
 export interface LoadRequest {
@@ -83,6 +83,14 @@ export interface StepRequest {
    * answered in {@link StepResult.forkSamples}. Default none.
    */
   forks?: Array<{ row: number; seqId: number }>;
+  /**
+   * Score the prompt chunk of row `row`: at each of its positions, the log probability of the
+   * prompt token that follows (the chunk's own next token, then `next` after its last position;
+   * -1 when the chunk ends the prompt, whose last position is only sampled) and the `top`
+   * likeliest tokens with theirs, answered in {@link StepResult.scores}. The forward pass then
+   * computes every position's logits; only these numbers come back. Default none.
+   */
+  score?: { row: number; top: number; next: number };
 }
 
 export type WorkerRequest = LoadRequest | StepRequest;
@@ -113,6 +121,8 @@ export interface StepResult {
   failed: SequenceFailure[];
   /** Set when the forward pass itself failed: no row was computed, every row's sequence fails. */
   forwardError?: string;
+  /** The answer to {@link StepRequest.score} (absent without it, or when its sequence failed). */
+  scores?: PositionScores;
   /** Milliseconds spent in the ONNX run, and in sampling. */
   runMs: number;
   sampleMs: number;

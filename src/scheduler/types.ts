@@ -16,7 +16,10 @@ export type FinishReason = "stop" | "length" | "cancelled";
 export interface GenerationRequest {
   /** Prompt token ids, already rendered and tokenized (at least one, shorter than the context). */
   promptIds: number[];
-  /** Most new tokens per choice (>= 1). Generation also ends at the model's context length. */
+  /**
+   * Most new tokens per choice (>= 0; 0 computes the prompt and generates nothing, for its
+   * scores). Generation also ends at the model's context length.
+   */
   maxTokens: number;
   /** Sampling parameters, as in the OpenAI API (nulls mean defaults). */
   sampling: SamplingParams;
@@ -33,6 +36,13 @@ export interface GenerationRequest {
   n?: number;
   /** Report log probabilities of each emitted token, with this many alternatives (0..20). Default: none. */
   logprobs?: { top: number };
+  /**
+   * Score the prompt: each prompt token's log probability after the tokens before it, with this
+   * many alternatives (0..20), computed by the prefill itself and reported in one
+   * {@link PromptEvent} per choice before its first delta. Such a prompt is computed whole: a
+   * cached prefix would leave its positions unscored. Default: none.
+   */
+  promptLogprobs?: { top: number };
   /**
    * What every choice's output must be (a JSON object, or JSON valid against a schema): tokens the
    * constraint does not allow are never sampled. Default none.
@@ -78,7 +88,24 @@ export interface FinishEvent {
   decodeSeconds: number;
 }
 
-export type GenerationEvent = DeltaEvent | FinishEvent;
+/** A prompt token as scored: the first has neither a log probability nor alternatives (nothing came before it). */
+export interface PromptTokenLogprob {
+  token: string;
+  bytes: number[];
+  logprob: number | null;
+  /** The most likely tokens at its position, most likely first. */
+  top: TokenLogprob[] | null;
+}
+
+/** The scored prompt of one choice (when the request asked for {@link GenerationRequest.promptLogprobs}), before anything else of it. */
+export interface PromptEvent {
+  type: "prompt";
+  choice: number;
+  /** One entry per prompt token. */
+  logprobs: PromptTokenLogprob[];
+}
+
+export type GenerationEvent = PromptEvent | DeltaEvent | FinishEvent;
 
 /** A running or waiting request: iterate for its events; stop iterating (or abort its signal) to cancel it. */
 export type GenerationStream = AsyncIterable<GenerationEvent>;

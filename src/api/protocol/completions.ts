@@ -9,11 +9,17 @@ import type { Usage } from "./chat-completions.js";
 /** Default `max_tokens` of a legacy completion, as in the OpenAI API. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 
+/** Most prompts in one request (each runs as its own generation, all submitted together). */
+export const MAX_PROMPTS = 64;
+
+const tokenIds = z.array(z.number().int().min(0));
+
 export const completionRequestSchema = z
   .object({
     model: z.string().min(1),
-    prompt: z.union([z.string(), z.array(z.string()), z.array(z.number().int().min(0))]),
-    max_tokens: z.number().int().min(1).nullish(),
+    // The reference API's four shapes: a string, strings, token ids, lists of token ids.
+    prompt: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)]),
+    max_tokens: z.number().int().min(0).nullish(),
     echo: z.boolean().nullish(),
     logprobs: z.number().int().min(0).max(5).nullish(),
     suffix: z.string().nullish(),
@@ -24,13 +30,8 @@ export const completionRequestSchema = z
   .superRefine((r, ctx) => {
     if (Array.isArray(r.prompt) && r.prompt.length === 0) {
       ctx.addIssue({ code: "custom", path: ["prompt"], message: "'prompt' must not be an empty array." });
-    } else if (Array.isArray(r.prompt) && typeof r.prompt[0] === "string" && r.prompt.length > 1) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["prompt"],
-        message: "kiln takes one prompt per request: send a string (or an array of one string).",
-        params: { code: "unsupported_value" },
-      });
+    } else if (Array.isArray(r.prompt) && typeof r.prompt[0] !== "number" && r.prompt.length > MAX_PROMPTS) {
+      ctx.addIssue({ code: "custom", path: ["prompt"], message: `'prompt' holds ${r.prompt.length} prompts: send at most ${MAX_PROMPTS} per request.` });
     }
   });
 
@@ -60,17 +61,14 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
   if (request.best_of !== null && request.best_of !== undefined && request.best_of !== (request.n ?? 1)) {
     throw apiError("unsupported_parameter", "Unsupported parameter: 'best_of' must equal 'n' (kiln does not rank candidates).", "best_of");
   }
-  if (request.echo && request.logprobs !== null && request.logprobs !== undefined) {
-    throw apiError("unsupported_parameter", "Unsupported parameter: 'echo' cannot be combined with 'logprobs' (kiln does not score prompt tokens).", "echo");
-  }
   return request;
 }
 
-/** The legacy logprobs object of one choice. */
+/** The legacy logprobs object of one choice: with `echo`, the prompt's tokens come first, and the first of them has nulls. */
 export interface CompletionLogprobs {
   tokens: string[];
-  token_logprobs: number[];
-  top_logprobs: Array<Record<string, number>>;
+  token_logprobs: Array<number | null>;
+  top_logprobs: Array<Record<string, number> | null>;
   text_offset: number[];
 }
 

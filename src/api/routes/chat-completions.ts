@@ -32,7 +32,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
     const constraint = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
-    const job = generationJob(body, { model, answerId: answerId("chatcmpl"), promptIds, maxTokens, topLogprobs, ...(constraint ? { constraint } : {}) });
+    const job = generationJob(body, { model, answerId: answerId("chatcmpl"), prompts: [{ promptIds, maxTokens }], topLogprobs, ...(constraint ? { constraint } : {}) });
     const answer = chatFormat(job.answerId, model, { includeUsage: job.includeUsage, logprobs: topLogprobs !== null, tools: toolUse !== undefined });
     return answerGeneration(ctx, request, reply, job, answer);
   });

@@ -1,6 +1,6 @@
-/** POST /v1/completions (legacy): validate -> tokenize the prompt -> engine -> JSON or SSE. */
+/** POST /v1/completions (legacy): validate -> tokenize the prompts -> engine (all prompts together) -> JSON or SSE. */
 import type { FastifyInstance } from "fastify";
-import type { EmittedTokenLogprob, ServedModel } from "../../scheduler/index.js";
+import type { EmittedTokenLogprob, PromptTokenLogprob, ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import {
@@ -9,6 +9,7 @@ import {
   parseCompletionRequest,
   type Completion,
   type CompletionLogprobs,
+  type CompletionRequest,
 } from "../protocol/completions.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
 import { completionBudget, generationJob } from "./generation-request.js";
@@ -22,31 +23,61 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const ignored = ignoredCompletionFields(request.body);
     if (ignored.length > 0) reply.header("x-kiln-ignored-fields", ignored.join(", "));
     const model = lookupServedModel(ctx, request, body.model);
-    const prompt = body.prompt;
-    let promptIds: number[];
-    let promptText: string;
-    if (typeof prompt === "string" || typeof prompt[0] === "string") {
-      promptText = typeof prompt === "string" ? prompt : (prompt[0] as string);
-      promptIds = model.textPrompt(promptText);
-    } else {
-      promptIds = prompt as number[];
-      if (promptIds.some((id) => id >= model.vocabSize)) {
-        throw apiError("invalid_value", `Token ids in 'prompt' must be below the vocabulary size ${model.vocabSize}.`, "prompt");
-      }
-      promptText = body.echo ? model.decode(promptIds) : "";
-    }
-    const maxTokens = completionBudget(model, promptIds.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS);
+    const prompts = promptsOf(model, body.prompt, body.echo === true);
+    const budgets = prompts.map((p) => ({
+      promptIds: p.ids,
+      maxTokens: completionBudget(model, p.ids.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS),
+    }));
     const topLogprobs = body.logprobs ?? null;
+    // `echo` with `logprobs` scores the prompt: lm-evaluation-harness's loglikelihood requests.
+    const promptLogprobs = body.echo ? topLogprobs : null;
     const constraint = requestConstraint(body);
-    const job = generationJob(body, { model, answerId: answerId("cmpl"), promptIds, maxTokens, topLogprobs, ...(constraint ? { constraint } : {}) });
-    const format = completionFormat(job.answerId, model, { includeUsage: job.includeUsage, echo: body.echo ? promptText : null, logprobs: topLogprobs !== null });
+    const job = generationJob(body, { model, answerId: answerId("cmpl"), prompts: budgets, topLogprobs, promptLogprobs, ...(constraint ? { constraint } : {}) });
+    const format = completionFormat(job.answerId, model, {
+      includeUsage: job.includeUsage,
+      echo: body.echo ? prompts.map((p) => p.text) : null,
+      n: body.n ?? 1,
+      logprobs: topLogprobs !== null,
+    });
     return answerGeneration(ctx, request, reply, job, format);
   });
 }
 
-/** Legacy logprobs of a run of tokens whose text starts at `offset` in the choice's text. */
-function legacyLogprobs(entries: EmittedTokenLogprob[], offset: number): CompletionLogprobs {
+/** A prompt's token ids, and its text when it is echoed (token-id prompts echo their decoded text). */
+interface Prompt {
+  ids: number[];
+  text: string;
+}
+
+/** The request's prompts, in order: a string, strings, token ids, or lists of token ids. */
+function promptsOf(model: ServedModel, prompt: CompletionRequest["prompt"], echo: boolean): Prompt[] {
+  const fromText = (text: string): Prompt => ({ ids: model.textPrompt(text), text });
+  const fromIds = (ids: number[]): Prompt => {
+    if (ids.some((id) => id >= model.vocabSize)) {
+      throw apiError("invalid_value", `Token ids in 'prompt' must be below the vocabulary size ${model.vocabSize}.`, "prompt");
+    }
+    return { ids, text: echo ? model.decode(ids) : "" };
+  };
+  if (typeof prompt === "string") return [fromText(prompt)];
+  const list = prompt as Array<string | number | number[]>;
+  if (typeof list[0] === "number") return [fromIds(list as number[])];
+  return list.map((p) => (typeof p === "string" ? fromText(p) : fromIds(p as number[])));
+}
+
+/**
+ * Legacy logprobs of a choice: its scored prompt's tokens (offsets from 0), then its generated
+ * tokens, whose text starts at `offset` in the choice's text.
+ */
+function legacyLogprobs(prompt: readonly PromptTokenLogprob[] | null, entries: readonly EmittedTokenLogprob[], offset: number): CompletionLogprobs {
   const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  let at = 0;
+  for (const e of prompt ?? []) {
+    out.tokens.push(e.token);
+    out.token_logprobs.push(e.logprob);
+    out.top_logprobs.push(e.top ? Object.fromEntries(e.top.map((t) => [t.token, t.logprob])) : null);
+    out.text_offset.push(at);
+    at += e.token.length;
+  }
   for (const e of entries) {
     out.tokens.push(e.token);
     out.token_logprobs.push(e.logprob);
@@ -59,14 +90,17 @@ function legacyLogprobs(entries: EmittedTokenLogprob[], offset: number): Complet
 
 interface CompletionFormatOptions {
   includeUsage: boolean;
-  /** Prompt text to put before each choice's text (`echo`), or null. */
-  echo: string | null;
+  /** The text of each prompt, put before its choices' text (`echo`), or null. */
+  echo: string[] | null;
+  /** Choices per prompt: choice i continues prompt floor(i / n). */
+  n: number;
   logprobs: boolean;
 }
 
 function completionFormat(id: string, model: ServedModel, options: CompletionFormatOptions): AnswerFormat {
   const created = unixNow();
   const offsets = new Map<number, number>();
+  const echoOf = (index: number) => options.echo?.[Math.floor(index / options.n)] ?? null;
   const answer = (choices: Completion["choices"]): Completion => ({
     id,
     object: "text_completion",
@@ -77,25 +111,30 @@ function completionFormat(id: string, model: ServedModel, options: CompletionFor
     ...(options.includeUsage ? { usage: null } : {}),
   });
   return {
-    start: (index) => {
-      offsets.set(index, options.echo?.length ?? 0);
-      return options.echo ? answer([{ index, text: options.echo, logprobs: null, finish_reason: null }]) : null;
+    start: (index, prompt) => {
+      const echo = echoOf(index);
+      offsets.set(index, echo?.length ?? 0);
+      if (echo === null) return null;
+      return answer([{ index, text: echo, logprobs: options.logprobs && prompt ? legacyLogprobs(prompt, [], 0) : null, finish_reason: null }]);
     },
     delta: (index, text, logprobs) => {
       const at = offsets.get(index) ?? 0;
       offsets.set(index, at + text.length);
-      return answer([{ index, text, logprobs: options.logprobs && logprobs ? legacyLogprobs(logprobs, at) : null, finish_reason: null }]);
+      return answer([{ index, text, logprobs: options.logprobs && logprobs ? legacyLogprobs(null, logprobs, at) : null, finish_reason: null }]);
     },
     finish: (index, reason) => answer([{ index, text: "", logprobs: null, finish_reason: reason }]),
     usage: (usage) => ({ ...answer([]), usage }),
     complete: (choices, usage): Completion => ({
       ...answer(
-        choices.map((c) => ({
-          index: c.index,
-          text: (options.echo ?? "") + c.text,
-          logprobs: options.logprobs ? legacyLogprobs(c.logprobs, options.echo?.length ?? 0) : null,
-          finish_reason: c.finishReason === "length" ? "length" : "stop",
-        })),
+        choices.map((c) => {
+          const echo = echoOf(c.index) ?? "";
+          return {
+            index: c.index,
+            text: echo + c.text,
+            logprobs: options.logprobs ? legacyLogprobs(c.promptLogprobs, c.logprobs, echo.length) : null,
+            finish_reason: c.finishReason === "length" ? "length" : "stop",
+          };
+        }),
       ),
       usage,
     }),

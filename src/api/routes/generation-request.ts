@@ -10,18 +10,19 @@ export interface JobParts {
   model: ServedModel;
   /** Unique id of the answer (`chatcmpl-…`, `cmpl-…`). */
   answerId: string;
-  promptIds: number[];
-  /** From {@link completionBudget}. */
-  maxTokens: number;
+  /** One generation per prompt (a completions request may send several), each with its budget from {@link completionBudget}. */
+  prompts: Array<{ promptIds: number[]; maxTokens: number }>;
   /** Alternatives to report beside each token's log probability (0..20), or null for no log probabilities. */
   topLogprobs: number | null;
+  /** Score the prompt's tokens too, with this many alternatives (completions' `echo` with `logprobs`). Default: no. */
+  promptLogprobs?: number | null;
   /** What the output must be (`response_format`, `guided_*`). Default none. */
   constraint?: ConstraintSpec;
 }
 
 /** The job of a generation request: a route's parts plus the fields both endpoints share. */
 export function generationJob(body: SharedFields, parts: JobParts): GenerationJob {
-  const { model, topLogprobs } = parts;
+  const { model, topLogprobs, promptLogprobs } = parts;
   const stream = body.stream === true;
   const sampling = samplingFor(model, {
     temperature: body.temperature,
@@ -41,15 +42,16 @@ export function generationJob(body: SharedFields, parts: JobParts): GenerationJo
     answerId: parts.answerId,
     stream,
     includeUsage: stream && body.stream_options?.include_usage === true,
-    request: {
-      promptIds: parts.promptIds,
-      maxTokens: parts.maxTokens,
+    requests: parts.prompts.map(({ promptIds, maxTokens }) => ({
+      promptIds,
+      maxTokens,
       sampling,
       stop: stopList(body.stop),
       n: body.n ?? 1,
       ...(topLogprobs !== null ? { logprobs: { top: topLogprobs } } : {}),
+      ...(promptLogprobs !== null && promptLogprobs !== undefined ? { promptLogprobs: { top: promptLogprobs } } : {}),
       ...(parts.constraint ? { constraint: parts.constraint } : {}),
-    },
+    })),
   };
 }
 

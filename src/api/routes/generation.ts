@@ -4,8 +4,9 @@
  * endpoint-specific shapes come from an {@link AnswerFormat}; this file owns the flow, the metrics
  * and the usage record.
  */
+import { setMaxListeners } from "node:events";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, ServedModel } from "../../scheduler/index.js";
+import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, GenerationStream, PromptTokenLogprob, ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
@@ -16,14 +17,19 @@ export interface CollectedChoice {
   index: number;
   text: string;
   logprobs: EmittedTokenLogprob[];
+  /** Its scored prompt, when the request asked for it. */
+  promptLogprobs: PromptTokenLogprob[] | null;
   finishReason: FinishReason;
   completionTokens: number;
 }
 
 /** The endpoint-specific wire shapes (chat or legacy completions). */
 export interface AnswerFormat {
-  /** Streaming: the chunk that opens a choice (chat's role chunk); null for none. */
-  start(choice: number): unknown | null;
+  /**
+   * Streaming: the chunk that opens a choice (chat's role chunk, the echoed prompt with its
+   * scores when they were asked for); null for none.
+   */
+  start(choice: number, prompt?: PromptTokenLogprob[]): unknown | null;
   /** Streaming: the chunk for a piece of text of one choice, or a list of chunks (chat's tool calls), possibly empty. */
   delta(choice: number, text: string, logprobs: EmittedTokenLogprob[] | undefined): unknown;
   /** Streaming: the chunk that closes a choice, or a list ending with it (what a tool-call parser held back comes first). */
@@ -36,7 +42,11 @@ export interface AnswerFormat {
 
 export interface GenerationJob {
   model: ServedModel;
-  request: GenerationRequest;
+  /**
+   * One request per prompt, submitted together so that they share the engine's steps; the
+   * choices of `requests[i]` are numbered i * n + choice, as the reference API numbers them.
+   */
+  requests: GenerationRequest[];
   /** Answer with server-sent events. */
   stream: boolean;
   /** Streaming: send the usage chunk before [DONE]. */
@@ -64,6 +74,7 @@ class Tracker {
       this.ttft ??= this.reply.elapsedTime / 1000;
       return;
     }
+    if (event.type !== "finish") return;
     this.completionTokens += event.completionTokens;
     if (event.reason === "cancelled") this.stoppedEarly = true;
     if (event.completionTokens >= 2) {
@@ -74,9 +85,10 @@ class Tracker {
   }
 
   record(ctx: ApiContext, request: FastifyRequest, job: GenerationJob): Usage {
-    const promptTokens = job.request.promptIds.length;
+    const promptTokens = job.requests.reduce((sum, r) => sum + r.promptIds.length, 0);
     ctx.metrics.generation({
       model: job.model.slug,
+      artifactId: job.model.artifactId,
       promptTokens,
       completionTokens: this.completionTokens,
       ttftSeconds: this.ttft,
@@ -113,7 +125,17 @@ class Generation {
     private readonly reply: FastifyReply,
     private readonly job: GenerationJob,
   ) {
-    this.events = job.model.engine.submit(job.request, this.controller.signal)[Symbol.asyncIterator]();
+    const streams: GenerationStream[] = [];
+    // Each prompt's stream listens on the one signal: many listeners here are by design.
+    setMaxListeners(job.requests.length + 10, this.controller.signal);
+    try {
+      for (const r of job.requests) streams.push(job.model.engine.submit(r, this.controller.signal));
+    } catch (err) {
+      // All or none: the prompts queued before a refusal leave the queue with it.
+      this.controller.abort();
+      throw err;
+    }
+    this.events = mergeEvents(streams, job.requests[0]?.n ?? 1);
     this.tracker = new Tracker(reply);
     reply.raw.on("close", this.onClose);
     ctx.lifecycle.cutOffSignal.addEventListener("abort", this.onCutOff);
@@ -215,12 +237,12 @@ function chunksOf(event: GenerationEvent, format: AnswerFormat, started: Set<num
   const chunks: unknown[] = [];
   if (!started.has(event.choice)) {
     started.add(event.choice);
-    const opening = format.start(event.choice);
+    const opening = format.start(event.choice, event.type === "prompt" ? event.logprobs : undefined);
     if (opening !== null) chunks.push(opening);
   }
   if (event.type === "delta") {
     if (event.text !== "" || (event.logprobs?.length ?? 0) > 0) pushChunks(chunks, format.delta(event.choice, event.text, event.logprobs));
-  } else if (event.reason !== "cancelled") {
+  } else if (event.type === "finish" && event.reason !== "cancelled") {
     pushChunks(chunks, format.finish(event.choice, event.reason));
   }
   return chunks;
@@ -235,14 +257,60 @@ function pushChunks(chunks: unknown[], produced: unknown): void {
 function collect(choices: Map<number, CollectedChoice>, event: GenerationEvent): void {
   let choice = choices.get(event.choice);
   if (!choice) {
-    choice = { index: event.choice, text: "", logprobs: [], finishReason: "stop", completionTokens: 0 };
+    choice = { index: event.choice, text: "", logprobs: [], promptLogprobs: null, finishReason: "stop", completionTokens: 0 };
     choices.set(event.choice, choice);
   }
-  if (event.type === "delta") {
+  if (event.type === "prompt") {
+    choice.promptLogprobs = event.logprobs;
+  } else if (event.type === "delta") {
     choice.text += event.text;
     if (event.logprobs) choice.logprobs.push(...event.logprobs);
   } else {
     choice.finishReason = event.reason;
     choice.completionTokens = event.completionTokens;
   }
+}
+
+/**
+ * The events of the streams of several prompts as one stream, in the order they come, each choice
+ * renumbered prompt-major (stream i's choice j is i * n + j). Each stream has at most one event in
+ * flight, so a slow reader still holds back every prompt's choices.
+ */
+function mergeEvents(streams: GenerationStream[], n: number): AsyncIterator<GenerationEvent> {
+  const iterators = streams.map((s) => s[Symbol.asyncIterator]());
+  if (iterators.length === 1) return iterators[0];
+  type Pulled = { i: number; r: IteratorResult<GenerationEvent> } | { i: number; r: null; error: unknown };
+  const pending = new Map<number, Promise<Pulled>>();
+  // Rejections become values: a failure is thrown once, and the other streams' never go unhandled.
+  const pull = (i: number) =>
+    pending.set(
+      i,
+      iterators[i].next().then(
+        (r) => ({ i, r }),
+        (error: unknown) => ({ i, r: null, error }),
+      ),
+    );
+  iterators.forEach((_, i) => pull(i));
+  return {
+    async next() {
+      while (pending.size > 0) {
+        const pulled = await Promise.race(pending.values());
+        const { i, r } = pulled;
+        pending.delete(i);
+        if (r === null) {
+          pending.clear();
+          throw (pulled as { error: unknown }).error;
+        }
+        if (r.done) continue;
+        pull(i);
+        return { done: false, value: { ...r.value, choice: i * n + r.value.choice } };
+      }
+      return { done: true, value: undefined };
+    },
+    async return() {
+      pending.clear();
+      await Promise.all(iterators.map((it) => it.return?.()));
+      return { done: true, value: undefined };
+    },
+  };
 }

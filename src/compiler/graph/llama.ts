@@ -266,11 +266,12 @@ class LlamaGraph {
     g.input(IO.positionIds, DataType.INT64, ["batch", "seq"]);
     g.input(IO.pastMask, DataType.FLOAT, ["batch", 1, 1, "past"]);
     g.input(IO.newMask, DataType.FLOAT, ["mask_batch", 1, "group_seq", "seq"]);
+    g.input(IO.logitsFrom, DataType.INT64, [1]);
     for (let l = 0; l < h.layers; l++) {
       g.input(IO.pastKey(l), DataType.FLOAT, ["batch", h.kvHeads, h.headDim, "past"]);
       g.input(IO.pastValue(l), DataType.FLOAT, ["batch", h.kvHeads, "past", h.headDim]);
     }
-    g.output(IO.logits, DataType.FLOAT, ["batch", h.vocab]);
+    g.output(IO.logits, DataType.FLOAT, ["batch", "positions", h.vocab]);
     for (let l = 0; l < h.layers; l++) {
       g.output(IO.presentKey(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
       g.output(IO.presentValue(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
@@ -304,14 +305,14 @@ class LlamaGraph {
       residual = residual2;
       pending = await this.mlp(l, normed2);
     }
-    // Only the last position's logits are ever sampled: slice before the final norm and the LM head.
-    const lastOf = (x: string) => g.op("Slice", [x, g.int64s([-1]), g.int64s([Number.MAX_SAFE_INTEGER]), g.int64s([1])]);
-    const [finalNorm] = this.skipNorm(lastOf(pending!), lastOf(residual), "output_norm.weight", await this.w.floats("output_norm.weight"));
+    // Sampling reads only the last position's logits, prompt scoring every position's: slice
+    // before the final norm and the LM head, so sampling steps pay for one position per row.
+    const kept = (x: string) => g.op("Slice", [x, IO.logitsFrom, g.int64s([Number.MAX_SAFE_INTEGER]), g.int64s([1])]);
+    const [finalNorm] = this.skipNorm(kept(pending!), kept(residual), "output_norm.weight", await this.w.floats("output_norm.weight"));
     const headName = this.w.has("output.weight") ? "output.weight" : "token_embd.weight";
     this.choices.push({ what: "lm head", choice: headName === "output.weight" ? "own weight" : "tied to token_embd", exact: true, why: "as stored in the GGUF" });
     const head = await this.w.linear(headName);
-    const logits3 = this.linear(finalNorm, head, "lm_head");
-    g.node("Squeeze", [logits3, g.int64s([1])], { names: [IO.logits] });
+    g.node("Identity", [this.linear(finalNorm, head, "lm_head")], { names: [IO.logits] });
   }
 }
 

@@ -19,11 +19,16 @@ export const TEXT_GRAPH = {
   pastMask: "past_mask",
   /** float32 [1, 1, group * seq, seq]: causal mask among the new tokens. */
   newMask: "new_mask",
+  /**
+   * int64 [1]: the first new position whose logits are returned: -1 for the last only (sampling),
+   * 0 for every position (prompt scoring). The LM head costs as much as a few layers per position.
+   */
+  logitsFrom: "logits_from",
   /** float32 [batch, kv_heads, head_dim, past]: one layer's cached keys, transposed. */
   pastKey: (layer: number) => `past_key_t.${layer}`,
   /** float32 [batch, kv_heads, past, head_dim]: one layer's cached values. */
   pastValue: (layer: number) => `past_value.${layer}`,
-  /** float32 [batch, vocab]: the last position's logits. */
+  /** float32 [batch, positions, vocab]: the logits of the positions from `logits_from` on. */
   logits: "logits",
   /** float32 [batch, kv_heads, seq, head_dim]: one layer's new keys. */
   presentKey: (layer: number) => `present_key.${layer}`,
@@ -34,7 +39,7 @@ export const TEXT_GRAPH = {
 /** The input and output names of a text graph with `layers` layers, in declaration order. */
 export function textGraphIo(layers: number): GraphIo {
   const g = TEXT_GRAPH;
-  const inputs: string[] = [g.inputIds, g.positionIds, g.pastMask, g.newMask];
+  const inputs: string[] = [g.inputIds, g.positionIds, g.pastMask, g.newMask, g.logitsFrom];
   const outputs: string[] = [g.logits];
   for (let l = 0; l < layers; l++) inputs.push(g.pastKey(l), g.pastValue(l));
   for (let l = 0; l < layers; l++) outputs.push(g.presentKey(l), g.presentValue(l));

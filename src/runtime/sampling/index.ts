@@ -11,4 +11,5 @@ export {
   type ValidateSamplingOptions,
 } from "./params.js";
 export { SequenceSampler, argmax, type SampleResult, type SequenceSamplerOptions, type TokenIdLogprob } from "./sampler.js";
+export { scorePositions, type PositionScores } from "./score.js";
 export { SplitMix64, Xoshiro128ss, randomSeed } from "./prng.js";

@@ -184,8 +184,8 @@ export class SequenceSampler {
     let lse = 0;
     let nTop = 0;
     if (p.logprobs) {
-      lse = this.rawLogSumExp(logits);
-      nTop = this.rawTop(logits);
+      lse = rawLogSumExp(logits);
+      nTop = rawTop(logits, this.topIds, this.topVals);
     }
 
     // 1-3: bias and penalties, remembering the original values.
@@ -308,45 +308,43 @@ export class SequenceSampler {
     for (let i = n - 1; i > 0; i--) if (vals[i] > 0) return ids[i];
     return ids[0];
   }
+}
 
-  /** log(sum(exp(raw logits))), ignoring terms below max - CUTOFF (relative size < 1e-12). */
-  private rawLogSumExp(logits: Float32Array): number {
-    const vocab = logits.length;
-    let max = -Infinity;
-    for (let i = 0; i < vocab; i++) if (logits[i] > max) max = logits[i];
-    if (!(max > -Infinity && max < Infinity)) return max;
-    const threshold = max - CUTOFF;
-    let sum = 0;
-    for (let i = 0; i < vocab; i++) {
-      const v = logits[i];
-      if (v >= threshold) sum += fastExp(v - max);
-    }
-    return max + Math.log(sum);
+/** log(sum(exp(raw logits))), ignoring terms below max - CUTOFF (relative size < 1e-12). */
+export function rawLogSumExp(logits: Float32Array): number {
+  const vocab = logits.length;
+  let max = -Infinity;
+  for (let i = 0; i < vocab; i++) if (logits[i] > max) max = logits[i];
+  if (!(max > -Infinity && max < Infinity)) return max;
+  const threshold = max - CUTOFF;
+  let sum = 0;
+  for (let i = 0; i < vocab; i++) {
+    const v = logits[i];
+    if (v >= threshold) sum += fastExp(v - max);
   }
+  return max + Math.log(sum);
+}
 
-  /** Fills topIds/topVals with the top_logprobs highest raw logits, descending; returns how many. */
-  private rawTop(logits: Float32Array): number {
-    const k = this.topIds.length;
-    if (k === 0) return 0;
-    const ids = this.topIds;
-    const vals = this.topVals;
-    let n = 0;
-    let floor = -Infinity; // the lowest kept value once full
-    for (let i = 0; i < logits.length; i++) {
-      const v = logits[i];
-      if (v !== v || (n === k && v <= floor)) continue; // NaN never enters; ties keep the lower id
-      let j = n < k ? n++ : k - 1;
-      while (j > 0 && vals[j - 1] < v) {
-        vals[j] = vals[j - 1];
-        ids[j] = ids[j - 1];
-        j--;
-      }
-      vals[j] = v;
-      ids[j] = i;
-      if (n === k) floor = vals[k - 1];
+/** Fills ids/vals with the ids.length highest raw logits, descending, lowest id first on ties; returns how many. */
+export function rawTop(logits: Float32Array, ids: Int32Array, vals: Float64Array): number {
+  const k = ids.length;
+  if (k === 0) return 0;
+  let n = 0;
+  let floor = -Infinity; // the lowest kept value once full
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i];
+    if (v !== v || (n === k && v <= floor)) continue; // NaN never enters; ties keep the lower id
+    let j = n < k ? n++ : k - 1;
+    while (j > 0 && vals[j - 1] < v) {
+      vals[j] = vals[j - 1];
+      ids[j] = ids[j - 1];
+      j--;
     }
-    return n;
+    vals[j] = v;
+    ids[j] = i;
+    if (n === k) floor = vals[k - 1];
   }
+  return n;
 }
 
 // The steps of SequenceSampler.draw, as small functions V8 optimizes well. Results beyond the

@@ -34,7 +34,8 @@ const NEG_INF = -Infinity;
 /**
  * The model session: one compiled text graph on the worker thread, i.e. an ONNX Runtime session
  * plus the KV pool it reads. `forward` runs one step for `rows` consecutive slots, each taking `seq`
- * new tokens, and returns the last position's logits per row. It never decides who runs.
+ * new tokens, and returns the last position's logits per row (or every position's, for prompt
+ * scoring). It never decides who runs.
  */
 export class ModelSession {
   /** Timings of the most recent `forward`. */
@@ -71,7 +72,11 @@ export class ModelSession {
     return this.kv.lengths[slot];
   }
 
-  async forward(firstSlot: number, rows: number, seq: number, tokens: ArrayLike<number>): Promise<Float32Array> {
+  /**
+   * One step; returns logits [rows, vocab] of each row's last position, or [rows, seq, vocab] of
+   * every position with `allPositions`.
+   */
+  async forward(firstSlot: number, rows: number, seq: number, tokens: ArrayLike<number>, allPositions = false): Promise<Float32Array> {
     const { shape } = this.manifest;
     const { kv } = this;
     let longest = 0;
@@ -98,6 +103,7 @@ export class ModelSession {
       [TEXT_GRAPH.positionIds]: new ort.Tensor("int64", positions, [rows, seq]),
       [TEXT_GRAPH.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
       [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, seq), [1, 1, (shape.heads / shape.kvHeads) * seq, seq]),
+      [TEXT_GRAPH.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(allPositions ? 0n : -1n), [1]),
     };
     const stride = kv.slotStride;
     for (let l = 0; l < shape.layers; l++) {

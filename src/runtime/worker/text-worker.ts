@@ -6,7 +6,7 @@
 import type { LoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, WorkerRequest } from "../step-protocol.js";
 import { readTokenizerSpec } from "../artifact/index.js";
 import { applyTokenMask, ConstraintEngine, type TokenMatcher } from "../constrain/index.js";
-import { SequenceSampler } from "../sampling/index.js";
+import { scorePositions, SequenceSampler, type PositionScores } from "../sampling/index.js";
 import { ModelSession } from "./model-session.js";
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -84,7 +84,7 @@ class WorkerState {
       // Masks are computed after the forward pass has been started. onnxruntime-node runs a session on
       // the calling thread from a setImmediate, so today they do not overlap; an engine that runs truly
       // in the background would overlap them without changing this code.
-      const forward = session.forward(req.firstSlot, req.rows, req.seq, req.tokens);
+      const forward = session.forward(req.firstSlot, req.rows, req.seq, req.tokens, req.score !== undefined);
       forward.catch(() => {}); // handled by the await below; never an unhandled rejection meanwhile
       masks = await nextMasks(this.matchers, req, failed);
       logits = await forward;
@@ -95,6 +95,11 @@ class WorkerState {
     const vocab = session.vocab;
     const gone = new Set(failed.map((f) => f.seqId));
     const sharedRows = new Set(req.forks?.map((f) => f.row) ?? []);
+    // Scoring computed every position's logits: a row samples from its last position's.
+    const perRow = req.score ? req.seq : 1;
+    const rowLogits = (row: number) => logits.subarray(((row + 1) * perRow - 1) * vocab, (row + 1) * perRow * vocab);
+    // Scored before sampling, which may mask a row in place.
+    const scores = req.score && !gone.has(req.seqIds[req.score.row]) ? scoreChunk(logits, vocab, req, req.score) : undefined;
     const sampleRow = (row: number, seqId: number): RowSample | null => {
       if (gone.has(seqId)) return null;
       const sampler = this.samplers.get(seqId);
@@ -103,16 +108,16 @@ class WorkerState {
         gone.add(seqId);
         return null;
       }
-      if (!masks.has(seqId)) return sampler.sample(logits.subarray(row * vocab, (row + 1) * vocab));
+      if (!masks.has(seqId)) return sampler.sample(rowLogits(row));
       const mask = masks.get(seqId)!;
       let sample: RowSample;
       if (mask === null) {
         // Free text: the few ids the engine never allows are banned in place and restored, rather
         // than copying and masking the whole row.
-        sample = sampleWithBans(sampler, logits.subarray(row * vocab, (row + 1) * vocab), this.engine!.freeTextBans);
+        sample = sampleWithBans(sampler, rowLogits(row), this.engine!.freeTextBans);
       } else {
         // Masked in place when no other sequence samples this row; a copy when one does (n > 1), so it sees the row unmasked.
-        const masked = sharedRows.has(row) ? logits.slice(row * vocab, (row + 1) * vocab) : logits.subarray(row * vocab, (row + 1) * vocab);
+        const masked = sharedRows.has(row) ? rowLogits(row).slice() : rowLogits(row);
         applyTokenMask(masked, mask);
         sample = sampler.sample(masked);
       }
@@ -125,15 +130,24 @@ class WorkerState {
     };
     const samples: Array<RowSample | null> = [];
     for (let r = 0; r < req.rows; r++) {
-      const top = req.sample[r] && req.topLogits ? topLogits(logits.subarray(r * vocab, (r + 1) * vocab), req.topLogits) : undefined;
+      const top = req.sample[r] && req.topLogits ? topLogits(rowLogits(r), req.topLogits) : undefined;
       const sample = req.sample[r] ? sampleRow(r, req.seqIds[r]) : null;
       if (sample && top) sample.topLogits = top;
       samples.push(sample);
     }
     // The sampler restores the row it was given, so further sequences can sample the same logits.
     const forkSamples = req.forks?.map(({ row, seqId }) => sampleRow(row, seqId));
-    return { samples, ...(forkSamples ? { forkSamples } : {}), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
+    return { samples, ...(forkSamples ? { forkSamples } : {}), ...(scores ? { scores } : {}), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
   }
+}
+
+/** The scores a prefill chunk asked for: each position against the prompt token after it. */
+function scoreChunk(logits: Float32Array, vocab: number, req: StepRequest, score: NonNullable<StepRequest["score"]>): PositionScores {
+  const first = score.row * req.seq;
+  const targets = new Int32Array(score.next >= 0 ? req.seq : req.seq - 1);
+  targets.set(req.tokens.subarray(first + 1, first + req.seq));
+  if (score.next >= 0) targets[req.seq - 1] = score.next;
+  return scorePositions(logits.subarray(first * vocab), vocab, targets, score.top);
 }
 
 /** Samples `row` with the logits of `bans` at -Infinity, then puts them back (other samplers may share the row). */

@@ -14,14 +14,17 @@
  *
  * The n choices of a request share one prefill: the first choice computes the prompt, the others
  * sample their first token from the same logits (each with its own stream of the seed) and copy
- * its cache. Requests beyond the waiting bound are refused at once (`OverloadedError`). A failure
- * fails the requests of the sequences it touched, and no others.
+ * its cache. A request that scores its prompt has its prefill chunks return each position's log
+ * probabilities too, and computes its whole prompt (no cached prefix). Requests beyond the waiting
+ * bound are refused at once (`OverloadedError`). A failure fails the requests of the sequences it
+ * touched, and no others.
  */
+import type { PositionScores } from "../../runtime/sampling/index.js";
 import type { RowSample, StepResult } from "../../runtime/step-protocol.js";
 import { EngineClosedError, OverloadedError } from "../errors.js";
-import type { FinishReason, GenerationEvent, GenerationRequest, GenerationStream, TokenText } from "../types.js";
+import type { FinishReason, GenerationEvent, GenerationRequest, GenerationStream, TokenLogprob, TokenText } from "../types.js";
 import { Channel } from "./channel.js";
-import { ChoiceOutput } from "./choice-output.js";
+import { ChoiceOutput, describeToken } from "./choice-output.js";
 import { EngineStats } from "./engine-stats.js";
 import { KvSlots, type PrefixReuse } from "./kv-slots.js";
 import { Sequence } from "./sequence.js";
@@ -168,7 +171,15 @@ export class BatchEngine {
     job.channel = new Channel<GenerationEvent>(cancel, () => this.readerCaughtUp(job));
     for (let choice = 0; choice < n; choice++) {
       const output = new ChoiceOutput(this.text.createDecoder(), { stop: request.stop, logprobs: request.logprobs, tokenBytes: (id) => this.text.tokenBytes(id) });
-      const seq = new Sequence({ id: this.nextSequenceId++, choice, promptIds: request.promptIds, maxTokens: request.maxTokens, contextLength: this.contextLength, output });
+      const seq = new Sequence({
+        id: this.nextSequenceId++,
+        choice,
+        promptIds: request.promptIds,
+        maxTokens: request.maxTokens,
+        contextLength: this.contextLength,
+        output,
+        scorePrompt: request.promptLogprobs !== undefined,
+      });
       job.sequences.push(seq);
       this.jobOf.set(seq, job);
       this.byId.set(seq.id, seq);
@@ -202,7 +213,7 @@ export class BatchEngine {
     if (request.promptIds.length >= this.contextLength) {
       throw new RangeError(`a prompt of ${request.promptIds.length} tokens does not fit the context of ${this.contextLength}`);
     }
-    if (!Number.isInteger(request.maxTokens) || request.maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${request.maxTokens}`);
+    if (!Number.isInteger(request.maxTokens) || request.maxTokens < 0) throw new RangeError(`maxTokens must be a non-negative integer, got ${request.maxTokens}`);
     const n = request.n ?? 1;
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be a positive integer, got ${n}`);
   }
@@ -287,12 +298,13 @@ export class BatchEngine {
         decodeCalls++;
         if (result) this.decoded(call.seqs, result);
       } else {
-        if (call.seq.status !== "prefilling" || this.jobOf.get(call.seq)?.cancelled !== false) continue;
+        const job = this.jobOf.get(call.seq);
+        if (call.seq.status !== "prefilling" || !job || job.cancelled) continue;
         const forks = call.forks.filter((f) => f.status === "prefilling" && f.shareFrom === call.seq);
-        const result = await this.run(prefillCall(call, forks), [call.seq, ...forks]);
+        const result = await this.run(prefillCall(call, forks, job.request), [call.seq, ...forks]);
         prefillTokens += call.count;
         prefillCalls++;
-        if (result) this.prefilled(call.seq, call.count, forks, result);
+        if (result) this.prefilled(call.seq, call.start, call.count, forks, result);
       }
     }
     const progressed = changed || decodeCalls + prefillCalls > 0;
@@ -387,7 +399,8 @@ export class BatchEngine {
         seq.shareFrom = leader;
         leader.followers.push(seq);
       } else {
-        const a = this.kv.allocate(seq, seq.tokens, seq.promptLength - 1);
+        // A scored prompt needs the logits of every position, which a reused prefix never computes.
+        const a = this.kv.allocate(seq, seq.tokens, seq.promptLogprobs ? 0 : seq.promptLength - 1);
         seq.admit(a.slot, a.reused, a.exact);
       }
       this.live.push(seq);
@@ -428,9 +441,19 @@ export class BatchEngine {
     });
   }
 
-  /** Postprocess of a prefill call: the chunk is cached; at the prompt's end, the first tokens. */
-  private prefilled(seq: Sequence, count: number, forks: Sequence[], result: StepResult): void {
+  /**
+   * Postprocess of a prefill call: the chunk is cached (and scored, when asked); at the prompt's
+   * end, the scored prompt and the first tokens (or the end, for a request of no new tokens).
+   */
+  private prefilled(seq: Sequence, start: number, count: number, forks: Sequence[], result: StepResult): void {
     if (seq.status !== "prefilling") return;
+    if (seq.promptLogprobs) {
+      if (!result.scores) {
+        this.failSequences([seq], new Error("the model worker returned no prompt scores"));
+        return;
+      }
+      this.addScores(seq, start, result.scores);
+    }
     seq.prefilled(count);
     if (seq.cached < seq.promptLength) return;
     const alive = forks.filter((f) => f.status === "prefilling");
@@ -440,10 +463,29 @@ export class BatchEngine {
       this.stats.sharedPromptTokens += seq.cached;
     }
     seq.followers.length = 0;
+    const job = this.jobOf.get(seq);
+    if (!job || job.cancelled) return;
+    for (const s of [seq, ...alive]) {
+      if (seq.promptLogprobs) job.channel.push({ type: "prompt", choice: s.choice, logprobs: seq.promptLogprobs });
+      if (seq.maxTokens === 0) this.finish(s, "length");
+    }
+    if (seq.maxTokens === 0) return;
     this.sampled(seq, result.samples[0]);
     forks.forEach((f, i) => {
       if (alive.includes(f)) this.sampled(f, result.forkSamples?.[i] ?? null);
     });
+  }
+
+  /** Appends a chunk's scores from position `start`: each is the log probability of the prompt token after it. */
+  private addScores(seq: Sequence, start: number, scores: PositionScores): void {
+    const bytes = (id: number) => this.text.tokenBytes(id);
+    if (start === 0) seq.promptLogprobs!.push({ ...describeToken(bytes, seq.tokens[0], 0), logprob: null, top: null });
+    const k = scores.top;
+    for (let p = 0; p < scores.logprobs.length; p++) {
+      const top: TokenLogprob[] = [];
+      for (let i = p * k; i < (p + 1) * k; i++) top.push(describeToken(bytes, scores.topIds[i], scores.topLogprobs[i]));
+      seq.promptLogprobs!.push({ ...describeToken(bytes, seq.tokens[start + 1 + p], scores.logprobs[p]), top });
+    }
   }
 
   /** Postprocess of one sampled token (null: the worker failed the sequence, already handled). */
@@ -562,15 +604,18 @@ function decodeCall(call: Extract<PlannedCall, { kind: "decode" }>): Omit<StepCa
   };
 }
 
-function prefillCall(call: Extract<PlannedCall, { kind: "prefill" }>, forks: Sequence[]): Omit<StepCall, "ops"> {
+function prefillCall(call: Extract<PlannedCall, { kind: "prefill" }>, forks: Sequence[], request: GenerationRequest): Omit<StepCall, "ops"> {
   const { seq } = call;
+  const generates = seq.maxTokens > 0;
+  const end = call.start + call.count;
   return {
     firstSlot: seq.slot,
     rows: 1,
     seq: call.count,
-    tokens: Int32Array.from(seq.tokens.slice(call.start, call.start + call.count)),
+    tokens: Int32Array.from(seq.tokens.slice(call.start, end)),
     seqIds: [seq.id],
-    sample: [call.last],
-    ...(forks.length > 0 ? { forks: forks.map((f) => ({ row: 0, seqId: f.id })) } : {}),
+    sample: [call.last && generates],
+    ...(forks.length > 0 && generates ? { forks: forks.map((f) => ({ row: 0, seqId: f.id })) } : {}),
+    ...(request.promptLogprobs ? { score: { row: 0, top: request.promptLogprobs.top, next: call.last ? -1 : seq.tokens[end] } } : {}),
   };
 }

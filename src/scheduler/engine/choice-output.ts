@@ -79,14 +79,17 @@ export class ChoiceOutput {
   }
 
   private logprobEntry(sample: SampleResult): EmittedTokenLogprob {
-    const describe = (token: number, logprob: number): TokenLogprob => {
-      const bytes = this.options.tokenBytes?.(token) ?? new Uint8Array();
-      return { token: whole.decode(bytes), logprob, bytes: [...bytes] };
-    };
+    const describe = (token: number, logprob: number) => describeToken(this.options.tokenBytes, token, logprob);
     const top = this.options.logprobs?.top ?? 0;
     return {
       ...describe(sample.token, sample.logprob ?? 0),
       top: (sample.top ?? []).slice(0, top).map((t) => describe(t.token, t.logprob)),
     };
   }
+}
+
+/** A token's log probability as reported: its bytes, and their text (a piece of a character decodes to U+FFFD). */
+export function describeToken(tokenBytes: ((id: number) => Uint8Array) | undefined, token: number, logprob: number): TokenLogprob {
+  const bytes = tokenBytes?.(token) ?? new Uint8Array();
+  return { token: whole.decode(bytes), logprob, bytes: [...bytes] };
 }

@@ -10,7 +10,7 @@
  * is the next decode input. The engine moves it along; this class only keeps the books.
  */
 import type { ChoiceOutput } from "./choice-output.js";
-import type { FinishReason } from "../types.js";
+import type { FinishReason, PromptTokenLogprob } from "../types.js";
 
 export type SequenceStatus = "waiting" | "prefilling" | "running" | "finished" | "cancelled";
 
@@ -25,6 +25,8 @@ export interface SequenceInit {
   /** The model's context: prompt plus generated tokens never exceed it. */
   contextLength: number;
   output: ChoiceOutput;
+  /** Its request scores the prompt (see {@link Sequence.promptLogprobs}). Default false. */
+  scorePrompt?: boolean;
 }
 
 export class Sequence {
@@ -55,6 +57,8 @@ export class Sequence {
   finishReason: FinishReason | null = null;
   /** Its reader has fallen behind (too many undelivered events): it skips decode steps until caught up. */
   paused = false;
+  /** When its request scores the prompt: the prompt tokens its prefill has scored so far; else null. */
+  readonly promptLogprobs: PromptTokenLogprob[] | null;
   /** Clock readings (ms) of the first and last generated token. */
   firstTokenAt = 0;
   lastTokenAt = 0;
@@ -67,6 +71,7 @@ export class Sequence {
     this.contextLength = init.contextLength;
     this.output = init.output;
     this.tokens = [...init.promptIds];
+    this.promptLogprobs = init.scorePrompt ? [] : null;
   }
 
   /** Holds a slot (prefilling or running). */

@@ -31,7 +31,7 @@ async function run(request: GenerationRequest) {
     if (e.type === "delta") {
       texts[e.choice] += e.text;
       steps[e.choice].push(...(e.logprobs ?? []));
-    } else reasons[e.choice] = e.reason;
+    } else if (e.type === "finish") reasons[e.choice] = e.reason;
   }
   return { text: texts[0], texts, steps: steps[0], allSteps: steps, reasons };
 }

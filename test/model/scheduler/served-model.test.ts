@@ -19,7 +19,7 @@ async function collect(served: ServedModel, request: GenerationRequest) {
   let tokens = 0;
   for await (const e of served.engine.submit(request)) {
     if (e.type === "delta") text += e.text;
-    else [reason, tokens] = [e.reason, e.completionTokens];
+    else if (e.type === "finish") [reason, tokens] = [e.reason, e.completionTokens];
   }
   return { text, reason, tokens };
 }

@@ -158,12 +158,15 @@ describe("validation errors (400)", () => {
   const completionCases: Array<[string, Record<string, unknown>, string, string]> = [
     ["missing prompt", { model: SLUG }, "prompt", "missing_required_parameter"],
     ["prompt of the wrong type", { model: SLUG, prompt: { text: "x" } }, "prompt", "invalid_type"],
-    ["several prompts", { model: SLUG, prompt: ["a", "b"] }, "prompt", "unsupported_value"],
+    ["more than 64 prompts", { model: SLUG, prompt: Array.from({ length: 65 }, () => "a") }, "prompt", "invalid_value"],
+    ["more than 64 token-id prompts", { model: SLUG, prompt: Array.from({ length: 65 }, () => [1]) }, "prompt", "invalid_value"],
     ["an empty prompt array", { model: SLUG, prompt: [] }, "prompt", "invalid_value"],
+    ["an empty token-id prompt among several", { model: SLUG, prompt: [[1], []] }, "prompt", "invalid_value"],
+    ["a token id outside the vocabulary in a later prompt", { model: SLUG, prompt: [[1], [2, 99999]] }, "prompt", "invalid_value"],
+    ["max_tokens below 0", { model: SLUG, prompt: "x", max_tokens: -1 }, "max_tokens", "invalid_value"],
     ["logprobs above 5", { model: SLUG, prompt: "x", logprobs: 6 }, "logprobs", "invalid_value"],
     ["suffix", { model: SLUG, prompt: "x", suffix: "tail" }, "suffix", "unsupported_parameter"],
     ["best_of above n", { model: SLUG, prompt: "x", best_of: 3 }, "best_of", "unsupported_parameter"],
-    ["echo with logprobs", { model: SLUG, prompt: "x", echo: true, logprobs: 1 }, "echo", "unsupported_parameter"],
     ["temperature out of range", { model: SLUG, prompt: "x", temperature: -1 }, "temperature", "invalid_value"],
     ["a token id outside the vocabulary", { model: SLUG, prompt: [1, 2, 99999] }, "prompt", "invalid_value"],
   ];

@@ -23,7 +23,7 @@ describe("servedContextLength", () => {
 describe("the text graph contract", () => {
   it("names every input and output once, in the builder's order", () => {
     const io = textGraphIo(2);
-    expect(io.inputs).toEqual(["input_ids", "position_ids", "past_mask", "new_mask", "past_key_t.0", "past_value.0", "past_key_t.1", "past_value.1"]);
+    expect(io.inputs).toEqual(["input_ids", "position_ids", "past_mask", "new_mask", "logits_from", "past_key_t.0", "past_value.0", "past_key_t.1", "past_value.1"]);
     expect(io.outputs).toEqual(["logits", "present_key.0", "present_value.0", "present_key.1", "present_value.1"]);
     expect(TEXT_GRAPH.pastKey(7)).toBe("past_key_t.7");
   });

@@ -339,7 +339,8 @@ describe("BatchEngine", () => {
     const { engine } = setup({ contextLength: 10 });
     expect(() => engine.submit(request({ promptIds: [] }))).toThrow(RangeError);
     expect(() => engine.submit(request({ promptIds: prompt(10) }))).toThrow(/context/);
-    expect(() => engine.submit(request({ maxTokens: 0 }))).toThrow(RangeError);
+    expect(() => engine.submit(request({ maxTokens: -1 }))).toThrow(RangeError);
+    expect(() => engine.submit(request({ maxTokens: 1.5 }))).toThrow(RangeError);
     expect(() => engine.submit(request({ n: 0 }))).toThrow(RangeError);
   });
 

@@ -4,10 +4,11 @@
  * wrong slot, or a bad copy, shows up as different output. Like the real worker it applies each
  * message's slot operations in order before the forward pass, fails only the sequence an operation
  * names, and enforces the worker's rules (a multi-token step only at rows = 1, copies of at most
- * what a slot holds, samplers opened first).
+ * what a slot holds, samplers opened first). Scored prompt chunks get {@link fakePromptLogprob}s.
  */
 import type { SamplingParams } from "../../../../src/runtime/sampling/index.js";
-import type { RowSample, SequenceFailure, SlotOp, StepResult } from "../../../../src/runtime/step-protocol.js";
+import type { PositionScores } from "../../../../src/runtime/sampling/index.js";
+import type { RowSample, SequenceFailure, SlotOp, StepRequest, StepResult } from "../../../../src/runtime/step-protocol.js";
 import type { StepCall, StepRunner } from "../../../../src/scheduler/engine/step-runner.js";
 import type { TokenText } from "../../../../src/scheduler/types.js";
 
@@ -53,6 +54,8 @@ export interface StepLog {
   forks: number;
   /** Slot operations the message carried. */
   ops: SlotOp[];
+  /** The prompt scoring it asked for. */
+  score?: StepRequest["score"];
 }
 
 export interface FakeStepRunner extends StepRunner, TokenText {
@@ -76,6 +79,27 @@ export interface FakeStepRunner extends StepRunner, TokenText {
 }
 
 const utf8 = new TextEncoder();
+
+/**
+ * The fake model's log probability of a scored prompt token; it is always the top alternative,
+ * followed by the next ids at one nat less each.
+ */
+export const fakePromptLogprob = (token: number) => -0.5 - (token % 4) / 4;
+
+function fakeScores(call: StepCall, score: NonNullable<StepCall["score"]>, vocabSize: number): PositionScores {
+  const row = [...call.tokens.subarray(score.row * call.seq, (score.row + 1) * call.seq)];
+  const targets = [...row.slice(1), ...(score.next >= 0 ? [score.next] : [])];
+  const k = score.top;
+  const out = { top: k, logprobs: new Float64Array(targets.length), topIds: new Int32Array(targets.length * k), topLogprobs: new Float64Array(targets.length * k) };
+  targets.forEach((t, p) => {
+    out.logprobs[p] = fakePromptLogprob(t);
+    for (let i = 0; i < k; i++) {
+      out.topIds[p * k + i] = (t + i) % vocabSize;
+      out.topLogprobs[p * k + i] = fakePromptLogprob(t) - i;
+    }
+  });
+  return out;
+}
 
 /** Default model: a deterministic hash of the history, the seed and the stream, avoiding stop tokens. */
 export function hashNext(vocabSize: number, stops: readonly number[] = []) {
@@ -190,6 +214,7 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
         tokens: [...call.tokens],
         forks: call.forks?.length ?? 0,
         ops: call.ops,
+        ...(call.score ? { score: call.score } : {}),
       });
       const gone = new Set(failed.map((f) => f.seqId));
       const samples: Array<RowSample | null> = [];
@@ -200,7 +225,8 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
         samples.push(call.sample[r] && !gone.has(call.seqIds[r]) ? sample(slot, call.seqIds[r], failed) : null);
       }
       const forkSamples = call.forks?.map((f) => (gone.has(f.seqId) ? null : sample(call.firstSlot + f.row, f.seqId, failed)));
-      return { samples, ...(forkSamples ? { forkSamples } : {}), failed, runMs: 0, sampleMs: 0 };
+      const scores = call.score && !gone.has(call.seqIds[call.score.row]) ? fakeScores(call, call.score, bytes.length) : undefined;
+      return { samples, ...(forkSamples ? { forkSamples } : {}), ...(scores ? { scores } : {}), failed, runMs: 0, sampleMs: 0 };
     },
     createDecoder() {
       const decoder = new TextDecoder("utf-8", { fatal: false });

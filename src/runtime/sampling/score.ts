@@ -1,0 +1,43 @@
+/**
+ * Prompt scoring: how likely the model found each token that actually came next, as the raw
+ * log-softmax of its logits, with the same arithmetic as a sampler's logprobs (so a scored token
+ * and the same token sampled greedily report the same number, and a token that is the top choice
+ * reports exactly its top entry's value).
+ */
+import { rawLogSumExp, rawTop } from "./sampler.js";
+
+/** Scores of consecutive positions: only these numbers cross the worker boundary, never the logits. */
+export interface PositionScores {
+  /** Alternatives per position. */
+  top: number;
+  /** Per position: the log probability of the token that followed it. */
+  logprobs: Float64Array;
+  /** Per position, `top` ids, most likely first (lowest id first on ties). */
+  topIds: Int32Array;
+  /** Their log probabilities, in the same layout. */
+  topLogprobs: Float64Array;
+}
+
+/**
+ * Scores `targets.length` positions whose logits are the consecutive rows of `logits` (each
+ * `vocab` wide): row p is the distribution that `targets[p]` was drawn from.
+ */
+export function scorePositions(logits: Float32Array, vocab: number, targets: ArrayLike<number>, top: number): PositionScores {
+  const n = targets.length;
+  const k = Math.min(top, vocab);
+  const out: PositionScores = { top: k, logprobs: new Float64Array(n), topIds: new Int32Array(n * k), topLogprobs: new Float64Array(n * k) };
+  const ids = new Int32Array(k);
+  const vals = new Float64Array(k);
+  for (let p = 0; p < n; p++) {
+    const row = logits.subarray(p * vocab, (p + 1) * vocab);
+    const lse = rawLogSumExp(row);
+    out.logprobs[p] = row[targets[p]] - lse;
+    const found = rawTop(row, ids, vals);
+    for (let i = 0; i < k; i++) {
+      // A row of NaNs keeps fewer than k: the rest read as impossible tokens.
+      out.topIds[p * k + i] = i < found ? ids[i] : 0;
+      out.topLogprobs[p * k + i] = i < found ? vals[i] - lse : -Infinity;
+    }
+  }
+  return out;
+}
