@@ -49,6 +49,12 @@ export type OptionValues<O extends OptionSpecs> = { [K in keyof O]: O[K] extends
 export interface CommandLine<O extends OptionSpecs> {
   options: OptionValues<O>;
   positionals: string[];
+  /**
+   * The options the operator set (on the command line, or through their environment variable), as
+   * opposed to those at their declared default: a setting recorded elsewhere (a promoted artifact's)
+   * may stand in for a default, never for a value the operator chose.
+   */
+  given: ReadonlySet<keyof O>;
 }
 
 type Common = Pick<OptionSpec, "description" | "short" | "value" | "env">;
@@ -127,10 +133,13 @@ export function parseCommandLine<O extends OptionSpecs>(specs: O, argv: string[]
     throw new UsageError(explainRejection(specs, argv, allowPositionals) ?? (err as Error).message);
   }
   const options: Record<string, unknown> = {};
+  const given = new Set<keyof O>();
   for (const [key, spec] of Object.entries(specs)) {
-    options[key] = resolveValue(key, spec, parsed.values[longName(key)] as string | string[] | boolean | undefined);
+    const value = parsed.values[longName(key)] as string | string[] | boolean | undefined;
+    options[key] = resolveValue(key, spec, value);
+    if ((Array.isArray(value) ? value.length > 0 : value !== undefined) || (spec.env !== undefined && !!process.env[spec.env])) given.add(key);
   }
-  return { options: options as OptionValues<O>, positionals: parsed.positionals };
+  return { options: options as OptionValues<O>, positionals: parsed.positionals, given };
 }
 
 function resolveValue(key: string, spec: OptionSpec, given: string | string[] | boolean | undefined): unknown {

@@ -5,6 +5,10 @@ import { LoadedModel } from "../runtime/loaded-model.js";
 import type { SessionOptions } from "../runtime/worker/model-session.js";
 import { DEFAULT_MAX_RUNNING, serveLoadedModel, type ServedModel, type ServeOptions } from "../scheduler/index.js";
 import { getModel } from "../catalogue/catalogue.js";
+import { openDatabase } from "../catalogue/db.js";
+import { kilnHome } from "../catalogue/paths.js";
+import { currentPromotion, type Promotion } from "../catalogue/promotions.js";
+import { PromotedArtifactError, promotedArtifactDir, type PromotedSettings, promotedSettings } from "./promoted-artifact.js";
 import { provisionArtifact, type ProvisionOptions, WrongKindError } from "./provision-artifact.js";
 
 export interface LoadModelOptions extends ProvisionOptions, ServeOptions {
@@ -19,6 +23,20 @@ export interface LoadModelOptions extends ProvisionOptions, ServeOptions {
    * taken off the available memory that the default `kvMemoryBytes` is sized from. Default 0.
    */
   kvMemoryReservedBytes?: number;
+  /**
+   * The promotion to serve: its artifact, with its settings where these options leave them unset.
+   * Default: the model's current promotion in the database; null serves the default compile.
+   * Ignored (the default compile serves) when `compile` options are given: they ask for one build.
+   */
+  promotion?: Promotion | null;
+  /**
+   * When the promoted artifact cannot be served (missing, or not matching its manifest): true (the
+   * default) warns and serves the default compile; false throws, for a live switch that would
+   * rather keep the artifact already in service.
+   */
+  fallback?: boolean;
+  /** Where problems that do not stop the load are reported. Default: a line on stderr. */
+  onWarning?: (message: string) => void;
 }
 
 /**
@@ -38,15 +56,42 @@ export function memoryAvailability(): MemoryAvailability {
  * (`maxRunning`, default {@link DEFAULT_MAX_RUNNING}) on its own worker thread, behind a batch engine.
  * Without `kvMemoryBytes` the KV budget is {@link defaultKvMemoryBytes}, sized from the memory
  * available once the weights are loaded (less `kvMemoryReservedBytes`) and the model's shape.
+ *
+ * The artifact is the model's promoted one when there is a promotion (see `promotion`), verified
+ * against its manifest; its settings (`threads`, `maxRunning`, `prefillChunk`, `stepTokens`,
+ * `prefixReuse`, `graphOptimizationLevel`) apply where the options leave them undefined. Without a
+ * promotion, or when the promoted artifact is broken, the default compile serves.
  */
 export async function loadModel(slug: string, options: LoadModelOptions = {}): Promise<ServedModel> {
   const { kind } = getModel(slug);
   if (kind !== "text") throw new WrongKindError(slug, kind, "a text model (chat and completions)");
+  const warn = options.onWarning ?? ((message: string) => process.stderr.write(`kiln: WARNING: ${message}\n`));
+  const home = options.home ?? kilnHome();
+  const promotion = options.compile !== undefined ? null : options.promotion === undefined ? readPromotion(slug, home, warn) : options.promotion;
+  if (promotion) {
+    try {
+      options.onStage?.(`verifying the promoted artifact ${promotion.artifactId}`);
+      return await serveArtifact(await promotedArtifactDir(slug, promotion.artifactId, home), promotion, options, warn);
+    } catch (err) {
+      // A promoted artifact that does not load (its graph refused by the runtime, say) is as broken as a missing one.
+      if (options.fallback === false || options.signal?.aborted) throw err;
+      warn(`${err instanceof PromotedArtifactError ? err.message : `the artifact ${promotion.artifactId} promoted for ${slug} failed to load: ${(err as Error).message}`}; serving the default compile instead`);
+    }
+  }
   const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
+  return serveArtifact(compiled.dir, null, options, warn);
+}
+
+/** Loads the artifact in `dir` and serves it, with `promotion`'s settings where `options` leave them unset. */
+async function serveArtifact(dir: string, promotion: Promotion | null, options: LoadModelOptions, warn: (message: string) => void): Promise<ServedModel> {
   options.signal?.throwIfAborted();
+  const promoted = promotion ? promotedSettings(promotion.settings) : { settings: {}, ignored: [] };
+  if (promoted.ignored.length > 0) warn(`${promotion!.slug}: settings of the promoted artifact ${promotion!.artifactId} that kiln does not apply: ${promoted.ignored.join(", ")}`);
+  const settings: PromotedSettings = promoted.settings;
   options.onStage?.("loading the model");
-  const slots = options.maxRunning ?? DEFAULT_MAX_RUNNING;
-  const loaded = await LoadedModel.load(compiled.dir, { ...options.session, threads: options.threads ?? 2, slots });
+  const slots = options.maxRunning ?? settings.maxRunning ?? DEFAULT_MAX_RUNNING;
+  const session = { graphOptimizationLevel: settings.graphOptimizationLevel, ...options.session };
+  const loaded = await LoadedModel.load(dir, { ...session, threads: options.threads ?? settings.threads ?? 2, slots });
   if (options.signal?.aborted) {
     await loaded.close();
     options.signal.throwIfAborted();
@@ -58,9 +103,33 @@ export async function loadModel(slug: string, options: LoadModelOptions = {}): P
       memory.availableBytes -= options.kvMemoryReservedBytes ?? 0;
       kvMemoryBytes = defaultKvMemoryBytes(loaded.manifest.shape, loaded.worker.slots, memory);
     }
-    return serveLoadedModel(loaded, { ...options, maxRunning: slots, kvMemoryBytes });
+    const served = serveLoadedModel(loaded, {
+      ...options,
+      maxRunning: slots,
+      prefillChunk: options.prefillChunk ?? settings.prefillChunk,
+      stepTokens: options.stepTokens ?? settings.stepTokens,
+      prefixReuse: options.prefixReuse ?? settings.prefixReuse,
+      kvMemoryBytes,
+    });
+    served.promotion = promotion;
+    return served;
   } catch (err) {
     await loaded.close();
     throw err;
+  }
+}
+
+/** The model's current promotion; a database that cannot be read serves the default compile, with a warning. */
+function readPromotion(slug: string, home: string, warn: (message: string) => void): Promotion | null {
+  try {
+    const db = openDatabase({ home });
+    try {
+      return currentPromotion(db, slug);
+    } finally {
+      db.close();
+    }
+  } catch (err) {
+    warn(`${slug}: cannot read its promotion from the database (${(err as Error).message}); serving the default compile`);
+    return null;
   }
 }

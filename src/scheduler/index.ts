@@ -5,7 +5,7 @@
  */
 export { EngineClosedError, OverloadedError } from "./errors.js";
 export { ComputeGate, type ComputeGateOptions, type GateLane } from "./compute-gate.js";
-export { ModelRegistry, type AnyServedModel, type ModelState } from "./serving/model-registry.js";
+export { DEFAULT_RETIRE_GRACE_MS, ModelRegistry, type AnyServedModel, type ModelRegistryOptions, type ModelState, type ModelSwitch } from "./serving/model-registry.js";
 export { serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
 export { chatPromptIds, encodePrompt, renderChat, type SpecialTokenMode } from "./serving/prompt.js";
 export { BatchEngine, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, type BatchEngineOptions } from "./engine/batch-engine.js";

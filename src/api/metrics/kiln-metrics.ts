@@ -8,6 +8,8 @@ const PER_TOKEN_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0
 /** One finished (or cancelled) generation request, as the routes report it. */
 export interface GenerationRecord {
   model: string;
+  /** The artifact that generated (a live switch changes it); its throughput is measured apart. */
+  artifactId?: string;
   promptTokens: number;
   completionTokens: number;
   /** Seconds from the request's arrival to its first generated token; undefined when none came. */
@@ -46,7 +48,8 @@ export class KilnMetrics {
     new Counter("kiln_transcription_requests_total", "Transcription requests that reached their model (finished or cancelled), by model."),
   );
   readonly audioSeconds = this.registry.register(new Counter("kiln_audio_seconds_total", "Seconds of audio transcribed, by model."));
-  private readonly decode = new Map<string, { seconds: number; tokens: number }>();
+  /** Decode time and tokens per model, and per artifact within it. */
+  private readonly decode = new Map<string, Map<string, { seconds: number; tokens: number }>>();
 
   /**
    * @param queue reads each model's queue when scraped (waiting and running requests).
@@ -77,10 +80,12 @@ export class KilnMetrics {
     if (r.ttftSeconds !== undefined) this.ttft.observe(r.ttftSeconds, labels);
     for (const s of r.perTokenSeconds) this.tpot.observe(s, labels);
     this.cancelled.inc(labels, r.cancelled ? 1 : 0);
-    const d = this.decode.get(r.model) ?? { seconds: 0, tokens: 0 };
+    const artifacts = this.decode.get(r.model) ?? new Map<string, { seconds: number; tokens: number }>();
+    const d = artifacts.get(r.artifactId ?? "") ?? { seconds: 0, tokens: 0 };
     d.seconds += r.decodeSeconds;
     d.tokens += r.decodeTokens;
-    this.decode.set(r.model, d);
+    artifacts.set(r.artifactId ?? "", d);
+    this.decode.set(r.model, artifacts);
   }
 
   transcription(r: TranscriptionRecord): void {
@@ -90,10 +95,16 @@ export class KilnMetrics {
     this.cancelled.inc(labels, r.cancelled ? 1 : 0);
   }
 
-  /** Output tokens per second measured so far on `model` (decode only); null before any. */
-  throughput(model: string): number | null {
-    const d = this.decode.get(model);
-    return d && d.seconds > 0 ? Math.round((d.tokens / d.seconds) * 10) / 10 : null;
+  /** Output tokens per second measured so far on `model` (decode only), on `artifactId` alone when given; null before any. */
+  throughput(model: string, artifactId?: string): number | null {
+    let seconds = 0;
+    let tokens = 0;
+    for (const [id, d] of this.decode.get(model) ?? []) {
+      if (artifactId !== undefined && id !== artifactId) continue;
+      seconds += d.seconds;
+      tokens += d.tokens;
+    }
+    return seconds > 0 ? Math.round((tokens / seconds) * 10) / 10 : null;
   }
 
   /** The exposition text; `engines` (default: the constructor's) supplies the scheduler series. */

@@ -1,4 +1,5 @@
 /** GET /v1/models and /v1/models/{id}: a catalogue entry plus its serving state, as the wire shows it. */
+import type { Promotion } from "../../catalogue/promotions.js";
 import type { ModelEntry } from "../../catalogue/types.js";
 import type { ModelState } from "../../scheduler/index.js";
 
@@ -29,8 +30,29 @@ export interface ModelObject {
   status: ModelStatus;
   /** Id of the compiled artifact in service (the `system_fingerprint` of its answers); served models only. */
   artifact_id?: string;
-  /** Output tokens per second measured on this server so far (null before any request); served text models only. */
+  /**
+   * Output tokens per second measured on this server so far with the artifact in service (null
+   * before any request); served text models only.
+   */
   measured_output_tokens_per_second?: number | null;
+  /**
+   * Unix seconds: when the artifact in service was promoted (by the optimization track or an
+   * operator); null while the default compile serves. Served text models only.
+   */
+  last_optimized_at?: number | null;
+  /** Why and with what the artifact in service was promoted; null while the default compile serves. Served text models only. */
+  optimization?: OptimizationInfo | null;
+}
+
+export interface OptimizationInfo {
+  /** The reason recorded with the promotion ("track: 12% faster decode, KL 0.004", "operator"). */
+  reason: string;
+  /** Runtime and serving settings promoted with the artifact ({} = defaults). */
+  settings: Record<string, unknown>;
+  /** What the track measured for it (throughput, TTFT, memory), as recorded. */
+  metrics: Record<string, unknown>;
+  /** Its measured quality against the exact reference (KL divergence, perplexity ratio), as recorded. */
+  quality: Record<string, unknown>;
 }
 
 export interface ModelList {
@@ -73,6 +95,15 @@ export function modelObject(entry: ModelEntry, state: ModelState | undefined, st
     pricing,
     status: state?.status ?? "available",
     ...(serving ? { artifact_id: serving.artifactId } : {}),
-    ...(text ? { measured_output_tokens_per_second: measuredTps } : {}),
+    ...(text ? { measured_output_tokens_per_second: measuredTps, ...optimizationOf(text.promotion ?? null) } : {}),
+  };
+}
+
+function optimizationOf(promotion: Promotion | null): Pick<ModelObject, "last_optimized_at" | "optimization"> {
+  if (!promotion) return { last_optimized_at: null, optimization: null };
+  const at = Math.floor(Date.parse(promotion.createdAt) / 1000);
+  return {
+    last_optimized_at: Number.isFinite(at) ? at : null,
+    optimization: { reason: promotion.reason, settings: promotion.settings, metrics: promotion.metrics, quality: promotion.quality },
   };
 }

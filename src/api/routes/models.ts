@@ -7,8 +7,12 @@ import { apiError } from "../errors.js";
 import { modelObject, type ModelList, type ModelObject } from "../protocol/models.js";
 
 export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
-  const describe = (entry: ModelEntry): ModelObject =>
-    modelObject(entry, ctx.models.get(entry.slug), ctx.startedAt, ctx.metrics.throughput(entry.slug));
+  const describe = (entry: ModelEntry): ModelObject => {
+    const state = ctx.models.get(entry.slug);
+    // Measured on the artifact in service: after a live switch, the one before no longer counts.
+    const artifactId = state?.status === "serving" ? state.model.artifactId : undefined;
+    return modelObject(entry, state, ctx.startedAt, ctx.metrics.throughput(entry.slug, artifactId));
+  };
 
   app.get("/models", async (): Promise<ModelList> => ({ object: "list", data: listModels().map(describe) }));
 

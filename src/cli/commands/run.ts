@@ -17,13 +17,15 @@ by spaces) through the model's chat template and streams the answer to stdout.`,
     seed: option.integer({ description: "sampling seed, for reproducible output; a random one when absent" }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
   },
-  async run({ options, positionals }, io) {
+  async run({ options, positionals, given }, io) {
     const [slug, ...promptWords] = positionals;
     if (!slug || promptWords.length === 0) throw new UsageError("needs a model slug and a prompt");
     let model: ServedModel | null = null;
     try {
       // The same path as `kiln serve`: one KV slot, the batch engine, the model's chat template.
-      model = await loadModel(slug, { threads: options.threads, maxRunning: 1, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) });
+      // A promoted artifact's thread count stands in for the default, not for a --threads given.
+      const threads = given.has("threads") ? options.threads : undefined;
+      model = await loadModel(slug, { threads, maxRunning: 1, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) });
       const messages = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: promptWords.join(" ") }];
       const sampling = { temperature: options.temperature, seed: options.seed };
       const stream = model.engine.submit({ promptIds: model.chatPrompt(messages), maxTokens: options.maxTokens, sampling });

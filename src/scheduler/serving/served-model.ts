@@ -9,7 +9,7 @@ import type { ComputeGate } from "../compute-gate.js";
 import { BatchEngine } from "../engine/batch-engine.js";
 import type { PrefixReuse } from "../engine/kv-slots.js";
 import type { ChatMessage } from "../types.js";
-import { getModel, hasModel } from "../../catalogue/index.js";
+import { getModel, hasModel, type Promotion } from "../../catalogue/index.js";
 import { chooseToolDialect, type ToolDialect, type ToolFunction } from "../tools/index.js";
 import { chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
 
@@ -21,6 +21,12 @@ export interface ServedModel {
   artifactId: string;
   /** When that artifact was built (ISO 8601). */
   artifactCreatedAt: string;
+  /**
+   * The promotion the artifact serves under (why, with which settings, since when); null when the
+   * default compile serves. Absent where provisioning did not choose the artifact (test fakes). The
+   * live switch replaces it in place when the same artifact is promoted again with the same settings.
+   */
+  promotion?: Promotion | null;
   /** Tokens a request may use, prompt plus completion: the model's window, or less where the KV budget caps it. */
   contextLength: number;
   /** The model's own context window, in tokens. */

@@ -54,6 +54,43 @@ describe("models", () => {
     expect(after.measured_output_tokens_per_second).toBeGreaterThan(0);
   });
 
+  it("tells when and why the artifact in service was promoted, and measures each artifact apart", async () => {
+    const { app, fake, models } = await fakeApp();
+    const get = async () => (await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json();
+    expect(await get()).toMatchObject({ last_optimized_at: null, optimization: null });
+    const chat = () => app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model: SLUG, messages: [{ role: "user", content: "x" }] }, headers: AUTH });
+    await chat();
+    expect((await get()).measured_output_tokens_per_second).toBeGreaterThan(0);
+
+    const next = fakeModel().model;
+    next.artifactId = "fake-artifact-2";
+    next.promotion = {
+      id: "p1",
+      slug: SLUG,
+      artifactId: "fake-artifact-2",
+      settings: { prefillChunk: 128 },
+      metrics: { decode_tokens_per_second: 150 },
+      quality: { kl_divergence: 0.004 },
+      reason: "track: 12% faster decode",
+      createdAt: "2026-01-02T03:04:05.678Z",
+      promoted: true,
+    };
+    await models.switchModel(SLUG, async () => next);
+    const after = await get();
+    expect(after).toMatchObject({
+      artifact_id: "fake-artifact-2",
+      last_optimized_at: Math.floor(Date.parse("2026-01-02T03:04:05.678Z") / 1000),
+      optimization: { reason: "track: 12% faster decode", settings: { prefillChunk: 128 }, metrics: { decode_tokens_per_second: 150 }, quality: { kl_divergence: 0.004 } },
+      // The artifact before it answered every request so far: nothing is measured on this one yet.
+      measured_output_tokens_per_second: null,
+    });
+    await chat();
+    expect((await get()).measured_output_tokens_per_second).toBeGreaterThan(0);
+    expect(fake.model.artifactId).toBe("fake-artifact-1");
+    // Fields of models that are not served stay as they were.
+    expect((await app.inject({ method: "GET", url: "/v1/models/llama-3-3-70b-instruct", headers: AUTH })).json()).not.toHaveProperty("last_optimized_at");
+  });
+
   it("reports the context a request can use on a served model, beside the model's own window", async () => {
     const fake = fakeModel({ contextLength: 5760, nativeContextLength: 8192 });
     const { app } = await fakeApp({ fake });

@@ -53,6 +53,17 @@ describe("parseCommandLine", () => {
     expect(flagOf("prefixReuse")).toBe("--prefix-reuse");
   });
 
+  it("tells the options the operator set from those at their defaults", () => {
+    expect([...parse(["--model", "a"]).given].sort()).toEqual(["model"]);
+    expect([...parse(["-m", "a", "--port", "8000", "--cloud"]).given].sort()).toEqual(["cloud", "model", "port"]);
+    process.env.KILN_TEST_LEVEL = "debug";
+    try {
+      expect(parse(["-m", "a"]).given.has("logLevel")).toBe(true);
+    } finally {
+      delete process.env.KILN_TEST_LEVEL;
+    }
+  });
+
   it("takes an absent option from its environment variable, checked like a given value", () => {
     process.env.KILN_TEST_LEVEL = "debug";
     try {
