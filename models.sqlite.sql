@@ -66,7 +66,8 @@ CREATE INDEX IF NOT EXISTS compiles_slug ON compiles (slug, started_at);
 CREATE INDEX IF NOT EXISTS compiles_artifact ON compiles (artifact_id);
 CREATE INDEX IF NOT EXISTS compiles_status ON compiles (status);
 
--- Nightly optimization track: each candidate artifact that was measured.
+-- An early placeholder for the optimization track, never written: track_candidates below holds
+-- the track's records. Kept so that databases that have it open unchanged.
 CREATE TABLE IF NOT EXISTS optimization_runs (
   id           TEXT PRIMARY KEY,
   slug         TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
@@ -77,6 +78,33 @@ CREATE TABLE IF NOT EXISTS optimization_runs (
   created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX IF NOT EXISTS optimization_runs_slug ON optimization_runs (slug, created_at);
+
+-- The optimization track (src/provision/track/): one row per measurement of a model's candidate,
+-- the incumbent's two noise repeats included. A row is written when its measurement starts
+-- ('running'), so a track process that dies leaves a trace; the next run of that model (or the
+-- scheduler that started the process) marks it 'failed'. settings_json: compile, runtime and
+-- serving settings (accuracyLevel, numerics, threads, graphOptimizationLevel, prefillChunk,
+-- maxRunning, stepTokens); metrics_json: decode_tokens_per_second, prefill_tokens_per_second,
+-- batch<N>_tokens_per_second, ttft_ms, peak_rss_mb ...; quality_json: kl_divergence,
+-- perplexity_ratio, top1_agreement against the exact-numerics reference; machine_json: cpu, cores,
+-- threads used, pid ...; change: how the settings differ from the incumbent's.
+CREATE TABLE IF NOT EXISTS track_candidates (
+  id            TEXT PRIMARY KEY,
+  run_id        TEXT NOT NULL,                                -- one `kiln track run` (one night)
+  slug          TEXT NOT NULL REFERENCES models (slug) ON DELETE CASCADE,
+  artifact_id   TEXT NOT NULL DEFAULT '',                     -- '' when it failed before it had one
+  settings_json TEXT NOT NULL DEFAULT '{}',
+  change        TEXT NOT NULL DEFAULT '',
+  metrics_json  TEXT NOT NULL DEFAULT '{}',
+  quality_json  TEXT NOT NULL DEFAULT '{}',
+  machine_json  TEXT NOT NULL DEFAULT '{}',
+  started_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  finished_at   TEXT,
+  verdict       TEXT NOT NULL DEFAULT 'running' CHECK (verdict IN ('running', 'incumbent', 'promoted', 'rejected', 'failed')),
+  reason        TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS track_candidates_slug ON track_candidates (slug, started_at);
+CREATE INDEX IF NOT EXISTS track_candidates_running ON track_candidates (verdict) WHERE verdict = 'running';
 
 -- Artifacts promoted to serve a model: the latest row per slug with promoted = 1 is the one in
 -- service (a rollback sets the current row's promoted to 0, so the one before serves again).

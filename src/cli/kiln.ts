@@ -1,12 +1,17 @@
 import type { Command, CommandIO } from "./command.js";
 import compile from "./commands/compile.js";
+import compiler from "./commands/compiler.js";
 import keys from "./commands/keys.js";
 import models from "./commands/models.js";
+import promote from "./commands/promote.js";
 import pull from "./commands/pull.js";
+import rollback from "./commands/rollback.js";
 import runCommand from "./commands/run.js";
 import serve from "./commands/serve.js";
+import track from "./commands/track.js";
+import tracks from "./commands/tracks.js";
 
-const COMMANDS: Command[] = [models, pull, compile, runCommand, serve, keys];
+const COMMANDS: Command[] = [models, pull, compile, runCommand, serve, keys, track, tracks, promote, rollback, compiler];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

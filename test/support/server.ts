@@ -11,9 +11,13 @@ export interface RunningServer {
   stderr(): string;
 }
 
-/** Starts `kiln serve --model <slug> --port 0 <extra>`; resolves once it says it is ready. */
+/**
+ * Starts `kiln serve --model <slug> --port 0 --no-nightly <extra>`; resolves once it says it is
+ * ready. The nightly track stays off: a job whose hour came during a test run would compete for the
+ * CPU and promote artifacts under the test.
+ */
 export function startServer(slug: string, extraArgs: string[] = []): Promise<RunningServer> {
-  const child = spawn(process.execPath, ["bin/kiln.mjs", "serve", "--model", slug, "--port", "0", "--log-level", "warn", ...extraArgs], {
+  const child = spawn(process.execPath, ["bin/kiln.mjs", "serve", "--model", slug, "--port", "0", "--log-level", "warn", "--no-nightly", ...extraArgs], {
     env: process.env,
     stdio: ["ignore", "ignore", "pipe"],
   });

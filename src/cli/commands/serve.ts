@@ -15,10 +15,12 @@ import {
 import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
-import { DEFAULT_SPEECH_SLOTS, loadModel, loadSpeechModel } from "../../provision/index.js";
-import { ComputeGate, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry } from "../../scheduler/index.js";
+import type { Promotion } from "../../catalogue/promotions.js";
+import { DEFAULT_SPEECH_SLOTS, loadModel, type LoadModelOptions, loadSpeechModel, PromotionWatcher } from "../../provision/index.js";
+import { ComputeGate, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, type ServedModel } from "../../scheduler/index.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
+import { startNightly } from "../../provision/track/index.js";
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
@@ -63,6 +65,9 @@ const options = {
     description: "how long SIGTERM or Ctrl-C waits for running requests; then each ends with an error and the process exits",
   }),
   logLevel: option.choice(LOG_LEVELS, { value: "<level>", env: "KILN_LOG_LEVEL", default: "info", description: "what to log; logs are JSON lines on stderr" }),
+  noNightly: option.flag({
+    description: "do not run the served text models' optimization tracks (compiler-jobs/<slug>.json) on their schedules; by default each runs as its own lower-priority process",
+  }),
 };
 
 /** Milliseconds past the drain deadline that closing the models and the database may take before the process exits anyway. */
@@ -93,12 +98,39 @@ pulls, compiles and loads each model (progress on stderr). GET /health answers 5
 models are loaded, then 200. SIGTERM or Ctrl-C stops taking requests and exits once the running
 ones have finished, or after --drain-timeout, ending the ones left with an error (a second Ctrl-C
 exits at once). A --host beyond loopback without --cloud lets anyone on the network in: kiln
-warns about it on stderr and in GET /health.`,
+warns about it on stderr and in GET /health. A text model serves its promoted artifact when it has
+one, with the promotion's settings where no flag is given here (a given flag wins); a promotion or
+rollback while serving switches it live within seconds, failing no request.`,
   options,
-  run: (commandLine, io) => serve({ ...commandLine.options, slugs: knownModelSlugs(commandLine.options.model) }, io),
+  run: (commandLine, io) => serve({ ...commandLine.options, slugs: knownModelSlugs(commandLine.options.model), given: commandLine.given }, io),
 });
 
-async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: CommandIO): Promise<number> {
+type ServeArgs = OptionValues<typeof options> & { slugs: string[]; given: ReadonlySet<keyof typeof options> };
+
+/**
+ * How text models load, at start and at a live switch: a flag the operator gave wins over the
+ * settings of a promoted artifact, which win over the flag's default (so only given flags are passed).
+ */
+function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModelOptions {
+  const given = <K extends keyof typeof options>(key: K) => (o.given.has(key) ? o[key] : undefined);
+  return {
+    threads: given("threads"),
+    maxRunning: given("maxRunning"),
+    prefillChunk: given("prefillChunk"),
+    prefixReuse: given("prefixReuse"),
+    maxWaiting: o.maxWaiting,
+    kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
+    gate,
+  };
+}
+
+/** The startup line's account of a promotion. */
+function promotionNote(model: ServedModel, tried: Promotion | null): string {
+  if (model.promotion) return `promoted ${model.promotion.createdAt}${model.promotion.reason ? `: ${model.promotion.reason}` : ""}`;
+  return tried ? `NOT the promoted ${tried.artifactId}, which cannot be served` : "default compile";
+}
+
+async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
   const logger = pino({ level: o.logLevel, base: { pid: process.pid } }, pino.destination(2));
   const registry = new ModelRegistry();
   for (const slug of o.slugs) registry.expect(slug);
@@ -113,6 +145,18 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
     // Usage the database cannot take (a full disk) waits in a durable spool, settled when it can.
     usageRecorder = sqliteUsageRecorder(db, (slug) => (hasModel(slug) ? getModel(slug) : undefined), { spoolPath: usageSpoolPath(), log: logger });
   }
+
+  // Promotions choose each text model's artifact at start, and are followed while serving (the live switch).
+  let promotionsDb: KilnDatabase | null = db;
+  try {
+    promotionsDb ??= openDatabase();
+  } catch (err) {
+    const message = `cannot open the database to read promotions (${(err as Error).message}): the default compiles serve, and promotions are not followed`;
+    io.stderr.write(`kiln serve: WARNING: ${message}\n`);
+    logger.warn({ err }, message);
+  }
+  let watcher: PromotionWatcher | null = null;
+  let stopNightly: (() => Promise<void>) | null = null; // the optimization track's scheduler (issue 11), started once the models serve
 
   const warning = exposureWarning(o.host, o.cloud);
   if (warning) {
@@ -144,13 +188,17 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
     if (stopping) return stopping;
     io.stderr.write(`kiln serve: ${why}: no new requests; finishing the running ones (for up to ${o.drainTimeout} s)\n`);
     loading.abort();
+    watcher?.stop();
+    const nightlyStopped = stopNightly?.();
     exitIfStuck(drainTimeoutMs + STOP_GRACE_MS, io);
     stopping = (async () => {
       await drainApp(app, lifecycle, { timeoutMs: drainTimeoutMs });
       await registry.close();
       usageRecorder?.close?.();
+      if (promotionsDb !== db) promotionsDb?.close();
       db?.close();
       logger.flush?.();
+      await nightlyStopped;
       resolveStopped();
     })();
     return stopping;
@@ -170,6 +218,23 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
     // One model call at a time across the models served here (text first), so they do not slow each other down.
     const gate = o.slugs.length > 1 ? new ComputeGate() : undefined;
     let kvMemoryReservedBytes = 0; // KV budgets of the models loaded so far, which their caches grow into later
+    const textOptions = textLoadOptions(o, gate);
+    // The operator reads these on stderr, beside the JSON log.
+    const tell = (level: "info" | "warn" | "error") => (fields: Record<string, unknown>, message: string) => {
+      logger[level](fields, message);
+      io.stderr.write(`${level === "info" ? "" : `kiln serve: ${level === "warn" ? "WARNING" : "ERROR"}: `}${message}\n`);
+    };
+    const onWarning = (message: string) => tell("warn")({}, message);
+    if (promotionsDb) {
+      watcher = new PromotionWatcher({
+        db: promotionsDb,
+        registry,
+        // A replacement keeps the KV budget of the model it replaces, whose memory it takes over once that one has drained.
+        load: (slug, promotion, signal, current) =>
+          loadModel(slug, { ...textOptions, kvMemoryBytes: textOptions.kvMemoryBytes ?? current.kvMemoryBytes, promotion, fallback: false, signal, onWarning }),
+        log: { info: tell("info"), warn: tell("warn"), error: tell("error") },
+      });
+    }
     for (const slug of o.slugs) {
       if (loading.signal.aborted) break;
       try {
@@ -185,25 +250,27 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
           io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together)\n`);
           continue;
         }
+        let promotion: Promotion | null | undefined;
+        try {
+          promotion = watcher?.claim(slug);
+        } catch (err) {
+          onWarning(`${slug}: cannot read its promotion (${(err as Error).message})`);
+        }
         const model = await loadModel(slug, {
+          ...textOptions,
           onStage,
           signal: loading.signal,
           pull: { onProgress: printer },
-          threads: o.threads,
-          maxRunning: o.maxRunning,
-          maxWaiting: o.maxWaiting,
-          prefillChunk: o.prefillChunk,
-          prefixReuse: o.prefixReuse,
-          kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
           kvMemoryReservedBytes,
-          gate,
+          promotion,
+          onWarning,
         });
         kvMemoryReservedBytes += model.kvMemoryBytes ?? 0;
         printer.done();
         registry.serve(model);
         const kv = `KV cache up to ${Math.round((model.kvMemoryBytes ?? 0) / 2 ** 20)} MiB (${o.kvMemoryMb === undefined ? "default" : "--kv-memory-mb"})`;
-        const context = `${model.contextLength} tokens per sequence x ${o.maxRunning} slots (native ${model.nativeContextLength})`;
-        io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${kv}; ${context})\n`);
+        const context = `${model.contextLength} tokens per sequence x ${model.engine.stats.snapshot().slots} slots (native ${model.nativeContextLength})`;
+        io.stderr.write(`${slug}: serving (artifact ${model.artifactId}, ${promotionNote(model, promotion ?? null)}; ${kv}; ${context})\n`);
       } catch (err) {
         printer.done();
         if (loading.signal.aborted) break;
@@ -216,6 +283,11 @@ async function serve(o: OptionValues<typeof options> & { slugs: string[] }, io: 
       if (!registry.all().some((s) => s.status === "serving")) {
         await stop("no model could be loaded");
         return 1;
+      }
+      watcher?.start();
+      // ── the nightly optimization track (issue 11): the served text models' jobs, each run in its own lower-priority process ──
+      if (!o.noNightly) {
+        stopNightly = startNightly({ slugs: o.slugs.filter((slug) => getModel(slug).kind === "text"), onLog: (line) => logger.info({ component: "track" }, line) });
       }
       io.stderr.write(`kiln serve: ready at ${url}\n`);
     }

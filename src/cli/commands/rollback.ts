@@ -1,0 +1,35 @@
+/** `kiln rollback <slug>`: take a model's current promotion out of service. */
+import { hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
+import { openDatabase } from "../../catalogue/db.js";
+import { currentPromotion, rollbackPromotion } from "../../catalogue/promotions.js";
+import { defineCommand } from "../command.js";
+import { UsageError } from "../options.js";
+
+export default defineCommand({
+  name: "rollback",
+  description: "Take a model's promoted artifact out of service (the one before serves again)",
+  intro: `Marks the promotion serving <slug> as rolled back in $KILN_HOME/kiln.sqlite: the promotion
+before it serves again, or the default compile when there was none. A running \`kiln serve\` picks
+it up. The history stays (\`kiln tracks\`); promote the artifact again to undo a rollback.`,
+  positionals: "<slug>",
+  options: {},
+  async run({ positionals }, io) {
+    const [slug, ...extra] = positionals;
+    if (!slug) throw new UsageError("which model?");
+    if (extra.length > 0) throw new UsageError(`unexpected argument ${extra[0]}`);
+    if (!hasModel(slug)) throw new UsageError(new UnknownModelError(slug).message);
+    const db = openDatabase();
+    try {
+      const current = currentPromotion(db, slug);
+      if (!current) {
+        io.stderr.write(`kiln rollback: ${slug} has no promoted artifact (the default compile serves)\n`);
+        return 1;
+      }
+      const now = rollbackPromotion(db, slug);
+      io.stdout.write(`${slug}: rolled back ${current.artifactId}; serving ${now ? `${now.artifactId} (promoted ${now.createdAt}: ${now.reason})` : "the default compile"}\n`);
+      return 0;
+    } finally {
+      db.close();
+    }
+  },
+});

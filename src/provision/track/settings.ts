@@ -1,0 +1,106 @@
+/**
+ * What a track candidate is: one artifact (its compile options) served with one set of runtime and
+ * serving settings. A promotion stores these settings beside the artifact, so that the server runs
+ * the artifact the way the track measured it.
+ */
+import { DEFAULT_COMPILE_OPTIONS, type CompileOptions } from "../../compiler/compile.js";
+import type { ArtifactManifest } from "../../runtime/artifact/index.js";
+import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../../scheduler/index.js";
+
+export const GRAPH_OPTIMIZATION_LEVELS = ["disabled", "basic", "extended", "all"] as const;
+export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];
+
+export interface TrackSettings {
+  /** Compile: MatMulNBits accuracy level (4 int8 activations, 0 float). */
+  accuracyLevel: number;
+  /** Compile: "fast" or llama.cpp's rounding ("llama.cpp", the quality reference). */
+  numerics: "fast" | "llama.cpp";
+  /** Runtime: onnxruntime intra-op threads of the model's session. */
+  threads: number;
+  /** Runtime: onnxruntime graph optimizations applied when the session loads. */
+  graphOptimizationLevel: GraphOptimizationLevel;
+  /** Serving: prompt tokens per prefill call. */
+  prefillChunk: number;
+  /** Serving: sequences decoding together (KV slots). */
+  maxRunning: number;
+  /** Serving: most tokens computed per engine step. */
+  stepTokens: number;
+}
+
+/** The settings searched, in the order candidates vary them (compile first: the biggest levers). */
+export const SETTING_NAMES = ["accuracyLevel", "numerics", "graphOptimizationLevel", "threads", "prefillChunk", "maxRunning", "stepTokens"] as const satisfies ReadonlyArray<keyof TrackSettings>;
+export type SettingName = (typeof SETTING_NAMES)[number];
+
+/** Settings that change the artifact (everything else is applied when it is loaded and served). */
+export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set(["accuracyLevel", "numerics"]);
+
+/** What `kiln serve` does without a promotion: the default compile and its default flags. */
+export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
+  accuracyLevel: DEFAULT_COMPILE_OPTIONS.accuracyLevel,
+  numerics: DEFAULT_COMPILE_OPTIONS.numerics,
+  threads: 2,
+  graphOptimizationLevel: "all",
+  prefillChunk: DEFAULT_PREFILL_CHUNK,
+  maxRunning: DEFAULT_MAX_RUNNING,
+  stepTokens: DEFAULT_STEP_TOKENS,
+};
+
+/**
+ * The settings a promotion records beside its artifact: the runtime and serving ones, in the names
+ * `kiln serve` applies (`PromotedSettings`). The compile options are the artifact itself (its
+ * manifest records them), so they are left out.
+ */
+export function servingSettings(settings: TrackSettings): Record<string, unknown> {
+  return Object.fromEntries(SETTING_NAMES.filter((name) => !COMPILE_SETTINGS.has(name)).map((name) => [name, settings[name]]));
+}
+
+export function compileOptionsOf(settings: TrackSettings): Required<CompileOptions> {
+  return { accuracyLevel: settings.accuracyLevel, numerics: settings.numerics };
+}
+
+/** The compile options an artifact was built with, as its manifest records them (null when it does not say). */
+export function compileOptionsOfManifest(manifest: ArtifactManifest): CompileOptions | null {
+  const recorded = manifest.choices.find((c) => c.what === "options");
+  if (!recorded) return null;
+  try {
+    const parsed = JSON.parse(recorded.choice) as CompileOptions;
+    return { accuracyLevel: parsed.accuracyLevel, numerics: parsed.numerics };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Full settings from a partial record (a promotion's `settings`, an old row): known fields of the
+ * right type are kept, the rest come from `base`. Unknown fields are dropped.
+ */
+export function completeSettings(partial: Record<string, unknown> | null | undefined, base: Readonly<TrackSettings> = DEFAULT_SETTINGS): TrackSettings {
+  const out: TrackSettings = { ...base };
+  if (!partial) return out;
+  const int = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v > 0;
+  if (typeof partial.accuracyLevel === "number" && Number.isInteger(partial.accuracyLevel) && partial.accuracyLevel >= 0 && partial.accuracyLevel <= 4) out.accuracyLevel = partial.accuracyLevel;
+  if (partial.numerics === "fast" || partial.numerics === "llama.cpp") out.numerics = partial.numerics;
+  if (int(partial.threads)) out.threads = partial.threads as number;
+  if ((GRAPH_OPTIMIZATION_LEVELS as readonly unknown[]).includes(partial.graphOptimizationLevel)) out.graphOptimizationLevel = partial.graphOptimizationLevel as GraphOptimizationLevel;
+  if (int(partial.prefillChunk)) out.prefillChunk = partial.prefillChunk as number;
+  if (int(partial.maxRunning)) out.maxRunning = partial.maxRunning as number;
+  if (int(partial.stepTokens)) out.stepTokens = partial.stepTokens as number;
+  return out;
+}
+
+/** A stable text form, equal for equal settings (for "was this tried already"). */
+export function settingsKey(settings: TrackSettings): string {
+  return SETTING_NAMES.map((name) => `${name}=${settings[name]}`).join(",");
+}
+
+/** The settings that differ, as "prefillChunk 256→128, threads 2→1"; "" when none. */
+export function describeChange(from: TrackSettings, to: TrackSettings): string {
+  return SETTING_NAMES.filter((name) => from[name] !== to[name])
+    .map((name) => `${name} ${from[name]}→${to[name]}`)
+    .join(", ");
+}
+
+/** The threads a measurement really uses: the settings' own, within the run's thread budget. */
+export function measuredThreads(settings: TrackSettings, threadBudget: number): number {
+  return Math.max(1, Math.min(settings.threads, threadBudget));
+}
