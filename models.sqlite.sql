@@ -123,26 +123,70 @@ CREATE TABLE IF NOT EXISTS artifacts_promoted (
 );
 CREATE INDEX IF NOT EXISTS artifacts_promoted_slug ON artifacts_promoted (slug, created_at);
 
--- API keys: only a hash of the key is kept. models_json: null = all models, else an array of slugs.
+-- API keys of cloud mode: only a keyed hash of the key (HMAC-SHA256 with the server secret, kept
+-- outside this file) is stored. models_json: null = all models, else an array of slugs. Limits:
+-- null = unlimited. Columns after revoked_at were added later: src/api/cloud/sqlite-store.ts adds
+-- them to older databases (and creates the indexes that use them).
 CREATE TABLE IF NOT EXISTS api_keys (
-  id          TEXT PRIMARY KEY,
-  name        TEXT NOT NULL,
-  key_hash    TEXT NOT NULL UNIQUE,
-  models_json TEXT,
-  created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-  revoked_at  TEXT
+  id                      TEXT PRIMARY KEY,
+  name                    TEXT NOT NULL,
+  key_hash                TEXT NOT NULL UNIQUE,
+  models_json             TEXT,
+  created_at              TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  revoked_at              TEXT,
+  key_prefix              TEXT NOT NULL DEFAULT '',
+  rpm                     INTEGER,
+  tpm                     INTEGER,
+  max_concurrent          INTEGER,
+  budget_nano_usd_per_day INTEGER,
+  expires_at              TEXT
 );
 
--- Metered usage, one row per request. No foreign key on slug: billing history outlives catalogue edits.
+-- The usage ledger: append-only, one row per request id. Money in integer nano-USD (see
+-- src/api/cloud/money.ts for the one rounding rule); prices are those in force for the request.
+-- audio_seconds and cost_usd are legacy (float) columns, no longer written. No foreign key on
+-- slug: billing history outlives catalogue edits.
 CREATE TABLE IF NOT EXISTS usage (
-  request_id        TEXT PRIMARY KEY,
-  key_id            TEXT REFERENCES api_keys (id) ON DELETE SET NULL,
-  slug              TEXT NOT NULL,
-  prompt_tokens     INTEGER NOT NULL DEFAULT 0,
-  completion_tokens INTEGER NOT NULL DEFAULT 0,
-  audio_seconds     REAL NOT NULL DEFAULT 0,
-  cost_usd          REAL NOT NULL DEFAULT 0,
-  created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+  request_id                TEXT PRIMARY KEY,
+  key_id                    TEXT REFERENCES api_keys (id) ON DELETE SET NULL,
+  slug                      TEXT NOT NULL,
+  prompt_tokens             INTEGER NOT NULL DEFAULT 0,
+  completion_tokens         INTEGER NOT NULL DEFAULT 0,
+  audio_seconds             REAL NOT NULL DEFAULT 0,
+  cost_usd                  REAL NOT NULL DEFAULT 0,
+  created_at                TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+  artifact_id               TEXT,
+  audio_ms                  INTEGER NOT NULL DEFAULT 0,
+  input_nano_usd_per_mtok   INTEGER NOT NULL DEFAULT 0,
+  output_nano_usd_per_mtok  INTEGER NOT NULL DEFAULT 0,
+  nano_usd_per_audio_minute INTEGER NOT NULL DEFAULT 0,
+  cost_nano_usd             INTEGER NOT NULL DEFAULT 0,
+  settled_from              TEXT NOT NULL DEFAULT 'completed',
+  replica_id                TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS usage_key_time ON usage (key_id, created_at);
 CREATE INDEX IF NOT EXISTS usage_slug_time ON usage (slug, created_at);
+
+-- What each admitted request may cost at most, until its ledger row is written (then deleted in
+-- the same transaction); a replica that dies leaves its reservations to be charged by another.
+CREATE TABLE IF NOT EXISTS usage_reservations (
+  request_id                TEXT PRIMARY KEY,
+  key_id                    TEXT NOT NULL,
+  slug                      TEXT NOT NULL,
+  artifact_id               TEXT,
+  prompt_tokens             INTEGER NOT NULL,
+  completion_tokens         INTEGER NOT NULL,
+  audio_ms                  INTEGER NOT NULL DEFAULT 0,
+  input_nano_usd_per_mtok   INTEGER NOT NULL,
+  output_nano_usd_per_mtok  INTEGER NOT NULL,
+  nano_usd_per_audio_minute INTEGER NOT NULL,
+  nano_usd                  INTEGER NOT NULL,
+  replica_id                TEXT NOT NULL,
+  created_at                TEXT NOT NULL
+);
+
+-- Serving replicas and when each was last heard of (cloud mode's heartbeat).
+CREATE TABLE IF NOT EXISTS replicas (
+  id        TEXT PRIMARY KEY,
+  last_seen TEXT NOT NULL
+);

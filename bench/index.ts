@@ -1,17 +1,18 @@
 /**
- * Benchmark dispatcher: `npm run bench [-- text|serve|soak|speech|structured [options]]`.
+ * Benchmark dispatcher: `npm run bench [-- text|serve|soak|speech|structured|cloud [options]]`.
  *   text   runtime benchmark, kiln's artifact vs llama.cpp in-process (bench/text.ts)
  *   serve  serving benchmark, `kiln serve` over HTTP vs llama.cpp batched sequences (bench/serve.ts)
  *   soak   soak run of `kiln serve`: many streaming clients, aborts, slow readers; errors, p99, RSS over time (bench/soak.ts)
  *   speech Whisper real-time factor vs faster-whisper, streamed TTFT, chat TTFT while transcribing (bench/speech.ts)
  *   structured  per-token cost of JSON-schema constraints vs unconstrained decoding, schema preparation time (bench/structured.ts)
+ *   cloud  overhead of cloud mode (auth + limits + ledger) on a fleet behind nginx at a steady request rate, ledger write rate (bench/cloud.ts)
  * With no subcommand text and serve run, one after the other, each in its own process with its
  * defaults (the soak takes ten minutes and only runs when asked for).
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts", soak: "./soak.ts", speech: "./speech.ts", structured: "./structured.ts" };
+const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts", soak: "./soak.ts", speech: "./speech.ts", structured: "./structured.ts", cloud: "./cloud.ts" };
 const sub = process.argv[2];
 
 if (sub !== undefined && sub in SUBCOMMANDS) {
@@ -24,6 +25,6 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
     if (r.status !== 0) process.exit(r.status ?? 1);
   }
 } else {
-  process.stderr.write(`usage: npm run bench [-- text|serve|soak|speech|structured [options]]  (unknown: ${sub})\n`);
+  process.stderr.write(`usage: npm run bench [-- text|serve|soak|speech|structured|cloud [options]]  (unknown: ${sub})\n`);
   process.exit(2);
 }

@@ -6,6 +6,7 @@
 # - the .cache/pyframeworks venv with `langchain-openai` and `instructor` (frameworks.test.ts), apart
 #   from pyclient because langchain-openai pins an older `openai` and pyclient tests the newest;
 # - the Debian packages espeak-ng and ffmpeg (speech test fixtures; ffmpeg also decodes uploads),
+#   and postgresql, redis-server and nginx (the cloud fleet's real servers, test/support/servers/),
 #   when missing, through scripts/apt-install.sh;
 # - needs no TTY and prints one line per step.
 set -euo pipefail
@@ -46,10 +47,12 @@ else
   PIP_NO_INPUT=1 "$pyframeworks/bin/python" -m pip install --quiet langchain-openai instructor </dev/null
 fi
 
-# --- system packages (for the speech tests) --------------------------------------------------
+# --- system packages (for the speech and cloud fleet tests) ----------------------------------
 # espeak-ng speaks the test sentences (test/support/speech.ts) and ffmpeg converts them into every
-# upload format and decodes uploads; installed only when missing, without prompting.
-APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg
-log "system packages present (espeak-ng, ffmpeg)"
+# upload format and decodes uploads; postgresql, redis-server and nginx are started by the cloud
+# tests, each in a temporary directory on a free port (test/support/servers/); installed only when
+# missing, without prompting.
+APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx
+log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx)"
 
 log "done"

@@ -6,6 +6,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
+import type { CloudMeter } from "./cloud/meter.js";
 import { Lifecycle, type ApiContext } from "./context.js";
 import { apiError, toApiError } from "./errors.js";
 import { KilnMetrics } from "./metrics/kiln-metrics.js";
@@ -37,8 +38,10 @@ export interface AppOptions extends ServerLimits {
   bodyLimit?: number;
   /** Metrics registry; default a fresh one reading the registry's queues. */
   metrics?: KilnMetrics;
-  /** Where to record usage; default none. */
+  /** Where to record usage; default none (`cloud` when given). */
   usage?: UsageRecorder;
+  /** Cloud mode's per-key limits, reservations and ledger; default none (no limits). */
+  cloud?: CloudMeter;
   /** Shared with the process so that SIGTERM can start draining; default a fresh one. */
   lifecycle?: Lifecycle;
   sse?: SseOptions;
@@ -55,7 +58,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     models,
     metrics: options.metrics ?? new KilnMetrics(() => queueLoads(models)),
     lifecycle: options.lifecycle ?? new Lifecycle(),
-    usage: options.usage,
+    usage: options.usage ?? options.cloud,
+    cloud: options.cloud,
     startedAt: Math.floor(Date.now() / 1000),
     sse: options.sse ?? {},
     warnings: options.warnings ?? [],
@@ -129,6 +133,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(
     async (v1) => {
       v1.addHook("onRequest", authHook(auth));
+      const cloud = options.cloud;
+      // Every cloud answer after auth carries its key's rate-limit headers (admission sets fresh ones).
+      if (cloud) v1.addHook("onSend", async (request, reply) => cloud.addLastKnownHeaders(request, reply));
       modelsRoute(v1, ctx);
       chatCompletionsRoute(v1, ctx);
       completionsRoute(v1, ctx);

@@ -1,6 +1,7 @@
 /** What the routes share: the models, metrics, usage records and the server's lifecycle. */
 import { setMaxListeners } from "node:events";
 import type { ModelRegistry } from "../scheduler/index.js";
+import type { CloudMeter } from "./cloud/meter.js";
 import type { KilnMetrics } from "./metrics/kiln-metrics.js";
 import type { SseOptions } from "./sse.js";
 import type { UsageRecorder } from "./usage.js";
@@ -65,6 +66,8 @@ export interface ApiContext {
   lifecycle: Lifecycle;
   /** Records the usage of each generation (cloud mode); absent = not recorded. */
   usage?: UsageRecorder;
+  /** Cloud mode's limits and reservations at admission (also `usage`); absent = none (local mode). */
+  cloud?: CloudMeter;
   /** Unix seconds when the server started (the `created` of models not in service). */
   startedAt: number;
   sse: SseOptions;

@@ -38,6 +38,10 @@ export const ERRORS = {
   // The contract forbids 408 (the clients retry it), so a request too slow to arrive is a 400.
   request_timeout: { status: 400, type: "invalid_request_error", code: "request_timeout" },
   rate_limit_exceeded: { status: 429, type: "requests", code: "rate_limit_exceeded", retryAfter: 1 },
+  // Cloud mode: the key's tokens-per-minute limit (requests per minute and concurrency are `rate_limit_exceeded`).
+  token_rate_limit_exceeded: { status: 429, type: "tokens", code: "rate_limit_exceeded", retryAfter: 1 },
+  // Cloud mode: the key's daily budget is spent (retry-after: until the next UTC day).
+  insufficient_quota: { status: 429, type: "insufficient_quota", code: "insufficient_quota", retryAfter: 60 },
   internal_error: { status: 500, type: "server_error", code: null },
   // The server cannot decode audio at all (ffmpeg not installed): the operator's to fix, not the client's.
   audio_decoder_missing: { status: 500, type: "server_error", code: "audio_decoder_missing" },
@@ -47,6 +51,9 @@ export const ERRORS = {
   shutting_down: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
   // Usage can be neither recorded nor spooled (cloud mode): refused before any work, never served free.
   ledger_unavailable: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
+  // Cloud mode fails closed: the key database or the limit counters cannot be reached, so no key can be checked or request admitted.
+  auth_unavailable: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
+  limits_unavailable: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -62,10 +69,12 @@ export class ApiError extends Error {
   readonly wireCode: string | null;
   readonly retryAfter: number | undefined;
 
+  /** @param retryAfter seconds for `retry-after` when this answer knows better than the table (a rate limit's wait). */
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly param: string | null = null,
+    retryAfter?: number,
   ) {
     super(message);
     this.name = "ApiError";
@@ -73,7 +82,7 @@ export class ApiError extends Error {
     this.status = spec.status;
     this.type = spec.type;
     this.wireCode = spec.code;
-    this.retryAfter = spec.retryAfter;
+    this.retryAfter = retryAfter ?? spec.retryAfter;
   }
 
   toBody(): ErrorBody {

@@ -7,7 +7,7 @@
  * settled at startup. A record that neither the ledger nor the spool takes is held in memory,
  * retried, and logged loudly; while that is so, new metered requests are refused (never served free).
  */
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, ftruncateSync, openSync, readFileSync, readSync, statSync, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { kilnHome } from "../catalogue/paths.js";
 import type { LedgerEntry, UsageLedger, UsageRecord, UsageRecorder } from "./usage.js";
@@ -73,18 +73,44 @@ export class UsageSpool {
     }
   }
 
-  /** The spooled entries, and the lines that are not entries (a line cut short by a crash). */
-  read(): { entries: LedgerEntry[]; bad: string[] } {
-    if (!this.hasEntries()) return { entries: [], bad: [] };
+  /** The spooled entries, the lines that are not entries (a line cut short by a crash), and the bytes read. */
+  read(): { entries: LedgerEntry[]; bad: string[]; size: number } {
+    if (!this.hasEntries()) return { entries: [], bad: [], size: 0 };
     const entries: LedgerEntry[] = [];
     const bad: string[] = [];
-    for (const line of readFileSync(this.path, "utf8").split("\n")) {
+    const bytes = readFileSync(this.path);
+    for (const line of bytes.toString("utf8").split("\n")) {
       if (line.trim() === "") continue;
       const entry = parseLine(line);
       if (entry) entries.push(entry);
       else bad.push(line);
     }
-    return { entries, bad };
+    return { entries, bad, size: bytes.length };
+  }
+
+  /**
+   * Removes the first `size` bytes (what a settle read and wrote to the ledger), keeping what was
+   * appended since (an asynchronous ledger's settle lets records arrive meanwhile); durably.
+   */
+  dropFirst(size: number): void {
+    let current: Buffer;
+    try {
+      current = readFileSync(this.path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+      throw err;
+    }
+    if (current.length <= size) return this.clear();
+    const temp = `${this.path}.tmp`;
+    const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, SPOOL_FILE_MODE);
+    try {
+      writeFully(fd, current.subarray(size));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, this.path);
+    ignoreErrors(() => fsyncDirectory(dirname(this.path)));
   }
 
   /** Empties the spool (durably). */
@@ -143,6 +169,9 @@ export class SpooledUsageRecorder implements UsageRecorder {
   private spoolWritable = true;
   private spooled = false;
   private held: LedgerEntry[] = [];
+  /** Asynchronous ledger writes not yet ended (Postgres). */
+  private readonly inFlight = new Set<Promise<void>>();
+  private settling = false;
   private readonly timer: NodeJS.Timeout | null;
 
   constructor(options: SpooledUsageOptions) {
@@ -166,14 +195,28 @@ export class SpooledUsageRecorder implements UsageRecorder {
     const entry: LedgerEntry = { ...usage, at: this.now().toISOString() };
     if (this.ledgerWritable) {
       try {
-        this.ledger.write([entry]);
+        const written = this.ledger.write([entry]);
+        if (written) this.track(written.catch((err: unknown) => this.writeFailed(err, [entry])));
         return;
       } catch (err) {
-        this.ledgerWritable = false;
-        this.log.error({ err, requestId: entry.requestId }, "usage ledger: write failed; spooling usage records until it can be written again");
+        this.writeFailed(err, [entry]);
+        return;
       }
     }
     this.keep([entry]);
+  }
+
+  /** A write the ledger refused: its entries go to the spool (else memory). */
+  private writeFailed(err: unknown, entries: LedgerEntry[]): void {
+    if (this.ledgerWritable) this.log.error({ err, requestIds: entries.map((e) => e.requestId) }, "usage ledger: write failed; spooling usage records until it can be written again");
+    this.ledgerWritable = false;
+    this.keep(entries);
+  }
+
+  /** Keeps an asynchronous write in sight until it ends, so that `close` can wait for it. */
+  private track(write: Promise<void>): void {
+    this.inFlight.add(write);
+    void write.finally(() => this.inFlight.delete(write));
   }
 
   admits(): boolean {
@@ -189,54 +232,86 @@ export class SpooledUsageRecorder implements UsageRecorder {
    * still fails, moves what memory holds to the spool. Never throws.
    */
   settle(): void {
-    if (!this.spooled && this.held.length === 0) return;
+    if (this.settling || (!this.spooled && this.held.length === 0)) return;
     let spooled: LedgerEntry[] | null = [];
+    let spoolBytes = 0;
     if (this.spooled) {
       try {
-        const { entries, bad } = this.spool.read();
+        const { entries, bad, size } = this.spool.read();
         for (const line of bad) this.log.error({ spool: this.spool.path, line }, "usage spool: dropping a line that is not a usage record (cut short by a crash?)");
         spooled = entries;
+        spoolBytes = size;
       } catch (err) {
         this.log.error({ err, spool: this.spool.path }, "usage spool: cannot read it; settling later");
         spooled = null;
       }
     }
-    const entries = [...(spooled ?? []), ...this.held];
+    const held = this.held;
+    const entries = [...(spooled ?? []), ...held];
     // Nothing could be read and nothing is held: no evidence either way about the ledger.
     if (spooled === null && entries.length === 0) return;
+    let written: void | Promise<void> = undefined;
     if (entries.length > 0) {
       try {
-        this.ledger.write(entries);
+        written = this.ledger.write(entries);
       } catch (err) {
-        if (this.ledgerWritable) this.log.error({ err }, "usage ledger: write failed; spooling usage records until it can be written again");
-        this.ledgerWritable = false;
-        const held = this.held;
-        this.held = [];
-        this.keep(held);
+        this.settleFailed(err, held);
         return;
       }
     }
+    if (!written) return this.settled(entries.length, spooled !== null ? spoolBytes : null, held);
+    this.settling = true;
+    this.track(
+      written.then(
+        () => this.settled(entries.length, spooled !== null ? spoolBytes : null, held),
+        (err: unknown) => this.settleFailed(err, held),
+      ).finally(() => (this.settling = false)),
+    );
+  }
+
+  /** The ledger took what the spool (its first `spoolBytes`; null: not read) and memory held: remove that. */
+  private settled(count: number, spoolBytes: number | null, held: LedgerEntry[]): void {
     const wasWritable = this.ledgerWritable;
     this.ledgerWritable = true;
-    this.held = [];
-    if (spooled !== null && this.spooled) {
+    this.held = this.held.filter((e) => !held.includes(e));
+    if (spoolBytes !== null && this.spooled) {
       try {
-        this.spool.clear();
-        this.spooled = false;
+        this.spool.dropFirst(spoolBytes);
+        this.spooled = this.spool.hasEntries();
       } catch (err) {
         // Harmless but for disk space: the ledger ignores records it already has.
         this.log.error({ err, spool: this.spool.path }, "usage spool: settled but cannot be emptied; retrying");
       }
     }
-    if (entries.length > 0 || !wasWritable) this.log.info({ settled: entries.length }, "usage ledger: written again; spooled usage records settled");
+    if (count > 0 || !wasWritable) this.log.info({ settled: count }, "usage ledger: written again; spooled usage records settled");
   }
 
-  close(): void {
+  /** The ledger still fails: what memory held moves to the spool. */
+  private settleFailed(err: unknown, held: LedgerEntry[]): void {
+    if (this.ledgerWritable) this.log.error({ err }, "usage ledger: write failed; spooling usage records until it can be written again");
+    this.ledgerWritable = false;
+    this.held = this.held.filter((e) => !held.includes(e));
+    this.keep(held);
+  }
+
+  /** Stops settling, waits for the writes in flight, and makes a last attempt; never rejects. */
+  close(): void | Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    this.settle();
-    if (this.held.length > 0) {
-      this.log.error({ usage: this.held }, "usage: exiting with usage records neither in the ledger nor in the spool; they are only in this log");
+    const last = () => {
+      if (this.held.length > 0) {
+        this.log.error({ usage: this.held }, "usage: exiting with usage records neither in the ledger nor in the spool; they are only in this log");
+      }
+    };
+    if (this.inFlight.size === 0) {
+      this.settle();
+      if (this.inFlight.size === 0) return last();
     }
+    return (async () => {
+      while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+      this.settle();
+      while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+      last();
+    })();
   }
 
   /** Keeps `entries` in the spool, else in memory. */
@@ -258,10 +333,16 @@ export class SpooledUsageRecorder implements UsageRecorder {
   }
 }
 
-/** The fields a spool line keeps; `audioSeconds` only when there are some, so text lines read as they always did. */
+/** The fields a spool line keeps; the optional ones only when present, so text lines read as they always did. */
 function spoolLine(e: LedgerEntry): LedgerEntry {
-  const audio = e.audioSeconds ? { audioSeconds: e.audioSeconds } : {};
-  return { requestId: e.requestId, keyId: e.keyId, slug: e.slug, promptTokens: e.promptTokens, completionTokens: e.completionTokens, ...audio, at: e.at };
+  const line: LedgerEntry = { requestId: e.requestId, keyId: e.keyId, slug: e.slug, promptTokens: e.promptTokens, completionTokens: e.completionTokens, at: e.at };
+  if (e.audioSeconds) line.audioSeconds = e.audioSeconds;
+  if (e.artifactId) line.artifactId = e.artifactId;
+  if (e.settledFrom) line.settledFrom = e.settledFrom;
+  if (e.price) line.price = e.price;
+  if (e.costNanoUsd !== undefined) line.costNanoUsd = e.costNanoUsd;
+  if (e.replicaId) line.replicaId = e.replicaId;
+  return line;
 }
 
 function parseLine(line: string): LedgerEntry | null {
@@ -273,11 +354,15 @@ function parseLine(line: string): LedgerEntry | null {
   }
   if (typeof v !== "object" || v === null) return null;
   const e = v as Record<string, unknown>;
-  const count = (x: unknown) => typeof x === "number" && Number.isInteger(x) && x >= 0;
+  const count = (x: unknown) => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
+  const optional = (x: unknown, ok: (x: unknown) => boolean) => x === undefined || ok(x);
+  const text = (x: unknown) => typeof x === "string";
   if (typeof e.requestId !== "string" || e.requestId === "" || typeof e.slug !== "string" || typeof e.at !== "string") return null;
   if (!(e.keyId === null || typeof e.keyId === "string") || !count(e.promptTokens) || !count(e.completionTokens)) return null;
-  // Lines spooled before transcriptions were metered have no audio seconds.
-  if (e.audioSeconds !== undefined && !(typeof e.audioSeconds === "number" && Number.isFinite(e.audioSeconds) && e.audioSeconds >= 0)) return null;
+  // Lines spooled before transcriptions were metered have no audio seconds; before nano-USD, no price or cost.
+  if (!optional(e.audioSeconds, (x) => typeof x === "number" && Number.isFinite(x) && x >= 0)) return null;
+  if (!optional(e.costNanoUsd, count) || !optional(e.artifactId, text) || !optional(e.settledFrom, text) || !optional(e.replicaId, text)) return null;
+  if (!optional(e.price, (p) => typeof p === "object" && p !== null && Object.values(p).length === 3 && Object.values(p).every(count))) return null;
   return spoolLine(e as unknown as LedgerEntry);
 }
 

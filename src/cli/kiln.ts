@@ -10,8 +10,9 @@ import runCommand from "./commands/run.js";
 import serve from "./commands/serve.js";
 import track from "./commands/track.js";
 import tracks from "./commands/tracks.js";
+import usage from "./commands/usage.js";
 
-const COMMANDS: Command[] = [models, pull, compile, runCommand, serve, keys, track, tracks, promote, rollback, compiler];
+const COMMANDS: Command[] = [models, pull, compile, runCommand, serve, keys, usage, track, tracks, promote, rollback, compiler];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -1,7 +1,8 @@
 /**
  * Bearer-key authentication for /v1 routes. Local mode: any non-empty key passes (none is
- * checked). Cloud mode: the key must be known and not revoked; its model list limits which
- * models it may use (403 otherwise).
+ * checked). Cloud mode: the key must be known, not revoked and not expired; its model list limits
+ * which models it may use (403 otherwise). When the key database cannot be reached, cloud mode
+ * fails closed: 503, never a request let through unchecked.
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors.js";
@@ -26,7 +27,7 @@ export function bearerToken(header: string | undefined): string | null {
   return token ? token : null;
 }
 
-/** An onRequest hook that authenticates or answers 401. */
+/** An onRequest hook that authenticates or answers 401 (503 when cloud mode's key database is unreachable). */
 export function authHook(auth: AuthMode) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const token = bearerToken(request.headers.authorization);
@@ -40,7 +41,13 @@ export function authHook(auth: AuthMode) {
       request.apiKey = LOCAL_KEY;
       return;
     }
-    const info = auth.keys.verify(token);
+    let info: ApiKeyInfo | null;
+    try {
+      info = await auth.keys.verify(token);
+    } catch (err) {
+      request.log.error({ err }, "auth: the key database cannot be reached; refusing requests until it can");
+      throw apiError("auth_unavailable", "The server cannot check API keys right now (its key database is unreachable); retry in a moment.");
+    }
     if (!info) throw apiError("invalid_api_key", `Incorrect API key provided: ${redact(token)}.`);
     request.apiKey = info;
   };

@@ -7,6 +7,8 @@
 import { setMaxListeners } from "node:events";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, GenerationStream, PromptTokenLogprob, ServedModel } from "../../scheduler/index.js";
+import type { AdmissionRequest } from "../cloud/meter.js";
+import type { SettledFrom } from "../cloud/store.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
@@ -61,7 +63,8 @@ class Tracker {
   private readonly perToken: number[] = [];
   private decodeSeconds = 0;
   private decodeTokens = 0;
-  completionTokens = 0;
+  /** Tokens generated per choice so far: a delta counts them before the finish does, so a stream cut short is charged for every token produced. */
+  private readonly produced = new Map<number, number>();
   /** Whether a choice ended cancelled (by its client leaving, or by the drain deadline). */
   stoppedEarly = false;
   /** What the metrics count as cancelled: the client went away. */
@@ -69,13 +72,19 @@ class Tracker {
 
   constructor(private readonly reply: FastifyReply) {}
 
+  get completionTokens(): number {
+    let sum = 0;
+    for (const n of this.produced.values()) sum += n;
+    return sum;
+  }
+
   see(event: GenerationEvent): void {
+    if (event.type === "prompt") return;
+    this.produced.set(event.choice, Math.max(this.produced.get(event.choice) ?? 0, event.completionTokens));
     if (event.type === "delta") {
       this.ttft ??= this.reply.elapsedTime / 1000;
       return;
     }
-    if (event.type !== "finish") return;
-    this.completionTokens += event.completionTokens;
     if (event.reason === "cancelled") this.stoppedEarly = true;
     if (event.completionTokens >= 2) {
       this.perToken.push(event.decodeSeconds / (event.completionTokens - 1));
@@ -84,7 +93,7 @@ class Tracker {
     }
   }
 
-  record(ctx: ApiContext, request: FastifyRequest, job: GenerationJob): Usage {
+  record(ctx: ApiContext, request: FastifyRequest, job: GenerationJob, settledFrom: SettledFrom): Usage {
     const promptTokens = job.requests.reduce((sum, r) => sum + r.promptIds.length, 0);
     ctx.metrics.generation({
       model: job.model.slug,
@@ -97,7 +106,15 @@ class Tracker {
       decodeTokens: this.decodeTokens,
       cancelled: this.cancelled,
     });
-    const usage = { requestId: job.answerId, keyId: request.apiKey?.id ?? null, slug: job.model.slug, promptTokens, completionTokens: this.completionTokens };
+    const usage = {
+      requestId: job.answerId,
+      keyId: request.apiKey?.id ?? null,
+      slug: job.model.slug,
+      artifactId: job.model.artifactId,
+      promptTokens,
+      completionTokens: this.completionTokens,
+      settledFrom,
+    };
     // Metering never breaks an answer already generated: a recorder that throws is logged, loudly.
     try {
       ctx.usage?.record(usage);
@@ -117,6 +134,8 @@ class Generation {
   private readonly events: AsyncIterator<GenerationEvent>;
   private readonly tracker: Tracker;
   private usage: Usage | null = null;
+  /** The engine failed the generation (its events threw). */
+  private failed = false;
 
   /** Submits the job; throws what the engine throws (a full queue, a closed engine) with nothing to record. */
   constructor(
@@ -158,7 +177,13 @@ class Generation {
   }
 
   async next(): Promise<IteratorResult<GenerationEvent>> {
-    const r = await this.events.next();
+    let r: IteratorResult<GenerationEvent>;
+    try {
+      r = await this.events.next();
+    } catch (err) {
+      this.failed = true;
+      throw err;
+    }
     if (!r.done) this.tracker.see(r.value);
     return r;
   }
@@ -174,7 +199,8 @@ class Generation {
     this.ctx.lifecycle.cutOffSignal.removeEventListener("abort", this.onCutOff);
     void this.events.return?.();
     this.tracker.cancelled = this.clientLeft;
-    this.usage = this.tracker.record(this.ctx, this.request, this.job);
+    const settledFrom: SettledFrom = this.cutShort ? "shutdown" : this.clientLeft ? "cancelled" : this.failed ? "failed" : "completed";
+    this.usage = this.tracker.record(this.ctx, this.request, this.job, settledFrom);
     return this.usage;
   }
 
@@ -201,7 +227,14 @@ export async function answerGeneration(
   if (ctx.usage?.admits && !ctx.usage.admits()) {
     throw apiError("ledger_unavailable", "The server cannot record usage right now, so it is not taking metered requests; retry in a moment.");
   }
-  const generation = new Generation(ctx, request, reply, job);
+  await ctx.cloud?.admit(request, reply, admissionOf(job));
+  let generation: Generation;
+  try {
+    generation = new Generation(ctx, request, reply, job);
+  } catch (err) {
+    await ctx.cloud?.release(job.answerId);
+    throw err;
+  }
   try {
     if (!job.stream) return await wholeAnswer(generation, reply, format);
     await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, job.includeUsage));
@@ -209,6 +242,18 @@ export async function answerGeneration(
   } finally {
     generation.end();
   }
+}
+
+/** What a generation asks to be admitted for: its prompts, and the most tokens its choices may produce. */
+function admissionOf(job: GenerationJob): AdmissionRequest {
+  return {
+    requestId: job.answerId,
+    slug: job.model.slug,
+    artifactId: job.model.artifactId,
+    promptTokens: job.requests.reduce((sum, r) => sum + r.promptIds.length, 0),
+    maxCompletionTokens: job.requests.reduce((sum, r) => sum + r.maxTokens * (r.n ?? 1), 0),
+    audioMs: 0,
+  };
 }
 
 /** The non-streamed answer: every event collected into choices. */

@@ -11,7 +11,7 @@ import { AudioDecodeError, decodeAudio } from "../../runtime/audio/index.js";
 import type { ServedSpeechModel, TranscribeOptions, Transcript, TranscriptSegment } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError, ApiError } from "../errors.js";
-import { joinSegmentTexts } from "../../scheduler/index.js";
+import { EngineClosedError, joinSegmentTexts, OverloadedError } from "../../scheduler/index.js";
 import { formatTranscript } from "../protocol/transcription-formats.js";
 import { parseTranscriptionRequest, type DurationUsage, type FormFields, type TranscriptionRequest, type TranscriptTextDelta, type TranscriptTextDone } from "../protocol/transcriptions.js";
 import { streamSse, type SseSink } from "../sse.js";
@@ -209,6 +209,11 @@ class TranscriptionJob {
 
   /** Throws the answer's error for a job that was aborted (`err` otherwise). */
   failure(err: unknown): unknown {
+    // Refused before any work (a full queue, a closing model): nothing is charged, and cloud mode's reservation is given back.
+    if (err instanceof OverloadedError || err instanceof EngineClosedError) {
+      this.audioSeconds = null;
+      void this.ctx.cloud?.release(this.id);
+    }
     if (this.cutOff) {
       return apiError("shutting_down", "The server is shutting down and ended this request before it finished; retry on another instance or in a moment.");
     }
@@ -226,7 +231,8 @@ class TranscriptionJob {
 
   private record(audioSeconds: number): void {
     this.ctx.metrics.transcription({ model: this.model.slug, audioSeconds, cancelled: this.clientLeft });
-    const usage = { requestId: this.id, keyId: this.request.apiKey?.id ?? null, slug: this.model.slug, promptTokens: 0, completionTokens: 0, audioSeconds };
+    const settledFrom = this.cutOff ? "shutdown" : this.clientLeft ? "cancelled" : "completed";
+    const usage = { requestId: this.id, keyId: this.request.apiKey?.id ?? null, slug: this.model.slug, promptTokens: 0, completionTokens: 0, audioSeconds, settledFrom } as const;
     // Metering never breaks an answer: a recorder that throws is logged, loudly.
     try {
       this.ctx.usage?.record(usage);
@@ -261,6 +267,8 @@ async function answerTranscription(
 ): Promise<unknown> {
   const samples = await decode(request, job, file);
   if (job.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
+  // Cloud mode: admitted (limits, reservation) for the audio's billed length before the model sees it.
+  await ctx.cloud?.admit(request, reply, { requestId: job.id, slug: job.model.slug, artifactId: null, promptTokens: 0, maxCompletionTokens: 0, audioMs: billedSeconds(samples.length) * 1000 });
   const usage = job.started(samples);
   const options = {
     language: body.language,

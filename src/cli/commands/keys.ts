@@ -1,7 +1,7 @@
 /** `kiln keys create|list|revoke`: API keys for `kiln serve --cloud`. */
-import { KeyStore, type StoredKey } from "../../api/index.js";
+import { formatNanoUsd, KeyStore, loadKeySecret, parseUsdToNano, type KeyListing, type KeyOptions, type KeyRecord } from "../../api/index.js";
 import { hasModel } from "../../catalogue/catalogue.js";
-import { openDatabase } from "../../catalogue/db.js";
+import { databaseOption, keySecretFileOption, withCloudStore } from "../cloud-options.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 
@@ -11,35 +11,41 @@ type Subcommand = (typeof SUBCOMMANDS)[number];
 const options = {
   name: option.string({ value: "<name>", description: "a label for the key (create needs it)" }),
   models: option.string({ value: "<slug,...>", description: "comma-separated model slugs the key may use (create); every model when absent" }),
-  json: option.flag({ description: "list as JSON" }),
+  rpm: option.integer({ value: "N", min: 1, max: 1e9, description: "requests per minute the key may make (create); unlimited when absent" }),
+  tpm: option.integer({ value: "N", min: 1, max: 1e12, description: "tokens per minute (prompt + max completion at admission, corrected at the end) (create); unlimited when absent" }),
+  maxConcurrent: option.integer({ value: "N", min: 1, max: 1e6, description: "requests in flight at once (create); unlimited when absent" }),
+  budgetUsdPerDay: option.string({ value: "X", description: "spend per UTC day in USD, e.g. 0.50 (create); unlimited when absent" }),
+  expires: option.string({ value: "<date>", description: "when the key stops working: an ISO 8601 date or time, UTC (create); never when absent" }),
+  database: databaseOption,
+  keySecretFile: keySecretFileOption,
+  json: option.flag({ description: "print JSON (create: the key and its record; list: every key)" }),
 };
 type KeysOptions = OptionValues<typeof options>;
 
 export default defineCommand({
   name: "keys",
   description: "Create, list and revoke API keys for cloud mode",
-  intro: `API keys checked by \`kiln serve --cloud\`, kept in $KILN_HOME/kiln.sqlite as SHA-256 hashes: the
-key itself is printed once, by \`create\`, and cannot be shown again.
+  intro: `API keys checked by \`kiln serve --cloud\`, kept in its database (--database) as keyed hashes
+(HMAC-SHA256 with the server secret, which stays outside the database): the key itself is printed
+once, by \`create\`, and cannot be shown again. Use the same --database and secret as the servers.
 
-  create        make a key named --name, for the models in --models
-  list          every key: id, name, models, created and revoked times (never the key)
-  revoke <id>   revoke a key by its id (key_…); requests with it get 401 from then on`,
+  create        make a key named --name, for the models in --models, with the given limits
+  list          every key: id, key prefix, name, models, limits, last use, spend today and in all
+  revoke <id>   revoke a key by its id (key_…); every server refuses it within seconds`,
   positionals: ["create", "list", "revoke <id>"],
   options,
   async run({ options, positionals }, io) {
     const [sub, ...args] = positionals;
     if (!isSubcommand(sub)) throw new UsageError(sub ? `unknown subcommand ${sub}` : "which subcommand? (create, list or revoke)");
     checkArguments(sub, args, options);
-    const models = sub === "create" ? allowedModels(options.models) : null;
-    const db = openDatabase();
-    try {
-      const store = new KeyStore(db);
-      if (sub === "create") return create(store, options.name!, models, io);
-      if (sub === "list") return list(store, options.json, io);
-      return revoke(store, args[0], io);
-    } finally {
-      db.close();
-    }
+    const spec = sub === "create" ? keySpec(options) : null;
+    const secret = loadKeySecret({ file: options.keySecretFile });
+    return withCloudStore(options.database, async (store) => {
+      const keys = new KeyStore(store, secret, { cacheMs: 0 });
+      if (sub === "create") return create(keys, options.name!, spec!, options.json, io);
+      if (sub === "list") return list(keys, options.json, io);
+      return revoke(keys, args[0], io);
+    });
   },
 });
 
@@ -56,6 +62,22 @@ function checkArguments(sub: Subcommand, args: string[], options: KeysOptions): 
   }
 }
 
+type KeySpec = KeyOptions;
+
+/** What `create` makes from its options; usage errors for bad values. */
+export function keySpec(options: Partial<Pick<KeysOptions, "models" | "rpm" | "tpm" | "maxConcurrent" | "budgetUsdPerDay" | "expires">>, now = new Date()): KeySpec {
+  return {
+    models: allowedModels(options.models),
+    limits: {
+      requestsPerMinute: options.rpm ?? null,
+      tokensPerMinute: options.tpm ?? null,
+      maxConcurrent: options.maxConcurrent ?? null,
+      dailyBudgetNanoUsd: dailyBudget(options.budgetUsdPerDay),
+    },
+    expiresAt: expiry(options.expires, now),
+  };
+}
+
 /** The slugs of --models (null: every model); a usage error for an empty list or an unknown slug. */
 function allowedModels(list: string | undefined): string[] | null {
   if (list === undefined) return null;
@@ -66,21 +88,41 @@ function allowedModels(list: string | undefined): string[] | null {
   return models;
 }
 
-function create(store: KeyStore, keyName: string, models: string[] | null, io: CommandIO): number {
-  const { key, record } = store.create(keyName, models);
+function dailyBudget(usd: string | undefined): number | null {
+  if (usd === undefined) return null;
+  const nano = parseUsdToNano(usd);
+  if (nano === null || nano > BigInt(Number.MAX_SAFE_INTEGER)) throw new UsageError(`--budget-usd-per-day must be an amount in USD with at most 9 decimals, e.g. 0.50, not ${usd}`);
+  return Number(nano);
+}
+
+function expiry(text: string | undefined, now: Date): string | null {
+  if (text === undefined) return null;
+  // A bare date is read as UTC midnight, as ISO 8601 says.
+  const ms = /^\d{4}-\d{2}-\d{2}(T.*(Z|[+-]\d{2}:?\d{2}))?$/.test(text) ? Date.parse(text) : NaN;
+  if (Number.isNaN(ms)) throw new UsageError(`--expires must be an ISO 8601 date or UTC time (2027-01-31, 2027-01-31T12:00:00Z), not ${text}`);
+  if (ms <= now.getTime()) throw new UsageError(`--expires ${text} is already past`);
+  return new Date(ms).toISOString();
+}
+
+async function create(keys: KeyStore, keyName: string, spec: KeySpec, json: boolean, io: CommandIO): Promise<number> {
+  const { key, record } = await keys.create(keyName, spec);
+  if (json) {
+    io.stdout.write(`${JSON.stringify({ id: record.id, key, ...recordJson(record) })}\n`);
+    return 0;
+  }
   io.stdout.write(`${key}\n`);
   io.stderr.write(`created ${record.id} "${record.name}" for ${record.models ? record.models.join(", ") : "every model"}; the key above is shown only once\n`);
   return 0;
 }
 
-function list(store: KeyStore, json: boolean, io: CommandIO): number {
-  const keys = store.list();
-  io.stdout.write(json ? JSON.stringify(keys, null, 2) + "\n" : table(keys));
+async function list(keys: KeyStore, json: boolean, io: CommandIO): Promise<number> {
+  const listed = await keys.list();
+  io.stdout.write(json ? JSON.stringify(listed.map(listingJson), null, 2) + "\n" : table(listed));
   return 0;
 }
 
-function revoke(store: KeyStore, id: string, io: CommandIO): number {
-  if (store.revoke(id)) {
+async function revoke(keys: KeyStore, id: string, io: CommandIO): Promise<number> {
+  if (await keys.revoke(id)) {
     io.stdout.write(`revoked ${id}\n`);
     return 0;
   }
@@ -88,13 +130,44 @@ function revoke(store: KeyStore, id: string, io: CommandIO): number {
   return 1;
 }
 
-function table(keys: StoredKey[]): string {
+function recordJson(k: KeyRecord) {
+  return {
+    name: k.name,
+    prefix: k.prefix,
+    models: k.models,
+    limits: { ...k.limits, dailyBudgetUsd: k.limits.dailyBudgetNanoUsd === null ? null : formatNanoUsd(k.limits.dailyBudgetNanoUsd) },
+    createdAt: k.createdAt,
+    expiresAt: k.expiresAt,
+    revokedAt: k.revokedAt,
+  };
+}
+
+/** Money as decimal strings (exact), never floats. */
+function listingJson(k: KeyListing) {
+  return { id: k.id, ...recordJson(k), lastUsedAt: k.lastUsedAt, spentTodayNanoUsd: String(k.spentTodayNanoUsd), spentTotalNanoUsd: String(k.spentTotalNanoUsd) };
+}
+
+function table(keys: KeyListing[]): string {
   if (keys.length === 0) return "no keys (create one with `kiln keys create --name <name>`)\n";
+  const limit = (v: number | null) => (v === null ? "-" : String(v));
   const rows = [
-    ["ID", "NAME", "MODELS", "CREATED", "REVOKED"],
-    ...keys.map((k) => [k.id, k.name, k.models ? k.models.join(",") : "*", k.createdAt, k.revokedAt ?? "-"]),
+    ["ID", "KEY", "NAME", "MODELS", "RPM", "TPM", "CONC", "BUDGET/DAY", "EXPIRES", "LAST USED", "SPENT TODAY", "SPENT", "REVOKED"],
+    ...keys.map((k) => [
+      k.id,
+      `${k.prefix}…`,
+      k.name,
+      k.models ? k.models.join(",") : "*",
+      limit(k.limits.requestsPerMinute),
+      limit(k.limits.tokensPerMinute),
+      limit(k.limits.maxConcurrent),
+      k.limits.dailyBudgetNanoUsd === null ? "-" : `$${formatNanoUsd(k.limits.dailyBudgetNanoUsd)}`,
+      k.expiresAt ?? "-",
+      k.lastUsedAt ?? "-",
+      `$${formatNanoUsd(k.spentTodayNanoUsd)}`,
+      `$${formatNanoUsd(k.spentTotalNanoUsd)}`,
+      k.revokedAt ?? "-",
+    ]),
   ];
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
   return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]))).join("  ")).join("\n") + "\n";
 }
-

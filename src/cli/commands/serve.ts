@@ -1,17 +1,28 @@
 /** `kiln serve --model <slug>...`: the OpenAI-compatible HTTP API over the given models. */
 import pino from "pino";
+import { hostname } from "node:os";
+import { dirname, join } from "node:path";
 import {
   buildApp,
+  CloudMeter,
+  createRedisLimits,
   DEFAULT_DRAIN_TIMEOUT_MS,
+  DEFAULT_ORPHAN_AFTER_MS,
   drainApp,
   exposureWarning,
+  isPostgresUrl,
   KeyStore,
   Lifecycle,
-  sqliteUsageRecorder,
+  loadKeySecret,
+  MemoryLimits,
+  openCloudStore,
+  SpooledUsageRecorder,
+  storeUsageLedger,
   usageSpoolPath,
   type AuthMode,
-  type UsageRecorder,
+  type CloudStore,
 } from "../../api/index.js";
+import { databaseOption, keySecretFileOption } from "../cloud-options.js";
 import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
@@ -29,7 +40,22 @@ const options = {
   port: option.integer({ min: 0, max: 65535, default: 8000, description: "TCP port; 0 picks a free one" }),
   host: option.string({ value: "<address>", default: "127.0.0.1", description: "address to listen on; 0.0.0.0 for every interface" }),
   cloud: option.flag({
-    description: "check API keys against $KILN_HOME/kiln.sqlite (see `kiln keys`) and record usage; without it (local mode) any non-empty key is accepted",
+    description:
+      "check API keys (see `kiln keys`), enforce their limits and write the usage ledger (see `kiln usage`); without it (local mode) any non-empty key is accepted and nothing is charged",
+  }),
+  database: databaseOption,
+  limits: option.string({
+    value: "<memory|redis://…>",
+    default: "memory",
+    description: "where cloud mode keeps the limit counters: memory (this process only) or redis://… (shared by every replica of a fleet)",
+  }),
+  keySecretFile: keySecretFileOption,
+  orphanTimeout: option.number({
+    value: "<seconds>",
+    min: 1,
+    max: 86_400,
+    default: DEFAULT_ORPHAN_AFTER_MS / 1000,
+    description: "cloud mode: a replica silent this long is taken for dead, and the requests it was serving are charged from their reservations",
   }),
   threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads per model" }),
   maxRunning: option.integer({
@@ -90,6 +116,40 @@ function knownModelSlugs(slugs: string[]): string[] {
   return [...new Set(slugs)];
 }
 
+/**
+ * Cloud mode's stores: the database (keys, ledger, reservations, heartbeats), the limit counters,
+ * and the meter over them, beating. The usage spool is per host and port, so replicas sharing a
+ * KILN_HOME never share one, and a replica restarted in place settles what it left.
+ */
+async function startCloud(o: ServeArgs, logger: pino.Logger): Promise<{ store: CloudStore; meter: CloudMeter }> {
+  if (o.limits !== "memory" && !/^rediss?:\/\//.test(o.limits)) throw new UsageError(`--limits must be memory or redis://…, not ${o.limits}`);
+  loadKeySecret({ file: o.keySecretFile }); // fails now, not on the first request
+  const store = await openCloudStore(o.database);
+  try {
+    const priceOf = (slug: string) => (hasModel(slug) ? getModel(slug) : undefined);
+    const limits = o.limits === "memory" ? await memoryLimits(store) : await createRedisLimits(o.limits);
+    const spoolPath = isPostgresUrl(o.database) ? join(dirname(usageSpoolPath()), `usage-spool-${hostname()}-${o.port}.jsonl`) : usageSpoolPath();
+    const recorder = new SpooledUsageRecorder({ ledger: storeUsageLedger(store, priceOf), spoolPath, log: logger });
+    const orphanAfterMs = o.orphanTimeout * 1000;
+    const meter = new CloudMeter({ store, limits, recorder, priceOf, orphanAfterMs, heartbeatMs: Math.min(5_000, orphanAfterMs / 3), log: logger });
+    await meter.start();
+    return { store, meter };
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+}
+
+/** Limit counters in this process, seeded with today's spend so that a restart keeps each key's daily budget. */
+async function memoryLimits(store: CloudStore): Promise<MemoryLimits> {
+  const dayStart = new Date();
+  dayStart.setUTCHours(0, 0, 0, 0);
+  const spent = await store.spendSince(dayStart);
+  const seededDay = dayStart.getTime();
+  // The seed is the ledger of the day it was read; a later day starts from what this process counts itself.
+  return new MemoryLimits({ spentToday: (keyId) => (Date.now() - seededDay < 86_400_000 ? Number(spent.get(keyId) ?? 0n) : 0) });
+}
+
 export default defineCommand({
   name: "serve",
   description: "Serve models over the OpenAI-compatible HTTP API",
@@ -136,20 +196,26 @@ async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
   for (const slug of o.slugs) registry.expect(slug);
   const lifecycle = new Lifecycle();
 
-  let db: KilnDatabase | null = null;
   let auth: AuthMode = { mode: "local" };
-  let usageRecorder: UsageRecorder | undefined;
+  let cloud: { store: CloudStore; meter: CloudMeter } | null = null;
   if (o.cloud) {
-    db = openDatabase();
-    auth = { mode: "cloud", keys: new KeyStore(db) };
-    // Usage the database cannot take (a full disk) waits in a durable spool, settled when it can.
-    usageRecorder = sqliteUsageRecorder(db, (slug) => (hasModel(slug) ? getModel(slug) : undefined), { spoolPath: usageSpoolPath(), log: logger });
+    try {
+      cloud = await startCloud(o, logger);
+    } catch (err) {
+      io.stderr.write(`kiln serve: cannot start cloud mode: ${(err as Error).message}\n`);
+      return 1;
+    }
+    auth = { mode: "cloud", keys: new KeyStore(cloud.store, loadKeySecret({ file: o.keySecretFile })) };
   }
+  const closeCloud = async () => {
+    await cloud?.meter.close();
+    await cloud?.store.close();
+  };
 
   // Promotions choose each text model's artifact at start, and are followed while serving (the live switch).
-  let promotionsDb: KilnDatabase | null = db;
+  let promotionsDb: KilnDatabase | null = null;
   try {
-    promotionsDb ??= openDatabase();
+    promotionsDb = openDatabase();
   } catch (err) {
     const message = `cannot open the database to read promotions (${(err as Error).message}): the default compiles serve, and promotions are not followed`;
     io.stderr.write(`kiln serve: WARNING: ${message}\n`);
@@ -164,19 +230,19 @@ async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
     logger.warn({ host: o.host }, warning);
   }
 
-  const app = await buildApp({ models: registry, auth, logger, usage: usageRecorder, lifecycle, warnings: warning ? [warning] : [] });
+  const app = await buildApp({ models: registry, auth, logger, cloud: cloud?.meter, lifecycle, warnings: warning ? [warning] : [] });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (err) {
     io.stderr.write(`kiln serve: cannot listen on ${o.host}:${o.port}: ${(err as Error).message}\n`);
-    usageRecorder?.close?.();
-    db?.close();
+    await closeCloud();
+    promotionsDb?.close();
     return 1;
   }
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : o.port;
   const url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
-  io.stderr.write(`kiln serve: listening on ${url} (${o.cloud ? "cloud mode: API keys checked" : "local mode: any API key"}); loading ${o.slugs.join(", ")}\n`);
+  io.stderr.write(`kiln serve: listening on ${url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: any API key"}); loading ${o.slugs.join(", ")}\n`);
 
   // Shutdown: the first signal drains, a second one exits at once.
   const drainTimeoutMs = o.drainTimeout * 1000;
@@ -194,9 +260,8 @@ async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
     stopping = (async () => {
       await drainApp(app, lifecycle, { timeoutMs: drainTimeoutMs });
       await registry.close();
-      usageRecorder?.close?.();
-      if (promotionsDb !== db) promotionsDb?.close();
-      db?.close();
+      await closeCloud();
+      promotionsDb?.close();
       logger.flush?.();
       await nightlyStopped;
       resolveStopped();

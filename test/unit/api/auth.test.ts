@@ -1,6 +1,7 @@
 /** Local and cloud authentication; keys stored as hashes; 401 and 403 answers. */
 import { describe, expect, it } from "vitest";
-import { KeyStore, hashKey } from "../../../src/api/auth/key-store.js";
+import { hashKey } from "../../../src/api/auth/key-store.js";
+import { sqliteKeyStore, TEST_KEY_SECRET } from "./cloud/keys-support.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import { sqliteUsageRecorder } from "../../../src/api/usage.js";
 import { getModel } from "../../../src/catalogue/catalogue.js";
@@ -10,7 +11,7 @@ const chat = (model = SLUG) => ({ model, messages: [{ role: "user", content: "hi
 
 function cloud() {
   const db = openDatabase({ path: ":memory:" });
-  const keys = new KeyStore(db);
+  const keys = sqliteKeyStore(db);
   return { db, keys };
 }
 
@@ -40,19 +41,19 @@ describe("local mode", () => {
 });
 
 describe("cloud mode", () => {
-  it("stores only the SHA-256 of a key", () => {
+  it("stores only the keyed hash of a key", async () => {
     const { db, keys } = cloud();
-    const { key, record } = keys.create("ci", null);
+    const { key, record } = await keys.create("ci");
     expect(key).toMatch(/^kiln-/);
     const row = db.prepare("SELECT * FROM api_keys WHERE id = ?").get(record.id) as Record<string, unknown>;
-    expect(row.key_hash).toBe(hashKey(key));
+    expect(row.key_hash).toBe(hashKey(key, TEST_KEY_SECRET));
     expect(JSON.stringify(row)).not.toContain(key);
-    expect(keys.list().map((k) => k.id)).toEqual([record.id]);
+    expect((await keys.list()).map((k) => k.id)).toEqual([record.id]);
   });
 
   it("accepts known keys, refuses unknown and revoked ones with 401", async () => {
     const { keys } = cloud();
-    const { key, record } = keys.create("ci");
+    const { key, record } = await keys.create("ci");
     const { app } = await fakeApp({ auth: { mode: "cloud", keys } });
     const call = (k: string) => app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${k}` } });
     expect((await call(key)).statusCode).toBe(200);
@@ -60,30 +61,30 @@ describe("cloud mode", () => {
     expect(unknown.statusCode).toBe(401);
     expect(unknown.json().error).toMatchObject({ type: "invalid_request_error", code: "invalid_api_key" });
     expect(unknown.json().error.message).not.toContain("kiln-not-a-key");
-    expect(keys.revoke(record.id)).toBe(true);
-    expect(keys.revoke(record.id)).toBe(false);
+    expect(await keys.revoke(record.id)).toBe(true);
+    expect(await keys.revoke(record.id)).toBe(false);
     expect((await call(key)).statusCode).toBe(401);
   });
 
   it("answers 403 permission_error for a model outside the key's list", async () => {
     const { keys } = cloud();
-    const { key } = keys.create("limited", ["smollm2-360m-instruct"]);
+    const { key } = await keys.create("limited", { models: ["smollm2-360m-instruct"] });
     const { app } = await fakeApp({ auth: { mode: "cloud", keys } });
     const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${key}` } });
     expect(res.statusCode).toBe(403);
     expect(res.json().error).toMatchObject({ type: "permission_error", param: "model" });
-    const { key: all } = keys.create("all", [SLUG]);
+    const { key: all } = await keys.create("all", { models: [SLUG] });
     expect((await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${all}` } })).statusCode).toBe(200);
   });
 
   it("records usage per request with the key and the cost", async () => {
     const { db, keys } = cloud();
-    const { key, record } = keys.create("billing");
+    const { key, record } = await keys.create("billing");
     const { app } = await fakeApp({ auth: { mode: "cloud", keys }, usage: sqliteUsageRecorder(db, (slug) => getModel(slug)) });
     const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${key}` } });
     const rows = db.prepare("SELECT * FROM usage").all() as any[];
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ request_id: res.json().id, key_id: record.id, slug: SLUG, prompt_tokens: res.json().usage.prompt_tokens, completion_tokens: 3 });
-    expect(rows[0].cost_usd).toBeGreaterThan(0);
+    expect(rows[0].cost_nano_usd).toBeGreaterThan(0);
   });
 });

@@ -1,5 +1,5 @@
 /** `kiln keys` and the argument handling of `kiln serve` (no model is loaded here). */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -30,7 +30,10 @@ describe("kiln keys", () => {
     const db = openDatabase({ home });
     const row = db.prepare("SELECT id, key_hash, models_json FROM api_keys").get() as { id: string; key_hash: string; models_json: string };
     db.close();
-    expect(row.key_hash).toBe(hashKey(key));
+    // Keyed with the secret kiln made in KILN_HOME at first use (owner-only), never a bare hash of the key.
+    const secret = readFileSync(join(home, "key-secret"), "utf8").trim();
+    expect(statSync(join(home, "key-secret")).mode & 0o077).toBe(0);
+    expect(row.key_hash).toBe(hashKey(key, Buffer.from(secret)));
     expect(JSON.parse(row.models_json)).toEqual(["smollm2-135m-instruct", "smollm2-360m-instruct"]);
 
     const listed = capture();

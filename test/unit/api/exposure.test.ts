@@ -3,7 +3,7 @@
  * at start and in /health; in cloud mode /metrics asks for a key like /v1 does.
  */
 import { describe, expect, it } from "vitest";
-import { KeyStore } from "../../../src/api/auth/key-store.js";
+import { sqliteKeyStore } from "./cloud/keys-support.js";
 import { exposureWarning, isLoopbackHost } from "../../../src/api/exposure.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import { fakeApp } from "./fake-model.js";
@@ -42,8 +42,8 @@ describe("/health warnings", () => {
 
 describe("/metrics in cloud mode", () => {
   it("answers 401 without a valid key, and the metrics with one; /health stays open", async () => {
-    const keys = new KeyStore(openDatabase({ path: ":memory:" }));
-    const { key, record } = keys.create("ops", ["smollm2-360m-instruct"]);
+    const keys = sqliteKeyStore(openDatabase({ path: ":memory:" }));
+    const { key, record } = await keys.create("ops", { models: ["smollm2-360m-instruct"] });
     const { app } = await fakeApp({ auth: { mode: "cloud", keys } });
     const metrics = (authorization?: string) => app.inject({ method: "GET", url: "/metrics", headers: authorization ? { authorization } : {} });
     for (const authorization of [undefined, "Bearer", "Bearer kiln-not-a-key"]) {
@@ -57,7 +57,7 @@ describe("/metrics in cloud mode", () => {
     expect(ok.statusCode).toBe(200);
     expect(ok.body).toContain("# TYPE kiln_http_requests_total counter");
     expect(ok.body).toContain('kiln_http_requests_total{method="GET",route="/metrics",status="401"} 3');
-    keys.revoke(record.id);
+    await keys.revoke(record.id);
     expect((await metrics(`Bearer ${key}`)).statusCode).toBe(401);
     expect((await app.inject({ method: "GET", url: "/health" })).statusCode).toBe(200);
   });

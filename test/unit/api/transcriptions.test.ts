@@ -13,7 +13,7 @@ import { join } from "node:path";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp, type AppOptions } from "../../../src/api/app.js";
-import { KeyStore } from "../../../src/api/auth/key-store.js";
+import { sqliteKeyStore } from "./cloud/keys-support.js";
 import { MAX_FILE_BYTES } from "../../../src/api/routes/transcriptions.js";
 import { UsageSpool } from "../../../src/api/usage-spool.js";
 import { sqliteUsageRecorder } from "../../../src/api/usage.js";
@@ -469,23 +469,37 @@ describe("over a real connection", () => {
 describe("metering and metrics", () => {
   it("cloud mode records a usage row with the audio seconds and the per-minute cost", async () => {
     const db = openDatabase({ path: ":memory:" });
-    const keys = new KeyStore(db);
-    const { key, record } = keys.create("billing");
+    const keys = sqliteKeyStore(db);
+    const { key, record } = await keys.create("billing");
     const { app } = await speechApp({ auth: { mode: "cloud", keys }, usage: sqliteUsageRecorder(db, (slug) => getModel(slug)) });
     const f = form(base());
     const res = await app.inject({ method: "POST", url: URL, payload: f.payload, headers: { ...f.headers, authorization: `Bearer ${key}` } });
     expect(res.statusCode).toBe(200);
     const rows = db.prepare("SELECT * FROM usage").all() as any[];
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ key_id: record.id, slug: SPEECH_SLUG, prompt_tokens: 0, completion_tokens: 0, audio_seconds: 2 });
+    expect(rows[0]).toMatchObject({ key_id: record.id, slug: SPEECH_SLUG, prompt_tokens: 0, completion_tokens: 0, audio_ms: 2000 });
     expect(rows[0].request_id).toMatch(/^transcr-/);
-    expect(rows[0].cost_usd).toBeCloseTo((getModel(SPEECH_SLUG).prices.usdPerAudioMinute! * 2) / 60, 12);
+    // Integer nano-USD, rounded up once per request: 2 s at the per-minute price.
+    const nanoPerMinute = Math.round(getModel(SPEECH_SLUG).prices.usdPerAudioMinute! * 1e9);
+    expect(rows[0].nano_usd_per_audio_minute).toBe(nanoPerMinute);
+    expect(rows[0].cost_nano_usd).toBe(Math.ceil((2000 * nanoPerMinute) / 60_000));
+  });
+
+  it("a transcription its queue refuses (503) is not metered", async () => {
+    const db = openDatabase({ path: ":memory:" });
+    const keys = sqliteKeyStore(db);
+    const { key } = await keys.create("billing");
+    const { app } = await speechApp({ auth: { mode: "cloud", keys }, usage: sqliteUsageRecorder(db, (slug) => getModel(slug)), speech: { fail: new OverloadedError(SPEECH_SLUG, 64) } });
+    const f = form(base());
+    const res = await app.inject({ method: "POST", url: URL, payload: f.payload, headers: { ...f.headers, authorization: `Bearer ${key}` } });
+    expect(res.statusCode).toBe(503);
+    expect(db.prepare("SELECT COUNT(*) AS n FROM usage").get()).toEqual({ n: 0 });
   });
 
   it("a request refused before the model (bad file) is not metered", async () => {
     const db = openDatabase({ path: ":memory:" });
-    const keys = new KeyStore(db);
-    const { key } = keys.create("billing");
+    const keys = sqliteKeyStore(db);
+    const { key } = await keys.create("billing");
     const { app } = await speechApp({ auth: { mode: "cloud", keys }, usage: sqliteUsageRecorder(db, (slug) => getModel(slug)) });
     const f = form([wav(Buffer.alloc(0)), ["model", SPEECH_SLUG]]);
     const res = await app.inject({ method: "POST", url: URL, payload: f.payload, headers: { ...f.headers, authorization: `Bearer ${key}` } });

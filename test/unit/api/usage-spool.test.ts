@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { KeyStore } from "../../../src/api/auth/key-store.js";
+import { sqliteKeyStore } from "./cloud/keys-support.js";
 import { sqliteUsageLedger, sqliteUsageRecorder, type LedgerEntry, type UsageLedger, type UsageRecorder } from "../../../src/api/usage.js";
 import { SpooledUsageRecorder, UsageSpool, usageSpoolPath, type UsageLog } from "../../../src/api/usage-spool.js";
 import { getModel } from "../../../src/catalogue/catalogue.js";
@@ -65,11 +65,11 @@ function memoryLog(): UsageLog & { lines: Array<{ level: string; msg: string; ob
   };
 }
 
-function cloudSetup(options: { settleIntervalMs?: number } = {}) {
+async function cloudSetup(options: { settleIntervalMs?: number } = {}) {
   const db = openDatabase({ path: ":memory:" });
   cleanups.push(() => db.close());
-  const keys = new KeyStore(db);
-  const { key, record } = keys.create("metered");
+  const keys = sqliteKeyStore(db);
+  const { key, record } = await keys.create("metered");
   const ledger = faultyLedger(sqliteUsageLedger(db, (slug) => getModel(slug)));
   const spoolPath = join(tempDir(), "usage-spool.jsonl");
   const log = memoryLog();
@@ -116,15 +116,15 @@ describe("an answer whose usage cannot be written", () => {
   };
 
   it("is still a complete 200 when not streamed", async () => {
-    const { keys } = cloudSetup();
-    const { key } = keys.create("k");
+    const { keys } = await cloudSetup();
+    const { key } = await keys.create("k");
     const { app } = await fakeApp({ auth: { mode: "cloud", keys }, usage: throwing });
     expectCompleteAnswer(await ask(app, key, chat()));
   });
 
   it("still streams its finish chunk, usage chunk and [DONE]", async () => {
-    const { keys } = cloudSetup();
-    const { key } = keys.create("k");
+    const { keys } = await cloudSetup();
+    const { key } = await keys.create("k");
     const { app } = await fakeApp({ auth: { mode: "cloud", keys }, usage: throwing });
     expectCompleteStream(await ask(app, key, chat({ stream: true, stream_options: { include_usage: true } })));
     // The legacy completions route shares the flow.
@@ -135,8 +135,8 @@ describe("an answer whose usage cannot be written", () => {
 
 describe("cloud mode with the database's disk full", () => {
   it("answers in full, spools the usage durably, and settles it exactly once when the disk has room again", async () => {
-    const { db, key, keyId, ledger, spoolPath, recorder, log } = cloudSetup();
-    const { app } = await fakeApp({ auth: { mode: "cloud", keys: new KeyStore(db) }, usage: recorder });
+    const { db, key, keyId, ledger, spoolPath, recorder, log } = await cloudSetup();
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys: sqliteKeyStore(db) }, usage: recorder });
     ledger.full = true;
 
     const whole = expectCompleteAnswer(await ask(app, key, chat()));
@@ -158,7 +158,7 @@ describe("cloud mode with the database's disk full", () => {
     for (const id of [whole, streamed]) {
       expect(rowsOf(db, id)).toHaveLength(1);
       expect(rowsOf(db, id)[0]).toMatchObject({ key_id: keyId, slug: SLUG, completion_tokens: 3 });
-      expect(rowsOf(db, id)[0].cost_usd).toBeGreaterThan(0);
+      expect(rowsOf(db, id)[0].cost_nano_usd).toBeGreaterThan(0);
     }
     expect(readFileSync(spoolPath, "utf8")).toBe("");
     expect(recorder.status()).toMatchObject({ ledgerWritable: true, spooled: false });
@@ -172,8 +172,8 @@ describe("cloud mode with the database's disk full", () => {
   });
 
   it("keeps the time of the request, not of the settling", async () => {
-    const { db, key, ledger, recorder } = cloudSetup();
-    const { app } = await fakeApp({ auth: { mode: "cloud", keys: new KeyStore(db) }, usage: recorder });
+    const { db, key, ledger, recorder } = await cloudSetup();
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys: sqliteKeyStore(db) }, usage: recorder });
     ledger.full = true;
     const before = new Date().toISOString();
     const id = expectCompleteAnswer(await ask(app, key, chat()));
@@ -186,8 +186,8 @@ describe("cloud mode with the database's disk full", () => {
   });
 
   it("settles on its own, on a timer", async () => {
-    const { db, key, ledger, spoolPath, recorder } = cloudSetup({ settleIntervalMs: 20 });
-    const { app } = await fakeApp({ auth: { mode: "cloud", keys: new KeyStore(db) }, usage: recorder });
+    const { db, key, ledger, spoolPath, recorder } = await cloudSetup({ settleIntervalMs: 20 });
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys: sqliteKeyStore(db) }, usage: recorder });
     ledger.full = true;
     const id = expectCompleteAnswer(await ask(app, key, chat()));
     expect(spooledIds(spoolPath)).toEqual([id]);
@@ -199,8 +199,8 @@ describe("cloud mode with the database's disk full", () => {
   it("works with SQLite's own SQLITE_FULL (database at its maximum size)", async () => {
     const db = openDatabase({ path: ":memory:" });
     cleanups.push(() => db.close());
-    const keys = new KeyStore(db);
-    const { key } = keys.create("metered");
+    const keys = sqliteKeyStore(db);
+    const { key } = await keys.create("metered");
     const spoolPath = join(tempDir(), "usage-spool.jsonl");
     const recorder = sqliteUsageRecorder(db, (slug) => getModel(slug), { spoolPath, log: memoryLog(), settleIntervalMs: 0 });
     cleanups.push(() => recorder.close());
@@ -233,8 +233,8 @@ describe("cloud mode with the database's disk full", () => {
 
 describe("cloud mode with neither the database nor the spool writable", () => {
   it("completes the admitted request, refuses new ones with 503 until usage can be kept, then settles exactly once", async () => {
-    const { db, key, ledger, spoolPath, recorder, log } = cloudSetup();
-    const { app } = await fakeApp({ auth: { mode: "cloud", keys: new KeyStore(db) }, usage: recorder });
+    const { db, key, ledger, spoolPath, recorder, log } = await cloudSetup();
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys: sqliteKeyStore(db) }, usage: recorder });
     ledger.full = true;
     breakSpool(spoolPath);
 
@@ -284,8 +284,8 @@ describe("cloud mode with neither the database nor the spool writable", () => {
   });
 
   it("admits again once the database alone is back, writing the held usage to it", async () => {
-    const { db, key, ledger, spoolPath, recorder } = cloudSetup();
-    const { app } = await fakeApp({ auth: { mode: "cloud", keys: new KeyStore(db) }, usage: recorder });
+    const { db, key, ledger, spoolPath, recorder } = await cloudSetup();
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys: sqliteKeyStore(db) }, usage: recorder });
     ledger.full = true;
     breakSpool(spoolPath);
     const first = expectCompleteAnswer(await ask(app, key, chat()));
@@ -298,8 +298,8 @@ describe("cloud mode with neither the database nor the spool writable", () => {
     expect(rowsOf(db, second)).toHaveLength(1);
   });
 
-  it("leaves the held usage in the log at close when it could not be kept anywhere", () => {
-    const { ledger, spoolPath, recorder, log } = cloudSetup();
+  it("leaves the held usage in the log at close when it could not be kept anywhere", async () => {
+    const { ledger, spoolPath, recorder, log } = await cloudSetup();
     ledger.full = true;
     breakSpool(spoolPath);
     recorder.record({ requestId: "chatcmpl-lost", keyId: null, slug: SLUG, promptTokens: 2, completionTokens: 3 });
@@ -311,8 +311,8 @@ describe("cloud mode with neither the database nor the spool writable", () => {
 });
 
 describe("the spool at startup", () => {
-  it("is settled first: each record once, a line cut short by a crash skipped, then emptied", () => {
-    const { db, keyId, ledger, spoolPath, log } = cloudSetup();
+  it("is settled first: each record once, a line cut short by a crash skipped, then emptied", async () => {
+    const { db, keyId, ledger, spoolPath, log } = await cloudSetup();
     const at = "2025-01-02T03:04:05.678Z";
     const entry = (requestId: string): LedgerEntry => ({ requestId, keyId, slug: SLUG, promptTokens: 5, completionTokens: 7, at });
     ledger.write([entry("chatcmpl-already")]);
@@ -334,8 +334,8 @@ describe("the spool at startup", () => {
     expect(recorder.admits()).toBe(true);
   });
 
-  it("stays in the spool while the database is still full, and requests are admitted", () => {
-    const { ledger, spoolPath, log } = cloudSetup();
+  it("stays in the spool while the database is still full, and requests are admitted", async () => {
+    const { ledger, spoolPath, log } = await cloudSetup();
     ledger.full = true;
     new UsageSpool(spoolPath).append([{ requestId: "chatcmpl-x", keyId: null, slug: SLUG, promptTokens: 1, completionTokens: 1, at: new Date().toISOString() }]);
     const recorder = new SpooledUsageRecorder({ ledger, spoolPath, log, settleIntervalMs: 0 });

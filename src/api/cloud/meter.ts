@@ -1,0 +1,183 @@
+/**
+ * Cloud mode in the request path: admission (the key's limits, and a reservation in the database
+ * so that a request whose replica dies is still charged), the rate-limit headers, and the ledger
+ * row when the request ends. Also this replica's heartbeat, and the sweep that charges the
+ * reservations of replicas that stopped beating.
+ *
+ * A request's life: `admit` (limits + reservation: prompt tokens plus the most completion tokens
+ * it may produce, at the prices in force) → the work → `record` (the spooled recorder writes the
+ * ledger row and deletes the reservation in one transaction; the limit counters are corrected to
+ * what was used). A request admitted but refused by its engine is `release`d: nothing charged.
+ */
+import { randomBytes } from "node:crypto";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { ApiError, apiError } from "../errors.js";
+import type { UsageLog } from "../usage-spool.js";
+import type { PriceLookup, UsageRecord, UsageRecorder } from "../usage.js";
+import type { LimitCounters, RateLimitState } from "./limits/limiter.js";
+import { costNanoUsd, priceOf as nanoPrice, type Metered, type PriceInForce } from "./money.js";
+import { rateLimitHeaders, retryAfterSeconds } from "./rate-limit-headers.js";
+import type { CloudStore } from "./store.js";
+
+/** Default milliseconds between heartbeats (and orphan sweeps): 5 s. */
+export const DEFAULT_HEARTBEAT_MS = 5_000;
+
+/** Default milliseconds a replica may be silent before another charges its reservations: 15 s. */
+export const DEFAULT_ORPHAN_AFTER_MS = 15_000;
+
+export interface CloudMeterOptions {
+  store: CloudStore;
+  limits: LimitCounters;
+  /** Writes the ledger rows (kiln serve: a spooled recorder over `store`). */
+  recorder: UsageRecorder;
+  priceOf: PriceLookup;
+  /** This replica's id in the ledger and the heartbeats; default random. */
+  replicaId?: string;
+  /** Milliseconds between heartbeats; default {@link DEFAULT_HEARTBEAT_MS}. */
+  heartbeatMs?: number;
+  /** Milliseconds of silence after which a replica's reservations are charged by another; default {@link DEFAULT_ORPHAN_AFTER_MS}. */
+  orphanAfterMs?: number;
+  log?: UsageLog;
+}
+
+/** What a request asks to be admitted for. */
+export interface AdmissionRequest {
+  /** The answer's id: the ledger row's key and the limits' ticket. */
+  requestId: string;
+  slug: string;
+  artifactId: string | null;
+  promptTokens: number;
+  /** The most completion tokens it may produce (all choices together). */
+  maxCompletionTokens: number;
+  /** Milliseconds of audio billed (transcriptions); 0 for text. */
+  audioMs: number;
+}
+
+const quietLog: UsageLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+export class CloudMeter implements UsageRecorder {
+  readonly replicaId: string;
+  private readonly open = new Map<string, { price: PriceInForce }>();
+  /** The latest limit state seen per key: the headers of answers that were not admitted through the limits (errors, /v1/models). */
+  private readonly lastState = new Map<string, RateLimitState>();
+  private readonly log: UsageLog;
+  private timer: NodeJS.Timeout | null = null;
+  private beating: Promise<void> | null = null;
+
+  constructor(private readonly options: CloudMeterOptions) {
+    this.replicaId = options.replicaId ?? `replica-${randomBytes(6).toString("hex")}`;
+    this.log = options.log ?? quietLog;
+  }
+
+  /** Beats once (throws when the database cannot be reached), then keeps beating and sweeping. */
+  async start(): Promise<void> {
+    await this.options.store.heartbeat(this.replicaId, new Date());
+    this.timer = setInterval(() => void this.beat(), this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  /** One heartbeat and one sweep of dead replicas' reservations; failures are logged and retried next time. */
+  beat(): Promise<void> {
+    this.beating ??= (async () => {
+      const now = new Date();
+      try {
+        await this.options.store.heartbeat(this.replicaId, now);
+        const charged = await this.options.store.settleOrphans(this.options.orphanAfterMs ?? DEFAULT_ORPHAN_AFTER_MS, now);
+        if (charged > 0) this.log.warn({ charged }, "cloud: charged the reservations of requests whose replica stopped (settled_from = reservation)");
+      } catch (err) {
+        this.log.error({ err }, "cloud: heartbeat failed (database unreachable?); retrying");
+      } finally {
+        this.beating = null;
+      }
+    })();
+    return this.beating;
+  }
+
+  /**
+   * Admits the request for its key, or throws 429 (a limit) or 503 (the limits or the database
+   * unreachable: fail closed). Sets the rate-limit headers either way. Does nothing for a request
+   * without a cloud key (local mode).
+   */
+  async admit(request: FastifyRequest, reply: FastifyReply, what: AdmissionRequest): Promise<void> {
+    const key = request.apiKey;
+    if (!key?.id || !key.limits) return;
+    const price = nanoPrice(this.options.priceOf(what.slug));
+    const reserved: Metered = { promptTokens: what.promptTokens, completionTokens: what.maxCompletionTokens, audioMs: what.audioMs };
+    const nanoUsd = costNanoUsd(price, reserved);
+    let result;
+    try {
+      result = await this.options.limits.admit({ ticket: what.requestId, keyId: key.id, limits: key.limits, tokens: what.promptTokens + what.maxCompletionTokens, nanoUsd });
+    } catch (err) {
+      request.log.error({ err }, "cloud: the limit counters cannot be reached; refusing requests until they can");
+      throw apiError("limits_unavailable", "The server cannot check rate limits right now (its limit store is unreachable); retry in a moment.");
+    }
+    this.lastState.set(key.id, result.state);
+    reply.headers(rateLimitHeaders(result.state));
+    if (!result.admitted) throw refusal(result.code, result.limit, result.retryAfterMs);
+    try {
+      await this.options.store.reserve({ requestId: what.requestId, keyId: key.id, slug: what.slug, artifactId: what.artifactId, ...reserved, price, nanoUsd, replicaId: this.replicaId, at: new Date().toISOString() });
+    } catch (err) {
+      await this.options.limits.settle(what.requestId, { tokens: 0, nanoUsd: 0 }).catch(() => undefined);
+      request.log.error({ err }, "cloud: cannot write the request's reservation (database unreachable?); refused");
+      throw apiError("ledger_unavailable", "The server cannot record usage right now, so it is not taking metered requests; retry in a moment.");
+    }
+    this.open.set(what.requestId, { price });
+  }
+
+  /** A request admitted but never run (its engine refused it): its reservation and limits are given back, nothing is charged. */
+  async release(requestId: string): Promise<void> {
+    if (!this.open.delete(requestId)) return;
+    await Promise.allSettled([this.options.store.releaseReservation(requestId), this.options.limits.settle(requestId, { tokens: 0, nanoUsd: 0 })]);
+  }
+
+  /** The ledger row of an ended request, at the prices it was admitted at; the limits corrected to what it used. */
+  record(usage: UsageRecord): void {
+    const admitted = this.open.get(usage.requestId);
+    this.open.delete(usage.requestId);
+    const price = admitted?.price ?? nanoPrice(this.options.priceOf(usage.slug));
+    const used: Metered = { promptTokens: usage.promptTokens, completionTokens: usage.completionTokens, audioMs: Math.round((usage.audioSeconds ?? 0) * 1000) };
+    const cost = costNanoUsd(price, used);
+    this.options.recorder.record({ ...usage, price, costNanoUsd: cost, replicaId: this.replicaId });
+    if (admitted) {
+      this.options.limits.settle(usage.requestId, { tokens: used.promptTokens + used.completionTokens, nanoUsd: cost }).catch((err: unknown) => {
+        this.log.error({ err, requestId: usage.requestId }, "cloud: cannot correct the limit counters (they expire on their own)");
+      });
+    }
+  }
+
+  admits(): boolean {
+    return this.options.recorder.admits?.() ?? true;
+  }
+
+  /** The last known rate-limit headers of the request's key, for an answer that did not pass admission (unless it has them already). */
+  addLastKnownHeaders(request: FastifyRequest, reply: FastifyReply): void {
+    const id = request.apiKey?.id;
+    if (!id || reply.hasHeader("x-ratelimit-limit-requests") || reply.hasHeader("x-ratelimit-limit-tokens")) return;
+    const state = this.lastState.get(id) ?? stateOfLimits(request);
+    if (state) reply.headers(rateLimitHeaders(state));
+  }
+
+  /** Stops beating; waits for the recorder's last writes; closes the limits. The store is its owner's to close. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.beating;
+    await this.options.recorder.close?.();
+    await this.options.limits.close();
+  }
+}
+
+/** A key's limits as a full window's state (no request seen yet on this replica). */
+function stateOfLimits(request: FastifyRequest): RateLimitState | null {
+  const l = request.apiKey?.limits;
+  if (!l) return null;
+  return { limitRequests: l.requestsPerMinute, remainingRequests: l.requestsPerMinute, resetRequestsMs: l.requestsPerMinute === null ? null : 0, limitTokens: l.tokensPerMinute, remainingTokens: l.tokensPerMinute, resetTokensMs: l.tokensPerMinute === null ? null : 0 };
+}
+
+function refusal(code: "rate_limit_exceeded" | "insufficient_quota", limit: "requests" | "tokens" | "concurrency" | "budget", retryAfterMs: number): ApiError {
+  const retryAfter = retryAfterSeconds(retryAfterMs);
+  if (code === "insufficient_quota") {
+    return new ApiError("insufficient_quota", "You exceeded your current quota: this API key's daily budget is spent. It is renewed at 00:00 UTC.", null, retryAfter);
+  }
+  const what = { requests: "requests per minute", tokens: "tokens per minute", concurrency: "concurrent requests", budget: "daily budget" }[limit];
+  return new ApiError(limit === "tokens" ? "token_rate_limit_exceeded" : "rate_limit_exceeded", `Rate limit reached for this API key on ${what}. Please try again in ${retryAfter}s.`, null, retryAfter);
+}

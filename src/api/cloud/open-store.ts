@@ -1,0 +1,16 @@
+/** Opens cloud mode's database from `--database`: `postgres://…` (a fleet's shared one), or an SQLite file (default: kiln's own). */
+import { openDatabase } from "../../catalogue/db.js";
+import { openPostgresStore } from "./postgres-store.js";
+import { SqliteCloudStore } from "./sqlite-store.js";
+import type { CloudStore } from "./store.js";
+
+/** Whether `--database` names a Postgres server rather than an SQLite file. */
+export function isPostgresUrl(database: string | undefined): database is string {
+  return database !== undefined && /^postgres(ql)?:\/\//i.test(database);
+}
+
+/** @param database `postgres://…`, a file path, or undefined for `$KILN_HOME/kiln.sqlite`. */
+export async function openCloudStore(database?: string): Promise<CloudStore> {
+  if (isPostgresUrl(database)) return openPostgresStore(database);
+  return new SqliteCloudStore(openDatabase(database ? { path: database } : {}), true);
+}

@@ -1,0 +1,276 @@
+/**
+ * Cloud mode as a fleet, all real: Postgres (keys, ledger, reservations), Redis (limit counters),
+ * three `kiln serve --cloud` replicas of the embedded model, and nginx in front of them. Checks that
+ * a limit holds for the fleet, that the ledger's totals equal what clients got (plus the
+ * reservation of a request whose replica was killed), that revoked and expired keys fail on every
+ * replica, and that a database dump holds no usable key.
+ */
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { promisify } from "node:util";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getModel } from "../../../src/catalogue/catalogue.js";
+import { compiledArtifact, TEXT_SLUG } from "../../support/model.js";
+import { startFleet, type CloudSettings, type RunningFleet } from "../../support/servers/fleet.js";
+import { postgresBinary, startPostgres, type RunningPostgres } from "../../support/servers/postgres.js";
+import { startRedis, type RunningRedis } from "../../support/servers/redis.js";
+
+const run = promisify(execFile);
+/** Seconds of silence after which a replica is taken for dead and its reservations charged (short, for the test). */
+const ORPHAN_TIMEOUT_S = 3;
+
+let postgres: RunningPostgres;
+let redis: RunningRedis;
+let fleet: RunningFleet;
+let cloud: CloudSettings;
+let stopIds: number[];
+
+beforeAll(async () => {
+  stopIds = (await compiledArtifact()).manifest.stopTokenIds;
+  [postgres, redis] = await Promise.all([startPostgres(), startRedis()]);
+  cloud = { databaseUrl: postgres.url, limitsUrl: redis.url, keySecret: randomBytes(32).toString("hex") };
+  fleet = await startFleet({
+    replicas: 3,
+    slug: TEXT_SLUG,
+    cloud,
+    serveArgs: ["--threads", "1", "--max-running", "4", "--kv-memory-mb", "64", "--orphan-timeout", String(ORPHAN_TIMEOUT_S)],
+  });
+}, 300_000);
+
+afterAll(async () => {
+  await fleet?.stop();
+  await redis?.stop();
+  await postgres?.stop();
+});
+
+// ── helpers ───────────────────────────────────────────────────────────────────────────────────
+
+async function kiln(args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, ["bin/kiln.mjs", ...args, "--database", cloud.databaseUrl], { env: { ...process.env, KILN_KEY_SECRET: cloud.keySecret } });
+  return stdout;
+}
+
+async function createKey(name: string, flags: string[] = []): Promise<{ id: string; key: string }> {
+  return JSON.parse(await kiln(["keys", "create", "--name", name, ...flags, "--json"])) as { id: string; key: string };
+}
+
+const replicaUrl = (i: number) => `http://127.0.0.1:${fleet.replicas[i].port}`;
+
+function chat(base: string, key: string, body: Record<string, unknown>, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+    body: JSON.stringify({ model: TEXT_SLUG, temperature: 0, ...body }),
+    signal,
+  });
+}
+
+interface StreamResult {
+  id: string;
+  /** Content chunks received (one token each). */
+  received: number;
+  usage: { prompt_tokens: number; completion_tokens: number } | null;
+  /** How the stream ended: "done" ([DONE] seen), "aborted" (by us), or "broken" (the connection failed). */
+  end: "done" | "aborted" | "broken";
+}
+
+/**
+ * A streamed chat completion; `onChunk` sees the count of content chunks so far and may abort
+ * (return "abort") or act (kill a replica). End-of-generation tokens are banned so the answer runs
+ * to `max_tokens` unless cut.
+ */
+async function stream(base: string, key: string, maxTokens: number, onChunk?: (received: number) => "abort" | void): Promise<StreamResult> {
+  const controller = new AbortController();
+  const result: StreamResult = { id: "", received: 0, usage: null, end: "broken" };
+  const logitBias = Object.fromEntries(stopIds.map((id) => [String(id), -100]));
+  try {
+    const res = await chat(base, key, { messages: [{ role: "user", content: "Tell me a long story about a dragon." }], max_tokens: maxTokens, stream: true, stream_options: { include_usage: true }, logit_bias: logitBias }, controller.signal);
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return result;
+      buffer += decoder.decode(value, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const data = buffer.slice(0, end).replace(/^data: /, "");
+        buffer = buffer.slice(end + 2);
+        if (data === "[DONE]") {
+          result.end = "done";
+          continue;
+        }
+        const chunk = JSON.parse(data);
+        result.id ||= chunk.id;
+        if (chunk.usage) result.usage = chunk.usage;
+        if (chunk.choices?.[0]?.delta?.content) {
+          result.received++;
+          if (onChunk?.(result.received) === "abort") {
+            result.end = "aborted";
+            controller.abort();
+            return result;
+          }
+        }
+      }
+    }
+  } catch (error) {
+    if (result.end !== "aborted") result.end = "broken";
+    if (!result.id) throw error;
+    return result;
+  }
+}
+
+interface LedgerRow {
+  request_id: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+  cost_nano_usd: string;
+  settled_from: string;
+}
+
+async function ledgerRows(keyId: string): Promise<LedgerRow[]> {
+  const client = new pg.Client(cloud.databaseUrl);
+  await client.connect();
+  try {
+    return (await client.query<LedgerRow>("SELECT request_id, prompt_tokens, completion_tokens, cost_nano_usd, settled_from FROM usage_ledger WHERE key_id = $1", [keyId])).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** The documented rule, from the catalogue's USD prices: ceil((prompt × in + completion × out) / 1e6) nano-USD per request. */
+function expectedCostNanoUsd(promptTokens: number, completionTokens: number): bigint {
+  const { inputUsdPerMillionTokens = 0, outputUsdPerMillionTokens = 0 } = getModel(TEXT_SLUG).prices;
+  const product = BigInt(promptTokens) * BigInt(Math.round(inputUsdPerMillionTokens * 1e9)) + BigInt(completionTokens) * BigInt(Math.round(outputUsdPerMillionTokens * 1e9));
+  return (product + 999_999n) / 1_000_000n;
+}
+
+async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | null>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const modelsStatus = async (base: string, key: string) => (await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
+
+// ── the checks ────────────────────────────────────────────────────────────────────────────────
+
+describe("cloud mode as a fleet of three replicas behind nginx", () => {
+  it("gives a key limited to N requests per minute exactly N successes across the fleet", async () => {
+    const { key } = await createKey("rpm", ["--rpm", "5"]);
+    // Twelve requests round-robin over three replicas: per-replica counting would admit all twelve.
+    const answers = await Promise.all(Array.from({ length: 12 }, () => chat(fleet.url, key, { messages: [{ role: "user", content: "Hi" }], max_tokens: 1 })));
+    const ok = answers.filter((r) => r.status === 200);
+    const limited = answers.filter((r) => r.status === 429);
+    expect(ok).toHaveLength(5);
+    expect(limited).toHaveLength(7);
+    for (const r of limited) {
+      expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect(r.headers.get("x-ratelimit-limit-requests")).toBe("5");
+      expect(r.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+      expect(r.headers.get("x-ratelimit-reset-requests")).toMatch(/^\d+(\.\d+)?m?s$/);
+      expect(((await r.json()) as { error: unknown }).error).toMatchObject({ code: "rate_limit_exceeded" });
+    }
+    for (const r of ok) expect(r.headers.get("x-ratelimit-limit-requests")).toBe("5");
+  });
+
+  it("refuses revoked and expired keys on every replica within seconds", async () => {
+    const expiresAt = Date.now() + 8_000;
+    const [revoked, expiring] = await Promise.all([createKey("to-revoke"), createKey("to-expire", ["--expires", new Date(expiresAt).toISOString()])]);
+    for (let i = 0; i < 3; i++) {
+      expect(await modelsStatus(replicaUrl(i), revoked.key)).toBe(200);
+      expect(await modelsStatus(replicaUrl(i), expiring.key)).toBe(200);
+    }
+    await kiln(["keys", "revoke", revoked.id]);
+    const revokedAt = Date.now();
+    await until("the revocation on every replica", 5_000, async () => {
+      const statuses = await Promise.all([0, 1, 2].map((i) => modelsStatus(replicaUrl(i), revoked.key)));
+      return statuses.every((s) => s === 401) ? true : null;
+    });
+    expect(Date.now() - revokedAt).toBeLessThan(5_000);
+    await until("the expiry on every replica", expiresAt + 3_000 - Date.now(), async () => {
+      const statuses = await Promise.all([0, 1, 2].map((i) => modelsStatus(replicaUrl(i), expiring.key)));
+      return statuses.every((s) => s === 401) ? true : null;
+    });
+    const res = await chat(fleet.url, expiring.key, { messages: [{ role: "user", content: "Hi" }], max_tokens: 1 });
+    expect(res.status).toBe(401);
+    expect(((await res.json()) as { error: unknown }).error).toMatchObject({ code: "invalid_api_key" });
+  });
+
+  it("keeps no usable key in a dump of the database", async () => {
+    const live = await createKey("dumped");
+    expect(await modelsStatus(fleet.url, live.key)).toBe(200);
+    const { stdout: dump } = await run(postgresBinary("pg_dump"), ["-h", "127.0.0.1", "-p", String(postgres.port), "-U", "postgres", "kiln"], { maxBuffer: 64 << 20 });
+    expect(dump).toContain(live.id); // the dump is of the right database
+    expect(dump).not.toContain(live.key);
+    // Every token-like string of the dump, tried as a key: none works.
+    const candidates = [...new Set(dump.match(/[A-Za-z0-9_\-]{12,}/g) ?? [])];
+    expect(candidates.length).toBeGreaterThan(10);
+    const statuses: number[] = [];
+    for (let i = 0; i < candidates.length; i += 16) {
+      statuses.push(...(await Promise.all(candidates.slice(i, i + 16).map((c) => modelsStatus(replicaUrl(0), c)))));
+    }
+    expect(statuses.filter((s) => s !== 401)).toEqual([]);
+  });
+
+  it("leaves a ledger equal to what clients received, plus the reservation of a request whose replica was killed", async () => {
+    const { id: keyId, key } = await createKey("ledger");
+    // Concurrent streams through nginx: three run to max_tokens, two are aborted by their clients.
+    const [completed, aborted] = await Promise.all([
+      Promise.all([0, 1, 2].map(() => stream(fleet.url, key, 6))),
+      Promise.all([0, 1].map(() => stream(fleet.url, key, 120, (n) => (n === 3 ? "abort" : undefined)))),
+    ]);
+    for (const s of completed) expect(s).toMatchObject({ end: "done", received: 6, usage: { completion_tokens: 6 } });
+    for (const s of aborted) expect(s).toMatchObject({ end: "aborted", received: 3 });
+    const promptTokens = completed[0].usage!.prompt_tokens;
+
+    // A stream on replica 2 directly, killed (SIGKILL) mid-answer: no ledger row from it, ever.
+    const victim = fleet.replicas[2];
+    const killed = await stream(replicaUrl(2), key, 100, (n) => void (n === 2 && victim.process.kill("SIGKILL")));
+    expect(killed.end).toBe("broken");
+    expect(killed.usage).toBeNull();
+    // nginx routes around the dead replica.
+    const after = await stream(fleet.url, key, 4);
+    expect(after).toMatchObject({ end: "done", usage: { completion_tokens: 4 } });
+
+    // A surviving replica charges the killed request from its reservation once the dead one has been silent long enough.
+    const rows = await until("the killed request's reservation charged", 30_000, async () => {
+      const found = await ledgerRows(keyId);
+      return found.length === 7 ? found : null;
+    });
+    const row = (id: string) => rows.find((r) => r.request_id === id)!;
+    for (const s of [...completed, after]) {
+      expect(row(s.id)).toMatchObject({ settled_from: "completed", prompt_tokens: String(s.usage!.prompt_tokens), completion_tokens: String(s.usage!.completion_tokens) });
+    }
+    for (const s of aborted) {
+      const billed = Number(row(s.id).completion_tokens);
+      expect(row(s.id).settled_from).toBe("cancelled");
+      // Tokens already on their way when the client hung up are billed too, but the generation stopped.
+      expect(billed).toBeGreaterThanOrEqual(s.received);
+      expect(billed).toBeLessThan(120);
+    }
+    expect(row(killed.id)).toMatchObject({ settled_from: "reservation", prompt_tokens: String(promptTokens), completion_tokens: "100" });
+
+    // Every row costs exactly the documented rule; the totals of `kiln usage` are their exact sum.
+    let total = 0n;
+    for (const r of rows) {
+      const cost = expectedCostNanoUsd(Number(r.prompt_tokens), Number(r.completion_tokens));
+      expect(BigInt(r.cost_nano_usd)).toBe(cost);
+      total += cost;
+    }
+    const fromClients =
+      [...completed, after].reduce((sum, s) => sum + expectedCostNanoUsd(s.usage!.prompt_tokens, s.usage!.completion_tokens), 0n) +
+      aborted.reduce((sum, s) => sum + expectedCostNanoUsd(promptTokens, Number(row(s.id).completion_tokens)), 0n) +
+      expectedCostNanoUsd(promptTokens, 100);
+    expect(total).toBe(fromClients);
+    const [line] = JSON.parse(await kiln(["usage", "--key", keyId, "--json"])) as { requests: number; completionTokens: number; costNanoUsd: string }[];
+    expect(line).toMatchObject({ requests: 7, costNanoUsd: String(total) });
+    expect(line.completionTokens).toBe(rows.reduce((sum, r) => sum + Number(r.completion_tokens), 0));
+  });
+});
