@@ -2,9 +2,10 @@ import { findMetadata, getString, getStringArray, getNumberArray } from "./gguf/
 import type { GgufFile } from "./gguf/types.js";
 import type { TokenizerSpec } from "../runtime/artifact/index.js";
 
-function optionalId(file: GgufFile, key: string): number | null {
+/** The id the key holds; null when absent, or (given the vocabulary size) out of range, which llama.cpp ignores. */
+function optionalId(file: GgufFile, key: string, vocabSize = Infinity): number | null {
   const v = findMetadata(file, key);
-  return typeof v === "number" ? v : null;
+  return typeof v === "number" && v < vocabSize ? v : null;
 }
 
 function optionalBool(file: GgufFile, key: string, fallback: boolean): boolean {
@@ -12,21 +13,32 @@ function optionalBool(file: GgufFile, key: string, fallback: boolean): boolean {
   return typeof v === "boolean" ? v : fallback;
 }
 
-/** The tokenizer exactly as the GGUF describes it (`tokenizer.ggml.*`). */
+/**
+ * llama.cpp's special-token ids for a SentencePiece vocabulary whose GGUF does not name them
+ * (llama_vocab::impl::load): BOS 1, EOS 2, unknown 0.
+ */
+const SPM_DEFAULT_IDS = { bos: 1, eos: 2, unk: 0 };
+
+/** The tokenizer exactly as the GGUF describes it (`tokenizer.ggml.*`), with llama.cpp's defaults for absent keys. */
 export function tokenizerSpec(file: GgufFile): TokenizerSpec {
   const model = getString(file, "tokenizer.ggml.model");
   const tokens = getStringArray(file, "tokenizer.ggml.tokens");
+  const spm = model === "llama";
+  const id = (key: string, spmDefault: number) => optionalId(file, key, tokens.length) ?? (spm ? spmDefault : null);
+  const name = findMetadata(file, "general.name");
   return {
     model,
     pre: getString(file, "tokenizer.ggml.pre", "default"),
     tokens,
     tokenTypes: getNumberArray(file, "tokenizer.ggml.token_type", tokens.map(() => 1)),
     merges: getStringArray(file, "tokenizer.ggml.merges", []),
-    bosId: optionalId(file, "tokenizer.ggml.bos_token_id"),
-    eosId: optionalId(file, "tokenizer.ggml.eos_token_id"),
+    ...(spm ? { scores: getNumberArray(file, "tokenizer.ggml.scores", []) } : {}),
+    ...(typeof name === "string" ? { modelName: name } : {}),
+    bosId: id("tokenizer.ggml.bos_token_id", SPM_DEFAULT_IDS.bos),
+    eosId: id("tokenizer.ggml.eos_token_id", SPM_DEFAULT_IDS.eos),
     eotId: optionalId(file, "tokenizer.ggml.eot_token_id"),
     padId: optionalId(file, "tokenizer.ggml.padding_token_id"),
-    unkId: optionalId(file, "tokenizer.ggml.unknown_token_id"),
+    unkId: id("tokenizer.ggml.unknown_token_id", SPM_DEFAULT_IDS.unk),
     // llama.cpp's defaults: SentencePiece vocabularies add BOS, byte-level BPE ones do not.
     addBos: optionalBool(file, "tokenizer.ggml.add_bos_token", model === "llama"),
     addEos: optionalBool(file, "tokenizer.ggml.add_eos_token", false),

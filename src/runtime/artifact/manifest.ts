@@ -29,6 +29,16 @@ export interface TokenizerSpec {
   addBos: boolean;
   addEos: boolean;
   addSpacePrefix: boolean;
+  /**
+   * `tokenizer.ggml.scores`: each token's SentencePiece score (higher merges first); used by the
+   * "llama" model only. Absent in artifacts from before SentencePiece support: every score is 0.
+   */
+  scores?: number[];
+  /**
+   * `general.name`: llama.cpp gives tokens per-model attributes by it (the special tokens of a model
+   * named like Phi-3 swallow the whitespace after them). Absent: no such attributes.
+   */
+  modelName?: string;
 }
 
 /** Model shape facts the runtime needs to size its KV cache and feeds. */

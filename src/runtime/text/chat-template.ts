@@ -45,6 +45,11 @@ export interface RenderChatOptions {
 export interface ToolHistoryCaps {
   /** Renders an assistant message whose content is "" but not one whose content is null (it concatenates content). */
   requiresNonNullContent: boolean;
+  /**
+   * Renders tool calls only beside a null content, although it cannot print a null content otherwise
+   * (DeepSeek-R1 distills' `message['content'] is none` branch): a call message keeps its null.
+   */
+  callsNeedNullContent: boolean;
   /** Renders an assistant message's `tool_calls` (their arguments appear in the output). */
   supportsToolCalls: boolean;
   /**
@@ -84,6 +89,7 @@ export class ChatTemplate {
   private readonly compiled: Template;
   private readonly inspectsContentParts: boolean;
   private toolCaps: ToolHistoryCaps | undefined;
+  private systemRole: boolean | undefined;
 
   constructor(readonly source: string) {
     try {
@@ -107,7 +113,26 @@ export class ChatTemplate {
   }
 
   /**
+   * Whether a leading system message reaches the output (probed on first use, then kept). Gemma 2's and
+   * Mixtral's templates raise on one, Phi-3's ignores it; llama.cpp's caps probe finds the same.
+   */
+  get supportsSystemRole(): boolean {
+    if (this.systemRole === undefined) {
+      const needle = "<System Needle>";
+      try {
+        const probe: ChatMessage[] = [{ role: "system", content: needle }, { role: "user", content: USER_NEEDLE }];
+        this.systemRole = this.render(probe, { prepared: true, bosToken: "", eosToken: "", now: () => new Date(0) }).includes(needle);
+      } catch {
+        this.systemRole = false;
+      }
+    }
+    return this.systemRole;
+  }
+
+  /**
    * The messages as this template takes them: text parts joined for templates that expect strings;
+   * a leading system message folded into the next message as "<system>\n<next>" when the template has
+   * no system role, or dropped when it is alone (llama.cpp's system_message_not_supported);
    * and, only when the history holds tool calls or tool results, those in the template's shape:
    * - a template that renders `tool_calls` gets them with `function.arguments` as an object parsed
    *   from the JSON string (or the string, for a template that only renders strings), and "" for a
@@ -121,7 +146,8 @@ export class ChatTemplate {
   prepareMessages(messages: readonly ChatMessage[], options: Pick<RenderChatOptions, "contentParts"> = {}): ChatMessage[] {
     const mode = options.contentParts ?? "auto";
     const keepParts = mode === "keep" || (mode === "auto" && this.inspectsContentParts);
-    const joined = messages.map((m) => (keepParts ? m : withJoinedText(m)));
+    let joined = messages.map((m) => (keepParts ? m : withJoinedText(m)));
+    if (joined[0]?.role === "system" && !this.supportsSystemRole) joined = withSystemFolded(joined);
     if (!joined.some((m) => toolCallsOf(m) !== undefined || m.role === "tool")) return joined;
     const caps = this.toolHistoryCaps;
     return joined.map((m) => toolHistoryMessage(m, caps));
@@ -180,6 +206,29 @@ export function renderChat(template: string, messages: readonly ChatMessage[], o
   return new ChatTemplate(template).render(messages, options);
 }
 
+/** The leading system message's text put before the next message's ("\n" between), or dropped when alone. */
+function withSystemFolded(messages: readonly ChatMessage[]): ChatMessage[] {
+  const [system, next, ...rest] = messages;
+  if (next === undefined) return [];
+  const prefix = textOf(system.content) + "\n";
+  let content: ChatMessage["content"];
+  if (Array.isArray(next.content)) {
+    const first = next.content.findIndex((part) => part.type === "text");
+    content =
+      first === -1
+        ? [{ type: "text", text: prefix }, ...next.content]
+        : next.content.map((part, i) => (i === first ? { ...part, text: prefix + (part.text ?? "") } : part));
+  } else {
+    content = prefix + (next.content ?? "");
+  }
+  return [{ ...next, content }, ...rest];
+}
+
+function textOf(content: ChatMessage["content"]): string {
+  if (Array.isArray(content)) return content.filter((part) => part.type === "text").map((part) => part.text ?? "").join("\n");
+  return content ?? "";
+}
+
 /** Text parts joined with "\n", other parts dropped: llama.cpp's concat_content_parts. */
 function withJoinedText(message: ChatMessage): ChatMessage {
   if (!Array.isArray(message.content)) return message;
@@ -206,7 +255,7 @@ function toolHistoryMessage(message: ChatMessage, caps: ToolHistoryCaps): ChatMe
   const calls = toolCallsOf(message);
   if (calls !== undefined && caps.supportsToolCalls) {
     out = { ...out, tool_calls: calls.map((call) => withArgumentsShape(call, caps.objectArguments)) };
-    if ((out.content ?? null) === null && caps.requiresNonNullContent) out.content = "";
+    if ((out.content ?? null) === null && caps.requiresNonNullContent && !caps.callsNeedNullContent) out.content = "";
   } else if (calls !== undefined) {
     // minja's polyfill_tool_calls: the calls as JSON text in the content.
     const toolCalls = calls
@@ -274,7 +323,8 @@ function probeToolHistoryCaps(render: (messages: ChatMessage[]) => string): Tool
     return render([user, assistant, user, assistant]);
   };
   const requiresNonNullContent = withContent("").includes(USER_NEEDLE) && !withContent(null).includes(USER_NEEDLE);
-  const callsMessage = (calls: ToolCall[]): ChatMessage => ({ role: "assistant", content: requiresNonNullContent ? "" : null, tool_calls: calls });
+  let callContent: string | null = requiresNonNullContent ? "" : null;
+  const callsMessage = (calls: ToolCall[]): ChatMessage => ({ role: "assistant", content: callContent, tool_calls: calls });
   const call = (name: string, args: unknown): ToolCall => ({ id: "call_1___", type: "function", function: { arguments: args, name } });
   const result = (id: string, name: string, content: string): ChatMessage => ({ role: "tool", name, content, tool_call_id: id });
   /** Whether the arguments show at all, and whether they show as JSON (or XML) rather than double-escaped. */
@@ -283,8 +333,17 @@ function probeToolHistoryCaps(render: (messages: ChatMessage[]) => string): Tool
     const clean = out.includes("<parameter=argument_needle>") || out.includes('"argument_needle":') || out.includes("'argument_needle':");
     return { seen: out.includes("argument_needle"), clean };
   };
-  const asString = rendersArguments(JSON.stringify(ARGUMENTS));
-  const asObject = rendersArguments(ARGUMENTS);
+  let asString = rendersArguments(JSON.stringify(ARGUMENTS));
+  let asObject = rendersArguments(ARGUMENTS);
+  let callsNeedNullContent = false;
+  if (!asString.seen && !asObject.seen && requiresNonNullContent) {
+    // Some templates print calls only in a branch for a null content: try that before giving up.
+    callContent = null;
+    asString = rendersArguments(JSON.stringify(ARGUMENTS));
+    asObject = rendersArguments(ARGUMENTS);
+    callsNeedNullContent = asString.seen || asObject.seen;
+    if (!callsNeedNullContent) callContent = "";
+  }
   const supportsToolCalls = asString.seen || asObject.seen;
   const objectArguments = asObject.seen && (asObject.clean || !asString.clean);
   let supportsToolResponses = false;
@@ -292,7 +351,7 @@ function probeToolHistoryCaps(render: (messages: ChatMessage[]) => string): Tool
     const args = objectArguments ? ARGUMENTS : JSON.stringify(ARGUMENTS);
     supportsToolResponses = render([user, callsMessage([call("test_tool1", args)]), result("call_911_", "test_tool1", "Some response!")]).includes("Some response!");
   }
-  return { requiresNonNullContent, supportsToolCalls, objectArguments, supportsToolResponses };
+  return { requiresNonNullContent, callsNeedNullContent, supportsToolCalls, objectArguments, supportsToolResponses };
 }
 
 /**

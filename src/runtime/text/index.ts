@@ -1,4 +1,4 @@
-export { Tokenizer, TokenizerError, type EncodeOptions, type DecodeOptions, type Literals } from "./tokenizer.js";
+export { Tokenizer, TokenizerError, unsupportedTokenizer, type EncodeOptions, type DecodeOptions, type DetokenizeOptions, type Literals } from "./tokenizer.js";
 export { StreamDecoder } from "./stream-decoder.js";
 export { PreTokenizer, UnsupportedPreTokenizerError, preTokenizerKind } from "./pre-tokenizer.js";
 export {

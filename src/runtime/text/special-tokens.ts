@@ -1,4 +1,4 @@
-import { ATTR_CONTROL, ATTR_UNKNOWN, ATTR_USER_DEFINED } from "./token-attrs.js";
+import { ATTR_CONTROL, ATTR_LSTRIP, ATTR_RSTRIP, ATTR_UNKNOWN, ATTR_USER_DEFINED } from "./token-attrs.js";
 
 /** A piece of input: raw text still to be BPE-encoded, or an already-decided special token id. */
 export type Fragment = string | number;
@@ -15,7 +15,7 @@ export class SpecialTokenMatcher {
 
   constructor(
     private readonly texts: readonly string[],
-    private readonly attrs: Uint8Array,
+    private readonly attrs: Uint16Array,
   ) {
     const special = ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN;
     const byteLength = (id: number) => Buffer.byteLength(texts[id], "utf8");
@@ -31,13 +31,20 @@ export class SpecialTokenMatcher {
       if (!parseSpecial && this.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN)) continue;
       const needle = this.texts[id];
       if (!text.includes(needle)) continue; // cheap pre-check: fragments are pieces of text
-      fragments = splitAround(fragments, needle, id);
+      fragments = splitAround(fragments, needle, id, this.attrs[id]);
     }
     return fragments;
   }
 }
 
-function splitAround(fragments: Fragment[], needle: string, id: number): Fragment[] {
+/** C's isspace in the "C" locale, which llama.cpp strips with. */
+const C_SPACE = new Set([" ", "\t", "\n", "\v", "\f", "\r"]);
+
+/**
+ * Each text fragment split at every occurrence of `needle`; a token with LSTRIP/RSTRIP also eats the
+ * whitespace right before/after it, and text left empty by that is dropped.
+ */
+function splitAround(fragments: Fragment[], needle: string, id: number, attr: number): Fragment[] {
   const out: Fragment[] = [];
   for (const fragment of fragments) {
     if (typeof fragment !== "string") {
@@ -46,9 +53,12 @@ function splitAround(fragments: Fragment[], needle: string, id: number): Fragmen
     }
     let from = 0;
     for (let at = fragment.indexOf(needle); at !== -1; at = fragment.indexOf(needle, from)) {
-      if (at > from) out.push(fragment.slice(from, at));
+      let leftEnd = at;
+      if (attr & ATTR_LSTRIP) while (leftEnd > from && C_SPACE.has(fragment[leftEnd - 1])) leftEnd--;
+      if (leftEnd > from) out.push(fragment.slice(from, leftEnd));
       out.push(id);
       from = at + needle.length;
+      if (attr & ATTR_RSTRIP) while (from < fragment.length && C_SPACE.has(fragment[from])) from++;
     }
     if (from < fragment.length) out.push(fragment.slice(from));
   }

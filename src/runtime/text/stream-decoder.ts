@@ -12,7 +12,12 @@ export class StreamDecoder {
 
   /** The text this token completes; "" while a character is still incomplete. */
   push(id: number): string {
-    return this.decoder.decode(this.pieceOf(id), { stream: true });
+    return this.pushBytes(this.pieceOf(id));
+  }
+
+  /** The text these bytes complete (a piece already looked up, or trimmed). */
+  pushBytes(bytes: Uint8Array): string {
+    return this.decoder.decode(bytes, { stream: true });
   }
 
   /** Ends the stream: a still-incomplete character becomes U+FFFD. The decoder can then be reused. */

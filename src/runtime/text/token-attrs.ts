@@ -8,6 +8,10 @@ export const ATTR_NORMAL = 1 << 2;
 export const ATTR_CONTROL = 1 << 3;
 export const ATTR_USER_DEFINED = 1 << 4;
 export const ATTR_BYTE = 1 << 5;
+/** Whitespace before the token is dropped when text is split around it. */
+export const ATTR_LSTRIP = 1 << 7;
+/** Whitespace after the token is dropped when text is split around it. */
+export const ATTR_RSTRIP = 1 << 8;
 
 /** GGUF token type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte) -> attribute. */
 const ATTR_BY_TYPE: Record<number, number> = {
@@ -44,7 +48,7 @@ const ALWAYS_RENDERED = new Set(["<|channel|>", "<|message|>", "<|start|>", "<|c
 export interface VocabAttributes {
   /** Token texts as llama.cpp stores them (empty ones renamed "[EMPTY_<id>]"). */
   texts: string[];
-  attrs: Uint8Array;
+  attrs: Uint16Array;
   eogIds: Set<number>;
   eotId: number | null;
 }
@@ -58,7 +62,7 @@ export interface VocabAttributes {
  */
 export function vocabAttributes(spec: TokenizerSpec): VocabAttributes {
   const texts = spec.tokens.map((t, id) => (t === "" ? `[EMPTY_${id}]` : t));
-  const attrs = new Uint8Array(texts.length);
+  const attrs = new Uint16Array(texts.length);
   const hasTypes = spec.tokenTypes.length >= texts.length;
   for (let id = 0; id < texts.length; id++) {
     attrs[id] = hasTypes ? (ATTR_BY_TYPE[spec.tokenTypes[id]] ?? ATTR_UNDEFINED) : ATTR_NORMAL;
@@ -105,6 +109,7 @@ export function vocabAttributes(spec: TokenizerSpec): VocabAttributes {
   for (const id of [validId(spec.eosId, texts.length), eotId, eomId]) if (id !== null) eogIds.add(id);
 
   dropAmbiguousEogs(texts, attrs, eogIds);
+  stripAttributesByName(spec, texts, attrs);
   return { texts, attrs, eogIds, eotId };
 }
 
@@ -112,7 +117,7 @@ export function vocabAttributes(spec: TokenizerSpec): VocabAttributes {
  * llama.cpp's two special cases: with gpt-oss/solar-open call markers "<|end|>" does not end
  * generation, and with gemma4's "<|tool_response>" "</s>" does not.
  */
-function dropAmbiguousEogs(texts: string[], attrs: Uint8Array, eogIds: Set<number>): void {
+function dropAmbiguousEogs(texts: string[], attrs: Uint16Array, eogIds: Set<number>): void {
   const eogText = new Map<string, number>();
   for (const id of eogIds) eogText.set(texts[id], id);
   const end = eogText.get("<|end|>");
@@ -126,6 +131,27 @@ function dropAmbiguousEogs(texts: string[], attrs: Uint8Array, eogIds: Set<numbe
     eogIds.delete(closing);
     attrs[closing] = ATTR_NORMAL;
   }
+}
+
+/**
+ * llama.cpp's per-model token attributes (the end of llama_vocab::impl::load): a model whose
+ * `general.name` says Phi-3 has every special token (control, user-defined, unknown) swallow the
+ * whitespace after it, "</s>" too, but not "<unk>", "<s>" or "<|endoftext|>". So "<|user|>\n" in a
+ * Phi-3 prompt tokenizes as if the newline were not there.
+ */
+function stripAttributesByName(spec: TokenizerSpec, texts: string[], attrs: Uint16Array): void {
+  const name = (spec.modelName ?? "").toLowerCase();
+  if (!name.includes("phi-3") && !name.includes("phi3")) return;
+  const special = ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN;
+  for (let id = 0; id < texts.length; id++) if (attrs[id] & special) attrs[id] |= ATTR_RSTRIP;
+  const byText = new Map<string, number>();
+  texts.forEach((t, id) => byText.set(t, id));
+  const set = (text: string, on: boolean) => {
+    const id = byText.get(text);
+    if (id !== undefined) attrs[id] = on ? attrs[id] | ATTR_RSTRIP : attrs[id] & ~ATTR_RSTRIP;
+  };
+  set("</s>", true);
+  for (const text of ["<unk>", "<s>", "<|endoftext|>"]) set(text, false);
 }
 
 function validId(id: number | null, size: number): number | null {

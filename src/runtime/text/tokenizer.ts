@@ -1,8 +1,9 @@
 import type { TokenizerSpec } from "../artifact/index.js";
 import { byteLevelToBytes } from "./byte-level.js";
 import { encodeWord, MergeTable } from "./bpe.js";
-import { PreTokenizer } from "./pre-tokenizer.js";
+import { PreTokenizer, preTokenizerKind } from "./pre-tokenizer.js";
 import { SpecialTokenMatcher } from "./special-tokens.js";
+import { SPACE_MARKER, SpmVocab } from "./spm.js";
 import { StreamDecoder } from "./stream-decoder.js";
 import {
   ATTR_BYTE,
@@ -39,6 +40,13 @@ export interface DecodeOptions {
   renderSpecial?: boolean;
 }
 
+export interface DetokenizeOptions {
+  /** Drop the BOS the model adds at the start and the EOS it adds at the end (llama.cpp's `remove_special`). Default false. */
+  removeSpecial?: boolean;
+  /** Emit the text of control tokens (llama.cpp's `unparse_special`). Default false. */
+  renderSpecial?: boolean;
+}
+
 export class TokenizerError extends Error {
   constructor(message: string) {
     super(message);
@@ -50,10 +58,15 @@ export class TokenizerError extends Error {
 const WORD_CACHE_LIMIT = 100_000;
 const utf8 = new TextEncoder();
 
+/** Tokenizer models kiln implements: `tokenizer.ggml.model` values. */
+const MODELS = ["gpt2", "llama"] as const;
+type TokenizerModel = (typeof MODELS)[number];
+
 /**
- * llama.cpp-compatible byte-level BPE tokenizer (tokenizer.ggml.model "gpt2"): the same special-token
- * splitting, pre-tokenizer, merges, BOS/EOS rules and token-to-piece decoding as llama-vocab.cpp, so a
- * prompt gets the ids llama.cpp would feed the model.
+ * llama.cpp-compatible tokenizer for byte-level BPE vocabularies (tokenizer.ggml.model "gpt2") and
+ * SentencePiece-style ones ("llama", with scores, byte fallback and the U+2581 space marker): the
+ * same special-token splitting, pre-tokenizer or space escaping, merges, BOS/EOS rules and
+ * token-to-piece decoding as llama-vocab.cpp, so a prompt gets the ids llama.cpp would feed the model.
  */
 export class Tokenizer {
   readonly vocabSize: number;
@@ -63,22 +76,28 @@ export class Tokenizer {
   readonly addBos: boolean;
   readonly addEos: boolean;
   readonly pre: string;
+  readonly model: TokenizerModel;
+  /** SentencePiece: a space is put before text that starts the input or follows a special token. */
+  readonly addSpacePrefix: boolean;
 
   private readonly texts: string[];
-  private readonly attrs: Uint8Array;
+  private readonly attrs: Uint16Array;
   private readonly eog: Set<number>;
   private readonly tokenToId: Map<string, number>;
-  private readonly merges: MergeTable;
-  private readonly preTokenizer: PreTokenizer;
+  /** Byte-level BPE only. */
+  private readonly merges: MergeTable | undefined;
+  private readonly preTokenizer: PreTokenizer | undefined;
+  /** SentencePiece only. */
+  private readonly spm: SpmVocab | undefined;
   private readonly specials: SpecialTokenMatcher;
   private readonly wordCache = new Map<string, number[]>();
   private parsedTexts: readonly string[] | undefined;
   private readonly pieceCache: [Array<Uint8Array | undefined>, Array<Uint8Array | undefined>];
 
   private constructor(spec: TokenizerSpec) {
-    if (spec.model !== "gpt2") {
-      throw new TokenizerError(`tokenizer model "${spec.model}" is not supported (only byte-level BPE, "gpt2")`);
-    }
+    const unsupported = unsupportedTokenizer(spec.model, spec.pre);
+    if (unsupported !== null) throw new TokenizerError(unsupported);
+    this.model = spec.model as TokenizerModel;
     const vocab = vocabAttributes(spec);
     this.texts = vocab.texts;
     this.attrs = vocab.attrs;
@@ -90,10 +109,16 @@ export class Tokenizer {
     this.addBos = spec.addBos;
     this.addEos = spec.addEos;
     this.pre = spec.pre;
+    this.addSpacePrefix = this.model === "llama" && spec.addSpacePrefix;
     this.tokenToId = new Map();
     this.texts.forEach((t, id) => this.tokenToId.set(t, id));
-    this.merges = new MergeTable(this.vocabSize, this.tokenToId, spec.merges);
-    this.preTokenizer = new PreTokenizer(spec.pre);
+    if (this.model === "llama") {
+      // llama.cpp ignores tokenizer.ggml.pre for SentencePiece vocabularies.
+      this.spm = new SpmVocab(this.tokenToId, spec.scores ?? [], validId(spec.unkId, this.vocabSize));
+    } else {
+      this.merges = new MergeTable(this.vocabSize, this.tokenToId, spec.merges);
+      this.preTokenizer = new PreTokenizer(spec.pre);
+    }
     this.specials = new SpecialTokenMatcher(this.texts, this.attrs);
     this.pieceCache = [new Array(this.vocabSize), new Array(this.vocabSize)];
   }
@@ -107,9 +132,12 @@ export class Tokenizer {
     if (options.addSpecial && this.addBos) out.push(this.requireId(this.bosId, "BOS"));
     if (text !== "") {
       const restore = options.literals ? literalRestorer(options.literals) : (fragment: string) => fragment;
+      let afterSpecial = true; // the start of the input counts as following a special token
       for (const fragment of this.specials.partition(wellFormed(text), options.parseSpecial ?? false)) {
         if (typeof fragment === "number") out.push(fragment);
-        else for (const word of this.preTokenizer.split(restore(fragment))) this.encodeWord(word, out);
+        else if (this.spm) this.spm.encode(this.spmText(restore(fragment), afterSpecial), out);
+        else for (const word of this.preTokenizer!.split(restore(fragment))) this.encodeWord(word, out);
+        afterSpecial = typeof fragment === "number";
       }
     }
     if (options.addSpecial && this.addEos) out.push(this.requireId(this.eosId, "EOS"));
@@ -124,11 +152,36 @@ export class Tokenizer {
     return text + stream.flush();
   }
 
+  /**
+   * Text of the ids as llama.cpp's llama_detokenize gives it: like {@link decode}, but a SentencePiece
+   * vocabulary that adds a space prefix has the first token's leading space removed (unless the ids
+   * start with the BOS that `removeSpecial` drops), so `detokenize(encode(text))` is `text` again.
+   * llama.cpp's `clean_spaces` pass (" ," to ",", for a few BPE pre-tokenizers) is not applied.
+   */
+  detokenize(ids: readonly number[], options: DetokenizeOptions = {}): string {
+    let list = ids;
+    let removeSpace = this.addSpacePrefix;
+    if (options.removeSpecial && this.addBos && list.length > 0 && list[0] === this.bosId) {
+      removeSpace = false;
+      list = list.slice(1);
+    }
+    if (options.removeSpecial && this.addEos && list.length > 0 && list[list.length - 1] === this.eosId) list = list.slice(0, -1);
+    const stream = this.createStreamDecoder({ renderSpecial: options.renderSpecial });
+    let text = "";
+    list.forEach((id, i) => {
+      let piece = this.tokenBytes(id, { renderSpecial: options.renderSpecial });
+      // llama.cpp strips at most one leading space, of the first token only.
+      if (i === 0 && removeSpace && piece[0] === 0x20) piece = piece.subarray(1);
+      text += stream.pushBytes(piece);
+    });
+    return text + stream.flush();
+  }
+
   createStreamDecoder(options: DecodeOptions = {}): StreamDecoder {
     return new StreamDecoder((id) => this.tokenBytes(id, options));
   }
 
-  /** The vocabulary entry as stored in the GGUF (byte-level form for normal tokens). */
+  /** The vocabulary entry as stored in the GGUF (byte-level or U+2581-marked form for normal tokens). */
   tokenText(id: number): string {
     this.checkId(id);
     return this.texts[id];
@@ -172,9 +225,9 @@ export class Tokenizer {
     let ids = this.wordCache.get(word);
     if (ids === undefined) {
       ids = [];
-      const whole = this.preTokenizer.kind.ignoreMerges ? this.tokenToId.get(word) : undefined;
+      const whole = this.preTokenizer!.kind.ignoreMerges ? this.tokenToId.get(word) : undefined;
       if (whole !== undefined) ids.push(whole);
-      else encodeWord(word, this.merges, this.tokenToId, ids);
+      else encodeWord(word, this.merges!, this.tokenToId, ids);
       if (this.wordCache.size >= WORD_CACHE_LIMIT) this.wordCache.clear();
       this.wordCache.set(word, ids);
     }
@@ -186,9 +239,14 @@ export class Tokenizer {
     const text = this.texts[id];
     if (attr & (ATTR_UNKNOWN | ATTR_CONTROL)) return special ? utf8.encode(text) : new Uint8Array(0);
     if (attr & ATTR_USER_DEFINED) return utf8.encode(text);
-    if (attr & ATTR_NORMAL) return byteLevelToBytes(text);
+    if (attr & ATTR_NORMAL) return this.spm ? utf8.encode(text.replaceAll(SPACE_MARKER, " ")) : byteLevelToBytes(text);
     if (attr & ATTR_BYTE) return Uint8Array.of(parseInt(text.slice(3, 5), 16)); // "<0xAB>"
     return new Uint8Array(0); // unused and undefined tokens print nothing
+  }
+
+  /** A SentencePiece fragment as llama.cpp feeds it to the merger: maybe a leading space, then spaces as U+2581. */
+  private spmText(fragment: string, afterSpecial: boolean): string {
+    return ((this.addSpacePrefix && afterSpecial ? " " : "") + fragment).replaceAll(" ", SPACE_MARKER);
   }
 
   private requireId(id: number | null, name: string): number {
@@ -201,6 +259,28 @@ export class Tokenizer {
       throw new TokenizerError(`token id ${id} is outside the vocabulary (0..${this.vocabSize - 1})`);
     }
   }
+}
+
+/**
+ * Why kiln cannot tokenize for this `tokenizer.ggml.model` and `tokenizer.ggml.pre`, or null when it
+ * can: for telling before a compile whether a model's tokenizer will load.
+ */
+export function unsupportedTokenizer(model: string, pre: string): string | null {
+  if (!(MODELS as readonly string[]).includes(model)) {
+    return `tokenizer model "${model}" is not supported (only byte-level BPE "gpt2" and SentencePiece "llama")`;
+  }
+  if (model === "gpt2") {
+    try {
+      preTokenizerKind(pre);
+    } catch (error) {
+      return (error as Error).message;
+    }
+  }
+  return null;
+}
+
+function validId(id: number | null, size: number): number | null {
+  return id !== null && id >= 0 && id < size ? id : null;
 }
 
 /** Puts literal texts back in place of their stand-ins; a stand-in with no such index stays as it is. */

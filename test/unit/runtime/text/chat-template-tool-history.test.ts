@@ -69,7 +69,7 @@ describe("a template without tool support (SmolLM2's real one): llama.cpp's JSON
   const smollm2 = new ChatTemplate(fixture("smollm2"));
 
   it("is probed as one that renders neither tool calls nor tool results, nor null content", () => {
-    expect(smollm2.toolHistoryCaps).toEqual({ requiresNonNullContent: true, supportsToolCalls: false, objectArguments: false, supportsToolResponses: false });
+    expect(smollm2.toolHistoryCaps).toEqual({ requiresNonNullContent: true, callsNeedNullContent: false, supportsToolCalls: false, objectArguments: false, supportsToolResponses: false });
   });
 
   it("renders the calls as JSON text in the assistant's turn and each result as a user turn holding JSON", () => {

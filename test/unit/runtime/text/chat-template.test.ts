@@ -41,7 +41,7 @@ describe("renderChat", () => {
   });
 
   it("reports raise_exception from the template as a ChatTemplateError raised by the template", () => {
-    const strict = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('first message must be from the user') }}{% endif %}ok";
+    const strict = "{% if messages[-1]['role'] != 'assistant' %}{{ raise_exception('last message must be from the assistant') }}{% endif %}ok";
     const error = (() => {
       try {
         renderChat(strict, messages);
@@ -51,7 +51,7 @@ describe("renderChat", () => {
     })() as ChatTemplateError;
     expect(error).toBeInstanceOf(ChatTemplateError);
     expect(error.raisedByTemplate).toBe(true);
-    expect(error.message).toContain("first message must be from the user");
+    expect(error.message).toContain("last message must be from the assistant");
   });
 
   it("reports templates that do not parse or fail to run", () => {

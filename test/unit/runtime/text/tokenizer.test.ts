@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Tokenizer, TokenizerError } from "../../../../src/runtime/text/tokenizer.js";
+import { Tokenizer, TokenizerError, unsupportedTokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { plain, tinySpec } from "./tiny-vocab.js";
 
 const CONTROL = 3;
@@ -86,8 +86,15 @@ describe("decoding", () => {
 });
 
 describe("unsupported inputs", () => {
-  it("rejects SentencePiece vocabularies and unknown pre-tokenizers", () => {
-    expect(() => Tokenizer.fromSpec({ ...spec, model: "llama" })).toThrow(/not supported/);
+  it("rejects tokenizer models other than BPE and SentencePiece, and unknown pre-tokenizers", () => {
+    expect(() => Tokenizer.fromSpec({ ...spec, model: "bert" })).toThrow(/not supported/);
     expect(() => Tokenizer.fromSpec({ ...spec, pre: "no-such-pre" })).toThrow(/not supported/);
+  });
+
+  it("tells without building a tokenizer whether one would load", () => {
+    expect(unsupportedTokenizer("gpt2", "qwen2")).toBeNull();
+    expect(unsupportedTokenizer("llama", "anything")).toBeNull(); // SentencePiece ignores the pre-tokenizer name
+    expect(unsupportedTokenizer("gpt2", "no-such-pre")).toMatch(/not supported/);
+    expect(unsupportedTokenizer("bert", "default")).toMatch(/"bert" is not supported/);
   });
 });
