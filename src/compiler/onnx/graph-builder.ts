@@ -1,5 +1,5 @@
 import { closeSync, openSync, writeSync } from "node:fs";
-import { basename } from "node:path";
+import { basename, dirname, join } from "node:path";
 import {
   type AttributeValue,
   DataType,
@@ -30,8 +30,12 @@ export interface NodeOptions {
 
 /**
  * Accumulates an ONNX graph: nodes with unique names, graph inputs and outputs,
- * small constants inline, and large weights streamed to an external data file
- * as they are added (so a model never sits in memory twice).
+ * small constants inline, and large weights streamed to external data files
+ * as they are added (so a model never sits in memory twice, and the graph proto
+ * holds only names and offsets).
+ *
+ * The data goes to `model.onnx.data`, and past `maxDataFileBytes` on to `model.onnx.data.1`,
+ * `.2` ...: a tensor never straddles two files (one larger than the limit has a file to itself).
  */
 export class GraphBuilder {
   readonly nodes: NodeDef[] = [];
@@ -43,11 +47,42 @@ export class GraphBuilder {
   private counter = 0;
   private dataFd: number;
   private dataOffset = 0;
-  private readonly dataName: string;
+  private dataName: string;
+  private readonly dataFiles: string[];
 
-  constructor(dataPath: string) {
+  /**
+   * @param dataPath the first external data file.
+   * @param maxDataFileBytes bytes after which the next weight starts a new data file (default: no limit, one file).
+   */
+  constructor(
+    private readonly dataPath: string,
+    private readonly maxDataFileBytes = Number.POSITIVE_INFINITY,
+  ) {
     this.dataFd = openSync(dataPath, "w");
     this.dataName = basename(dataPath);
+    this.dataFiles = [this.dataName];
+  }
+
+  /** The external data files written so far, by name, in order. */
+  get dataFileNames(): readonly string[] {
+    return this.dataFiles;
+  }
+
+  /** Where a weight of `length` bytes starts: aligned in the current file, or at 0 of a new one when it would pass the limit. */
+  private placeWeight(length: number): void {
+    const pad = (WEIGHT_ALIGNMENT - (this.dataOffset % WEIGHT_ALIGNMENT)) % WEIGHT_ALIGNMENT;
+    if (this.dataOffset > 0 && this.dataOffset + pad + length > this.maxDataFileBytes) {
+      closeSync(this.dataFd);
+      this.dataName = `${basename(this.dataPath)}.${this.dataFiles.length}`;
+      this.dataFiles.push(this.dataName);
+      this.dataFd = openSync(join(dirname(this.dataPath), this.dataName), "w");
+      this.dataOffset = 0;
+      return;
+    }
+    if (pad > 0) {
+      writeAll(this.dataFd, new Uint8Array(pad));
+      this.dataOffset += pad;
+    }
   }
 
   input(name: string, type: DataType, shape: Dim[]): string {
@@ -59,17 +94,29 @@ export class GraphBuilder {
     this.outputs.push({ name, type, shape });
   }
 
-  /** Appends a weight to the external data file. */
+  /** Appends a weight to the external data. */
   weight(name: string, type: DataType, dims: number[], data: ArrayBufferView): string {
-    const pad = (WEIGHT_ALIGNMENT - (this.dataOffset % WEIGHT_ALIGNMENT)) % WEIGHT_ALIGNMENT;
-    if (pad > 0) {
-      writeAll(this.dataFd, new Uint8Array(pad));
-      this.dataOffset += pad;
-    }
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    this.placeWeight(bytes.length);
     writeAll(this.dataFd, bytes);
     this.external.push({ name, type, dims, location: this.dataName, offset: this.dataOffset, length: bytes.length });
     this.dataOffset += bytes.length;
+    return name;
+  }
+
+  /**
+   * Appends a weight of `byteLength` bytes given in consecutive pieces, each written as it comes,
+   * so a weight larger than memory (a 70B model's float32 embedding table) is never whole in it.
+   */
+  async weightFromChunks(name: string, type: DataType, dims: number[], byteLength: number, chunks: AsyncIterable<ArrayBufferView>): Promise<string> {
+    this.placeWeight(byteLength);
+    const start = this.dataOffset;
+    for await (const chunk of chunks) {
+      writeAll(this.dataFd, new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+      this.dataOffset += chunk.byteLength;
+    }
+    if (this.dataOffset - start !== byteLength) throw new Error(`weight ${name}: ${this.dataOffset - start} bytes written, ${byteLength} expected`);
+    this.external.push({ name, type, dims, location: this.dataName, offset: start, length: byteLength });
     return name;
   }
 

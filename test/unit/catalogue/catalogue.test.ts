@@ -249,3 +249,48 @@ describe("database", () => {
     }
   });
 });
+
+describe("pinned sources", () => {
+  /** Files no public digest was found for (catalogue-evidence.md): pinned at their first pull instead. */
+  const UNPUBLISHED = new Set([
+    "MaziyarPanahi/Mixtral-8x22B-Instruct-v0.1-GGUF",
+    "TheBloke/Mixtral-8x7B-Instruct-v0.1-GGUF",
+    "bartowski/Mistral-7B-Instruct-v0.3-GGUF",
+    "bartowski/gemma-2-2b-it-GGUF",
+    "HuggingFaceTB/SmolLM2-360M-Instruct-GGUF",
+    "bartowski/SmolLM2-360M-Instruct-GGUF",
+    "bartowski/SmolLM2-1.7B-Instruct-GGUF",
+    "ggerganov/whisper.cpp:ggml-large-v2.bin",
+  ]);
+
+  it("pins every model's weights file to a published sha256 (size and commit where published), except the few with none", () => {
+    let pinned = 0;
+    for (const m of MODELS) {
+      for (const s of m.sources) {
+        if (s.type !== "hub") continue;
+        const weights = s.files.filter((f) => f.path.endsWith(".gguf") || f.path.endsWith(".bin"));
+        for (const f of weights) {
+          const unpublished = UNPUBLISHED.has(s.repo) || UNPUBLISHED.has(`${s.repo}:${f.path}`);
+          expect(f.sha256 === undefined, `${m.slug} ${s.repo} ${f.path}`).toBe(unpublished);
+          if (f.sha256) {
+            expect(f.sha256).toMatch(/^[0-9a-f]{64}$/);
+            pinned++;
+          }
+          if (f.bytes !== undefined) expect(Number.isSafeInteger(f.bytes) && f.bytes > 0).toBe(true);
+        }
+        expect(s.revision === "main" || /^[0-9a-f]{40}$/.test(s.revision), `${m.slug} ${s.repo}@${s.revision}`).toBe(true);
+      }
+    }
+    expect(pinned).toBe(44); // 29 GGUF, 8 CTranslate2 model.bin, 7 whisper.cpp files
+    expect(getModel("llama-3-3-70b-instruct").sources[0]).toMatchObject({
+      revision: "b6c5c9f176f3279204034e1d16d393105e95cb88",
+      files: [{ path: "Llama-3.3-70B-Instruct-Q4_K_M.gguf", bytes: 42_520_398_816, sha256: "32df3baccb556f9840059b2528b2dee4d3d516b24afdfb9d0c56ff5f63e3a664" }],
+    });
+  });
+
+  it("applies the evidence's corrections: Qwen3's declared window and parameter counts", () => {
+    for (const slug of ["qwen-3-32b", "qwen-3-8b", "qwen-3-4b", "qwen-3-1-7b", "qwen-3-0-6b"]) expect(getModel(slug).contextLength).toBe(40960);
+    expect(getModel("qwen-3-1-7b").parameters).toBe(1.72e9);
+    expect(getModel("qwen-3-0-6b").parameters).toBe(0.6e9);
+  });
+});

@@ -16,7 +16,7 @@ describe("kiln models", () => {
     expect(await modelsCommand.run([], io)).toBe(0);
     const lines = out.stdout.trimEnd().split("\n");
     expect(lines).toHaveLength(43);
-    expect(lines[0]).toMatch(/^SLUG\s+KIND\s+PARAMS\s+CONTEXT\s+PRICE \(USD\)\s+LICENCE$/);
+    expect(lines[0]).toMatch(/^SLUG\s+KIND\s+PARAMS\s+CONTEXT\s+PRICE \(USD\)\s+LICENCE\s+COMPILE$/);
     // Aligned: every row's KIND column starts where the header's does.
     const kindAt = lines[0]!.indexOf("KIND");
     for (const line of lines.slice(1)) expect(line.slice(kindAt)).toMatch(/^(text|transcription)/);
@@ -26,6 +26,9 @@ describe("kiln models", () => {
     expect(llama).toContain("$0.09 in / $0.14 out per 1M tok");
     expect(lines.find((l) => l.startsWith("whisper-large-v3 "))).toContain("$0.02 / audio min");
     expect(lines.find((l) => l.startsWith("smollm2-135m-instruct "))).toContain("135M");
+    // Whether this kiln compiles it here: yes, or no with the reason.
+    for (const line of lines.slice(1)) expect(line).toMatch(/  (yes|yes \(serving needs ~\d+ GiB memory\)|no: .+)$/);
+    expect(lines.find((l) => l.startsWith("smollm2-135m-instruct "))).toMatch(/  yes$/);
   });
 
   it("filters by kind, prints JSON and handles --help and bad arguments", async () => {
@@ -34,7 +37,9 @@ describe("kiln models", () => {
     expect(c.out.stdout.trimEnd().split("\n")).toHaveLength(1 + MODELS.filter((m) => m.kind === "transcription").length);
     c = capture();
     expect(await modelsCommand.run(["--json"], c.io)).toBe(0);
-    expect(JSON.parse(c.out.stdout)).toHaveLength(42);
+    const all = JSON.parse(c.out.stdout);
+    expect(all).toHaveLength(42);
+    expect(all.find((m: { slug: string }) => m.slug === "smollm2-135m-instruct").compile).toMatchObject({ compilable: true, architecture: { name: "llama", supported: true } });
     c = capture();
     expect(await modelsCommand.run(["--kind=text", "--json"], c.io)).toBe(0);
     expect(JSON.parse(c.out.stdout)).toHaveLength(MODELS.filter((m) => m.kind === "text").length);

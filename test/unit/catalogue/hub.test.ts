@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { deflateRawSync } from "node:zlib";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { downloadHubFile, hubEndpoint, resolveUrl } from "../../../src/catalogue/pull/hub.js";
-import { pullModel, PullError, type PullProgress } from "../../../src/catalogue/pull/index.js";
+import { PINS_FILE, pullModel, PullError, type PullProgress } from "../../../src/catalogue/pull/index.js";
 import { createProgressPrinter } from "../../../src/catalogue/pull/progress.js";
 import { RECORD_FILE } from "../../../src/catalogue/pull/store.js";
 import { ZipReader } from "../../../src/catalogue/pull/zip.js";
@@ -188,7 +188,7 @@ describe("hub downloads", () => {
     expect(pulled.files).toEqual([{ path: "model.Q4.gguf", sha256: sha256(body), bytes: body.length }]);
     expect(pulled.dir).toBe(join(home, "models", "test-model"));
     expect(readFileSync(join(pulled.dir, "model.Q4.gguf")).equals(body)).toBe(true);
-    expect(readdirSync(pulled.dir).sort()).toEqual(["model.Q4.gguf", RECORD_FILE]);
+    expect(readdirSync(pulled.dir).sort()).toEqual(["model.Q4.gguf", RECORD_FILE, PINS_FILE]);
     const record = JSON.parse(readFileSync(join(pulled.dir, RECORD_FILE), "utf8"));
     expect(record.files[0].sha256).toBe(sha256(body));
     expect(log.map((l) => `${l.server} ${l.method}`)).toEqual(["hub GET", "cdn GET"]);
@@ -354,10 +354,17 @@ describe("hub downloads", () => {
     expect(second.files).toEqual(first.files);
     expect(log).toEqual([]);
 
-    // Without pulled.json the file is checked against the hub's hash with a HEAD, not downloaded.
+    // Without pulled.json the file is checked against the digest pinned at its first pull: no request.
     rmSync(join(home, "models", "cached", RECORD_FILE));
     const third = await pullModel("cached", opts);
     expect(third.files).toEqual(first.files);
+    expect(log).toEqual([]);
+
+    // Without the pin either, it is checked against the hub's hash with a HEAD, not downloaded.
+    rmSync(join(home, "models", "cached", RECORD_FILE));
+    rmSync(join(home, "models", "cached", PINS_FILE));
+    const fourthCheck = await pullModel("cached", opts);
+    expect(fourthCheck.files).toEqual(first.files);
     expect(log.map((l) => `${l.server} ${l.method}`)).toEqual(["hub HEAD"]);
 
     // A file changed on disk is noticed (size/mtime) and fetched again.
@@ -366,6 +373,57 @@ describe("hub downloads", () => {
     const fourth = await pullModel("cached", opts);
     expect(fourth.files[0]!.sha256).toBe(sha256(body));
     expect(log.some((l) => l.server === "cdn" && l.method === "GET")).toBe(true);
+  });
+
+  it("pins a file without a published digest at its first pull and refuses a changed one unless accepted", async () => {
+    const first = randomBytes(30_000);
+    files.set("org/tofu/w.gguf", { body: first });
+    const opts = { home, hubEndpoint: hubUrl, sources: [source("org/tofu", ["w.gguf"])], ...fast };
+    await pullModel("tofu", opts);
+    const pins = JSON.parse(readFileSync(join(home, "models", "tofu", PINS_FILE), "utf8"));
+    expect(pins.files["org/tofu/w.gguf"]).toMatchObject({ sha256: sha256(first), bytes: first.length, revision: "main" });
+
+    // Upstream replaces the file; the local copy is lost: the new one is refused before it is downloaded.
+    const second = randomBytes(30_000);
+    files.set("org/tofu/w.gguf", { body: second });
+    rmSync(join(home, "models", "tofu", "w.gguf"));
+    log.length = 0;
+    const err = await pullModel("tofu", opts).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PullError);
+    const message = (err as Error).message;
+    expect(message).toContain("w.gguf");
+    expect(message).toContain(sha256(first));
+    expect(message).toContain(sha256(second));
+    expect(message).toContain("--accept-changed");
+    expect(log.some((l) => l.server === "cdn" && l.method === "GET")).toBe(false);
+    expect(existsSync(join(home, "models", "tofu", "w.gguf"))).toBe(false);
+
+    // A hub that gives no digest up front: the body shows the change, and it is refused all the same.
+    files.set("org/tofu/w.gguf", { body: second, nonLfs: true });
+    const again = await pullModel("tofu", opts).catch((e: unknown) => e);
+    expect((again as Error).message).toContain(`now serves sha256 ${sha256(second)}`);
+
+    // The operator accepts it: the new file is taken and pinned.
+    files.set("org/tofu/w.gguf", { body: second });
+    const accepted = await pullModel("tofu", { ...opts, acceptChanged: true });
+    expect(accepted.files[0]!.sha256).toBe(sha256(second));
+    const repinned = JSON.parse(readFileSync(join(home, "models", "tofu", PINS_FILE), "utf8"));
+    expect(repinned.files["org/tofu/w.gguf"].sha256).toBe(sha256(second));
+    expect((await pullModel("tofu", opts)).cached).toBe(true);
+  });
+
+  it("never lets --accept-changed override a digest the catalogue publishes", async () => {
+    const body = randomBytes(10_000);
+    files.set("org/pinned2/w.gguf", { body });
+    const err = await pullModel("pinned2", {
+      home,
+      hubEndpoint: hubUrl,
+      sources: [source("org/pinned2", [], { files: [{ path: "w.gguf", sha256: "0".repeat(64) }] })],
+      acceptChanged: true,
+      ...fast,
+    }).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/sha256 mismatch for w\.gguf/);
+    expect(existsSync(join(home, "models", "pinned2", PINS_FILE))).toBe(false);
   });
 
   it("aborts when the signal fires", async () => {

@@ -75,7 +75,7 @@ describe("dequantize input checks", () => {
   });
 
   it("rejects types it cannot dequantize", () => {
-    expect(() => dequantize(GgmlType.Q5_K, new Uint8Array(176), 256)).toThrow(/cannot dequantize Q5_K/);
+    expect(() => dequantize(GgmlType.Q3_K, new Uint8Array(110), 256)).toThrow(/cannot dequantize Q3_K/);
     expect(() => dequantize(99 as GgmlType, new Uint8Array(4), 1)).toThrow(/type 99/);
   });
 

@@ -94,8 +94,8 @@ describe("readGguf rejects malformed files with a specific error", () => {
   });
 
   it("unsupported tensor type", async () => {
-    const q5k: TensorSpec = { name: "blk.0.ffn_down.weight", dims: [256], type: GgmlType.Q5_K, data: new Uint8Array(176) };
-    await expectFailure({ tensors: [q8("ok"), q5k] }, GgufUnsupportedTensorTypeError, /"blk.0.ffn_down.weight" has type Q5_K/);
+    const q3k: TensorSpec = { name: "blk.0.ffn_down.weight", dims: [256], type: GgmlType.Q3_K, data: new Uint8Array(110) };
+    await expectFailure({ tensors: [q8("ok"), q3k] }, GgufUnsupportedTensorTypeError, /"blk.0.ffn_down.weight" has type Q3_K/);
     const unknown: TensorSpec = { name: "x", dims: [4], type: 99, data: new Uint8Array(16) };
     await expectFailure({ tensors: [unknown] }, GgufUnsupportedTensorTypeError, /type 99/);
   });

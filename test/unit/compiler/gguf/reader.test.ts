@@ -13,6 +13,7 @@ import {
   getTensor,
   type GgufValue,
 } from "../../../../src/compiler/gguf/index.js";
+import { GgufWeights } from "../../../../src/compiler/gguf-weights.js";
 import { meta, writeGguf, type TensorSpec } from "../../../fixtures/gguf/write-gguf.js";
 import { FIXTURES, bitMismatches, fixtureJson, pseudoRandomBytes, tempDir } from "./helpers.js";
 
@@ -36,6 +37,8 @@ const ALL_TYPES_TENSORS: TensorSpec[] = [
   tensorOf(GgmlType.Q8_0, "f.q8_0", [96, 2], 6),
   tensorOf(GgmlType.Q4_K, "g.q4_k", [256, 2], 7),
   tensorOf(GgmlType.Q6_K, "h.q6_k", [512], 8),
+  tensorOf(GgmlType.Q5_0, "i.q5_0", [32, 2], 9),
+  tensorOf(GgmlType.Q5_K, "j.q5_k", [256], 10),
 ];
 
 describe("readGguf round trip", () => {
@@ -138,6 +141,26 @@ describe("readGguf round trip", () => {
     const spec = ALL_TYPES_TENSORS.find((t) => t.type === GgmlType.Q4_K)!;
     const values = await readTensorF32(file, getTensor(file, spec.name));
     expect(bitMismatches(values, dequantize(spec.type, spec.data, 512))).toEqual([]);
+  });
+
+  it("reads a tensor a run of rows at a time, with the same values as whole", async () => {
+    const path = nextPath();
+    await writeGguf(path, { tensors: ALL_TYPES_TENSORS });
+    const weights = new GgufWeights(await readGguf(path));
+    for (const spec of ALL_TYPES_TENSORS) {
+      const whole = await weights.floats(spec.name);
+      // A chunk of one row's float32 bytes: every row its own piece.
+      const pieces: Float32Array[] = [];
+      for await (const piece of weights.floatRows(spec.name, spec.dims[0] * 4)) pieces.push(piece);
+      expect(pieces.length, spec.name).toBe(whole.length / spec.dims[0]);
+      const joined = new Float32Array(whole.length);
+      let at = 0;
+      for (const p of pieces) {
+        joined.set(p, at);
+        at += p.length;
+      }
+      expect(bitMismatches(joined, whole), spec.name).toEqual([]);
+    }
   });
 
   for (const alignment of [1, 8, 64, 256]) {
