@@ -8,6 +8,8 @@ written here, so they never need Python.
 
     python3 -m pip install gguf numpy
     python3 scripts/make-gguf-fixtures.py
+
+(or PYTHONPATH=<llama.cpp checkout>/gguf-py with numpy alone).
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ def q4_k_blocks(n: int) -> np.ndarray:
     return np.concatenate([d, dmin, random_bytes(n, 12), random_bytes(n, 128)], axis=1)
 
 
+def q5_0_blocks(n: int) -> np.ndarray:
+    return np.concatenate([fp16_bytes(random_scales(n, 0.05)), random_bytes(n, 4), random_bytes(n, 16)], axis=1)
+
+
+def q5_k_blocks(n: int) -> np.ndarray:
+    d = fp16_bytes(np.abs(random_scales(n, 0.01)))
+    dmin = fp16_bytes(np.abs(random_scales(n, 0.01)))
+    return np.concatenate([d, dmin, random_bytes(n, 12), random_bytes(n, 32), random_bytes(n, 128)], axis=1)
+
+
 def q6_k_blocks(n: int) -> np.ndarray:
     d = fp16_bytes(random_scales(n, 0.002))
     return np.concatenate([random_bytes(n, 128), random_bytes(n, 64), random_bytes(n, 16), d], axis=1)
@@ -118,9 +130,17 @@ def dequant_cases() -> list[tuple[str, T, np.ndarray]]:
     ]
 
 
-def write_dequant_fixtures() -> list[dict]:
+def later_dequant_cases() -> list[tuple[str, T, np.ndarray]]:
+    """Types added after the first fixtures, drawn after every other draw so those stay byte-identical."""
+    return [
+        ("q5_0", T.Q5_0, np.concatenate([q5_0_blocks(6), quantized_blocks(T.Q5_0, 2)])),
+        ("q5_k", T.Q5_K, q5_k_blocks(4)),
+    ]
+
+
+def write_dequant_fixtures(cases: list[tuple[str, T, np.ndarray]]) -> list[dict]:
     entries = []
-    for name, qtype, raw in dequant_cases():
+    for name, qtype, raw in cases:
         raw = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
         expected = dequantize_raw(raw, qtype)
         raw.tofile(DEQUANT_DIR / f"{name}.raw")
@@ -224,11 +244,12 @@ def main() -> None:
         "generator": "scripts/make-gguf-fixtures.py",
         "seed": SEED,
         "typeSizes": {str(int(t)): list(s) for t, s in gguf.GGML_QUANT_SIZES.items()},
-        "dequant": write_dequant_fixtures(),
+        "dequant": write_dequant_fixtures(dequant_cases()),
         "convert": write_float_conversion_fixtures(),
     }
-    (DEQUANT_DIR / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     write_python_gguf()
+    manifest["dequant"] += write_dequant_fixtures(later_dequant_cases())
+    (DEQUANT_DIR / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 if __name__ == "__main__":

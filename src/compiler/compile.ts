@@ -1,27 +1,31 @@
-import { statSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { artifactsDir, kilnHome } from "../catalogue/paths.js";
 import { ARTIFACT_FILES, type ArtifactManifest, checkTextGraphIo, type ModelShape, readManifest } from "../runtime/artifact/index.js";
-import { ArtifactFolder, artifactId, sha256File } from "./artifact-writer.js";
+import { ArtifactFolder, artifactId } from "./artifact-writer.js";
 import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
-import { buildLlama, type LlamaBuildOptions, type LlamaHyper } from "./graph/llama.js";
-import { llamaHyper } from "./hyper.js";
+import { buildTextGraph, resolveArchitecture } from "./graph/architectures.js";
+import type { BuildOptions } from "./graph/blocks/context.js";
+import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
+import { digestGgufSource, type SourceDigest } from "./source-digest.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
 
 /**
  * Part of every artifact id. 0.3.0: the manifest records each file's size and sha256 (`files`).
  * 0.4.0: text graphs take `logits_from` and can return every position's logits (prompt scoring).
+ * 0.5.0: one graph builder per architecture (qwen3, phi3 added); Llama 3.1's `rope_freqs` factors and
+ * declared rope scaling applied (older artifacts of such files rotate wrongly at long range).
  */
-export const COMPILER_VERSION = "0.4.0";
+export const COMPILER_VERSION = "0.5.0";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {
   /** MatMulNBits accuracy_level: 4 = int8 activations (fast), 0 = float activations. Default 4. */
   accuracyLevel?: number;
-  /** "fast" (default) or "llama.cpp" rounding emulation; see LlamaBuildOptions.numerics. */
+  /** "fast" (default) or "llama.cpp" rounding emulation; see BuildOptions.numerics. */
   numerics?: "fast" | "llama.cpp";
 }
 
@@ -35,9 +39,17 @@ export interface CompileRequest {
   force?: boolean;
   /**
    * The SHA-256 the source must have (what was pulled, what the catalogue pins): a file whose hash
-   * differs is neither compiled nor matched to an artifact ({@link SourceChangedError}).
+   * differs is neither compiled nor matched to an artifact ({@link SourceChangedError}). For a split
+   * model, that of `ggufPath`, the first shard.
    */
   sourceSha256?: string;
+  /** For a split model: the SHA-256 each other shard must have, by file name (as `sourceSha256`). */
+  shardSha256?: Record<string, string>;
+  /**
+   * Bytes of weights per external data file: past it they continue in `model.onnx.data.1`, `.2` ...
+   * (a tensor is never split). Default {@link DEFAULT_WEIGHTS_FILE_BYTES}. Not part of the artifact id.
+   */
+  maxWeightsFileBytes?: number;
   onStage?: (stage: string) => void;
 }
 
@@ -48,17 +60,10 @@ export interface CompileResult {
   seconds: number;
 }
 
-/** The source GGUF's content is not the one recorded for it: it changed after it was pulled. */
-export class SourceChangedError extends Error {
-  constructor(
-    readonly path: string,
-    readonly expected: string,
-    readonly actual: string,
-  ) {
-    super(`${path} has sha256 ${actual}, but ${expected} was recorded for it (pulled or pinned): the file changed after it was pulled; refusing to compile it`);
-    this.name = "SourceChangedError";
-  }
-}
+export { SourceChangedError } from "./source-digest.js";
+
+/** 16 GiB: a 70B model's artifact (about 60 GB) is four files that copy, resume and verify one at a time. */
+export const DEFAULT_WEIGHTS_FILE_BYTES = 16 * 2 ** 30;
 
 /** What an unset compile option means. */
 export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast" };
@@ -67,14 +72,14 @@ function resolvedOptions(options: CompileOptions = {}): Required<CompileOptions>
   return { accuracyLevel: options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel, numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics };
 }
 
-/** Compiles a Llama-family GGUF file into an artifact folder (graph, weights, tokenizer, template, manifest). */
+/** Compiles a GGUF text model of a supported architecture (`graph/architectures.ts`) into an artifact folder (graph, weights, tokenizer, template, manifest). */
 export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   const started = Date.now();
   const options = resolvedOptions(req.options);
   const stage = req.onStage ?? (() => {});
   stage("hashing source");
-  const sha256 = await sha256File(req.ggufPath);
-  if (req.sourceSha256 !== undefined && sha256 !== req.sourceSha256.toLowerCase()) throw new SourceChangedError(req.ggufPath, req.sourceSha256.toLowerCase(), sha256);
+  const source = await digestGgufSource(req.ggufPath, { ...req.shardSha256, [basename(req.ggufPath)]: req.sourceSha256 });
+  const sha256 = source.sha256;
   const id = artifactId(req.slug, sha256, COMPILER_VERSION, options);
   const dir = join(artifactsDir(req.slug, req.home ?? kilnHome()), id);
   if (!req.force) {
@@ -86,13 +91,15 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   }
   stage("reading GGUF");
   const file = await readGguf(req.ggufPath);
-  const hyper = llamaHyper(file);
+  const weights = new GgufWeights(file);
+  const resolved = resolveArchitecture(file, weights);
+  const hyper = resolved.hyper;
   const folder = new ArtifactFolder(dir);
   try {
     stage("building graph");
-    const builder = new GraphBuilder(folder.path(ARTIFACT_FILES.weights));
-    const build: LlamaBuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics };
-    const choices = await buildLlama(builder, new GgufWeights(file), hyper, build);
+    const builder = new GraphBuilder(folder.path(ARTIFACT_FILES.weights), req.maxWeightsFileBytes ?? DEFAULT_WEIGHTS_FILE_BYTES);
+    const build: BuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics };
+    const choices = await buildTextGraph(builder, weights, resolved, build);
     const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };
     checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`);
     const graph = builder.finish(`${req.slug}`, COMPILER_VERSION, { kiln_artifact: id });
@@ -105,10 +112,10 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
       slug: req.slug,
       compilerVersion: COMPILER_VERSION,
       createdAt: new Date().toISOString(),
-      source: { file: basename(req.ggufPath), sha256, bytes: statSync(req.ggufPath).size },
+      source: { file: basename(req.ggufPath), sha256, bytes: source.bytes },
       shape: modelShape(hyper),
       io,
-      choices: [...choices, { what: "options", choice: JSON.stringify(options), exact: true, why: "compile options" }],
+      choices: [...choices, ...sourceChoices(source), { what: "options", choice: JSON.stringify(options), exact: true, why: "compile options" }],
       stopTokenIds: endOfGenerationIds(spec),
     };
     const committed = await folder.commit(manifest);
@@ -124,8 +131,15 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
 }
 
 
+/** A split model's shards, named in the manifest (its `source.sha256` is a digest over theirs). */
+function sourceChoices(source: SourceDigest): Choice[] {
+  if (source.files.length === 1) return [];
+  const shards = source.files.map((f) => `${f.file} (${f.bytes} bytes, sha256 ${f.sha256})`).join("; ");
+  return [{ what: "source", choice: `split GGUF of ${source.files.length} shards read as one: ${shards}`, exact: true, why: "source.sha256 is the sha256 of the shards' \"name sha256\" lines" }];
+}
+
 /** The runtime's part of the hyperparameters (what the manifest records). */
-function modelShape(h: LlamaHyper): ModelShape {
+function modelShape(h: ModelShape): ModelShape {
   const { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength } = h;
   return { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength };
 }

@@ -29,8 +29,10 @@ const DEQUANTIZERS: ReadonlyMap<GgmlType, Dequantizer> = new Map([
   [GgmlType.BF16, dequantizeBF16],
   [GgmlType.Q4_0, dequantizeQ4_0],
   [GgmlType.Q4_1, dequantizeQ4_1],
+  [GgmlType.Q5_0, dequantizeQ5_0],
   [GgmlType.Q8_0, dequantizeQ8_0],
   [GgmlType.Q4_K, dequantizeQ4_K],
+  [GgmlType.Q5_K, dequantizeQ5_K],
   [GgmlType.Q6_K, dequantizeQ6_K],
 ]);
 
@@ -74,6 +76,20 @@ function dequantizeQ4_1(src: Uint8Array, out: Float32Array): void {
   }
 }
 
+function dequantizeQ5_0(src: Uint8Array, out: Float32Array): void {
+  const half = halfToFloatTable();
+  for (let o = 0, y = 0; y < out.length; o += 22, y += 32) {
+    const d = half[src[o] | (src[o + 1] << 8)];
+    // Bit j of the little-endian qh word is element j's fifth bit.
+    const qh = (src[o + 2] | (src[o + 3] << 8) | (src[o + 4] << 16) | (src[o + 5] << 24)) >>> 0;
+    for (let j = 0; j < 16; j++) {
+      const q = src[o + 6 + j];
+      out[y + j] = (((q & 0x0f) | (((qh >>> j) << 4) & 0x10)) - 16) * d;
+      out[y + j + 16] = (((q >> 4) | ((qh >>> (j + 12)) & 0x10)) - 16) * d;
+    }
+  }
+}
+
 function dequantizeQ8_0(src: Uint8Array, out: Float32Array): void {
   const half = halfToFloatTable();
   const signed = new Int8Array(src.buffer, src.byteOffset, src.length);
@@ -110,6 +126,29 @@ function dequantizeQ4_K(src: Uint8Array, out: Float32Array): void {
       const m2 = fround(dmin * sm[1]);
       for (let l = 0; l < 32; l++) out[y++] = fround(d1 * (src[q + l] & 0x0f)) - m1;
       for (let l = 0; l < 32; l++) out[y++] = fround(d2 * (src[q + l] >> 4)) - m2;
+    }
+  }
+}
+
+function dequantizeQ5_K(src: Uint8Array, out: Float32Array): void {
+  const half = halfToFloatTable();
+  const sm = new Uint8Array(2);
+  for (let o = 0, y = 0; y < out.length; o += 176) {
+    const d = half[src[o] | (src[o + 1] << 8)];
+    const dmin = half[src[o + 2] | (src[o + 3] << 8)];
+    const qh = o + 16;
+    // As Q4_K, plus a fifth bit: bit s of qh[l] belongs to element l of sub-block s.
+    for (let g = 0, q = o + 48; g < 4; g++, q += 32) {
+      getScaleMinK4(2 * g, src, o + 4, sm);
+      const d1 = fround(d * sm[0]);
+      const m1 = fround(dmin * sm[1]);
+      getScaleMinK4(2 * g + 1, src, o + 4, sm);
+      const d2 = fround(d * sm[0]);
+      const m2 = fround(dmin * sm[1]);
+      const lowBit = 1 << (2 * g);
+      const highBit = lowBit << 1;
+      for (let l = 0; l < 32; l++) out[y++] = fround(d1 * ((src[q + l] & 0x0f) + (src[qh + l] & lowBit ? 16 : 0))) - m1;
+      for (let l = 0; l < 32; l++) out[y++] = fround(d2 * ((src[q + l] >> 4) + (src[qh + l] & highBit ? 16 : 0))) - m2;
     }
   }
 }

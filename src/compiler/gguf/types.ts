@@ -63,6 +63,8 @@ export interface GgufTensorInfo {
   offset: number;
   byteLength: number;
   elementCount: number;
+  /** The shard holding this tensor's data, in a split model; absent: the file's own `path`. */
+  path?: string;
 }
 
 export interface GgufFile {
@@ -73,9 +75,14 @@ export interface GgufFile {
   tensors: GgufTensorInfo[];
   /** `general.alignment`, 32 when absent. */
   alignment: number;
-  /** Absolute offset where the tensor data section starts. */
+  /** Absolute offset where the tensor data section starts (of the first shard, in a split model). */
   dataOffset: number;
   fileSize: number;
+  /**
+   * Every file of a split model (`name-00001-of-0000N.gguf` ...), in order, the first being `path`;
+   * the tensor table then spans them all. Absent for a single file.
+   */
+  shards?: string[];
 }
 
 /** Elements per block and bytes per block of one tensor type. */
@@ -129,8 +136,10 @@ export const SUPPORTED_GGML_TYPES: ReadonlySet<GgmlType> = new Set([
   GgmlType.BF16,
   GgmlType.Q4_0,
   GgmlType.Q4_1,
+  GgmlType.Q5_0,
   GgmlType.Q8_0,
   GgmlType.Q4_K,
+  GgmlType.Q5_K,
   GgmlType.Q6_K,
 ]);
 

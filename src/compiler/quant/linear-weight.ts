@@ -118,3 +118,32 @@ export function scaleRows(w: LinearWeight, factor: number, rowStart: number, row
   for (let r = rowStart; r < rowEnd; r++) for (let b = 0; b < kBlocks; b++) w.scales[r * kBlocks + b] *= factor;
   if (w.mins) for (let b = 0; b < kBlocks; b++) for (let r = rowStart; r < rowEnd; r++) w.mins[b * w.n + r] *= factor;
 }
+
+/**
+ * Rows [start, start + count) of a weight (output features), sharing its buffers where the layout
+ * allows: one expert's matrix out of a stacked expert tensor read as experts x N rows.
+ */
+export function sliceRows(w: LinearWeight, start: number, count: number): LinearWeight {
+  if (start < 0 || count < 0 || start + count > w.n) throw new RangeError(`rows ${start}..${start + count} of a weight of ${w.n} rows`);
+  if (w.kind === "float") {
+    const weightT = new Float32Array(w.k * count);
+    for (let kk = 0; kk < w.k; kk++) weightT.set(w.weightT.subarray(kk * w.n + start, kk * w.n + start + count), kk * count);
+    return { ...w, n: count, weightT };
+  }
+  const kBlocks = w.k / w.blockSize;
+  const rowBytes = (kBlocks * w.blockSize * w.bits) / 8;
+  const zpRow = w.zeroPoints ? w.zeroPoints.length / w.n : 0;
+  let mins: Float32Array | null = null;
+  if (w.mins) {
+    mins = new Float32Array(kBlocks * count);
+    for (let b = 0; b < kBlocks; b++) mins.set(w.mins.subarray(b * w.n + start, b * w.n + start + count), b * count);
+  }
+  return {
+    ...w,
+    n: count,
+    packed: w.packed.subarray(start * rowBytes, (start + count) * rowBytes),
+    scales: w.scales.subarray(start * kBlocks, (start + count) * kBlocks),
+    zeroPoints: w.zeroPoints ? w.zeroPoints.subarray(start * zpRow, (start + count) * zpRow) : null,
+    mins,
+  };
+}

@@ -70,6 +70,27 @@ export function repackQ8_0(raw: Uint8Array, n: number, k: number): LinearWeight 
   return { kind: "nbits", n, k, bits: 8, blockSize: QK, packed, scales, zeroPoints: null, mins: null, mapping: "Q8_0 -> MatMulNBits 8-bit, zero point 128", exact: true };
 }
 
+/**
+ * Q5_0 (value (q-16)*d, q 5-bit: low nibbles as Q4_0, fifth bits in a 32-bit word) as 8-bit
+ * MatMulNBits: q+112 with the default zero point 128 is exact.
+ */
+export function repackQ5_0(raw: Uint8Array, n: number, k: number): LinearWeight {
+  const kBlocks = k / QK;
+  const packed = new Uint8Array(n * k);
+  const scales = new Float32Array(n * kBlocks);
+  for (let blk = 0; blk < n * kBlocks; blk++) {
+    const at = blk * 22;
+    scales[blk] = halfToFloat(u16(raw, at));
+    const qh = (raw[at + 2] | (raw[at + 3] << 8) | (raw[at + 4] << 16) | (raw[at + 5] << 24)) >>> 0;
+    for (let j = 0; j < 16; j++) {
+      const byte = raw[at + 6 + j];
+      packed[blk * QK + j] = ((byte & 0x0f) | (((qh >>> j) & 1) << 4)) + 112;
+      packed[blk * QK + j + 16] = ((byte >> 4) | (((qh >>> (j + 16)) & 1) << 4)) + 112;
+    }
+  }
+  return { kind: "nbits", n, k, bits: 8, blockSize: QK, packed, scales, zeroPoints: null, mins: null, mapping: "Q5_0 -> MatMulNBits 8-bit, q+112 with zero point 128", exact: true };
+}
+
 function q4kScaleMin(scales: Uint8Array, at: number, j: number): [number, number] {
   if (j < 4) return [scales[at + j] & 63, scales[at + j + 4] & 63];
   const sc = (scales[at + j + 4] & 0x0f) | ((scales[at + j - 4] >> 6) << 4);
@@ -109,6 +130,38 @@ export function repackQ4_K(raw: Uint8Array, n: number, k: number): LinearWeight 
   }
   const zeroPoints = new Uint8Array(n * Math.ceil(kBlocks / 2));
   return { kind: "nbits", n, k, bits: 4, blockSize: QK, packed, scales, zeroPoints, mins, mapping: "Q4_K -> MatMulNBits 4-bit block 32, zero point 0, + blocksum(x) @ mins", exact: true, activation: "q8_K" };
+}
+
+/**
+ * Q5_K: each 32-element sub-block is q*(d*sc) - dmin*m with q 5-bit (Q4_K's nibbles plus bit s of
+ * qh[l] for element l of sub-block s). MatMulNBits has no 5-bit form, so q+128 in 8 bits with the
+ * default zero point 128, plus blocksum(x) @ mins as for Q4_K: exact, at 8 bits per weight.
+ */
+export function repackQ5_K(raw: Uint8Array, n: number, k: number): LinearWeight {
+  const superBlocks = k / 256;
+  const kBlocks = k / QK;
+  const packed = new Uint8Array(n * k);
+  const scales = new Float32Array(n * kBlocks);
+  const mins = new Float32Array(kBlocks * n);
+  for (let row = 0; row < n; row++) {
+    for (let sb = 0; sb < superBlocks; sb++) {
+      const at = (row * superBlocks + sb) * 176;
+      const d = halfToFloat(u16(raw, at));
+      const dmin = halfToFloat(u16(raw, at + 2));
+      const qh = at + 16;
+      for (let sub = 0; sub < 8; sub++) {
+        const qs = at + 48 + (sub >> 1) * 32;
+        const shift = (sub & 1) * 4;
+        const [sc, m] = q4kScaleMin(raw, at + 4, sub);
+        const b = sb * 8 + sub;
+        const blk = row * kBlocks + b;
+        scales[blk] = d * sc;
+        mins[b * n + row] = -(dmin * m);
+        for (let l = 0; l < QK; l++) packed[blk * QK + l] = ((raw[qs + l] >> shift) & 0x0f) + (((raw[qh + l] >> sub) & 1) << 4) + 128;
+      }
+    }
+  }
+  return { kind: "nbits", n, k, bits: 8, blockSize: QK, packed, scales, zeroPoints: null, mins, mapping: "Q5_K -> MatMulNBits 8-bit block 32, q+128 with zero point 128, + blocksum(x) @ mins", exact: true, activation: "q8_K" };
 }
 
 /** Q6_K: 16-element groups of (q-32)*(d*sc); as 8-bit q+96 with zero point 128 that is exact. */

@@ -12,7 +12,7 @@ import { GgmlType } from "../../../src/compiler/gguf/types.js";
 import type { GraphBuilder } from "../../../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../../../src/compiler/onnx/onnx-proto.js";
 import { concatRows, fusable, type LinearWeight, scaleRows } from "../../../src/compiler/quant/linear-weight.js";
-import { floatLinear, repackQ4_0, repackQ4_1, repackQ4_K, repackQ6_K, repackQ8_0 } from "../../../src/compiler/quant/repack.js";
+import { floatLinear, repackQ4_0, repackQ4_1, repackQ4_K, repackQ5_0, repackQ5_K, repackQ6_K, repackQ8_0 } from "../../../src/compiler/quant/repack.js";
 import { buildAndRun, floatTensor, randomBytes, randomFloats, rng, tempDir } from "./support.js";
 
 type NBits = Extract<LinearWeight, { kind: "nbits" }>;
@@ -32,11 +32,13 @@ interface Format {
   repack: (raw: Uint8Array, n: number, k: number) => LinearWeight;
 }
 
-const FORMATS: Record<"Q4_0" | "Q4_1" | "Q8_0" | "Q4_K" | "Q6_K", Format> = {
+const FORMATS: Record<"Q4_0" | "Q4_1" | "Q5_0" | "Q8_0" | "Q4_K" | "Q5_K" | "Q6_K", Format> = {
   Q4_0: { type: GgmlType.Q4_0, name: "Q4_0", elementsPerBlock: 32, bytesPerBlock: 18, halfs: [0], repack: repackQ4_0 },
   Q4_1: { type: GgmlType.Q4_1, name: "Q4_1", elementsPerBlock: 32, bytesPerBlock: 20, halfs: [0, 2], repack: repackQ4_1 },
+  Q5_0: { type: GgmlType.Q5_0, name: "Q5_0", elementsPerBlock: 32, bytesPerBlock: 22, halfs: [0], repack: repackQ5_0 },
   Q8_0: { type: GgmlType.Q8_0, name: "Q8_0", elementsPerBlock: 32, bytesPerBlock: 34, halfs: [0], repack: repackQ8_0 },
   Q4_K: { type: GgmlType.Q4_K, name: "Q4_K", elementsPerBlock: 256, bytesPerBlock: 144, halfs: [0, 2], repack: repackQ4_K },
+  Q5_K: { type: GgmlType.Q5_K, name: "Q5_K", elementsPerBlock: 256, bytesPerBlock: 176, halfs: [0, 2], repack: repackQ5_K },
   Q6_K: { type: GgmlType.Q6_K, name: "Q6_K", elementsPerBlock: 256, bytesPerBlock: 210, halfs: [208], repack: repackQ6_K },
 };
 
@@ -193,6 +195,9 @@ const CASES: Array<{ format: Format; n: number; k: number; expect: Partial<NBits
   { format: FORMATS.Q4_K, n: 16, k: 512, expect: { bits: 4, blockSize: 32 } },
   { format: FORMATS.Q4_K, n: 4, k: 256, expect: { bits: 4, blockSize: 32 } },
   { format: FORMATS.Q6_K, n: 16, k: 512, expect: { bits: 8, blockSize: 16, zeroPoints: null, mins: null } },
+  { format: FORMATS.Q5_0, n: 16, k: 512, expect: { bits: 8, blockSize: 32, zeroPoints: null, mins: null } },
+  { format: FORMATS.Q5_0, n: 8, k: 96, expect: { bits: 8, blockSize: 32, zeroPoints: null, mins: null } },
+  { format: FORMATS.Q5_K, n: 16, k: 512, expect: { bits: 8, blockSize: 32, zeroPoints: null, activation: "q8_K" } },
 ];
 
 describe.each(CASES)("$format.name repack, N=$n K=$k", ({ format, n, k, expect: shape }) => {

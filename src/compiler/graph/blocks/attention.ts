@@ -1,0 +1,183 @@
+import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
+import { DataType } from "../../onnx/onnx-proto.js";
+import { scaleRows } from "../../quant/linear-weight.js";
+import { type BlockContext, emulatesLlamaCpp, f16 } from "./context.js";
+import { fusedLinear, loadLinears, project } from "./linear.js";
+import { headRmsNorm } from "./norm.js";
+import { applyRotary, type RopeSpec } from "./rotary.js";
+import type { TensorNeeds } from "../architecture.js";
+
+/** Head geometry of one attention layer. */
+export interface AttentionShape {
+  heads: number;
+  kvHeads: number;
+  /** Per-head width of Q, K and V; need not be hidden / heads. */
+  headDim: number;
+}
+
+/** Q [B, S, heads*headDim], K and V [B, S, kvHeads*headDim], before rotary. */
+export interface Qkv {
+  q: string;
+  k: string;
+  v: string;
+}
+
+/**
+ * The Q, K and V projections of layer `layer`, from separate `attn_q/k/v` tensors (fused into one
+ * matmul where their encodings allow) or from one fused `attn_qkv` tensor (Phi-3), with their biases
+ * where the file has them. `qScale` is folded into the Q rows and Q bias (1/sqrt(head_dim) here
+ * saves a Mul per layer; exact for power-of-two head dims).
+ */
+export async function qkvProjection(ctx: BlockContext, layer: number, x: string, shape: AttentionShape, qScale: number): Promise<Qkv> {
+  const { g, w } = ctx;
+  const p = `blk.${layer}`;
+  const qDim = shape.heads * shape.headDim;
+  const kvDim = shape.kvHeads * shape.headDim;
+  let qkv: string;
+  let bias: Float32Array | null = null;
+  if (w.has(`${p}.attn_qkv.weight`)) {
+    const fused = await w.linear(`${p}.attn_qkv.weight`);
+    if (fused.n !== qDim + 2 * kvDim) throw new Error(`${p}.attn_qkv.weight has ${fused.n} outputs, expected ${qDim + 2 * kvDim} (Q ${qDim} + K ${kvDim} + V ${kvDim})`);
+    if (qScale !== 1) scaleRows(fused, qScale, 0, qDim);
+    qkv = fusedLinear(ctx, x, [fused], `${p}.qkv`);
+    if (w.has(`${p}.attn_qkv.bias`)) bias = Float32Array.from(await w.floats(`${p}.attn_qkv.bias`));
+  } else {
+    const ws = await loadLinears(ctx, [`${p}.attn_q.weight`, `${p}.attn_k.weight`, `${p}.attn_v.weight`]);
+    if (qScale !== 1) scaleRows(ws[0], qScale, 0, ws[0].n);
+    qkv = fusedLinear(ctx, x, ws, `${p}.qkv`);
+    if (w.has(`${p}.attn_q.bias`)) {
+      const [bq, bk, bv] = await Promise.all(["q", "k", "v"].map((t) => w.floats(`${p}.attn_${t}.bias`)));
+      bias = new Float32Array(qDim + 2 * kvDim);
+      bias.set(bq, 0);
+      bias.set(bk, qDim);
+      bias.set(bv, qDim + kvDim);
+    }
+  }
+  if (bias) {
+    for (let i = 0; i < qDim; i++) bias[i] *= qScale;
+    qkv = g.op("Add", [qkv, g.weight(`${p}.qkv.bias`, DataType.FLOAT, [bias.length], bias)]);
+  }
+  const [q, k, v] = g.node("Split", [qkv, g.int64s([qDim, kvDim, kvDim])], { outputs: 3, attributes: { axis: -1 } });
+  return { q, k, v };
+}
+
+/** Per-head RMS norms of Q and K (`attn_q_norm` / `attn_k_norm`, Qwen3 and Gemma 3), with `qScale` folded into Q's gamma. */
+export async function qkNorms(ctx: BlockContext, layer: number, qkv: Qkv, shape: AttentionShape, eps: number, qScale: number): Promise<Qkv> {
+  const p = `blk.${layer}`;
+  const qGamma = Float32Array.from(await ctx.w.floats(`${p}.attn_q_norm.weight`), (v) => v * qScale);
+  const kGamma = await ctx.w.floats(`${p}.attn_k_norm.weight`);
+  return {
+    q: headRmsNorm(ctx, qkv.q, shape.heads, `${p}.attn_q_norm.weight`, qGamma, eps),
+    k: headRmsNorm(ctx, qkv.k, shape.kvHeads, `${p}.attn_k_norm.weight`, kGamma, eps),
+    v: qkv.v,
+  };
+}
+
+/** Options of {@link cachedAttention}. */
+export interface CachedAttentionOptions {
+  /**
+   * Multiplies the raw Q.K scores (before soft-cap and masks), for a scale that cannot be folded
+   * into Q ahead of its fp16 rounding without changing llama.cpp's numerics. Default none (q carries it).
+   */
+  scoreScale?: number;
+  /** Gemma 2's attention logit soft-cap: scores become cap * tanh(scores / cap). Default none. */
+  softcap?: number;
+  /** Mask inputs [B, 1, 1, past] and [B|1, 1, group*S, S]; default the graph's `past_mask` / `new_mask`. */
+  pastMask?: string;
+  newMask?: string;
+}
+
+/**
+ * Attention of the new tokens over layer `layer`'s cached keys and values plus their own. q and k
+ * are rotated and q already carries the 1/sqrt(head_dim) scale. The KV cache is a graph input that
+ * lives in the runtime's memory (keys transposed, [B, kv_heads, head_dim, past]) and the graph
+ * returns only the new tokens' keys and values: onnxruntime-node copies every fetched output back
+ * to JS, so a GroupQueryAttention "present" output would cost a copy of the whole cache every step.
+ * Returns the heads' mixed values [B, S, heads*headDim], before the output projection.
+ */
+export function cachedAttention(ctx: BlockContext, layer: number, q: string, k: string, v: string, shape: AttentionShape, options: CachedAttentionOptions = {}): string {
+  const g = ctx.g;
+  const { heads, kvHeads, headDim } = shape;
+  const group = heads / kvHeads;
+  // In llama.cpp the cache is fp16 and the query is converted to fp16 for the K dot product.
+  const qr = f16(ctx, q);
+  const kr = f16(ctx, k);
+  // Q as [B, kv_heads, group*S, head_dim] so one matmul per KV head serves its whole query group.
+  const q5 = g.op("Transpose", [g.op("Reshape", [qr, g.int64s([0, 0, kvHeads, group, headDim])])], { attributes: { perm: [0, 2, 3, 1, 4] } });
+  const q4 = g.op("Reshape", [q5, g.int64s([0, kvHeads, -1, headDim])]);
+  const k4 = g.op("Reshape", [kr, g.int64s([0, 0, kvHeads, headDim])]);
+  const v4 = g.op("Reshape", [f16(ctx, v), g.int64s([0, 0, kvHeads, headDim])]);
+  const kNew = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.presentKey(layer)] });
+  const vNew = g.op("Transpose", [v4], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.presentValue(layer)] });
+  const kNewT = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 3, 1] } });
+
+  const capped = (raw: string) => {
+    const scores = options.scoreScale === undefined ? raw : g.op("Mul", [raw, g.constant(DataType.FLOAT, [], new Float32Array([options.scoreScale]), "f32")]);
+    if (options.softcap === undefined) return scores;
+    const cap = g.constant(DataType.FLOAT, [], new Float32Array([options.softcap]), "f32");
+    return g.op("Mul", [g.op("Tanh", [g.op("Div", [scores, cap])]), cap]);
+  };
+  const scoresPast = g.op("Add", [capped(g.op("MatMul", [q4, IO.pastKey(layer)])), options.pastMask ?? IO.pastMask]);
+  const scoresNew = g.op("Add", [capped(g.op("MatMul", [q4, kNewT])), options.newMask ?? IO.newMask]);
+  const probs = g.op("Softmax", [g.op("Concat", [scoresPast, scoresNew], { attributes: { axis: -1 } })], { attributes: { axis: -1 } });
+  const pastLen = g.op("Shape", [IO.pastKey(layer)], { attributes: { start: 3, end: 4 } });
+  const newLen = g.op("Shape", [kNew], { attributes: { start: 2, end: 3 } });
+  const [pPast, pNew] = g.node("Split", [f16(ctx, probs), g.op("Concat", [pastLen, newLen], { attributes: { axis: 0 } })], { outputs: 2, attributes: { axis: -1 } });
+  const mixed = g.op("Add", [g.op("MatMul", [pPast, IO.pastValue(layer)]), g.op("MatMul", [pNew, vNew])]);
+  const m5 = g.op("Transpose", [g.op("Reshape", [mixed, g.int64s([0, kvHeads, group, -1, headDim])])], { attributes: { perm: [0, 3, 1, 2, 4] } });
+  return g.op("Reshape", [m5, g.int64s([0, 0, heads * headDim])]);
+}
+
+/** Options of {@link selfAttention}. */
+export interface SelfAttentionOptions {
+  /** RMS-normalize each head of Q and K before rotary (`attn_q_norm` / `attn_k_norm`) with this epsilon. */
+  qkNormEps?: number;
+  /** Scale of Q.K (default 1/sqrt(head_dim)). */
+  scale?: number;
+}
+
+/**
+ * The Llama family's attention sub-layer on the normalized input: QKV projections, optional Q/K
+ * head norms, rotary, attention over the cache, output projection (`attn_output`).
+ */
+export async function selfAttention(
+  ctx: BlockContext,
+  layer: number,
+  x: string,
+  shape: AttentionShape,
+  rope: RopeSpec,
+  caches: [string, string],
+  options: SelfAttentionOptions = {},
+): Promise<string> {
+  const scale = options.scale ?? 1 / Math.sqrt(shape.headDim);
+  let qkv: Qkv;
+  let scoreScale: number | undefined;
+  if (options.qkNormEps !== undefined) {
+    // The scale cannot go into the Q rows (the head norm would undo it). In "fast" numerics it goes
+    // into the norm's gamma; llama.cpp applies it to the scores after Q's fp16 rounding, and so does
+    // its emulation (the gamma fold measured 2x further from llama.cpp on the Qwen3 case).
+    const foldScale = !emulatesLlamaCpp(ctx);
+    qkv = await qkNorms(ctx, layer, await qkvProjection(ctx, layer, x, shape, 1), shape, options.qkNormEps, foldScale ? scale : 1);
+    scoreScale = foldScale ? undefined : scale;
+  } else {
+    qkv = await qkvProjection(ctx, layer, x, shape, scale);
+  }
+  const q = applyRotary(ctx, qkv.q, IO.positionIds, shape.heads, shape.headDim, caches, rope);
+  const k = applyRotary(ctx, qkv.k, IO.positionIds, shape.kvHeads, shape.headDim, caches, rope);
+  const mixed = cachedAttention(ctx, layer, q, k, qkv.v, shape, scoreScale === undefined ? {} : { scoreScale });
+  return project(ctx, mixed, `blk.${layer}.attn_output.weight`, `blk.${layer}.attn_output`);
+}
+
+/** The tensors {@link selfAttention} reads for layer `layer`. */
+export function selfAttentionTensors(layer: number, options: SelfAttentionOptions = {}): TensorNeeds {
+  const p = `blk.${layer}`;
+  const separate = ["q", "k", "v"].map((t) => `${p}.attn_${t}.weight`);
+  return {
+    required: [
+      { oneOf: [[`${p}.attn_qkv.weight`], separate] },
+      `${p}.attn_output.weight`,
+      ...(options.qkNormEps !== undefined ? [`${p}.attn_q_norm.weight`, `${p}.attn_k_norm.weight`] : []),
+    ],
+    optional: [`${p}.attn_qkv.bias`, ...["q", "k", "v"].map((t) => `${p}.attn_${t}.bias`)],
+  };
+}

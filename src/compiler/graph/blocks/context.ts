@@ -1,0 +1,63 @@
+import { DataType } from "../../onnx/onnx-proto.js";
+import type { GraphBuilder } from "../../onnx/graph-builder.js";
+import type { Choice, WeightSource } from "../weights.js";
+
+/**
+ * "fast": ONNX Runtime's own numerics. "llama.cpp": reproduce llama.cpp's CPU rounding points
+ * (activations quantized to Q8_0/Q8_1 blocks with fp16 scales before each matmul, Q8_K super-blocks
+ * before K-quant matmuls, f16/bf16 before F16/BF16 matmuls, fp16 KV cache, fp16 query and attention
+ * probabilities), for token-exact agreement with llama.cpp.
+ */
+export type Numerics = "fast" | "llama.cpp";
+
+/** Options that change how a text graph is built (both are part of the artifact id). */
+export interface BuildOptions {
+  /** MatMulNBits accuracy_level: 4 quantizes activations to int8 (fast path), 0 keeps float. Default 4. */
+  accuracyLevel: number;
+  /** Rounding model; see {@link Numerics}. Default "fast". */
+  numerics: Numerics;
+}
+
+/** A matmul input after llama.cpp's activation rounding, and its block sums where the weight has block minimums. */
+export interface RoundedActivation {
+  xq: string;
+  sums: string | null;
+}
+
+/** What every block is handed: the graph being built, the weights it reads, and the numerics to build with. */
+export interface BlockContext {
+  readonly g: GraphBuilder;
+  readonly w: WeightSource;
+  readonly options: BuildOptions;
+  /** Decisions the blocks made, recorded in the manifest. */
+  readonly choices: Choice[];
+  /** Roundings already built, by tensor and rounding: one activation feeding several matmuls is quantized once. */
+  readonly rounded: Map<string, RoundedActivation>;
+}
+
+export function blockContext(g: GraphBuilder, w: WeightSource, options: BuildOptions): BlockContext {
+  return { g, w, options, choices: [], rounded: new Map() };
+}
+
+export function emulatesLlamaCpp(ctx: BlockContext): boolean {
+  return ctx.options.numerics === "llama.cpp";
+}
+
+/** x rounded to a narrower float type and back to float32. */
+export function roundTo(ctx: BlockContext, x: string, type: DataType): string {
+  const g = ctx.g;
+  return g.op("Cast", [g.op("Cast", [x], { attributes: { to: type } })], { attributes: { to: DataType.FLOAT } });
+}
+
+/** x rounded through fp16 where llama.cpp stores it as fp16 (KV cache, query, probabilities); unchanged in "fast" numerics. */
+export function f16(ctx: BlockContext, x: string): string {
+  return emulatesLlamaCpp(ctx) ? roundTo(ctx, x, DataType.FLOAT16) : x;
+}
+
+/** A float32 scalar constant. */
+export function scalar(ctx: BlockContext, value: number): string {
+  return ctx.g.constant(DataType.FLOAT, [], new Float32Array([value]), "f32");
+}
+
+/** The com.microsoft contrib-op domain (MatMulNBits, RotaryEmbedding, SkipSimplifiedLayerNormalization). */
+export const MS = "com.microsoft";

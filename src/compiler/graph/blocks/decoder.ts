@@ -1,0 +1,107 @@
+import type { ModelShape } from "../../../runtime/artifact/index.js";
+import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
+import { DataType } from "../../onnx/onnx-proto.js";
+import type { TensorNeeds } from "../architecture.js";
+import type { BlockContext } from "./context.js";
+import { linear } from "./linear.js";
+import { rmsNorm, skipRmsNorm } from "./norm.js";
+import type { RopeSpec } from "./rotary.js";
+
+/** What every decoder-only text architecture reads from its GGUF metadata, beyond what the runtime needs. */
+export interface DecoderHyper extends ModelShape {
+  /** Feed-forward width (`feed_forward_length`). */
+  ffn: number;
+  /** RMS norm epsilon (`attention.layer_norm_rms_epsilon`). */
+  rmsEps: number;
+  rope: RopeSpec;
+}
+
+/** Declares the text graph's inputs and outputs (the runtime contract in `runtime/artifact/text-graph.ts`). */
+export function declareTextIo(ctx: BlockContext, h: ModelShape): void {
+  const g = ctx.g;
+  g.input(IO.inputIds, DataType.INT64, ["batch", "seq"]);
+  g.input(IO.positionIds, DataType.INT64, ["batch", "seq"]);
+  g.input(IO.pastMask, DataType.FLOAT, ["batch", 1, 1, "past"]);
+  g.input(IO.newMask, DataType.FLOAT, ["mask_batch", 1, "group_seq", "seq"]);
+  g.input(IO.logitsFrom, DataType.INT64, [1]);
+  for (let l = 0; l < h.layers; l++) {
+    g.input(IO.pastKey(l), DataType.FLOAT, ["batch", h.kvHeads, h.headDim, "past"]);
+    g.input(IO.pastValue(l), DataType.FLOAT, ["batch", h.kvHeads, "past", h.headDim]);
+  }
+  g.output(IO.logits, DataType.FLOAT, ["batch", "positions", h.vocab]);
+  for (let l = 0; l < h.layers; l++) {
+    g.output(IO.presentKey(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
+    g.output(IO.presentValue(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
+  }
+}
+
+/** The input tokens' embeddings [B, S, hidden] (`token_embd`, dequantized once to a float32 table). */
+export async function tokenEmbedding(ctx: BlockContext, h: ModelShape): Promise<string> {
+  const g = ctx.g;
+  ctx.choices.push({ what: "token embedding", choice: "float32 table + Gather", exact: true, why: "dequantized once at compile time; only the looked-up rows are read per step" });
+  // Written a run of rows at a time where the source can: the table is 4 bytes per weight (4 GiB for a 70B model).
+  const rows = ctx.w.floatRows?.("token_embd.weight");
+  const table = rows
+    ? await g.weightFromChunks("token_embd.f32", DataType.FLOAT, [h.vocab, h.hidden], h.vocab * h.hidden * 4, rows)
+    : g.weight("token_embd.f32", DataType.FLOAT, [h.vocab, h.hidden], await ctx.w.floats("token_embd.weight"));
+  return g.op("Gather", [table, IO.inputIds], { attributes: { axis: 0 } });
+}
+
+/**
+ * Keeps the positions whose logits are asked for (`logits_from`): sampling reads only the last,
+ * prompt scoring every one. Slicing before the final norm and the LM head means sampling steps pay
+ * for one position per row.
+ */
+export function keepLogitPositions(ctx: BlockContext, x: string): string {
+  const g = ctx.g;
+  return g.op("Slice", [x, IO.logitsFrom, g.int64s([Number.MAX_SAFE_INTEGER]), g.int64s([1])]);
+}
+
+/** x [B, P, hidden] (already normalized) times the LM head (`output`, else the tied `token_embd`): the logits before any cap. */
+export async function lmHead(ctx: BlockContext, x: string): Promise<string> {
+  const name = ctx.w.has("output.weight") ? "output.weight" : "token_embd.weight";
+  ctx.choices.push({ what: "lm head", choice: name === "output.weight" ? "own weight" : "tied to token_embd", exact: true, why: "as stored in the GGUF" });
+  return linear(ctx, x, await ctx.w.linear(name), "lm_head");
+}
+
+/** Names `logits` the graph's `logits` output. */
+export function emitLogits(ctx: BlockContext, logits: string): void {
+  ctx.g.node("Identity", [logits], { names: [IO.logits] });
+}
+
+/** The two sub-layers of one pre-norm decoder layer, each given its normalized input and returning its output (before the residual add). */
+export interface PreNormLayer {
+  attention(layer: number, normed: string): Promise<string>;
+  feedForward(layer: number, normed: string): Promise<string>;
+}
+
+/**
+ * The pre-norm residual decoder (Llama, Qwen, Phi-3, Mixtral): x += attention(attn_norm(x));
+ * x += feedForward(ffn_norm(x)); then output_norm and the LM head. Each residual add is fused into
+ * the next norm (SkipSimplifiedLayerNormalization). Declares the graph's I/O and embeds the tokens.
+ */
+export async function preNormDecoder(ctx: BlockContext, h: DecoderHyper, layers: PreNormLayer): Promise<void> {
+  const w = ctx.w;
+  declareTextIo(ctx, h);
+  const hidden = await tokenEmbedding(ctx, h);
+  let residual = hidden;
+  let pending: string | null = null;
+  for (let l = 0; l < h.layers; l++) {
+    const attnNorm = `blk.${l}.attn_norm.weight`;
+    let normed: string;
+    if (pending === null) normed = rmsNorm(ctx, hidden, attnNorm, await w.floats(attnNorm), h.rmsEps);
+    else [normed, residual] = skipRmsNorm(ctx, pending, residual, attnNorm, await w.floats(attnNorm), h.rmsEps);
+    const attn = await layers.attention(l, normed);
+    const ffnNorm = `blk.${l}.ffn_norm.weight`;
+    const [normed2, residual2] = skipRmsNorm(ctx, attn, residual, ffnNorm, await w.floats(ffnNorm), h.rmsEps);
+    residual = residual2;
+    pending = await layers.feedForward(l, normed2);
+  }
+  const [finalNorm] = skipRmsNorm(ctx, keepLogitPositions(ctx, pending!), keepLogitPositions(ctx, residual), "output_norm.weight", await w.floats("output_norm.weight"), h.rmsEps);
+  emitLogits(ctx, await lmHead(ctx, finalNorm));
+}
+
+/** The norms {@link preNormDecoder} reads around layer `layer`'s sub-layers. */
+export function preNormLayerTensors(layer: number): TensorNeeds {
+  return { required: [`blk.${layer}.attn_norm.weight`, `blk.${layer}.ffn_norm.weight`], optional: [] };
+}

@@ -1,0 +1,57 @@
+import { DataType } from "../../onnx/onnx-proto.js";
+import { concatRows, fusable, type LinearWeight } from "../../quant/linear-weight.js";
+import { emulatedActivation } from "./activation.js";
+import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
+
+/** x @ W^T for one weight, as MatMulNBits (plus the block-minimum term) or a float MatMul; `name` prefixes its initializers. */
+export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name: string): string {
+  const g = ctx.g;
+  const act = emulatedActivation(ctx, x, weight);
+  if (act) x = act.xq;
+  if (weight.kind === "float") {
+    return g.op("MatMul", [x, g.weight(`${name}.wT`, DataType.FLOAT, [weight.k, weight.n], weight.weightT)]);
+  }
+  const kBlocks = weight.k / weight.blockSize;
+  const blob = (weight.blockSize * weight.bits) / 8;
+  const inputs = [
+    x,
+    g.weight(`${name}.qweight`, DataType.UINT8, [weight.n, kBlocks, blob], weight.packed),
+    g.weight(`${name}.scales`, DataType.FLOAT, [weight.n, kBlocks], weight.scales),
+  ];
+  if (weight.zeroPoints) inputs.push(g.weight(`${name}.zp`, DataType.UINT8, [weight.zeroPoints.length], weight.zeroPoints));
+  let y = g.op("MatMulNBits", inputs, {
+    domain: MS,
+    attributes: { K: weight.k, N: weight.n, bits: weight.bits, block_size: weight.blockSize, accuracy_level: emulatesLlamaCpp(ctx) ? 0 : ctx.options.accuracyLevel },
+  });
+  if (weight.mins) {
+    const sums = act?.sums
+      ? act.sums
+      : // Axis 3, not -1: onnxruntime 1.30 ignores a negative axis when the input is empty (an expert no row chose).
+        g.op("ReduceSum", [g.op("Reshape", [x, g.int64s([0, 0, kBlocks, weight.blockSize])]), g.int64s([3])], { attributes: { keepdims: 0 } });
+    const mins = g.weight(`${name}.mins`, DataType.FLOAT, [kBlocks, weight.n], weight.mins);
+    y = g.op("Add", [y, g.op("MatMul", [sums, mins])]);
+  }
+  return y;
+}
+
+/** x @ W^T for the GGUF tensor `tensor`, its initializers named after `label`. */
+export async function project(ctx: BlockContext, x: string, tensor: string, label: string): Promise<string> {
+  return linear(ctx, x, await ctx.w.linear(tensor), label);
+}
+
+/**
+ * x times several weights at once, their outputs concatenated in order (Q|K|V, gate|up): one fused
+ * matmul when their encodings allow, else one matmul each and a Concat (recorded as a choice).
+ */
+export function fusedLinear(ctx: BlockContext, x: string, ws: LinearWeight[], label: string): string {
+  // One fused matmul gets one activation rounding, so in "llama.cpp" numerics fuse only like with like.
+  const like = ws.every((wt) => fusable(ws[0], wt) && (!emulatesLlamaCpp(ctx) || wt.activation === ws[0].activation));
+  if (like) return linear(ctx, x, ws.length === 1 ? ws[0] : concatRows(ws), label);
+  ctx.choices.push({ what: label, choice: "separate matmuls + Concat", exact: true, why: "mixed block encodings cannot share one MatMulNBits" });
+  return ctx.g.op("Concat", ws.map((wt, i) => linear(ctx, x, wt, `${label}.${i}`)), { attributes: { axis: -1 } });
+}
+
+/** Loads the named GGUF tensors (in parallel) for {@link fusedLinear}. */
+export function loadLinears(ctx: BlockContext, tensors: string[]): Promise<LinearWeight[]> {
+  return Promise.all(tensors.map((n) => ctx.w.linear(n)));
+}

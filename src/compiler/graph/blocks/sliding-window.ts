@@ -1,0 +1,40 @@
+import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
+import { DataType } from "../../onnx/onnx-proto.js";
+import type { BlockContext } from "./context.js";
+
+/** The additive masks of a sliding-window layer, in the shapes {@link cachedAttention} adds to its scores. */
+export interface WindowMasks {
+  /** [B, 1, group*S, past]: the runtime's `past_mask` plus -inf for cached keys outside the window. */
+  past: string;
+  /** [B, 1, group*S, S]: the runtime's causal `new_mask` plus -inf for new keys outside the window. */
+  new: string;
+}
+
+/**
+ * Masks that limit each query to the last `window` positions, itself included, as llama.cpp's
+ * LLAMA_SWA_TYPE_STANDARD does (a key at p0 is hidden from a query at p1 when p1 - p0 >= window).
+ * Built once per graph from `position_ids` and shared by every sliding-window layer.
+ *
+ * Cached key i is taken to be at position i: the runtime keeps each slot's cache in position order
+ * from 0 (`KvPool`), so the index is the position. `group` is heads / kv_heads: query rows are laid
+ * out (group, seq), as `cachedAttention` orders them.
+ */
+export function slidingWindowMasks(ctx: BlockContext, window: number, group: number): WindowMasks {
+  const g = ctx.g;
+  const int64 = (v: number) => g.constant(DataType.INT64, [], BigInt64Array.of(BigInt(v)), "i64");
+  const float = (v: number) => g.constant(DataType.FLOAT, [], new Float32Array([v]), "f32");
+  const queries = g.op("Unsqueeze", [IO.positionIds, g.int64s([2])]); // [B, S, 1]
+  const pastLen = g.op("Squeeze", [g.op("Shape", [IO.pastKey(0)], { attributes: { start: 3, end: 4 } }), g.int64s([0])]);
+  const pastKeys = g.op("Range", [int64(0), pastLen, int64(1)]); // [past]
+  const newKeys = g.op("Unsqueeze", [IO.positionIds, g.int64s([1])]); // [B, 1, S]
+  const outside = (keys: string) => {
+    const hidden = g.op("GreaterOrEqual", [g.op("Sub", [queries, keys]), int64(window)]); // [B, S, K]
+    const additive = g.op("Where", [hidden, float(-Infinity), float(0)]);
+    // Repeat for each query head of a KV head (rows g*S + s), then a heads axis to broadcast over.
+    return g.op("Unsqueeze", [g.op("Tile", [additive, g.int64s([1, group, 1])]), g.int64s([1])]);
+  };
+  return {
+    past: g.op("Add", [outside(pastKeys), IO.pastMask]),
+    new: g.op("Add", [outside(newKeys), IO.newMask]),
+  };
+}
