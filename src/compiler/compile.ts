@@ -18,8 +18,10 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * 0.4.0: text graphs take `logits_from` and can return every position's logits (prompt scoring).
  * 0.5.0: one graph builder per architecture (qwen3, phi3 added); Llama 3.1's `rope_freqs` factors and
  * declared rope scaling applied (older artifacts of such files rotate wrongly at long range).
+ * 0.5.1: Gemma's sliding-window layers read their KV cache as a ring (`ring_positions`, manifest
+ * `shape.slidingWindow`); other architectures' graphs are unchanged.
  */
-export const COMPILER_VERSION = "0.5.0";
+export const COMPILER_VERSION = "0.5.1";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {
@@ -101,7 +103,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
     const build: BuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics };
     const choices = await buildTextGraph(builder, weights, resolved, build);
     const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };
-    checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`);
+    checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`, hyper.slidingWindow !== undefined);
     const graph = builder.finish(`${req.slug}`, COMPILER_VERSION, { kiln_artifact: id });
     writeFileSync(folder.path(ARTIFACT_FILES.graph), graph);
     stage("writing tokenizer");
@@ -140,6 +142,6 @@ function sourceChoices(source: SourceDigest): Choice[] {
 
 /** The runtime's part of the hyperparameters (what the manifest records). */
 function modelShape(h: ModelShape): ModelShape {
-  const { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength } = h;
-  return { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength };
+  const { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength, slidingWindow } = h;
+  return { architecture, layers, hidden, heads, kvHeads, headDim, vocab, contextLength, ...(slidingWindow ? { slidingWindow } : {}) };
 }

@@ -1,4 +1,4 @@
-import { TEXT_GRAPH as IO } from "../../runtime/artifact/index.js";
+import { TEXT_GRAPH as IO, slidingCacheCapacity } from "../../runtime/artifact/index.js";
 import { findMetadata, getNumber } from "../gguf/metadata.js";
 import type { GgufFile } from "../gguf/types.js";
 import { architectureName, decoderHyper } from "../hyper.js";
@@ -79,6 +79,7 @@ export function gemmaHyper(file: GgufFile, variant: GemmaVariant): GemmaHyper {
     window,
     local,
     localRope,
+    ...(local.some((l) => l) ? { slidingWindow: { window, layers: local.flatMap((l, i) => (l ? [i] : [])) } } : {}),
   };
 }
 
@@ -163,7 +164,7 @@ function recordGemmaChoices(ctx: BlockContext, h: GemmaHyper): void {
     { what: "rotary", choice: `RotaryEmbedding (global layers: ${describeRope(h.rope, h.headDim)}; local layers: ${describeRope(h.localRope, h.headDim)})`, exact: true, why: "Gemma uses NeoX order unpermuted; local layers have their own base" },
     {
       what: "sliding window",
-      choice: locals > 0 ? `${locals} of ${h.layers} layers attend to the last ${h.window} positions (masked in the graph; their KV cache keeps every position)` : "none",
+      choice: locals > 0 ? `${locals} of ${h.layers} layers attend to the last ${h.window} positions (masked in the graph; their KV cache is a ring of ${slidingCacheCapacity(h.window)} positions)` : "none",
       exact: true,
       why: "llama.cpp's standard SWA: a key at p0 is hidden from a query at p1 when p1 - p0 >= window",
     },

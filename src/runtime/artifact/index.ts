@@ -1,6 +1,6 @@
 /** The artifact contract: files, manifest and the text graph's names and KV geometry. */
 export { ARTIFACT_FILES } from "./files.js";
-export { readManifest, readTokenizerSpec, type ArtifactFileRecord, type ArtifactManifest, type GraphIo, type ModelShape, type TokenizerSpec } from "./manifest.js";
+export { readManifest, readTokenizerSpec, type ArtifactFileRecord, type ArtifactManifest, type GraphIo, type ModelShape, type SlidingWindowShape, type TokenizerSpec } from "./manifest.js";
 export {
   checkTextGraphIo,
   DEFAULT_KV_AVAILABLE_SHARE,
@@ -9,7 +9,9 @@ export {
   KV_GROWTH_POSITIONS,
   kvBytesPerPosition,
   type MemoryAvailability,
+  NO_POSITION,
   servedContextLength,
+  slidingCacheCapacity,
   TEXT_GRAPH,
   textGraphIo,
 } from "./text-graph.js";

@@ -51,6 +51,18 @@ export interface ModelShape {
   headDim: number;
   vocab: number;
   contextLength: number;
+  /**
+   * The sliding-window layers (Gemma 2/3's local layers): each attends to the last `window`
+   * positions, itself included, and its KV cache is a ring of `slidingCacheCapacity(window)`
+   * positions (see `text-graph.ts`). Absent when no layer slides: every layer keeps every position.
+   */
+  slidingWindow?: SlidingWindowShape;
+}
+
+/** One kind of layer whose attention slides: its window, in positions, and which layers are of it. */
+export interface SlidingWindowShape {
+  window: number;
+  layers: number[];
 }
 
 /** A graph's input and output names, in order. */

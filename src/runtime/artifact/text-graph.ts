@@ -7,6 +7,11 @@
  * The KV cache is a graph input that lives in the runtime's memory, float32: keys transposed
  * [slots, kv_heads, head_dim, capacity], values [slots, kv_heads, capacity, head_dim]. The graph
  * returns only the new tokens' keys and values [rows, kv_heads, seq, head_dim].
+ *
+ * A sliding-window layer (`ModelShape.slidingWindow`) keeps a ring instead: position p lives at
+ * index p % ring, ring = min(capacity, slidingCacheCapacity(window)), and the graph takes each
+ * index's position (`ring_positions`) to mask keys outside each query's window. Graphs of models
+ * without such layers have no `ring_positions` input.
  */
 import type { GraphIo, ModelShape } from "./manifest.js";
 
@@ -24,7 +29,12 @@ export const TEXT_GRAPH = {
    * 0 for every position (prompt scoring). The LM head costs as much as a few layers per position.
    */
   logitsFrom: "logits_from",
-  /** float32 [batch, kv_heads, head_dim, past]: one layer's cached keys, transposed. */
+  /**
+   * int64 [batch, ring]: the position each ring index of the sliding-window layers' caches holds
+   * ({@link NO_POSITION} for none yet). Only in graphs with sliding-window layers.
+   */
+  ringPositions: "ring_positions",
+  /** float32 [batch, kv_heads, head_dim, past] (past = ring on sliding-window layers): one layer's cached keys, transposed. */
   pastKey: (layer: number) => `past_key_t.${layer}`,
   /** float32 [batch, kv_heads, past, head_dim]: one layer's cached values. */
   pastValue: (layer: number) => `past_value.${layer}`,
@@ -36,10 +46,11 @@ export const TEXT_GRAPH = {
   presentValue: (layer: number) => `present_value.${layer}`,
 } as const;
 
-/** The input and output names of a text graph with `layers` layers, in declaration order. */
-export function textGraphIo(layers: number): GraphIo {
+/** The input and output names of a text graph with `layers` layers (`sliding`: some of them slide), in declaration order. */
+export function textGraphIo(layers: number, sliding = false): GraphIo {
   const g = TEXT_GRAPH;
   const inputs: string[] = [g.inputIds, g.positionIds, g.pastMask, g.newMask, g.logitsFrom];
+  if (sliding) inputs.push(g.ringPositions);
   const outputs: string[] = [g.logits];
   for (let l = 0; l < layers; l++) inputs.push(g.pastKey(l), g.pastValue(l));
   for (let l = 0; l < layers; l++) outputs.push(g.presentKey(l), g.presentValue(l));
@@ -47,8 +58,8 @@ export function textGraphIo(layers: number): GraphIo {
 }
 
 /** Throws when recorded graph names are not the ones this runtime feeds and fetches. */
-export function checkTextGraphIo(io: GraphIo, layers: number, where: string): void {
-  const want = textGraphIo(layers);
+export function checkTextGraphIo(io: GraphIo, layers: number, where: string, sliding = false): void {
+  const want = textGraphIo(layers, sliding);
   const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
   if (!same(io.inputs, want.inputs) || !same(io.outputs, want.outputs)) {
     throw new Error(`${where} has graph inputs/outputs this runtime does not know (compiled by another kiln version?): recompile it with \`kiln compile --force\``);
@@ -57,6 +68,22 @@ export function checkTextGraphIo(io: GraphIo, layers: number, where: string): vo
 
 /** Positions a KV slot's capacity grows by (the cache is read up to capacity every step). */
 export const KV_GROWTH_POSITIONS = 128;
+
+/**
+ * A ring index's position when it holds none: so far below any query that every window hides it
+ * (query - NO_POSITION stays within int64).
+ */
+export const NO_POSITION = -(2 ** 50);
+
+/**
+ * Positions the KV ring of a sliding-window layer holds: the `window - 1` earlier positions the
+ * next query sees, plus a sixteenth of the window (at least 1) that a cached prefix may be cut back
+ * by and still be reused (prefix reuse, `KvPool.truncate`); cutting further back recomputes.
+ * For Gemma 2's 4096: 4351 positions, where an 8k context keeps 8192.
+ */
+export function slidingCacheCapacity(window: number): number {
+  return window - 1 + Math.max(1, Math.ceil(window / 16));
+}
 
 /** Bytes one cached position takes in one slot: keys and values of every layer, float32. */
 export function kvBytesPerPosition(shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">): number {

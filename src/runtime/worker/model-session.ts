@@ -49,7 +49,8 @@ export class ModelSession {
 
   static async load(artifactDir: string, options: SessionOptions = {}): Promise<ModelSession> {
     const manifest = readManifest(artifactDir);
-    checkTextGraphIo(manifest.io, manifest.shape.layers, `the artifact ${manifest.id}`);
+    const sliding = manifest.shape.slidingWindow !== undefined;
+    checkTextGraphIo(manifest.io, manifest.shape.layers, `the artifact ${manifest.id}`, sliding);
     const session = await ort.InferenceSession.create(join(artifactDir, ARTIFACT_FILES.graph), {
       executionProviders: ["cpu"],
       intraOpNumThreads: options.threads ?? 2,
@@ -58,7 +59,7 @@ export class ModelSession {
       executionMode: "sequential",
       ...(options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: options.profileFilePrefix } : {}),
     });
-    checkTextGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, manifest.shape.layers, `the graph of ${manifest.id}`);
+    checkTextGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, manifest.shape.layers, `the graph of ${manifest.id}`, sliding);
     const kv = new KvPool(manifest.shape, options.slots ?? 1, options.kvChunk ?? KV_GROWTH_POSITIONS);
     return new ModelSession(manifest, session, kv);
   }
@@ -105,12 +106,18 @@ export class ModelSession {
       [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, seq), [1, 1, (shape.heads / shape.kvHeads) * seq, seq]),
       [TEXT_GRAPH.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(allPositions ? 0n : -1n), [1]),
     };
-    const stride = kv.slotStride;
+    if (shape.slidingWindow) {
+      const ring = new BigInt64Array(rows * kv.ringCapacity);
+      kv.ringPositions(firstSlot, rows, ring);
+      feeds[TEXT_GRAPH.ringPositions] = new ort.Tensor("int64", ring, [rows, kv.ringCapacity]);
+    }
     for (let l = 0; l < shape.layers; l++) {
+      const stride = kv.layerStride(l);
+      const past = kv.layerCapacity(l);
       const keys = kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
       const values = kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
-      feeds[TEXT_GRAPH.pastKey(l)] = new ort.Tensor("float32", keys, [rows, shape.kvHeads, shape.headDim, cap]);
-      feeds[TEXT_GRAPH.pastValue(l)] = new ort.Tensor("float32", values, [rows, shape.kvHeads, cap, shape.headDim]);
+      feeds[TEXT_GRAPH.pastKey(l)] = new ort.Tensor("float32", keys, [rows, shape.kvHeads, shape.headDim, past]);
+      feeds[TEXT_GRAPH.pastValue(l)] = new ort.Tensor("float32", values, [rows, shape.kvHeads, past, shape.headDim]);
     }
     const t2 = performance.now();
     const out = await this.session.run(feeds);

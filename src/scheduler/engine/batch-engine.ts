@@ -19,6 +19,7 @@
  * bound are refused at once (`OverloadedError`). A failure fails the requests of the sequences it
  * touched, and no others.
  */
+import { type SlidingWindowShape, slidingCacheCapacity } from "../../runtime/artifact/index.js";
 import type { PositionScores } from "../../runtime/sampling/index.js";
 import type { RowSample, StepResult } from "../../runtime/step-protocol.js";
 import { EngineClosedError, OverloadedError } from "../errors.js";
@@ -53,6 +54,8 @@ export interface BatchEngineOptions {
   prefillChunk?: number;
   /** Reuse of cached prompt prefixes (see {@link PrefixReuse}). Default "exact". */
   prefixReuse?: PrefixReuse;
+  /** The model's sliding-window layers (`ModelShape.slidingWindow`), which limit how far back a cached prefix can be cut. Default none. */
+  slidingWindow?: SlidingWindowShape;
   /**
    * Events per choice a reader may leave undelivered before the choice pauses (holding its slot,
    * skipping decode steps) until the reader has taken half of them: a slow reader costs no memory.
@@ -123,7 +126,12 @@ export class BatchEngine {
     const prefillChunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
     this.limits = { stepTokens: options.stepTokens ?? Math.max(DEFAULT_STEP_TOKENS, prefillChunk + slots), prefillChunk };
     if (!(this.limits.prefillChunk >= 1 && this.limits.stepTokens >= 1)) throw new RangeError("stepTokens and prefillChunk must be positive");
-    this.kv = new KvSlots(slots, { reuse: options.prefixReuse ?? "exact", align: this.limits.prefillChunk });
+    const sw = options.slidingWindow;
+    this.kv = new KvSlots(slots, {
+      reuse: options.prefixReuse ?? "exact",
+      align: this.limits.prefillChunk,
+      ...(sw ? { ring: { window: sw.window, capacity: slidingCacheCapacity(sw.window) } } : {}),
+    });
     this.ops = new SlotOps(this.kv);
     this.maxWaiting = options.maxWaiting ?? DEFAULT_MAX_WAITING;
     this.maxBacklog = options.maxBacklog ?? DEFAULT_MAX_BACKLOG;

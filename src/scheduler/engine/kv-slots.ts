@@ -7,6 +7,8 @@
  *   consecutive slots: when one finishes, the last one moves into the hole ({@link pack}).
  * - A new sequence takes the lowest free slot. Its prompt's longest prefix already cached anywhere
  *   (a running sequence's slot, or a finished one's left behind) is copied in instead of computed.
+ * - With sliding-window layers ({@link KvSlotsOptions.ring}), a prefix is reusable only while their
+ *   rings still hold the window before it, as the worker's `KvPool.canKeep` decides.
  */
 
 /** How much of a cached prefix may be reused. */
@@ -46,6 +48,11 @@ export interface KvSlotsOptions {
   reuse?: PrefixReuse;
   /** In "exact" mode, reused lengths are multiples of this (the prefill chunk), in tokens. Default 256. */
   align?: number;
+  /**
+   * The model's sliding-window layers: their window and the positions their KV ring holds
+   * (`slidingCacheCapacity`). Default none: every cached prefix can be cut back to any length.
+   */
+  ring?: { window: number; capacity: number };
 }
 
 /** Prefix reuse counters, in tokens. */
@@ -78,6 +85,12 @@ export class KvSlots {
   private copies: KvCopy[] = [];
   private readonly reuse: PrefixReuse;
   private readonly align: number;
+  private readonly ring: { window: number; capacity: number } | undefined;
+  /**
+   * Per slot, the first position its rings held intact when its current content arrived (copied in,
+   * or truncated); writes since then only raise it (see {@link intactFrom}).
+   */
+  private readonly intactBase: number[];
   readonly prefix: PrefixStats = { lookups: 0, promptTokens: 0, hitTokens: 0 };
 
   constructor(
@@ -89,6 +102,8 @@ export class KvSlots {
     this.leftovers = new Array<Leftover | null>(count).fill(null);
     this.reuse = options.reuse ?? "exact";
     this.align = options.align ?? 256;
+    this.ring = options.ring;
+    this.intactBase = new Array<number>(count).fill(0);
   }
 
   /** Slots nobody owns. */
@@ -120,6 +135,7 @@ export class KvSlots {
       }
       this.prefix.hitTokens += best.length;
     }
+    this.intactBase[slot] = best.length > 0 ? this.intactFrom(best.from) : 0;
     this.take(slot, holder);
     this.copies.push({ from: best.from, to: slot, length: best.length, seqId: holder.id });
     return { slot, reused: best.length, exact: best.exact };
@@ -127,6 +143,7 @@ export class KvSlots {
 
   /** Copies `length` cached positions of `from`'s slot into `to`'s (a sibling sharing a prefill). */
   share(from: SlotHolder, to: SlotHolder, length: number): void {
+    this.intactBase[to.slot] = length > 0 ? this.intactFrom(from.slot) : 0;
     this.copies.push({ from: from.slot, to: to.slot, length, seqId: to.id });
   }
 
@@ -137,6 +154,7 @@ export class KvSlots {
   release(holder: SlotHolder, keep = true): void {
     const slot = holder.slot;
     if (slot < 0 || this.owners[slot] !== holder) throw new Error(`sequence ${holder.id} does not own slot ${slot}`);
+    this.intactBase[slot] = keep ? this.intactFrom(slot) : 0;
     this.owners[slot] = null;
     this.leftovers[slot] = keep ? { tokens: holder.tokens, length: holder.cached, exact: holder.exact } : null;
     if (!keep) this.copies.push({ from: slot, to: slot, length: 0 });
@@ -201,10 +219,27 @@ export class KvSlots {
 
   private move(from: number, to: number): void {
     const holder = this.owners[from]!;
+    this.intactBase[to] = this.intactBase[from] = this.intactFrom(from);
     this.copies.push({ from, to, length: holder.cached, seqId: holder.id });
     this.owners[from] = null;
     this.leftovers[from] = { tokens: holder.tokens, length: holder.cached, exact: holder.exact };
     this.take(to, holder);
+  }
+
+  /**
+   * The first position from which slot `s`'s rings still hold every cached position: writes up to
+   * `length` leave the last `capacity` (0 without sliding-window layers).
+   */
+  private intactFrom(s: number): number {
+    if (!this.ring) return 0;
+    const length = this.owners[s]?.cached ?? this.leftovers[s]?.length ?? 0;
+    return Math.max(this.intactBase[s], length - this.ring.capacity);
+  }
+
+  /** Whether slot `s`, holding `length` positions, can be cut back to `n` (`KvPool.canKeep`). */
+  private ringHolds(s: number, length: number, n: number): boolean {
+    if (!this.ring || n === 0 || n === length) return true;
+    return this.intactFrom(s) <= Math.max(0, n - this.ring.window + 1);
   }
 
   /** The longest prefix of `prompt` cached in slot `s` that may be reused. */
@@ -216,6 +251,7 @@ export class KvSlots {
     let n = 0;
     while (n < limit && held.tokens[n] === prompt[n]) n++;
     if (this.reuse === "exact") n -= n % this.align;
+    if (!this.ringHolds(s, held.length, n)) n = 0;
     limit = n;
     return { length: limit, exact: Math.min(limit, held.exact) };
   }

@@ -108,6 +108,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     prefillChunk: options.prefillChunk,
     stepTokens: options.stepTokens,
     prefixReuse: options.prefixReuse,
+    slidingWindow: manifest.shape.slidingWindow,
     gate: options.gate,
   });
   return {

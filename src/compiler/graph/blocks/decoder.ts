@@ -24,9 +24,13 @@ export function declareTextIo(ctx: BlockContext, h: ModelShape): void {
   g.input(IO.pastMask, DataType.FLOAT, ["batch", 1, 1, "past"]);
   g.input(IO.newMask, DataType.FLOAT, ["mask_batch", 1, "group_seq", "seq"]);
   g.input(IO.logitsFrom, DataType.INT64, [1]);
+  // Sliding-window layers read a ring of their own length (see text-graph.ts); a model without them has no ring input.
+  const sliding = new Set(h.slidingWindow?.layers ?? []);
+  if (h.slidingWindow) g.input(IO.ringPositions, DataType.INT64, ["batch", "ring"]);
   for (let l = 0; l < h.layers; l++) {
-    g.input(IO.pastKey(l), DataType.FLOAT, ["batch", h.kvHeads, h.headDim, "past"]);
-    g.input(IO.pastValue(l), DataType.FLOAT, ["batch", h.kvHeads, "past", h.headDim]);
+    const past = sliding.has(l) ? "ring" : "past";
+    g.input(IO.pastKey(l), DataType.FLOAT, ["batch", h.kvHeads, h.headDim, past]);
+    g.input(IO.pastValue(l), DataType.FLOAT, ["batch", h.kvHeads, past, h.headDim]);
   }
   g.output(IO.logits, DataType.FLOAT, ["batch", "positions", h.vocab]);
   for (let l = 0; l < h.layers; l++) {

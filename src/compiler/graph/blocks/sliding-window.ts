@@ -4,7 +4,7 @@ import type { BlockContext } from "./context.js";
 
 /** The additive masks of a sliding-window layer, in the shapes {@link cachedAttention} adds to its scores. */
 export interface WindowMasks {
-  /** [B, 1, group*S, past]: the runtime's `past_mask` plus -inf for cached keys outside the window. */
+  /** [B, 1, group*S, ring]: -inf for ring entries outside each query's window (and for empty ones). */
   past: string;
   /** [B, 1, group*S, S]: the runtime's causal `new_mask` plus -inf for new keys outside the window. */
   new: string;
@@ -15,17 +15,18 @@ export interface WindowMasks {
  * LLAMA_SWA_TYPE_STANDARD does (a key at p0 is hidden from a query at p1 when p1 - p0 >= window).
  * Built once per graph from `position_ids` and shared by every sliding-window layer.
  *
- * Cached key i is taken to be at position i: the runtime keeps each slot's cache in position order
- * from 0 (`KvPool`), so the index is the position. `group` is heads / kv_heads: query rows are laid
- * out (group, seq), as `cachedAttention` orders them.
+ * A sliding-window layer's cache is a ring (see `runtime/artifact/text-graph.ts`): the runtime
+ * feeds the position each ring index holds (`ring_positions`), every one earlier than the step's
+ * queries; an empty index's position is so far back that the window hides it, so `past_mask` is not
+ * needed. `group` is heads / kv_heads: query rows are laid out (group, seq), as `cachedAttention`
+ * orders them.
  */
 export function slidingWindowMasks(ctx: BlockContext, window: number, group: number): WindowMasks {
   const g = ctx.g;
   const int64 = (v: number) => g.constant(DataType.INT64, [], BigInt64Array.of(BigInt(v)), "i64");
   const float = (v: number) => g.constant(DataType.FLOAT, [], new Float32Array([v]), "f32");
   const queries = g.op("Unsqueeze", [IO.positionIds, g.int64s([2])]); // [B, S, 1]
-  const pastLen = g.op("Squeeze", [g.op("Shape", [IO.pastKey(0)], { attributes: { start: 3, end: 4 } }), g.int64s([0])]);
-  const pastKeys = g.op("Range", [int64(0), pastLen, int64(1)]); // [past]
+  const ringKeys = g.op("Unsqueeze", [IO.ringPositions, g.int64s([1])]); // [B, 1, ring]
   const newKeys = g.op("Unsqueeze", [IO.positionIds, g.int64s([1])]); // [B, 1, S]
   const outside = (keys: string) => {
     const hidden = g.op("GreaterOrEqual", [g.op("Sub", [queries, keys]), int64(window)]); // [B, S, K]
@@ -34,7 +35,7 @@ export function slidingWindowMasks(ctx: BlockContext, window: number, group: num
     return g.op("Unsqueeze", [g.op("Tile", [additive, g.int64s([1, group, 1])]), g.int64s([1])]);
   };
   return {
-    past: g.op("Add", [outside(pastKeys), IO.pastMask]),
+    past: outside(ringKeys),
     new: g.op("Add", [outside(newKeys), IO.newMask]),
   };
 }

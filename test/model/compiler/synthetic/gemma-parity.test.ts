@@ -35,13 +35,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { getLlama } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf } from "../../../../src/compiler/compile.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
+import { slidingCacheCapacity } from "../../../../src/runtime/artifact/index.js";
 import { ModelSession } from "../../../../src/runtime/worker/model-session.js";
 import { type TinyGemmaSpec, type TinyGemmaTypes, writeTinyGemma } from "../../../fixtures/synthetic/tiny-gemma.js";
 import { Random } from "../../../fixtures/synthetic/tiny-model.js";
-import { describeSyntheticParity, type ParityCase, syntheticTokenizer } from "../../../support/synthetic-parity.js";
+import { describeSyntheticParity, llamaCppReference, type ParityCase, syntheticTokenizer, TOP } from "../../../support/synthetic-parity.js";
 
 const { F16, BF16, Q8_0, Q4_K, Q6_K } = GgmlType;
 
@@ -89,6 +91,9 @@ const CASES: Array<ParityCase<TinyGemmaSpec>> = [
     choices: ["5 of 6 layers attend to the last 12 positions", "local layers: half-split, theta 10000", "attention none, final none"],
   },
 ];
+
+/** Limit of the long ring run below ("fast" numerics, F16 weights): 2-3x its measured maximum (0.0036). */
+const LONG_RUN_LIMIT = 0.01;
 
 describeSyntheticParity("kiln vs llama.cpp on synthetic Gemma 2 and Gemma 3 models", CASES, writeTinyGemma);
 
@@ -147,3 +152,117 @@ describe("Gemma sliding window in a batch of rows at different lengths", () => {
     }
   });
 });
+
+/**
+ * The sliding-window layers' KV cache is a ring of `slidingCacheCapacity(window)` positions (8 for
+ * a window of 8): a prompt of 6 windows, prefilled in chunks of 20 (each longer than the ring), then
+ * 40 decode steps (11 windows in all) still match llama.cpp, while every local layer's cache holds
+ * its ring and no more, and the global layers hold every position.
+ */
+describe("Gemma sliding-window KV ring over several windows", () => {
+  const spec: TinyGemmaSpec = { ...BASE, architecture: "gemma2", seed: 41, layers: 4, kvHeads: 2, ropeTheta: 10000, window: 8, attentionSoftcap: 4, finalSoftcap: 15, types: { embedding: F16, ...same(F16) } };
+  const CHUNK = 20;
+  let work: string;
+  let diffs: number[] = [];
+  let localFloats: number[] = [];
+  let globalFloats: number[] = [];
+  let ringCapacity = 0;
+  let capacity = 0;
+  let dir: string;
+  let prompt: number[];
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "kiln-gemma-ring-"));
+    const ggufPath = join(work, "gemma2.gguf");
+    await writeTinyGemma(ggufPath, spec, await syntheticTokenizer());
+    const rnd = new Random(99);
+    const ids = (n: number) => Array.from({ length: n }, () => rnd.int(100, 49000));
+    const run = { prompt: ids(6 * spec.window!), decode: ids(40) };
+    const llama = await getLlama({ gpu: false });
+    let references;
+    try {
+      references = (await llamaCppReference(llama, ggufPath, [run]))[0];
+    } finally {
+      await llama.dispose();
+    }
+    prompt = run.prompt;
+    const compiled = await compileGguf({ slug: "synthetic-gemma-ring", ggufPath, home: join(work, "home"), options: { numerics: "fast" } });
+    dir = compiled.dir;
+    const { manifest } = compiled;
+    expect(manifest.shape.slidingWindow).toEqual({ window: 8, layers: [0, 2] });
+    const session = await ModelSession.load(dir, { threads: 2 });
+    try {
+      const compare = (logits: Float32Array, top: Array<[number, number]>) => {
+        const lse = logSumExp(logits);
+        diffs.push(Math.max(...top.slice(0, TOP).map(([t, ref]) => Math.abs(logits[t] - lse - ref))));
+      };
+      let logits: Float32Array = new Float32Array();
+      for (let at = 0; at < run.prompt.length; at += CHUNK) {
+        const chunk = run.prompt.slice(at, at + CHUNK);
+        logits = await session.forward(0, 1, chunk.length, chunk);
+      }
+      compare(logits, references[0]);
+      for (let j = 0; j < run.decode.length; j++) compare(await session.forward(0, 1, 1, [run.decode[j]]), references[j + 1]);
+      const { kv } = session;
+      ringCapacity = kv.ringCapacity;
+      capacity = kv.capacity;
+      localFloats = manifest.shape.slidingWindow!.layers.map((l) => kv.keys[l].length + kv.values[l].length);
+      globalFloats = [1, 3].map((l) => kv.keys[l].length + kv.values[l].length);
+    } finally {
+      await session.release();
+    }
+  });
+
+  afterAll(() => {
+    console.log(`gemma2 F16, window 8, ${6 * 8}-token prompt in chunks of ${CHUNK} + 40 steps, fast numerics: max |log-prob difference| ${Math.max(...diffs).toFixed(5)}`);
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it("matches llama.cpp at the prefill and at every decode step past the ring", () => {
+    expect(diffs.length).toBe(41);
+    expect(Math.max(...diffs)).toBeLessThan(LONG_RUN_LIMIT);
+  });
+
+  it("keeps each sliding-window layer's cache within its ring, and every position of the global layers", () => {
+    const perPosition = 2 * spec.kvHeads * spec.headDim; // keys and values, one slot
+    expect(ringCapacity).toBe(slidingCacheCapacity(8));
+    for (const floats of localFloats) expect(floats).toBe(perPosition * slidingCacheCapacity(8));
+    for (const floats of globalFloats) expect(floats).toBe(perPosition * capacity);
+    expect(capacity).toBeGreaterThanOrEqual(6 * 8 + 40);
+  });
+
+  it("continues a cached prefix cut back within the ring's slack as a fresh prefill does, and refuses one cut further", async () => {
+    const next = 4242;
+    const fresh = await ModelSession.load(dir, { threads: 2 });
+    let expected: Float32Array;
+    try {
+      await fresh.forward(0, 1, prompt.length, prompt);
+      expected = Float32Array.from(await fresh.forward(0, 1, 1, [next]));
+    } finally {
+      await fresh.release();
+    }
+    const session = await ModelSession.load(dir, { threads: 2, slots: 2 });
+    try {
+      await session.forward(0, 1, prompt.length, prompt);
+      // One position past the prompt: cutting back by one is within the ring's slack (1 for a window of 8), by two is not.
+      await session.forward(0, 1, 1, [77]);
+      expect(session.kv.canKeep(0, prompt.length)).toBe(true);
+      expect(() => session.kv.copyPrefix(0, 1, prompt.length - 1)).toThrow(RangeError);
+      session.kv.copyPrefix(0, 1, prompt.length);
+      const reused = await session.forward(1, 1, 1, [next]);
+      let worst = 0;
+      for (let v = 0; v < expected.length; v++) worst = Math.max(worst, Math.abs(reused[v] - expected[v]));
+      expect(worst).toBeLessThan(1e-4);
+    } finally {
+      await session.release();
+    }
+  });
+});
+
+function logSumExp(a: Float32Array): number {
+  let max = -Infinity;
+  for (const v of a) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of a) sum += Math.exp(v - max);
+  return Math.log(sum) + max;
+}

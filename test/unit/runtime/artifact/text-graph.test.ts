@@ -36,6 +36,13 @@ describe("the text graph contract", () => {
     expect(() => checkTextGraphIo(renamed, 1, "the artifact a")).toThrow(/the artifact a/);
   });
 
+  it("adds the ring positions input only to graphs with sliding-window layers", () => {
+    expect(textGraphIo(1, true).inputs).toEqual(["input_ids", "position_ids", "past_mask", "new_mask", "logits_from", "ring_positions", "past_key_t.0", "past_value.0"]);
+    expect(() => checkTextGraphIo(textGraphIo(2, true), 2, "x", true)).not.toThrow();
+    expect(() => checkTextGraphIo(textGraphIo(2), 2, "x", true)).toThrow(/recompile/);
+    expect(() => checkTextGraphIo(textGraphIo(2, true), 2, "x")).toThrow(/recompile/);
+  });
+
   it("sizes one position of one slot as float32 keys and values of every layer", () => {
     expect(kvBytesPerPosition(smol)).toBe(46080);
   });
