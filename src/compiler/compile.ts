@@ -7,7 +7,9 @@ import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
 import { buildTextGraph, resolveArchitecture } from "./graph/architectures.js";
-import type { BuildOptions } from "./graph/blocks/context.js";
+import type { BuildOptions, EmbeddingLookup, MinFold } from "./graph/blocks/context.js";
+
+export type { EmbeddingLookup, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { digestGgufSource, type SourceDigest } from "./source-digest.js";
@@ -21,7 +23,7 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * 0.5.1: Gemma's sliding-window layers read their KV cache as a ring (`ring_positions`, manifest
  * `shape.slidingWindow`); other architectures' graphs are unchanged.
  */
-export const COMPILER_VERSION = "0.5.1";
+export const COMPILER_VERSION = "0.6.0";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {
@@ -29,6 +31,10 @@ export interface CompileOptions {
   accuracyLevel?: number;
   /** "fast" (default) or "llama.cpp" rounding emulation; see BuildOptions.numerics. */
   numerics?: "fast" | "llama.cpp";
+  /** Block minimums as a correction matmul ("matmul", default) or folded into 8-bit zero points ("8bit"); see BuildOptions.minFold. */
+  minFold?: MinFold;
+  /** Token embedding as its quantized blocks ("quantized", default) or a float32 table ("float32"); see BuildOptions.embedding. */
+  embedding?: EmbeddingLookup;
 }
 
 export interface CompileRequest {
@@ -68,10 +74,21 @@ export { SourceChangedError } from "./source-digest.js";
 export const DEFAULT_WEIGHTS_FILE_BYTES = 16 * 2 ** 30;
 
 /** What an unset compile option means. */
-export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast" };
+export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast", minFold: "matmul", embedding: "quantized" };
 
-function resolvedOptions(options: CompileOptions = {}): Required<CompileOptions> {
-  return { accuracyLevel: options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel, numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics };
+/**
+ * Every option set, for the build; `minFold` and `embedding` appear only when not the default, so that
+ * artifacts compiled before it existed keep their ids (the id hashes these options).
+ */
+function resolvedOptions(options: CompileOptions = {}): CompileOptions & Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> {
+  const minFold = options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold;
+  const embedding = options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding;
+  return {
+    accuracyLevel: options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel,
+    numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics,
+    ...(minFold !== DEFAULT_COMPILE_OPTIONS.minFold ? { minFold } : {}),
+    ...(embedding !== DEFAULT_COMPILE_OPTIONS.embedding ? { embedding } : {}),
+  };
 }
 
 /** Compiles a GGUF text model of a supported architecture (`graph/architectures.ts`) into an artifact folder (graph, weights, tokenizer, template, manifest). */
@@ -100,7 +117,9 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   try {
     stage("building graph");
     const builder = new GraphBuilder(folder.path(ARTIFACT_FILES.weights), req.maxWeightsFileBytes ?? DEFAULT_WEIGHTS_FILE_BYTES);
-    const build: BuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics };
+    const build: BuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics, minFold: options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
+      embedding: options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding,
+    };
     const choices = await buildTextGraph(builder, weights, resolved, build);
     const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };
     checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`, hyper.slidingWindow !== undefined);

@@ -19,6 +19,10 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
       description: "fast: ONNX Runtime's int8-activation fast path; llama.cpp: reproduce llama.cpp's CPU rounding (slower)",
     }),
     accuracyLevel: option.integer({ min: 0, max: 4, default: DEFAULT_COMPILE_OPTIONS.accuracyLevel, description: "MatMulNBits accuracy level of the fast path: 4 int8 activations, 0 float" }),
+    minFold: option.choice(["matmul", "8bit"], {
+      default: DEFAULT_COMPILE_OPTIONS.minFold,
+      description: "Q4_1/Q4_K/Q5_K block minimums: matmul: an exact correction matmul; 8bit: folded into 8-bit zero points (fewer nodes, twice the weight bytes)",
+    }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },
   async run({ options, positionals }, io) {
@@ -29,7 +33,7 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
     try {
       const result = await provisionArtifact(slug, {
         force: options.force,
-        compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel },
+        compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold },
         onStage: (stage) => io.stderr.write(`${slug}: ${stage}\n`),
       });
       const what = result.reused ? "already compiled" : `compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`;

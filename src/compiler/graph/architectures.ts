@@ -69,6 +69,9 @@ export async function buildTextGraph(g: GraphBuilder, weights: WeightSource, res
     options.numerics === "llama.cpp"
       ? { what: "numerics", choice: "llama.cpp emulation: Q8_0/Q8_1 activation blocks with fp16 scales (Q8_K super-blocks for K-quants, f16/bf16 for F16/BF16 weights), fp16 KV/query/probabilities, MatMulNBits accuracy_level 0", exact: true, why: "token-exact agreement with llama.cpp's CPU path" }
       : { what: "numerics", choice: `fast: MatMulNBits accuracy_level ${options.accuracyLevel}`, exact: options.accuracyLevel === 0, why: options.accuracyLevel === 4 ? "int8 activations: the CPU fast path (llama.cpp likewise quantizes activations, with other rounding)" : "float activations" },
+    ...(options.minFold === "8bit" && options.numerics !== "llama.cpp"
+      ? [{ what: "block minimums", choice: "folded into 8-bit integer zero points", exact: false, why: "one MatMulNBits per linear instead of four nodes; each weight within 1/32 of its block's step" }]
+      : []),
     ...ctx.choices,
   ];
 }

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import cron from "node-cron";
 import { z } from "zod";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
-import { GRAPH_OPTIMIZATION_LEVELS } from "./settings.js";
+import { GRAPH_OPTIMIZATION_LEVELS, MIN_FOLDS } from "./settings.js";
 
 /** Speed metrics a promotion may be decided on; `batch<N>_tokens_per_second` for each batch size N > 1. */
 export const BASE_METRICS = ["decode_tokens_per_second", "prefill_tokens_per_second", "ttft_ms"] as const;
@@ -27,6 +27,7 @@ const searchSpaceSchema = z
   .object({
     accuracyLevel: distinct(z.number().int().min(0).max(4)).optional(),
     numerics: distinct(z.enum(["fast", "llama.cpp"])).optional(),
+    minFold: distinct(z.enum(MIN_FOLDS)).optional(),
     threads: distinct(positiveInt(256)).optional(),
     graphOptimizationLevel: distinct(z.enum(GRAPH_OPTIMIZATION_LEVELS)).optional(),
     prefillChunk: distinct(positiveInt(8192)).optional(),

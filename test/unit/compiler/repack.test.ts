@@ -12,6 +12,7 @@ import { GgmlType } from "../../../src/compiler/gguf/types.js";
 import type { GraphBuilder } from "../../../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../../../src/compiler/onnx/onnx-proto.js";
 import { concatRows, fusable, type LinearWeight, scaleRows } from "../../../src/compiler/quant/linear-weight.js";
+import { type FoldReport, foldMinsTo8Bit } from "../../../src/compiler/quant/fold-mins.js";
 import { floatLinear, repackQ4_0, repackQ4_1, repackQ4_K, repackQ5_0, repackQ5_K, repackQ6_K, repackQ8_0 } from "../../../src/compiler/quant/repack.js";
 import { buildAndRun, floatTensor, randomBytes, randomFloats, rng, tempDir } from "./support.js";
 
@@ -331,5 +332,72 @@ describe("scaleRows (folding a power of two into some rows)", () => {
     for (let r = 0; r < n; r++) {
       for (let c = 0; c < k; c++) expect(w.weightT[c * n + r]).toBe(values[r * k + c] * (r >= 1 && r < 3 ? 0.5 : 1));
     }
+  });
+});
+
+describe("foldMinsTo8Bit (block minimums into 8-bit integer zero points)", () => {
+  const FOLDS: Array<{ format: Format; n: number; k: number }> = [
+    { format: FORMATS.Q4_1, n: 16, k: 256 },
+    { format: FORMATS.Q4_K, n: 8, k: 512 },
+    { format: FORMATS.Q5_K, n: 8, k: 512 },
+  ];
+
+  /** Largest |folded - original| over each 32-block, in units of that block's own step d (its MatMulNBits scale). */
+  function worstStepError(original: NBits, folded: Float32Array, dense: Float32Array): number {
+    const kBlocks = original.k / original.blockSize;
+    let worst = 0;
+    for (let r = 0; r < original.n; r++) {
+      for (let b = 0; b < kBlocks; b++) {
+        const d = Math.abs(original.scales[r * kBlocks + b]);
+        for (let j = 0; j < original.blockSize; j++) {
+          const at = r * original.k + b * original.blockSize + j;
+          // A zero-step block (a K-quant sub-block scale of 0) holds only its minimum: 8-bit symmetric, within a 254th of it.
+          if (d === 0) expect(Math.abs(folded[at] - dense[at])).toBeLessThanOrEqual(Math.abs(dense[at]) / 254 + 1e-7);
+          else worst = Math.max(worst, Math.abs(folded[at] - dense[at]) / d);
+        }
+      }
+    }
+    return worst;
+  }
+
+  it.each(FOLDS)("$format.name: 8 bits, no minimums, every weight within half a step (1/32 where the minimum lies within 15 steps below zero)", ({ format, n, k }) => {
+    const raw = randomTensor(format, n, k, 4000 + k);
+    const original = asNBits(format.repack(raw, n, k));
+    const dense = reference(format, raw, n, k);
+    const report: FoldReport = { worstStepFraction: 0, requantizedBlocks: 0 };
+    const folded = asNBits(foldMinsTo8Bit(original, report));
+    expect(folded).toMatchObject({ bits: 8, blockSize: original.blockSize, mins: null, exact: false });
+    expect(folded.zeroPoints!.length).toBe(n * (k / original.blockSize));
+    expect(report.requantizedBlocks).toBe(0);
+    expect(worstStepError(original, dequantOperands(folded), dense)).toBeLessThanOrEqual(report.worstStepFraction + 1e-3);
+    expect(report.worstStepFraction).toBeLessThanOrEqual(0.5);
+  });
+
+  it("a typical Q4_1 block (minimum a few steps below zero) folds to within 1/32 of a step", () => {
+    // d = 0.01, m = -0.0737: -m/d = 7.37, inside [0, 15], so k = 16.
+    const raw = new Uint8Array(20);
+    const d = f32ToF16(0.01);
+    const m = f32ToF16(-0.0737);
+    raw.set([d & 0xff, d >> 8, m & 0xff, m >> 8]);
+    for (let i = 4; i < 20; i++) raw[i] = (i * 37) & 0xff;
+    const original = asNBits(repackQ4_1(raw, 1, 32));
+    const report: FoldReport = { worstStepFraction: 0, requantizedBlocks: 0 };
+    const folded = asNBits(foldMinsTo8Bit(original, report));
+    expect(report.worstStepFraction).toBeLessThanOrEqual(1 / 32);
+    expect(worstStepError(original, dequantOperands(folded), reference(FORMATS.Q4_1, raw, 1, 32))).toBeLessThanOrEqual(1 / 32 + 1e-3);
+  });
+
+  it("runs in onnxruntime as one MatMulNBits (8-bit, explicit zero points)", async () => {
+    const raw = randomTensor(FORMATS.Q4_1, 16, 256, 4100);
+    const dense = reference(FORMATS.Q4_1, raw, 16, 256);
+    const folded = asNBits(foldMinsTo8Bit(repackQ4_1(raw, 16, 256)));
+    // Against the original weights: the fold's own error (<= half a step, about 2% of a weight's range here) bounds it.
+    expect(await ortRelativeError("folded-q41", folded, dense, 11)).toBeLessThan(0.05);
+    expect(await ortRelativeError("folded-q41-self", folded, dequantOperands(folded), 12)).toBeLessThan(1e-4);
+  });
+
+  it("leaves weights without minimums alone", () => {
+    const w = repackQ8_0(randomTensor(FORMATS.Q8_0, 4, 64, 4200), 4, 64);
+    expect(foldMinsTo8Bit(w)).toBe(w);
   });
 });

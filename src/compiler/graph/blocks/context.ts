@@ -16,7 +16,27 @@ export interface BuildOptions {
   accuracyLevel: number;
   /** Rounding model; see {@link Numerics}. Default "fast". */
   numerics: Numerics;
+  /**
+   * How block minimums (Q4_1, Q4_K, Q5_K) reach the matmul: "matmul" adds blocksum(x) @ mins
+   * (exact, four nodes per linear); "8bit" folds them into 8-bit integer zero points (one node,
+   * twice the weight bytes, each weight within 1/32 of its block's step). Ignored in "llama.cpp"
+   * numerics. Default "matmul".
+   */
+  minFold?: MinFold;
+  /**
+   * How the token embedding is looked up: "float32" dequantizes the table once at compile time
+   * (4 bytes per weight, a plain Gather); "quantized" keeps the GGUF's blocks and looks rows up with
+   * GatherBlockQuantized (exact, a quarter of the bytes or less, for 32-blocks of 4 or 8 bits; other
+   * encodings fall back to float32). Default "quantized" (an option since compiler 0.6.0).
+   */
+  embedding?: EmbeddingLookup;
 }
+
+/** See {@link BuildOptions.embedding}. */
+export type EmbeddingLookup = "float32" | "quantized";
+
+/** See {@link BuildOptions.minFold}. */
+export type MinFold = "matmul" | "8bit";
 
 /** A matmul input after llama.cpp's activation rounding, and its block sums where the weight has block minimums. */
 export interface RoundedActivation {

@@ -1,4 +1,5 @@
 import { DataType } from "../../onnx/onnx-proto.js";
+import { foldMinsTo8Bit } from "../../quant/fold-mins.js";
 import { concatRows, fusable, type LinearWeight } from "../../quant/linear-weight.js";
 import { emulatedActivation } from "./activation.js";
 import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
@@ -6,6 +7,8 @@ import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
 /** x @ W^T for one weight, as MatMulNBits (plus the block-minimum term) or a float MatMul; `name` prefixes its initializers. */
 export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name: string): string {
   const g = ctx.g;
+  // Folded per linear, after fusion, so a fused QKV or gate|up is folded once.
+  if (weight.kind === "nbits" && weight.mins && ctx.options.minFold === "8bit" && !emulatesLlamaCpp(ctx)) weight = foldMinsTo8Bit(weight);
   const act = emulatedActivation(ctx, x, weight);
   if (act) x = act.xq;
   if (weight.kind === "float") {

@@ -1,0 +1,141 @@
+/**
+ * Folding a weight's block minimums into 8-bit integer zero points, so that its matmul is one
+ * MatMulNBits node instead of MatMulNBits + ReduceSum + MatMul + Add (Q4_1, Q4_K, Q5_K).
+ *
+ * A block's values are u*d + m (u the stored integer minus its zero point, d the scale, m the
+ * minimum). MatMulNBits computes (q - zp)*s with integer q and zp, so choose s = d/k and
+ * q - zp = k*u + round(k*m/d): every value moves by the same |error| <= d/(2k), where d is the
+ * block's own quantization step. k is the largest of 16, 8, 4, 2, 1 whose codes fit in a byte
+ * (k = 16 for every Q4_1 block whose minimum lies within 15 steps below zero, i.e. nearly all).
+ * A block that fits none (its minimum far from zero against its step) is quantized afresh to
+ * 8 bits (s = max|value|/127), an error of at most max|value|/254. The cost is bytes: 8 bits per
+ * weight instead of 4 (plus the minimums), which the optimization track weighs against the nodes
+ * saved.
+ */
+import type { LinearWeight } from "./linear-weight.js";
+
+type NbitsWeight = Extract<LinearWeight, { kind: "nbits" }>;
+
+/** Divisors of the block step tried, finest first. */
+const STEP_DIVISORS = [16, 8, 4, 2, 1];
+
+/** How far the folded weight is from the original, for the manifest: the worst error over blocks, in units of each block's own step. */
+export interface FoldReport {
+  /** Largest |folded - original| / d over every weight (<= 1/32 when every block takes k = 16). */
+  worstStepFraction: number;
+  /** Blocks that no k fitted and were requantized to 8 bits. */
+  requantizedBlocks: number;
+}
+
+/** `w` with its minimums folded into 8-bit zero points (no `mins`), or `w` itself when it has none. */
+export function foldMinsTo8Bit(w: NbitsWeight, report?: FoldReport): NbitsWeight;
+export function foldMinsTo8Bit(w: LinearWeight, report?: FoldReport): LinearWeight;
+export function foldMinsTo8Bit(w: LinearWeight, report?: FoldReport): LinearWeight {
+  if (w.kind !== "nbits" || w.mins === null) return w;
+  const { n, k, blockSize } = w;
+  const kBlocks = k / blockSize;
+  const packed = new Uint8Array(n * k);
+  const scales = new Float32Array(n * kBlocks);
+  const zeroPoints = new Uint8Array(n * kBlocks);
+  const u = new Int32Array(blockSize);
+  let worst = 0;
+  let requantized = 0;
+  for (let row = 0; row < n; row++) {
+    for (let b = 0; b < kBlocks; b++) {
+      const blk = row * kBlocks + b;
+      storedIntegers(w, row, b, u);
+      const d = w.scales[blk];
+      const m = w.mins[b * n + row];
+      let umin = Infinity;
+      let umax = -Infinity;
+      for (let i = 0; i < blockSize; i++) {
+        umin = Math.min(umin, u[i]);
+        umax = Math.max(umax, u[i]);
+      }
+      const out = packed.subarray(blk * blockSize, (blk + 1) * blockSize);
+      const fitted = d !== 0 && fitBlock(u, umin, umax, d, m, out);
+      if (fitted) {
+        scales[blk] = d / fitted.k;
+        zeroPoints[blk] = fitted.zp;
+        worst = Math.max(worst, fitted.error);
+      } else {
+        const s = requantizeBlock(u, d, m, out);
+        scales[blk] = s;
+        zeroPoints[blk] = 128;
+        if (d !== 0) requantized++;
+      }
+    }
+  }
+  if (report) {
+    report.worstStepFraction = Math.max(report.worstStepFraction, worst);
+    report.requantizedBlocks += requantized;
+  }
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 8,
+    blockSize,
+    packed,
+    scales,
+    zeroPoints,
+    mins: null,
+    mapping: `${w.mapping.split(" -> ")[0]} -> MatMulNBits 8-bit block ${blockSize}, minimum folded into integer zero points (error <= step/32)`,
+    exact: false,
+    ...(w.activation ? { activation: w.activation } : {}),
+  };
+}
+
+/** Codes q = k*u + a with zero point zp = a - r (r = round(k*m/d)) for the finest k that fits a byte; null when none does. */
+function fitBlock(u: Int32Array, umin: number, umax: number, d: number, m: number, out: Uint8Array): { k: number; zp: number; error: number } | null {
+  for (const k of STEP_DIVISORS) {
+    const r = Math.round((k * m) / d);
+    // q - zp = k*u + r for every u in the block: zp = -(k*umin + r) + a, q = k*(u - umin) + a, a >= 0.
+    let zp = -(k * umin + r);
+    let a = 0;
+    if (zp < 0) {
+      a = -zp;
+      zp = 0;
+    }
+    if (zp > 255 || a + k * (umax - umin) > 255) continue;
+    for (let i = 0; i < u.length; i++) out[i] = k * (u[i] - umin) + a;
+    return { k, zp, error: Math.abs(r - (k * m) / d) / k };
+  }
+  return null;
+}
+
+/** Plain symmetric 8-bit quantization of the block's values u*d + m (zero point 128); returns the scale. */
+function requantizeBlock(u: Int32Array, d: number, m: number, out: Uint8Array): number {
+  let maxAbs = 0;
+  for (let i = 0; i < u.length; i++) maxAbs = Math.max(maxAbs, Math.abs(u[i] * d + m));
+  const s = maxAbs === 0 ? 1 : maxAbs / 127;
+  for (let i = 0; i < u.length; i++) out[i] = Math.max(0, Math.min(255, Math.round((u[i] * d + m) / s) + 128));
+  return s;
+}
+
+/** The stored integers of block `b` of row `row`, minus their zero point: value = u*scale (+ min). */
+function storedIntegers(w: NbitsWeight, row: number, b: number, u: Int32Array): void {
+  const kBlocks = w.k / w.blockSize;
+  const blk = row * kBlocks + b;
+  const zp = zeroPoint(w, row, b);
+  if (w.bits === 8) {
+    const base = blk * w.blockSize;
+    for (let i = 0; i < w.blockSize; i++) u[i] = w.packed[base + i] - zp;
+    return;
+  }
+  const base = (blk * w.blockSize) / 2;
+  for (let i = 0; i < w.blockSize; i += 2) {
+    const byte = w.packed[base + i / 2];
+    u[i] = (byte & 0x0f) - zp;
+    u[i + 1] = (byte >> 4) - zp;
+  }
+}
+
+/** A block's zero point: packed per row (two per byte, low nibble first, for 4 bits), or the operator's default. */
+function zeroPoint(w: NbitsWeight, row: number, b: number): number {
+  if (w.zeroPoints === null) return w.bits === 4 ? 8 : 128;
+  const kBlocks = w.k / w.blockSize;
+  if (w.bits === 8) return w.zeroPoints[row * kBlocks + b];
+  const byte = w.zeroPoints[row * Math.ceil(kBlocks / 2) + (b >> 1)];
+  return b & 1 ? byte >> 4 : byte & 0x0f;
+}
