@@ -2,7 +2,8 @@ import type { ModelShape } from "../../../runtime/artifact/index.js";
 import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import type { TensorNeeds } from "../architecture.js";
-import type { BlockContext } from "./context.js";
+import { foldMinsTo8Bit } from "../../quant/fold-mins.js";
+import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
 import { linear } from "./linear.js";
 import { rmsNorm, skipRmsNorm } from "./norm.js";
 import type { RopeSpec } from "./rotary.js";
@@ -39,8 +40,12 @@ export function declareTextIo(ctx: BlockContext, h: ModelShape): void {
   }
 }
 
-/** The input tokens' embeddings [B, S, hidden] (`token_embd`, dequantized once to a float32 table). */
+/** The input tokens' embeddings [B, S, hidden] (`token_embd`): a float32 table, or its quantized blocks (`options.embedding`). */
 export async function tokenEmbedding(ctx: BlockContext, h: ModelShape): Promise<string> {
+  if (ctx.options.embedding === "quantized") {
+    const quantized = await quantizedEmbedding(ctx, h);
+    if (quantized) return quantized;
+  }
   const g = ctx.g;
   ctx.choices.push({ what: "token embedding", choice: "float32 table + Gather", exact: true, why: "dequantized once at compile time; only the looked-up rows are read per step" });
   // Written a run of rows at a time where the source can: the table is 4 bytes per weight (4 GiB for a 70B model).
@@ -49,6 +54,42 @@ export async function tokenEmbedding(ctx: BlockContext, h: ModelShape): Promise<
     ? await g.weightFromChunks("token_embd.f32", DataType.FLOAT, [h.vocab, h.hidden], h.vocab * h.hidden * 4, rows)
     : g.weight("token_embd.f32", DataType.FLOAT, [h.vocab, h.hidden], await ctx.w.floats("token_embd.weight"));
   return g.op("Gather", [table, IO.inputIds], { attributes: { axis: 0 } });
+}
+
+/**
+ * The embeddings looked up from the GGUF's own blocks with GatherBlockQuantized (value
+ * (q - zero point) * scale per 32-block, plus the block minimum where the encoding has one, added
+ * after the lookup); undefined when the table's encoding does not map onto it (float, K-quant
+ * super-blocks of 16, ...), which then takes the float32 table.
+ */
+async function quantizedEmbedding(ctx: BlockContext, h: ModelShape): Promise<string | undefined> {
+  const g = ctx.g;
+  let w = await ctx.w.linear("token_embd.weight");
+  if (w.kind !== "nbits" || w.blockSize !== 32 || w.k !== h.hidden) return undefined;
+  if (w.mins && ctx.options.minFold === "8bit" && !emulatesLlamaCpp(ctx)) w = foldMinsTo8Bit(w);
+  const kBlocks = w.k / w.blockSize;
+  const inputs = [
+    g.weight("token_embd.q", DataType.UINT8, [w.n, (w.k * w.bits) / 8], w.packed),
+    IO.inputIds,
+    g.weight("token_embd.scales", DataType.FLOAT, [w.n, kBlocks], w.scales),
+  ];
+  if (w.zeroPoints) inputs.push(g.weight("token_embd.zp", DataType.UINT8, [w.n, w.zeroPoints.length / w.n], w.zeroPoints));
+  let rows = g.op("GatherBlockQuantized", inputs, { domain: MS, attributes: { bits: w.bits, block_size: w.blockSize, gather_axis: 0, quantize_axis: 1 } });
+  if (w.mins) {
+    // mins is [kBlocks, vocab]: each token's row of minimums, added to its blocks.
+    const minsT = new Float32Array(w.n * kBlocks);
+    for (let b = 0; b < kBlocks; b++) for (let r = 0; r < w.n; r++) minsT[r * kBlocks + b] = w.mins[b * w.n + r];
+    const mins = g.op("Gather", [g.weight("token_embd.mins", DataType.FLOAT, [w.n, kBlocks], minsT), IO.inputIds], { attributes: { axis: 0 } });
+    const blocks = g.op("Reshape", [rows, g.int64s([0, 0, kBlocks, w.blockSize])]);
+    rows = g.op("Reshape", [g.op("Add", [blocks, g.op("Unsqueeze", [mins, g.int64s([3])])]), g.int64s([0, 0, w.k])]);
+  }
+  ctx.choices.push({
+    what: "token embedding",
+    choice: `GatherBlockQuantized over the GGUF's ${w.bits}-bit blocks${w.mins ? " + block minimums" : ""}`,
+    exact: w.exact,
+    why: "the table stays quantized: a quarter of the float32 table's bytes or less, in the file and in memory",
+  });
+  return rows;
 }
 
 /**

@@ -47,7 +47,7 @@ const CASES: Array<ParityCase<TinyModelSpec>> = [
     name: "llama, Q4_0 linears, Q8_0 tied embedding",
     spec: { ...BASE, architecture: "llama", seed: 11, ropeTheta: 10000, types: { embedding: Q8_0, ...same(Q4_0) } },
     limit: { "llama.cpp": 0.35, fast: 0.5 },
-    choices: ["interleaved, theta 10000", "tied to token_embd"],
+    choices: ["interleaved, theta 10000", "tied to token_embd", "token embedding: GatherBlockQuantized over the GGUF's 8-bit blocks"],
   },
   {
     name: "llama, Q4_K with Q6_K attn_v/ffn_down (Q4_K_M-like), untied Q6_K output",
@@ -59,13 +59,13 @@ const CASES: Array<ParityCase<TinyModelSpec>> = [
       types: { embedding: Q4_K, output: Q6_K, ...same(Q4_K), attnV: Q6_K, ffnDown: Q6_K },
     },
     limit: { "llama.cpp": 0.4, fast: 1.5 },
-    choices: ["interleaved, theta 500000", "own weight", "separate matmuls + Concat"],
+    choices: ["interleaved, theta 500000", "own weight", "separate matmuls + Concat", "token embedding: GatherBlockQuantized over the GGUF's 4-bit blocks + block minimums"],
   },
   {
     name: "qwen2, F32 QKV bias, F16 linears, F16 tied embedding",
     spec: { ...BASE, architecture: "qwen2", seed: 13, ropeTheta: 1000000, qkvBias: true, types: { embedding: F16, ...same(F16) } },
     limit: { "llama.cpp": 0.03, fast: 0.03 },
-    choices: ["half-split, theta 1000000", "tied to token_embd"],
+    choices: ["half-split, theta 1000000", "tied to token_embd", "token embedding: float32 table + Gather"],
   },
   {
     name: "qwen2, QKV bias, BF16 linears, Q8_0 embedding, untied BF16 output",
