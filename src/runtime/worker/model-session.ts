@@ -86,7 +86,11 @@ export class ModelSession {
     const t0 = performance.now();
     kv.ensure(longest);
     const t1 = performance.now();
-    const cap = kv.capacity;
+    // A step whose rows all start empty (a fresh prompt's first chunk) reads no cache at all: its
+    // past is fed as zero positions, sparing the matmuls over a capacity that is all masked.
+    let anyPast = false;
+    for (let r = 0; r < rows && !anyPast; r++) anyPast = kv.lengths[firstSlot + r] > 0;
+    const cap = anyPast ? kv.capacity : 0;
 
     const ids = new BigInt64Array(rows * seq);
     const positions = new BigInt64Array(rows * seq);
@@ -106,14 +110,15 @@ export class ModelSession {
       [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, seq), [1, 1, (shape.heads / shape.kvHeads) * seq, seq]),
       [TEXT_GRAPH.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(allPositions ? 0n : -1n), [1]),
     };
+    const ringCapacity = anyPast ? kv.ringCapacity : 0;
     if (shape.slidingWindow) {
-      const ring = new BigInt64Array(rows * kv.ringCapacity);
-      kv.ringPositions(firstSlot, rows, ring);
-      feeds[TEXT_GRAPH.ringPositions] = new ort.Tensor("int64", ring, [rows, kv.ringCapacity]);
+      const ring = new BigInt64Array(rows * ringCapacity);
+      if (anyPast) kv.ringPositions(firstSlot, rows, ring);
+      feeds[TEXT_GRAPH.ringPositions] = new ort.Tensor("int64", ring, [rows, ringCapacity]);
     }
     for (let l = 0; l < shape.layers; l++) {
-      const stride = kv.layerStride(l);
-      const past = kv.layerCapacity(l);
+      const stride = anyPast ? kv.layerStride(l) : 0;
+      const past = anyPast ? kv.layerCapacity(l) : 0;
       const keys = kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
       const values = kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride);
       feeds[TEXT_GRAPH.pastKey(l)] = new ort.Tensor("float32", keys, [rows, shape.kvHeads, shape.headDim, past]);
