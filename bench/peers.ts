@@ -3,10 +3,11 @@
  * speed and fidelity against the exact float reference, in one table.
  *
  *   npm run bench -- peers [--model smollm2-135m-instruct] [--threads 2] [--runs 3] [--steps 64]
+ *        [--min-fold matmul|8bit]
  *
  * Needs `bash scripts/peers/genai.sh` first (venv, float32 checkpoint from the GGUF, int4/int8 builds).
  * kiln runs the artifact `kiln serve` would load without a promotion (provisionArtifact: the
- * default compile), in this process, through ModelSession as bench/text.ts does; genai runs in
+ * default compile; `--min-fold 8bit` the track's folded-minimum candidate instead), in this process, through ModelSession as bench/text.ts does; genai runs in
  * bench/peers/genai_bench.py. Runs alternate kiln / genai so both see the same machine load; each
  * figure is the median of --runs.
  *
@@ -30,8 +31,11 @@ const { values: args } = parseArgs({
     threads: { type: "string", default: "2" },
     runs: { type: "string", default: "3" },
     steps: { type: "string", default: "64" },
+    "min-fold": { type: "string", default: "matmul" },
   },
 });
+const minFold = args["min-fold"] as "matmul" | "8bit";
+if (minFold !== "matmul" && minFold !== "8bit") throw new Error(`--min-fold must be matmul or 8bit, not ${minFold}`);
 const positiveInt = (name: string, v: string) => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, not ${v}`);
@@ -70,7 +74,7 @@ if (!genaiReady(BUILDS)) {
 const load0 = loadavg()[0];
 
 log(`kiln: provisioning ${slug} (pull + default compile, cached) ...`);
-const compiled = await provisionArtifact(slug, { onStage: (s) => log(`  ${s}`) });
+const compiled = await provisionArtifact(slug, { ...(minFold === "8bit" ? { compile: { minFold } } : {}), onStage: (s) => log(`  ${s}`) });
 const kiln = await ModelSession.load(compiled.dir, { threads, slots: BATCH });
 
 // Fidelity first: the genai script writes the reference kiln is scored against.

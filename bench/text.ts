@@ -1,10 +1,11 @@
 /**
  * Text runtime benchmark: kiln's compiled artifact (onnxruntime-node) against llama.cpp
- * (node-llama-cpp) on the same GGUF file, with the same thread count, in the same process.
+ * (node-llama-cpp) on the same GGUF file, with the same thread count, in the same process, and
+ * against llama.cpp's own native tools when they are built (see "native peer" below).
  *
  *   node --import tsx bench/text.ts [--model smollm2-135m-instruct] [--threads 2] [--runs 3]
  *        [--numerics fast|llama.cpp] [--steps 64] [--gguf path] [--skip-profile] [--json]
- *        [--max-busy 0.15] [--retries 2]
+ *        [--max-busy 0.15] [--retries 2] [--native]
  *
  * The GGUF comes from `pullModel(--model)` (or `--gguf`), the artifact from `compileGguf` (cached).
  * The machine is shared: each sample notes how many cores other processes used meanwhile (from
@@ -29,6 +30,17 @@
  *   MatMulNBits kernel (the one kiln's graph uses) on one layer's linear shapes at 512 rows.
  * Also printed: kiln's KV cache bytes at each context, and a per-step breakdown of one decode at 512
  * (session.run vs. kiln's JS around it, then an onnxruntime profile grouped by op and weight role).
+ *
+ * Native peer: the node-llama-cpp binding adds JavaScript work per token and so understates
+ * llama.cpp. When `llama-bench` and `llama-batched-bench` exist in .cache/peers/llama.cpp/bin
+ * (built with GGML_NATIVE from the llama.cpp vendored in the pinned llama-cpp-python sdist by
+ * scripts/peers/llama-cpp-native.sh; `--native` runs that script first), a second table puts
+ * kiln beside them on the same GGUF (bench/peers/llama-native.ts): decode @128 (+steps) at 1 and
+ * --threads threads (llama-bench -d 128 -n steps), prefill 512 (llama-bench -p 512), and 16
+ * sequences decoding together after 128-token prompts (llama-batched-bench's S_TG; kiln: one
+ * 16-slot session, each step one row per sequence). kiln's side of that table is measured again,
+ * alternating with the native binaries run by run, so both sides of each ratio share the machine's
+ * state; each decode row also gives both engines' share of the memory-bandwidth limit.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
@@ -46,6 +58,7 @@ import { DataType } from "../src/compiler/onnx/onnx-proto.js";
 import { ARTIFACT_FILES, KV_GROWTH_POSITIONS, type ModelShape } from "../src/runtime/artifact/index.js";
 import { KvPool } from "../src/runtime/kv-pool.js";
 import { ModelSession } from "../src/runtime/worker/model-session.js";
+import { benchHasDepth, buildNative, findNative, type NativeBinaries, nativeBatched, nativeDecode, nativePrefill } from "./peers/llama-native.js";
 
 // ── options ─────────────────────────────────────────────────────────────────────────────────
 
@@ -61,6 +74,7 @@ const { values: args } = parseArgs({
     "max-busy": { type: "string", default: "0.15" },
     retries: { type: "string", default: "2" },
     json: { type: "boolean", default: false },
+    native: { type: "boolean", default: false },
   },
 });
 const slug = args.model!;
@@ -118,9 +132,17 @@ function argmax(a: Float32Array): number {
   return best;
 }
 
-// ── model and artifact ──────────────────────────────────────────────────────────────────────
+// ── native llama.cpp (built on request, used whenever present) ─────────────────────────────
 
 const setupStart = now();
+let native: NativeBinaries | null = findNative();
+if (args.native && !native) {
+  log("building llama.cpp's native tools (scripts/peers/llama-cpp-native.sh; a few minutes, once) ...");
+  native = buildNative();
+}
+
+// ── model and artifact ──────────────────────────────────────────────────────────────────────
+
 let ggufPath: string;
 if (args.gguf) {
   ggufPath = args.gguf;
@@ -221,7 +243,7 @@ function onnxInventory(dir: string): Inventory {
   const gathered: Inventory["gathered"] = [];
   for (const [name, bytes] of sizes) {
     const uses = consumers.get(name) ?? [];
-    if (uses.length > 0 && uses.every((u) => (u.op === "Gather" && u.index === 0) || (u.op === "RotaryEmbedding" && u.index >= 2))) gathered.push({ name, bytes });
+    if (uses.length > 0 && uses.every((u) => ((u.op === "Gather" || u.op === "GatherBlockQuantized") && u.index !== 1) || (u.op === "RotaryEmbedding" && u.index >= 2))) gathered.push({ name, bytes });
   }
   // Roles of streamed weights and of nodes (for the profile): the linear a weight belongs to.
   const roleOf = (weight: string): string => {
@@ -378,9 +400,9 @@ const probeBusy = othersCores(probeCpu, cpuSnapshot(), (now() - probeStart) / 10
 log(`loading kiln artifact ${compiled.manifest.id} and llama.cpp on ${threads} threads ...`);
 const kiln = await ModelSession.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK });
 /** An empty KV pool with its capacity shrunk back (`truncate(0, 0)` alone keeps the grown capacity). */
-function freshCache(): KvPool {
-  kiln.kv.reset();
-  return kiln.kv;
+function freshCache(session = kiln): KvPool {
+  session.kv.reset();
+  return session.kv;
 }
 
 const llama = await getLlama({ gpu: false });
@@ -414,18 +436,40 @@ async function kilnPrefill(ids: number[]): Promise<number> {
 }
 
 /** Decode `steps` tokens at context `L`; `grownTo` pre-grows the pool (stale capacity from an earlier sequence). */
-async function kilnDecode(L: number, grownTo = 0): Promise<DecodeResult> {
-  const kv = freshCache();
+async function kilnDecode(L: number, grownTo = 0, session = kiln): Promise<DecodeResult> {
+  const kv = freshCache(session);
   if (grownTo) kv.ensure(grownTo);
-  await kiln.forward(0, 1, L - 1, promptIds.slice(0, L - 1));
+  await session.forward(0, 1, L - 1, promptIds.slice(0, L - 1));
   let tok = promptIds[L - 1];
   let kvBytes = 0;
   const t = now();
   for (let i = 0; i < steps; i++) {
-    tok = argmax(await kiln.forward(0, 1, 1, [tok]));
-    if (i === 0) kvBytes = kiln.kv.bytes();
+    tok = argmax(await session.forward(0, 1, 1, [tok]));
+    if (i === 0) kvBytes = session.kv.bytes();
   }
   return { tps: steps / ((now() - t) / 1000), kvBytes };
+}
+
+/**
+ * `session.kv.slots` sequences, each prefilled (untimed) with its own `prompt` tokens, then `steps`
+ * steps of one token per sequence in one forward; tokens/s counts every sequence's tokens (as
+ * llama-batched-bench's S_TG does).
+ */
+async function kilnBatched(session: ModelSession, prompt: number): Promise<DecodeResult> {
+  const rows = session.kv.slots;
+  freshCache(session);
+  const ids: number[] = [];
+  for (let r = 0; r < rows; r++) ids.push(...promptIds.slice(r, r + prompt));
+  let logits = await session.forward(0, rows, prompt, ids);
+  let kvBytes = 0;
+  const vocab = session.vocab;
+  const t = now();
+  for (let i = 0; i < steps; i++) {
+    const next = Array.from({ length: rows }, (_, r) => argmax(logits.subarray(r * vocab, (r + 1) * vocab)));
+    logits = await session.forward(0, rows, 1, next);
+    if (i === 0) kvBytes = session.kv.bytes();
+  }
+  return { tps: (rows * steps) / ((now() - t) / 1000), kvBytes };
 }
 
 async function llamaPrefill(ids: number[]): Promise<number> {
@@ -604,6 +648,130 @@ const bdStart = now();
 const bd = await breakdown(512);
 const bdBusy = othersCores(bdCpu, cpuSnapshot(), (now() - bdStart) / 1000);
 
+// ── native llama.cpp beside kiln ───────────────────────────────────────────────────────────
+
+const NATIVE_CONTEXT = 128;
+const BATCH_SEQUENCES = 16;
+const nativeThreads = [...new Set([1, threads])];
+
+interface PeerSample {
+  tps: number;
+  /** Cores other processes used meanwhile (this process and the native child excluded). */
+  busy: number | null;
+  /** A second figure of the same sample (llama-batched-bench's prompt tokens/s). */
+  extra?: number;
+}
+
+/**
+ * One sample under the main loop's retry rule (taken again while others used more than
+ * --max-busy cores, until `retryDeadlineS` after `since`). `fn` reports the CPU seconds of any
+ * child it ran, which are not "others".
+ */
+async function quiet(label: string, engine: string, fn: () => Promise<{ tps: number; childCpuSeconds?: number; extra?: number }>, since: number): Promise<PeerSample> {
+  let kept: PeerSample | null = null;
+  for (let attempt = 0; attempt <= retries; attempt++) {
+    await sleep(150);
+    const c0 = cpuSnapshot();
+    const t0 = now();
+    const res = await fn();
+    const c1 = cpuSnapshot();
+    const seconds = (now() - t0) / 1000;
+    const child = res.childCpuSeconds ?? 0;
+    const busy = c0 && c1 && Number.isFinite(child) ? Math.max(0, c1.machine - c0.machine - (c1.ours - c0.ours) - child) / seconds : null;
+    log(`  ${label.padEnd(30)} ${engine.padEnd(6)} ${res.tps.toFixed(1).padStart(7)} tok/s${busy === null ? "" : `  (others busy ${busy.toFixed(2)} cores)`}`);
+    if (kept === null || (busy ?? 0) < (kept.busy ?? 0)) kept = { tps: res.tps, busy, extra: res.extra };
+    if (busy === null || busy <= maxBusy || now() - since > retryDeadlineS * 1000) break;
+  }
+  if (kept!.busy !== null && kept!.busy > maxBusy) contendedSamples++;
+  return kept!;
+}
+
+interface NativeWorkload {
+  key: string;
+  label: string;
+  threads: number;
+  /** Sequences decoding together (1 except the batch row); the bandwidth limit scales with it. */
+  sequences: number;
+  native: () => Promise<{ tps: number; childCpuSeconds: number; extra?: number }>;
+  kiln: () => Promise<{ tps: number }>;
+}
+
+/**
+ * Every workload of the native table, kiln and llama.cpp alternating first between runs as in
+ * the main loop, so that both sides of a ratio were measured minutes apart at most. kiln's
+ * --threads decode and prefill are measured again here rather than taken from the main table.
+ */
+async function nativeSection() {
+  if (!native) return null;
+  const bins = native;
+  log(`native llama.cpp (${bins.version ?? "unknown version"}) beside kiln ...`);
+  const hasDepth = benchHasDepth(bins);
+  if (!hasDepth) log(`  this llama-bench has no -d/--n-depth: its decode is timed from an empty cache, not at ${NATIVE_CONTEXT}`);
+  let decodeInfo: { flashAttention: string; kvType: string; buildCommit: string; depth: number } | null = null;
+  // kiln at 1 thread needs a session of its own when --threads is not 1; 16 sequences need 16 slots.
+  const sessions = new Map<number, ModelSession>([[threads, kiln]]);
+  for (const t of nativeThreads) if (!sessions.has(t)) sessions.set(t, await ModelSession.load(artifactDir, { threads: t, slots: 1, kvChunk: KV_CHUNK }));
+  const kilnB = await ModelSession.load(artifactDir, { threads, slots: BATCH_SEQUENCES, kvChunk: KV_CHUNK });
+  const workloads: NativeWorkload[] = [
+    ...nativeThreads.map((t) => ({
+      key: `decode-${NATIVE_CONTEXT}-${t}t`,
+      label: `decode @${NATIVE_CONTEXT} (+${steps}), ${t}t`,
+      threads: t,
+      sequences: 1,
+      native: async () => {
+        const [f] = await nativeDecode(bins, ggufPath, { threads: [t], depth: NATIVE_CONTEXT, tokens: steps, repetitions: 1 });
+        decodeInfo = { flashAttention: f.flashAttention, kvType: f.kvType, buildCommit: f.buildCommit, depth: f.depth };
+        return { tps: f.tokensPerSecond, childCpuSeconds: f.cpuSeconds };
+      },
+      kiln: () => kilnDecode(NATIVE_CONTEXT, 0, sessions.get(t)!),
+    })),
+    {
+      key: `prefill-${PREFILL}`,
+      label: `prefill ${PREFILL}, ${threads}t`,
+      threads,
+      sequences: 1,
+      native: async () => {
+        const f = await nativePrefill(bins, ggufPath, { threads, tokens: PREFILL, repetitions: 1 });
+        return { tps: f.tokensPerSecond, childCpuSeconds: f.cpuSeconds };
+      },
+      kiln: async () => ({ tps: await kilnPrefill(promptIds.slice(0, PREFILL)) }),
+    },
+    {
+      key: `batch-${BATCH_SEQUENCES}`,
+      label: `${BATCH_SEQUENCES} seq @${NATIVE_CONTEXT} (+${steps}), ${threads}t`,
+      threads,
+      sequences: BATCH_SEQUENCES,
+      native: async () => {
+        const f = await nativeBatched(bins, ggufPath, { threads, sequences: BATCH_SEQUENCES, prompt: NATIVE_CONTEXT, tokens: steps, repetitions: 1 });
+        return { tps: f.tokensPerSecond, childCpuSeconds: f.cpuSeconds, extra: f.prefillTokensPerSecond };
+      },
+      kiln: () => kilnBatched(kilnB, NATIVE_CONTEXT),
+    },
+  ];
+  const samples = new Map(workloads.map((w) => [w.key, { native: [] as PeerSample[], kiln: [] as PeerSample[] }]));
+  // Its own retry window: llama.cpp's spinning threads lose far more than kiln's when the two cores
+  // are shared, so a contended native sample is worth taking again even late in a long run.
+  const sectionStart = now();
+  try {
+    for (const s of sessions.values()) if (s !== kiln) await kilnDecode(64, 0, s); // warm-up
+    await kilnBatched(kilnB, 16);
+    for (let r = 0; r < runs; r++) {
+      for (const w of workloads) {
+        const order: ("kiln" | "native")[] = r % 2 === 0 ? ["native", "kiln"] : ["kiln", "native"];
+        for (const engine of order) samples.get(w.key)![engine].push(await quiet(w.label, engine, w[engine], sectionStart));
+      }
+    }
+  } finally {
+    for (const s of sessions.values()) if (s !== kiln) await s.release();
+    await kilnB.release();
+  }
+  const batchedPrefill = samples.get(`batch-${BATCH_SEQUENCES}`)!.native.map((x) => x.extra ?? NaN);
+  return { workloads, samples, info: decodeInfo as { flashAttention: string; kvType: string; buildCommit: string; depth: number } | null, hasDepth, batchedPrefill };
+}
+const nativeStart = now();
+const nativeRun = await nativeSection();
+const nativeSeconds = (now() - nativeStart) / 1000;
+
 // ── report ─────────────────────────────────────────────────────────────────────────────────
 
 const rows = workloads.map((w) => {
@@ -632,6 +800,43 @@ const rows = workloads.map((w) => {
   };
 });
 
+/** kiln beside native llama.cpp; decode limits use the 1-thread bandwidth at 1 thread, the best figure otherwise. */
+const nativeRows = (() => {
+  if (!nativeRun) return null;
+  const stats = (xs: PeerSample[]) => {
+    const v = xs.map((x) => x.tps);
+    return { median: median(v), min: Math.min(...v), max: Math.max(...v), runs: v };
+  };
+  const mid = NATIVE_CONTEXT + steps / 2;
+  const prefillLimit = rows.find((r) => r.key === `prefill-${PREFILL}`)!.limit.kiln;
+  return nativeRun.workloads.map((w) => {
+    const s = nativeRun.samples.get(w.key)!;
+    const n = stats(s.native);
+    const k = stats(s.kiln);
+    const bw = w.threads === 1 ? bw1 : bwN;
+    const isPrefill = w.key.startsWith("prefill");
+    const limit = isPrefill
+      ? { kiln: prefillLimit, native: null, kind: "compute" as const }
+      : {
+          kiln: (w.sequences * bw) / (kilnStreamed + w.sequences * kilnKvPerPosition * kilnCapacity(mid)),
+          native: (w.sequences * bw) / (llamaStreamed + w.sequences * llamaKvPerPosition * mid),
+          kind: "bandwidth" as const,
+        };
+    return {
+      key: w.key,
+      label: w.label,
+      threads: w.threads,
+      sequences: w.sequences,
+      native: n,
+      kiln: k,
+      ratio: k.median / n.median,
+      limit,
+      kilnOfLimit: k.median / limit.kiln,
+      nativeOfLimit: limit.native === null ? null : n.median / limit.native,
+      othersBusyCores: { native: s.native.map((x) => x.busy), kiln: s.kiln.map((x) => x.busy) },
+    };
+  });
+})();
 const fmt = (x: { median: number; min: number; max: number } | null) =>
   x === null ? "—" : `${x.median.toFixed(x.median < 100 ? 1 : 0)} [${x.min.toFixed(0)}-${x.max.toFixed(0)}]`;
 const pad = (s: string, n: number) => s.padEnd(n);
@@ -658,6 +863,37 @@ for (const r of rows) {
 }
 if (contendedSamples > 0) out.push(`  ${contendedSamples} sample(s) kept despite other processes using more than ${maxBusy} cores (after ${retries} retries); see --json othersBusyCores.`);
 out.push(`  * kiln only: a fresh sequence decoding at 128 in a pool whose capacity an earlier ${Math.max(...CONTEXTS)}+${steps}-token sequence grew to ${staleCap} (truncate never shrinks it).`);
+out.push(`  node-llama-cpp adds JavaScript work per token, so its figures understate llama.cpp; ${nativeRun ? "the native table below does not" : "build the native tools with --native for llama.cpp's own figures"}.`);
+{
+  const d = rows.find((r) => r.key === `decode-${NATIVE_CONTEXT}`)!;
+  out.push(
+    `  kiln decode @${NATIVE_CONTEXT} (+${steps}), ${threads}t: ${d.kiln.median.toFixed(1)} tok/s = ${(100 * d.kilnOfLimit).toFixed(0)}% of its memory-bandwidth limit ${d.limit.kiln.toFixed(0)} tok/s` +
+      ` (${(bwN / 1e9).toFixed(1)} GB/s / ${MB(kilnStreamed + kilnKvPerPosition * kilnCapacity(NATIVE_CONTEXT + steps / 2))} per step).`,
+  );
+}
+if (nativeRows && nativeRun) {
+  const info = nativeRun.info;
+  const busyMedian = (xs: (number | null)[]) => {
+    const v = xs.filter((x): x is number => x !== null);
+    return v.length ? median(v).toFixed(2) : "?";
+  };
+  out.push("");
+  out.push(
+    `native llama.cpp (${native?.version ?? "?"}, build ${info?.buildCommit ?? "?"}, GGML_NATIVE; flash attention ${info?.flashAttention ?? "?"}, KV ${info?.kvType ?? "?"}; median [min-max] of ${runs} runs, alternating with kiln), same GGUF:`,
+  );
+  out.push(`${pad("workload", 30)}${lpad("native tok/s", 18)}${lpad("kiln tok/s", 18)}${lpad("kiln/native", 13)}${lpad("limit kiln", 12)}${lpad("kiln/limit", 12)}${lpad("limit native", 14)}${lpad("native/limit", 14)}${lpad("others busy", 13)}`);
+  for (const r of nativeRows) {
+    out.push(
+      `${pad(r.label, 30)}${lpad(fmt(r.native), 18)}${lpad(fmt(r.kiln), 18)}${lpad(`${r.ratio.toFixed(2)}x`, 13)}${lpad(r.limit.kiln.toFixed(0), 12)}${lpad(`${(100 * r.kilnOfLimit).toFixed(0)}%`, 12)}` +
+        `${lpad(r.limit.native === null ? "—" : r.limit.native.toFixed(0), 14)}${lpad(r.nativeOfLimit === null ? "—" : `${(100 * r.nativeOfLimit).toFixed(0)}%`, 14)}${lpad(`${busyMedian(r.othersBusyCores.native)}/${busyMedian(r.othersBusyCores.kiln)}`, 13)}`,
+    );
+  }
+  if (!nativeRun.hasDepth) out.push(`  this llama-bench has no -d/--n-depth: its decode rows start from an empty cache, not at ${NATIVE_CONTEXT}.`);
+  out.push(`  decode: llama-bench -p 0 -n ${steps} -d ${NATIVE_CONTEXT}; prefill: llama-bench -p ${PREFILL} -n 0; ${BATCH_SEQUENCES} seq: llama-batched-bench -npp ${NATIVE_CONTEXT} -ntg ${steps} -npl ${BATCH_SEQUENCES} (S_TG, generation only),`);
+  out.push(`    kiln: one ${BATCH_SEQUENCES}-slot session, each sequence prefilled with its own ${NATIVE_CONTEXT} tokens, then ${steps} steps of ${BATCH_SEQUENCES} rows; every kiln figure here is measured again beside the native run.`);
+  out.push(`  limits: decode and ${BATCH_SEQUENCES} seq <= sequences x bandwidth (1 thread: ${(bw1 / 1e9).toFixed(1)} GB/s, else ${(bwN / 1e9).toFixed(1)}) / bytes per step (weights + every sequence's KV at mid-block); prefill: kiln's compute limit as above.`);
+  out.push(`  others busy: median cores other processes used during the native / kiln samples (the native figure spans its model load too).`);
+}
 out.push("");
 out.push("Limits:");
 out.push(
@@ -699,7 +935,7 @@ if (bd.profile) {
   if (rest.length) out.push(`    ${pad(`(${rest.length} more kinds)`, 34)}${lpad(rest.reduce((a, t) => a + t.ms, 0).toFixed(3), 8)} ms ${lpad((100 * rest.reduce((a, t) => a + t.share, 0)).toFixed(1), 6)}%`);
 }
 out.push("");
-out.push(`setup ${((measureStart - setupStart) / 1000).toFixed(0)} s, measurement ${measureSeconds.toFixed(0)} s${othersBusy === null ? "" : `; other processes used ${othersBusy.toFixed(2)} of ${cpus().length} cores meanwhile${othersBusy > 0.2 ? " (contended: treat the numbers as noisy)" : ""}`}`);
+out.push(`setup ${((measureStart - setupStart) / 1000).toFixed(0)} s, measurement ${measureSeconds.toFixed(0)} s${nativeRun ? ` (+ ${nativeSeconds.toFixed(0)} s beside native llama.cpp)` : ""}${othersBusy === null ? "" : `; other processes used ${othersBusy.toFixed(2)} of ${cpus().length} cores meanwhile${othersBusy > 0.2 ? " (contended: treat the numbers as noisy)" : ""}`}`);
 console.log(out.join("\n"));
 
 if (args.json) {
@@ -716,6 +952,20 @@ if (args.json) {
         flops: { prefillPerToken: prefillFlopsPerToken, decodePerTokenAt512: decodeFlopsPerToken(512) },
         llamaCpp: { contextSize: LLAMA_CONTEXT, flashAttention: llamaCtx.flashAttention, kvType: String(llamaCtx.kvCacheKeyType), streamedBytes: llamaStreamed },
         results: rows,
+        kilnDecodeBandwidthShare: (() => {
+          const d = rows.find((r) => r.key === `decode-${NATIVE_CONTEXT}`)!;
+          return { context: NATIVE_CONTEXT, threads, tokensPerSecond: d.kiln.median, limitTokensPerSecond: d.limit.kiln, share: d.kilnOfLimit };
+        })(),
+        native:
+          nativeRows && nativeRun
+            ? {
+                version: native?.version ?? null,
+                ...nativeRun.info,
+                hasDepth: nativeRun.hasDepth,
+                batchedPrefillTokensPerSecond: nativeRun.batchedPrefill,
+                results: nativeRows,
+              }
+            : null,
         breakdown: { ...bd, othersBusyCores: bdBusy },
       },
       null,
