@@ -125,13 +125,32 @@ export function cachedAttention(ctx: BlockContext, layer: number, q: string, k: 
   const scoresPast = g.op("Add", [capped(g.op("MatMul", [q5, groupAxis(IO.pastKey(layer))])), pastMask]);
   const scoresNew = g.op("Add", [capped(g.op("MatMul", [q5, kNewT])), newMask]);
   const probs = g.op("Softmax", [g.op("Concat", [scoresPast, scoresNew], { attributes: { axis: -1 } })], { attributes: { axis: -1 } });
-  const pastLen = g.op("Shape", [IO.pastKey(layer)], { attributes: { start: 3, end: 4 } });
-  const newLen = g.op("Shape", [kNew], { attributes: { start: 2, end: 3 } });
-  const [pPast, pNew] = g.node("Split", [f16(ctx, probs), g.op("Concat", [pastLen, newLen], { attributes: { axis: 0 } })], { outputs: 2, attributes: { axis: -1 } });
+  const [pPast, pNew] = g.node("Split", [f16(ctx, probs), splitSizes(ctx, layer, kNew, options.pastMask ?? IO.pastMask)], { outputs: 2, attributes: { axis: -1 } });
   const mixed = g.op("Add", [g.op("MatMul", [pPast, groupAxis(IO.pastValue(layer))]), g.op("MatMul", [pNew, groupAxis(vNew)])]);
   // [B, kv_heads, group, S, head_dim] -> [B, S, heads * head_dim]
   const m5 = g.op("Transpose", [mixed], { attributes: { perm: [0, 3, 1, 2, 4] } });
   return g.op("Reshape", [m5, g.int64s([0, 0, heads * headDim])]);
+}
+
+/** [past, S] split sizes, per graph, by past mask: layers with the same mask have caches of the same length. */
+const splitSizesByMask = new WeakMap<BlockContext, Map<string, string>>();
+
+/**
+ * The sizes that split the probabilities into their past and new parts: the cached positions of
+ * `layer`'s keys and the step's new ones. Built from the first layer that uses `pastMask` and shared
+ * by the rest (three nodes per graph and cache kind rather than per layer).
+ */
+function splitSizes(ctx: BlockContext, layer: number, kNew: string, pastMask: string): string {
+  let sizes = splitSizesByMask.get(ctx);
+  if (!sizes) splitSizesByMask.set(ctx, (sizes = new Map()));
+  const done = sizes.get(pastMask);
+  if (done) return done;
+  const g = ctx.g;
+  const pastLen = g.op("Shape", [IO.pastKey(layer)], { attributes: { start: 3, end: 4 } });
+  const newLen = g.op("Shape", [kNew], { attributes: { start: 2, end: 3 } });
+  const out = g.op("Concat", [pastLen, newLen], { attributes: { axis: 0 } });
+  sizes.set(pastMask, out);
+  return out;
 }
 
 /** Masks already given a group axis, per graph, by mask name: every layer shares them. */
