@@ -22,8 +22,11 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * declared rope scaling applied (older artifacts of such files rotate wrongly at long range).
  * 0.5.1: Gemma's sliding-window layers read their KV cache as a ring (`ring_positions`, manifest
  * `shape.slidingWindow`); other architectures' graphs are unchanged.
+ * 0.6.0: the token embedding is looked up from its quantized blocks (GatherBlockQuantized); the
+ * `minFold` option. 0.6.1: attention as one matmul per query head over a broadcast cache (0.6.0
+ * artifacts built before this change carry the old attention under the same id).
  */
-export const COMPILER_VERSION = "0.6.0";
+export const COMPILER_VERSION = "0.6.1";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {
