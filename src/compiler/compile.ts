@@ -7,9 +7,9 @@ import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
 import { buildTextGraph, resolveArchitecture } from "./graph/architectures.js";
-import type { BuildOptions, EmbeddingLookup, MinFold } from "./graph/blocks/context.js";
+import type { BuildOptions, EmbeddingLookup, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
 
-export type { EmbeddingLookup, MinFold };
+export type { EmbeddingLookup, LmHeadWeight, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { digestGgufSource, type SourceDigest } from "./source-digest.js";
@@ -24,7 +24,8 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * `shape.slidingWindow`); other architectures' graphs are unchanged.
  * 0.6.0: the token embedding is looked up from its quantized blocks (GatherBlockQuantized); the
  * `minFold` option. 0.6.1: attention as one matmul per query head over a broadcast cache (0.6.0
- * artifacts built before this change carry the old attention under the same id).
+ * artifacts built before this change carry the old attention under the same id). The `lmHead`
+ * option (no version change: it is in the id only when not the default, which builds as before).
  */
 export const COMPILER_VERSION = "0.6.1";
 
@@ -38,6 +39,8 @@ export interface CompileOptions {
   minFold?: MinFold;
   /** Token embedding as its quantized blocks ("quantized", default) or a float32 table ("float32"); see BuildOptions.embedding. */
   embedding?: EmbeddingLookup;
+  /** LM head as stored ("source", default) or re-quantized to 4-bit blocks ("4bit"); see BuildOptions.lmHead. */
+  lmHead?: LmHeadWeight;
 }
 
 export interface CompileRequest {
@@ -77,7 +80,7 @@ export { SourceChangedError } from "./source-digest.js";
 export const DEFAULT_WEIGHTS_FILE_BYTES = 16 * 2 ** 30;
 
 /** What an unset compile option means. */
-export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast", minFold: "matmul", embedding: "quantized" };
+export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast", minFold: "matmul", embedding: "quantized", lmHead: "source" };
 
 /**
  * Every option set, for the build; `minFold` and `embedding` appear only when not the default, so that
@@ -86,11 +89,13 @@ export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel
 function resolvedOptions(options: CompileOptions = {}): CompileOptions & Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> {
   const minFold = options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold;
   const embedding = options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding;
+  const lmHead = options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead;
   return {
     accuracyLevel: options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel,
     numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics,
     ...(minFold !== DEFAULT_COMPILE_OPTIONS.minFold ? { minFold } : {}),
     ...(embedding !== DEFAULT_COMPILE_OPTIONS.embedding ? { embedding } : {}),
+    ...(lmHead !== DEFAULT_COMPILE_OPTIONS.lmHead ? { lmHead } : {}),
   };
 }
 
@@ -122,6 +127,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
     const builder = new GraphBuilder(folder.path(ARTIFACT_FILES.weights), req.maxWeightsFileBytes ?? DEFAULT_WEIGHTS_FILE_BYTES);
     const build: BuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics, minFold: options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
       embedding: options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding,
+      lmHead: options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
     };
     const choices = await buildTextGraph(builder, weights, resolved, build);
     const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };

@@ -23,6 +23,10 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
       default: DEFAULT_COMPILE_OPTIONS.minFold,
       description: "Q4_1/Q4_K/Q5_K block minimums: matmul: an exact correction matmul; 8bit: folded into 8-bit zero points (fewer nodes, twice the weight bytes)",
     }),
+    lmHead: option.choice(["source", "4bit"], {
+      default: DEFAULT_COMPILE_OPTIONS.lmHead,
+      description: "LM head: source: as the GGUF stores it; 4bit: re-quantized to 4-bit blocks of 32 (half a Q8_0 head's bytes per step, lossy)",
+    }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },
   async run({ options, positionals }, io) {
@@ -33,7 +37,7 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
     try {
       const result = await provisionArtifact(slug, {
         force: options.force,
-        compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold },
+        compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold, lmHead: options.lmHead },
         onStage: (stage) => io.stderr.write(`${slug}: ${stage}\n`),
       });
       const what = result.reused ? "already compiled" : `compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`;

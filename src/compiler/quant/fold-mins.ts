@@ -12,9 +12,7 @@
  * weight instead of 4 (plus the minimums), which the optimization track weighs against the nodes
  * saved.
  */
-import type { LinearWeight } from "./linear-weight.js";
-
-type NbitsWeight = Extract<LinearWeight, { kind: "nbits" }>;
+import { type LinearWeight, type NbitsWeight, storedIntegers } from "./linear-weight.js";
 
 /** Divisors of the block step tried, finest first. */
 const STEP_DIVISORS = [16, 8, 4, 2, 1];
@@ -111,31 +109,4 @@ function requantizeBlock(u: Int32Array, d: number, m: number, out: Uint8Array): 
   const s = maxAbs === 0 ? 1 : maxAbs / 127;
   for (let i = 0; i < u.length; i++) out[i] = Math.max(0, Math.min(255, Math.round((u[i] * d + m) / s) + 128));
   return s;
-}
-
-/** The stored integers of block `b` of row `row`, minus their zero point: value = u*scale (+ min). */
-function storedIntegers(w: NbitsWeight, row: number, b: number, u: Int32Array): void {
-  const kBlocks = w.k / w.blockSize;
-  const blk = row * kBlocks + b;
-  const zp = zeroPoint(w, row, b);
-  if (w.bits === 8) {
-    const base = blk * w.blockSize;
-    for (let i = 0; i < w.blockSize; i++) u[i] = w.packed[base + i] - zp;
-    return;
-  }
-  const base = (blk * w.blockSize) / 2;
-  for (let i = 0; i < w.blockSize; i += 2) {
-    const byte = w.packed[base + i / 2];
-    u[i] = (byte & 0x0f) - zp;
-    u[i + 1] = (byte >> 4) - zp;
-  }
-}
-
-/** A block's zero point: packed per row (two per byte, low nibble first, for 4 bits), or the operator's default. */
-function zeroPoint(w: NbitsWeight, row: number, b: number): number {
-  if (w.zeroPoints === null) return w.bits === 4 ? 8 : 128;
-  const kBlocks = w.k / w.blockSize;
-  if (w.bits === 8) return w.zeroPoints[row * kBlocks + b];
-  const byte = w.zeroPoints[row * Math.ceil(kBlocks / 2) + (b >> 1)];
-  return b & 1 ? byte >> 4 : byte & 0x0f;
 }

@@ -27,6 +27,9 @@ export type LinearWeight =
     }
   | { kind: "float"; n: number; k: number; weightT: Float32Array; mapping: string; exact: boolean; activation?: ActivationType };
 
+/** The MatMulNBits form of {@link LinearWeight}. */
+export type NbitsWeight = Extract<LinearWeight, { kind: "nbits" }>;
+
 /**
  * What llama.cpp's CPU matmul converts the activations to for this weight, where that is not the
  * default (Q8_0/Q8_1 32-blocks for 32-block `nbits`, float32 for `float`): Q8_K super-blocks for
@@ -146,4 +149,31 @@ export function sliceRows(w: LinearWeight, start: number, count: number): Linear
     zeroPoints: w.zeroPoints ? w.zeroPoints.subarray(start * zpRow, (start + count) * zpRow) : null,
     mins,
   };
+}
+
+/** The stored integers of block `b` of row `row`, minus their zero point: value = u*scale (+ min). */
+export function storedIntegers(w: NbitsWeight, row: number, b: number, u: Int32Array): void {
+  const kBlocks = w.k / w.blockSize;
+  const blk = row * kBlocks + b;
+  const zp = zeroPoint(w, row, b);
+  if (w.bits === 8) {
+    const base = blk * w.blockSize;
+    for (let i = 0; i < w.blockSize; i++) u[i] = w.packed[base + i] - zp;
+    return;
+  }
+  const base = (blk * w.blockSize) / 2;
+  for (let i = 0; i < w.blockSize; i += 2) {
+    const byte = w.packed[base + i / 2];
+    u[i] = (byte & 0x0f) - zp;
+    u[i + 1] = (byte >> 4) - zp;
+  }
+}
+
+/** A block's zero point: packed per row (two per byte, low nibble first, for 4 bits), or the operator's default. */
+export function zeroPoint(w: NbitsWeight, row: number, b: number): number {
+  if (w.zeroPoints === null) return w.bits === 4 ? 8 : 128;
+  const kBlocks = w.k / w.blockSize;
+  if (w.bits === 8) return w.zeroPoints[row * kBlocks + b];
+  const byte = w.zeroPoints[row * Math.ceil(kBlocks / 2) + (b >> 1)];
+  return b & 1 ? byte >> 4 : byte & 0x0f;
 }

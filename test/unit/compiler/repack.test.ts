@@ -13,6 +13,7 @@ import type { GraphBuilder } from "../../../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../../../src/compiler/onnx/onnx-proto.js";
 import { concatRows, fusable, type LinearWeight, scaleRows } from "../../../src/compiler/quant/linear-weight.js";
 import { type FoldReport, foldMinsTo8Bit } from "../../../src/compiler/quant/fold-mins.js";
+import { quantizeBlock, type RequantReport, requantizeTo4Bit } from "../../../src/compiler/quant/requantize.js";
 import { floatLinear, repackQ4_0, repackQ4_1, repackQ4_K, repackQ5_0, repackQ5_K, repackQ6_K, repackQ8_0 } from "../../../src/compiler/quant/repack.js";
 import { buildAndRun, floatTensor, randomBytes, randomFloats, rng, tempDir } from "./support.js";
 
@@ -399,5 +400,73 @@ describe("foldMinsTo8Bit (block minimums into 8-bit integer zero points)", () =>
   it("leaves weights without minimums alone", () => {
     const w = repackQ8_0(randomTensor(FORMATS.Q8_0, 4, 64, 4200), 4, 64);
     expect(foldMinsTo8Bit(w)).toBe(w);
+  });
+});
+
+describe("requantizeTo4Bit (a Q8_0 or float weight as 4-bit blocks with zero points)", () => {
+  /** Plain round-to-nearest over each block's min..max: what the fitted codes must not be worse than. */
+  function minMaxErrorSq(dense: Float32Array): number {
+    let sum = 0;
+    for (let at = 0; at < dense.length; at += 32) {
+      const v = dense.subarray(at, at + 32);
+      const lo = Math.min(...v);
+      const hi = Math.max(...v);
+      const s = hi === lo ? 1 : (hi - lo) / 15;
+      const zp = Math.min(15, Math.max(0, Math.round(-lo / s)));
+      for (const x of v) sum += ((Math.min(15, Math.max(0, Math.round(x / s) + zp)) - zp) * s - x) ** 2;
+    }
+    return sum;
+  }
+
+  it("Q8_0: 4-bit codes, packed zero points, every weight within a step and a half of its block's range, no worse than min-max rounding", () => {
+    const raw = randomTensor(FORMATS.Q8_0, 24, 256, 4300);
+    const dense = reference(FORMATS.Q8_0, raw, 24, 256);
+    const report: RequantReport = { relativeRmsError: 0 };
+    const w = asNBits(requantizeTo4Bit(repackQ8_0(raw, 24, 256), report));
+    expect(w).toMatchObject({ bits: 4, blockSize: 32, mins: null, exact: false });
+    const got = dequantOperands(w);
+    let errorSq = 0;
+    let valueSq = 0;
+    for (let at = 0; at < dense.length; at += 32) {
+      const block = dense.subarray(at, at + 32);
+      const step = (Math.max(...block) - Math.min(...block)) / 15;
+      for (let j = 0; j < 32; j++) {
+        expect(Math.abs(got[at + j] - block[j])).toBeLessThanOrEqual(1.5 * step + 1e-6);
+        errorSq += (got[at + j] - block[j]) ** 2;
+        valueSq += block[j] ** 2;
+      }
+    }
+    expect(report.relativeRmsError).toBeCloseTo(Math.sqrt(errorSq / valueSq), 4);
+    expect(report.relativeRmsError).toBeLessThan(0.1);
+    expect(errorSq).toBeLessThanOrEqual(minMaxErrorSq(dense) * 1.0001);
+  });
+
+  it("a float weight re-quantizes the same way (rows read from its transposed layout)", () => {
+    const dense = randomFloats(8 * 64, rng(4400));
+    const w = asNBits(requantizeTo4Bit(floatLinear(dense, 8, 64, "F32")));
+    const got = dequantOperands(w);
+    // Values in -1..1: a block's step is at most 2/15, and no weight is off by more than a step and a half.
+    for (let i = 0; i < dense.length; i++) expect(Math.abs(got[i] - dense[i])).toBeLessThanOrEqual(0.2 + 1e-6);
+  });
+
+  it("blocks of one value stay exact (zero, positive, negative)", () => {
+    const codes = new Uint8Array(32);
+    for (const value of [0, 0.37, -1.25]) {
+      const fit = quantizeBlock(new Float32Array(32).fill(value), codes);
+      expect((codes[0] - fit.zeroPoint) * fit.scale).toBeCloseTo(value, 6);
+      expect(fit.errorSq).toBeLessThan(1e-12);
+    }
+  });
+
+  it("runs in onnxruntime as one 4-bit MatMulNBits with packed zero points", async () => {
+    const raw = randomTensor(FORMATS.Q8_0, 16, 256, 4500);
+    const w = asNBits(requantizeTo4Bit(repackQ8_0(raw, 16, 256)));
+    expect(await ortRelativeError("requant-q80-self", w, dequantOperands(w), 13)).toBeLessThan(1e-4);
+    expect(await ortRelativeError("requant-q80", w, reference(FORMATS.Q8_0, raw, 16, 256), 14)).toBeLessThan(0.15);
+  });
+
+  it("leaves 4-bit weights alone", () => {
+    const w = repackQ4_1(randomTensor(FORMATS.Q4_1, 4, 64, 4600), 4, 64);
+    expect(requantizeTo4Bit(w)).toBe(w);
   });
 });

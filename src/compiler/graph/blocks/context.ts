@@ -30,7 +30,17 @@ export interface BuildOptions {
    * encodings fall back to float32). Default "quantized" (an option since compiler 0.6.0).
    */
   embedding?: EmbeddingLookup;
+  /**
+   * How the LM head's weight reaches its matmul: "source" as the GGUF stores it (exact; Q8_0 in most
+   * small models), "4bit" re-quantized to 4-bit blocks of 32 with zero points (half the bytes of a
+   * Q8_0 head per decode step, lossy: see quant/requantize.ts). Only heads wider than 4 bits change;
+   * the embedding lookup keeps the source blocks. Ignored in "llama.cpp" numerics. Default "source".
+   */
+  lmHead?: LmHeadWeight;
 }
+
+/** See {@link BuildOptions.lmHead}. */
+export type LmHeadWeight = "source" | "4bit";
 
 /** See {@link BuildOptions.embedding}. */
 export type EmbeddingLookup = "float32" | "quantized";

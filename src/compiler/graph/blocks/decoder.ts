@@ -3,6 +3,7 @@ import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import type { TensorNeeds } from "../architecture.js";
 import { foldMinsTo8Bit } from "../../quant/fold-mins.js";
+import { requantizeTo4Bit } from "../../quant/requantize.js";
 import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
 import { linear } from "./linear.js";
 import { rmsNorm, skipRmsNorm } from "./norm.js";
@@ -105,8 +106,15 @@ export function keepLogitPositions(ctx: BlockContext, x: string): string {
 /** x [B, P, hidden] (already normalized) times the LM head (`output`, else the tied `token_embd`): the logits before any cap. */
 export async function lmHead(ctx: BlockContext, x: string): Promise<string> {
   const name = ctx.w.has("output.weight") ? "output.weight" : "token_embd.weight";
-  ctx.choices.push({ what: "lm head", choice: name === "output.weight" ? "own weight" : "tied to token_embd", exact: true, why: "as stored in the GGUF" });
-  return linear(ctx, x, await ctx.w.linear(name), "lm_head");
+  const source = await ctx.w.linear(name);
+  const weight = ctx.options.lmHead === "4bit" && !emulatesLlamaCpp(ctx) ? requantizeTo4Bit(source) : source;
+  const tied = name === "output.weight" ? "own weight" : "tied to token_embd";
+  if (weight === source) {
+    ctx.choices.push({ what: "lm head", choice: tied, exact: true, why: "as stored in the GGUF" });
+  } else {
+    ctx.choices.push({ what: "lm head", choice: `${tied}, ${weight.mapping}`, exact: false, why: "half the bytes a decode step reads for the head; its KL cost is measured by the optimization track" });
+  }
+  return linear(ctx, x, weight, "lm_head");
 }
 
 /** Names `logits` the graph's `logits` output. */
