@@ -25,7 +25,7 @@ export {
   type CandidateRecord,
   type Verdict,
 } from "./records.js";
-export { gain, judge, meanMetrics, qualityProblem, relativeSpread, tooNoisy, winThreshold, type Judgement, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
+export { gain, judge, meanMetrics, medianMetrics, qualityProblem, relativeSpread, tooNoisy, winThreshold, type Judgement, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
 export { runTrack, TimeSliceError, type Measurement, type MeasureRequest, type Measurer, type RunTrackOptions, type TrackRunSummary } from "./run.js";
 export {
   compileOptionsOf,

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import cron from "node-cron";
 import { z } from "zod";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
-import { GRAPH_OPTIMIZATION_LEVELS, MIN_FOLDS } from "./settings.js";
+import { GRAPH_OPTIMIZATION_LEVELS, LM_HEAD_WEIGHTS, MIN_FOLDS } from "./settings.js";
 
 /** Speed metrics a promotion may be decided on; `batch<N>_tokens_per_second` for each batch size N > 1. */
 export const BASE_METRICS = ["decode_tokens_per_second", "prefill_tokens_per_second", "ttft_ms"] as const;
@@ -28,6 +28,7 @@ const searchSpaceSchema = z
     accuracyLevel: distinct(z.number().int().min(0).max(4)).optional(),
     numerics: distinct(z.enum(["fast", "llama.cpp"])).optional(),
     minFold: distinct(z.enum(MIN_FOLDS)).optional(),
+    lmHead: distinct(z.enum(LM_HEAD_WEIGHTS)).optional(),
     threads: distinct(positiveInt(256)).optional(),
     graphOptimizationLevel: distinct(z.enum(GRAPH_OPTIMIZATION_LEVELS)).optional(),
     prefillChunk: distinct(positiveInt(8192)).optional(),
@@ -71,9 +72,14 @@ const jobSchema = z
         batchSizes: distinct(positiveInt(256))
           .refine((sizes) => sizes.includes(1), "must include 1 (the single-stream decode)")
           .default([1, 16]),
+        /**
+         * Times the whole workload runs within one measurement; each metric is the median of its runs,
+         * so that one disturbed run (another process, live traffic) does not decide a verdict. Default 3.
+         */
+        repeats: z.number().int().min(1).max(25).default(3),
       })
       .strict()
-      .default({ promptTokens: 512, contextTokens: 128, decodeTokens: 64, batchSizes: [1, 16] }),
+      .default({ promptTokens: 512, contextTokens: 128, decodeTokens: 64, batchSizes: [1, 16], repeats: 3 }),
     promotion: z
       .object({
         /** Metrics a candidate may win on; it must also lose on none of them beyond the threshold. */

@@ -20,7 +20,7 @@ import { serveLoadedModel, type GenerationRequest, type ServedModel } from "../.
 import { provisionArtifact } from "../provision-artifact.js";
 import { batchMetric, type Workload } from "./job.js";
 import { PROBE_TEXT, PROBE_TEXT_SHA256 } from "./probe-text.js";
-import type { QualityMetrics, SpeedMetrics } from "./rule.js";
+import { medianMetrics, type QualityMetrics, type SpeedMetrics } from "./rule.js";
 import type { Measurement, MeasureRequest, Measurer } from "./run.js";
 import { compileOptionsOf, compileOptionsOfManifest, type GraphOptimizationLevel, type TrackSettings } from "./settings.js";
 
@@ -106,8 +106,16 @@ async function tokenTimes(stream: AsyncIterable<{ type: string }>): Promise<numb
  * sequences at once (tokens/s counted from the moment the last of them has its first token, so
  * their prompts' prefill is left out). Greedy, with the end-of-generation tokens banned so every
  * sequence generates the same count. Prefix reuse is off, so no prompt is served from the cache.
+ * The whole pass runs `workload.repeats` times and each metric is the median of its passes.
  */
 async function speedWorkload(served: ServedModel, stopTokenIds: readonly number[], source: readonly number[], workload: Workload, signal: AbortSignal): Promise<SpeedMetrics> {
+  const runs: SpeedMetrics[] = [];
+  for (let i = 0; i < workload.repeats; i++) runs.push(await speedWorkloadOnce(served, stopTokenIds, source, workload, signal));
+  return medianMetrics(runs);
+}
+
+/** One pass of {@link speedWorkload}. */
+async function speedWorkloadOnce(served: ServedModel, stopTokenIds: readonly number[], source: readonly number[], workload: Workload, signal: AbortSignal): Promise<SpeedMetrics> {
   const sampling = { temperature: 0, logit_bias: Object.fromEntries(stopTokenIds.map((id) => [String(id), -100])) };
   // Distinct prompts (different offsets into the text), so that no two share a cached prefix.
   const prompt = (length: number, offset: number) => Array.from({ length }, (_, i) => source[(offset * 37 + i) % source.length]);

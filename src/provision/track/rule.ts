@@ -55,6 +55,23 @@ export function meanMetrics(samples: readonly SpeedMetrics[]): SpeedMetrics {
   return out;
 }
 
+/**
+ * The per-metric median of several passes of one measurement (the mean of the middle two for an
+ * even count; metrics present and finite in all of them), robust to one disturbed pass.
+ */
+export function medianMetrics(samples: readonly SpeedMetrics[]): SpeedMetrics {
+  const out: SpeedMetrics = {};
+  if (samples.length === 0) return out;
+  for (const key of Object.keys(samples[0])) {
+    const values = samples.map((s) => s[key]);
+    if (!values.every((v) => Number.isFinite(v))) continue;
+    values.sort((a, b) => a - b);
+    const mid = values.length >> 1;
+    out[key] = values.length % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+  }
+  return out;
+}
+
 /** The larger spread per metric (noise estimates from several repeat pairs). */
 export function widerSpread(a: Record<string, number>, b: Record<string, number>): Record<string, number> {
   const out = { ...a };

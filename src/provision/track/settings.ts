@@ -3,11 +3,12 @@
  * serving settings. A promotion stores these settings beside the artifact, so that the server runs
  * the artifact the way the track measured it.
  */
-import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type MinFold } from "../../compiler/compile.js";
+import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type LmHeadWeight, type MinFold } from "../../compiler/compile.js";
 import type { ArtifactManifest } from "../../runtime/artifact/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../../scheduler/index.js";
 
 export const MIN_FOLDS = ["matmul", "8bit"] as const satisfies ReadonlyArray<MinFold>;
+export const LM_HEAD_WEIGHTS = ["source", "4bit"] as const satisfies ReadonlyArray<LmHeadWeight>;
 
 export const GRAPH_OPTIMIZATION_LEVELS = ["disabled", "basic", "extended", "all"] as const;
 export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];
@@ -19,6 +20,8 @@ export interface TrackSettings {
   numerics: "fast" | "llama.cpp";
   /** Compile: block minimums as a correction matmul ("matmul") or folded into 8-bit zero points ("8bit"). */
   minFold: MinFold;
+  /** Compile: the LM head as the GGUF stores it ("source") or re-quantized to 4-bit blocks ("4bit"). */
+  lmHead: LmHeadWeight;
   /** Runtime: onnxruntime intra-op threads of the model's session. */
   threads: number;
   /** Runtime: onnxruntime graph optimizations applied when the session loads. */
@@ -32,17 +35,18 @@ export interface TrackSettings {
 }
 
 /** The settings searched, in the order candidates vary them (compile first: the biggest levers). */
-export const SETTING_NAMES = ["accuracyLevel", "numerics", "minFold", "graphOptimizationLevel", "threads", "prefillChunk", "maxRunning", "stepTokens"] as const satisfies ReadonlyArray<keyof TrackSettings>;
+export const SETTING_NAMES = ["accuracyLevel", "numerics", "minFold", "lmHead", "graphOptimizationLevel", "threads", "prefillChunk", "maxRunning", "stepTokens"] as const satisfies ReadonlyArray<keyof TrackSettings>;
 export type SettingName = (typeof SETTING_NAMES)[number];
 
 /** Settings that change the artifact (everything else is applied when it is loaded and served). */
-export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set(["accuracyLevel", "numerics", "minFold"]);
+export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set(["accuracyLevel", "numerics", "minFold", "lmHead"]);
 
 /** What `kiln serve` does without a promotion: the default compile and its default flags. */
 export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
   accuracyLevel: DEFAULT_COMPILE_OPTIONS.accuracyLevel,
   numerics: DEFAULT_COMPILE_OPTIONS.numerics,
   minFold: DEFAULT_COMPILE_OPTIONS.minFold,
+  lmHead: DEFAULT_COMPILE_OPTIONS.lmHead,
   threads: 2,
   graphOptimizationLevel: "all",
   prefillChunk: DEFAULT_PREFILL_CHUNK,
@@ -61,7 +65,7 @@ export function servingSettings(settings: TrackSettings): Record<string, unknown
 
 export function compileOptionsOf(settings: TrackSettings): Required<CompileOptions> {
   // The embedding lookup changes no speed or quality (both forms are exact), so the track does not vary it.
-  return { accuracyLevel: settings.accuracyLevel, numerics: settings.numerics, minFold: settings.minFold, embedding: DEFAULT_COMPILE_OPTIONS.embedding };
+  return { accuracyLevel: settings.accuracyLevel, numerics: settings.numerics, minFold: settings.minFold, embedding: DEFAULT_COMPILE_OPTIONS.embedding, lmHead: settings.lmHead };
 }
 
 /** The compile options an artifact was built with, as its manifest records them (null when it does not say). */
@@ -70,8 +74,13 @@ export function compileOptionsOfManifest(manifest: ArtifactManifest): CompileOpt
   if (!recorded) return null;
   try {
     const parsed = JSON.parse(recorded.choice) as CompileOptions;
-    // An artifact whose options omit minFold was built with the default.
-    return { accuracyLevel: parsed.accuracyLevel, numerics: parsed.numerics, minFold: parsed.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold };
+    // An artifact whose options omit minFold or lmHead was built with the default.
+    return {
+      accuracyLevel: parsed.accuracyLevel,
+      numerics: parsed.numerics,
+      minFold: parsed.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
+      lmHead: parsed.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
+    };
   } catch {
     return null;
   }
@@ -88,6 +97,7 @@ export function completeSettings(partial: Record<string, unknown> | null | undef
   if (typeof partial.accuracyLevel === "number" && Number.isInteger(partial.accuracyLevel) && partial.accuracyLevel >= 0 && partial.accuracyLevel <= 4) out.accuracyLevel = partial.accuracyLevel;
   if (partial.numerics === "fast" || partial.numerics === "llama.cpp") out.numerics = partial.numerics;
   if ((MIN_FOLDS as readonly unknown[]).includes(partial.minFold)) out.minFold = partial.minFold as MinFold;
+  if ((LM_HEAD_WEIGHTS as readonly unknown[]).includes(partial.lmHead)) out.lmHead = partial.lmHead as LmHeadWeight;
   if (int(partial.threads)) out.threads = partial.threads as number;
   if ((GRAPH_OPTIMIZATION_LEVELS as readonly unknown[]).includes(partial.graphOptimizationLevel)) out.graphOptimizationLevel = partial.graphOptimizationLevel as GraphOptimizationLevel;
   if (int(partial.prefillChunk)) out.prefillChunk = partial.prefillChunk as number;

@@ -26,7 +26,7 @@ const job = parseJob(
     maxCandidates: 3,
     threadBudget: 2,
     quality: { maxKlDivergence: 0.1, maxPerplexityRatio: 1.1, probeTokens: 64 },
-    workload: { promptTokens: 64, contextTokens: 16, decodeTokens: 12, batchSizes: [1, 16] },
+    workload: { promptTokens: 64, contextTokens: 16, decodeTokens: 12, batchSizes: [1, 16], repeats: 1 },
     searchSpace: { accuracyLevel: [4, 0], prefillChunk: [128, 256], maxRunning: [8, 16] },
   },
   "the reduced test job",

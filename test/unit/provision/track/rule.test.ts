@@ -1,6 +1,6 @@
 /** The promotion rule: faster beyond noise on some metric, slower beyond it on none, within the quality budget. */
 import { describe, expect, it } from "vitest";
-import { judge, meanMetrics, relativeSpread, winThreshold, type PromotionRule } from "../../../../src/provision/track/index.js";
+import { judge, meanMetrics, medianMetrics, relativeSpread, winThreshold, type PromotionRule } from "../../../../src/provision/track/index.js";
 
 const rule: PromotionRule = { metrics: ["decode_tokens_per_second", "ttft_ms"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25 };
 const budget = { maxKlDivergence: 0.03, maxPerplexityRatio: 1.02 };
@@ -11,6 +11,9 @@ describe("the promotion rule", () => {
   it("measures noise as the relative spread of two repeats", () => {
     expect(relativeSpread({ decode_tokens_per_second: 110, ttft_ms: 40 }, { decode_tokens_per_second: 90, ttft_ms: 40 })).toEqual({ decode_tokens_per_second: 0.2, ttft_ms: 0 });
     expect(meanMetrics([{ a: 1, b: 2 }, { a: 3, b: NaN }])).toEqual({ a: 2 });
+    // One disturbed pass (a: 10, b: 1) does not move the median of three; two passes average.
+    expect(medianMetrics([{ a: 100, b: 50 }, { a: 10, b: 1 }, { a: 104, b: 52 }])).toEqual({ a: 100, b: 50 });
+    expect(medianMetrics([{ a: 1, b: 2 }, { a: 3, b: NaN }])).toEqual({ a: 2 });
   });
 
   it("needs a gain above the minimum, or above noiseFactor times the spread when that is larger", () => {
