@@ -14,6 +14,11 @@ export interface CandidateOptions {
   tried?: ReadonlyMap<string, string>;
   /** Settings keys of candidates that lost outright against this incumbent (slower, over the quality budget, or failed): no pair is built on them, and they are retried last. */
   losers?: ReadonlySet<string>;
+  /**
+   * One-setting changes ("name=value") that lost outright against an earlier incumbent: candidates
+   * making one of them come after every other untried or tried candidate, before this incumbent's own losers.
+   */
+  losingChanges?: ReadonlySet<string>;
   /** Most candidates returned. Default: all. */
   limit?: number;
 }
@@ -81,11 +86,18 @@ export function generateCandidates(incumbent: TrackSettings, space: SearchSpace,
     all.push(candidate);
   }
   const tried = options.tried ?? new Map<string, string>();
-  const fresh = all.filter((c) => !tried.has(settingsKey(c)));
-  // Tried ones again, longest ago first, but those that lost outright only after the rest.
-  const order = (c: TrackSettings) => `${losers.has(settingsKey(c)) ? 1 : 0}${tried.get(settingsKey(c))}`;
-  const stale = all.filter((c) => tried.has(settingsKey(c))).sort((a, b) => order(a).localeCompare(order(b)));
-  return [...fresh, ...stale].slice(0, options.limit ?? Infinity);
+  const known = options.losingChanges ?? new Set<string>();
+  const repeatsLoss = (c: TrackSettings) => SETTING_NAMES.some((name) => c[name] !== incumbent[name] && known.has(`${name}=${c[name]}`));
+  // Untried first (in generation order), then tried ones longest ago first; a change that lost
+  // before, under another incumbent, after those; this incumbent's own outright losers last.
+  const order = (c: TrackSettings) => {
+    const key = settingsKey(c);
+    const klass = losers.has(key) ? 2 : repeatsLoss(c) ? 1 : 0;
+    return `${klass}${tried.has(key) ? `1${tried.get(key)}` : "0"}`;
+  };
+  const ranked = all.map((c, i) => ({ c, i, rank: order(c) }));
+  ranked.sort((a, b) => a.rank.localeCompare(b.rank) || a.i - b.i);
+  return ranked.map((r) => r.c).slice(0, options.limit ?? Infinity);
 }
 
 /** Whether `candidate` changes, among others, a setting whose change alone lost against `incumbent`. */

@@ -15,6 +15,7 @@ export {
   finishCandidate,
   latestRecordOfArtifact,
   listCandidates,
+  losingChanges,
   losingSettings,
   lost,
   markAbandoned,
@@ -25,7 +26,7 @@ export {
   type CandidateRecord,
   type Verdict,
 } from "./records.js";
-export { gain, judge, meanMetrics, medianMetrics, qualityProblem, relativeSpread, tooNoisy, winThreshold, type Judgement, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
+export { gain, judge, meanMetrics, medianMetrics, qualityProblem, relativeSpread, sampleSpread, tooNoisy, winThreshold, type Judgement, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
 export { runTrack, TimeSliceError, type Measurement, type MeasureRequest, type Measurer, type RunTrackOptions, type TrackRunSummary } from "./run.js";
 export {
   compileOptionsOf,

@@ -93,9 +93,15 @@ const jobSchema = z
          * judges by (0.25 = 25%); beyond it the machine is too busy to tell anything. Default 0.25.
          */
         maxNoise: z.number().positive().max(10).default(0.25),
+        /**
+         * The incumbent is measured again after this many candidates (0: never), and the spread of
+         * all its measurements becomes the noise: a machine that drifts during a run widens the
+         * thresholds instead of making later candidates look slower or faster. Default 4.
+         */
+        remeasureEvery: z.number().int().min(0).max(1000).default(4),
       })
       .strict()
-      .default({ metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25 }),
+      .default({ metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25, remeasureEvery: 4 }),
     searchSpace: searchSpaceSchema,
   })
   .strict()

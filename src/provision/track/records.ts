@@ -179,6 +179,24 @@ export function losingSettings(db: KilnDatabase, slug: string, since: string | n
   return new Set(rows.filter((r) => lost(r.verdict, r.reason)).map((r) => settingsKey(completeSettings(JSON.parse(r.settings_json) as Record<string, unknown>))));
 }
 
+/**
+ * One-setting changes ("name=value", e.g. "accuracyLevel=0") whose candidate lost outright for
+ * `slug` against any incumbent, ever: a new incumbent measures them only after everything else
+ * (float activations lose about 90% of decode whatever else is set, and cost minutes to measure).
+ */
+export function losingChanges(db: KilnDatabase, slug: string): Set<string> {
+  const rows = db
+    .prepare(`SELECT change, verdict, reason FROM track_candidates WHERE slug = ? AND verdict IN ('rejected', 'failed') AND change != ''`)
+    .all(slug) as Array<{ change: string; verdict: Verdict; reason: string }>;
+  const out = new Set<string>();
+  for (const row of rows) {
+    // describeChange's form for one setting: "name from→to".
+    const single = /^(\w+) [^,→]+→([^,→]+)$/.exec(row.change);
+    if (single && lost(row.verdict, row.reason)) out.add(`${single[1]}=${single[2]}`);
+  }
+  return out;
+}
+
 /** Whether a process with this id is alive on this machine. */
 export function processAlive(pid: number): boolean {
   try {

@@ -44,6 +44,22 @@ export function relativeSpread(a: SpeedMetrics, b: SpeedMetrics): Record<string,
   return out;
 }
 
+/**
+ * The relative spread of several measurements of one thing, per metric: (max - min) / mean over
+ * those with a finite value in every sample (two samples: {@link relativeSpread}).
+ */
+export function sampleSpread(samples: readonly SpeedMetrics[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (samples.length < 2) return out;
+  for (const key of Object.keys(samples[0])) {
+    const values = samples.map((s) => s[key]);
+    if (!values.every((v) => Number.isFinite(v))) continue;
+    const mean = values.reduce((a, b) => a + b, 0) / values.length;
+    if (mean !== 0) out[key] = (Math.max(...values) - Math.min(...values)) / Math.abs(mean);
+  }
+  return out;
+}
+
 /** The per-metric mean of several measurements (metrics present in all of them). */
 export function meanMetrics(samples: readonly SpeedMetrics[]): SpeedMetrics {
   const out: SpeedMetrics = {};

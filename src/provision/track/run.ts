@@ -10,8 +10,8 @@ import type { KilnDatabase } from "../../catalogue/db.js";
 import { currentPromotion, promoteArtifact, type Promotion } from "../../catalogue/promotions.js";
 import { builtOnLoser, generateCandidates } from "./candidates.js";
 import type { TrackJob } from "./job.js";
-import { claimRun, finishCandidate, listCandidates, losingSettings, lost, startCandidate, triedSettings, type CandidateRecord } from "./records.js";
-import { judge, meanMetrics, relativeSpread, tooNoisy, widerSpread, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
+import { claimRun, finishCandidate, listCandidates, losingChanges, losingSettings, lost, startCandidate, triedSettings, type CandidateRecord } from "./records.js";
+import { judge, meanMetrics, relativeSpread, sampleSpread, tooNoisy, widerSpread, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
 import { completeSettings, describeChange, measuredThreads, servingSettings, settingsKey, type TrackSettings } from "./settings.js";
 
 /** What one measurement gives. */
@@ -169,6 +169,13 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
     }
   }
 
+  /** The spread of the promotion metrics, as "prefill 8.7%, decode 2.0%". */
+  const spreadLine = (spread: Record<string, number>) =>
+    Object.entries(spread)
+      .filter(([k]) => rule.metrics.includes(k))
+      .map(([k, v]) => `${k.replace("_tokens_per_second", "")} ${(v * 100).toFixed(1)}%`)
+      .join(", ");
+
   // ── the incumbent, twice ──
   const current = currentPromotion(db, slug);
   const incumbentSettings = completeSettings({ ...(current ? measurer.compileSettingsOf?.(current.artifactId) : {}), ...current?.settings });
@@ -220,20 +227,35 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
       spread: pair.spread,
       quality: pair.repeats[0].quality,
     };
-    const spreadText = Object.entries(incumbent.spread)
-      .filter(([k]) => rule.metrics.includes(k))
-      .map(([k, v]) => `${k.replace("_tokens_per_second", "")} ${(v * 100).toFixed(1)}%`)
-      .join(", ");
-    log(`${slug}: noise (incumbent repeat spread): ${spreadText}`);
+    log(`${slug}: noise (incumbent repeat spread): ${spreadLine(incumbent.spread)}`);
     // A measurement costs about what the slower incumbent repeat did (that one compiled and probed the reference, so this errs long).
     const estimateMs = Math.max(...durations);
 
     // ── rounds of candidates around the incumbent ──
     let measured = 0;
+    // Candidates measured since the incumbent last was (see promotion.remeasureEvery).
+    let sinceIncumbent = 0;
+    /** One more measurement of the incumbent: its mean and its spread over every measurement so far. */
+    const remeasureIncumbent = async (why: string): Promise<Measurement | null> => {
+      const current = incumbent!;
+      const id = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: machineFor(current.settings), artifactId: current.artifactId });
+      try {
+        const m = await measureOnce(current.settings, current.artifactId);
+        finishCandidate(db, id, { verdict: "incumbent", reason: why, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
+        current.samples.push(m.metrics);
+        current.metrics = meanMetrics(current.samples);
+        current.spread = widerSpread(current.spread, sampleSpread(current.samples));
+        sinceIncumbent = 0;
+        return m;
+      } catch (err) {
+        finishCandidate(db, id, { verdict: "failed", reason: `incumbent, ${why}: ${message(err)}` });
+        return null;
+      }
+    };
     let tried = triedSettings(db, slug, current?.createdAt ?? null);
     let losers = losingSettings(db, slug, current?.createdAt ?? null);
     for (;;) {
-      const candidates = generateCandidates(incumbent.settings, job.searchSpace, { threadBudget, tried, losers });
+      const candidates = generateCandidates(incumbent.settings, job.searchSpace, { threadBudget, tried, losers, losingChanges: losingChanges(db, slug) });
       if (candidates.length === 0) {
         ended = "nothing left to try around the incumbent";
         break;
@@ -268,7 +290,16 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
           stop = "the time budget";
           break;
         }
+        if (rule.remeasureEvery && sinceIncumbent >= rule.remeasureEvery) {
+          if (deadline - clock() < 4 * estimateMs) {
+            stop = "the time budget";
+            break;
+          }
+          const again = await remeasureIncumbent(`measured again after ${sinceIncumbent} candidates (drift)`);
+          if (again) log(`${slug}: incumbent again: ${fmt(again.metrics, again.quality)}; noise now ${spreadLine(incumbent.spread)}`);
+        }
         measured++;
+        sinceIncumbent++;
         const change = describeChange(incumbent.settings, settings);
         const id = startCandidate(db, { runId, slug, settings, change, machine: machineFor(settings) });
         tried.set(settingsKey(settings), new Date().toISOString());
@@ -292,19 +323,12 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
         // in the machine's load since the incumbent's repeats cannot make the win; both the mean of
         // all measurements and this pair alone must win, so one lucky sample cannot carry it ──
         finishCandidate(db, id, { verdict: "running", reason: `${first.reason} (being confirmed)`, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality, open: true });
-        const freshId = startCandidate(db, { runId, slug, settings: incumbent.settings, change: "", machine: machineFor(incumbent.settings), artifactId: incumbent.artifactId });
-        let fresh: Measurement;
-        let second: Measurement;
-        try {
-          fresh = await measureOnce(incumbent.settings, incumbent.artifactId);
-          finishCandidate(db, freshId, { verdict: "incumbent", reason: `measured again beside ${change}`, artifactId: fresh.artifactId, metrics: fresh.metrics, quality: fresh.quality });
-        } catch (err) {
-          finishCandidate(db, freshId, { verdict: "failed", reason: `incumbent, measured again beside ${change}: ${message(err)}` });
-          finishCandidate(db, id, { verdict: "rejected", reason: `the incumbent could not be measured again to confirm it: ${message(err)}` });
+        const fresh = await remeasureIncumbent(`measured again beside ${change}`);
+        if (!fresh) {
+          finishCandidate(db, id, { verdict: "rejected", reason: "the incumbent could not be measured again to confirm it" });
           continue;
         }
-        incumbent.samples.push(fresh.metrics);
-        incumbent.metrics = meanMetrics(incumbent.samples);
+        let second: Measurement;
         try {
           second = await measureOnce(settings);
         } catch (err) {

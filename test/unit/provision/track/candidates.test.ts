@@ -62,6 +62,21 @@ describe("generateCandidates", () => {
     expect(generateCandidates(DEFAULT_SETTINGS, {}, { threadBudget: 2 })).toEqual([]);
   });
 
+  it("puts a change that lost under an earlier incumbent after every other candidate, before this incumbent's own losers", () => {
+    const all = generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2 });
+    const losingChanges = new Set(["accuracyLevel=0"]);
+    const list = changes(DEFAULT_SETTINGS, generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2, losingChanges }));
+    // Every candidate that sets accuracyLevel 0 (alone or in a pair) moves behind the rest, keeping its order.
+    expect(list.slice(-4)).toEqual(["accuracyLevel 4→0", "accuracyLevel 4→0, prefillChunk 256→128", "accuracyLevel 4→0, prefillChunk 256→512", "accuracyLevel 4→0, maxRunning 16→32"]);
+    expect(list[0]).toBe("prefillChunk 256→128");
+    // A candidate that lost outright against this incumbent still comes last of all.
+    const losers = new Set([settingsKey(all[1])]);
+    expect(generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2, losingChanges, losers }).at(-1)).toEqual(all[1]);
+    // Changing back to the incumbent's own value is no known loss.
+    const incumbent = { ...DEFAULT_SETTINGS, accuracyLevel: 0 };
+    expect(changes(incumbent, generateCandidates(incumbent, space, { threadBudget: 2, losingChanges }))[0]).toBe("accuracyLevel 0→4");
+  });
+
   it("builds no pair on a step that lost alone", () => {
     const floatActivations = { ...DEFAULT_SETTINGS, accuracyLevel: 0 };
     const losers = new Set([settingsKey(floatActivations)]);

@@ -44,7 +44,7 @@ describe("track jobs", () => {
       threadBudget: 1,
       quality: { ...minimal.quality, probeTokens: 256 },
       workload: { promptTokens: 512, contextTokens: 128, decodeTokens: 64, batchSizes: [1, 16], repeats: 3 },
-      promotion: { metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25 },
+      promotion: { metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25, remeasureEvery: 4 },
     });
   });
 

@@ -2,7 +2,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openDatabase, type KilnDatabase } from "../../../../src/catalogue/db.js";
 import { currentPromotion, promoteArtifact, rollbackPromotion } from "../../../../src/catalogue/promotions.js";
-import { claimRun, DEFAULT_SETTINGS, listCandidates, markAbandoned, RunInProgressError, runTrack, startCandidate, trackHistory } from "../../../../src/provision/track/index.js";
+import { claimRun, DEFAULT_SETTINGS, finishCandidate, listCandidates, losingChanges, markAbandoned, RunInProgressError, runTrack, startCandidate, trackHistory } from "../../../../src/provision/track/index.js";
 import { fakeMeasurer, OTHER_SLUG, SLUG, testJob } from "./fakes.js";
 
 let db: KilnDatabase;
@@ -280,5 +280,47 @@ describe("track records", () => {
       run: expect.any(String),
     });
     expect(trackHistory(db, SLUG, 2).candidates).toHaveLength(2);
+  });
+});
+
+describe("drift during a run", () => {
+  it("measures the incumbent again every remeasureEvery candidates, and judges later ones by the wider spread", async () => {
+    // The machine slows by a fifth from the 7th measurement on: incumbent and candidates alike.
+    const measurer = fakeMeasurer((_, call) => (call >= 7 ? { metrics: { decode_tokens_per_second: 80 } } : {}));
+    const lines: string[] = [];
+    const job = testJob({ maxCandidates: 7, searchSpace: { prefillChunk: [64, 128, 256, 512], maxRunning: [8, 16, 32] } });
+    await runTrack(job, { db, measurer, log: (l) => lines.push(l) });
+    const records = listCandidates(db, SLUG);
+    const again = records.findIndex((r) => r.reason === "measured again after 4 candidates (drift)");
+    expect(again).toBe(6); // two repeats, four candidates, then the incumbent
+    expect(records[again].metrics.decode_tokens_per_second).toBe(80);
+    expect(lines.some((l) => /incumbent again: .*; noise now .*decode 2\d\.\d%/.test(l))).toBe(true);
+    // Later candidates are as slow as the incumbent now is: within the noise, not "slower".
+    const later = records.slice(again + 1).filter((r) => r.change !== "");
+    expect(later.length).toBeGreaterThan(0);
+    for (const r of later) expect(r.reason).toMatch(/^no gain beyond noise/);
+
+    // Without re-measuring, the same drift reads as a loss.
+    db.close();
+    db = openDatabase({ path: ":memory:" });
+    const blind = fakeMeasurer((_, call) => (call >= 7 ? { metrics: { decode_tokens_per_second: 80 } } : {}));
+    await runTrack(testJob({ maxCandidates: 7, searchSpace: job.searchSpace, promotion: { ...job.promotion, remeasureEvery: 0 } }), { db, measurer: blind, log: () => {} });
+    expect(listCandidates(db, SLUG).filter((r) => r.change !== "").at(-1)!.reason).toMatch(/^slower: decode −20\.0%/);
+  });
+});
+
+describe("losingChanges", () => {
+  it("lists the one-setting changes that lost outright, under any incumbent, and nothing else", () => {
+    const record = (change: string, verdict: "rejected" | "failed", reason: string) => {
+      const id = startCandidate(db, { runId: "r", slug: SLUG, settings: DEFAULT_SETTINGS, change, machine: {} });
+      finishCandidate(db, id, { verdict, reason, metrics: {}, quality: null });
+    };
+    record("accuracyLevel 4→0", "rejected", "slower: decode −91.7% (beyond −3.0%)");
+    record("lmHead source→4bit", "rejected", "outside the quality budget: KL 0.111 over the budget of 0.03");
+    record("threads 2→1", "failed", "measurement timed out");
+    record("prefillChunk 256→128", "rejected", "no gain beyond noise: prefill +1.0% (needs +3.0%)");
+    record("minFold matmul→8bit, prefillChunk 256→512", "rejected", "slower: batch16 −7.5% (beyond −3.0%)");
+    expect([...losingChanges(db, SLUG)].sort()).toEqual(["accuracyLevel=0", "lmHead=4bit", "threads=1"]);
+    expect(losingChanges(db, OTHER_SLUG).size).toBe(0);
   });
 });
