@@ -20,7 +20,8 @@ export interface QualityMetrics {
 }
 
 /** The policy as the rule applies it; `maxRegression` is for tests and operators, not job files. */
-export interface PromotionRule extends PromotionPolicy {
+/** How candidates are judged: the job's promotion policy less its measuring schedule (`remeasureEvery`). */
+export interface PromotionRule extends Omit<PromotionPolicy, "remeasureEvery"> {
   /** Largest relative loss on a promotion metric a winner may have. Default: the larger of `minGain` and that metric's spread (once the noise, not twice). */
   maxRegression?: number;
 }

@@ -290,7 +290,7 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
           stop = "the time budget";
           break;
         }
-        if (rule.remeasureEvery && sinceIncumbent >= rule.remeasureEvery) {
+        if (job.promotion.remeasureEvery > 0 && sinceIncumbent >= job.promotion.remeasureEvery) {
           if (deadline - clock() < 4 * estimateMs) {
             stop = "the time budget";
             break;

@@ -312,7 +312,7 @@ describe("drift during a run", () => {
 describe("losingChanges", () => {
   it("lists the one-setting changes that lost outright, under any incumbent, and nothing else", () => {
     const record = (change: string, verdict: "rejected" | "failed", reason: string) => {
-      const id = startCandidate(db, { runId: "r", slug: SLUG, settings: DEFAULT_SETTINGS, change, machine: {} });
+      const id = startCandidate(db, { runId: "r", slug: SLUG, settings: DEFAULT_SETTINGS, change, machine: { pid: process.pid } });
       finishCandidate(db, id, { verdict, reason, metrics: {}, quality: null });
     };
     record("accuracyLevel 4→0", "rejected", "slower: decode −91.7% (beyond −3.0%)");
