@@ -15,13 +15,17 @@ export interface CandidateOptions {
   /** Settings keys of candidates that lost outright against this incumbent (slower, over the quality budget, or failed): no pair is built on them, and they are retried last. */
   losers?: ReadonlySet<string>;
   /**
-   * One-setting changes ("name=value") that lost outright against an earlier incumbent: candidates
-   * making one of them come after every other untried or tried candidate, before this incumbent's own losers.
+   * One-setting changes ("name=value") that lost outright against an earlier incumbent, with how
+   * badly (records' `lossSize`): candidates making one of them come after every other candidate,
+   * before this incumbent's own losers; those that lost by {@link HOPELESS_LOSS} or more come last of all.
    */
-  losingChanges?: ReadonlySet<string>;
+  losingChanges?: ReadonlyMap<string, number>;
   /** Most candidates returned. Default: all. */
   limit?: number;
 }
+
+/** A change that once lost this much (half a metric, or the quality budget) is measured after every other, this incumbent's losers included. */
+export const HOPELESS_LOSS = 0.5;
 
 interface Step {
   name: SettingName;
@@ -86,13 +90,15 @@ export function generateCandidates(incumbent: TrackSettings, space: SearchSpace,
     all.push(candidate);
   }
   const tried = options.tried ?? new Map<string, string>();
-  const known = options.losingChanges ?? new Set<string>();
-  const repeatsLoss = (c: TrackSettings) => SETTING_NAMES.some((name) => c[name] !== incumbent[name] && known.has(`${name}=${c[name]}`));
+  const known = options.losingChanges ?? new Map<string, number>();
+  /** The worst loss a change of `c` had under an earlier incumbent; -1 when none of them lost. */
+  const knownLoss = (c: TrackSettings) => Math.max(-1, ...SETTING_NAMES.filter((name) => c[name] !== incumbent[name]).map((name) => known.get(`${name}=${c[name]}`) ?? -1));
   // Untried first (in generation order), then tried ones longest ago first; a change that lost
-  // before, under another incumbent, after those; this incumbent's own outright losers last.
+  // before, under another incumbent, after those; then this incumbent's own outright losers; hopeless changes last.
   const order = (c: TrackSettings) => {
     const key = settingsKey(c);
-    const klass = losers.has(key) ? 2 : repeatsLoss(c) ? 1 : 0;
+    const loss = knownLoss(c);
+    const klass = loss >= HOPELESS_LOSS ? 3 : losers.has(key) ? 2 : loss >= 0 ? 1 : 0;
     return `${klass}${tried.has(key) ? `1${tried.get(key)}` : "0"}`;
   };
   const ranked = all.map((c, i) => ({ c, i, rank: order(c) }));

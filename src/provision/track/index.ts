@@ -16,6 +16,7 @@ export {
   latestRecordOfArtifact,
   listCandidates,
   losingChanges,
+  lossSize,
   losingSettings,
   lost,
   markAbandoned,

@@ -180,19 +180,35 @@ export function losingSettings(db: KilnDatabase, slug: string, since: string | n
 }
 
 /**
- * One-setting changes ("name=value", e.g. "accuracyLevel=0") whose candidate lost outright for
- * `slug` against any incumbent, ever: a new incumbent measures them only after everything else
- * (float activations lose about 90% of decode whatever else is set, and cost minutes to measure).
+ * How badly a record that lost outright lost: the largest relative loss its reason names ("slower:
+ * decode −91.7% (beyond −3.0%), ..." gives 0.917), 1 for a miss of the quality budget (which no
+ * serving setting changes), 0 for anything else (a failure may be the machine's).
  */
-export function losingChanges(db: KilnDatabase, slug: string): Set<string> {
+export function lossSize(reason: string): number {
+  if (reason.startsWith("outside the quality budget")) return 1;
+  if (!reason.startsWith("slower")) return 0;
+  let worst = 0;
+  for (const m of reason.matchAll(/−(\d+(?:\.\d+)?)% \(beyond/g)) worst = Math.max(worst, Number(m[1]) / 100);
+  return worst;
+}
+
+/**
+ * One-setting changes ("name=value", e.g. "accuracyLevel=0") whose candidate lost outright for
+ * `slug` against any incumbent, ever, with the largest {@link lossSize} each had: a new incumbent
+ * measures them only after everything else (float activations lose about 90% of decode whatever
+ * else is set, and take minutes to measure).
+ */
+export function losingChanges(db: KilnDatabase, slug: string): Map<string, number> {
   const rows = db
     .prepare(`SELECT change, verdict, reason FROM track_candidates WHERE slug = ? AND verdict IN ('rejected', 'failed') AND change != ''`)
     .all(slug) as Array<{ change: string; verdict: Verdict; reason: string }>;
-  const out = new Set<string>();
+  const out = new Map<string, number>();
   for (const row of rows) {
     // describeChange's form for one setting: "name from→to".
     const single = /^(\w+) [^,→]+→([^,→]+)$/.exec(row.change);
-    if (single && lost(row.verdict, row.reason)) out.add(`${single[1]}=${single[2]}`);
+    if (!single || !lost(row.verdict, row.reason)) continue;
+    const key = `${single[1]}=${single[2]}`;
+    out.set(key, Math.max(out.get(key) ?? 0, lossSize(row.reason)));
   }
   return out;
 }

@@ -64,7 +64,7 @@ describe("generateCandidates", () => {
 
   it("puts a change that lost under an earlier incumbent after every other candidate, before this incumbent's own losers", () => {
     const all = generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2 });
-    const losingChanges = new Set(["accuracyLevel=0"]);
+    const losingChanges = new Map([["accuracyLevel", 0.2]].map(([k, v]) => [`${k}=0`, v as number]));
     const list = changes(DEFAULT_SETTINGS, generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2, losingChanges }));
     // Every candidate that sets accuracyLevel 0 (alone or in a pair) moves behind the rest, keeping its order.
     expect(list.slice(-4)).toEqual(["accuracyLevel 4→0", "accuracyLevel 4→0, prefillChunk 256→128", "accuracyLevel 4→0, prefillChunk 256→512", "accuracyLevel 4→0, maxRunning 16→32"]);
@@ -72,6 +72,11 @@ describe("generateCandidates", () => {
     // A candidate that lost outright against this incumbent still comes last of all.
     const losers = new Set([settingsKey(all[1])]);
     expect(generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2, losingChanges, losers }).at(-1)).toEqual(all[1]);
+    // A hopeless change (half a metric lost, or the quality budget) goes behind even this incumbent's losers.
+    const hopeless = new Map([["accuracyLevel=0", 0.9]]);
+    const ranked = changes(DEFAULT_SETTINGS, generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2, losingChanges: hopeless, losers }));
+    expect(ranked.indexOf(describeChange(DEFAULT_SETTINGS, all[1]))).toBeLessThan(ranked.indexOf("accuracyLevel 4→0"));
+    expect(ranked.at(-1)).toBe("accuracyLevel 4→0, maxRunning 16→32");
     // Changing back to the incumbent's own value is no known loss.
     const incumbent = { ...DEFAULT_SETTINGS, accuracyLevel: 0 };
     expect(changes(incumbent, generateCandidates(incumbent, space, { threadBudget: 2, losingChanges }))[0]).toBe("accuracyLevel 0→4");

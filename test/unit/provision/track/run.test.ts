@@ -320,7 +320,7 @@ describe("losingChanges", () => {
     record("threads 2→1", "failed", "measurement timed out");
     record("prefillChunk 256→128", "rejected", "no gain beyond noise: prefill +1.0% (needs +3.0%)");
     record("minFold matmul→8bit, prefillChunk 256→512", "rejected", "slower: batch16 −7.5% (beyond −3.0%)");
-    expect([...losingChanges(db, SLUG)].sort()).toEqual(["accuracyLevel=0", "lmHead=4bit", "threads=1"]);
+    expect(Object.fromEntries([...losingChanges(db, SLUG)].sort())).toEqual({ "accuracyLevel=0": 0.917, "lmHead=4bit": 1, "threads=1": 0 });
     expect(losingChanges(db, OTHER_SLUG).size).toBe(0);
   });
 });
