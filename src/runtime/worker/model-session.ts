@@ -13,6 +13,12 @@ export interface SessionOptions {
   kvChunk?: number;
   /** onnxruntime graph optimizations applied when the session loads. Default: "all". */
   graphOptimizationLevel?: "disabled" | "basic" | "extended" | "all";
+  /**
+   * onnxruntime's CPU memory arena and memory-pattern planning. Default: false: measured on
+   * SmolLM2-135M, they held 30-34 MB more after a 512-token prompt (the arena keeps its high-water
+   * mark) for no difference beyond noise at decode, prefill or 16 sequences.
+   */
+  memoryArena?: boolean;
   /** Write an onnxruntime profile (JSON) with this path prefix; see `endProfiling`. Default: off. */
   profileFilePrefix?: string;
 }
@@ -57,6 +63,8 @@ export class ModelSession {
       interOpNumThreads: 1,
       graphOptimizationLevel: options.graphOptimizationLevel ?? "all",
       executionMode: "sequential",
+      enableCpuMemArena: options.memoryArena ?? false,
+      enableMemPattern: options.memoryArena ?? false,
       ...(options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: options.profileFilePrefix } : {}),
     });
     checkTextGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, manifest.shape.layers, `the graph of ${manifest.id}`, sliding);
