@@ -26,6 +26,7 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * `minFold` option. 0.6.1: attention as one matmul per query head over a broadcast cache (0.6.0
  * artifacts built before this change carry the old attention under the same id). The `lmHead`
  * option (no version change: it is in the id only when not the default, which builds as before).
+ * `lmHead: "4bit-rescored"` likewise.
  */
 export const COMPILER_VERSION = "0.6.1";
 
@@ -39,7 +40,7 @@ export interface CompileOptions {
   minFold?: MinFold;
   /** Token embedding as its quantized blocks ("quantized", default) or a float32 table ("float32"); see BuildOptions.embedding. */
   embedding?: EmbeddingLookup;
-  /** LM head as stored ("source", default) or re-quantized to 4-bit blocks ("4bit"); see BuildOptions.lmHead. */
+  /** LM head as stored ("source", default), re-quantized to 4-bit blocks ("4bit"), or that with its top logits recomputed ("4bit-rescored"); see BuildOptions.lmHead. */
   lmHead?: LmHeadWeight;
 }
 

@@ -23,9 +23,9 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
       default: DEFAULT_COMPILE_OPTIONS.minFold,
       description: "Q4_1/Q4_K/Q5_K block minimums: matmul: an exact correction matmul; 8bit: folded into 8-bit zero points (fewer nodes, twice the weight bytes)",
     }),
-    lmHead: option.choice(["source", "4bit"], {
+    lmHead: option.choice(["source", "4bit", "4bit-rescored"], {
       default: DEFAULT_COMPILE_OPTIONS.lmHead,
-      description: "LM head: source: as the GGUF stores it; 4bit: re-quantized to 4-bit blocks of 32 (half a Q8_0 head's bytes per step, lossy)",
+      description: "LM head: source: as the GGUF stores it; 4bit: re-quantized to 4-bit blocks of 32 (half a Q8_0 head's bytes per step, lossy); 4bit-rescored: 4bit, then each position's top 128 logits recomputed from the source blocks",
     }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },

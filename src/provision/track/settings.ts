@@ -8,7 +8,7 @@ import type { ArtifactManifest } from "../../runtime/artifact/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../../scheduler/index.js";
 
 export const MIN_FOLDS = ["matmul", "8bit"] as const satisfies ReadonlyArray<MinFold>;
-export const LM_HEAD_WEIGHTS = ["source", "4bit"] as const satisfies ReadonlyArray<LmHeadWeight>;
+export const LM_HEAD_WEIGHTS = ["source", "4bit", "4bit-rescored"] as const satisfies ReadonlyArray<LmHeadWeight>;
 
 export const GRAPH_OPTIMIZATION_LEVELS = ["disabled", "basic", "extended", "all"] as const;
 export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];

@@ -34,13 +34,16 @@ export interface BuildOptions {
    * How the LM head's weight reaches its matmul: "source" as the GGUF stores it (exact; Q8_0 in most
    * small models), "4bit" re-quantized to 4-bit blocks of 32 with zero points (half the bytes of a
    * Q8_0 head per decode step, lossy: see quant/requantize.ts). Only heads wider than 4 bits change;
-   * the embedding lookup keeps the source blocks. Ignored in "llama.cpp" numerics. Default "source".
+   * the embedding lookup keeps the source blocks. "4bit-rescored": the 4-bit head, then each
+   * position's top LM_HEAD_RESCORED_TOP (128) logits recomputed from the source blocks (a TopK, a
+   * gather of those rows and their dot products; a 32-block source head only, else as "4bit").
+   * Ignored in "llama.cpp" numerics. Default "source".
    */
   lmHead?: LmHeadWeight;
 }
 
 /** See {@link BuildOptions.lmHead}. */
-export type LmHeadWeight = "source" | "4bit";
+export type LmHeadWeight = "source" | "4bit" | "4bit-rescored";
 
 /** See {@link BuildOptions.embedding}. */
 export type EmbeddingLookup = "float32" | "quantized";
