@@ -3,11 +3,11 @@
  * speed and fidelity against the exact float reference, in one table.
  *
  *   npm run bench -- peers [--model smollm2-135m-instruct] [--threads 2] [--runs 3] [--steps 64]
- *        [--min-fold matmul|8bit]
+ *        [--min-fold matmul|8bit] [--lm-head source|4bit|4bit-rescored]
  *
  * Needs `bash scripts/peers/genai.sh` first (venv, float32 checkpoint from the GGUF, int4/int8 builds).
  * kiln runs the artifact `kiln serve` would load without a promotion (provisionArtifact: the
- * default compile; `--min-fold 8bit` the track's folded-minimum candidate instead), in this process, through ModelSession as bench/text.ts does; genai runs in
+ * default compile; `--min-fold 8bit` and `--lm-head` the track's compile candidates instead), in this process, through ModelSession as bench/text.ts does; genai runs in
  * bench/peers/genai_bench.py. Runs alternate kiln / genai so both see the same machine load; each
  * figure is the median of --runs.
  *
@@ -21,7 +21,9 @@
  */
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import type { LmHeadWeight } from "../src/compiler/compile.js";
 import { provisionArtifact } from "../src/provision/index.js";
+import { LM_HEAD_WEIGHTS } from "../src/provision/track/settings.js";
 import { ModelSession } from "../src/runtime/worker/model-session.js";
 import { type Fidelity, GENAI_ROOT, type GenaiSpeed, genaiReady, kilnFidelity, loadReference, logSoftmaxRows, runGenai } from "./peers/genai.js";
 
@@ -32,10 +34,13 @@ const { values: args } = parseArgs({
     runs: { type: "string", default: "3" },
     steps: { type: "string", default: "64" },
     "min-fold": { type: "string", default: "matmul" },
+    "lm-head": { type: "string", default: "source" },
   },
 });
 const minFold = args["min-fold"] as "matmul" | "8bit";
 if (minFold !== "matmul" && minFold !== "8bit") throw new Error(`--min-fold must be matmul or 8bit, not ${minFold}`);
+const lmHead = args["lm-head"] as LmHeadWeight;
+if (!(LM_HEAD_WEIGHTS as readonly string[]).includes(lmHead)) throw new Error(`--lm-head must be one of ${LM_HEAD_WEIGHTS.join(", ")}, not ${lmHead}`);
 const positiveInt = (name: string, v: string) => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, not ${v}`);
@@ -74,7 +79,7 @@ if (!genaiReady(BUILDS)) {
 const load0 = loadavg()[0];
 
 log(`kiln: provisioning ${slug} (pull + default compile, cached) ...`);
-const compiled = await provisionArtifact(slug, { ...(minFold === "8bit" ? { compile: { minFold } } : {}), onStage: (s) => log(`  ${s}`) });
+const compiled = await provisionArtifact(slug, { compile: { minFold, lmHead }, onStage: (s) => log(`  ${s}`) });
 const kiln = await ModelSession.load(compiled.dir, { threads, slots: BATCH });
 
 // Fidelity first: the genai script writes the reference kiln is scored against.

@@ -142,7 +142,8 @@ export function keepLogitPositions(ctx: BlockContext, x: string): string {
  * reference) the 4-bit head alone measured KL 0.098 and perplexity x1.050; with its top 32 / 64 /
  * 128 / 256 / 1024 rescored 0.028 / 0.023 / 0.019 / 0.015 / 0.009 and x1.025 / x1.016 / x1.008 /
  * x1.004 / x1.004 (the source head's: 0.005, x1.000). Decode at one thread against the source
- * head (alternating, medians of 12): top 64 +16%, 128 +11%, 256 +7%; 16 sequences -2%, -1%, -11%.
+ * head (alternating, medians of 12) on a busy VM: top 64 +16%, 128 +11%, 256 +7%; 16 sequences
+ * -2%, -1%, -11%. On a quiet one, 128: decode +3.4% (the 4-bit head alone +7.6%), 16 sequences -6%.
  */
 export const LM_HEAD_RESCORED_TOP = 128;
 
