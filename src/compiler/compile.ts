@@ -7,9 +7,9 @@ import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
 import { buildTextGraph, resolveArchitecture } from "./graph/architectures.js";
-import type { BuildOptions, EmbeddingLookup, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
+import type { BuildOptions, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
 
-export type { EmbeddingLookup, LmHeadWeight, MinFold };
+export type { EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { digestGgufSource, type SourceDigest } from "./source-digest.js";
@@ -26,7 +26,7 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * `minFold` option. 0.6.1: attention as one matmul per query head over a broadcast cache (0.6.0
  * artifacts built before this change carry the old attention under the same id). The `lmHead`
  * option (no version change: it is in the id only when not the default, which builds as before).
- * `lmHead: "4bit-rescored"` likewise.
+ * `lmHead: "4bit-rescored"` and the `gateUp` option likewise.
  */
 export const COMPILER_VERSION = "0.6.1";
 
@@ -42,6 +42,8 @@ export interface CompileOptions {
   embedding?: EmbeddingLookup;
   /** LM head as stored ("source", default), re-quantized to 4-bit blocks ("4bit"), or that with its top logits recomputed ("4bit-rescored"); see BuildOptions.lmHead. */
   lmHead?: LmHeadWeight;
+  /** Gate and up projections as one fused matmul ("fused", default) or one each ("separate"); see BuildOptions.gateUp. */
+  gateUp?: GateUpLayout;
 }
 
 export interface CompileRequest {
@@ -81,7 +83,7 @@ export { SourceChangedError } from "./source-digest.js";
 export const DEFAULT_WEIGHTS_FILE_BYTES = 16 * 2 ** 30;
 
 /** What an unset compile option means. */
-export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast", minFold: "matmul", embedding: "quantized", lmHead: "source" };
+export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast", minFold: "matmul", embedding: "quantized", lmHead: "source", gateUp: "fused" };
 
 /**
  * Every option set, for the build; `minFold` and `embedding` appear only when not the default, so that
@@ -91,12 +93,14 @@ function resolvedOptions(options: CompileOptions = {}): CompileOptions & Require
   const minFold = options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold;
   const embedding = options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding;
   const lmHead = options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead;
+  const gateUp = options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp;
   return {
     accuracyLevel: options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel,
     numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics,
     ...(minFold !== DEFAULT_COMPILE_OPTIONS.minFold ? { minFold } : {}),
     ...(embedding !== DEFAULT_COMPILE_OPTIONS.embedding ? { embedding } : {}),
     ...(lmHead !== DEFAULT_COMPILE_OPTIONS.lmHead ? { lmHead } : {}),
+    ...(gateUp !== DEFAULT_COMPILE_OPTIONS.gateUp ? { gateUp } : {}),
   };
 }
 
@@ -129,6 +133,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
     const build: BuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics, minFold: options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
       embedding: options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding,
       lmHead: options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
+      gateUp: options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
     };
     const choices = await buildTextGraph(builder, weights, resolved, build);
     const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };

@@ -27,6 +27,10 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
       default: DEFAULT_COMPILE_OPTIONS.lmHead,
       description: "LM head: source: as the GGUF stores it; 4bit: re-quantized to 4-bit blocks of 32 (half a Q8_0 head's bytes per step, lossy); 4bit-rescored: 4bit, then each position's top 128 logits recomputed from the source blocks",
     }),
+    gateUp: option.choice(["fused", "separate"], {
+      default: DEFAULT_COMPILE_OPTIONS.gateUp,
+      description: "gated MLPs: fused: gate and up as one matmul and a Split; separate: one matmul each (same logits; faster at one thread, slower at two on SmolLM2)",
+    }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },
   async run({ options, positionals }, io) {
@@ -37,7 +41,7 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
     try {
       const result = await provisionArtifact(slug, {
         force: options.force,
-        compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold, lmHead: options.lmHead },
+        compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold, lmHead: options.lmHead, gateUp: options.gateUp },
         onStage: (stage) => io.stderr.write(`${slug}: ${stage}\n`),
       });
       const what = result.reused ? "already compiled" : `compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`;

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import cron from "node-cron";
 import { z } from "zod";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
-import { GRAPH_OPTIMIZATION_LEVELS, LM_HEAD_WEIGHTS, MIN_FOLDS } from "./settings.js";
+import { GATE_UP_LAYOUTS, GRAPH_OPTIMIZATION_LEVELS, LM_HEAD_WEIGHTS, MIN_FOLDS } from "./settings.js";
 
 /** Speed metrics a promotion may be decided on; `batch<N>_tokens_per_second` for each batch size N > 1. */
 export const BASE_METRICS = ["decode_tokens_per_second", "prefill_tokens_per_second", "ttft_ms"] as const;
@@ -29,6 +29,7 @@ const searchSpaceSchema = z
     numerics: distinct(z.enum(["fast", "llama.cpp"])).optional(),
     minFold: distinct(z.enum(MIN_FOLDS)).optional(),
     lmHead: distinct(z.enum(LM_HEAD_WEIGHTS)).optional(),
+    gateUp: distinct(z.enum(GATE_UP_LAYOUTS)).optional(),
     threads: distinct(positiveInt(256)).optional(),
     graphOptimizationLevel: distinct(z.enum(GRAPH_OPTIMIZATION_LEVELS)).optional(),
     prefillChunk: distinct(positiveInt(8192)).optional(),

@@ -3,12 +3,13 @@
  * serving settings. A promotion stores these settings beside the artifact, so that the server runs
  * the artifact the way the track measured it.
  */
-import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type LmHeadWeight, type MinFold } from "../../compiler/compile.js";
+import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type GateUpLayout, type LmHeadWeight, type MinFold } from "../../compiler/compile.js";
 import type { ArtifactManifest } from "../../runtime/artifact/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../../scheduler/index.js";
 
 export const MIN_FOLDS = ["matmul", "8bit"] as const satisfies ReadonlyArray<MinFold>;
 export const LM_HEAD_WEIGHTS = ["source", "4bit", "4bit-rescored"] as const satisfies ReadonlyArray<LmHeadWeight>;
+export const GATE_UP_LAYOUTS = ["fused", "separate"] as const satisfies ReadonlyArray<GateUpLayout>;
 
 export const GRAPH_OPTIMIZATION_LEVELS = ["disabled", "basic", "extended", "all"] as const;
 export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];
@@ -22,6 +23,8 @@ export interface TrackSettings {
   minFold: MinFold;
   /** Compile: the LM head as the GGUF stores it ("source") or re-quantized to 4-bit blocks ("4bit"). */
   lmHead: LmHeadWeight;
+  /** Compile: a gated MLP's gate and up projections as one matmul and a Split ("fused") or one matmul each ("separate"). */
+  gateUp: GateUpLayout;
   /** Runtime: onnxruntime intra-op threads of the model's session. */
   threads: number;
   /** Runtime: onnxruntime graph optimizations applied when the session loads. */
@@ -35,11 +38,11 @@ export interface TrackSettings {
 }
 
 /** The settings searched, in the order candidates vary them (compile first: the biggest levers). */
-export const SETTING_NAMES = ["accuracyLevel", "numerics", "minFold", "lmHead", "graphOptimizationLevel", "threads", "prefillChunk", "maxRunning", "stepTokens"] as const satisfies ReadonlyArray<keyof TrackSettings>;
+export const SETTING_NAMES = ["accuracyLevel", "numerics", "minFold", "lmHead", "gateUp", "graphOptimizationLevel", "threads", "prefillChunk", "maxRunning", "stepTokens"] as const satisfies ReadonlyArray<keyof TrackSettings>;
 export type SettingName = (typeof SETTING_NAMES)[number];
 
 /** Settings that change the artifact (everything else is applied when it is loaded and served). */
-export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set(["accuracyLevel", "numerics", "minFold", "lmHead"]);
+export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set(["accuracyLevel", "numerics", "minFold", "lmHead", "gateUp"]);
 
 /** What `kiln serve` does without a promotion: the default compile and its default flags. */
 export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
@@ -47,6 +50,7 @@ export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
   numerics: DEFAULT_COMPILE_OPTIONS.numerics,
   minFold: DEFAULT_COMPILE_OPTIONS.minFold,
   lmHead: DEFAULT_COMPILE_OPTIONS.lmHead,
+  gateUp: DEFAULT_COMPILE_OPTIONS.gateUp,
   threads: 2,
   graphOptimizationLevel: "all",
   prefillChunk: DEFAULT_PREFILL_CHUNK,
@@ -65,7 +69,7 @@ export function servingSettings(settings: TrackSettings): Record<string, unknown
 
 export function compileOptionsOf(settings: TrackSettings): Required<CompileOptions> {
   // The embedding lookup changes no speed or quality (both forms are exact), so the track does not vary it.
-  return { accuracyLevel: settings.accuracyLevel, numerics: settings.numerics, minFold: settings.minFold, embedding: DEFAULT_COMPILE_OPTIONS.embedding, lmHead: settings.lmHead };
+  return { accuracyLevel: settings.accuracyLevel, numerics: settings.numerics, minFold: settings.minFold, embedding: DEFAULT_COMPILE_OPTIONS.embedding, lmHead: settings.lmHead, gateUp: settings.gateUp };
 }
 
 /** The compile options an artifact was built with, as its manifest records them (null when it does not say). */
@@ -74,12 +78,13 @@ export function compileOptionsOfManifest(manifest: ArtifactManifest): CompileOpt
   if (!recorded) return null;
   try {
     const parsed = JSON.parse(recorded.choice) as CompileOptions;
-    // An artifact whose options omit minFold or lmHead was built with the default.
+    // An artifact whose options omit minFold, lmHead or gateUp was built with the default.
     return {
       accuracyLevel: parsed.accuracyLevel,
       numerics: parsed.numerics,
       minFold: parsed.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
       lmHead: parsed.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
+      gateUp: parsed.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
     };
   } catch {
     return null;
@@ -98,6 +103,7 @@ export function completeSettings(partial: Record<string, unknown> | null | undef
   if (partial.numerics === "fast" || partial.numerics === "llama.cpp") out.numerics = partial.numerics;
   if ((MIN_FOLDS as readonly unknown[]).includes(partial.minFold)) out.minFold = partial.minFold as MinFold;
   if ((LM_HEAD_WEIGHTS as readonly unknown[]).includes(partial.lmHead)) out.lmHead = partial.lmHead as LmHeadWeight;
+  if ((GATE_UP_LAYOUTS as readonly unknown[]).includes(partial.gateUp)) out.gateUp = partial.gateUp as GateUpLayout;
   if (int(partial.threads)) out.threads = partial.threads as number;
   if ((GRAPH_OPTIMIZATION_LEVELS as readonly unknown[]).includes(partial.graphOptimizationLevel)) out.graphOptimizationLevel = partial.graphOptimizationLevel as GraphOptimizationLevel;
   if (int(partial.prefillChunk)) out.prefillChunk = partial.prefillChunk as number;

@@ -49,8 +49,15 @@ export async function gatedMlp(ctx: BlockContext, layer: number, x: string, ffn:
   const ws = await loadLinears(ctx, fusedInFile ? [`${p}.ffn_up.weight`] : [`${p}.ffn_gate.weight`, `${p}.ffn_up.weight`]);
   const total = ws.reduce((s, w) => s + w.n, 0);
   if (total !== 2 * ffn) throw new Error(`${p}: gate and up have ${total} outputs together, expected 2 x ${ffn}`);
-  const gu = fusedLinear(ctx, x, ws, `${p}.gate_up`);
-  const [gate, up] = g.node("Split", [gu, g.int64s([ffn, ffn])], { outputs: 2, attributes: { axis: -1 } });
+  let gate: string;
+  let up: string;
+  if (ctx.options.gateUp === "separate" && ws.length === 2) {
+    gate = fusedLinear(ctx, x, [ws[0]], `${p}.gate`);
+    up = fusedLinear(ctx, x, [ws[1]], `${p}.up`);
+  } else {
+    const gu = fusedLinear(ctx, x, ws, `${p}.gate_up`);
+    [gate, up] = g.node("Split", [gu, g.int64s([ffn, ffn])], { outputs: 2, attributes: { axis: -1 } });
+  }
   const hidden = g.op("Mul", [activate(ctx, gate, options.activation ?? "silu"), up]);
   return project(ctx, hidden, `${p}.ffn_down.weight`, `${p}.ffn_down`);
 }

@@ -33,7 +33,7 @@ describe("track jobs", () => {
     expect(errors).toEqual([]);
     const job = jobs.find((j) => j.slug === "smollm2-135m-instruct")!;
     expect(job).toMatchObject({ schedule: expect.any(String), threadBudget: 1, workload: { batchSizes: [1, 16] } });
-    expect(Object.keys(job.searchSpace).sort()).toEqual(["accuracyLevel", "graphOptimizationLevel", "lmHead", "maxRunning", "minFold", "numerics", "prefillChunk", "stepTokens", "threads"]);
+    expect(Object.keys(job.searchSpace).sort()).toEqual(["accuracyLevel", "gateUp", "graphOptimizationLevel", "lmHead", "maxRunning", "minFold", "numerics", "prefillChunk", "stepTokens", "threads"]);
   });
 
   it("fills in the defaults", () => {
