@@ -26,7 +26,7 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * `minFold` option. 0.6.1: attention as one matmul per query head over a broadcast cache (0.6.0
  * artifacts built before this change carry the old attention under the same id). The `lmHead`
  * option (no version change: it is in the id only when not the default, which builds as before).
- * `lmHead: "4bit-rescored"` and the `gateUp` option likewise.
+ * `lmHead: "4bit-rescored"`, the `gateUp` option and `minFold: "block-means"` likewise.
  */
 export const COMPILER_VERSION = "0.6.1";
 
@@ -36,7 +36,7 @@ export interface CompileOptions {
   accuracyLevel?: number;
   /** "fast" (default) or "llama.cpp" rounding emulation; see BuildOptions.numerics. */
   numerics?: "fast" | "llama.cpp";
-  /** Block minimums as a correction matmul ("matmul", default) or folded into 8-bit zero points ("8bit"); see BuildOptions.minFold. */
+  /** Block minimums as a correction matmul ("matmul", default), folded into 8-bit zero points ("8bit"), or integer zero points plus remainders over block means ("block-means"); see BuildOptions.minFold. */
   minFold?: MinFold;
   /** Token embedding as its quantized blocks ("quantized", default) or a float32 table ("float32"); see BuildOptions.embedding. */
   embedding?: EmbeddingLookup;

@@ -19,9 +19,10 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
       description: "fast: ONNX Runtime's int8-activation fast path; llama.cpp: reproduce llama.cpp's CPU rounding (slower)",
     }),
     accuracyLevel: option.integer({ min: 0, max: 4, default: DEFAULT_COMPILE_OPTIONS.accuracyLevel, description: "MatMulNBits accuracy level of the fast path: 4 int8 activations, 0 float" }),
-    minFold: option.choice(["matmul", "8bit"], {
+    minFold: option.choice(["matmul", "8bit", "block-means"], {
       default: DEFAULT_COMPILE_OPTIONS.minFold,
-      description: "Q4_1/Q4_K/Q5_K block minimums: matmul: an exact correction matmul; 8bit: folded into 8-bit zero points (fewer nodes, twice the weight bytes)",
+      description:
+        "Q4_1/Q4_K/Q5_K block minimums: matmul: an exact correction matmul; 8bit: folded into 8-bit zero points (fewer nodes, twice the weight bytes); block-means: integer zero points at the source's code width, remainders as extra columns over the input's block means",
     }),
     lmHead: option.choice(["source", "4bit", "4bit-rescored"], {
       default: DEFAULT_COMPILE_OPTIONS.lmHead,

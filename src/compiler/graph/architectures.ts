@@ -72,6 +72,9 @@ export async function buildTextGraph(g: GraphBuilder, weights: WeightSource, res
     ...(options.minFold === "8bit" && options.numerics !== "llama.cpp"
       ? [{ what: "block minimums", choice: "folded into 8-bit integer zero points", exact: false, why: "one MatMulNBits per linear instead of four nodes; each weight within 1/32 of its block's step" }]
       : []),
+    ...(options.minFold === "block-means" && options.numerics !== "llama.cpp"
+      ? [{ what: "block minimums", choice: "integer zero points + remainders over the input's appended block means", exact: false, why: "one MatMulNBits per linear at the source's code width, no float32 minimum table; each remainder quantized to the code width" }]
+      : []),
     ...ctx.choices,
   ];
 }

@@ -12,7 +12,7 @@
  * weight instead of 4 (plus the minimums), which the optimization track weighs against the nodes
  * saved.
  */
-import { type LinearWeight, type NbitsWeight, storedIntegers } from "./linear-weight.js";
+import { type LinearWeight, type NbitsWeight, storedIntegers, zeroPoint } from "./linear-weight.js";
 
 /** Divisors of the block step tried, finest first. */
 const STEP_DIVISORS = [16, 8, 4, 2, 1];
@@ -109,4 +109,99 @@ function requantizeBlock(u: Int32Array, d: number, m: number, out: Uint8Array): 
   const s = maxAbs === 0 ? 1 : maxAbs / 127;
   for (let i = 0; i < u.length; i++) out[i] = Math.max(0, Math.min(255, Math.round((u[i] * d + m) / s) + 128));
   return s;
+}
+
+/**
+ * Folding a weight's block minimums while keeping its code width (4 bits stay 4 bits). A block's
+ * values d*u + m (u = code - zp0) become d*(code - zp) + r: the integer zero point
+ * zp = round(zp0 - m/d), clamped to the codes' range, takes all of the minimum but a remainder
+ * r = m + d*(zp - zp0), |r| <= d/2 wherever the minimum lies within the codes' range (nearly every
+ * Q4_1 block). The remainders still need blocksum(x) @ r, and they ride in the same MatMulNBits:
+ * the graph appends the input's block means (K/blockSize columns) to the input, and the weight
+ * gains as many columns holding blockSize*r, quantized to the same bits in blocks of blockSize along
+ * K (each with its own scale and zero point, the range widened to include 0). One MatMulNBits per
+ * linear plus two nodes for the means (shared by every linear of the same input), where "matmul"
+ * takes four nodes and reads a float32 [K/blockSize, N] table per step (SmolLM2-135M: 13 MB).
+ * Each remainder is within half a step of its quantization, a step being 1/(2^bits - 1) of the
+ * range of the remainders it is quantized with.
+ */
+export interface BlockMeansReport {
+  /** Largest |quantized remainder - remainder| over every block, in units of that block's own step d. */
+  worstStepFraction: number;
+}
+
+/** `w` with its minimums folded into integer zero points plus block-mean columns (see above), or `w` itself when it has none. */
+export function foldMinsToBlockMeans(w: NbitsWeight, report?: BlockMeansReport): NbitsWeight {
+  if (w.mins === null || w.blockMeans) return w;
+  const { n, k, blockSize, bits } = w;
+  const levels = 2 ** bits;
+  const kBlocks = k / blockSize;
+  const extraBlocks = Math.ceil(kBlocks / blockSize);
+  const totalBlocks = kBlocks + extraBlocks;
+  const blob = (blockSize * bits) / 8;
+  const zpRow = bits === 4 ? Math.ceil(totalBlocks / 2) : totalBlocks;
+  const packed = new Uint8Array(n * totalBlocks * blob);
+  const scales = new Float32Array(n * totalBlocks);
+  const zeroPoints = new Uint8Array(n * zpRow);
+  const setZeroPoint = (row: number, b: number, zp: number) => {
+    if (bits === 8) zeroPoints[row * zpRow + b] = zp;
+    else zeroPoints[row * zpRow + (b >> 1)] |= b & 1 ? zp << 4 : zp;
+  };
+  const remainders = new Float64Array(kBlocks);
+  const steps = new Float64Array(kBlocks);
+  const codes = new Uint8Array(blockSize);
+  let worst = 0;
+  for (let row = 0; row < n; row++) {
+    packed.set(w.packed.subarray(row * kBlocks * blob, (row + 1) * kBlocks * blob), row * totalBlocks * blob);
+    for (let b = 0; b < kBlocks; b++) {
+      const d = w.scales[row * kBlocks + b];
+      const m = w.mins[b * n + row];
+      const zp0 = zeroPoint(w, row, b);
+      const zp = d === 0 ? zp0 : Math.max(0, Math.min(levels - 1, Math.round(zp0 - m / d)));
+      scales[row * totalBlocks + b] = d;
+      setZeroPoint(row, b, zp);
+      remainders[b] = m + d * (zp - zp0);
+      steps[b] = d;
+    }
+    for (let e = 0; e < extraBlocks; e++) {
+      const first = e * blockSize;
+      const last = Math.min(kBlocks, first + blockSize);
+      let lo = 0;
+      let hi = 0;
+      for (let b = first; b < last; b++) {
+        lo = Math.min(lo, blockSize * remainders[b]);
+        hi = Math.max(hi, blockSize * remainders[b]);
+      }
+      const s = hi === lo ? 1 : (hi - lo) / (levels - 1);
+      const zp = Math.max(0, Math.min(levels - 1, Math.round(-lo / s)));
+      codes.fill(zp);
+      for (let b = first; b < last; b++) {
+        const code = Math.max(0, Math.min(levels - 1, Math.round((blockSize * remainders[b]) / s) + zp));
+        codes[b - first] = code;
+        if (steps[b] > 0) worst = Math.max(worst, Math.abs(((code - zp) * s) / blockSize - remainders[b]) / steps[b]);
+      }
+      const blk = row * totalBlocks + kBlocks + e;
+      scales[blk] = s;
+      setZeroPoint(row, kBlocks + e, zp);
+      const out = packed.subarray(blk * blob, (blk + 1) * blob);
+      if (bits === 8) out.set(codes);
+      else for (let i = 0; i < blockSize; i += 2) out[i / 2] = codes[i] | (codes[i + 1] << 4);
+    }
+  }
+  if (report) report.worstStepFraction = Math.max(report.worstStepFraction, worst);
+  return {
+    kind: "nbits",
+    n,
+    k: k + kBlocks,
+    bits,
+    blockSize,
+    packed,
+    scales,
+    zeroPoints,
+    mins: null,
+    blockMeans: kBlocks,
+    mapping: `${w.mapping.split(" -> ")[0]} -> MatMulNBits ${bits}-bit block ${blockSize}, minimum as integer zero points + remainders over appended block means`,
+    exact: false,
+    ...(w.activation ? { activation: w.activation } : {}),
+  };
 }

@@ -24,6 +24,12 @@ export type LinearWeight =
       mapping: string;
       exact: boolean;
       activation?: ActivationType;
+      /**
+       * The last `blockMeans` of the k input columns are not the layer's input but the means of its
+       * blocks of `blockSize`, appended by the graph (block minimums folded by
+       * foldMinsToBlockMeans); k then need not be a multiple of blockSize. Absent: none.
+       */
+      blockMeans?: number;
     }
   | { kind: "float"; n: number; k: number; weightT: Float32Array; mapping: string; exact: boolean; activation?: ActivationType };
 
@@ -153,7 +159,7 @@ export function sliceRows(w: LinearWeight, start: number, count: number): Linear
 
 /** The stored integers of block `b` of row `row`, minus their zero point: value = u*scale (+ min). */
 export function storedIntegers(w: NbitsWeight, row: number, b: number, u: Int32Array): void {
-  const kBlocks = w.k / w.blockSize;
+  const kBlocks = Math.ceil(w.k / w.blockSize);
   const blk = row * kBlocks + b;
   const zp = zeroPoint(w, row, b);
   if (w.bits === 8) {
@@ -172,7 +178,7 @@ export function storedIntegers(w: NbitsWeight, row: number, b: number, u: Int32A
 /** A block's zero point: packed per row (two per byte, low nibble first, for 4 bits), or the operator's default. */
 export function zeroPoint(w: NbitsWeight, row: number, b: number): number {
   if (w.zeroPoints === null) return w.bits === 4 ? 8 : 128;
-  const kBlocks = w.k / w.blockSize;
+  const kBlocks = Math.ceil(w.k / w.blockSize);
   if (w.bits === 8) return w.zeroPoints[row * kBlocks + b];
   const byte = w.zeroPoints[row * Math.ceil(kBlocks / 2) + (b >> 1)];
   return b & 1 ? byte >> 4 : byte & 0x0f;

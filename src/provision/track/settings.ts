@@ -7,7 +7,7 @@ import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type GateUpLayout, type L
 import type { ArtifactManifest } from "../../runtime/artifact/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../../scheduler/index.js";
 
-export const MIN_FOLDS = ["matmul", "8bit"] as const satisfies ReadonlyArray<MinFold>;
+export const MIN_FOLDS = ["matmul", "8bit", "block-means"] as const satisfies ReadonlyArray<MinFold>;
 export const LM_HEAD_WEIGHTS = ["source", "4bit", "4bit-rescored"] as const satisfies ReadonlyArray<LmHeadWeight>;
 export const GATE_UP_LAYOUTS = ["fused", "separate"] as const satisfies ReadonlyArray<GateUpLayout>;
 
@@ -19,7 +19,7 @@ export interface TrackSettings {
   accuracyLevel: number;
   /** Compile: "fast" or llama.cpp's rounding ("llama.cpp", the quality reference). */
   numerics: "fast" | "llama.cpp";
-  /** Compile: block minimums as a correction matmul ("matmul") or folded into 8-bit zero points ("8bit"). */
+  /** Compile: block minimums as a correction matmul ("matmul"), folded into 8-bit zero points ("8bit"), or integer zero points plus remainders over block means ("block-means"). */
   minFold: MinFold;
   /** Compile: the LM head as the GGUF stores it ("source") or re-quantized to 4-bit blocks ("4bit"). */
   lmHead: LmHeadWeight;

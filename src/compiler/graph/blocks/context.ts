@@ -19,8 +19,10 @@ export interface BuildOptions {
   /**
    * How block minimums (Q4_1, Q4_K, Q5_K) reach the matmul: "matmul" adds blocksum(x) @ mins
    * (exact, four nodes per linear); "8bit" folds them into 8-bit integer zero points (one node,
-   * twice the weight bytes, each weight within 1/32 of its block's step). Ignored in "llama.cpp"
-   * numerics. Default "matmul".
+   * twice the weight bytes, each weight within 1/32 of its block's step); "block-means" keeps the
+   * code width, moves each minimum into an integer zero point and its remainder (under half a step)
+   * into extra weight columns fed by the input's block means (one MatMulNBits, lossy only in the
+   * remainders' quantization: see quant/fold-mins.ts). Ignored in "llama.cpp" numerics. Default "matmul".
    */
   minFold?: MinFold;
   /**
@@ -60,7 +62,7 @@ export type LmHeadWeight = "source" | "4bit" | "4bit-rescored";
 export type EmbeddingLookup = "float32" | "quantized";
 
 /** See {@link BuildOptions.minFold}. */
-export type MinFold = "matmul" | "8bit";
+export type MinFold = "matmul" | "8bit" | "block-means";
 
 /** A matmul input after llama.cpp's activation rounding, and its block sums where the weight has block minimums. */
 export interface RoundedActivation {

@@ -1,5 +1,5 @@
 import { DataType } from "../../onnx/onnx-proto.js";
-import { foldMinsTo8Bit } from "../../quant/fold-mins.js";
+import { foldMinsTo8Bit, foldMinsToBlockMeans } from "../../quant/fold-mins.js";
 import { concatRows, fusable, type LinearWeight } from "../../quant/linear-weight.js";
 import { emulatedActivation } from "./activation.js";
 import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
@@ -8,13 +8,17 @@ import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
 export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name: string): string {
   const g = ctx.g;
   // Folded per linear, after fusion, so a fused QKV or gate|up is folded once.
-  if (weight.kind === "nbits" && weight.mins && ctx.options.minFold === "8bit" && !emulatesLlamaCpp(ctx)) weight = foldMinsTo8Bit(weight);
+  if (weight.kind === "nbits" && weight.mins && !emulatesLlamaCpp(ctx)) {
+    if (ctx.options.minFold === "8bit") weight = foldMinsTo8Bit(weight);
+    else if (ctx.options.minFold === "block-means") weight = foldMinsToBlockMeans(weight);
+  }
+  if (weight.kind === "nbits" && weight.blockMeans) x = withBlockMeans(ctx, x, weight.blockMeans, weight.blockSize);
   const act = emulatedActivation(ctx, x, weight);
   if (act) x = act.xq;
   if (weight.kind === "float") {
     return g.op("MatMul", [x, g.weight(`${name}.wT`, DataType.FLOAT, [weight.k, weight.n], weight.weightT)]);
   }
-  const kBlocks = weight.k / weight.blockSize;
+  const kBlocks = Math.ceil(weight.k / weight.blockSize);
   const blob = (weight.blockSize * weight.bits) / 8;
   const inputs = [
     x,
@@ -35,6 +39,28 @@ export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name:
     y = g.op("Add", [y, g.op("MatMul", [sums, mins])]);
   }
   return y;
+}
+
+/** Inputs already given their block means, per graph, by input and block size: gate and up, or Q, K and V, read the same. */
+const withMeans = new WeakMap<BlockContext, Map<string, string>>();
+
+/**
+ * [B, S, K] x followed by the means of its `blocks` blocks of `blockSize`: [B, S, K + blocks], the
+ * input of a weight folded by foldMinsToBlockMeans (which holds blockSize*remainder, so means, not sums).
+ */
+function withBlockMeans(ctx: BlockContext, x: string, blocks: number, blockSize: number): string {
+  let done = withMeans.get(ctx);
+  if (!done) withMeans.set(ctx, (done = new Map()));
+  const key = `${x}/${blockSize}`;
+  const cached = done.get(key);
+  if (cached) return cached;
+  const g = ctx.g;
+  // Axis 3 and explicit sizes, as for the ReduceSum above: an expert no row chose has an empty input.
+  // (AveragePool would be one node, but onnxruntime 1.30 rejects it on a [B, 0, K] input.)
+  const means = g.op("ReduceMean", [g.op("Reshape", [x, g.int64s([0, 0, blocks, blockSize])]), g.int64s([3])], { attributes: { keepdims: 0 } });
+  const out = g.op("Concat", [x, means], { attributes: { axis: -1 } });
+  done.set(key, out);
+  return out;
 }
 
 /** x @ W^T for the GGUF tensor `tensor`, its initializers named after `label`. */
