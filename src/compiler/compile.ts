@@ -36,7 +36,7 @@ export interface CompileOptions {
   accuracyLevel?: number;
   /** "fast" (default) or "llama.cpp" rounding emulation; see BuildOptions.numerics. */
   numerics?: "fast" | "llama.cpp";
-  /** Block minimums as a correction matmul ("matmul", default), folded into 8-bit zero points ("8bit"), or integer zero points plus remainders over block means ("block-means"); see BuildOptions.minFold. */
+  /** Block minimums as a correction matmul ("matmul", default), folded into 8-bit zero points ("8bit"), or default zero points plus block offsets over block means ("block-means"); see BuildOptions.minFold. */
   minFold?: MinFold;
   /** Token embedding as its quantized blocks ("quantized", default) or a float32 table ("float32"); see BuildOptions.embedding. */
   embedding?: EmbeddingLookup;

@@ -22,7 +22,7 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
     minFold: option.choice(["matmul", "8bit", "block-means"], {
       default: DEFAULT_COMPILE_OPTIONS.minFold,
       description:
-        "Q4_1/Q4_K/Q5_K block minimums: matmul: an exact correction matmul; 8bit: folded into 8-bit zero points (fewer nodes, twice the weight bytes); block-means: integer zero points at the source's code width, remainders as extra columns over the input's block means",
+        "Q4_1/Q4_K/Q5_K block minimums: matmul: an exact correction matmul; 8bit: folded into 8-bit zero points (fewer nodes, twice the weight bytes); block-means: the source's code width with default zero points, block offsets as extra columns over the input's block means",
     }),
     lmHead: option.choice(["source", "4bit", "4bit-rescored"], {
       default: DEFAULT_COMPILE_OPTIONS.lmHead,

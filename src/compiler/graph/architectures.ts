@@ -73,7 +73,7 @@ export async function buildTextGraph(g: GraphBuilder, weights: WeightSource, res
       ? [{ what: "block minimums", choice: "folded into 8-bit integer zero points", exact: false, why: "one MatMulNBits per linear instead of four nodes; each weight within 1/32 of its block's step" }]
       : []),
     ...(options.minFold === "block-means" && options.numerics !== "llama.cpp"
-      ? [{ what: "block minimums", choice: "integer zero points + remainders over the input's appended block means", exact: false, why: "one MatMulNBits per linear at the source's code width, no float32 minimum table; each remainder quantized to the code width" }]
+      ? [{ what: "block minimums", choice: "default zero point + block offsets over the input's appended block means", exact: false, why: "one MatMulNBits per linear at the source's code width, no zero points (the symmetric kernels), no float32 minimum table; offsets at 8 bits of resolution per row" }]
       : []),
     ...ctx.choices,
   ];

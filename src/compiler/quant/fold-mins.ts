@@ -112,77 +112,69 @@ function requantizeBlock(u: Int32Array, d: number, m: number, out: Uint8Array): 
 }
 
 /**
- * Folding a weight's block minimums while keeping its code width (4 bits stay 4 bits). A block's
- * values d*u + m (u = code - zp0) become d*(code - zp) + r: the integer zero point
- * zp = round(zp0 - m/d), clamped to the codes' range, takes all of the minimum but a remainder
- * r = m + d*(zp - zp0), |r| <= d/2 wherever the minimum lies within the codes' range (nearly every
- * Q4_1 block). The remainders still need blocksum(x) @ r, and they ride in the same MatMulNBits:
- * the graph appends the input's block means (K/blockSize columns) to the input, and the weight
- * gains as many columns holding blockSize*r, quantized to the same bits in blocks of blockSize along
- * K (each with its own scale and zero point, the range widened to include 0). One MatMulNBits per
- * linear plus two nodes for the means (shared by every linear of the same input), where "matmul"
- * takes four nodes and reads a float32 [K/blockSize, N] table per step (SmolLM2-135M: 13 MB).
- * Each remainder is within half a step of its quantization, a step being 1/(2^bits - 1) of the
- * range of the remainders it is quantized with.
+ * Folding a weight's block minimums while keeping its code width (4 bits stay 4 bits) and the
+ * operator's default zero point (8 for 4 bits, 128 for 8): a block's values d*u + m (u = code - zp0)
+ * become d*(code - mid) + r with r = m + d*(mid - zp0), the block's offset from a symmetric grid. The
+ * remainders need blocksum(x) @ r, and they ride in the same MatMulNBits: the graph appends the
+ * input's block means to the input, once per factor in `blockMeans.factors`, and the weight gains as
+ * many columns. For 4-bit codes the factors are [16, 1]: each remainder is s*(16*H + L) with H and L
+ * 4-bit codes, 8 bits of resolution over the row's remainders (s = the row's largest |r| / ~128);
+ * 8-bit codes need one copy. With no zero-point input at all, onnxruntime takes its symmetric
+ * kernels (SmolLM2-135M: 4-bit zero points cost about 9% of a decode step). One MatMulNBits per
+ * linear plus three or four nodes for the means (shared by every linear of the same input), where
+ * "matmul" takes four nodes per linear and reads a float32 [K/blockSize, N] table per step.
  */
 export interface BlockMeansReport {
   /** Largest |quantized remainder - remainder| over every block, in units of that block's own step d. */
   worstStepFraction: number;
 }
 
-/** `w` with its minimums folded into integer zero points plus block-mean columns (see above), or `w` itself when it has none. */
+/** `w` with its minimums folded into the default zero point plus block-mean columns (see above), or `w` itself when it has none. */
 export function foldMinsToBlockMeans(w: NbitsWeight, report?: BlockMeansReport): NbitsWeight {
   if (w.mins === null || w.blockMeans) return w;
   const { n, k, blockSize, bits } = w;
-  const levels = 2 ** bits;
+  const mid = 2 ** (bits - 1);
+  const factors = bits === 4 ? [16, 1] : [1];
   const kBlocks = k / blockSize;
-  const extraBlocks = Math.ceil(kBlocks / blockSize);
-  const totalBlocks = kBlocks + extraBlocks;
+  const totalK = k + factors.length * kBlocks;
+  const totalBlocks = Math.ceil(totalK / blockSize);
   const blob = (blockSize * bits) / 8;
-  const zpRow = bits === 4 ? Math.ceil(totalBlocks / 2) : totalBlocks;
   const packed = new Uint8Array(n * totalBlocks * blob);
   const scales = new Float32Array(n * totalBlocks);
-  const zeroPoints = new Uint8Array(n * zpRow);
-  const setZeroPoint = (row: number, b: number, zp: number) => {
-    if (bits === 8) zeroPoints[row * zpRow + b] = zp;
-    else zeroPoints[row * zpRow + (b >> 1)] |= b & 1 ? zp << 4 : zp;
-  };
+  // Remainders as integers c = sum of factor * (code - mid): from -(sum of factors) * mid to (sum of factors) * (mid - 1).
+  const span = factors.reduce((a, f) => a + f, 0);
+  const [cMin, cMax] = [-span * mid, span * (mid - 1)];
   const remainders = new Float64Array(kBlocks);
-  const steps = new Float64Array(kBlocks);
-  const codes = new Uint8Array(blockSize);
+  const extra = new Uint8Array((totalBlocks - kBlocks) * blockSize).fill(mid);
   let worst = 0;
   for (let row = 0; row < n; row++) {
     packed.set(w.packed.subarray(row * kBlocks * blob, (row + 1) * kBlocks * blob), row * totalBlocks * blob);
+    let lo = 0;
+    let hi = 0;
     for (let b = 0; b < kBlocks; b++) {
       const d = w.scales[row * kBlocks + b];
-      const m = w.mins[b * n + row];
-      const zp0 = zeroPoint(w, row, b);
-      const zp = d === 0 ? zp0 : Math.max(0, Math.min(levels - 1, Math.round(zp0 - m / d)));
       scales[row * totalBlocks + b] = d;
-      setZeroPoint(row, b, zp);
-      remainders[b] = m + d * (zp - zp0);
-      steps[b] = d;
+      remainders[b] = w.mins[b * n + row] + d * (mid - zeroPoint(w, row, b));
+      lo = Math.min(lo, remainders[b]);
+      hi = Math.max(hi, remainders[b]);
     }
-    for (let e = 0; e < extraBlocks; e++) {
-      const first = e * blockSize;
-      const last = Math.min(kBlocks, first + blockSize);
-      let lo = 0;
-      let hi = 0;
-      for (let b = first; b < last; b++) {
-        lo = Math.min(lo, blockSize * remainders[b]);
-        hi = Math.max(hi, blockSize * remainders[b]);
+    const s = Math.max(hi / cMax, lo / cMin) || 1;
+    extra.fill(mid);
+    for (let b = 0; b < kBlocks; b++) {
+      let c = Math.max(cMin, Math.min(cMax, Math.round(remainders[b] / s)));
+      const d = Math.abs(w.scales[row * kBlocks + b]);
+      if (d > 0) worst = Math.max(worst, Math.abs(c * s - remainders[b]) / d);
+      // Digits of c in base factors[0] (balanced: each in -mid..mid-1), most significant first.
+      for (let f = 0; f < factors.length; f++) {
+        const digit = f === factors.length - 1 ? c : Math.floor((c + mid * factors[f + 1]) / factors[f]);
+        extra[f * kBlocks + b] = digit + mid;
+        c -= digit * factors[f];
       }
-      const s = hi === lo ? 1 : (hi - lo) / (levels - 1);
-      const zp = Math.max(0, Math.min(levels - 1, Math.round(-lo / s)));
-      codes.fill(zp);
-      for (let b = first; b < last; b++) {
-        const code = Math.max(0, Math.min(levels - 1, Math.round((blockSize * remainders[b]) / s) + zp));
-        codes[b - first] = code;
-        if (steps[b] > 0) worst = Math.max(worst, Math.abs(((code - zp) * s) / blockSize - remainders[b]) / steps[b]);
-      }
+    }
+    for (let e = 0; e < totalBlocks - kBlocks; e++) {
       const blk = row * totalBlocks + kBlocks + e;
-      scales[blk] = s;
-      setZeroPoint(row, kBlocks + e, zp);
+      scales[blk] = blockSize * s;
+      const codes = extra.subarray(e * blockSize, (e + 1) * blockSize);
       const out = packed.subarray(blk * blob, (blk + 1) * blob);
       if (bits === 8) out.set(codes);
       else for (let i = 0; i < blockSize; i += 2) out[i / 2] = codes[i] | (codes[i + 1] << 4);
@@ -192,15 +184,15 @@ export function foldMinsToBlockMeans(w: NbitsWeight, report?: BlockMeansReport):
   return {
     kind: "nbits",
     n,
-    k: k + kBlocks,
+    k: totalK,
     bits,
     blockSize,
     packed,
     scales,
-    zeroPoints,
+    zeroPoints: null,
     mins: null,
-    blockMeans: kBlocks,
-    mapping: `${w.mapping.split(" -> ")[0]} -> MatMulNBits ${bits}-bit block ${blockSize}, minimum as integer zero points + remainders over appended block means`,
+    blockMeans: { blocks: kBlocks, factors },
+    mapping: `${w.mapping.split(" -> ")[0]} -> MatMulNBits ${bits}-bit block ${blockSize}, default zero point, block offsets over appended block means`,
     exact: false,
     ...(w.activation ? { activation: w.activation } : {}),
   };

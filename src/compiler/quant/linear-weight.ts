@@ -25,11 +25,11 @@ export type LinearWeight =
       exact: boolean;
       activation?: ActivationType;
       /**
-       * The last `blockMeans` of the k input columns are not the layer's input but the means of its
-       * blocks of `blockSize`, appended by the graph (block minimums folded by
-       * foldMinsToBlockMeans); k then need not be a multiple of blockSize. Absent: none.
+       * The input columns past the layer's own (k counts them): for each of `factors`, that factor
+       * times the means of the input's `blocks` blocks of `blockSize`, appended by the graph (block
+       * minimums folded by foldMinsToBlockMeans); k then need not be a multiple of blockSize.
        */
-      blockMeans?: number;
+      blockMeans?: { blocks: number; factors: number[] };
     }
   | { kind: "float"; n: number; k: number; weightT: Float32Array; mapping: string; exact: boolean; activation?: ActivationType };
 

@@ -19,7 +19,7 @@ export interface TrackSettings {
   accuracyLevel: number;
   /** Compile: "fast" or llama.cpp's rounding ("llama.cpp", the quality reference). */
   numerics: "fast" | "llama.cpp";
-  /** Compile: block minimums as a correction matmul ("matmul"), folded into 8-bit zero points ("8bit"), or integer zero points plus remainders over block means ("block-means"). */
+  /** Compile: block minimums as a correction matmul ("matmul"), folded into 8-bit zero points ("8bit"), or default zero points plus block offsets over block means ("block-means"). */
   minFold: MinFold;
   /** Compile: the LM head as the GGUF stores it ("source") or re-quantized to 4-bit blocks ("4bit"). */
   lmHead: LmHeadWeight;

@@ -1,5 +1,6 @@
-// foldMinsToBlockMeans (minFold "block-means"): block minimums as integer zero points at the source's
-// code width, the remainders as extra weight columns over the input's appended block means. Checked
+// foldMinsToBlockMeans (minFold "block-means"): block minimums folded at the source's code width, the
+// codes read against the operator's default zero point, and each block's offset carried by extra weight
+// columns over the input's appended block means (16x and 1x for two 4-bit digits). Checked
 // against ggml's dequantization of the GGUF bytes, in plain arithmetic (MatMulNBits semantics written
 // here, independently of the fold) and through linear() in onnxruntime.
 
@@ -39,23 +40,24 @@ function encodeQ4_1(values: Float32Array): Uint8Array {
 }
 
 /**
- * The folded weight's effective [n, k - blockMeans] matrix, from MatMulNBits semantics: the first
- * K columns dequantized as (q - zp) * scale; each appended column c (the mean of input block c)
- * contributes its dequantized weight / blockSize to every element of block c (a mean, not a sum).
+ * The folded weight's effective [n, k - appended] matrix, from MatMulNBits semantics: every column
+ * dequantized as (q - zp) * scale (zp the operator's default when there is no zero-point input);
+ * the appended column for factor f and block c holds f * mean(input block c), so its weight adds
+ * f * weight / blockSize to each element of block c.
  */
 function effective(w: NbitsWeight): Float32Array {
-  const means = w.blockMeans!;
-  const inputs = w.k - means;
+  const { blocks: means, factors } = w.blockMeans!;
+  const inputs = w.k - means * factors.length;
   const blocks = Math.ceil(w.k / w.blockSize);
   const blob = (w.blockSize * w.bits) / 8;
   const zpRow = Math.ceil((blocks * w.bits) / 8);
   expect(w.packed.length).toBe(w.n * blocks * blob);
   expect(w.scales.length).toBe(w.n * blocks);
-  expect(w.zeroPoints!.length).toBe(w.n * zpRow);
   const weightAt = (r: number, c: number) => {
     const b = Math.floor(c / w.blockSize);
     const j = c % w.blockSize;
-    const zp = w.bits === 4 ? (w.zeroPoints![r * zpRow + (b >> 1)] >> (4 * (b & 1))) & 0x0f : w.zeroPoints![r * zpRow + b];
+    let zp = w.bits === 4 ? 8 : 128;
+    if (w.zeroPoints) zp = w.bits === 4 ? (w.zeroPoints[r * zpRow + (b >> 1)] >> (4 * (b & 1))) & 0x0f : w.zeroPoints[r * zpRow + b];
     const at = (r * blocks + b) * blob;
     const q = w.bits === 4 ? (w.packed[at + (j >> 1)] >> (4 * (j & 1))) & 0x0f : w.packed[at + j];
     return (q - zp) * w.scales[r * blocks + b];
@@ -63,7 +65,10 @@ function effective(w: NbitsWeight): Float32Array {
   const out = new Float32Array(w.n * inputs);
   for (let r = 0; r < w.n; r++) {
     for (let c = 0; c < inputs; c++) {
-      out[r * inputs + c] = weightAt(r, c) + weightAt(r, inputs + Math.floor(c / w.blockSize)) / w.blockSize;
+      let v = weightAt(r, c);
+      const block = Math.floor(c / w.blockSize);
+      factors.forEach((f, i) => (v += (f * weightAt(r, inputs + i * means + block)) / w.blockSize));
+      out[r * inputs + c] = v;
     }
   }
   return out;
@@ -89,29 +94,30 @@ const SOURCES = [
 ];
 
 describe("foldMinsToBlockMeans", () => {
-  it.each(SOURCES)("$name: 4-bit codes kept, minimums gone, K + K/32 inputs, every weight within the reported fraction of its block's step", ({ type, raw, repack }) => {
+  it.each(SOURCES)("$name: 4-bit codes kept, no zero points or minimums, K + 2K/32 inputs, every weight within the reported fraction of its block's step", ({ type, raw, repack }) => {
     const source = repack(raw, N, K) as NbitsWeight;
     const report: BlockMeansReport = { worstStepFraction: 0 };
     const folded = foldMinsToBlockMeans(source, report);
-    expect(folded).toMatchObject({ bits: 4, blockSize: 32, mins: null, exact: false, k: K + K / 32, blockMeans: K / 32 });
+    expect(folded).toMatchObject({ bits: 4, blockSize: 32, zeroPoints: null, mins: null, exact: false, k: K + (2 * K) / 32, blockMeans: { blocks: K / 32, factors: [16, 1] } });
     const dense = dequantize(type, raw, N * K);
     const worst = worstInSteps(effective(folded), dense, source.scales, K, 32);
     expect(worst).toBeLessThanOrEqual(report.worstStepFraction + 1e-3);
-    // Remainders lie within half a step, so their 4-bit grid's step is at most 1/15 of a step of the row's widest block.
+    // Offsets of a few steps at 8 bits of resolution: a small fraction of a step.
     expect(report.worstStepFraction).toBeGreaterThan(0);
-    expect(report.worstStepFraction).toBeLessThan(0.25);
+    expect(report.worstStepFraction).toBeLessThan(0.1);
   });
 
-  it("a block whose minimum lies above zero (all weights positive) keeps zero point 0 and carries its whole minimum as remainder", () => {
+  it("a block far from symmetric (all weights positive) is carried whole by its offset, at the row's resolution", () => {
     const values = Float32Array.from(normals.subarray(0, 2 * K));
     for (let i = 0; i < 32; i++) values[i] = 0.5 + 0.01 * i; // row 0, block 0: minimum 0.5, step 0.0207
     const raw = encodeQ4_1(values);
     const folded = foldMinsToBlockMeans(repackQ4_1(raw, 2, K) as NbitsWeight);
-    expect(folded.zeroPoints![0] & 0x0f).toBe(0);
     const got = effective(folded);
     const dense = dequantize(GgmlType.Q4_1, raw, 2 * K);
-    // That row's remainders span 0..0.5: 4 bits resolve them to a 30th of 0.5, and the block's values follow.
-    for (let i = 0; i < 32; i++) expect(Math.abs(got[i] - dense[i])).toBeLessThanOrEqual(0.5 / 30 + 1e-6);
+    // That row's offsets reach 0.5 + 8 steps: 8 bits resolve them to about a 256th of that.
+    for (let i = 0; i < 32; i++) expect(Math.abs(got[i] - dense[i])).toBeLessThanOrEqual(0.67 / 238 + 1e-6);
+    // The other blocks of that row are no worse than that either.
+    for (let i = 32; i < K; i++) expect(Math.abs(got[i] - dense[i])).toBeLessThanOrEqual(0.67 / 238 + 1e-6);
   });
 
   it("leaves a weight without minimums alone", () => {
@@ -174,7 +180,7 @@ describe('linear() with minFold "block-means" in onnxruntime', () => {
     expect(relativeError(y[0], dequantize(GgmlType.Q4_1, raw, N * K))).toBeLessThan(0.01);
     expect(y[1]).toEqual(y[0]);
     expect(ops.filter((op) => op === "MatMulNBits")).toHaveLength(2);
-    expect(ops.filter((op) => op === "Concat" || op === "ReduceMean")).toEqual(["ReduceMean", "Concat"]);
+    expect(ops.filter((op) => op === "Concat" || op === "ReduceMean" || op === "Mul")).toEqual(["ReduceMean", "Mul", "Concat"]);
     expect(ops).not.toContain("MatMul");
   });
 

@@ -20,9 +20,10 @@ export interface BuildOptions {
    * How block minimums (Q4_1, Q4_K, Q5_K) reach the matmul: "matmul" adds blocksum(x) @ mins
    * (exact, four nodes per linear); "8bit" folds them into 8-bit integer zero points (one node,
    * twice the weight bytes, each weight within 1/32 of its block's step); "block-means" keeps the
-   * code width, moves each minimum into an integer zero point and its remainder (under half a step)
-   * into extra weight columns fed by the input's block means (one MatMulNBits, lossy only in the
-   * remainders' quantization: see quant/fold-mins.ts). Ignored in "llama.cpp" numerics. Default "matmul".
+   * code width and the operator's default zero point, and carries each block's offset in extra
+   * weight columns fed by the input's block means (one MatMulNBits with no zero-point input, lossy
+   * only in the offsets' 8-bit resolution: see quant/fold-mins.ts). Ignored in "llama.cpp" numerics.
+   * Default "matmul".
    */
   minFold?: MinFold;
   /**

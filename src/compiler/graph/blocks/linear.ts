@@ -12,7 +12,7 @@ export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name:
     if (ctx.options.minFold === "8bit") weight = foldMinsTo8Bit(weight);
     else if (ctx.options.minFold === "block-means") weight = foldMinsToBlockMeans(weight);
   }
-  if (weight.kind === "nbits" && weight.blockMeans) x = withBlockMeans(ctx, x, weight.blockMeans, weight.blockSize);
+  if (weight.kind === "nbits" && weight.blockMeans) x = withBlockMeans(ctx, x, weight.blockMeans.blocks, weight.blockMeans.factors, weight.blockSize);
   const act = emulatedActivation(ctx, x, weight);
   if (act) x = act.xq;
   if (weight.kind === "float") {
@@ -45,20 +45,21 @@ export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name:
 const withMeans = new WeakMap<BlockContext, Map<string, string>>();
 
 /**
- * [B, S, K] x followed by the means of its `blocks` blocks of `blockSize`: [B, S, K + blocks], the
- * input of a weight folded by foldMinsToBlockMeans (which holds blockSize*remainder, so means, not sums).
+ * [B, S, K] x followed by the means of its `blocks` blocks of `blockSize` times each of `factors`:
+ * [B, S, K + blocks * factors.length], the input of a weight folded by foldMinsToBlockMeans.
  */
-function withBlockMeans(ctx: BlockContext, x: string, blocks: number, blockSize: number): string {
+function withBlockMeans(ctx: BlockContext, x: string, blocks: number, factors: number[], blockSize: number): string {
   let done = withMeans.get(ctx);
   if (!done) withMeans.set(ctx, (done = new Map()));
-  const key = `${x}/${blockSize}`;
+  const key = `${x}/${blocks}x${blockSize}/${factors.join(",")}`;
   const cached = done.get(key);
   if (cached) return cached;
   const g = ctx.g;
   // Axis 3 and explicit sizes, as for the ReduceSum above: an expert no row chose has an empty input.
   // (AveragePool would be one node, but onnxruntime 1.30 rejects it on a [B, 0, K] input.)
   const means = g.op("ReduceMean", [g.op("Reshape", [x, g.int64s([0, 0, blocks, blockSize])]), g.int64s([3])], { attributes: { keepdims: 0 } });
-  const out = g.op("Concat", [x, means], { attributes: { axis: -1 } });
+  const scaled = factors.map((f) => (f === 1 ? means : g.op("Mul", [means, g.constant(DataType.FLOAT, [], new Float32Array([f]), "f32")])));
+  const out = g.op("Concat", [x, ...scaled], { attributes: { axis: -1 } });
   done.set(key, out);
   return out;
 }
