@@ -3,11 +3,11 @@
  * speed and fidelity against the exact float reference, in one table.
  *
  *   npm run bench -- peers [--model smollm2-135m-instruct] [--threads 2] [--runs 3] [--steps 64]
- *        [--min-fold matmul|8bit] [--lm-head source|4bit|4bit-rescored]
+ *        [--min-fold matmul|8bit|block-means] [--lm-head source|4bit|4bit-rescored]
  *
  * Needs `bash scripts/peers/genai.sh` first (venv, float32 checkpoint from the GGUF, int4/int8 builds).
  * kiln runs the artifact `kiln serve` would load without a promotion (provisionArtifact: the
- * default compile; `--min-fold 8bit` and `--lm-head` the track's compile candidates instead), in this process, through ModelSession as bench/text.ts does; genai runs in
+ * default compile; `--min-fold 8bit|block-means` and `--lm-head` the track's compile candidates instead), in this process, through ModelSession as bench/text.ts does; genai runs in
  * bench/peers/genai_bench.py. Runs alternate kiln / genai so both see the same machine load; each
  * figure is the median of --runs.
  *
@@ -21,9 +21,9 @@
  */
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
-import type { LmHeadWeight } from "../src/compiler/compile.js";
+import type { LmHeadWeight, MinFold } from "../src/compiler/compile.js";
 import { provisionArtifact } from "../src/provision/index.js";
-import { LM_HEAD_WEIGHTS } from "../src/provision/track/settings.js";
+import { LM_HEAD_WEIGHTS, MIN_FOLDS } from "../src/provision/track/settings.js";
 import { ModelSession } from "../src/runtime/worker/model-session.js";
 import { type Fidelity, GENAI_ROOT, type GenaiSpeed, genaiReady, kilnFidelity, loadReference, logSoftmaxRows, runGenai } from "./peers/genai.js";
 
@@ -37,8 +37,8 @@ const { values: args } = parseArgs({
     "lm-head": { type: "string", default: "source" },
   },
 });
-const minFold = args["min-fold"] as "matmul" | "8bit";
-if (minFold !== "matmul" && minFold !== "8bit") throw new Error(`--min-fold must be matmul or 8bit, not ${minFold}`);
+const minFold = args["min-fold"] as MinFold;
+if (!(MIN_FOLDS as readonly string[]).includes(minFold)) throw new Error(`--min-fold must be one of ${MIN_FOLDS.join(", ")}, not ${minFold}`);
 const lmHead = args["lm-head"] as LmHeadWeight;
 if (!(LM_HEAD_WEIGHTS as readonly string[]).includes(lmHead)) throw new Error(`--lm-head must be one of ${LM_HEAD_WEIGHTS.join(", ")}, not ${lmHead}`);
 const positiveInt = (name: string, v: string) => {

@@ -28,7 +28,7 @@ export {
   type Verdict,
 } from "./records.js";
 export { gain, judge, meanMetrics, medianMetrics, qualityProblem, relativeSpread, sampleSpread, tooNoisy, winThreshold, type Judgement, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
-export { runTrack, TimeSliceError, type Measurement, type MeasureRequest, type Measurer, type RunTrackOptions, type TrackRunSummary } from "./run.js";
+export { runTrack, TimeSliceError, type Measurement, type MeasureRequest, type Measurer, type PairedMeasurement, type RunTrackOptions, type TrackRunSummary } from "./run.js";
 export {
   compileOptionsOf,
   compileOptionsOfManifest,

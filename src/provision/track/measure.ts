@@ -21,7 +21,7 @@ import { provisionArtifact } from "../provision-artifact.js";
 import { batchMetric, type Workload } from "./job.js";
 import { PROBE_TEXT, PROBE_TEXT_SHA256 } from "./probe-text.js";
 import { medianMetrics, type QualityMetrics, type SpeedMetrics } from "./rule.js";
-import type { Measurement, MeasureRequest, Measurer } from "./run.js";
+import type { Measurement, MeasureRequest, Measurer, PairedMeasurement } from "./run.js";
 import { compileOptionsOf, compileOptionsOfManifest, type GraphOptimizationLevel, type TrackSettings } from "./settings.js";
 
 export interface ModelMeasurerOptions {
@@ -149,6 +149,31 @@ async function speedWorkloadOnce(served: ServedModel, stopTokenIds: readonly num
   return metrics;
 }
 
+/** A model served for measuring, and how to free it. */
+interface Served {
+  served: ServedModel;
+  close(): Promise<void>;
+}
+
+/** Serves the artifact in `dir` the way `kiln serve` would, with the candidate's settings and prefix reuse off. */
+async function serve(dir: string, settings: TrackSettings, threads: number): Promise<Served> {
+  const loaded = await LoadedModel.load(dir, { threads, slots: settings.maxRunning, graphOptimizationLevel: settings.graphOptimizationLevel });
+  try {
+    const served = serveLoadedModel(loaded, {
+      maxRunning: settings.maxRunning,
+      prefillChunk: settings.prefillChunk,
+      stepTokens: settings.stepTokens,
+      prefixReuse: "off",
+      maxWaiting: 4096,
+    });
+    // Closing the served model closes the loaded one.
+    return { served, close: () => served.close() };
+  } catch (err) {
+    await loaded.close();
+    throw err;
+  }
+}
+
 /** Samples this process's RSS until stopped; returns the peak in bytes. */
 function rssSampler(): { stop(): number } {
   let peak = process.memoryUsage.rss();
@@ -179,6 +204,9 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
   const qualityCache = new Map<string, QualityMetrics>();
 
   const artifactDir = (artifactId: string) => join(artifactsDir(slug, home), artifactId);
+
+  /** The speed workload's prompts are drawn from the probe text, tokenized by the artifact's own tokenizer. */
+  const probeSource = (dir: string) => Tokenizer.fromSpec(readTokenizerSpec(dir)).encode(PROBE_TEXT, { addSpecial: false });
 
   async function artifactFor(settings: TrackSettings, artifactId: string | undefined): Promise<string> {
     if (artifactId && existsSync(join(artifactDir(artifactId), "manifest.json"))) return artifactDir(artifactId);
@@ -265,39 +293,62 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
       // The reference first, so that its buffers are part of every measurement's RSS alike.
       await referenceFor(threads, signal);
       const manifest = readManifest(dir);
-      const tokenizer = Tokenizer.fromSpec(readTokenizerSpec(dir));
-      const source = tokenizer.encode(PROBE_TEXT, { addSpecial: false });
+      const source = probeSource(dir);
 
       const before = process.memoryUsage.rss();
       const rss = rssSampler();
       const t0 = now();
-      let loaded: LoadedModel | null = null;
-      let served: ServedModel | null = null;
+      let model: Served | null = null;
       const metrics: SpeedMetrics = {};
       try {
-        loaded = await LoadedModel.load(dir, { threads, slots: settings.maxRunning, graphOptimizationLevel: settings.graphOptimizationLevel });
-        served = serveLoadedModel(loaded, {
-          maxRunning: settings.maxRunning,
-          prefillChunk: settings.prefillChunk,
-          stepTokens: settings.stepTokens,
-          prefixReuse: "off",
-          maxWaiting: 4096,
-        });
+        model = await serve(dir, settings, threads);
         const loadMs = now() - t0;
-        Object.assign(metrics, await speedWorkload(served, manifest.stopTokenIds, source, workload, signal));
+        Object.assign(metrics, await speedWorkload(model.served, manifest.stopTokenIds, source, workload, signal));
         metrics.load_ms = loadMs;
         const peak = rss.stop();
         metrics.peak_rss_mb = peak / 2 ** 20;
         metrics.model_rss_mb = (peak - before) / 2 ** 20;
       } finally {
         rss.stop();
-        // Closing the served model closes the loaded one; a load that failed past that point has only the latter.
-        if (served) await served.close();
-        else await loaded?.close();
+        await model?.close();
       }
       signal.throwIfAborted();
       const quality = await qualityOf(dir, manifest.id, settings, threads, signal);
       return { artifactId: manifest.id, metrics, quality };
+    },
+
+    async measurePair(incumbentRequest: MeasureRequest, candidateRequest: Omit<MeasureRequest, "signal">): Promise<PairedMeasurement> {
+      const { signal } = incumbentRequest;
+      const requests = [incumbentRequest, candidateRequest];
+      const dirs = [await artifactFor(incumbentRequest.settings, incumbentRequest.artifactId), await artifactFor(candidateRequest.settings, candidateRequest.artifactId)];
+      signal.throwIfAborted();
+      await referenceFor(incumbentRequest.threads, signal);
+      const manifests = dirs.map((dir) => readManifest(dir));
+      const sources = dirs.map((dir) => probeSource(dir));
+      const models: Served[] = [];
+      const passes: PairedMeasurement["passes"] = [];
+      try {
+        for (let i = 0; i < 2; i++) models.push(await serve(dirs[i], requests[i].settings, requests[i].threads));
+        // Twice the passes of one measurement, in the order ABBA ABBA ..., so that a steady drift
+        // in the machine's speed favours neither.
+        for (let pass = 0; pass < 2 * workload.repeats; pass++) {
+          const order = pass % 2 === 0 ? [0, 1] : [1, 0];
+          const figures: SpeedMetrics[] = [];
+          for (const side of order) figures[side] = await speedWorkloadOnce(models[side].served, manifests[side].stopTokenIds, sources[side], workload, signal);
+          passes.push({ incumbent: figures[0], candidate: figures[1] });
+        }
+      } finally {
+        for (const model of models) await model.close();
+      }
+      signal.throwIfAborted();
+      const [incumbent, candidate] = await Promise.all(
+        [0, 1].map(async (side): Promise<Measurement> => ({
+          artifactId: manifests[side].id,
+          metrics: medianMetrics(passes.map((p) => (side === 0 ? p.incumbent : p.candidate))),
+          quality: await qualityOf(dirs[side], manifests[side].id, requests[side].settings, requests[side].threads, signal),
+        })),
+      );
+      return { incumbent, candidate, passes };
     },
   };
 }

@@ -160,3 +160,81 @@ export function judge(
 export function tooNoisy(spread: Record<string, number>, rule: Pick<PromotionRule, "metrics" | "maxNoise">): string[] {
   return rule.metrics.filter((m) => (spread[m] ?? 0) > rule.maxNoise).map((m) => `${short(m)} ${(spread[m] * 100).toFixed(1)}%`);
 }
+
+/** Relative gains of a candidate over the incumbent, one per pass of the two measured alternately, by metric. */
+export type PairedGains = Record<string, number[]>;
+
+/** The median of finite values (mean of the middle two for an even count); NaN for none. */
+function median(values: readonly number[]): number {
+  const xs = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  if (xs.length === 0) return NaN;
+  const mid = xs.length >> 1;
+  return xs.length % 2 ? xs[mid] : (xs[mid - 1] + xs[mid]) / 2;
+}
+
+/**
+ * The standard error of the median of `values`, from their median absolute deviation: MAD x 1.4826
+ * estimates the standard deviation of normal noise, and the median's error is 1.2533 times the
+ * mean's (sigma / sqrt(n)).
+ */
+export function medianStandardError(values: readonly number[]): number {
+  const xs = values.filter((v) => Number.isFinite(v));
+  if (xs.length < 2) return Infinity;
+  const m = median(xs);
+  const mad = median(xs.map((v) => Math.abs(v - m)));
+  return (1.2533 * 1.4826 * mad) / Math.sqrt(xs.length);
+}
+
+/**
+ * Judges a candidate by its gains over the incumbent measured beside it, pass for pass (the two
+ * loaded at once and run alternately, so a change in the machine's speed moves both alike). Per
+ * metric, the gain is the median of the passes' gains and the noise its standard error
+ * ({@link medianStandardError}). A winner gains more than max(minGain, noiseFactor x noise) (minGain
+ * alone when noiseFactor is 0, as {@link winThreshold}) on at
+ * least one promotion metric, loses more than max(minGain, noise) on none, and keeps quality within
+ * `budget`. Metrics with fewer than two passes measured count for nothing.
+ */
+export function judgePaired(gains: PairedGains, quality: QualityMetrics | null, rule: PromotionRule, budget: Pick<QualityBudget, "maxKlDivergence" | "maxPerplexityRatio">): Judgement {
+  const wins: string[] = [];
+  const losses: string[] = [];
+  const flat: string[] = [];
+  let score = 0;
+  const passes = Math.max(0, ...rule.metrics.map((m) => (gains[m] ?? []).filter((v) => Number.isFinite(v)).length));
+  for (const metric of rule.metrics) {
+    const values = (gains[metric] ?? []).filter((v) => Number.isFinite(v));
+    if (values.length < 2) continue;
+    const g = median(values);
+    const noise = medianStandardError(values);
+    const threshold = rule.noiseFactor > 0 ? Math.max(rule.minGain, rule.noiseFactor * noise) : rule.minGain;
+    const allowedLoss = rule.maxRegression ?? Math.max(rule.minGain, noise);
+    score += g;
+    const text = `${short(metric)} ${pct(g)}`;
+    if (g > threshold) wins.push(`${text} (threshold ${pct(threshold)})`);
+    else if (-g > allowedLoss) losses.push(`${text} (beyond ${pct(-allowedLoss)})`);
+    else flat.push(`${text} (needs ${pct(threshold)})`);
+  }
+  const problem = qualityProblem(quality, budget);
+  if (problem) return { wins: false, score, reason: `outside the quality budget: ${problem}` };
+  const over = `beside the incumbent, median of ${passes} alternating passes`;
+  if (losses.length > 0) return { wins: false, score, reason: `slower ${over}: ${losses.join(", ")}` };
+  if (wins.length === 0) return { wins: false, score, reason: `no gain beyond noise ${over}: ${flat.join(", ") || "nothing comparable measured"}` };
+  const q = quality!;
+  return {
+    wins: true,
+    score,
+    reason: `faster ${over}: ${wins.join(", ")}${flat.length > 0 ? `; ${flat.map((f) => f.replace(/ \(needs .*\)$/, "")).join(", ")}` : ""}; KL ${q.kl_divergence.toPrecision(3)}, perplexity ×${q.perplexity_ratio.toFixed(4)}`,
+  };
+}
+
+/** Per-pass gains (see {@link gain}) of each pass's candidate figures over the incumbent's of the same pass, by metric. */
+export function pairedGains(passes: ReadonlyArray<{ incumbent: SpeedMetrics; candidate: SpeedMetrics }>, metrics: readonly string[]): PairedGains {
+  const out: PairedGains = {};
+  for (const metric of metrics) {
+    out[metric] = passes.map(({ incumbent, candidate }) => {
+      const before = incumbent[metric];
+      const after = candidate[metric];
+      return Number.isFinite(before) && Number.isFinite(after) && before !== 0 ? gain(metric, before, after) : NaN;
+    });
+  }
+  return out;
+}

@@ -1,8 +1,9 @@
 /**
  * One run of a model's optimization track (one night): measure the incumbent twice (its spread is
- * the noise), measure candidates around it within the time budget (each winner confirmed at once
- * by measuring the incumbent and it again, back to back), promote the round's best confirmed
- * winner, and go on around it while time is left. Every measurement is a row of `track_candidates`; one that throws or overruns its time
+ * the noise), measure candidates around it within the time budget (each winner confirmed at once:
+ * side by side with the incumbent where the measurer can, else by measuring the incumbent and it
+ * again, back to back), promote the round's best confirmed winner, and go on around it while time
+ * is left. Every measurement is a row of `track_candidates`; one that throws or overruns its time
  * slice is recorded as failed and the run goes on.
  */
 import { randomUUID } from "node:crypto";
@@ -11,7 +12,7 @@ import { currentPromotion, promoteArtifact, type Promotion } from "../../catalog
 import { builtOnLoser, generateCandidates } from "./candidates.js";
 import type { TrackJob } from "./job.js";
 import { claimRun, finishCandidate, listCandidates, losingChanges, losingSettings, lost, startCandidate, triedSettings, type CandidateRecord } from "./records.js";
-import { judge, meanMetrics, relativeSpread, sampleSpread, tooNoisy, widerSpread, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
+import { judge, judgePaired, meanMetrics, pairedGains, relativeSpread, sampleSpread, tooNoisy, widerSpread, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
 import { completeSettings, describeChange, measuredThreads, servingSettings, settingsKey, type TrackSettings } from "./settings.js";
 
 /** What one measurement gives. */
@@ -32,9 +33,23 @@ export interface MeasureRequest {
   signal: AbortSignal;
 }
 
+/** The incumbent and a candidate measured side by side: both loaded, their workload passes alternating. */
+export interface PairedMeasurement {
+  incumbent: Measurement;
+  candidate: Measurement;
+  /** Each pass's figures of both, in the order run. */
+  passes: Array<{ incumbent: SpeedMetrics; candidate: SpeedMetrics }>;
+}
+
 /** Measures candidates: the real one loads models (`createModelMeasurer`); tests pass fakes. */
 export interface Measurer {
   measure(request: MeasureRequest): Promise<Measurement>;
+  /**
+   * The incumbent (`incumbent`) and a candidate measured side by side, to confirm a winner: a change
+   * in the machine's speed during the pair moves both alike. Without it, a winner is confirmed by
+   * measuring the incumbent and it again, one after the other. Both requests share one signal.
+   */
+  measurePair?(incumbent: MeasureRequest, candidate: Omit<MeasureRequest, "signal">): Promise<PairedMeasurement>;
   /** Facts about where measurements run (CPU, memory, versions), recorded with each. */
   machine?(): Record<string, unknown>;
   /** The compile settings an existing artifact was built with, when it can tell. */
@@ -85,6 +100,20 @@ export class TimeSliceError extends Error {
     super(`exceeded its time slice of ${Math.round(seconds)} s (${what})`);
     this.name = "TimeSliceError";
   }
+}
+
+/** A candidate confirmed this round: its metrics are the mean of its two measurements, or its side-by-side figures. */
+interface Winner {
+  id: string;
+  settings: TrackSettings;
+  artifactId: string;
+  quality: QualityMetrics;
+  samples: SpeedMetrics[];
+  metrics: SpeedMetrics;
+  spread: Record<string, number>;
+  score: number;
+  reason: string;
+  change: string;
 }
 
 interface Incumbent {
@@ -138,17 +167,34 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
   const promoted: Promotion[] = [];
   const machineBase = { ...(measurer.machine?.() ?? {}), pid: process.pid, threadBudget };
   const machineFor = (settings: TrackSettings) => ({ ...machineBase, threads: measuredThreads(settings, threadBudget) });
+  // Winners are confirmed side by side with the incumbent where the measurer can.
+  const sideBySide = measurer.measurePair !== undefined;
 
   /** One measurement within its slice (and the run's budget); aborted and given up on when it overruns. */
-  async function measureOnce(settings: TrackSettings, artifactId?: string): Promise<Measurement> {
+  function measureOnce(settings: TrackSettings, artifactId?: string): Promise<Measurement> {
+    return withinSlice(1, (signal) => measurer.measure({ settings, artifactId, threads: measuredThreads(settings, threadBudget), signal }));
+  }
+
+  /** The incumbent and a candidate side by side (Measurer.measurePair), within two slices. */
+  function measurePairOnce(current: Incumbent, settings: TrackSettings): Promise<PairedMeasurement> {
+    return withinSlice(2, (signal) =>
+      measurer.measurePair!(
+        { settings: current.settings, artifactId: current.artifactId, threads: measuredThreads(current.settings, threadBudget), signal },
+        { settings, threads: measuredThreads(settings, threadBudget) },
+      ),
+    );
+  }
+
+  /** Runs `measure` within `slices` time slices (and the run's budget); aborted and given up on when it overruns. */
+  async function withinSlice<T>(slices: number, measure: (signal: AbortSignal) => Promise<T>): Promise<T> {
     options.signal?.throwIfAborted();
     const controller = new AbortController();
     const stopOnRunAbort = () => controller.abort(options.signal?.reason);
     options.signal?.addEventListener("abort", stopOnRunAbort, { once: true });
-    const limitMs = Math.max(0, Math.min(sliceMs, deadline - clock()));
-    const what = limitMs < sliceMs ? "the run's budget ran out" : `candidateMinutes ${job.candidateMinutes}`;
+    const limitMs = Math.max(0, Math.min(slices * sliceMs, deadline - clock()));
+    const what = limitMs < slices * sliceMs ? "the run's budget ran out" : `candidateMinutes ${job.candidateMinutes}${slices > 1 ? ` x ${slices}` : ""}`;
     let timer: NodeJS.Timeout | undefined;
-    const work = measurer.measure({ settings, artifactId, threads: measuredThreads(settings, threadBudget), signal: controller.signal });
+    const work = measure(controller.signal);
     try {
       return await Promise.race([
         work,
@@ -252,6 +298,40 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
         return null;
       }
     };
+    /**
+     * Confirms a screened winner side by side with the incumbent (Measurer.measurePair): both loaded,
+     * their passes alternating, judged by the median of the per-pass gains (judgePaired). The
+     * incumbent's figures count as one more of its measurements. Returns the confirmed winner, or
+     * null (recorded as rejected).
+     */
+    const confirmSideBySide = async (id: string, settings: TrackSettings, change: string, m: Measurement): Promise<Winner | null> => {
+      const current = incumbent!;
+      let pair: PairedMeasurement;
+      try {
+        pair = await measurePairOnce(current, settings);
+      } catch (err) {
+        finishCandidate(db, id, { verdict: "rejected", reason: `its side-by-side measurement failed: ${message(err)}` });
+        return null;
+      }
+      // Load time and RSS are not measured side by side (two models share the process): each side keeps its own earlier figures.
+      const incumbentMetrics = { ...current.metrics, ...pair.incumbent.metrics };
+      const beside = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: machineFor(current.settings), artifactId: current.artifactId });
+      finishCandidate(db, beside, { verdict: "incumbent", reason: `measured side by side with ${change} (${pair.passes.length} alternating passes)`, artifactId: pair.incumbent.artifactId, metrics: incumbentMetrics, quality: pair.incumbent.quality });
+      current.samples.push(incumbentMetrics);
+      current.metrics = meanMetrics(current.samples);
+      current.spread = widerSpread(current.spread, sampleSpread(current.samples));
+      sinceIncumbent = 0;
+      const verdict = judgePaired(pairedGains(pair.passes, rule.metrics), m.quality, rule, job.quality);
+      const metrics = { ...m.metrics, ...pair.candidate.metrics };
+      if (!verdict.wins) {
+        finishCandidate(db, id, { verdict: "rejected", reason: `did not hold side by side: ${verdict.reason}`, metrics });
+        log(`${slug}: ${change}: not confirmed (${verdict.reason})`);
+        return null;
+      }
+      finishCandidate(db, id, { verdict: "running", reason: `${verdict.reason} (confirmed; the round's best is promoted)`, metrics, open: true });
+      log(`${slug}: ${change}: confirmed (${verdict.reason})`);
+      return { id, settings, artifactId: m.artifactId, quality: m.quality, samples: [m.metrics, metrics], metrics, spread: relativeSpread(m.metrics, metrics), score: verdict.score, reason: verdict.reason, change };
+    };
     let tried = triedSettings(db, slug, current?.createdAt ?? null);
     let losers = losingSettings(db, slug, current?.createdAt ?? null);
     for (;;) {
@@ -260,19 +340,8 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
         ended = "nothing left to try around the incumbent";
         break;
       }
-      // Winners confirmed by a second measurement (their metrics the mean of both), waiting for the round's end.
-      const winners: Array<{
-        id: string;
-        settings: TrackSettings;
-        artifactId: string;
-        quality: QualityMetrics;
-        samples: SpeedMetrics[];
-        metrics: SpeedMetrics;
-        spread: Record<string, number>;
-        score: number;
-        reason: string;
-        change: string;
-      }> = [];
+      // Winners confirmed by a second measurement, waiting for the round's end.
+      const winners: Winner[] = [];
       let stop: string | null = null;
       for (const settings of candidates) {
         if (options.signal?.aborted) {
@@ -285,8 +354,9 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
         }
         // Its part that lost alone (earlier this round) would only drag the other down.
         if (builtOnLoser(incumbent.settings, settings, losers)) continue;
-        // Room for this measurement and, should it win, its confirmation (the incumbent and it again).
-        if (deadline - clock() < 3 * estimateMs) {
+        // Room for this measurement and, should it win, its confirmation (the incumbent and it again,
+        // or both side by side: twice the passes of two models, about four measurements).
+        if (deadline - clock() < (sideBySide ? 5 : 3) * estimateMs) {
           stop = "the time budget";
           break;
         }
@@ -312,8 +382,10 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
           log(`${slug}: ${change}: failed: ${message(err)}`);
           continue;
         }
-        const first = judge(incumbent, m, rule, job.quality);
-        log(`${slug}: ${change}: ${fmt(m.metrics, m.quality)}: ${first.wins ? "wins; measuring it again" : "rejected"} (${first.reason})`);
+        // With side-by-side confirmation, the first measurement only screens: any gain past minGain
+        // goes on to the pair, which alone can tell a real 10% from the machine's drift.
+        const first = judge(incumbent, m, sideBySide ? { ...rule, noiseFactor: 0 } : rule, job.quality);
+        log(`${slug}: ${change}: ${fmt(m.metrics, m.quality)}: ${first.wins ? (sideBySide ? "passes the screen; measuring it side by side with the incumbent" : "wins; measuring it again") : "rejected"} (${first.reason})`);
         if (!first.wins) {
           finishCandidate(db, id, { verdict: "rejected", reason: first.reason, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
           if (lost("rejected", first.reason)) losers.add(settingsKey(settings));
@@ -323,6 +395,11 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
         // in the machine's load since the incumbent's repeats cannot make the win; both the mean of
         // all measurements and this pair alone must win, so one lucky sample cannot carry it ──
         finishCandidate(db, id, { verdict: "running", reason: `${first.reason} (being confirmed)`, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality, open: true });
+        if (sideBySide) {
+          const winner = await confirmSideBySide(id, settings, change, m);
+          if (winner) winners.push(winner);
+          continue;
+        }
         const fresh = await remeasureIncumbent(`measured again beside ${change}`);
         if (!fresh) {
           finishCandidate(db, id, { verdict: "rejected", reason: "the incumbent could not be measured again to confirm it" });
@@ -357,7 +434,7 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
       winners.sort((a, b) => b.score - a.score);
       const [best, ...rest] = winners;
       for (const other of rest) finishCandidate(db, other.id, { verdict: "rejected", reason: `won (${other.reason}), but ${best.change} gained more and was promoted` });
-      const reason = `track: ${best.change}: ${best.reason} (mean of 2 measurements)`;
+      const reason = `track: ${best.change}: ${best.reason}${sideBySide ? "" : " (mean of 2 measurements)"}`;
       const promotion = promoteArtifact(db, { slug, artifactId: best.artifactId, settings: servingSettings(best.settings), metrics: best.metrics, quality: { ...best.quality }, reason });
       promoted.push(promotion);
       finishCandidate(db, best.id, { verdict: "promoted", reason: best.reason });

@@ -70,7 +70,7 @@ describe("a reduced track run on SmolLM2-135M", () => {
       ["", "incumbent"],
       ["", "incumbent"],
       ["accuracyLevel 4→0", expect.stringMatching(/^(promoted|rejected)$/)],
-      // Each winner is confirmed by measuring the incumbent and it again.
+      // Each winner is confirmed side by side with the incumbent (both loaded, passes alternating).
       ["", "incumbent"],
       ["prefillChunk 256→128", expect.stringMatching(/^(promoted|rejected)$/)],
       ["", "incumbent"],

@@ -1,5 +1,5 @@
 /** A measurer without a model, and jobs for the track's unit tests. */
-import { parseJob, type Measurement, type MeasureRequest, type Measurer, type TrackJob, type TrackSettings } from "../../../../src/provision/track/index.js";
+import { parseJob, type Measurement, type MeasureRequest, type Measurer, type PairedMeasurement, type TrackJob, type TrackSettings } from "../../../../src/provision/track/index.js";
 
 export const SLUG = "smollm2-135m-instruct";
 export const OTHER_SLUG = "smollm2-360m-instruct";
@@ -62,4 +62,33 @@ export function fakeMeasurer(outcome: (settings: TrackSettings, call: number) =>
     },
   };
   return self;
+}
+
+/**
+ * {@link fakeMeasurer} that can also measure side by side: `pair(settings)` gives the candidate's
+ * and the incumbent's decode figures per pass (other metrics at the defaults). Records every pair's
+ * candidate settings.
+ */
+export function pairedFakeMeasurer(
+  outcome: (settings: TrackSettings, call: number) => Outcome,
+  pair: (settings: TrackSettings) => { incumbent: number[]; candidate: number[]; batch16?: number[] },
+): ReturnType<typeof fakeMeasurer> & Required<Pick<Measurer, "measurePair">> & { pairs: TrackSettings[] } {
+  const base = fakeMeasurer(outcome);
+  const pairs: TrackSettings[] = [];
+  const figures = (decode: number, batch16 = 400) => ({ decode_tokens_per_second: decode, prefill_tokens_per_second: 800, batch16_tokens_per_second: batch16, ttft_ms: 50 });
+  return Object.assign(base, {
+    pairs,
+    async measurePair(incumbent: MeasureRequest, candidate: Omit<MeasureRequest, "signal">): Promise<PairedMeasurement> {
+      pairs.push(candidate.settings);
+      const p = pair(candidate.settings);
+      const passes = p.incumbent.map((decode, i) => ({ incumbent: figures(decode), candidate: figures(p.candidate[i], p.batch16?.[i]) }));
+      const quality = { kl_divergence: 0.01, perplexity_ratio: 1.001 };
+      const medianOf = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+      return {
+        incumbent: { artifactId: incumbent.artifactId ?? `${SLUG}-acc4`, metrics: figures(medianOf(p.incumbent)), quality },
+        candidate: { artifactId: `${SLUG}-acc4`, metrics: figures(medianOf(p.candidate)), quality },
+        passes,
+      };
+    },
+  });
 }

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openDatabase, type KilnDatabase } from "../../../../src/catalogue/db.js";
 import { currentPromotion, promoteArtifact, rollbackPromotion } from "../../../../src/catalogue/promotions.js";
 import { claimRun, DEFAULT_SETTINGS, finishCandidate, listCandidates, losingChanges, markAbandoned, RunInProgressError, runTrack, startCandidate, trackHistory } from "../../../../src/provision/track/index.js";
-import { fakeMeasurer, OTHER_SLUG, SLUG, testJob } from "./fakes.js";
+import { fakeMeasurer, OTHER_SLUG, pairedFakeMeasurer, SLUG, testJob } from "./fakes.js";
 
 let db: KilnDatabase;
 beforeEach(() => {
@@ -322,5 +322,61 @@ describe("losingChanges", () => {
     record("minFold matmul→8bit, prefillChunk 256→512", "rejected", "slower: batch16 −7.5% (beyond −3.0%)");
     expect(Object.fromEntries([...losingChanges(db, SLUG)].sort())).toEqual({ "accuracyLevel=0": 0.917, "lmHead=4bit": 1, "threads=1": 0 });
     expect(losingChanges(db, OTHER_SLUG).size).toBe(0);
+  });
+});
+
+describe("side-by-side confirmation (Measurer.measurePair)", () => {
+  // The incumbent's repeats differ by 11% (decode 100 and 112): judged one measurement at a time, a
+  // gain needs twice that. prefillChunk 128 measures decode 110, inside that noise, but beside the
+  // incumbent it gains in every pass.
+  const screened = (s: { prefillChunk: number }, call: number) => (call === 2 ? { metrics: { decode_tokens_per_second: 112 } } : s.prefillChunk === 128 ? { metrics: { decode_tokens_per_second: 110 } } : {});
+  const incumbentPasses = [100, 104, 98, 102, 100, 101];
+
+  it("promotes a gain within the incumbent's repeat noise when every alternating pass shows it, and records the incumbent's side-by-side figures", async () => {
+    const measurer = pairedFakeMeasurer(screened, () => ({ incumbent: incumbentPasses, candidate: [110, 114, 108, 112, 111, 110] }));
+    const summary = await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
+    const records = listCandidates(db, SLUG);
+    expect(records.map((r) => [r.change, r.verdict])).toEqual([
+      ["", "incumbent"],
+      ["", "incumbent"],
+      ["accuracyLevel 4→0", "rejected"],
+      ["prefillChunk 256→128", "promoted"],
+      ["", "incumbent"],
+    ]);
+    expect(records[4].reason).toBe("measured side by side with prefillChunk 256→128 (6 alternating passes)");
+    expect(records[4].metrics).toMatchObject({ decode_tokens_per_second: 101 });
+    expect(records[3].reason).toMatch(/^faster beside the incumbent, median of 6 alternating passes: decode \+9\.\d% \(threshold \+3\.0%\)/);
+    // Its figures are the side-by-side ones; load time and RSS come from its own measurement.
+    expect(records[3].metrics).toMatchObject({ decode_tokens_per_second: 111, peak_rss_mb: 500 });
+    expect(measurer.pairs.map((s) => s.prefillChunk)).toEqual([128]);
+    // One sequential measurement of it, none of the incumbent again: the pair replaced both.
+    expect(measurer.requests.map((r) => r.settings.prefillChunk)).toEqual([256, 256, 256, 128]);
+    expect(summary.promoted).toHaveLength(1);
+    expect(currentPromotion(db, SLUG)!.reason).toMatch(/^track: prefillChunk 256→128: faster beside the incumbent/);
+  });
+
+  it("the same first measurement judged alone, without a pair, is noise", async () => {
+    await runTrack(testJob({ maxCandidates: 2 }), { db, measurer: fakeMeasurer(screened) });
+    const records = listCandidates(db, SLUG);
+    expect(records[3]).toMatchObject({ change: "prefillChunk 256→128", verdict: "rejected" });
+    expect(records[3].reason).toMatch(/^no gain beyond noise: decode \+3\.8% \(needs \+22\.\d%\)/);
+  });
+
+  it("rejects a winner whose passes disagree (the median gain within the passes' noise)", async () => {
+    const measurer = pairedFakeMeasurer(screened, () => ({ incumbent: [100, 100, 100, 100, 100, 100], candidate: [125, 80, 120, 85, 118, 90] }));
+    const summary = await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
+    const row = listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!;
+    expect(row.verdict).toBe("rejected");
+    expect(row.reason).toMatch(/^did not hold side by side: no gain beyond noise beside the incumbent, median of 6 alternating passes: decode \+4\.0% \(needs \+2\d\.\d%\)/);
+    expect(summary.promoted).toHaveLength(0);
+  });
+
+  it("rejects a winner that loses on another metric in every pass", async () => {
+    const measurer = pairedFakeMeasurer(screened, () => ({ incumbent: incumbentPasses, candidate: [110, 114, 108, 112, 111, 110], batch16: [360, 362, 358, 361, 359, 360] }));
+    await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
+    const row = listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!;
+    expect(row).toMatchObject({ verdict: "rejected" });
+    expect(row.reason).toMatch(/^did not hold side by side: slower beside the incumbent, median of 6 alternating passes: batch16 −10\.0%/);
+    expect(currentPromotion(db, SLUG)).toBeNull();
   });
 });
