@@ -135,6 +135,9 @@ const fmt = (metrics: SpeedMetrics, quality: QualityMetrics | null) => {
   return `decode ${n("decode_tokens_per_second")} tok/s, prefill ${n("prefill_tokens_per_second", 0)} tok/s, ${batches.join(", ")}${batches.length ? " tok/s, " : ""}TTFT ${n("ttft_ms", 0)} ms, RSS ${n("peak_rss_mb", 0)} MB${q}`;
 };
 
+/** Every metric's spread times `factor` (at least 1). */
+const scaleSpread = (spread: Record<string, number>, factor: number) => Object.fromEntries(Object.entries(spread).map(([k, v]) => [k, v * Math.max(1, factor)]));
+
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err)).split("\n")[0];
 
 /** Of the incumbent's repeats, the two that agree best on the promotion metrics, with their spread. */
@@ -383,8 +386,11 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
           continue;
         }
         // With side-by-side confirmation, the first measurement only screens: any gain past minGain
-        // goes on to the pair, which alone can tell a real 10% from the machine's drift.
-        const first = judge(incumbent, m, sideBySide ? { ...rule, noiseFactor: 0 } : rule, job.quality);
+        // goes on to the pair, which alone can tell a real 10% from the machine's drift, and only a
+        // loss past noiseFactor x the spread (the margin a win needed before) stops it here.
+        const first = sideBySide
+          ? judge({ metrics: incumbent.metrics, spread: scaleSpread(incumbent.spread, rule.noiseFactor) }, m, { ...rule, noiseFactor: 0 }, job.quality)
+          : judge(incumbent, m, rule, job.quality);
         log(`${slug}: ${change}: ${fmt(m.metrics, m.quality)}: ${first.wins ? (sideBySide ? "passes the screen; measuring it side by side with the incumbent" : "wins; measuring it again") : "rejected"} (${first.reason})`);
         if (!first.wins) {
           finishCandidate(db, id, { verdict: "rejected", reason: first.reason, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });

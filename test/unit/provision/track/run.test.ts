@@ -362,6 +362,19 @@ describe("side-by-side confirmation (Measurer.measurePair)", () => {
     expect(records[3].reason).toMatch(/^no gain beyond noise: decode \+3\.8% \(needs \+22\.\d%\)/);
   });
 
+  it("the screen stops a candidate only for a loss past noiseFactor x the spread; the pair judges the rest", async () => {
+    // batch16 spread 9.5% (400 and 440); the candidate's first batch16 is 11.9% under their mean.
+    const outcome = (s: { prefillChunk: number }, call: number) =>
+      call === 2 ? { metrics: { decode_tokens_per_second: 112, batch16_tokens_per_second: 440 } } : s.prefillChunk === 128 ? { metrics: { decode_tokens_per_second: 110, batch16_tokens_per_second: 370 } } : {};
+    const measurer = pairedFakeMeasurer(outcome, () => ({ incumbent: incumbentPasses, candidate: [110, 114, 108, 112, 111, 110] }));
+    await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
+    expect(listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!.verdict).toBe("promoted");
+    db.close();
+    db = openDatabase({ path: ":memory:" });
+    await runTrack(testJob({ maxCandidates: 2 }), { db, measurer: fakeMeasurer(outcome) });
+    expect(listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!.reason).toMatch(/^slower: batch16 −11\.9%/);
+  });
+
   it("rejects a winner whose passes disagree (the median gain within the passes' noise)", async () => {
     const measurer = pairedFakeMeasurer(screened, () => ({ incumbent: [100, 100, 100, 100, 100, 100], candidate: [125, 80, 120, 85, 118, 90] }));
     const summary = await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
