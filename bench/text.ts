@@ -4,7 +4,7 @@
  * against llama.cpp's own native tools when they are built (see "native peer" below).
  *
  *   node --import tsx bench/text.ts [--model smollm2-135m-instruct] [--threads 2] [--runs 3]
- *        [--numerics fast|llama.cpp] [--steps 64] [--gguf path] [--skip-profile] [--json]
+ *        [--numerics fast|llama.cpp] [--min-fold matmul|8bit|block-means] [--steps 64] [--gguf path] [--skip-profile] [--json]
  *        [--max-busy 0.15] [--retries 2] [--native]
  *
  * The GGUF comes from `pullModel(--model)` (or `--gguf`), the artifact from `compileGguf` (cached).
@@ -50,13 +50,14 @@ import { Worker } from "node:worker_threads";
 import { getLlama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import * as ort from "onnxruntime-node";
 import { pullModel } from "../src/catalogue/pull/index.js";
-import { compileGguf } from "../src/compiler/compile.js";
+import { compileGguf, type MinFold } from "../src/compiler/compile.js";
 import { readGguf } from "../src/compiler/gguf/reader.js";
 import { GgmlType } from "../src/compiler/gguf/types.js";
 import { GraphBuilder } from "../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../src/compiler/onnx/onnx-proto.js";
 import { ARTIFACT_FILES, KV_GROWTH_POSITIONS, type ModelShape } from "../src/runtime/artifact/index.js";
 import { KvPool } from "../src/runtime/kv-pool.js";
+import { MIN_FOLDS } from "../src/provision/track/settings.js";
 import { ModelSession } from "../src/runtime/worker/model-session.js";
 import { benchHasDepth, buildNative, findNative, type NativeBinaries, nativeBatched, nativeDecode, nativePrefill } from "./peers/llama-native.js";
 
@@ -68,6 +69,7 @@ const { values: args } = parseArgs({
     threads: { type: "string", default: "2" },
     runs: { type: "string", default: "3" },
     numerics: { type: "string", default: "fast" },
+    "min-fold": { type: "string", default: "matmul" },
     steps: { type: "string", default: "64" },
     gguf: { type: "string" },
     "skip-profile": { type: "boolean", default: false },
@@ -88,6 +90,8 @@ if (!(maxBusy >= 0) || !Number.isInteger(retries) || retries < 0) throw new Erro
 const retryDeadlineS = 420;
 const numerics = args.numerics as "fast" | "llama.cpp";
 if (numerics !== "fast" && numerics !== "llama.cpp") throw new Error(`--numerics must be fast or llama.cpp, not ${args.numerics}`);
+const minFold = args["min-fold"] as MinFold;
+if (!(MIN_FOLDS as readonly string[]).includes(minFold)) throw new Error(`--min-fold must be one of ${MIN_FOLDS.join(", ")}, not ${minFold}`);
 
 const PREFILL = 512;
 const CONTEXTS = [128, 512, 1024];
@@ -154,7 +158,7 @@ if (args.gguf) {
   ggufPath = join(pulled.dir, file.path);
 }
 log(`compiling ${ggufPath} (numerics ${numerics}; cached by id) ...`);
-const compiled = await compileGguf({ slug, ggufPath, options: { numerics }, onStage: (s) => log(`  compile: ${s}`) });
+const compiled = await compileGguf({ slug, ggufPath, options: { numerics, minFold }, onStage: (s) => log(`  compile: ${s}`) });
 const artifactDir = compiled.dir;
 const shape = compiled.manifest.shape;
 const gguf = await readGguf(ggufPath);
