@@ -7,6 +7,7 @@
  *   structured  per-token cost of JSON-schema constraints vs unconstrained decoding, schema preparation time (bench/structured.ts)
  *   peers  kiln vs onnxruntime-genai's own int4/int8 builds: speed and fidelity against the float reference (bench/peers.ts; needs scripts/peers/genai.sh)
  *   lm-eval  lm-evaluation-harness on a small local task against `kiln serve` (bench/lm-eval.ts; needs scripts/peers/genai.sh)
+ *   floor  kernel floor of decode: the compiled model's weight products alone vs its whole step and native llama.cpp (bench/floor.ts)
  *   attention  kiln's attention block vs onnxruntime's fused GroupQueryAttention at decode (bench/attention.ts)
  *   cloud  overhead of cloud mode (auth + limits + ledger) on a fleet behind nginx at a steady request rate, ledger write rate (bench/cloud.ts)
  * With no subcommand text and serve run, one after the other, each in its own process with its
@@ -15,7 +16,7 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts", soak: "./soak.ts", speech: "./speech.ts", structured: "./structured.ts", cloud: "./cloud.ts", peers: "./peers.ts", "lm-eval": "./lm-eval.ts", attention: "./attention.ts" };
+const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts", soak: "./soak.ts", speech: "./speech.ts", structured: "./structured.ts", cloud: "./cloud.ts", peers: "./peers.ts", "lm-eval": "./lm-eval.ts", attention: "./attention.ts", floor: "./floor.ts" };
 const sub = process.argv[2];
 
 if (sub !== undefined && sub in SUBCOMMANDS) {
@@ -28,6 +29,6 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
     if (r.status !== 0) process.exit(r.status ?? 1);
   }
 } else {
-  process.stderr.write(`usage: npm run bench [-- text|serve|soak|speech|structured|cloud|peers|lm-eval|attention [options]]  (unknown: ${sub})\n`);
+  process.stderr.write(`usage: npm run bench [-- text|serve|soak|speech|structured|cloud|peers|lm-eval|attention|floor [options]]  (unknown: ${sub})\n`);
   process.exit(2);
 }
