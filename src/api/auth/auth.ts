@@ -1,6 +1,7 @@
 /**
- * Bearer-key authentication for /v1 routes. Local mode: any non-empty key passes (none is
- * checked). Cloud mode: the key must be known, not revoked and not expired; its model list limits
+ * Bearer-key authentication for /v1 routes. Local mode: no key is checked; a request without an
+ * `Authorization` header passes (as local servers do), while a header whose key is empty is still
+ * a 401, so a client that meant to send a key learns it sent none. Cloud mode: the key must be known, not revoked and not expired; its model list limits
  * which models it may use (403 otherwise). When the key database cannot be reached, cloud mode
  * fails closed: 503, never a request let through unchecked.
  */
@@ -30,7 +31,12 @@ export function bearerToken(header: string | undefined): string | null {
 /** An onRequest hook that authenticates or answers 401 (503 when cloud mode's key database is unreachable). */
 export function authHook(auth: AuthMode) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
-    const token = bearerToken(request.headers.authorization);
+    const header = request.headers.authorization;
+    if (auth.mode === "local" && header === undefined) {
+      request.apiKey = LOCAL_KEY;
+      return;
+    }
+    const token = bearerToken(header);
     if (token === null) {
       throw apiError(
         "invalid_api_key",

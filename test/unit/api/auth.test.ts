@@ -24,9 +24,16 @@ describe("local mode", () => {
     }
   });
 
-  it("refuses a missing or empty key with 401 invalid_api_key", async () => {
+  it("answers a request without an Authorization header", async () => {
     const { app } = await fakeApp();
-    for (const headers of [{}, { authorization: "Bearer" }, { authorization: "Bearer   " }, { authorization: "" }]) {
+    expect((await app.inject({ method: "GET", url: "/v1/models" })).statusCode).toBe(200);
+    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat() });
+    expect(res.statusCode).toBe(200);
+  });
+
+  it("refuses an Authorization header with an empty key with 401 invalid_api_key", async () => {
+    const { app } = await fakeApp();
+    for (const headers of [{ authorization: "Bearer" }, { authorization: "Bearer   " }, { authorization: "" }, { authorization: "Basic" }]) {
       const res = await app.inject({ method: "GET", url: "/v1/models", headers });
       expect(res.statusCode).toBe(401);
       expect(res.json().error).toMatchObject({ type: "invalid_request_error", code: "invalid_api_key", param: null });
@@ -61,6 +68,9 @@ describe("cloud mode", () => {
     expect(unknown.statusCode).toBe(401);
     expect(unknown.json().error).toMatchObject({ type: "invalid_request_error", code: "invalid_api_key" });
     expect(unknown.json().error.message).not.toContain("kiln-not-a-key");
+    const none = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat() });
+    expect(none.statusCode).toBe(401);
+    expect(none.json().error).toMatchObject({ code: "invalid_api_key" });
     expect(await keys.revoke(record.id)).toBe(true);
     expect(await keys.revoke(record.id)).toBe(false);
     expect((await call(key)).statusCode).toBe(401);
