@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import modelsCommand, * as models from "../../../src/cli/commands/models.js";
 import pullCommand, * as pull from "../../../src/cli/commands/pull.js";
 import { MODELS } from "../../../src/catalogue/models.js";
-import { capture } from "../cli/capture.js";
+import { capture } from "./capture.js";
 
 describe("kiln models", () => {
   it("exports the command shape", () => {

@@ -7,7 +7,7 @@ import { hashKey } from "../../../src/api/auth/key-store.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import keys from "../../../src/cli/commands/keys.js";
 import serve from "../../../src/cli/commands/serve.js";
-import { capture } from "../cli/capture.js";
+import { capture } from "./capture.js";
 
 describe("kiln keys", () => {
   let home: string;
