@@ -1,17 +1,6 @@
-import { fileURLToPath } from "node:url";
-import { Piscina } from "piscina";
 import type { LoadResult, StepRequest, StepResult } from "./step-protocol.js";
 import type { SessionOptions } from "./worker/model-session.js";
-
-/**
- * The worker entry: run from TypeScript sources (tsx) in development and tests, which the worker
- * thread must be told about explicitly because it does not inherit a test runner's loader.
- */
-function workerEntry(): { filename: string; execArgv: string[] } {
-  const url = new URL("./worker/text-worker" + (import.meta.url.endsWith(".ts") ? ".ts" : ".js"), import.meta.url);
-  const filename = fileURLToPath(url);
-  return { filename, execArgv: filename.endsWith(".ts") ? ["--import", "tsx"] : [] };
-}
+import { WorkerThread } from "./worker-thread.js";
 
 /**
  * The model worker: the main thread's handle on the thread that owns one model session. The ONNX
@@ -20,20 +9,13 @@ function workerEntry(): { filename: string; execArgv: string[] } {
  */
 export class ModelWorker {
   private constructor(
-    private readonly pool: Piscina,
+    private readonly thread: WorkerThread,
     readonly info: LoadResult,
   ) {}
 
   static async start(artifactDir: string, options: SessionOptions = {}): Promise<ModelWorker> {
-    const { filename, execArgv } = workerEntry();
-    const pool = new Piscina({ filename, execArgv, minThreads: 1, maxThreads: 1, idleTimeout: Number.POSITIVE_INFINITY });
-    try {
-      const info = (await pool.run({ op: "load", artifactDir, options })) as LoadResult;
-      return new ModelWorker(pool, info);
-    } catch (err) {
-      await pool.destroy();
-      throw err;
-    }
+    const { thread, info } = await WorkerThread.start<LoadResult>("./worker/text-worker", import.meta.url, { op: "load", artifactDir, options });
+    return new ModelWorker(thread, info);
   }
 
   /** KV slots of the session (the most sequences cached at once). */
@@ -43,10 +25,10 @@ export class ModelWorker {
 
   /** One model call: slot operations, then the forward pass and sampling. */
   step(request: Omit<StepRequest, "op">): Promise<StepResult> {
-    return this.pool.run({ op: "step", ...request }) as Promise<StepResult>;
+    return this.thread.run<StepResult>({ op: "step", ...request });
   }
 
   async stop(): Promise<void> {
-    await this.pool.destroy();
+    await this.thread.stop();
   }
 }

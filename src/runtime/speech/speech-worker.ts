@@ -1,12 +1,5 @@
-import { fileURLToPath } from "node:url";
-import { Piscina } from "piscina";
 import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechSessionOptions } from "./speech-protocol.js";
-
-function workerEntry(): { filename: string; execArgv: string[] } {
-  const url = new URL("../worker/speech-worker" + (import.meta.url.endsWith(".ts") ? ".ts" : ".js"), import.meta.url);
-  const filename = fileURLToPath(url);
-  return { filename, execArgv: filename.endsWith(".ts") ? ["--import", "tsx"] : [] };
-}
+import { WorkerThread } from "../worker-thread.js";
 
 /**
  * The speech worker: the main thread's handle on the thread that owns one speech session (as
@@ -14,20 +7,13 @@ function workerEntry(): { filename: string; execArgv: string[] } {
  */
 export class SpeechWorker {
   private constructor(
-    private readonly pool: Piscina,
+    private readonly thread: WorkerThread,
     readonly info: SpeechLoadResult,
   ) {}
 
   static async start(artifactDir: string, options: SpeechSessionOptions = {}): Promise<SpeechWorker> {
-    const { filename, execArgv } = workerEntry();
-    const pool = new Piscina({ filename, execArgv, minThreads: 1, maxThreads: 1, idleTimeout: Number.POSITIVE_INFINITY });
-    try {
-      const info = (await pool.run({ op: "load", artifactDir, options })) as SpeechLoadResult;
-      return new SpeechWorker(pool, info);
-    } catch (err) {
-      await pool.destroy();
-      throw err;
-    }
+    const { thread, info } = await WorkerThread.start<SpeechLoadResult>("../worker/speech-worker", import.meta.url, { op: "load", artifactDir, options });
+    return new SpeechWorker(thread, info);
   }
 
   get slots(): number {
@@ -38,19 +24,18 @@ export class SpeechWorker {
     // Moved, not copied; a view into a larger buffer is copied first so the owner keeps its buffer.
     const whole = request.mel.byteOffset === 0 && request.mel.byteLength === request.mel.buffer.byteLength;
     const mel = whole ? request.mel : request.mel.slice();
-    const transferList = [mel.buffer] as unknown as NonNullable<Parameters<Piscina["run"]>[1]>["transferList"];
-    return this.pool.run({ op: "encode", ...request, mel }, { transferList }) as Promise<EncodeResult>;
+    return this.thread.run<EncodeResult>({ op: "encode", ...request, mel }, [mel.buffer as ArrayBuffer]);
   }
 
   decode(request: Omit<DecodeRequest, "op">): Promise<DecodeResult> {
-    return this.pool.run({ op: "decode", ...request }) as Promise<DecodeResult>;
+    return this.thread.run<DecodeResult>({ op: "decode", ...request });
   }
 
   align(request: Omit<AlignRequest, "op">): Promise<AlignResult> {
-    return this.pool.run({ op: "align", ...request }) as Promise<AlignResult>;
+    return this.thread.run<AlignResult>({ op: "align", ...request });
   }
 
   async stop(): Promise<void> {
-    await this.pool.destroy();
+    await this.thread.stop();
   }
 }
