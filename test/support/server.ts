@@ -1,5 +1,17 @@
 /** The real `kiln serve` process for end-to-end tests: started on a free port, stopped with SIGTERM. */
 import { spawn, type ChildProcess } from "node:child_process";
+import { resolve } from "node:path";
+
+/** This checkout's CLI entry. */
+export const KILN_BIN = resolve("bin/kiln.mjs");
+
+/** How to start kiln: by default `node <checkout>/bin/kiln.mjs` in the test runner's directory. */
+export interface HowToStart {
+  /** The command line that runs kiln, before its arguments (an installed `kiln` executable, say). */
+  kiln?: string[];
+  /** The working directory of the process. */
+  cwd?: string;
+}
 
 export interface RunningServer {
   process: ChildProcess;
@@ -16,8 +28,10 @@ export interface RunningServer {
  * ready. The nightly track stays off: a job whose hour came during a test run would compete for the
  * CPU and promote artifacts under the test.
  */
-export function startServer(slug: string, extraArgs: string[] = []): Promise<RunningServer> {
-  const child = spawn(process.execPath, ["bin/kiln.mjs", "serve", "--model", slug, "--port", "0", "--log-level", "warn", "--no-nightly", ...extraArgs], {
+export function startServer(slug: string, extraArgs: string[] = [], how: HowToStart = {}): Promise<RunningServer> {
+  const [command, ...prefix] = how.kiln ?? [process.execPath, KILN_BIN];
+  const child = spawn(command, [...prefix, "serve", "--model", slug, "--port", "0", "--log-level", "warn", "--no-nightly", ...extraArgs], {
+    cwd: how.cwd,
     env: process.env,
     stdio: ["ignore", "ignore", "pipe"],
   });
