@@ -15,7 +15,7 @@
  * Block means (`block-means`) are part of the products and are built as in the real graph.
  *
  * Per thread count, alternating run by run: the floor graph (one row, one token per step), the real
- * artifact's decode step at context 128 (ModelSession.forward, the worker's step without sampling)
+ * artifact's decode step at context 128 (TextSession.forward, the worker's step without sampling)
  * and, when built (scripts/peers/llama-cpp-native.sh, see bench text --native), llama-bench
  * -p 0 -n <steps> -d 128. Where scripts/peers/genai.sh has built onnxruntime-genai's int4 / int8
  * models of the same weights, their MatMulNBits nodes alone (bench/peers/matmul_floor.py; each fed
@@ -45,7 +45,7 @@ import { GgufWeights } from "../src/compiler/gguf-weights.js";
 import { GraphBuilder } from "../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../src/compiler/onnx/onnx-proto.js";
 import { MIN_FOLDS } from "../src/provision/track/settings.js";
-import { ModelSession } from "../src/runtime/worker/model-session.js";
+import { TextSession } from "../src/runtime/text-worker/session.js";
 import { GENAI_PYTHON, GENAI_ROOT } from "./peers/genai.js";
 import { findNative, nativeDecode } from "./peers/llama-native.js";
 
@@ -143,7 +143,7 @@ async function floorStep(path: string, threads: number, hidden: number): Promise
 }
 
 async function artifactStep(dir: string, threads: number): Promise<Step> {
-  const s = await ModelSession.load(dir, { threads, slots: 1 });
+  const s = await TextSession.load(dir, { threads, slots: 1 });
   s.kv.ensure(CONTEXT + 1);
   const token = [100];
   return async () => {
@@ -210,7 +210,7 @@ try {
       lines.push(`${String(threads).padEnd(9)}${`genai ${build}`.padEnd(16)}${"—".padStart(11)}${fl.toFixed(1).padStart(9)}${"—".padStart(16)}${(nat === null ? "—" : nat.toFixed(1)).padStart(9)}${"—".padStart(17)}${(nat === null ? "—" : `${(fl / nat).toFixed(2)}x`).padStart(14)}`);
     }
   }
-  lines.push("  artifact: the compiled model's decode step (ModelSession.forward at context 128, one row, no sampling);");
+  lines.push("  artifact: the compiled model's decode step (TextSession.forward at context 128, one row, no sampling);");
   lines.push("  floor: only its weight products (QKV, attn_output, gate|up, down per layer, LM head), same weights and options;");
   if (genai.length) lines.push("  genai: onnxruntime-genai's build of the same weights, its MatMulNBits nodes alone (each fed an input of its width, one output fetched);");
   lines.push(`  native: llama-bench -p 0 -n ${Math.max(steps, 32)} -d ${CONTEXT}, its whole decode step${native ? ` (${native.version ?? "unknown version"})` : " (not built)"}.`);

@@ -7,7 +7,7 @@
  *
  * Needs `bash scripts/peers/genai.sh` first (venv, float32 checkpoint from the GGUF, int4/int8 builds).
  * kiln runs the artifact `kiln serve` would load without a promotion (provisionArtifact: the
- * default compile; `--min-fold 8bit|block-means` and `--lm-head` the track's compile candidates instead), in this process, through ModelSession as bench/text.ts does; genai runs in
+ * default compile; `--min-fold 8bit|block-means` and `--lm-head` the track's compile candidates instead), in this process, through TextSession as bench/text.ts does; genai runs in
  * bench/peers/genai_bench.py. Runs alternate kiln / genai so both see the same machine load; each
  * figure is the median of --runs.
  *
@@ -24,7 +24,7 @@ import { parseArgs } from "node:util";
 import type { LmHeadWeight, MinFold } from "../src/compiler/compile.js";
 import { provisionArtifact } from "../src/provision/index.js";
 import { LM_HEAD_WEIGHTS, MIN_FOLDS } from "../src/provision/track/settings.js";
-import { ModelSession } from "../src/runtime/worker/model-session.js";
+import { TextSession } from "../src/runtime/text-worker/session.js";
 import { type Fidelity, GENAI_ROOT, type GenaiSpeed, genaiReady, kilnFidelity, loadReference, logSoftmaxRows, runGenai } from "./peers/genai.js";
 
 const { values: args } = parseArgs({
@@ -80,7 +80,7 @@ const load0 = loadavg()[0];
 
 log(`kiln: provisioning ${slug} (pull + default compile, cached) ...`);
 const compiled = await provisionArtifact(slug, { compile: { minFold, lmHead }, onStage: (s) => log(`  ${s}`) });
-const kiln = await ModelSession.load(compiled.dir, { threads, slots: BATCH });
+const kiln = await TextSession.load(compiled.dir, { threads, slots: BATCH });
 
 // Fidelity first: the genai script writes the reference kiln is scored against.
 log("fidelity: reference (torch float32) and genai builds ...");

@@ -58,7 +58,7 @@ import { DataType } from "../src/compiler/onnx/onnx-proto.js";
 import { ARTIFACT_FILES, KV_GROWTH_POSITIONS, type ModelShape } from "../src/runtime/artifact/index.js";
 import { KvPool } from "../src/runtime/kv-pool.js";
 import { MIN_FOLDS } from "../src/provision/track/settings.js";
-import { ModelSession } from "../src/runtime/worker/model-session.js";
+import { TextSession } from "../src/runtime/text-worker/session.js";
 import { benchHasDepth, buildNative, findNative, type NativeBinaries, nativeBatched, nativeDecode, nativePrefill } from "./peers/llama-native.js";
 
 // ── options ─────────────────────────────────────────────────────────────────────────────────
@@ -402,7 +402,7 @@ const probeBusy = othersCores(probeCpu, cpuSnapshot(), (now() - probeStart) / 10
 // ── engines ────────────────────────────────────────────────────────────────────────────────
 
 log(`loading kiln artifact ${compiled.manifest.id} and llama.cpp on ${threads} threads ...`);
-const kiln = await ModelSession.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK });
+const kiln = await TextSession.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK });
 /** An empty KV pool with its capacity shrunk back (`truncate(0, 0)` alone keeps the grown capacity). */
 function freshCache(session = kiln): KvPool {
   session.kv.reset();
@@ -459,7 +459,7 @@ async function kilnDecode(L: number, grownTo = 0, session = kiln): Promise<Decod
  * steps of one token per sequence in one forward; tokens/s counts every sequence's tokens (as
  * llama-batched-bench's S_TG does).
  */
-async function kilnBatched(session: ModelSession, prompt: number): Promise<DecodeResult> {
+async function kilnBatched(session: TextSession, prompt: number): Promise<DecodeResult> {
   const rows = session.kv.slots;
   freshCache(session);
   const ids: number[] = [];
@@ -612,7 +612,7 @@ async function breakdown(L = 512): Promise<Breakdown> {
 /** The same decode on a second model loaded with onnxruntime profiling on (the prefill is skipped in the counts). */
 async function profileDecode(L: number) {
   const dir = mkdtempSync(join(tmpdir(), "kiln-prof-"));
-  const prof = await ModelSession.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK, profileFilePrefix: join(dir, "ort") });
+  const prof = await TextSession.load(artifactDir, { threads, slots: 1, kvChunk: KV_CHUNK, profileFilePrefix: join(dir, "ort") });
   try {
     await prof.forward(0, 1, L - 1, promptIds.slice(0, L - 1));
     let tok = promptIds[L - 1];
@@ -713,9 +713,9 @@ async function nativeSection() {
   if (!hasDepth) log(`  this llama-bench has no -d/--n-depth: its decode is timed from an empty cache, not at ${NATIVE_CONTEXT}`);
   let decodeInfo: { flashAttention: string; kvType: string; buildCommit: string; depth: number } | null = null;
   // kiln at 1 thread needs a session of its own when --threads is not 1; 16 sequences need 16 slots.
-  const sessions = new Map<number, ModelSession>([[threads, kiln]]);
-  for (const t of nativeThreads) if (!sessions.has(t)) sessions.set(t, await ModelSession.load(artifactDir, { threads: t, slots: 1, kvChunk: KV_CHUNK }));
-  const kilnB = await ModelSession.load(artifactDir, { threads, slots: BATCH_SEQUENCES, kvChunk: KV_CHUNK });
+  const sessions = new Map<number, TextSession>([[threads, kiln]]);
+  for (const t of nativeThreads) if (!sessions.has(t)) sessions.set(t, await TextSession.load(artifactDir, { threads: t, slots: 1, kvChunk: KV_CHUNK }));
+  const kilnB = await TextSession.load(artifactDir, { threads, slots: BATCH_SEQUENCES, kvChunk: KV_CHUNK });
   const workloads: NativeWorkload[] = [
     ...nativeThreads.map((t) => ({
       key: `decode-${NATIVE_CONTEXT}-${t}t`,

@@ -152,7 +152,7 @@ export function logSoftmaxRows(logits: Float32Array, vocab: number): Float32Arra
 /**
  * Top-1 agreement and KL(reference || kiln) of kiln's next-token distributions, given kiln's
  * log-probs for the reference's token ids: either one Float32Array per position or one flat
- * [positions, vocab] array (e.g. `logSoftmaxRows` of `ModelSession.forward(..., allPositions)`
+ * [positions, vocab] array (e.g. `logSoftmaxRows` of `TextSession.forward(..., allPositions)`
  * over `reference.tokenIds.slice(0, positions)`).
  */
 export function kilnFidelity(rows: Float32Array | Float32Array[], reference: Reference = loadReference()): Fidelity {

@@ -2,7 +2,7 @@
 import { freemem, totalmem } from "node:os";
 import { defaultKvMemoryBytes, type MemoryAvailability } from "../runtime/artifact/index.js";
 import { LoadedModel } from "../runtime/loaded-model.js";
-import type { SessionOptions } from "../runtime/worker/model-session.js";
+import type { TextSessionOptions } from "../runtime/text-worker/protocol.js";
 import { DEFAULT_MAX_RUNNING, serveLoadedModel, type ServedModel, type ServeOptions } from "../scheduler/index.js";
 import { getModel } from "../catalogue/catalogue.js";
 import { openDatabase } from "../catalogue/db.js";
@@ -15,7 +15,7 @@ export interface LoadModelOptions extends ProvisionOptions, ServeOptions {
   /** ONNX Runtime threads of the model's session. Default 2. */
   threads?: number;
   /** Session options beyond threads and slots (profiling, graph optimizations). */
-  session?: Omit<SessionOptions, "threads" | "slots">;
+  session?: Omit<TextSessionOptions, "threads" | "slots">;
   /** Aborting stops after the current stage; a model already loaded is closed again. */
   signal?: AbortSignal;
   /**

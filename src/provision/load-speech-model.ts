@@ -1,5 +1,5 @@
 /** Pull -> compile -> record -> load -> serve for a speech model. */
-import { LoadedSpeechModel } from "../runtime/speech/index.js";
+import { LoadedSpeechModel } from "../runtime/loaded-speech-model.js";
 import { type ServedSpeechModel, serveSpeechModel, type SpeechServeOptions } from "../scheduler/speech/index.js";
 import { getModel } from "../catalogue/catalogue.js";
 import { provisionArtifact, type ProvisionOptions, WrongKindError } from "./provision-artifact.js";

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { artifactsDir } from "../catalogue/paths.js";
 import { describeProblems, readManifest, verifyArtifact } from "../runtime/artifact/index.js";
-import type { SessionOptions } from "../runtime/worker/model-session.js";
+import type { TextSessionOptions } from "../runtime/text-worker/protocol.js";
 import type { PrefixReuse } from "../scheduler/index.js";
 
 /**
@@ -25,7 +25,7 @@ export interface PromotedSettings {
   /** Prompt prefix reuse (`--prefix-reuse`). */
   prefixReuse?: PrefixReuse;
   /** onnxruntime graph optimizations at session load (no flag). */
-  graphOptimizationLevel?: NonNullable<SessionOptions["graphOptimizationLevel"]>;
+  graphOptimizationLevel?: NonNullable<TextSessionOptions["graphOptimizationLevel"]>;
 }
 
 const integerIn = (min: number, max: number) => (v: unknown) => Number.isSafeInteger(v) && (v as number) >= min && (v as number) <= max;

@@ -1,23 +1,23 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ARTIFACT_FILES, type ArtifactManifest, checkArtifactSizes, describeProblems, readManifest, readTokenizerSpec } from "./artifact/index.js";
-import { ModelWorker } from "./model-worker.js";
 import { ChatTemplate, Tokenizer } from "./text/index.js";
-import type { SessionOptions } from "./worker/model-session.js";
+import { TextWorker } from "./text-worker/handle.js";
+import type { TextSessionOptions } from "./text-worker/protocol.js";
 
 /**
  * A loaded model: everything one artifact folder gives at run time, read by its manifest: the
- * model worker (the thread with the ONNX session and KV pool), the tokenizer and the chat template.
+ * text worker (the thread with the ONNX session and KV pool), the tokenizer and the chat template.
  */
 export class LoadedModel {
   private constructor(
     readonly manifest: ArtifactManifest,
-    readonly worker: ModelWorker,
+    readonly worker: TextWorker,
     readonly tokenizer: Tokenizer,
     readonly template: ChatTemplate | null,
   ) {}
 
-  static async load(artifactDir: string, options: SessionOptions = {}): Promise<LoadedModel> {
+  static async load(artifactDir: string, options: TextSessionOptions = {}): Promise<LoadedModel> {
     const manifest = readManifest(artifactDir);
     // Cheap (no hashing): provisioning verifies hashes; this catches a file truncated or replaced since.
     const problems = checkArtifactSizes(artifactDir, manifest);
@@ -25,7 +25,7 @@ export class LoadedModel {
     const tokenizer = Tokenizer.fromSpec(readTokenizerSpec(artifactDir));
     const templatePath = join(artifactDir, ARTIFACT_FILES.chatTemplate);
     const template = existsSync(templatePath) ? new ChatTemplate(readFileSync(templatePath, "utf8")) : null;
-    const worker = await ModelWorker.start(artifactDir, options);
+    const worker = await TextWorker.start(artifactDir, options);
     return new LoadedModel(manifest, worker, tokenizer, template);
   }
 

@@ -20,9 +20,9 @@ export function threadEntry(entry: string, moduleUrl: string): { filename: strin
 }
 
 /**
- * One worker thread that owns one model session: a one-thread pool whose first message loads the
- * model. One thread per model because the session (and its KV cache) is that thread's own memory;
- * the ONNX run blocks its thread, so it never runs on the event loop.
+ * One worker thread that owns one session (text or speech): a one-thread pool whose first message
+ * loads the model. One thread per model because the session (and its KV cache) is that thread's own
+ * memory; the ONNX run blocks its thread, so it never runs on the event loop.
  */
 export class WorkerThread {
   private constructor(private readonly pool: Piscina) {}

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { getLlama, type Llama, type LlamaContextSequence } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf } from "../../src/compiler/compile.js";
-import { ModelSession } from "../../src/runtime/worker/model-session.js";
+import { TextSession } from "../../src/runtime/text-worker/session.js";
 import type { MetaValue } from "../fixtures/gguf/write-gguf.js";
 import { Random, tokenizerMetadata } from "../fixtures/synthetic/tiny-model.js";
 import { textGgufPath } from "./model.js";
@@ -115,10 +115,10 @@ function logSoftmax(a: Float32Array): Float64Array {
 /** What kiln's side needs: a compiler and a session loader (the real ones, or a scratch copy's). */
 export interface KilnSide {
   compile: typeof compileGguf;
-  load: (dir: string) => Promise<Pick<ModelSession, "forward" | "release" | "kv">>;
+  load: (dir: string) => Promise<Pick<TextSession, "forward" | "release" | "kv">>;
 }
 
-export const REAL_KILN: KilnSide = { compile: compileGguf, load: (dir) => ModelSession.load(dir, { threads: 2 }) };
+export const REAL_KILN: KilnSide = { compile: compileGguf, load: (dir) => TextSession.load(dir, { threads: 2 }) };
 
 export interface ParityResult {
   /** diffs[numerics][run][step]: max |log p_kiln - log p_llama| over llama.cpp's top 20. */

@@ -15,7 +15,7 @@ import { artifactsDir, kilnHome } from "../../catalogue/paths.js";
 import { readManifest, readTokenizerSpec } from "../../runtime/artifact/index.js";
 import { LoadedModel } from "../../runtime/loaded-model.js";
 import { Tokenizer } from "../../runtime/text/index.js";
-import { ModelSession } from "../../runtime/worker/model-session.js";
+import { TextSession } from "../../runtime/text-worker/session.js";
 import { serveLoadedModel, type GenerationRequest, type ServedModel } from "../../scheduler/index.js";
 import { provisionArtifact } from "../provision-artifact.js";
 import { batchMetric, type Workload } from "./job.js";
@@ -72,7 +72,7 @@ const PROBE_CHUNK = 64;
  * it gives timers a turn between chunks: a time slice can then abort it.
  */
 async function probe(dir: string, tokens: number[], threads: number, level: GraphOptimizationLevel, signal: AbortSignal, row: (position: number, logprobs: Float32Array) => void): Promise<void> {
-  const session = await ModelSession.load(dir, { threads, slots: 1, graphOptimizationLevel: level });
+  const session = await TextSession.load(dir, { threads, slots: 1, graphOptimizationLevel: level });
   try {
     const vocab = session.vocab;
     const logprobs = new Float32Array(vocab);

@@ -6,7 +6,7 @@
  */
 import type { WhisperTokens } from "../artifact/index.js";
 import { Xoshiro128ss } from "../sampling/index.js";
-import type { DecodeRowResult, WhisperSampling } from "./speech-protocol.js";
+import type { DecodeRowResult, WhisperSampling } from "../speech-worker/protocol.js";
 
 /** Token ids a Whisper model never samples, whatever the position: the model's own list plus its control tokens. */
 export function alwaysSuppressed(tokens: WhisperTokens): number[] {

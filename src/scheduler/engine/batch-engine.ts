@@ -21,7 +21,7 @@
  */
 import { type SlidingWindowShape, slidingCacheCapacity } from "../../runtime/artifact/index.js";
 import type { PositionScores } from "../../runtime/sampling/index.js";
-import type { RowSample, StepResult } from "../../runtime/step-protocol.js";
+import type { RowSample, StepResult } from "../../runtime/text-worker/protocol.js";
 import { EngineClosedError, OverloadedError } from "../errors.js";
 import type { FinishReason, GenerationEvent, GenerationRequest, GenerationStream, TokenLogprob, TokenText } from "../types.js";
 import { Channel } from "./channel.js";
@@ -457,7 +457,7 @@ export class BatchEngine {
     if (seq.status !== "prefilling") return;
     if (seq.promptLogprobs) {
       if (!result.scores) {
-        this.failSequences([seq], new Error("the model worker returned no prompt scores"));
+        this.failSequences([seq], new Error("the text worker returned no prompt scores"));
         return;
       }
       this.addScores(seq, start, result.scores);

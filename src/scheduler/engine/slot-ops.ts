@@ -6,7 +6,7 @@
  */
 import type { ConstraintSpec } from "../../runtime/constrain/index.js";
 import { usesPromptIds } from "../../runtime/sampling/index.js";
-import type { SlotOp } from "../../runtime/step-protocol.js";
+import type { SlotOp } from "../../runtime/text-worker/protocol.js";
 import type { SamplingParams } from "../types.js";
 import type { KvSlots } from "./kv-slots.js";
 

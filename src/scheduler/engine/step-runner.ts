@@ -1,11 +1,11 @@
 /**
  * The step runner: what the batch engine sends its model calls to, one {@link StepRequest} message
- * each. The real one is the runtime's {@link ModelWorker} (the thread that owns the ONNX session and
+ * each. The real one is the runtime's {@link TextWorker} (the thread that owns the ONNX session and
  * the KV pool); unit tests give a fake that keeps token lists instead of tensors.
  */
-import type { StepRequest, StepResult } from "../../runtime/step-protocol.js";
+import type { StepRequest, StepResult } from "../../runtime/text-worker/protocol.js";
 
-export type { ModelWorker } from "../../runtime/model-worker.js";
+export type { TextWorker } from "../../runtime/text-worker/handle.js";
 
 /** A step message as the engine builds it. */
 export type StepCall = Omit<StepRequest, "op">;

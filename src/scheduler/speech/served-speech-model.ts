@@ -1,5 +1,5 @@
 /** A loaded speech model in service: its engine and transcriber behind the `ServedSpeechModel` the API sees. */
-import type { LoadedSpeechModel } from "../../runtime/speech/index.js";
+import type { LoadedSpeechModel } from "../../runtime/loaded-speech-model.js";
 import type { ComputeGate } from "../compute-gate.js";
 import { SpeechEngine, type SpeechRunner } from "./speech-engine.js";
 import { Transcriber } from "./transcriber.js";

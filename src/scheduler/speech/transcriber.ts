@@ -8,7 +8,7 @@
 import { deflateSync } from "node:zlib";
 import { contentFrames, logMelAsync, melWindow } from "../../runtime/audio/index.js";
 import { HOP_LENGTH, SAMPLE_RATE, WINDOW_FRAMES, type WhisperShape, type WhisperTokens } from "../../runtime/artifact/index.js";
-import type { DecodeRowResult, WhisperSampling } from "../../runtime/speech/index.js";
+import type { DecodeRowResult, WhisperSampling } from "../../runtime/speech-worker/protocol.js";
 import { languageName } from "../../runtime/speech/index.js";
 import type { Tokenizer } from "../../runtime/text/index.js";
 import { joinSegmentTexts, splitWindow } from "./segments.js";

@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { getLlama, type Llama, type LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ARTIFACT_FILES, readTokenizerSpec } from "../../../src/runtime/artifact/index.js";
-import { ModelSession } from "../../../src/runtime/worker/model-session.js";
+import { TextSession } from "../../../src/runtime/text-worker/session.js";
 import { ChatTemplate, Tokenizer } from "../../../src/runtime/text/index.js";
 import { CHAT_PROMPTS, compiledArtifact, textGgufPath } from "../../support/model.js";
 
@@ -114,7 +114,7 @@ async function llamaSelfAgreement(model: LlamaModel, refs: Reference[]): Promise
   return result;
 }
 
-async function measure(kiln: ModelSession, refs: Reference[]): Promise<Agreement> {
+async function measure(kiln: TextSession, refs: Reference[]): Promise<Agreement> {
   const result: Agreement = { top5SetsEqual: 0, maxLogitDiff: 0, forcedSteps: 0, forcedAgree: 0, forcedDisagreeOutsideTies: 0 };
   for (const ref of refs) {
     kiln.kv.truncate(0, 0);
@@ -153,7 +153,7 @@ describe("compiled SmolLM2 vs llama.cpp on the same GGUF", () => {
     results["llama.cpp flash attention"] = await llamaSelfAgreement(model, refs);
     for (const numerics of ["llama.cpp", "fast"] as const) {
       const compiled = await compiledArtifact({ numerics });
-      const kiln = await ModelSession.load(compiled.dir, { threads: 2 });
+      const kiln = await TextSession.load(compiled.dir, { threads: 2 });
       results[numerics] = await measure(kiln, refs);
       await kiln.release();
     }

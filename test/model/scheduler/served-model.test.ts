@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LoadedModel } from "../../../src/runtime/loaded-model.js";
-import { ModelSession } from "../../../src/runtime/worker/model-session.js";
+import { TextSession } from "../../../src/runtime/text-worker/session.js";
 import { serveLoadedModel, type GenerationRequest, type SamplingParams, type ServedModel } from "../../../src/scheduler/index.js";
 import { compiledArtifact } from "../../support/model.js";
 
@@ -35,12 +35,12 @@ afterAll(async () => {
 });
 
 describe("a served SmolLM2-135M", () => {
-  it("answers greedily with the tokens the model session gives run directly", async () => {
+  it("answers greedily with the tokens the text session gives run directly", async () => {
     const prompt = chat("What is the capital city of France? Answer in one word.");
     const served = await collect(model, ask(prompt, 12));
     expect(served.text).toContain("Paris");
 
-    const direct = await ModelSession.load(artifactDir, { threads: 1 });
+    const direct = await TextSession.load(artifactDir, { threads: 1 });
     let logits = await direct.forward(0, 1, prompt.length, prompt);
     const greedy: number[] = [];
     for (let i = 0; i < served.tokens; i++) {
@@ -74,11 +74,11 @@ describe("a served SmolLM2-135M", () => {
     }
   });
 
-  it("repetition_penalty counts the prompt's tokens: greedy equals the model session run directly with the penalty", async () => {
+  it("repetition_penalty counts the prompt's tokens: greedy equals the text session run directly with the penalty", async () => {
     const prompt = chat("Repeat exactly: the cat sat on the mat, the cat sat on the mat.");
     const p = 1.6;
     const served = await collect(model, ask(prompt, 16, { temperature: 0, repetition_penalty: p }));
-    const direct = await ModelSession.load(artifactDir, { threads: 1 });
+    const direct = await TextSession.load(artifactDir, { threads: 1 });
     const seen = new Set(prompt);
     let logits = await direct.forward(0, 1, prompt.length, prompt);
     const greedy: number[] = [];

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { chatCompletionRequestSchema, parseChatCompletionRequest } from "../../../src/api/protocol/chat-completions.js";
 import { completionRequestSchema, parseCompletionRequest } from "../../../src/api/protocol/completions.js";
 import { requestConstraint } from "../../../src/api/protocol/output-constraint.js";
-import type { SlotOp } from "../../../src/runtime/step-protocol.js";
+import type { SlotOp } from "../../../src/runtime/text-worker/protocol.js";
 import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
 
 /** The reference API's request fields (its OpenAPI description), per endpoint. */

@@ -4,7 +4,7 @@
  * and the streamed fragments, framed as the API contract says and adding up to the whole answer.
  */
 import { describe, expect, it } from "vitest";
-import type { OpenSlotOp } from "../../../src/runtime/step-protocol.js";
+import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
 import { AUTH, fakeApp, fakeModel, sseEvents, SLUG } from "./fake-model.js";
 
 const WEATHER = {

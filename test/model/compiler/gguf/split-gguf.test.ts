@@ -17,7 +17,7 @@ import { GgufSplitError } from "../../../../src/compiler/gguf/errors.js";
 import { readGguf, readTensorBytes } from "../../../../src/compiler/gguf/reader.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
 import { ARTIFACT_FILES } from "../../../../src/runtime/artifact/index.js";
-import { ModelSession } from "../../../../src/runtime/worker/model-session.js";
+import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { splitGguf } from "../../../fixtures/gguf/split-gguf.js";
 import { writeTinyModel } from "../../../fixtures/synthetic/tiny-model.js";
 import { llamaCppReference, makeRuns, syntheticTokenizer } from "../../../support/synthetic-parity.js";
@@ -109,7 +109,7 @@ describe("split GGUF", () => {
     const tokens = [1, 200, 3000, 45, 9000, 17, 33];
     const logits: Float32Array[] = [];
     for (const d of [one.dir, many.dir]) {
-      const session = await ModelSession.load(d, { threads: 2 });
+      const session = await TextSession.load(d, { threads: 2 });
       try {
         logits.push(await session.forward(0, 1, tokens.length, tokens));
       } finally {

@@ -40,7 +40,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf } from "../../../../src/compiler/compile.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
 import { slidingCacheCapacity } from "../../../../src/runtime/artifact/index.js";
-import { ModelSession } from "../../../../src/runtime/worker/model-session.js";
+import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { type TinyGemmaSpec, type TinyGemmaTypes, writeTinyGemma } from "../../../fixtures/synthetic/tiny-gemma.js";
 import { Random } from "../../../fixtures/synthetic/tiny-model.js";
 import { describeSyntheticParity, llamaCppReference, type ParityCase, syntheticTokenizer, TOP } from "../../../support/synthetic-parity.js";
@@ -125,7 +125,7 @@ describe("Gemma sliding window in a batch of rows at different lengths", () => {
     const steps = [ids(3), ids(3)];
     const alone: Float32Array[][] = [];
     for (let r = 0; r < 2; r++) {
-      const session = await ModelSession.load(dir, { threads: 2 });
+      const session = await TextSession.load(dir, { threads: 2 });
       try {
         await session.forward(0, 1, prompts[r].length, prompts[r]);
         const out: Float32Array[] = [];
@@ -135,7 +135,7 @@ describe("Gemma sliding window in a batch of rows at different lengths", () => {
         await session.release();
       }
     }
-    const session = await ModelSession.load(dir, { threads: 2, slots: 2 });
+    const session = await TextSession.load(dir, { threads: 2, slots: 2 });
     try {
       for (let r = 0; r < 2; r++) await session.forward(r, 1, prompts[r].length, prompts[r]);
       let worst = 0;
@@ -190,7 +190,7 @@ describe("Gemma sliding-window KV ring over several windows", () => {
     dir = compiled.dir;
     const { manifest } = compiled;
     expect(manifest.shape.slidingWindow).toEqual({ window: 8, layers: [0, 2] });
-    const session = await ModelSession.load(dir, { threads: 2 });
+    const session = await TextSession.load(dir, { threads: 2 });
     try {
       const compare = (logits: Float32Array, top: Array<[number, number]>) => {
         const lse = logSumExp(logits);
@@ -233,7 +233,7 @@ describe("Gemma sliding-window KV ring over several windows", () => {
 
   it("continues a cached prefix cut back within the ring's slack as a fresh prefill does, and refuses one cut further", async () => {
     const next = 4242;
-    const fresh = await ModelSession.load(dir, { threads: 2 });
+    const fresh = await TextSession.load(dir, { threads: 2 });
     let expected: Float32Array;
     try {
       await fresh.forward(0, 1, prompt.length, prompt);
@@ -241,7 +241,7 @@ describe("Gemma sliding-window KV ring over several windows", () => {
     } finally {
       await fresh.release();
     }
-    const session = await ModelSession.load(dir, { threads: 2, slots: 2 });
+    const session = await TextSession.load(dir, { threads: 2, slots: 2 });
     try {
       await session.forward(0, 1, prompt.length, prompt);
       // One position past the prompt: cutting back by one is within the ring's slack (1 for a window of 8), by two is not.

@@ -29,7 +29,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf } from "../../../../src/compiler/compile.js";
 import { readGguf, readTensorBytes } from "../../../../src/compiler/gguf/index.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
-import { ModelSession } from "../../../../src/runtime/worker/model-session.js";
+import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { type MetaValue, meta, type TensorSpec, writeGguf } from "../../../fixtures/gguf/write-gguf.js";
 import { type TinyMixtralSpec, writeTinyMixtral } from "../../../fixtures/synthetic/tiny-mixtral.js";
 import { describeSyntheticParity, makeRuns, type ParityCase, syntheticTokenizer } from "../../../support/synthetic-parity.js";
@@ -86,7 +86,7 @@ async function asDense(moePath: string, densePath: string, tokenizer: Array<[str
 
 describe("kiln's mixture-of-experts path with one expert equals its dense path on the same weights", () => {
   let work: string;
-  const sessions: ModelSession[] = [];
+  const sessions: TextSession[] = [];
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "kiln-moe-dense-"));
@@ -98,7 +98,7 @@ describe("kiln's mixture-of-experts path with one expert equals its dense path o
     await asDense(moePath, densePath, tokenizer);
     for (const path of [moePath, densePath]) {
       const compiled = await compileGguf({ slug: "synthetic", ggufPath: path, home: join(work, "home"), options: { numerics: "llama.cpp" } });
-      sessions.push(await ModelSession.load(compiled.dir, { threads: 2 }));
+      sessions.push(await TextSession.load(compiled.dir, { threads: 2 }));
     }
   });
 

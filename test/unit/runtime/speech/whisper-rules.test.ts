@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { WhisperTokens } from "../../../../src/runtime/artifact/index.js";
-import type { WhisperSampling } from "../../../../src/runtime/speech/index.js";
+import type { WhisperSampling } from "../../../../src/runtime/speech-worker/protocol.js";
 import { alwaysSuppressed, applyWhisperRules, chooseToken, likeliestLanguage, noSpeechProbability } from "../../../../src/runtime/speech/whisper-rules.js";
 
 // A toy vocabulary: 0..9 text, 10 EOT, 11 SOT, 12 prev, 13 nocaptions, 14 notimestamps, 15.. timestamps.

@@ -8,7 +8,7 @@
  */
 import type { SamplingParams } from "../../../../src/runtime/sampling/index.js";
 import type { PositionScores } from "../../../../src/runtime/sampling/index.js";
-import type { RowSample, SequenceFailure, SlotOp, StepRequest, StepResult } from "../../../../src/runtime/step-protocol.js";
+import type { RowSample, SequenceFailure, SlotOp, StepRequest, StepResult } from "../../../../src/runtime/text-worker/protocol.js";
 import type { StepCall, StepRunner } from "../../../../src/scheduler/engine/step-runner.js";
 import type { TokenText } from "../../../../src/scheduler/types.js";
 

@@ -2,7 +2,7 @@
 // sampling needs them (repetition_penalty on), even when most of the prompt is reused from the
 // cache and never prefilled again, and never otherwise; each choice of n > 1 gets them.
 import { describe, expect, it } from "vitest";
-import type { OpenSlotOp, SlotOp } from "../../../../src/runtime/step-protocol.js";
+import type { OpenSlotOp, SlotOp } from "../../../../src/runtime/text-worker/protocol.js";
 import { BatchEngine } from "../../../../src/scheduler/engine/batch-engine.js";
 import type { GenerationRequest, GenerationStream } from "../../../../src/scheduler/types.js";
 import { fakeStepRunner } from "./fake-step-runner.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { AlignRequest, DecodeRequest, EncodeRequest } from "../../../../src/runtime/speech/index.js";
+import type { AlignRequest, DecodeRequest, EncodeRequest } from "../../../../src/runtime/speech-worker/protocol.js";
 import { OverloadedError } from "../../../../src/scheduler/index.js";
 import { SpeechEngine, type SpeechRunner } from "../../../../src/scheduler/speech/index.js";
 

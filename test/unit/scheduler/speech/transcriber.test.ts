@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { WhisperShape, WhisperTokens } from "../../../../src/runtime/artifact/index.js";
-import type { DecodeRequest, DecodeRowResult } from "../../../../src/runtime/speech/index.js";
+import type { DecodeRequest, DecodeRowResult } from "../../../../src/runtime/speech-worker/protocol.js";
 import type { Tokenizer } from "../../../../src/runtime/text/index.js";
 import { SpeechEngine, Transcriber, type TranscriptSegment } from "../../../../src/scheduler/speech/index.js";
 

@@ -1,19 +1,19 @@
 /**
- * The worker thread's entry: it owns one model session and the samplers of its open sequences,
+ * The text worker thread's entry: it owns one text session and the samplers of its open sequences,
  * applies each step message's slot operations in order, runs the forward pass and samples. It never
  * decides who runs.
  */
-import type { LoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, WorkerRequest } from "../step-protocol.js";
+import type { TextLoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, TextWorkerRequest } from "./protocol.js";
 import { readTokenizerSpec } from "../artifact/index.js";
 import { applyTokenMask, ConstraintEngine, type TokenMatcher } from "../constrain/index.js";
 import { scorePositions, SequenceSampler, type PositionScores } from "../sampling/index.js";
-import { ModelSession } from "./model-session.js";
+import { TextSession } from "./session.js";
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-/** The worker's whole state: one model session, the samplers of its open sequences, and their constraints' matchers. */
-class WorkerState {
-  session: ModelSession | null = null;
+/** The thread's whole state: one text session, the samplers of its open sequences, and their constraints' matchers. */
+class TextThreadState {
+  session: TextSession | null = null;
   artifactDir = "";
   readonly samplers = new Map<number, SequenceSampler>();
   readonly matchers = new Map<number, TokenMatcher>();
@@ -42,7 +42,7 @@ class WorkerState {
     this.engine = null;
   }
 
-  requireSession(): ModelSession {
+  requireSession(): TextSession {
     if (!this.session) throw new Error("worker: no model loaded");
     return this.session;
   }
@@ -196,14 +196,14 @@ function topLogits(row: Float32Array, n: number): Array<{ token: number; logit: 
   return best;
 }
 
-const state = new WorkerState();
+const state = new TextThreadState();
 
 /** Piscina task entry: one request in, one result out. */
-export default async function handle(req: WorkerRequest): Promise<LoadResult | StepResult> {
+export default async function handle(req: TextWorkerRequest): Promise<TextLoadResult | StepResult> {
   if (req.op === "step") return state.step(req);
   await state.session?.release();
   state.reset();
-  state.session = await ModelSession.load(req.artifactDir, req.options);
+  state.session = await TextSession.load(req.artifactDir, req.options);
   state.artifactDir = req.artifactDir;
   const m = state.session.manifest;
   return { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.session.kv.slots };

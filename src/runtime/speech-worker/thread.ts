@@ -4,11 +4,11 @@
  */
 import type { WhisperTokens } from "../artifact/index.js";
 import { alignRows } from "../speech/alignment.js";
-import { SpeechSession } from "../speech/speech-session.js";
-import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechWorkerRequest } from "../speech/speech-protocol.js";
+import { SpeechSession } from "./session.js";
+import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechWorkerRequest } from "./protocol.js";
 import { alwaysSuppressed, readRow } from "../speech/whisper-rules.js";
 
-class SpeechWorkerState {
+class SpeechThreadState {
   session: SpeechSession | null = null;
   suppressed: number[] = [];
 
@@ -69,7 +69,7 @@ class SpeechWorkerState {
   }
 }
 
-const state = new SpeechWorkerState();
+const state = new SpeechThreadState();
 
 /** Piscina task entry: one request in, one result out. */
 export default async function handle(req: SpeechWorkerRequest): Promise<SpeechLoadResult | EncodeResult | DecodeResult | AlignResult> {

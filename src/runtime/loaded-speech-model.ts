@@ -1,7 +1,7 @@
-import { checkArtifactSizes, describeProblems, readSpeechManifest, readTokenizerSpec, type SpeechArtifactManifest } from "../artifact/index.js";
-import { Tokenizer } from "../text/index.js";
-import type { SpeechSessionOptions } from "./speech-protocol.js";
-import { SpeechWorker } from "./speech-worker.js";
+import { checkArtifactSizes, describeProblems, readSpeechManifest, readTokenizerSpec, type SpeechArtifactManifest } from "./artifact/index.js";
+import { Tokenizer } from "./text/index.js";
+import type { SpeechSessionOptions } from "./speech-worker/protocol.js";
+import { SpeechWorker } from "./speech-worker/handle.js";
 
 /** A loaded speech model: its manifest, its tokenizer, and the worker thread that runs its two graphs. */
 export class LoadedSpeechModel {

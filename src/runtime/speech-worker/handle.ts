@@ -1,9 +1,9 @@
-import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechSessionOptions } from "./speech-protocol.js";
 import { WorkerThread } from "../worker-thread.js";
+import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechSessionOptions } from "./protocol.js";
 
 /**
  * The speech worker: the main thread's handle on the thread that owns one speech session (as
- * `ModelWorker` is for text). Each model call is one message; the mel window moves, not copies.
+ * `TextWorker` is for text). Each model call is one message; the mel window moves, not copies.
  */
 export class SpeechWorker {
   private constructor(
@@ -12,7 +12,7 @@ export class SpeechWorker {
   ) {}
 
   static async start(artifactDir: string, options: SpeechSessionOptions = {}): Promise<SpeechWorker> {
-    const { thread, info } = await WorkerThread.start<SpeechLoadResult>("../worker/speech-worker", import.meta.url, { op: "load", artifactDir, options });
+    const { thread, info } = await WorkerThread.start<SpeechLoadResult>("./thread", import.meta.url, { op: "load", artifactDir, options });
     return new SpeechWorker(thread, info);
   }
 

@@ -2,26 +2,7 @@ import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { ARTIFACT_FILES, type ArtifactManifest, checkTextGraphIo, KV_GROWTH_POSITIONS, readManifest, TEXT_GRAPH } from "../artifact/index.js";
 import { KvPool } from "../kv-pool.js";
-
-/** Options of one model session (what `kiln serve` and the tests choose per loaded model). */
-export interface SessionOptions {
-  /** ONNX Runtime intra-op threads. Default: 2. */
-  threads?: number;
-  /** Sequence slots in the KV pool (the most sequences that can be cached at once). Default: 1. */
-  slots?: number;
-  /** KV capacity growth step, in positions. Default: {@link KV_GROWTH_POSITIONS} (128). */
-  kvChunk?: number;
-  /** onnxruntime graph optimizations applied when the session loads. Default: "all". */
-  graphOptimizationLevel?: "disabled" | "basic" | "extended" | "all";
-  /**
-   * onnxruntime's CPU memory arena and memory-pattern planning. Default: false: measured on
-   * SmolLM2-135M, they held 30-34 MB more after a 512-token prompt (the arena keeps its high-water
-   * mark) for no difference beyond noise at decode, prefill or 16 sequences.
-   */
-  memoryArena?: boolean;
-  /** Write an onnxruntime profile (JSON) with this path prefix; see `endProfiling`. Default: off. */
-  profileFilePrefix?: string;
-}
+import type { TextSessionOptions } from "./protocol.js";
 
 /** Where the last `forward` spent its time, in milliseconds. */
 export interface StepTimings {
@@ -38,12 +19,12 @@ export interface StepTimings {
 const NEG_INF = -Infinity;
 
 /**
- * The model session: one compiled text graph on the worker thread, i.e. an ONNX Runtime session
+ * The text session: one compiled text graph on the worker thread, i.e. an ONNX Runtime session
  * plus the KV pool it reads. `forward` runs one step for `rows` consecutive slots, each taking `seq`
  * new tokens, and returns the last position's logits per row (or every position's, for prompt
  * scoring). It never decides who runs.
  */
-export class ModelSession {
+export class TextSession {
   /** Timings of the most recent `forward`. */
   readonly lastStep: StepTimings = { feedMs: 0, growMs: 0, runMs: 0, appendMs: 0 };
 
@@ -53,7 +34,7 @@ export class ModelSession {
     readonly kv: KvPool,
   ) {}
 
-  static async load(artifactDir: string, options: SessionOptions = {}): Promise<ModelSession> {
+  static async load(artifactDir: string, options: TextSessionOptions = {}): Promise<TextSession> {
     const manifest = readManifest(artifactDir);
     const sliding = manifest.shape.slidingWindow !== undefined;
     checkTextGraphIo(manifest.io, manifest.shape.layers, `the artifact ${manifest.id}`, sliding);
@@ -69,7 +50,7 @@ export class ModelSession {
     });
     checkTextGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, manifest.shape.layers, `the graph of ${manifest.id}`, sliding);
     const kv = new KvPool(manifest.shape, options.slots ?? 1, options.kvChunk ?? KV_GROWTH_POSITIONS);
-    return new ModelSession(manifest, session, kv);
+    return new TextSession(manifest, session, kv);
   }
 
   get vocab(): number {

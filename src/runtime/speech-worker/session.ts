@@ -2,7 +2,7 @@ import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { checkSpeechGraphIo, KV_GROWTH_POSITIONS, readSpeechManifest, SPEECH_FILES, SPEECH_GRAPH, type SpeechArtifactManifest, WINDOW_FRAMES } from "../artifact/index.js";
 import { KvPool } from "../kv-pool.js";
-import type { SpeechSessionOptions } from "./speech-protocol.js";
+import type { SpeechSessionOptions } from "./protocol.js";
 
 const NEG_INF = -Infinity;
 const D = SPEECH_GRAPH.decoder;

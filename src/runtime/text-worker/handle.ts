@@ -1,21 +1,20 @@
-import type { LoadResult, StepRequest, StepResult } from "./step-protocol.js";
-import type { SessionOptions } from "./worker/model-session.js";
-import { WorkerThread } from "./worker-thread.js";
+import { WorkerThread } from "../worker-thread.js";
+import type { StepRequest, StepResult, TextLoadResult, TextSessionOptions } from "./protocol.js";
 
 /**
- * The model worker: the main thread's handle on the thread that owns one model session. The ONNX
+ * The text worker: the main thread's handle on the thread that owns one text session. The ONNX
  * run blocks its thread, so it never runs on the event loop; one thread per model because its KV
  * pool is the thread's own memory. Each model call is one {@link StepRequest} message.
  */
-export class ModelWorker {
+export class TextWorker {
   private constructor(
     private readonly thread: WorkerThread,
-    readonly info: LoadResult,
+    readonly info: TextLoadResult,
   ) {}
 
-  static async start(artifactDir: string, options: SessionOptions = {}): Promise<ModelWorker> {
-    const { thread, info } = await WorkerThread.start<LoadResult>("./worker/text-worker", import.meta.url, { op: "load", artifactDir, options });
-    return new ModelWorker(thread, info);
+  static async start(artifactDir: string, options: TextSessionOptions = {}): Promise<TextWorker> {
+    const { thread, info } = await WorkerThread.start<TextLoadResult>("./thread", import.meta.url, { op: "load", artifactDir, options });
+    return new TextWorker(thread, info);
   }
 
   /** KV slots of the session (the most sequences cached at once). */
