@@ -1,5 +1,5 @@
 /** What every CLI command is: a declaration (options, help prose, run) turned into argv → exit code. */
-import { formatHelp, parseCommandLine, UsageError, wantsHelp, type CommandLine, type OptionSpecs } from "./options.js";
+import { formatHelp, parseCommandLine, UsageError, wantsHelp, type CommandLine, type HelpSource, type OptionSpecs } from "./options.js";
 
 /** Where a command writes: the process's streams, or a capture in tests. */
 export interface CommandIO {
@@ -29,6 +29,8 @@ export interface Command {
   description: string;
   /** The generated --help text. */
   help: string;
+  /** What the help is made of, for other renderings of it (the CLI reference in docs/cli.md). */
+  helpSource: HelpSource;
   /**
    * Runs the command on its argv (after the command's name); resolves to the process exit code:
    * 0 ok, 1 the work failed, 2 the command line was wrong (message and help on stderr).
@@ -39,11 +41,13 @@ export interface Command {
 export function defineCommand<O extends OptionSpecs>(definition: CommandDefinition<O>): Command {
   const { name, description, options } = definition;
   const synopses = definition.positionals === undefined ? [] : [definition.positionals].flat();
-  const help = formatHelp({ command: name, synopses, intro: definition.intro, options });
+  const helpSource: HelpSource = { command: name, synopses, intro: definition.intro, options };
+  const help = formatHelp(helpSource);
   return {
     name,
     description,
     help,
+    helpSource,
     async run(argv, io = process) {
       try {
         if (wantsHelp(options, argv)) {

@@ -12,7 +12,8 @@ import track from "./commands/track.js";
 import tracks from "./commands/tracks.js";
 import usage from "./commands/usage.js";
 
-const COMMANDS: Command[] = [models, pull, compile, runCommand, serve, keys, usage, track, tracks, promote, rollback, compiler];
+/** Every command, in the order `kiln --help` and docs/cli.md list them. */
+export const COMMANDS: readonly Command[] = [models, pull, compile, runCommand, serve, keys, usage, track, tracks, promote, rollback, compiler];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -265,14 +265,16 @@ export function formatHelp(source: HelpSource): string {
   return [...usageLines(source), "", source.intro.trim(), "", "Options:", ...optionLines(withHelp(source.options))].join("\n");
 }
 
-function usageLines({ command, synopses, options }: HelpSource): string[] {
+function usageLines(source: HelpSource): string[] {
+  return synopsisLines(source).map((words, i) => `${i === 0 ? "Usage: " : "       "}${words}`);
+}
+
+/** The command's forms as typed: "kiln serve --model <slug>... [options]", one per synopsis. */
+export function synopsisLines({ command, synopses, options }: HelpSource): string[] {
   const required = Object.entries(options)
     .filter(([, spec]) => spec.required)
     .map(([key, spec]) => `${flagOf(key)} ${placeholder(spec)}${spec.multiple ? "..." : ""}`);
-  return (synopses.length > 0 ? synopses : [""]).map((synopsis, i) => {
-    const words = [`kiln ${command}`, synopsis, ...required, "[options]"].filter(Boolean).join(" ");
-    return `${i === 0 ? "Usage: " : "       "}${words}`;
-  });
+  return (synopses.length > 0 ? synopses : [""]).map((synopsis) => [`kiln ${command}`, synopsis, ...required, "[options]"].filter(Boolean).join(" "));
 }
 
 function optionLines(specs: OptionSpecs): string[] {
@@ -287,24 +289,38 @@ function optionLines(specs: OptionSpecs): string[] {
 
 /** "-m, --model <slug>" or "    --port N": long names line up whether or not there is a short one. */
 function optionName(key: string, spec: OptionSpec): string {
-  const short = spec.short ? `-${spec.short}, ` : "    ";
-  return `${short}${flagOf(key)}${spec.type === "boolean" ? "" : ` ${placeholder(spec)}`}`;
+  return `${spec.short ? "" : "    "}${optionSignature(key, spec)}`;
+}
+
+/** How the option is typed: "-m, --model <slug>", "--port N", "--force". */
+export function optionSignature(key: string, spec: OptionSpec): string {
+  return `${spec.short ? `-${spec.short}, ` : ""}${flagOf(key)}${spec.type === "boolean" ? "" : ` ${placeholder(spec)}`}`;
 }
 
 /** The description, then [accepted values; repeatable; required; default]. */
 function optionText(spec: OptionSpec): string {
+  const notes = optionNotes(spec, NO_BREAK);
+  return notes.length > 0 ? `${spec.description} [${notes.join("; ")}]` : spec.description;
+}
+
+/**
+ * What the declaration says beside the description: the accepted range or values, repeatable,
+ * required, and the default (an environment variable first where one stands in). `space` joins the
+ * words of one note; the help passes a no-break space so that its wrap keeps each note whole.
+ */
+export function optionNotes(spec: OptionSpec, space = " "): string[] {
   const notes: string[] = [];
   if (spec.type === "integer" || spec.type === "number") {
     const range = rangeText(spec).replace(/^(from|of) /, "");
-    if (range) notes.push(range.replaceAll(" ", NO_BREAK));
+    if (range) notes.push(range.replaceAll(" ", space));
   }
   if (spec.choices && placeholder(spec) !== spec.choices.join("|")) notes.push(spec.choices.join(", "));
   if (spec.multiple) notes.push("repeatable");
   if (spec.required) notes.push("required");
   const fallback = spec.default === undefined || spec.default === false ? undefined : String(spec.default);
-  if (spec.env) notes.push(`default:${NO_BREAK}$${spec.env}${fallback ? `, else${NO_BREAK}${fallback}` : ""}`);
-  else if (fallback) notes.push(`default:${NO_BREAK}${fallback}`);
-  return notes.length > 0 ? `${spec.description} [${notes.join("; ")}]` : spec.description;
+  if (spec.env) notes.push(`default:${space}$${spec.env}${fallback ? `, else${space}${fallback}` : ""}`);
+  else if (fallback) notes.push(`default:${space}${fallback}`);
+  return notes;
 }
 
 /** Greedy word wrap at spaces (not {@link NO_BREAK}); a word longer than the width gets a line of its own. */

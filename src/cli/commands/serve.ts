@@ -41,7 +41,7 @@ const options = {
   host: option.string({ value: "<address>", default: "127.0.0.1", description: "address to listen on; 0.0.0.0 for every interface" }),
   cloud: option.flag({
     description:
-      "check API keys (see `kiln keys`), enforce their limits and write the usage ledger (see `kiln usage`); without it (local mode) any non-empty key is accepted and nothing is charged",
+      "check API keys (see `kiln keys`), enforce their limits and write the usage ledger (see `kiln usage`); without it (local mode) no key is checked (a request may omit the Authorization header) and nothing is charged",
   }),
   database: databaseOption,
   limits: option.string({
@@ -81,7 +81,7 @@ const options = {
     min: 1,
     max: 1_048_576,
     description:
-      "KV cache budget per model, all slots together; caps each sequence's context to what fits. Default: sized per model at load, a quarter of the available memory but at most an eighth of the total, and no more than the native context of every slot needs",
+      "KV cache budget per model, all slots together; caps each sequence's context to what fits. Default: sized per model at load, a quarter of the available memory but at most an eighth of the machine's (or cgroup's) total, no more than every slot's native context needs and no less than 128 positions per slot, in 128-position steps. The startup line shows the budget and the context per sequence; /v1/models reports the context",
   }),
   drainTimeout: option.number({
     value: "<seconds>",
@@ -160,7 +160,9 @@ ones have finished, or after --drain-timeout, ending the ones left with an error
 exits at once). A --host beyond loopback without --cloud lets anyone on the network in: kiln
 warns about it on stderr and in GET /health. A text model serves its promoted artifact when it has
 one, with the promotion's settings where no flag is given here (a given flag wins); a promotion or
-rollback while serving switches it live within seconds, failing no request.`,
+rollback while serving switches it live within seconds, failing no request. Text and transcription
+models can be served side by side (-m smollm2-135m-instruct -m whisper-tiny-en); a speech model
+takes --threads and --max-waiting, and decodes 4 transcriptions at once.`,
   options,
   run: (commandLine, io) => serve({ ...commandLine.options, slugs: knownModelSlugs(commandLine.options.model), given: commandLine.given }, io),
 });

@@ -19,12 +19,13 @@ export default defineCommand({
   description: "Run a model's optimization track now (one night)",
   intro: `Runs the model's job from compiler-jobs/<slug>.json once, now: measures the artifact in service
 (the current promotion, or the default compile) twice to know the noise, then candidates around it
-(one or two settings changed at a time: accuracy level, numerics, graph optimization level,
-threads, prefill chunk, max running sequences, step tokens) until the time budget is spent. Each
-measurement (speed workload and quality probe against the llama.cpp-numerics reference) is a row
-of track_candidates in $KILN_HOME/kiln.sqlite. A candidate faster beyond the noise and within the
-job's quality budget is confirmed (the incumbent and it measured again, back to back) and the
-round's best is promoted (\`kiln tracks\` shows the history, \`kiln rollback\` undoes it).
+(one or two settings of the job's searchSpace changed at a time: compile options, onnxruntime
+threads and graph optimization level, prefill chunk, max running sequences, step tokens) until the
+time budget is spent. Each measurement (speed workload and quality probe against the
+llama.cpp-numerics reference) is a row of track_candidates in $KILN_HOME/kiln.sqlite. A candidate
+faster beyond the noise and within the job's quality budget is confirmed side by side (the
+incumbent and it loaded at once, their workload passes alternating) and the round's best is
+promoted (\`kiln tracks\` shows the history, \`kiln rollback\` undoes it).
 Progress goes to stderr, the run's table to stdout. SIGTERM or Ctrl-C stops after recording the
 measurement in progress as failed.`,
   positionals: "run <slug>",
