@@ -125,7 +125,7 @@ CREATE INDEX IF NOT EXISTS artifacts_promoted_slug ON artifacts_promoted (slug, 
 
 -- API keys of cloud mode: only a keyed hash of the key (HMAC-SHA256 with the server secret, kept
 -- outside this file) is stored. models_json: null = all models, else an array of slugs. Limits:
--- null = unlimited. Columns after revoked_at were added later: src/api/cloud/sqlite-store.ts adds
+-- null = unlimited. Columns after revoked_at were added later: src/cloud/store/sqlite-store.ts adds
 -- them to older databases (and creates the indexes that use them).
 CREATE TABLE IF NOT EXISTS api_keys (
   id                      TEXT PRIMARY KEY,
@@ -143,7 +143,7 @@ CREATE TABLE IF NOT EXISTS api_keys (
 );
 
 -- The usage ledger: append-only, one row per request id. Money in integer nano-USD (see
--- src/api/cloud/money.ts for the one rounding rule); prices are those in force for the request.
+-- src/cloud/money.ts for the one rounding rule); prices are those in force for the request.
 -- audio_seconds and cost_usd are legacy (float) columns, no longer written. No foreign key on
 -- slug: billing history outlives catalogue edits.
 CREATE TABLE IF NOT EXISTS usage (

@@ -24,9 +24,9 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { parseArgs, promisify } from "node:util";
 import pg from "pg";
-import { createRedisLimits, openCloudStore, type CloudStore } from "../src/api/index.js";
+import { createRedisLimits, openCloudStore, type CloudStore } from "../src/cloud/index.js";
 import { getModel } from "../src/catalogue/catalogue.js";
-import { costNanoUsd, priceOf } from "../src/api/cloud/money.js";
+import { costNanoUsd, priceOf } from "../src/cloud/money.js";
 import { startFleet, type CloudSettings } from "../test/support/servers/fleet.js";
 import { startPostgres } from "../test/support/servers/postgres.js";
 import { startRedis } from "../test/support/servers/redis.js";
@@ -55,7 +55,7 @@ const slug = args.model!;
 const writers = positiveNumber("writers", args.writers!);
 const storeSeconds = positiveNumber("store-seconds", args["store-seconds"]!);
 
-/** The ledger's table (src/api/cloud): one row per request. */
+/** The ledger's table (src/cloud): one row per request. */
 const LEDGER_TABLE = "usage_ledger";
 
 function positiveNumber(name: string, v: string): number {

@@ -1,6 +1,6 @@
 -- Cloud mode's shared database (kiln serve --cloud --database postgres://...).
--- Applied once, in order, by src/api/cloud/postgres-migrate.ts (recorded in schema_migrations).
--- Money: BIGINT nano-USD (1e-9 USD); the rounding rule is in src/api/cloud/money.ts.
+-- Applied once, in order, by src/cloud/store/postgres-migrate.ts (recorded in schema_migrations).
+-- Money: BIGINT nano-USD (1e-9 USD); the rounding rule is in src/cloud/money.ts.
 
 -- API keys: only HMAC-SHA256(server secret, key) is stored. Limits: NULL = unlimited.
 CREATE TABLE api_keys (

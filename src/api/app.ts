@@ -6,7 +6,8 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
-import type { CloudMeter } from "./cloud/meter.js";
+import { CloudGate } from "./cloud-gate.js";
+import type { Metering, UsageRecorder } from "./cloud-port.js";
 import { Lifecycle, type ApiContext } from "./context.js";
 import { apiError, toApiError } from "./errors.js";
 import { KilnMetrics } from "./metrics/kiln-metrics.js";
@@ -18,7 +19,6 @@ import { healthRoutes } from "./routes/health.js";
 import { modelsRoute } from "./routes/models.js";
 import { transcriptionsRoute } from "./routes/transcriptions.js";
 import type { SseOptions } from "./sse.js";
-import type { UsageRecorder } from "./usage.js";
 
 /** Default most bytes of a request body: 4 MiB (a full 128k-token prompt is about 0.5 MB). */
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
@@ -40,8 +40,8 @@ export interface AppOptions extends ServerLimits {
   metrics?: KilnMetrics;
   /** Where to record usage; default none (`cloud` when given). */
   usage?: UsageRecorder;
-  /** Cloud mode's per-key limits, reservations and ledger; default none (no limits). */
-  cloud?: CloudMeter;
+  /** Cloud mode's per-key limits, reservations and ledger (`src/cloud`'s meter); default none (no limits). */
+  cloud?: Metering;
   /** Shared with the process so that SIGTERM can start draining; default a fresh one. */
   lifecycle?: Lifecycle;
   sse?: SseOptions;
@@ -59,7 +59,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics: options.metrics ?? new KilnMetrics(() => queueLoads(models)),
     lifecycle: options.lifecycle ?? new Lifecycle(),
     usage: options.usage ?? options.cloud,
-    cloud: options.cloud,
+    cloud: options.cloud && new CloudGate(options.cloud),
     startedAt: Math.floor(Date.now() / 1000),
     sse: options.sse ?? {},
     warnings: options.warnings ?? [],
@@ -133,7 +133,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(
     async (v1) => {
       v1.addHook("onRequest", authHook(auth));
-      const cloud = options.cloud;
+      const cloud = ctx.cloud;
       // Every cloud answer after auth carries its key's rate-limit headers (admission sets fresh ones).
       if (cloud) v1.addHook("onSend", async (request, reply) => cloud.addLastKnownHeaders(request, reply));
       modelsRoute(v1, ctx);

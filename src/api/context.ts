@@ -1,10 +1,10 @@
 /** What the routes share: the models, metrics, usage records and the server's lifecycle. */
 import { setMaxListeners } from "node:events";
 import type { ModelRegistry } from "../scheduler/index.js";
-import type { CloudMeter } from "./cloud/meter.js";
+import type { CloudGate } from "./cloud-gate.js";
+import type { UsageRecorder } from "./cloud-port.js";
 import type { KilnMetrics } from "./metrics/kiln-metrics.js";
 import type { SseOptions } from "./sse.js";
-import type { UsageRecorder } from "./usage.js";
 
 /**
  * The server's lifecycle: once draining, new requests get 503 while running ones finish; once cut
@@ -67,7 +67,7 @@ export interface ApiContext {
   /** Records the usage of each generation (cloud mode); absent = not recorded. */
   usage?: UsageRecorder;
   /** Cloud mode's limits and reservations at admission (also `usage`); absent = none (local mode). */
-  cloud?: CloudMeter;
+  cloud?: CloudGate;
   /** Unix seconds when the server started (the `created` of models not in service). */
   startedAt: number;
   sse: SseOptions;

@@ -1,5 +1,5 @@
 /** The options `kiln serve --cloud`, `kiln keys` and `kiln usage` share: where cloud mode's database and key secret are. */
-import { openCloudStore, type CloudStore } from "../api/index.js";
+import { openCloudStore, type CloudStore } from "../cloud/index.js";
 import { option } from "./options.js";
 
 export const databaseOption = option.string({

@@ -1,7 +1,10 @@
 /**
  * The import rule, checked on the sources: cli -> api -> scheduler -> runtime -> catalogue, with
  * provision (pull -> compile -> record -> load) between cli and the compiler and scheduler, and the
- * compiler beside api importing only runtime and catalogue. Nothing imports cli or api.
+ * compiler beside api importing only runtime and catalogue. cloud (keys, limits, ledger and their
+ * stores) sits beside api and imports only catalogue: api declares what it needs of cloud mode
+ * (`api/cloud-port.ts`) and never imports cloud, cloud never imports api, and cli wires the two.
+ * Nothing imports cli or api.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -11,9 +14,10 @@ const SRC = resolve("src");
 
 /** What each top-level folder of src/ may import besides itself. */
 const ALLOWED: Record<string, readonly string[]> = {
-  cli: ["provision", "api", "compiler", "scheduler", "runtime", "catalogue"],
+  cli: ["provision", "api", "cloud", "compiler", "scheduler", "runtime", "catalogue"],
   provision: ["compiler", "scheduler", "runtime", "catalogue"],
   api: ["scheduler", "runtime", "catalogue"],
+  cloud: ["catalogue"],
   compiler: ["runtime", "catalogue"],
   scheduler: ["runtime", "catalogue"],
   runtime: ["catalogue"],

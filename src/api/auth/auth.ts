@@ -7,7 +7,7 @@
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors.js";
-import type { ApiKeyInfo, KeyVerifier } from "./key-store.js";
+import type { ApiKeyInfo, KeyVerifier } from "../cloud-port.js";
 
 export type AuthMode = { mode: "local" } | { mode: "cloud"; keys: KeyVerifier };
 

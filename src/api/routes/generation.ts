@@ -7,8 +7,7 @@
 import { setMaxListeners } from "node:events";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, GenerationStream, PromptTokenLogprob, ServedModel } from "../../scheduler/index.js";
-import type { AdmissionRequest } from "../cloud/meter.js";
-import type { SettledFrom } from "../cloud/store.js";
+import type { AdmissionRequest, SettledFrom } from "../cloud-port.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";

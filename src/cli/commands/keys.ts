@@ -1,5 +1,5 @@
 /** `kiln keys create|list|revoke`: API keys for `kiln serve --cloud`. */
-import { formatNanoUsd, KeyStore, loadKeySecret, parseUsdToNano, type KeyListing, type KeyOptions, type KeyRecord } from "../../api/index.js";
+import { formatNanoUsd, KeyStore, loadKeySecret, parseUsdToNano, type KeyListing, type KeyOptions, type KeyRecord } from "../../cloud/index.js";
 import { hasModel } from "../../catalogue/catalogue.js";
 import { databaseOption, keySecretFileOption, withCloudStore } from "../cloud-options.js";
 import { defineCommand, type CommandIO } from "../command.js";

@@ -2,26 +2,21 @@
 import pino from "pino";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
+import { buildApp, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, exposureWarning, Lifecycle, type AuthMode } from "../../api/index.js";
 import {
-  buildApp,
   CloudMeter,
   createRedisLimits,
-  DEFAULT_DRAIN_TIMEOUT_MS,
   DEFAULT_ORPHAN_AFTER_MS,
-  drainApp,
-  exposureWarning,
   isPostgresUrl,
   KeyStore,
-  Lifecycle,
   loadKeySecret,
   MemoryLimits,
   openCloudStore,
   SpooledUsageRecorder,
   storeUsageLedger,
   usageSpoolPath,
-  type AuthMode,
   type CloudStore,
-} from "../../api/index.js";
+} from "../../cloud/index.js";
 import { databaseOption, keySecretFileOption } from "../cloud-options.js";
 import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";

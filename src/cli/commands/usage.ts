@@ -1,5 +1,5 @@
 /** `kiln usage`: the usage ledger of cloud mode, totalled by key, model or day. */
-import { formatNanoUsd, type UsageGrouping, type UsageLine } from "../../api/index.js";
+import { formatNanoUsd, type UsageGrouping, type UsageLine } from "../../cloud/index.js";
 import { databaseOption, withCloudStore } from "../cloud-options.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { costNanoUsd, priceOf } from "../../../src/api/cloud/money.js";
+import { costNanoUsd, priceOf } from "../../../src/cloud/money.js";
 import { getModel } from "../../../src/catalogue/catalogue.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import keys from "../../../src/cli/commands/keys.js";

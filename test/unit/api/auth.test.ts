@@ -1,9 +1,9 @@
 /** Local and cloud authentication; keys stored as hashes; 401 and 403 answers. */
 import { describe, expect, it } from "vitest";
-import { hashKey } from "../../../src/api/auth/key-store.js";
-import { sqliteKeyStore, TEST_KEY_SECRET } from "./cloud/keys-support.js";
+import { hashKey } from "../../../src/cloud/keys/key-store.js";
+import { sqliteKeyStore, TEST_KEY_SECRET } from "../cloud/keys-support.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
-import { sqliteUsageRecorder } from "../../../src/api/usage.js";
+import { sqliteUsageRecorder } from "../../../src/cloud/usage.js";
 import { getModel } from "../../../src/catalogue/catalogue.js";
 import { fakeApp, SLUG } from "./fake-model.js";
 

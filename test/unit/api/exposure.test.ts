@@ -3,7 +3,7 @@
  * at start and in /health; in cloud mode /metrics asks for a key like /v1 does.
  */
 import { describe, expect, it } from "vitest";
-import { sqliteKeyStore } from "./cloud/keys-support.js";
+import { sqliteKeyStore } from "../cloud/keys-support.js";
 import { exposureWarning, isLoopbackHost } from "../../../src/api/exposure.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import { fakeApp } from "./fake-model.js";

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { SqliteCloudStore } from "../../../src/api/cloud/sqlite-store.js";
+import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import keys, { keySpec } from "../../../src/cli/commands/keys.js";
 import usage from "../../../src/cli/commands/usage.js";

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { hashKey } from "../../../src/api/auth/key-store.js";
+import { hashKey } from "../../../src/cloud/keys/key-store.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import keys from "../../../src/cli/commands/keys.js";
 import serve from "../../../src/cli/commands/serve.js";

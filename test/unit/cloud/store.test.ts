@@ -6,11 +6,11 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openPostgresStore } from "../../../../src/api/cloud/postgres-store.js";
-import { SqliteCloudStore } from "../../../../src/api/cloud/sqlite-store.js";
-import type { CloudStore, LedgerRow, Reservation } from "../../../../src/api/cloud/store.js";
-import { openDatabase } from "../../../../src/catalogue/db.js";
-import { startPostgres, type RunningPostgres } from "../../../support/servers/postgres.js";
+import { openPostgresStore } from "../../../src/cloud/store/postgres-store.js";
+import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
+import type { CloudStore, LedgerRow, Reservation } from "../../../src/cloud/store/store.js";
+import { openDatabase } from "../../../src/catalogue/db.js";
+import { startPostgres, type RunningPostgres } from "../../support/servers/postgres.js";
 
 const PRICE = { inputNanoUsdPerMTok: 150_000_000, outputNanoUsdPerMTok: 600_000_000, nanoUsdPerAudioMinute: 0 };
 const NO_LIMITS = { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null, dailyBudgetNanoUsd: null };

@@ -1,6 +1,6 @@
 /** The rate-limit headers as the reference API writes them. */
 import { describe, expect, it } from "vitest";
-import { formatDuration, rateLimitHeaders, retryAfterSeconds } from "../../../../src/api/cloud/rate-limit-headers.js";
+import { formatDuration, rateLimitHeaders, retryAfterSeconds } from "../../../src/api/rate-limit-headers.js";
 
 describe("rate-limit headers", () => {
   it("writes durations in the reference API's style", () => {

@@ -6,8 +6,8 @@
  * Money is integer nano-USD (see `money.ts`): per row a JS safe integer, sums done by the database
  * and returned as bigint.
  */
-import type { KeyLimits } from "./limits/limiter.js";
-import type { Metered, PriceInForce } from "./money.js";
+import type { KeyLimits } from "../limits/limiter.js";
+import type { Metered, PriceInForce } from "../money.js";
 
 /** A key as the database keeps it (its keyed hash, never the key). */
 export interface KeyRecord {

@@ -1,9 +1,9 @@
 /** API keys: a keyed hash (HMAC) in the database, compared in constant time; a dump of the table yields no usable key. */
 import { describe, expect, it } from "vitest";
-import { hashKey, KeyStore, sameHash } from "../../../../src/api/auth/key-store.js";
-import { SqliteCloudStore } from "../../../../src/api/cloud/sqlite-store.js";
-import { openDatabase } from "../../../../src/catalogue/db.js";
-import { fakeApp, SLUG } from "../fake-model.js";
+import { hashKey, KeyStore, sameHash } from "../../../src/cloud/keys/key-store.js";
+import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
+import { openDatabase } from "../../../src/catalogue/db.js";
+import { fakeApp, SLUG } from "../api/fake-model.js";
 import { TEST_KEY_SECRET } from "./keys-support.js";
 
 function setup(options: { secret?: Buffer; cacheMs?: number; now?: () => number } = {}) {

@@ -6,7 +6,7 @@
 import pg from "pg";
 import { migratePostgres } from "./postgres-migrate.js";
 import { ledgerRowOfOrphan, type ReservationRow } from "./sqlite-store.js";
-import type { PriceInForce } from "./money.js";
+import type { PriceInForce } from "../money.js";
 import { startOfUtcDay, type CloudStore, type KeyListing, type KeyRecord, type LedgerRow, type NewKey, type Reservation, type UsageLine, type UsageQuery } from "./store.js";
 
 export interface PostgresStoreOptions {

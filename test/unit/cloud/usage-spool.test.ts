@@ -11,12 +11,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { sqliteKeyStore } from "./cloud/keys-support.js";
-import { sqliteUsageLedger, sqliteUsageRecorder, type LedgerEntry, type UsageLedger, type UsageRecorder } from "../../../src/api/usage.js";
-import { SpooledUsageRecorder, UsageSpool, usageSpoolPath, type UsageLog } from "../../../src/api/usage-spool.js";
+import { sqliteKeyStore } from "./keys-support.js";
+import { sqliteUsageLedger, sqliteUsageRecorder, type LedgerEntry, type UsageLedger, type UsageRecorder } from "../../../src/cloud/usage.js";
+import { SpooledUsageRecorder, UsageSpool, usageSpoolPath, type UsageLog } from "../../../src/cloud/usage-spool.js";
 import { getModel } from "../../../src/catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../../src/catalogue/db.js";
-import { fakeApp, sseEvents, SLUG } from "./fake-model.js";
+import { fakeApp, sseEvents, SLUG } from "../api/fake-model.js";
 
 const diskFull = () => new Database.SqliteError("database or disk is full", "SQLITE_FULL");
 

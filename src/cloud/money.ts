@@ -10,7 +10,7 @@
  * are exact integer sums done by the database. The products are computed as bigint, so no
  * intermediate is ever rounded.
  */
-import type { ModelEntry } from "../../catalogue/types.js";
+import type { ModelEntry } from "../catalogue/types.js";
 
 /** The prices a ledger row was charged at, nano-USD; null where the model has no such price. */
 export interface PriceInForce {

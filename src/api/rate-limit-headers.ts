@@ -4,7 +4,7 @@
  * limit gets none of that limit's headers. Resets are durations as the reference API writes them
  * (Go's style: `20ms`, `1s`, `1.5s`, `6m0s`, `1h2m3s`).
  */
-import type { RateLimitState } from "./limits/limiter.js";
+import type { RateLimitState } from "./cloud-port.js";
 
 export function rateLimitHeaders(state: RateLimitState): Record<string, string> {
   const headers: Record<string, string> = {};

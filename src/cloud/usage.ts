@@ -7,9 +7,9 @@
  */
 import type { KilnDatabase } from "../catalogue/db.js";
 import type { ModelEntry } from "../catalogue/types.js";
-import { costNanoUsd, priceOf as catalogueNanoPrice, type PriceInForce } from "./cloud/money.js";
-import { SqliteCloudStore } from "./cloud/sqlite-store.js";
-import type { CloudStore, LedgerRow, SettledFrom } from "./cloud/store.js";
+import { costNanoUsd, priceOf as catalogueNanoPrice, type PriceInForce } from "./money.js";
+import { SqliteCloudStore } from "./store/sqlite-store.js";
+import type { CloudStore, LedgerRow, SettledFrom } from "./store/store.js";
 import { SpooledUsageRecorder, type SpooledUsageOptions } from "./usage-spool.js";
 
 export interface UsageRecord {

@@ -1,14 +1,14 @@
 /**
  * API keys of cloud mode. A key is shown once, when created; the database keeps only its keyed
- * hash, HMAC-SHA256 with the server secret (`cloud/key-secret.ts`), which is kept outside the
+ * hash, HMAC-SHA256 with the server secret (`key-secret.ts`), which is kept outside the
  * database: a stolen database yields no key, and no guess can be checked against it offline. A
  * key is found by its hash (an indexed lookup) and the hashes are then compared in constant time.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import type { KeyLimits } from "../cloud/limits/limiter.js";
-import type { CloudStore, KeyListing, KeyRecord } from "../cloud/store.js";
+import type { KeyLimits } from "../limits/limiter.js";
+import type { CloudStore, KeyListing, KeyRecord } from "../store/store.js";
 
-/** What a request's key allows. */
+/** What a request's key allows (the shape the HTTP layer's key check takes). */
 export interface ApiKeyInfo {
   /** Key id (`key_…`); null in local mode, where keys are not checked. */
   id: string | null;
@@ -17,12 +17,6 @@ export interface ApiKeyInfo {
   models: string[] | null;
   /** Its limits (cloud mode); absent in local mode. */
   limits?: KeyLimits;
-}
-
-/** Looks keys up (cloud mode); the server needs only this. */
-export interface KeyVerifier {
-  /** The key's rights, or null when it is unknown, revoked or expired; rejects when the database cannot be reached. */
-  verify(key: string): Promise<ApiKeyInfo | null>;
 }
 
 export const KEY_PREFIX = "kiln-";
@@ -62,7 +56,7 @@ export interface KeyStoreOptions {
   now?: () => number;
 }
 
-export class KeyStore implements KeyVerifier {
+export class KeyStore {
   private readonly cache = new Map<string, { info: ApiKeyInfo | null; until: number; expiresAtMs: number | null }>();
   private readonly cacheMs: number;
   private readonly now: () => number;
@@ -103,6 +97,7 @@ export class KeyStore implements KeyVerifier {
     return revoked;
   }
 
+  /** The key's rights, or null when it is unknown, revoked or expired; rejects when the database cannot be reached. */
   async verify(key: string): Promise<ApiKeyInfo | null> {
     const hash = hashKey(key, this.secret);
     const now = this.now();

@@ -3,8 +3,8 @@
  * runs synchronously (better-sqlite3) and resolves at once; a failure rejects.
  */
 import type { KilnDatabase } from "../../catalogue/db.js";
-import type { KeyLimits } from "./limits/limiter.js";
-import type { PriceInForce } from "./money.js";
+import type { KeyLimits } from "../limits/limiter.js";
+import type { PriceInForce } from "../money.js";
 import { startOfUtcDay, type CloudStore, type KeyListing, type KeyRecord, type LedgerRow, type NewKey, type Reservation, type UsageLine, type UsageQuery } from "./store.js";
 
 /** Columns added after the tables first shipped (older databases get them here). */

@@ -5,11 +5,11 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Admission, KeyLimits, LimitCounters } from "../../../../src/api/cloud/limits/limiter.js";
-import { MemoryLimits } from "../../../../src/api/cloud/limits/memory-limits.js";
-import { createRedisLimits } from "../../../../src/api/cloud/limits/redis-limits.js";
-import { freePort } from "../../../support/servers/free-port.js";
-import { startRedis, type RunningRedis } from "../../../support/servers/redis.js";
+import type { Admission, KeyLimits, LimitCounters } from "../../../src/cloud/limits/limiter.js";
+import { MemoryLimits } from "../../../src/cloud/limits/memory-limits.js";
+import { createRedisLimits } from "../../../src/cloud/limits/redis-limits.js";
+import { freePort } from "../../support/servers/free-port.js";
+import { startRedis, type RunningRedis } from "../../support/servers/redis.js";
 
 const NO_LIMITS: KeyLimits = { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null, dailyBudgetNanoUsd: null };
 /** 01:00 UTC on some day, so a day boundary is 23 h away. */

@@ -1,7 +1,7 @@
 /** API keys over an SQLite database for tests: the real key store, with a fixed test secret. */
-import { KeyStore } from "../../../../src/api/auth/key-store.js";
-import { SqliteCloudStore } from "../../../../src/api/cloud/sqlite-store.js";
-import type { KilnDatabase } from "../../../../src/catalogue/db.js";
+import { KeyStore } from "../../../src/cloud/keys/key-store.js";
+import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
+import type { KilnDatabase } from "../../../src/catalogue/db.js";
 
 export const TEST_KEY_SECRET = Buffer.from("kiln-test-secret-0123456789abcdef");
 

@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { SpooledUsageRecorder, UsageSpool } from "../../../../src/api/usage-spool.js";
-import type { LedgerEntry, UsageLedger } from "../../../../src/api/usage.js";
+import { SpooledUsageRecorder, UsageSpool } from "../../../src/cloud/usage-spool.js";
+import type { LedgerEntry, UsageLedger } from "../../../src/cloud/usage.js";
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -5,18 +5,18 @@
  * in-memory limit counters; only the model is fake.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { KeyStore, NO_LIMITS } from "../../../../src/api/auth/key-store.js";
-import type { KeyLimits } from "../../../../src/api/cloud/limits/limiter.js";
-import { drainApp } from "../../../../src/api/app.js";
-import { Lifecycle } from "../../../../src/api/context.js";
-import { MemoryLimits } from "../../../../src/api/cloud/limits/memory-limits.js";
-import { CloudMeter } from "../../../../src/api/cloud/meter.js";
-import { costNanoUsd, priceOf } from "../../../../src/api/cloud/money.js";
-import { SqliteCloudStore } from "../../../../src/api/cloud/sqlite-store.js";
-import { sqliteUsageRecorder } from "../../../../src/api/usage.js";
-import { getModel } from "../../../../src/catalogue/catalogue.js";
-import { openDatabase } from "../../../../src/catalogue/db.js";
-import { fakeApp, fakeModel, sseEvents, SLUG } from "../fake-model.js";
+import { KeyStore, NO_LIMITS } from "../../../src/cloud/keys/key-store.js";
+import type { KeyLimits } from "../../../src/cloud/limits/limiter.js";
+import { drainApp } from "../../../src/api/app.js";
+import { Lifecycle } from "../../../src/api/context.js";
+import { MemoryLimits } from "../../../src/cloud/limits/memory-limits.js";
+import { CloudMeter } from "../../../src/cloud/meter.js";
+import { costNanoUsd, priceOf } from "../../../src/cloud/money.js";
+import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
+import { sqliteUsageRecorder } from "../../../src/cloud/usage.js";
+import { getModel } from "../../../src/catalogue/catalogue.js";
+import { openDatabase } from "../../../src/catalogue/db.js";
+import { fakeApp, fakeModel, sseEvents, SLUG } from "../api/fake-model.js";
 import { TEST_KEY_SECRET } from "./keys-support.js";
 
 const closers: Array<() => Promise<void> | void> = [];

@@ -1,7 +1,7 @@
 /** Money is integer nano-USD with one rounding rule: each request rounded up once. Checked against hand-computed amounts. */
 import { describe, expect, it } from "vitest";
-import { costNanoUsd, formatNanoUsd, parseUsdToNano, priceOf, usdToNano } from "../../../../src/api/cloud/money.js";
-import { getModel } from "../../../../src/catalogue/catalogue.js";
+import { costNanoUsd, formatNanoUsd, parseUsdToNano, priceOf, usdToNano } from "../../../src/cloud/money.js";
+import { getModel } from "../../../src/catalogue/catalogue.js";
 
 const price = (inUsd: number, outUsd: number, audioUsd = 0) => ({ inputNanoUsdPerMTok: usdToNano(inUsd), outputNanoUsdPerMTok: usdToNano(outUsd), nanoUsdPerAudioMinute: usdToNano(audioUsd) });
 

@@ -1,7 +1,7 @@
 /**
  * Cloud mode in the request path: admission (the key's limits, and a reservation in the database
- * so that a request whose replica dies is still charged), the rate-limit headers, and the ledger
- * row when the request ends. Also this replica's heartbeat, and the sweep that charges the
+ * so that a request whose replica dies is still charged), the limit state the rate-limit headers
+ * show, and the ledger row when the request ends. Also this replica's heartbeat, and the sweep that charges the
  * reservations of replicas that stopped beating.
  *
  * A request's life: `admit` (limits + reservation: prompt tokens plus the most completion tokens
@@ -10,14 +10,12 @@
  * what was used). A request admitted but refused by its engine is `release`d: nothing charged.
  */
 import { randomBytes } from "node:crypto";
-import type { FastifyReply, FastifyRequest } from "fastify";
-import { ApiError, apiError } from "../errors.js";
-import type { UsageLog } from "../usage-spool.js";
-import type { PriceLookup, UsageRecord, UsageRecorder } from "../usage.js";
-import type { LimitCounters, RateLimitState } from "./limits/limiter.js";
+import type { ApiKeyInfo } from "./keys/key-store.js";
+import type { AdmitResult, LimitCounters, RateLimitState } from "./limits/limiter.js";
 import { costNanoUsd, priceOf as nanoPrice, type Metered, type PriceInForce } from "./money.js";
-import { rateLimitHeaders, retryAfterSeconds } from "./rate-limit-headers.js";
-import type { CloudStore } from "./store.js";
+import type { CloudStore } from "./store/store.js";
+import type { UsageLog } from "./usage-spool.js";
+import type { PriceLookup, UsageRecord, UsageRecorder } from "./usage.js";
 
 /** Default milliseconds between heartbeats (and orphan sweeps): 5 s. */
 export const DEFAULT_HEARTBEAT_MS = 5_000;
@@ -52,6 +50,12 @@ export interface AdmissionRequest {
   /** Milliseconds of audio billed (transcriptions); 0 for text. */
   audioMs: number;
 }
+
+/** The answer to an admission; `state`: the key's limits as they stand, null without them. */
+export type AdmissionDecision =
+  | { outcome: "admitted"; state: RateLimitState | null }
+  | { outcome: "refused"; state: RateLimitState; code: "rate_limit_exceeded" | "insufficient_quota"; limit: "requests" | "tokens" | "concurrency" | "budget"; retryAfterMs: number }
+  | { outcome: "unavailable"; store: "limits" | "ledger"; error: unknown; state: RateLimitState | null };
 
 const quietLog: UsageLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
@@ -94,34 +98,31 @@ export class CloudMeter implements UsageRecorder {
   }
 
   /**
-   * Admits the request for its key, or throws 429 (a limit) or 503 (the limits or the database
-   * unreachable: fail closed). Sets the rate-limit headers either way. Does nothing for a request
-   * without a cloud key (local mode).
+   * Admits the request for its key, or says why not: a limit (`refused`), or the limits or the
+   * database unreachable (`unavailable`: the caller fails closed). A key without limits (local
+   * mode) is admitted with nothing reserved.
    */
-  async admit(request: FastifyRequest, reply: FastifyReply, what: AdmissionRequest): Promise<void> {
-    const key = request.apiKey;
-    if (!key?.id || !key.limits) return;
+  async admit(key: ApiKeyInfo, what: AdmissionRequest): Promise<AdmissionDecision> {
+    if (!key.id || !key.limits) return { outcome: "admitted", state: null };
     const price = nanoPrice(this.options.priceOf(what.slug));
     const reserved: Metered = { promptTokens: what.promptTokens, completionTokens: what.maxCompletionTokens, audioMs: what.audioMs };
     const nanoUsd = costNanoUsd(price, reserved);
-    let result;
+    let result: AdmitResult;
     try {
       result = await this.options.limits.admit({ ticket: what.requestId, keyId: key.id, limits: key.limits, tokens: what.promptTokens + what.maxCompletionTokens, nanoUsd });
-    } catch (err) {
-      request.log.error({ err }, "cloud: the limit counters cannot be reached; refusing requests until they can");
-      throw apiError("limits_unavailable", "The server cannot check rate limits right now (its limit store is unreachable); retry in a moment.");
+    } catch (error) {
+      return { outcome: "unavailable", store: "limits", error, state: null };
     }
     this.lastState.set(key.id, result.state);
-    reply.headers(rateLimitHeaders(result.state));
-    if (!result.admitted) throw refusal(result.code, result.limit, result.retryAfterMs);
+    if (!result.admitted) return { outcome: "refused", state: result.state, code: result.code, limit: result.limit, retryAfterMs: result.retryAfterMs };
     try {
       await this.options.store.reserve({ requestId: what.requestId, keyId: key.id, slug: what.slug, artifactId: what.artifactId, ...reserved, price, nanoUsd, replicaId: this.replicaId, at: new Date().toISOString() });
-    } catch (err) {
+    } catch (error) {
       await this.options.limits.settle(what.requestId, { tokens: 0, nanoUsd: 0 }).catch(() => undefined);
-      request.log.error({ err }, "cloud: cannot write the request's reservation (database unreachable?); refused");
-      throw apiError("ledger_unavailable", "The server cannot record usage right now, so it is not taking metered requests; retry in a moment.");
+      return { outcome: "unavailable", store: "ledger", error, state: result.state };
     }
     this.open.set(what.requestId, { price });
+    return { outcome: "admitted", state: result.state };
   }
 
   /** A request admitted but never run (its engine refused it): its reservation and limits are given back, nothing is charged. */
@@ -149,12 +150,9 @@ export class CloudMeter implements UsageRecorder {
     return this.options.recorder.admits?.() ?? true;
   }
 
-  /** The last known rate-limit headers of the request's key, for an answer that did not pass admission (unless it has them already). */
-  addLastKnownHeaders(request: FastifyRequest, reply: FastifyReply): void {
-    const id = request.apiKey?.id;
-    if (!id || reply.hasHeader("x-ratelimit-limit-requests") || reply.hasHeader("x-ratelimit-limit-tokens")) return;
-    const state = this.lastState.get(id) ?? stateOfLimits(request);
-    if (state) reply.headers(rateLimitHeaders(state));
+  /** The key's limit state as last seen on this replica, or its full window when none was; null for a key without limits. */
+  lastKnownState(key: ApiKeyInfo): RateLimitState | null {
+    return (key.id ? this.lastState.get(key.id) : undefined) ?? stateOfLimits(key);
   }
 
   /** Stops beating; waits for the recorder's last writes; closes the limits. The store is its owner's to close. */
@@ -167,17 +165,8 @@ export class CloudMeter implements UsageRecorder {
 }
 
 /** A key's limits as a full window's state (no request seen yet on this replica). */
-function stateOfLimits(request: FastifyRequest): RateLimitState | null {
-  const l = request.apiKey?.limits;
+function stateOfLimits(key: ApiKeyInfo): RateLimitState | null {
+  const l = key.limits;
   if (!l) return null;
   return { limitRequests: l.requestsPerMinute, remainingRequests: l.requestsPerMinute, resetRequestsMs: l.requestsPerMinute === null ? null : 0, limitTokens: l.tokensPerMinute, remainingTokens: l.tokensPerMinute, resetTokensMs: l.tokensPerMinute === null ? null : 0 };
-}
-
-function refusal(code: "rate_limit_exceeded" | "insufficient_quota", limit: "requests" | "tokens" | "concurrency" | "budget", retryAfterMs: number): ApiError {
-  const retryAfter = retryAfterSeconds(retryAfterMs);
-  if (code === "insufficient_quota") {
-    return new ApiError("insufficient_quota", "You exceeded your current quota: this API key's daily budget is spent. It is renewed at 00:00 UTC.", null, retryAfter);
-  }
-  const what = { requests: "requests per minute", tokens: "tokens per minute", concurrency: "concurrent requests", budget: "daily budget" }[limit];
-  return new ApiError(limit === "tokens" ? "token_rate_limit_exceeded" : "rate_limit_exceeded", `Rate limit reached for this API key on ${what}. Please try again in ${retryAfter}s.`, null, retryAfter);
 }
