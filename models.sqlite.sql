@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS optimization_runs (
 );
 CREATE INDEX IF NOT EXISTS optimization_runs_slug ON optimization_runs (slug, created_at);
 
--- The optimization track (src/provision/track/): one row per measurement of a model's candidate,
+-- The optimization track (src/track/): one row per measurement of a model's candidate,
 -- the incumbent's two noise repeats included. A row is written when its measurement starts
 -- ('running'), so a track process that dies leaves a trace; the next run of that model (or the
 -- scheduler that started the process) marks it 'failed'. settings_json: compile, runtime and

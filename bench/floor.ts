@@ -44,7 +44,7 @@ import { readGguf } from "../src/compiler/gguf/reader.js";
 import { GgufWeights } from "../src/compiler/gguf-weights.js";
 import { GraphBuilder } from "../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../src/compiler/onnx/onnx-proto.js";
-import { MIN_FOLDS } from "../src/provision/track/settings.js";
+import { MIN_FOLDS } from "../src/track/settings.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
 import { GENAI_PYTHON, GENAI_ROOT } from "./peers/genai.js";
 import { findNative, nativeDecode } from "./peers/llama-native.js";

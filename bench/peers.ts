@@ -23,7 +23,7 @@ import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type { LmHeadWeight, MinFold } from "../src/compiler/compile.js";
 import { provisionArtifact } from "../src/provision/index.js";
-import { LM_HEAD_WEIGHTS, MIN_FOLDS } from "../src/provision/track/settings.js";
+import { LM_HEAD_WEIGHTS, MIN_FOLDS } from "../src/track/settings.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
 import { type Fidelity, GENAI_ROOT, type GenaiSpeed, genaiReady, kilnFidelity, loadReference, logSoftmaxRows, runGenai } from "./peers/genai.js";
 

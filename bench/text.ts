@@ -57,7 +57,7 @@ import { GraphBuilder } from "../src/compiler/onnx/graph-builder.js";
 import { DataType } from "../src/compiler/onnx/onnx-proto.js";
 import { ARTIFACT_FILES, KV_GROWTH_POSITIONS, type ModelShape } from "../src/runtime/artifact/index.js";
 import { KvPool } from "../src/runtime/kv-pool.js";
-import { MIN_FOLDS } from "../src/provision/track/settings.js";
+import { MIN_FOLDS } from "../src/track/settings.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
 import { benchHasDepth, buildNative, findNative, type NativeBinaries, nativeBatched, nativeDecode, nativePrefill } from "./peers/llama-native.js";
 

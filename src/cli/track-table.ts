@@ -1,5 +1,5 @@
 /** The track's measurements as an aligned text table (`kiln tracks`, and the end of `kiln track run`). */
-import type { HistoryCandidate } from "../provision/track/index.js";
+import type { HistoryCandidate } from "../track/index.js";
 
 const num = (value: number | null, digits: number) => (value === null ? "-" : value.toFixed(digits));
 

@@ -5,7 +5,7 @@ import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue
 import { openDatabase } from "../../catalogue/db.js";
 import { artifactsDir } from "../../catalogue/paths.js";
 import { currentPromotion, promoteArtifact } from "../../catalogue/promotions.js";
-import { latestRecordOfArtifact, servingSettings } from "../../provision/track/index.js";
+import { latestRecordOfArtifact, servingSettings } from "../../track/index.js";
 import { readManifest } from "../../runtime/artifact/index.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";

@@ -26,7 +26,7 @@ import { DEFAULT_SPEECH_SLOTS, loadModel, type LoadModelOptions, loadSpeechModel
 import { ComputeGate, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, type ServedModel } from "../../scheduler/index.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
-import { startNightly } from "../../provision/track/index.js";
+import { startNightly } from "../../track/index.js";
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 

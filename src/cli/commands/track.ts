@@ -1,7 +1,7 @@
 /** `kiln track run <slug>`: one night of a model's optimization track, now. */
 import { hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase } from "../../catalogue/db.js";
-import { createModelMeasurer, jobPath, jobsDir, loadJob, runTrack, trackHistory, type TrackRunSummary } from "../../provision/track/index.js";
+import { createModelMeasurer, jobPath, jobsDir, loadJob, runTrack, trackHistory, type TrackRunSummary } from "../../track/index.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError } from "../options.js";
 import { formatTrackTable } from "../track-table.js";

@@ -12,8 +12,8 @@ import serve from "../../../src/cli/commands/serve.js";
 import track from "../../../src/cli/commands/track.js";
 import tracks from "../../../src/cli/commands/tracks.js";
 import { main } from "../../../src/cli/kiln.js";
-import { runTrack } from "../../../src/provision/track/index.js";
-import { fakeMeasurer, SLUG, testJob } from "../provision/track/fakes.js";
+import { runTrack } from "../../../src/track/index.js";
+import { fakeMeasurer, SLUG, testJob } from "../track/fakes.js";
 import { capture } from "./capture.js";
 
 let home: string;

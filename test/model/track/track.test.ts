@@ -4,7 +4,7 @@
  * a crashing one recorded as failed, the best promoted, and a rollback restoring the promotion
  * before it. The promotion threshold is opened up (any candidate within the quality budget wins)
  * because a win on this shared machine is noise either way; the rule itself is tested in
- * test/unit/provision/track. Records go to a database of the test's own, so no other test serves
+ * test/unit/track. Records go to a database of the test's own, so no other test serves
  * what this one promotes; artifacts are the test KILN_HOME's, compiled once and cached there.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, type KilnDatabase } from "../../../src/catalogue/db.js";
 import { currentPromotion, promoteArtifact, rollbackPromotion } from "../../../src/catalogue/promotions.js";
 import { provisionArtifact } from "../../../src/provision/index.js";
-import { createModelMeasurer, listCandidates, parseJob, runTrack, type Measurer } from "../../../src/provision/track/index.js";
+import { createModelMeasurer, listCandidates, parseJob, runTrack, type Measurer } from "../../../src/track/index.js";
 import { TEXT_SLUG } from "../../support/model.js";
 
 const job = parseJob(

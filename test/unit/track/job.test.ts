@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { JobError, jobsDir, loadJob, loadJobs, parseJob } from "../../../../src/provision/track/index.js";
+import { JobError, jobsDir, loadJob, loadJobs, parseJob } from "../../../src/track/index.js";
 
 const minimal = {
   slug: "smollm2-135m-instruct",

@@ -12,7 +12,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import cron from "node-cron";
-import { openDatabase } from "../../catalogue/db.js";
+import { openDatabase } from "../catalogue/db.js";
 import { jobsDir as defaultJobsDir, loadJobs, type TrackJob } from "./job.js";
 import { markAbandoned } from "./records.js";
 

@@ -1,8 +1,8 @@
 /** A track run over a fake measurer: records, noise, promotion, confirmation, rollback, failures kept apart. */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { openDatabase, type KilnDatabase } from "../../../../src/catalogue/db.js";
-import { currentPromotion, promoteArtifact, rollbackPromotion } from "../../../../src/catalogue/promotions.js";
-import { claimRun, DEFAULT_SETTINGS, finishCandidate, listCandidates, losingChanges, markAbandoned, RunInProgressError, runTrack, startCandidate, trackHistory } from "../../../../src/provision/track/index.js";
+import { openDatabase, type KilnDatabase } from "../../../src/catalogue/db.js";
+import { currentPromotion, promoteArtifact, rollbackPromotion } from "../../../src/catalogue/promotions.js";
+import { claimRun, DEFAULT_SETTINGS, finishCandidate, listCandidates, losingChanges, markAbandoned, RunInProgressError, runTrack, startCandidate, trackHistory } from "../../../src/track/index.js";
 import { fakeMeasurer, OTHER_SLUG, pairedFakeMeasurer, SLUG, testJob } from "./fakes.js";
 
 let db: KilnDatabase;

@@ -1,5 +1,5 @@
 /** A measurer without a model, and jobs for the track's unit tests. */
-import { parseJob, type Measurement, type MeasureRequest, type Measurer, type PairedMeasurement, type TrackJob, type TrackSettings } from "../../../../src/provision/track/index.js";
+import { parseJob, type Measurement, type MeasureRequest, type Measurer, type PairedMeasurement, type TrackJob, type TrackSettings } from "../../../src/track/index.js";
 
 export const SLUG = "smollm2-135m-instruct";
 export const OTHER_SLUG = "smollm2-360m-instruct";

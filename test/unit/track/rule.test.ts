@@ -1,6 +1,6 @@
 /** The promotion rule: faster beyond noise on some metric, slower beyond it on none, within the quality budget. */
 import { describe, expect, it } from "vitest";
-import { judge, meanMetrics, medianMetrics, relativeSpread, winThreshold, type PromotionRule } from "../../../../src/provision/track/index.js";
+import { judge, meanMetrics, medianMetrics, relativeSpread, winThreshold, type PromotionRule } from "../../../src/track/index.js";
 
 const rule: PromotionRule = { metrics: ["decode_tokens_per_second", "ttft_ms"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25 };
 const budget = { maxKlDivergence: 0.03, maxPerplexityRatio: 1.02 };

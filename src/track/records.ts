@@ -1,6 +1,6 @@
 /** The `track_candidates` table: every measurement the track makes, with its verdict. */
 import { randomUUID } from "node:crypto";
-import type { KilnDatabase } from "../../catalogue/db.js";
+import type { KilnDatabase } from "../catalogue/db.js";
 import type { QualityMetrics, SpeedMetrics } from "./rule.js";
 import { completeSettings, settingsKey, type TrackSettings } from "./settings.js";
 

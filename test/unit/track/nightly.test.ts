@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { openDatabase } from "../../../../src/catalogue/db.js";
-import { DEFAULT_SETTINGS, listCandidates, spawnTrackRun, startCandidate, startNightly, type TrackJob } from "../../../../src/provision/track/index.js";
+import { openDatabase } from "../../../src/catalogue/db.js";
+import { DEFAULT_SETTINGS, listCandidates, spawnTrackRun, startCandidate, startNightly, type TrackJob } from "../../../src/track/index.js";
 import { OTHER_SLUG, SLUG, testJob } from "./fakes.js";
 
 function jobFile(dir: string, slug: string, schedule: string): void {

@@ -8,7 +8,7 @@ import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import cron from "node-cron";
 import { z } from "zod";
-import { getModel, hasModel } from "../../catalogue/catalogue.js";
+import { getModel, hasModel } from "../catalogue/catalogue.js";
 import { GATE_UP_LAYOUTS, GRAPH_OPTIMIZATION_LEVELS, LM_HEAD_WEIGHTS, MIN_FOLDS } from "./settings.js";
 
 /** Speed metrics a promotion may be decided on; `batch<N>_tokens_per_second` for each batch size N > 1. */

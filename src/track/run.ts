@@ -7,8 +7,8 @@
  * slice is recorded as failed and the run goes on.
  */
 import { randomUUID } from "node:crypto";
-import type { KilnDatabase } from "../../catalogue/db.js";
-import { currentPromotion, promoteArtifact, type Promotion } from "../../catalogue/promotions.js";
+import type { KilnDatabase } from "../catalogue/db.js";
+import { currentPromotion, promoteArtifact, type Promotion } from "../catalogue/promotions.js";
 import { builtOnLoser, generateCandidates } from "./candidates.js";
 import type { TrackJob } from "./job.js";
 import { claimRun, finishCandidate, listCandidates, losingChanges, losingSettings, lost, startCandidate, triedSettings, type CandidateRecord } from "./records.js";

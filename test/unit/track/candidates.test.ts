@@ -1,6 +1,6 @@
 /** Candidates around the incumbent: one or two settings changed, nearest values first, tried ones last. */
 import { describe, expect, it } from "vitest";
-import { builtOnLoser, DEFAULT_SETTINGS, describeChange, generateCandidates, settingsKey, type TrackSettings } from "../../../../src/provision/track/index.js";
+import { builtOnLoser, DEFAULT_SETTINGS, describeChange, generateCandidates, settingsKey, type TrackSettings } from "../../../src/track/index.js";
 
 const changes = (from: TrackSettings, list: TrackSettings[]) => list.map((c) => describeChange(from, c));
 

@@ -1,6 +1,6 @@
 /** A model's track as `kiln tracks` shows it: what serves now, every measurement, and the trend by run. */
-import type { KilnDatabase } from "../../catalogue/db.js";
-import { currentPromotion } from "../../catalogue/promotions.js";
+import type { KilnDatabase } from "../catalogue/db.js";
+import { currentPromotion } from "../catalogue/promotions.js";
 import { listCandidates, type CandidateRecord, type Verdict } from "./records.js";
 import { meanMetrics } from "./rule.js";
 

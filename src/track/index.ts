@@ -1,8 +1,9 @@
 /**
- * The optimization track (issue 11): per model, a job (`compiler-jobs/<slug>.json`) says what to
- * try and how to measure it; a run measures candidates around the current best, records every
- * measurement, and promotes a candidate that is faster beyond noise within the quality budget.
- * It sits in provision because it compiles (compiler), serves (scheduler) and records (catalogue).
+ * The optimization track: per model, a job (`compiler-jobs/<slug>.json`) says what to try and how
+ * to measure it; a run measures candidates around the current best, records every measurement,
+ * and promotes a candidate that is faster beyond noise within the quality budget. A layer above
+ * provision: it builds and loads candidates through provision, serves them (scheduler) and records
+ * (catalogue); only cli imports it.
  */
 export { builtOnLoser, generateCandidates, type CandidateOptions } from "./candidates.js";
 export { trackHistory, trend, sparkline, type HistoryCandidate, type HistoryMetrics, type TrackHistory, type TrendPoint } from "./history.js";
