@@ -122,7 +122,7 @@ export class KvPool {
    * Writes a step's new keys and values ([rows, kv_heads, S, head_dim]) for consecutive slots
    * starting at `firstSlot`, at each slot's current length, then advances the lengths.
    */
-  append(layer: number, firstSlot: number, rows: number, seq: number, newK: Float32Array, newV: Float32Array): void {
+  append(layer: number, firstSlot: number, rows: number, tokensPerRow: number, newK: Float32Array, newV: Float32Array): void {
     const { kvHeads, headDim } = this.shape;
     const cap = this.layerCapacity(layer);
     const keys = this.keys[layer];
@@ -131,11 +131,11 @@ export class KvPool {
       const slot = firstSlot + r;
       const start = this.lengths[slot];
       // A ring keeps only the last `cap` of the new positions (when one step brings more than it holds).
-      const first = Math.max(0, seq - cap);
+      const first = Math.max(0, tokensPerRow - cap);
       for (let h = 0; h < kvHeads; h++) {
         const sh = slot * kvHeads + h;
-        for (let s = first; s < seq; s++) {
-          const src = ((r * kvHeads + h) * seq + s) * headDim;
+        for (let s = first; s < tokensPerRow; s++) {
+          const src = ((r * kvHeads + h) * tokensPerRow + s) * headDim;
           const at = (start + s) % cap;
           values.set(newV.subarray(src, src + headDim), (sh * cap + at) * headDim);
           const kBase = sh * headDim * cap + at;
@@ -145,11 +145,11 @@ export class KvPool {
     }
   }
 
-  advance(firstSlot: number, rows: number, seq: number): void {
+  advance(firstSlot: number, rows: number, tokensPerRow: number): void {
     const ring = this.ringCapacity;
     for (let r = 0; r < rows; r++) {
       const slot = firstSlot + r;
-      this.lengths[slot] += seq;
+      this.lengths[slot] += tokensPerRow;
       this.intactFrom[slot] = Math.max(this.intactFrom[slot], this.lengths[slot] - ring);
     }
   }

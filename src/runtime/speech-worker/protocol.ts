@@ -61,7 +61,7 @@ export interface WhisperSampling {
   maxInitialTimestampIndex: number;
 }
 
-/** One row of a decoder call: `seq` new tokens for the slot, after keeping `past` cached positions. */
+/** One row of a decoder call: the call's `tokensPerRow` new tokens for the slot, after keeping `past` cached positions. */
 export interface DecodeRow {
   slot: number;
   /** Cached positions of the slot that this row continues from (the rest is forgotten). */
@@ -83,7 +83,7 @@ export interface DecodeRequest {
   op: "decode";
   firstSlot: number;
   rows: Array<DecodeRow | null>;
-  seq: number;
+  tokensPerRow: number;
 }
 
 export interface DecodeRowResult {

@@ -12,7 +12,7 @@ const E = SPEECH_GRAPH.encoder;
 export interface DecoderOutput {
   /** [rows, vocab]. */
   logits: Float32Array;
-  /** [rows, alignment heads, seq, audio context], when `alignment` was asked. */
+  /** [rows, alignment heads, tokensPerRow, audio context], when `alignment` was asked. */
   alignment?: Float32Array;
 }
 
@@ -78,10 +78,10 @@ export class SpeechSession {
   }
 
   /**
-   * Runs the decoder for consecutive slots `firstSlot ..`, each row taking `seq` new tokens after
+   * Runs the decoder for consecutive slots `firstSlot ..`, each row taking `tokensPerRow` new tokens after
    * `past[r]` cached positions. Rows with `keep[r]` false (gap fillers) end with the cache they had.
    */
-  async decode(firstSlot: number, past: readonly number[], keep: readonly boolean[], seq: number, tokens: ArrayLike<number>, alignment = false): Promise<DecoderOutput> {
+  async decode(firstSlot: number, past: readonly number[], keep: readonly boolean[], tokensPerRow: number, tokens: ArrayLike<number>, alignment = false): Promise<DecoderOutput> {
     const { kv } = this;
     const shape = this.manifest.speech;
     const rows = past.length;
@@ -89,27 +89,27 @@ export class SpeechSession {
     let longest = 0;
     for (let r = 0; r < rows; r++) {
       if (keep[r]) kv.truncate(firstSlot + r, past[r]);
-      longest = Math.max(longest, kv.lengths[firstSlot + r] + seq);
+      longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
     }
     if (longest > shape.textContext) throw new RangeError(`a window's tokens would reach ${longest} positions, past the decoder's ${shape.textContext}`);
     kv.ensure(longest);
     const cap = kv.capacity;
-    const ids = new BigInt64Array(rows * seq);
-    const positions = new BigInt64Array(rows * seq);
+    const ids = new BigInt64Array(rows * tokensPerRow);
+    const positions = new BigInt64Array(rows * tokensPerRow);
     const pastMask = new Float32Array(rows * cap).fill(NEG_INF);
     for (let r = 0; r < rows; r++) {
       const at = kv.lengths[firstSlot + r];
       pastMask.fill(0, r * cap, r * cap + at);
-      for (let s = 0; s < seq; s++) {
-        ids[r * seq + s] = BigInt(tokens[r * seq + s]);
-        positions[r * seq + s] = BigInt(Math.min(at + s, shape.textContext - 1));
+      for (let s = 0; s < tokensPerRow; s++) {
+        ids[r * tokensPerRow + s] = BigInt(tokens[r * tokensPerRow + s]);
+        positions[r * tokensPerRow + s] = BigInt(Math.min(at + s, shape.textContext - 1));
       }
     }
     const feeds: Record<string, ort.Tensor> = {
-      [D.inputIds]: new ort.Tensor("int64", ids, [rows, seq]),
-      [D.positionIds]: new ort.Tensor("int64", positions, [rows, seq]),
+      [D.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
+      [D.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
       [D.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
-      [D.newMask]: new ort.Tensor("float32", causalMask(seq), [1, 1, seq, seq]),
+      [D.newMask]: new ort.Tensor("float32", causalMask(tokensPerRow), [1, 1, tokensPerRow, tokensPerRow]),
     };
     const stride = kv.slotStride;
     const perSlot = shape.heads * shape.headDim * shape.audioContext;
@@ -124,9 +124,9 @@ export class SpeechSession {
     if (alignment) fetches.push(D.alignment);
     const out = await this.decoder.run(feeds, fetches);
     for (let l = 0; l < shape.decoderLayers; l++) {
-      kv.append(l, firstSlot, rows, seq, out[D.presentKey(l)].data as Float32Array, out[D.presentValue(l)].data as Float32Array);
+      kv.append(l, firstSlot, rows, tokensPerRow, out[D.presentKey(l)].data as Float32Array, out[D.presentValue(l)].data as Float32Array);
     }
-    kv.advance(firstSlot, rows, seq);
+    kv.advance(firstSlot, rows, tokensPerRow);
     for (let r = 0; r < rows; r++) if (!keep[r]) kv.truncate(firstSlot + r, before[r]);
     return { logits: out[D.logits].data as Float32Array, ...(alignment ? { alignment: out[D.alignment].data as Float32Array } : {}) };
   }
@@ -138,8 +138,8 @@ export class SpeechSession {
 }
 
 /** [S, S] additive mask: new token s sees new tokens 0..s. */
-function causalMask(seq: number): Float32Array {
-  const mask = new Float32Array(seq * seq);
-  for (let s = 0; s < seq; s++) for (let t = s + 1; t < seq; t++) mask[s * seq + t] = NEG_INF;
+function causalMask(tokensPerRow: number): Float32Array {
+  const mask = new Float32Array(tokensPerRow * tokensPerRow);
+  for (let s = 0; s < tokensPerRow; s++) for (let t = s + 1; t < tokensPerRow; t++) mask[s * tokensPerRow + t] = NEG_INF;
   return mask;
 }

@@ -29,17 +29,17 @@ class SpeechThreadState {
 
   async decode(req: DecodeRequest): Promise<DecodeResult> {
     const session = this.requireSession();
-    const { seq, rows } = req;
+    const { tokensPerRow, rows } = req;
     const endOfText = this.tokens.endOfText;
     const past = rows.map((row, r) => row?.past ?? session.kv.lengths[req.firstSlot + r]);
-    const tokens = rows.flatMap((row) => row?.tokens ?? new Array<number>(seq).fill(endOfText));
-    if (rows.some((row) => row !== null && row.tokens.length !== seq)) throw new RangeError(`every row of a decoder call takes ${seq} tokens`);
+    const tokens = rows.flatMap((row) => row?.tokens ?? new Array<number>(tokensPerRow).fill(endOfText));
+    if (rows.some((row) => row !== null && row.tokens.length !== tokensPerRow)) throw new RangeError(`every row of a decoder call takes ${tokensPerRow} tokens`);
     const t0 = performance.now();
     const { logits } = await session.decode(
       req.firstSlot,
       past,
       rows.map((row) => row !== null),
-      seq,
+      tokensPerRow,
       tokens,
     );
     const runMs = performance.now() - t0;

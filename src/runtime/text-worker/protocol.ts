@@ -81,16 +81,16 @@ export type SlotOp = OpenSlotOp | CopySlotOp | CloseSlotOp;
 
 /**
  * One model call: first `ops`, in order; then, when `rows` > 0, one forward pass over consecutive
- * slots [firstSlot, firstSlot + rows), each taking `seq` tokens. `seqIds[r]` names the sequence of
- * row r; rows whose `sample[r]` is false (a prefill chunk that does not end the prompt) produce no
- * sample.
+ * slots [firstSlot, firstSlot + rows), each taking `tokensPerRow` tokens. `seqIds[r]` names the
+ * sequence of row r; rows whose `sample[r]` is false (a prefill chunk that does not end the prompt)
+ * produce no sample.
  */
 export interface StepRequest {
   op: "step";
   ops: SlotOp[];
   firstSlot: number;
   rows: number;
-  seq: number;
+  tokensPerRow: number;
   tokens: Int32Array;
   seqIds: number[];
   sample: boolean[];

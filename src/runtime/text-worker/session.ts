@@ -20,7 +20,7 @@ const NEG_INF = -Infinity;
 
 /**
  * The text session: one compiled text graph on the worker thread, i.e. an ONNX Runtime session
- * plus the KV pool it reads. `forward` runs one step for `rows` consecutive slots, each taking `seq`
+ * plus the KV pool it reads. `forward` runs one step for `rows` consecutive slots, each taking `tokensPerRow`
  * new tokens, and returns the last position's logits per row (or every position's, for prompt
  * scoring). It never decides who runs.
  */
@@ -63,14 +63,14 @@ export class TextSession {
   }
 
   /**
-   * One step; returns logits [rows, vocab] of each row's last position, or [rows, seq, vocab] of
+   * One step; returns logits [rows, vocab] of each row's last position, or [rows, tokensPerRow, vocab] of
    * every position with `allPositions`.
    */
-  async forward(firstSlot: number, rows: number, seq: number, tokens: ArrayLike<number>, allPositions = false): Promise<Float32Array> {
+  async forward(firstSlot: number, rows: number, tokensPerRow: number, tokens: ArrayLike<number>, allPositions = false): Promise<Float32Array> {
     const { shape } = this.manifest;
     const { kv } = this;
     let longest = 0;
-    for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + seq);
+    for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
     if (longest > shape.contextLength) throw new RangeError(`step would reach ${longest} positions, past the context of ${shape.contextLength}`);
     const t0 = performance.now();
     kv.ensure(longest);
@@ -81,22 +81,22 @@ export class TextSession {
     for (let r = 0; r < rows && !anyPast; r++) anyPast = kv.lengths[firstSlot + r] > 0;
     const cap = anyPast ? kv.capacity : 0;
 
-    const ids = new BigInt64Array(rows * seq);
-    const positions = new BigInt64Array(rows * seq);
+    const ids = new BigInt64Array(rows * tokensPerRow);
+    const positions = new BigInt64Array(rows * tokensPerRow);
     const pastMask = new Float32Array(rows * cap).fill(NEG_INF);
     for (let r = 0; r < rows; r++) {
       const past = kv.lengths[firstSlot + r];
       pastMask.fill(0, r * cap, r * cap + past);
-      for (let s = 0; s < seq; s++) {
-        ids[r * seq + s] = BigInt(tokens[r * seq + s]);
-        positions[r * seq + s] = BigInt(past + s);
+      for (let s = 0; s < tokensPerRow; s++) {
+        ids[r * tokensPerRow + s] = BigInt(tokens[r * tokensPerRow + s]);
+        positions[r * tokensPerRow + s] = BigInt(past + s);
       }
     }
     const feeds: Record<string, ort.Tensor> = {
-      [TEXT_GRAPH.inputIds]: new ort.Tensor("int64", ids, [rows, seq]),
-      [TEXT_GRAPH.positionIds]: new ort.Tensor("int64", positions, [rows, seq]),
+      [TEXT_GRAPH.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
+      [TEXT_GRAPH.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
       [TEXT_GRAPH.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
-      [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, seq), [1, 1, (shape.heads / shape.kvHeads) * seq, seq]),
+      [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, tokensPerRow), [1, 1, (shape.heads / shape.kvHeads) * tokensPerRow, tokensPerRow]),
       [TEXT_GRAPH.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(allPositions ? 0n : -1n), [1]),
     };
     const ringCapacity = anyPast ? kv.ringCapacity : 0;
@@ -117,9 +117,9 @@ export class TextSession {
     const out = await this.session.run(feeds);
     const t3 = performance.now();
     for (let l = 0; l < shape.layers; l++) {
-      kv.append(l, firstSlot, rows, seq, out[TEXT_GRAPH.presentKey(l)].data as Float32Array, out[TEXT_GRAPH.presentValue(l)].data as Float32Array);
+      kv.append(l, firstSlot, rows, tokensPerRow, out[TEXT_GRAPH.presentKey(l)].data as Float32Array, out[TEXT_GRAPH.presentValue(l)].data as Float32Array);
     }
-    kv.advance(firstSlot, rows, seq);
+    kv.advance(firstSlot, rows, tokensPerRow);
     const t4 = performance.now();
     Object.assign(this.lastStep, { growMs: t1 - t0, feedMs: t2 - t1, runMs: t3 - t2, appendMs: t4 - t3 });
     return out[TEXT_GRAPH.logits].data as Float32Array;
@@ -136,12 +136,12 @@ export class TextSession {
 }
 
 /** [group*S, S] additive mask: query row (g, s) sees new keys 0..s. */
-function causalMask(group: number, seq: number): Float32Array {
-  const mask = new Float32Array(group * seq * seq);
+function causalMask(group: number, tokensPerRow: number): Float32Array {
+  const mask = new Float32Array(group * tokensPerRow * tokensPerRow);
   for (let g = 0; g < group; g++) {
-    for (let s = 0; s < seq; s++) {
-      const row = (g * seq + s) * seq;
-      for (let t = s + 1; t < seq; t++) mask[row + t] = NEG_INF;
+    for (let s = 0; s < tokensPerRow; s++) {
+      const row = (g * tokensPerRow + s) * tokensPerRow;
+      for (let t = s + 1; t < tokensPerRow; t++) mask[row + t] = NEG_INF;
     }
   }
   return mask;

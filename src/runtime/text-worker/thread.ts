@@ -84,7 +84,7 @@ class TextThreadState {
       // Masks are computed after the forward pass has been started. onnxruntime-node runs a session on
       // the calling thread from a setImmediate, so today they do not overlap; an engine that runs truly
       // in the background would overlap them without changing this code.
-      const forward = session.forward(req.firstSlot, req.rows, req.seq, req.tokens, req.score !== undefined);
+      const forward = session.forward(req.firstSlot, req.rows, req.tokensPerRow, req.tokens, req.score !== undefined);
       forward.catch(() => {}); // handled by the await below; never an unhandled rejection meanwhile
       masks = await nextMasks(this.matchers, req, failed);
       logits = await forward;
@@ -96,7 +96,7 @@ class TextThreadState {
     const gone = new Set(failed.map((f) => f.seqId));
     const sharedRows = new Set(req.forks?.map((f) => f.row) ?? []);
     // Scoring computed every position's logits: a row samples from its last position's.
-    const perRow = req.score ? req.seq : 1;
+    const perRow = req.score ? req.tokensPerRow : 1;
     const rowLogits = (row: number) => logits.subarray(((row + 1) * perRow - 1) * vocab, (row + 1) * perRow * vocab);
     // Scored before sampling, which may mask a row in place.
     const scores = req.score && !gone.has(req.seqIds[req.score.row]) ? scoreChunk(logits, vocab, req, req.score) : undefined;
@@ -143,10 +143,10 @@ class TextThreadState {
 
 /** The scores a prefill chunk asked for: each position against the prompt token after it. */
 function scoreChunk(logits: Float32Array, vocab: number, req: StepRequest, score: NonNullable<StepRequest["score"]>): PositionScores {
-  const first = score.row * req.seq;
-  const targets = new Int32Array(score.next >= 0 ? req.seq : req.seq - 1);
-  targets.set(req.tokens.subarray(first + 1, first + req.seq));
-  if (score.next >= 0) targets[req.seq - 1] = score.next;
+  const first = score.row * req.tokensPerRow;
+  const targets = new Int32Array(score.next >= 0 ? req.tokensPerRow : req.tokensPerRow - 1);
+  targets.set(req.tokens.subarray(first + 1, first + req.tokensPerRow));
+  if (score.next >= 0) targets[req.tokensPerRow - 1] = score.next;
   return scorePositions(logits.subarray(first * vocab), vocab, targets, score.top);
 }
 

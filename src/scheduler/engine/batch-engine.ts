@@ -72,7 +72,8 @@ export const DEFAULT_MAX_RUNNING = 16;
 export const DEFAULT_MAX_WAITING = 64;
 const DEFAULT_MAX_BACKLOG = 64;
 
-interface Job {
+/** One submit: a request, its choices as sequences, and the channel their events go to. */
+interface Submission {
   request: GenerationRequest;
   channel: Channel<GenerationEvent>;
   sequences: Sequence[];
@@ -92,13 +93,13 @@ type PlannedCall =
   | { kind: "prefill"; seq: Sequence; start: number; count: number; last: boolean; forks: Sequence[] };
 
 export class BatchEngine {
-  /** Jobs with choices still waiting for a slot, oldest first. */
-  private readonly queue: Job[] = [];
+  /** Submissions with choices still waiting for a slot, oldest first. */
+  private readonly queue: Submission[] = [];
   /** Sequences holding a slot, in admission order (prefill goes oldest first). */
   private live: Sequence[] = [];
-  private readonly jobOf = new Map<Sequence, Job>();
+  private readonly submissionOf = new Map<Sequence, Submission>();
   private readonly byId = new Map<number, Sequence>();
-  private readonly cancelled = new Set<Job>();
+  private readonly cancelled = new Set<Submission>();
   private readonly kv: KvSlots;
   private readonly ops: SlotOps;
   private readonly limits: StepLimits;
@@ -108,7 +109,7 @@ export class BatchEngine {
   private readonly now: () => number;
   private looping = false;
   private closed = false;
-  private activeJobs = 0;
+  private activeSubmissions = 0;
   private idleWaiters: Array<() => void> = [];
   private wakeUp: (() => void) | null = null;
   private woken = false;
@@ -147,8 +148,8 @@ export class BatchEngine {
 
   /** Requests waiting for their first slot, and requests generating. */
   get load(): { waiting: number; running: number } {
-    const waiting = this.queue.filter((j) => !j.admitted).length;
-    return { waiting, running: this.activeJobs - waiting };
+    const waiting = this.queue.filter((s) => !s.admitted).length;
+    return { waiting, running: this.activeSubmissions - waiting };
   }
 
   /**
@@ -161,9 +162,9 @@ export class BatchEngine {
     if (this.closed) throw new EngineClosedError(this.options.name);
     this.check(request);
     const n = request.n ?? 1;
-    const wouldWait = waitingAfterAdmission([...this.queue.map((j) => ({ waitingChoices: j.waiting.length })), { waitingChoices: n }], this.kv.free);
+    const wouldWait = waitingAfterAdmission([...this.queue.map((s) => ({ waitingChoices: s.waiting.length })), { waitingChoices: n }], this.kv.free);
     if (wouldWait > this.maxWaiting) throw new OverloadedError(this.options.name, this.load.waiting);
-    const job: Job = {
+    const submission: Submission = {
       request,
       channel: null as never,
       sequences: [],
@@ -175,8 +176,8 @@ export class BatchEngine {
       done: false,
       detach: () => {},
     };
-    const cancel = () => this.cancel(job);
-    job.channel = new Channel<GenerationEvent>(cancel, () => this.readerCaughtUp(job));
+    const cancel = () => this.cancel(submission);
+    submission.channel = new Channel<GenerationEvent>(cancel, () => this.readerCaughtUp(submission));
     for (let choice = 0; choice < n; choice++) {
       const output = new ChoiceOutput(this.text.createDecoder(), { stop: request.stop, logprobs: request.logprobs, tokenBytes: (id) => this.text.tokenBytes(id) });
       const seq = new Sequence({
@@ -188,21 +189,21 @@ export class BatchEngine {
         output,
         scorePrompt: request.promptLogprobs !== undefined,
       });
-      job.sequences.push(seq);
-      this.jobOf.set(seq, job);
+      submission.sequences.push(seq);
+      this.submissionOf.set(seq, submission);
       this.byId.set(seq.id, seq);
     }
-    job.waiting = [...job.sequences];
+    submission.waiting = [...submission.sequences];
     if (signal) {
       signal.addEventListener("abort", cancel, { once: true });
-      job.detach = () => signal.removeEventListener("abort", cancel);
+      submission.detach = () => signal.removeEventListener("abort", cancel);
     }
-    this.queue.push(job);
-    this.activeJobs++;
+    this.queue.push(submission);
+    this.activeSubmissions++;
     this.updateGauges();
     if (signal?.aborted) cancel();
     else this.kick();
-    return job.channel;
+    return submission.channel;
   }
 
   /** Refuses new requests; resolves once queued and running ones have finished. */
@@ -227,26 +228,26 @@ export class BatchEngine {
   }
 
   /** A request's caller went away: waiting choices end now, running ones at the next step. */
-  private cancel(job: Job): void {
-    if (job.done || job.cancelled) return;
-    job.cancelled = true;
-    job.detach();
-    for (const seq of job.waiting.splice(0)) this.finish(seq, "cancelled");
-    const at = this.queue.indexOf(job);
+  private cancel(submission: Submission): void {
+    if (submission.done || submission.cancelled) return;
+    submission.cancelled = true;
+    submission.detach();
+    for (const seq of submission.waiting.splice(0)) this.finish(seq, "cancelled");
+    const at = this.queue.indexOf(submission);
     if (at !== -1) this.queue.splice(at, 1);
-    if (!job.done) this.cancelled.add(job);
+    if (!submission.done) this.cancelled.add(submission);
     this.updateGauges();
     this.wake();
     this.notifyIdle();
   }
 
   /** The consumer took an event: a choice paused for it may go on once half its backlog is read. */
-  private readerCaughtUp(job: Job): void {
-    if (job.channel.backlog < this.backlogLimit(job) / 2 && job.sequences.some((s) => s.paused)) this.wake();
+  private readerCaughtUp(submission: Submission): void {
+    if (submission.channel.backlog < this.backlogLimit(submission) / 2 && submission.sequences.some((s) => s.paused)) this.wake();
   }
 
-  private backlogLimit(job: Job): number {
-    return this.maxBacklog * job.sequences.length;
+  private backlogLimit(submission: Submission): number {
+    return this.maxBacklog * submission.sequences.length;
   }
 
   private kick(): void {
@@ -276,7 +277,7 @@ export class BatchEngine {
     try {
       while (!this.idle || !this.ops.empty) {
         // Idle, but closes of the last finished sequences still owe the worker a message.
-        if (this.idle) await this.run({ firstSlot: 0, rows: 0, seq: 0, tokens: new Int32Array(0), seqIds: [], sample: [] }, []);
+        if (this.idle) await this.run({ firstSlot: 0, rows: 0, tokensPerRow: 0, tokens: new Int32Array(0), seqIds: [], sample: [] }, []);
         else if (!(await this.iteration())) await this.sleep();
       }
     } catch (err) {
@@ -306,10 +307,10 @@ export class BatchEngine {
         decodeCalls++;
         if (result) this.decoded(call.seqs, result);
       } else {
-        const job = this.jobOf.get(call.seq);
-        if (call.seq.status !== "prefilling" || !job || job.cancelled) continue;
+        const submission = this.submissionOf.get(call.seq);
+        if (call.seq.status !== "prefilling" || !submission || submission.cancelled) continue;
         const forks = call.forks.filter((f) => f.status === "prefilling" && f.shareFrom === call.seq);
-        const result = await this.run(prefillCall(call, forks, job.request), [call.seq, ...forks]);
+        const result = await this.run(prefillCall(call, forks, submission.request), [call.seq, ...forks]);
         prefillTokens += call.count;
         prefillCalls++;
         if (result) this.prefilled(call.seq, call.start, call.count, forks, result);
@@ -361,8 +362,8 @@ export class BatchEngine {
   /** Ends the live sequences of cancelled requests; returns how many. */
   private reap(): number {
     let n = 0;
-    for (const job of this.cancelled) {
-      for (const seq of job.sequences) {
+    for (const submission of this.cancelled) {
+      for (const seq of submission.sequences) {
         if (seq.live) {
           this.finish(seq, "cancelled");
           n++;
@@ -376,10 +377,10 @@ export class BatchEngine {
   /** A running choice whose reader has too many events undelivered skips decode steps until it catches up. */
   private applyBackpressure(): void {
     for (const seq of this.live) {
-      const job = this.jobOf.get(seq);
-      if (!job || seq.status !== "running") continue;
-      const backlog = job.channel.backlog;
-      const limit = this.backlogLimit(job);
+      const submission = this.submissionOf.get(seq);
+      if (!submission || seq.status !== "running") continue;
+      const backlog = submission.channel.backlog;
+      const limit = this.backlogLimit(submission);
       if (!seq.paused && backlog >= limit) seq.paused = true;
       else if (seq.paused && backlog < limit / 2) seq.paused = false;
     }
@@ -388,18 +389,18 @@ export class BatchEngine {
   /** Gives free slots to waiting choices, oldest request first; returns how many. */
   private admit(): number {
     const count = admissions(
-      this.queue.map((j) => ({ waitingChoices: j.waiting.length })),
+      this.queue.map((s) => ({ waitingChoices: s.waiting.length })),
       this.kv.free,
     );
     for (let i = 0; i < count; i++) {
-      const job = this.queue[0];
-      const seq = job.waiting.shift()!;
-      if (job.waiting.length === 0) this.queue.shift();
-      if (!job.admitted) {
-        job.admitted = true;
-        this.stats.queued((this.now() - job.submittedAt) / 1000);
+      const submission = this.queue[0];
+      const seq = submission.waiting.shift()!;
+      if (submission.waiting.length === 0) this.queue.shift();
+      if (!submission.admitted) {
+        submission.admitted = true;
+        this.stats.queued((this.now() - submission.submittedAt) / 1000);
       }
-      const leader = job.sequences.find((s) => s !== seq && s.status === "prefilling" && s.shareFrom === null);
+      const leader = submission.sequences.find((s) => s !== seq && s.status === "prefilling" && s.shareFrom === null);
       if (leader) {
         // A sibling is computing this very prompt: wait for it and copy its cache.
         const { slot } = this.kv.allocate(seq, seq.tokens, 0);
@@ -412,7 +413,7 @@ export class BatchEngine {
         seq.admit(a.slot, a.reused, a.exact);
       }
       this.live.push(seq);
-      this.ops.open(seq.id, seq.slot, job.request.sampling, seq.choice, seq.cached, job.request.constraint, job.request.promptIds);
+      this.ops.open(seq.id, seq.slot, submission.request.sampling, seq.choice, seq.cached, submission.request.constraint, submission.request.promptIds);
     }
     return count;
   }
@@ -471,10 +472,10 @@ export class BatchEngine {
       this.stats.sharedPromptTokens += seq.cached;
     }
     seq.followers.length = 0;
-    const job = this.jobOf.get(seq);
-    if (!job || job.cancelled) return;
+    const submission = this.submissionOf.get(seq);
+    if (!submission || submission.cancelled) return;
     for (const s of [seq, ...alive]) {
-      if (seq.promptLogprobs) job.channel.push({ type: "prompt", choice: s.choice, logprobs: seq.promptLogprobs });
+      if (seq.promptLogprobs) submission.channel.push({ type: "prompt", choice: s.choice, logprobs: seq.promptLogprobs });
       if (seq.maxTokens === 0) this.finish(s, "length");
     }
     if (seq.maxTokens === 0) return;
@@ -498,8 +499,8 @@ export class BatchEngine {
 
   /** Postprocess of one sampled token (null: the worker failed the sequence, already handled). */
   private sampled(seq: Sequence, sample: RowSample | null): void {
-    const job = this.jobOf.get(seq);
-    if (!job || job.cancelled || !seq.live || !sample) return;
+    const submission = this.submissionOf.get(seq);
+    if (!submission || submission.cancelled || !seq.live || !sample) return;
     if (this.stopTokens.has(sample.token)) {
       this.finish(seq, "stop");
       return;
@@ -507,25 +508,25 @@ export class BatchEngine {
     const limit = seq.accept(sample.token, this.now());
     this.stats.completionTokens++;
     const step = seq.output.push(sample);
-    job.channel.push({ type: "delta", choice: seq.choice, text: step.text, completionTokens: seq.generated, ...(step.logprobs ? { logprobs: step.logprobs } : {}) });
+    submission.channel.push({ type: "delta", choice: seq.choice, text: step.text, completionTokens: seq.generated, ...(step.logprobs ? { logprobs: step.logprobs } : {}) });
     if (step.stopped) this.finish(seq, "stop", true);
     else if (limit) this.finish(seq, limit);
   }
 
   /** Ends a choice: releases held-back text, reports the finish, frees its slot. */
   private finish(seq: Sequence, reason: FinishReason, stoppedByString = false): void {
-    const job = this.jobOf.get(seq)!;
+    const submission = this.submissionOf.get(seq)!;
     if (reason !== "cancelled" && !stoppedByString) {
       const tail = seq.output.finish();
       if (tail.stopped) reason = "stop";
       if (tail.text !== "" || (tail.logprobs?.length ?? 0) > 0) {
-        job.channel.push({ type: "delta", choice: seq.choice, text: tail.text, completionTokens: seq.generated, ...(tail.logprobs ? { logprobs: tail.logprobs } : {}) });
+        submission.channel.push({ type: "delta", choice: seq.choice, text: tail.text, completionTokens: seq.generated, ...(tail.logprobs ? { logprobs: tail.logprobs } : {}) });
       }
     }
     this.free(seq);
     seq.end(reason);
-    job.channel.push({ type: "finish", choice: seq.choice, reason, completionTokens: seq.generated, decodeSeconds: (seq.lastTokenAt - seq.firstTokenAt) / 1000 });
-    if (--job.unfinished === 0) this.done(job);
+    submission.channel.push({ type: "finish", choice: seq.choice, reason, completionTokens: seq.generated, decodeSeconds: (seq.lastTokenAt - seq.firstTokenAt) / 1000 });
+    if (--submission.unfinished === 0) this.done(submission);
   }
 
   /** Gives back a sequence's slot and sampler. */
@@ -536,21 +537,21 @@ export class BatchEngine {
     this.ops.close(seq.id);
   }
 
-  private done(job: Job): void {
-    if (job.done) return;
-    job.done = true;
-    job.detach();
-    job.channel.end();
-    this.forget(job);
+  private done(submission: Submission): void {
+    if (submission.done) return;
+    submission.done = true;
+    submission.detach();
+    submission.channel.end();
+    this.forget(submission);
   }
 
-  private forget(job: Job): void {
-    for (const seq of job.sequences) {
-      this.jobOf.delete(seq);
+  private forget(submission: Submission): void {
+    for (const seq of submission.sequences) {
+      this.submissionOf.delete(seq);
       this.byId.delete(seq.id);
     }
-    this.cancelled.delete(job);
-    this.activeJobs--;
+    this.cancelled.delete(submission);
+    this.activeSubmissions--;
   }
 
   /** The sequences of these ids that are still in a request. */
@@ -560,36 +561,36 @@ export class BatchEngine {
 
   private failSequences(seqs: readonly Sequence[], error: unknown): void {
     for (const seq of seqs) {
-      const job = this.jobOf.get(seq);
-      if (job) this.fail(job, error);
+      const submission = this.submissionOf.get(seq);
+      if (submission) this.fail(submission, error);
     }
   }
 
   /** Fails a request: its stream rejects with `error`, its sequences free their slots and forget their caches. */
-  private fail(job: Job, error: unknown): void {
-    if (job.done) return;
-    for (const seq of job.sequences) {
+  private fail(submission: Submission, error: unknown): void {
+    if (submission.done) return;
+    for (const seq of submission.sequences) {
       this.free(seq, false);
       if (seq.status !== "finished") seq.end("cancelled");
     }
-    job.waiting.length = 0;
-    const at = this.queue.indexOf(job);
+    submission.waiting.length = 0;
+    const at = this.queue.indexOf(submission);
     if (at !== -1) this.queue.splice(at, 1);
-    job.done = true;
-    job.detach();
-    job.channel.fail(error);
-    this.forget(job);
+    submission.done = true;
+    submission.detach();
+    submission.channel.fail(error);
+    this.forget(submission);
   }
 
   private failAll(error: unknown): void {
-    const jobs = new Set<Job | undefined>([...this.queue, ...this.live.map((s) => this.jobOf.get(s))]);
-    for (const job of jobs) if (job) this.fail(job, error);
+    const submissions = new Set<Submission | undefined>([...this.queue, ...this.live.map((s) => this.submissionOf.get(s))]);
+    for (const submission of submissions) if (submission) this.fail(submission, error);
     this.ops.clear();
   }
 
   private updateGauges(): void {
     this.stats.running = this.live.length;
-    this.stats.waiting = this.queue.reduce((n, j) => n + j.waiting.length, 0);
+    this.stats.waiting = this.queue.reduce((n, s) => n + s.waiting.length, 0);
     this.stats.paused = this.live.reduce((n, s) => n + (s.paused ? 1 : 0), 0);
   }
 
@@ -605,7 +606,7 @@ function decodeCall(call: Extract<PlannedCall, { kind: "decode" }>): Omit<StepCa
   return {
     firstSlot: call.firstSlot,
     rows: call.seqs.length,
-    seq: 1,
+    tokensPerRow: 1,
     tokens: Int32Array.from(call.seqs, (s) => s.nextInput),
     seqIds: call.seqs.map((s) => s.id),
     sample: call.seqs.map(() => true),
@@ -619,7 +620,7 @@ function prefillCall(call: Extract<PlannedCall, { kind: "prefill" }>, forks: Seq
   return {
     firstSlot: seq.slot,
     rows: 1,
-    seq: call.count,
+    tokensPerRow: call.count,
     tokens: Int32Array.from(seq.tokens.slice(call.start, end)),
     seqIds: [seq.id],
     sample: [call.last && generates],

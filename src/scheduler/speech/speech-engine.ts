@@ -195,7 +195,7 @@ export class SpeechEngine {
     this.stats.decodeCalls++;
     this.stats.decodeRows += batch.length;
     try {
-      const result = await this.turn(() => this.runner.decode({ firstSlot, rows, seq: batch[0].row.tokens.length }));
+      const result = await this.turn(() => this.runner.decode({ firstSlot, rows, tokensPerRow: batch[0].row.tokens.length }));
       for (const c of batch) {
         const row = result.rows[c.row.slot - firstSlot];
         if (row) c.resolve(row);

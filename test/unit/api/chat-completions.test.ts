@@ -128,7 +128,7 @@ describe("chat completions", () => {
 
   it("reports an error after the first byte as a data: {error} event, then ends without [DONE]", async () => {
     // The prompt pass samples "Hello"; the first decode step's message never comes back (a worker crash).
-    const fake = fakeModel({ failWhen: { match: (call) => call.rows > 0 && call.seq === 1, error: new Error("worker crashed") } });
+    const fake = fakeModel({ failWhen: { match: (call) => call.rows > 0 && call.tokensPerRow === 1, error: new Error("worker crashed") } });
     const res = await ask(chat({ stream: true }), fake);
     expect(res.statusCode).toBe(200);
     const events = sseEvents(res.body) as any[];
@@ -149,7 +149,7 @@ describe("chat completions", () => {
   });
 
   it("records metrics and usage once per request, however its answer ends", async () => {
-    const crash = () => ({ failWhen: { match: (call: { rows: number; seq: number }) => call.rows > 0 && call.seq === 1, error: new Error("worker crashed") } });
+    const crash = () => ({ failWhen: { match: (call: { rows: number; tokensPerRow: number }) => call.rows > 0 && call.tokensPerRow === 1, error: new Error("worker crashed") } });
     const cases: Array<[string, Record<string, unknown>, ReturnType<typeof fakeModel>, number]> = [
       ["whole", chat(), fakeModel(), 200],
       ["streamed", chat({ stream: true, stream_options: { include_usage: true } }), fakeModel(), 200],

@@ -292,7 +292,7 @@ describe("other statuses", () => {
 
   it("a bug -> 500 server_error without a stack trace", async () => {
     // The worker crashes on the first decode step (its message never comes back).
-    const fake = fakeModel({ failWhen: { match: (call) => call.rows > 0 && call.seq === 1, error: new Error("secret internal detail at /src/x.ts:10") } });
+    const fake = fakeModel({ failWhen: { match: (call) => call.rows > 0 && call.tokensPerRow === 1, error: new Error("secret internal detail at /src/x.ts:10") } });
     const { app } = await fakeApp({ fake });
     const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: AUTH });
     expectError(res, 500, "server_error", null, null);

@@ -13,21 +13,21 @@ const WINDOW = 6;
 const shape = { layers: 2, kvHeads: 2, headDim: 3, contextLength: 64, slidingWindow: { window: WINDOW, layers: [0] } };
 const RING = slidingCacheCapacity(WINDOW);
 
-/** New K (or V) for one slot at positions start..start+seq-1, [1, kvHeads, seq, headDim]: each float encodes its position, head and dim. */
-function tokens(start: number, seq: number, tag = 0): Float32Array {
-  const out = new Float32Array(shape.kvHeads * seq * shape.headDim);
+/** New K (or V) for one slot at positions start..start+tokensPerRow-1, [1, kvHeads, tokensPerRow, headDim]: each float encodes its position, head and dim. */
+function tokens(start: number, tokensPerRow: number, tag = 0): Float32Array {
+  const out = new Float32Array(shape.kvHeads * tokensPerRow * shape.headDim);
   let i = 0;
-  for (let h = 0; h < shape.kvHeads; h++) for (let s = 0; s < seq; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + (start + s) * 100 + h * 10 + d;
+  for (let h = 0; h < shape.kvHeads; h++) for (let s = 0; s < tokensPerRow; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + (start + s) * 100 + h * 10 + d;
   return out;
 }
 
 /** Runs steps of the given sizes on one slot, writing every layer. */
 function write(pool: KvPool, slot: number, sizes: number[]): void {
-  for (const seq of sizes) {
+  for (const tokensPerRow of sizes) {
     const start = pool.lengths[slot];
-    pool.ensure(start + seq);
-    for (let l = 0; l < shape.layers; l++) pool.append(l, slot, 1, seq, tokens(start, seq), tokens(start, seq, 0.5));
-    pool.advance(slot, 1, seq);
+    pool.ensure(start + tokensPerRow);
+    for (let l = 0; l < shape.layers; l++) pool.append(l, slot, 1, tokensPerRow, tokens(start, tokensPerRow), tokens(start, tokensPerRow, 0.5));
+    pool.advance(slot, 1, tokensPerRow);
   }
 }
 

@@ -3,12 +3,12 @@ import { KvPool } from "../../../src/runtime/kv-pool.js";
 
 const shape = { layers: 2, kvHeads: 2, headDim: 3, contextLength: 64 };
 
-/** New K/V for `rows` slots × `seq` tokens, [rows, kvHeads, seq, headDim], values encoding their coordinates. */
-function step(rows: number, seq: number, tag: number): Float32Array {
-  const out = new Float32Array(rows * shape.kvHeads * seq * shape.headDim);
+/** New K/V for `rows` slots × `tokensPerRow` tokens, [rows, kvHeads, tokensPerRow, headDim], values encoding their coordinates. */
+function step(rows: number, tokensPerRow: number, tag: number): Float32Array {
+  const out = new Float32Array(rows * shape.kvHeads * tokensPerRow * shape.headDim);
   let i = 0;
   for (let r = 0; r < rows; r++)
-    for (let h = 0; h < shape.kvHeads; h++) for (let s = 0; s < seq; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + r * 1000 + h * 100 + s * 10 + d;
+    for (let h = 0; h < shape.kvHeads; h++) for (let s = 0; s < tokensPerRow; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + r * 1000 + h * 100 + s * 10 + d;
   return out;
 }
 

@@ -97,9 +97,9 @@ describe("BatchEngine", () => {
     const long = collect(engine.submit(request({ promptIds: longPrompt, maxTokens: 2 })));
     await Promise.all([shortDone, long]);
     // Each step: one decode call for the short request, then at most one 32-token chunk (40 - 1 left).
-    const longSeq = prefills(fake).find((c) => c.seq === 32)!.seqIds[0];
+    const longSeq = prefills(fake).find((c) => c.tokensPerRow === 32)!.seqIds[0];
     const longChunks = fake.calls.filter((c) => c.kind === "prefill" && c.seqIds[0] === longSeq);
-    expect(longChunks.map((c) => c.seq)).toEqual(Array(10).fill(32));
+    expect(longChunks.map((c) => c.tokensPerRow)).toEqual(Array(10).fill(32));
     let sinceDecode = 0;
     for (const c of fake.calls.slice(fake.calls.indexOf(longChunks[0]), fake.calls.indexOf(longChunks[9]))) {
       if (c.kind === "decode") sinceDecode = 0;
@@ -112,7 +112,7 @@ describe("BatchEngine", () => {
     const { engine, fake } = setup({ slots: 4 }, { stepTokens: 50, prefillChunk: 16 });
     await Promise.all([engine.submit(request({ promptIds: prompt(40, 1) })), engine.submit(request({ promptIds: prompt(21, 2) }))].map(collect));
     const starts = new Map<number, number[]>();
-    for (const c of prefills(fake)) starts.set(c.seqIds[0], [...(starts.get(c.seqIds[0]) ?? []), c.seq]);
+    for (const c of prefills(fake)) starts.set(c.seqIds[0], [...(starts.get(c.seqIds[0]) ?? []), c.tokensPerRow]);
     expect([...starts.values()]).toEqual([
       [16, 16, 8],
       [16, 5],
@@ -121,8 +121,8 @@ describe("BatchEngine", () => {
       // Per step (a decode call or the first prefill starts one): never past the budget.
       let tokens = 0;
       let j = i;
-      do tokens += fake.calls[j].rows * fake.calls[j].seq;
-      while (++j < fake.calls.length && fake.calls[j].kind === "prefill" && fake.calls[j - 1].kind === "prefill" && tokens + fake.calls[j].seq <= 50);
+      do tokens += fake.calls[j].rows * fake.calls[j].tokensPerRow;
+      while (++j < fake.calls.length && fake.calls[j].kind === "prefill" && fake.calls[j - 1].kind === "prefill" && tokens + fake.calls[j].tokensPerRow <= 50);
       expect(tokens).toBeLessThanOrEqual(50);
       i = j;
     }
@@ -233,7 +233,7 @@ describe("BatchEngine", () => {
     const textB = (await collect(engine.submit(b))).text;
     expect(textB).toBe((await alone(b, {}, { prefillChunk: 8 })).text);
     const bSeq = fake.opened[1].seqId;
-    expect(prefills(fake).filter((c) => c.seqIds[0] === bSeq).map((c) => c.seq)).toEqual([8]); // 24 - 16 reused
+    expect(prefills(fake).filter((c) => c.seqIds[0] === bSeq).map((c) => c.tokensPerRow)).toEqual([8]); // 24 - 16 reused
     expect(engine.stats.snapshot().prefix).toMatchObject({ lookups: 2, promptTokens: 54, hitTokens: 16, hitRate: 16 / 54 });
   });
 
@@ -254,7 +254,7 @@ describe("BatchEngine", () => {
     const { engine, fake } = setup({ slots: 4 }, { prefillChunk: 8 });
     const req = request({ promptIds: prompt(20, 1), maxTokens: 6, n: 3, sampling: { seed: 42, temperature: 1 } });
     const { texts, finish } = await collect(engine.submit(req));
-    expect(prefills(fake).map((c) => c.seq)).toEqual([8, 8, 4]);
+    expect(prefills(fake).map((c) => c.tokensPerRow)).toEqual([8, 8, 4]);
     expect(prefills(fake).at(-1)!.forks).toBe(2);
     expect(fake.opened.map((o) => o.stream)).toEqual([0, 1, 2]);
     expect(new Set(texts).size).toBe(3);
@@ -271,7 +271,7 @@ describe("BatchEngine", () => {
     expect(finish).toHaveLength(3);
     expect(texts.every((t) => t.length === 3)).toBe(true);
     const third = fake.opened[2].seqId;
-    expect(prefills(fake).filter((c) => c.seqIds[0] === third).map((c) => c.seq)).toEqual([2]); // 8 of 10 reused
+    expect(prefills(fake).filter((c) => c.seqIds[0] === third).map((c) => c.tokensPerRow)).toEqual([2]); // 8 of 10 reused
   });
 
   it("fails only the requests of a failing forward pass; the others carry on", async () => {
@@ -311,7 +311,7 @@ describe("BatchEngine", () => {
 
   it("a message that never comes back fails its call's sequences and those its operations named, and no others", async () => {
     const lost = new Error("worker gone");
-    const { engine } = setup({ slots: 2, stepDelayMs: 1, failWhen: { match: (c) => c.rows === 1 && c.seq === 7, error: lost } });
+    const { engine } = setup({ slots: 2, stepDelayMs: 1, failWhen: { match: (c) => c.rows === 1 && c.tokensPerRow === 7, error: lost } });
     const early = collect(engine.submit(request({ promptIds: prompt(3), maxTokens: 6 })));
     await new Promise((r) => setTimeout(r, 5));
     const late = collect(engine.submit(request({ promptIds: prompt(7, 1), maxTokens: 3 })));

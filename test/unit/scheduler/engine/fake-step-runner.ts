@@ -48,7 +48,7 @@ export interface StepLog {
   kind: "decode" | "prefill";
   firstSlot: number;
   rows: number;
-  seq: number;
+  tokensPerRow: number;
   seqIds: number[];
   tokens: number[];
   forks: number;
@@ -87,7 +87,7 @@ const utf8 = new TextEncoder();
 export const fakePromptLogprob = (token: number) => -0.5 - (token % 4) / 4;
 
 function fakeScores(call: StepCall, score: NonNullable<StepCall["score"]>, vocabSize: number): PositionScores {
-  const row = [...call.tokens.subarray(score.row * call.seq, (score.row + 1) * call.seq)];
+  const row = [...call.tokens.subarray(score.row * call.tokensPerRow, (score.row + 1) * call.tokensPerRow)];
   const targets = [...row.slice(1), ...(score.next >= 0 ? [score.next] : [])];
   const k = score.top;
   const out = { top: k, logprobs: new Float64Array(targets.length), topIds: new Int32Array(targets.length * k), topLogprobs: new Float64Array(targets.length * k) };
@@ -183,7 +183,7 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
     async step(call: StepCall): Promise<StepResult> {
       await new Promise((r) => setTimeout(r, options.stepDelayMs ?? 0));
       runner.messages++;
-      if (call.rows > 1 && call.seq > 1) throw new Error("fake: a multi-token step needs rows = 1");
+      if (call.rows > 1 && call.tokensPerRow > 1) throw new Error("fake: a multi-token step needs rows = 1");
       if (call.rows > 0 && (call.firstSlot < 0 || call.firstSlot + call.rows > options.slots)) throw new Error(`fake: rows outside the slots`);
       if (!stepFailed && options.failWhen?.match(call)) {
         stepFailed = true;
@@ -209,7 +209,7 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
         kind: call.rows === 1 && (samplers.get(call.seqIds[0])?.draws ?? 0) === 0 ? "prefill" : "decode",
         firstSlot: call.firstSlot,
         rows: call.rows,
-        seq: call.seq,
+        tokensPerRow: call.tokensPerRow,
         seqIds: [...call.seqIds],
         tokens: [...call.tokens],
         forks: call.forks?.length ?? 0,
@@ -220,7 +220,7 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
       const samples: Array<RowSample | null> = [];
       for (let r = 0; r < call.rows; r++) {
         const slot = call.firstSlot + r;
-        kv[slot].push(...call.tokens.subarray(r * call.seq, (r + 1) * call.seq));
+        kv[slot].push(...call.tokens.subarray(r * call.tokensPerRow, (r + 1) * call.tokensPerRow));
         if (kv[slot].length > contextLength) throw new Error(`fake: slot ${slot} past the context`);
         samples.push(call.sample[r] && !gone.has(call.seqIds[r]) ? sample(slot, call.seqIds[r], failed) : null);
       }

@@ -38,7 +38,7 @@ describe("prompt scoring in the engine", () => {
     expect(logprobs[1].top!.map((t) => t.token)).toEqual([vocab[ids[1]], vocab[ids[1] + 1]]);
     // Chunks of 8, 8 and 4: each knows the token after its last position, but the prompt's end.
     const chunks = fake.calls.filter((c) => c.score);
-    expect(chunks.map((c) => [c.seq, c.score!.next])).toEqual([
+    expect(chunks.map((c) => [c.tokensPerRow, c.score!.next])).toEqual([
       [8, ids[8]],
       [8, ids[16]],
       [4, -1],
@@ -51,11 +51,11 @@ describe("prompt scoring in the engine", () => {
     await events(engine.submit({ promptIds: ids, maxTokens: 1, sampling: {} }));
     fake.calls.length = 0;
     await events(engine.submit(scored(ids)));
-    expect(fake.calls.filter((c) => c.kind === "prefill").reduce((n, c) => n + c.seq, 0)).toBe(20);
+    expect(fake.calls.filter((c) => c.kind === "prefill").reduce((n, c) => n + c.tokensPerRow, 0)).toBe(20);
     expect(engine.stats.snapshot().prefix.hitTokens).toBe(0);
     fake.calls.length = 0;
     await events(engine.submit({ promptIds: ids, maxTokens: 1, sampling: {} }));
-    expect(fake.calls.filter((c) => c.kind === "prefill").reduce((n, c) => n + c.seq, 0)).toBe(4); // unscored: 16 reused
+    expect(fake.calls.filter((c) => c.kind === "prefill").reduce((n, c) => n + c.tokensPerRow, 0)).toBe(4); // unscored: 16 reused
   });
 
   it("with maxTokens 0, computes and scores the prompt, samples nothing and finishes with length", async () => {

@@ -5,7 +5,7 @@ import { SpeechEngine, type SpeechRunner } from "../../../../src/scheduler/speec
 
 /** A fake worker that records each call and answers token = slot * 100 + past. */
 function fakeRunner(slots = 4) {
-  const calls: Array<{ op: string; slots: number[]; seq?: number }> = [];
+  const calls: Array<{ op: string; slots: number[]; tokensPerRow?: number }> = [];
   const runner: SpeechRunner = {
     slots,
     async encode(r: Omit<EncodeRequest, "op">) {
@@ -14,7 +14,7 @@ function fakeRunner(slots = 4) {
       return { runMs: 2 };
     },
     async decode(r: Omit<DecodeRequest, "op">) {
-      calls.push({ op: "decode", slots: r.rows.flatMap((row) => (row ? [row.slot] : [])), seq: r.seq });
+      calls.push({ op: "decode", slots: r.rows.flatMap((row) => (row ? [row.slot] : [])), tokensPerRow: r.tokensPerRow });
       await new Promise((resolve) => setTimeout(resolve, 1));
       return { rows: r.rows.map((row) => (row ? { token: row.slot * 100 + row.past, logprob: -0.1 } : null)), runMs: 1 };
     },
