@@ -116,6 +116,14 @@ interface Winner {
   change: string;
 }
 
+/** A candidate past its first measurement, its row open while it is confirmed. */
+interface Screened {
+  id: string;
+  settings: TrackSettings;
+  change: string;
+  measurement: Measurement;
+}
+
 interface Incumbent {
   artifactId: string;
   settings: TrackSettings;
@@ -155,47 +163,412 @@ function closestPair(repeats: readonly Measurement[], rule: PromotionRule): { re
 
 /** Runs one night of `job`'s track now. Never throws for a candidate's failure; throws when the run cannot start. */
 export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise<TrackRunSummary> {
-  const { db, measurer } = options;
-  const clock = options.clock ?? Date.now;
-  const log = options.log ?? (() => {});
-  const started = clock();
-  const deadline = started + (options.budgetMinutes ?? job.budgetMinutes) * 60_000;
-  const threadBudget = options.threadBudget ?? job.threadBudget;
-  const maxCandidates = options.maxCandidates ?? job.maxCandidates;
-  const rule: PromotionRule = { ...job.promotion, ...options.rule };
-  const sliceMs = job.candidateMinutes * 60_000;
-  const graceMs = (options.cleanupGraceSeconds ?? 30) * 1000;
-  const runId = randomUUID();
-  const slug = job.slug;
-  const promoted: Promotion[] = [];
-  const machineBase = { ...(measurer.machine?.() ?? {}), pid: process.pid, threadBudget };
-  const machineFor = (settings: TrackSettings) => ({ ...machineBase, threads: measuredThreads(settings, threadBudget) });
-  // Winners are confirmed side by side with the incumbent where the measurer can.
-  const sideBySide = measurer.measurePair !== undefined;
+  return new TrackRun(job, options).run();
+}
+
+/**
+ * One run, phase by phase: {@link measureIncumbent} (the noise), then rounds of {@link screen} and
+ * confirmation ({@link confirmSideBySide} or {@link confirmBackToBack}), {@link promote} the round's
+ * best, and {@link finish} (the rows it leaves open, the last log line) however it ends.
+ */
+class TrackRun {
+  private readonly db: KilnDatabase;
+  private readonly measurer: Measurer;
+  private readonly clock: () => number;
+  private readonly log: (line: string) => void;
+  private readonly started: number;
+  private readonly deadline: number;
+  private readonly threadBudget: number;
+  private readonly maxCandidates: number;
+  private readonly rule: PromotionRule;
+  private readonly sliceMs: number;
+  private readonly graceMs: number;
+  private readonly runId = randomUUID();
+  private readonly slug: string;
+  private readonly machineBase: Record<string, unknown> & { pid: number };
+  /** Winners are confirmed side by side with the incumbent where the measurer can. */
+  private readonly sideBySide: boolean;
+
+  private readonly promoted: Promotion[] = [];
+  private ended = "finished";
+  /** What the candidates are judged against: null until measured, then the latest promoted winner. */
+  private incumbent: Incumbent | null = null;
+  /** The incumbent's first measurements (that did not fail), and how long each took. */
+  private readonly repeats: Measurement[] = [];
+  private readonly repeatMs: number[] = [];
+  /** What a measurement costs, about: the slower incumbent repeat (that one compiled and probed the reference, so this errs long). */
+  private estimateMs = 0;
+  /** Candidates measured in this run. */
+  private measured = 0;
+  /** Candidates measured since the incumbent last was (see promotion.remeasureEvery). */
+  private sinceIncumbent = 0;
+  /** When each settings key was tried against this incumbent; and those that lost outright against it. */
+  private tried = new Map<string, string>();
+  private losers = new Set<string>();
+
+  constructor(
+    private readonly job: TrackJob,
+    private readonly options: RunTrackOptions,
+  ) {
+    this.db = options.db;
+    this.measurer = options.measurer;
+    this.clock = options.clock ?? Date.now;
+    this.log = options.log ?? (() => {});
+    this.started = this.clock();
+    this.deadline = this.started + (options.budgetMinutes ?? job.budgetMinutes) * 60_000;
+    this.threadBudget = options.threadBudget ?? job.threadBudget;
+    this.maxCandidates = options.maxCandidates ?? job.maxCandidates;
+    this.rule = { ...job.promotion, ...options.rule };
+    this.sliceMs = job.candidateMinutes * 60_000;
+    this.graceMs = (options.cleanupGraceSeconds ?? 30) * 1000;
+    this.slug = job.slug;
+    this.machineBase = { ...(this.measurer.machine?.() ?? {}), pid: process.pid, threadBudget: this.threadBudget };
+    this.sideBySide = this.measurer.measurePair !== undefined;
+  }
+
+  async run(): Promise<TrackRunSummary> {
+    const { db, slug, runId } = this;
+    const current = currentPromotion(db, slug);
+    const settings = completeSettings({ ...(current ? this.measurer.compileSettingsOf?.(current.artifactId) : {}), ...current?.settings });
+    const artifactId = current?.artifactId;
+    const firstRow = claimRun(db, { runId, slug, settings, change: "", machine: this.machineFor(settings), artifactId }, this.options.isAlive);
+    this.log(
+      `${slug}: track run ${runId.slice(0, 8)}: budget ${this.options.budgetMinutes ?? this.job.budgetMinutes} min, ${this.threadBudget} thread(s); incumbent ${current ? `${current.artifactId} (promoted ${current.createdAt})` : "the default compile"}`,
+    );
+    try {
+      if (!(await this.measureIncumbent(settings, artifactId, firstRow))) return this.summary();
+      this.tried = triedSettings(db, slug, current?.createdAt ?? null);
+      this.losers = losingSettings(db, slug, current?.createdAt ?? null);
+      await this.rounds();
+      return this.summary();
+    } catch (err) {
+      this.ended = `error: ${message(err)}`;
+      throw err;
+    } finally {
+      this.finish();
+    }
+  }
+
+  // ── the incumbent, twice ──
+
+  /**
+   * Measures the incumbent twice (a third time when the two differ past maxNoise): the closest two
+   * are its figures and their spread the noise. False (with `ended` saying why) when there is no
+   * noise estimate to judge candidates by.
+   */
+  private async measureIncumbent(settings: TrackSettings, artifactId: string | undefined, firstRow: string): Promise<boolean> {
+    const { rule, slug } = this;
+    await this.repeatIncumbent(1, "repeat 1 (noise)", settings, artifactId, firstRow);
+    if (!this.options.signal?.aborted) await this.repeatIncumbent(2, "repeat 2 (noise)", settings, artifactId);
+    let pair = closestPair(this.repeats, rule);
+    if (pair && tooNoisy(pair.spread, rule).length > 0 && !this.options.signal?.aborted && this.deadline - this.clock() > 2 * Math.max(...this.repeatMs)) {
+      this.log(`${slug}: the incumbent's repeats differ by ${tooNoisy(pair.spread, rule).join(", ")}, past maxNoise: measuring it a third time`);
+      await this.repeatIncumbent(3, "repeat 3 (the first two were further apart than maxNoise)", settings, artifactId);
+      pair = closestPair(this.repeats, rule);
+    }
+    if (!pair) {
+      this.ended = this.options.signal?.aborted ? "stopped" : "the incumbent could not be measured twice, so there is no noise estimate to judge candidates by";
+      return false;
+    }
+    const noisy = tooNoisy(pair.spread, rule);
+    if (noisy.length > 0) {
+      this.ended = `too noisy to judge: the incumbent's closest repeats differ by ${noisy.join(", ")} (maxNoise ${(rule.maxNoise * 100).toFixed(0)}%); nothing measured or promoted`;
+      return false;
+    }
+    this.incumbent = {
+      artifactId: pair.repeats[0].artifactId,
+      settings,
+      samples: pair.repeats.map((r) => r.metrics),
+      metrics: meanMetrics(pair.repeats.map((r) => r.metrics)),
+      spread: pair.spread,
+      quality: pair.repeats[0].quality,
+    };
+    this.log(`${slug}: noise (incumbent repeat spread): ${this.spreadLine(this.incumbent.spread)}`);
+    this.estimateMs = Math.max(...this.repeatMs);
+    return true;
+  }
+
+  /** One of the incumbent's first measurements, recorded in `row` (a new row when absent); one that fails is recorded and left out. */
+  private async repeatIncumbent(n: number, why: string, settings: TrackSettings, artifactId: string | undefined, row?: string): Promise<void> {
+    const { db, runId, slug } = this;
+    const id = row ?? startCandidate(db, { runId, slug, settings, change: "", machine: this.machineFor(settings), artifactId });
+    const t0 = this.clock();
+    try {
+      const m = await this.measureOnce(settings, artifactId);
+      this.repeatMs.push(this.clock() - t0);
+      this.repeats.push(m);
+      finishCandidate(db, id, { verdict: "incumbent", reason: why, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
+      this.log(`${slug}: incumbent ${n}: ${fmt(m.metrics, m.quality)}`);
+    } catch (err) {
+      finishCandidate(db, id, { verdict: "failed", reason: `incumbent repeat ${n}: ${message(err)}` });
+      this.log(`${slug}: incumbent ${n} failed: ${message(err)}`);
+    }
+  }
+
+  /** The incumbent, once it has been measured. */
+  private get measuredIncumbent(): Incumbent {
+    if (!this.incumbent) throw new Error("the incumbent has not been measured");
+    return this.incumbent;
+  }
+
+  /** One more measurement of the incumbent: its mean and its spread over every measurement so far. */
+  private async remeasureIncumbent(why: string): Promise<Measurement | null> {
+    const { db, runId, slug } = this;
+    const current = this.measuredIncumbent;
+    const id = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: this.machineFor(current.settings), artifactId: current.artifactId });
+    try {
+      const m = await this.measureOnce(current.settings, current.artifactId);
+      finishCandidate(db, id, { verdict: "incumbent", reason: why, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
+      this.countIncumbent(m.metrics);
+      return m;
+    } catch (err) {
+      finishCandidate(db, id, { verdict: "failed", reason: `incumbent, ${why}: ${message(err)}` });
+      return null;
+    }
+  }
+
+  /** A further measurement of the incumbent counts in its mean and widens its spread. */
+  private countIncumbent(metrics: SpeedMetrics): void {
+    const current = this.measuredIncumbent;
+    current.samples.push(metrics);
+    current.metrics = meanMetrics(current.samples);
+    current.spread = widerSpread(current.spread, sampleSpread(current.samples));
+    this.sinceIncumbent = 0;
+  }
+
+  // ── rounds of candidates around the incumbent ──
+
+  /** Rounds until nothing is left to try, no candidate wins, or a round stops early; each round's best winner is promoted. */
+  private async rounds(): Promise<void> {
+    for (;;) {
+      const candidates = generateCandidates(this.measuredIncumbent.settings, this.job.searchSpace, { threadBudget: this.threadBudget, tried: this.tried, losers: this.losers, losingChanges: losingChanges(this.db, this.slug) });
+      if (candidates.length === 0) {
+        this.ended = "nothing left to try around the incumbent";
+        return;
+      }
+      const { winners, stop } = await this.round(candidates);
+      if (winners.length === 0) {
+        this.ended = stop ?? "no candidate won this round";
+        return;
+      }
+      this.promote(winners);
+      if (stop) {
+        this.ended = stop;
+        return;
+      }
+    }
+  }
+
+  /** One round: each candidate screened and, when it passes, confirmed; `stop` says why the round ended early (null: every candidate was seen). */
+  private async round(candidates: readonly TrackSettings[]): Promise<{ winners: Winner[]; stop: string | null }> {
+    // Winners confirmed by a second measurement, waiting for the round's end.
+    const winners: Winner[] = [];
+    for (const settings of candidates) {
+      if (this.options.signal?.aborted) return { winners, stop: "stopped" };
+      if (this.measured >= this.maxCandidates) return { winners, stop: `measured maxCandidates (${this.maxCandidates})` };
+      // Its part that lost alone (earlier this round) would only drag the other down.
+      if (builtOnLoser(this.measuredIncumbent.settings, settings, this.losers)) continue;
+      // Room for this measurement and, should it win, its confirmation (the incumbent and it again,
+      // or both side by side: twice the passes of two models, about four measurements).
+      if (this.deadline - this.clock() < (this.sideBySide ? 5 : 3) * this.estimateMs) return { winners, stop: "the time budget" };
+      const remeasureEvery = this.job.promotion.remeasureEvery;
+      if (remeasureEvery > 0 && this.sinceIncumbent >= remeasureEvery) {
+        if (this.deadline - this.clock() < 4 * this.estimateMs) return { winners, stop: "the time budget" };
+        const again = await this.remeasureIncumbent(`measured again after ${this.sinceIncumbent} candidates (drift)`);
+        if (again) this.log(`${this.slug}: incumbent again: ${fmt(again.metrics, again.quality)}; noise now ${this.spreadLine(this.measuredIncumbent.spread)}`);
+      }
+      const screened = await this.screen(settings);
+      if (!screened) continue;
+      const winner = this.sideBySide ? await this.confirmSideBySide(screened) : await this.confirmBackToBack(screened);
+      if (winner) winners.push(winner);
+    }
+    return { winners, stop: null };
+  }
+
+  /**
+   * A candidate's first measurement, judged against the incumbent: the candidate when it goes on to
+   * be confirmed (its row left open), else null (its row finished as failed or rejected).
+   */
+  private async screen(settings: TrackSettings): Promise<Screened | null> {
+    const { db, runId, slug, rule } = this;
+    const incumbent = this.measuredIncumbent;
+    this.measured++;
+    this.sinceIncumbent++;
+    const change = describeChange(incumbent.settings, settings);
+    const id = startCandidate(db, { runId, slug, settings, change, machine: this.machineFor(settings) });
+    this.tried.set(settingsKey(settings), new Date().toISOString());
+    let m: Measurement;
+    try {
+      m = await this.measureOnce(settings);
+    } catch (err) {
+      finishCandidate(db, id, { verdict: "failed", reason: message(err) });
+      this.losers.add(settingsKey(settings));
+      this.log(`${slug}: ${change}: failed: ${message(err)}`);
+      return null;
+    }
+    // With side-by-side confirmation, the first measurement only screens: any gain past minGain
+    // goes on to the pair, which alone can tell a real 10% from the machine's drift, and only a
+    // loss past noiseFactor x the spread (the margin a win needed before) stops it here.
+    const first = this.sideBySide
+      ? judge({ metrics: incumbent.metrics, spread: scaleSpread(incumbent.spread, rule.noiseFactor) }, m, { ...rule, noiseFactor: 0 }, this.job.quality)
+      : judge(incumbent, m, rule, this.job.quality);
+    this.log(`${slug}: ${change}: ${fmt(m.metrics, m.quality)}: ${first.wins ? (this.sideBySide ? "passes the screen; measuring it side by side with the incumbent" : "wins; measuring it again") : "rejected"} (${first.reason})`);
+    if (!first.wins) {
+      finishCandidate(db, id, { verdict: "rejected", reason: first.reason, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
+      if (lost("rejected", first.reason)) this.losers.add(settingsKey(settings));
+      return null;
+    }
+    finishCandidate(db, id, { verdict: "running", reason: `${first.reason} (being confirmed)`, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality, open: true });
+    return { id, settings, change, measurement: m };
+  }
+
+  // ── confirmation ──
+
+  /**
+   * Confirms a screened winner side by side with the incumbent (Measurer.measurePair): both loaded,
+   * their passes alternating, judged by the median of the per-pass gains (judgePaired). The
+   * incumbent's figures count as one more of its measurements. Returns the confirmed winner, or
+   * null (recorded as rejected).
+   */
+  private async confirmSideBySide({ id, settings, change, measurement: m }: Screened): Promise<Winner | null> {
+    const { db, runId, slug, rule } = this;
+    const current = this.measuredIncumbent;
+    let pair: PairedMeasurement;
+    try {
+      pair = await this.measurePairOnce(current, settings);
+    } catch (err) {
+      finishCandidate(db, id, { verdict: "rejected", reason: `its side-by-side measurement failed: ${message(err)}` });
+      return null;
+    }
+    // Load time and RSS are not measured side by side (two models share the process): each side keeps its own earlier figures.
+    const incumbentMetrics = { ...current.metrics, ...pair.incumbent.metrics };
+    const beside = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: this.machineFor(current.settings), artifactId: current.artifactId });
+    finishCandidate(db, beside, { verdict: "incumbent", reason: `measured side by side with ${change} (${pair.passes.length} alternating passes)`, artifactId: pair.incumbent.artifactId, metrics: incumbentMetrics, quality: pair.incumbent.quality });
+    this.countIncumbent(incumbentMetrics);
+    const verdict = judgePaired(pairedGains(pair.passes, rule.metrics), m.quality, rule, this.job.quality);
+    const metrics = { ...m.metrics, ...pair.candidate.metrics };
+    if (!verdict.wins) {
+      finishCandidate(db, id, { verdict: "rejected", reason: `did not hold side by side: ${verdict.reason}`, metrics });
+      this.log(`${slug}: ${change}: not confirmed (${verdict.reason})`);
+      return null;
+    }
+    finishCandidate(db, id, { verdict: "running", reason: `${verdict.reason} (confirmed; the round's best is promoted)`, metrics, open: true });
+    this.log(`${slug}: ${change}: confirmed (${verdict.reason})`);
+    return { id, settings, artifactId: m.artifactId, quality: m.quality, samples: [m.metrics, metrics], metrics, spread: relativeSpread(m.metrics, metrics), score: verdict.score, reason: verdict.reason, change };
+  }
+
+  /**
+   * Confirms a screened winner by measuring the incumbent and it again, back to back, so that a
+   * change in the machine's load since the incumbent's repeats cannot make the win; both the mean
+   * of all measurements and this pair alone must win, so one lucky sample cannot carry it.
+   */
+  private async confirmBackToBack({ id, settings, change, measurement: m }: Screened): Promise<Winner | null> {
+    const { db, slug, rule } = this;
+    const fresh = await this.remeasureIncumbent(`measured again beside ${change}`);
+    if (!fresh) {
+      finishCandidate(db, id, { verdict: "rejected", reason: "the incumbent could not be measured again to confirm it" });
+      return null;
+    }
+    let second: Measurement;
+    try {
+      second = await this.measureOnce(settings);
+    } catch (err) {
+      finishCandidate(db, id, { verdict: "rejected", reason: `its confirming measurement failed: ${message(err)}` });
+      return null;
+    }
+    const incumbent = this.measuredIncumbent;
+    const metrics = meanMetrics([m.metrics, second.metrics]);
+    const mean = judge(incumbent, { metrics, quality: m.quality }, rule, this.job.quality);
+    const paired = judge({ metrics: fresh.metrics, spread: incumbent.spread }, { metrics: second.metrics, quality: m.quality }, rule, this.job.quality);
+    if (!(mean.wins && paired.wins)) {
+      const why = mean.wins ? `beside the incumbent measured again: ${paired.reason}` : mean.reason;
+      finishCandidate(db, id, { verdict: "rejected", reason: `did not hold on a second measurement: ${why}`, metrics });
+      this.log(`${slug}: ${change}: not confirmed (${why})`);
+      return null;
+    }
+    finishCandidate(db, id, { verdict: "running", reason: `${mean.reason} (confirmed; the round's best is promoted)`, metrics, open: true });
+    this.log(`${slug}: ${change}: confirmed (${mean.reason})`);
+    return { id, settings, artifactId: m.artifactId, quality: m.quality, samples: [m.metrics, second.metrics], metrics, spread: relativeSpread(m.metrics, second.metrics), score: mean.score, reason: mean.reason, change };
+  }
+
+  // ── the decision ──
+
+  /** Promotes the round's best confirmed winner (the others are rejected); the next round starts from it. */
+  private promote(winners: Winner[]): void {
+    const { db, slug } = this;
+    winners.sort((a, b) => b.score - a.score);
+    const [best, ...rest] = winners;
+    for (const other of rest) finishCandidate(db, other.id, { verdict: "rejected", reason: `won (${other.reason}), but ${best.change} gained more and was promoted` });
+    const reason = `track: ${best.change}: ${best.reason}${this.sideBySide ? "" : " (mean of 2 measurements)"}`;
+    const promotion = promoteArtifact(db, { slug, artifactId: best.artifactId, settings: servingSettings(best.settings), metrics: best.metrics, quality: { ...best.quality }, reason });
+    this.promoted.push(promotion);
+    finishCandidate(db, best.id, { verdict: "promoted", reason: best.reason });
+    this.log(`${slug}: promoted ${best.artifactId} with ${best.change}: ${best.reason}`);
+    this.incumbent = {
+      artifactId: best.artifactId,
+      settings: best.settings,
+      samples: [...best.samples],
+      metrics: best.metrics,
+      spread: widerSpread(this.measuredIncumbent.spread, best.spread),
+      quality: best.quality,
+    };
+    this.tried = new Map();
+    this.losers = new Set();
+  }
+
+  // ── the record ──
+
+  /** Whatever is still open belongs to this run and will not be finished by it; the run's last log line. */
+  private finish(): void {
+    const { db, slug, runId } = this;
+    for (const record of listCandidates(db, slug).filter((r) => r.runId === runId && r.verdict === "running")) {
+      finishCandidate(db, record.id, { verdict: "failed", reason: `the run ended (${this.ended}) before this was decided` });
+    }
+    this.log(`${slug}: track run ${runId.slice(0, 8)} ended after ${((this.clock() - this.started) / 1000).toFixed(0)} s: ${this.ended}; ${this.promoted.length} promotion(s)`);
+  }
+
+  private summary(): TrackRunSummary {
+    return {
+      runId: this.runId,
+      slug: this.slug,
+      incumbent: this.incumbent,
+      records: listCandidates(this.db, this.slug).filter((r) => r.runId === this.runId),
+      promoted: this.promoted,
+      ended: this.ended,
+      seconds: (this.clock() - this.started) / 1000,
+    };
+  }
+
+  // ── measuring within the time slices ──
+
+  private machineFor(settings: TrackSettings): Record<string, unknown> & { pid: number } {
+    return { ...this.machineBase, threads: measuredThreads(settings, this.threadBudget) };
+  }
 
   /** One measurement within its slice (and the run's budget); aborted and given up on when it overruns. */
-  function measureOnce(settings: TrackSettings, artifactId?: string): Promise<Measurement> {
-    return withinSlice(1, (signal) => measurer.measure({ settings, artifactId, threads: measuredThreads(settings, threadBudget), signal }));
+  private measureOnce(settings: TrackSettings, artifactId?: string): Promise<Measurement> {
+    return this.withinSlice(1, (signal) => this.measurer.measure({ settings, artifactId, threads: measuredThreads(settings, this.threadBudget), signal }));
   }
 
   /** The incumbent and a candidate side by side (Measurer.measurePair), within two slices. */
-  function measurePairOnce(current: Incumbent, settings: TrackSettings): Promise<PairedMeasurement> {
-    return withinSlice(2, (signal) =>
-      measurer.measurePair!(
-        { settings: current.settings, artifactId: current.artifactId, threads: measuredThreads(current.settings, threadBudget), signal },
-        { settings, threads: measuredThreads(settings, threadBudget) },
+  private measurePairOnce(current: Incumbent, settings: TrackSettings): Promise<PairedMeasurement> {
+    return this.withinSlice(2, (signal) =>
+      this.measurer.measurePair!(
+        { settings: current.settings, artifactId: current.artifactId, threads: measuredThreads(current.settings, this.threadBudget), signal },
+        { settings, threads: measuredThreads(settings, this.threadBudget) },
       ),
     );
   }
 
   /** Runs `measure` within `slices` time slices (and the run's budget); aborted and given up on when it overruns. */
-  async function withinSlice<T>(slices: number, measure: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    options.signal?.throwIfAborted();
+  private async withinSlice<T>(slices: number, measure: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const runSignal = this.options.signal;
+    runSignal?.throwIfAborted();
     const controller = new AbortController();
-    const stopOnRunAbort = () => controller.abort(options.signal?.reason);
-    options.signal?.addEventListener("abort", stopOnRunAbort, { once: true });
-    const limitMs = Math.max(0, Math.min(slices * sliceMs, deadline - clock()));
-    const what = limitMs < slices * sliceMs ? "the run's budget ran out" : `candidateMinutes ${job.candidateMinutes}${slices > 1 ? ` x ${slices}` : ""}`;
+    const stopOnRunAbort = () => controller.abort(runSignal?.reason);
+    runSignal?.addEventListener("abort", stopOnRunAbort, { once: true });
+    const limitMs = Math.max(0, Math.min(slices * this.sliceMs, this.deadline - this.clock()));
+    const what = limitMs < slices * this.sliceMs ? "the run's budget ran out" : `candidateMinutes ${this.job.candidateMinutes}${slices > 1 ? ` x ${slices}` : ""}`;
     let timer: NodeJS.Timeout | undefined;
     const work = measure(controller.signal);
     try {
@@ -209,278 +582,20 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
       if (err instanceof TimeSliceError) {
         controller.abort(err);
         // Let it free its model before the next one loads, but never wait on a measurement that hangs.
-        await Promise.race([work.catch(() => {}), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+        await Promise.race([work.catch(() => {}), new Promise((resolve) => setTimeout(resolve, this.graceMs).unref())]);
       }
       throw err;
     } finally {
       clearTimeout(timer);
-      options.signal?.removeEventListener("abort", stopOnRunAbort);
+      runSignal?.removeEventListener("abort", stopOnRunAbort);
     }
   }
 
   /** The spread of the promotion metrics, as "prefill 8.7%, decode 2.0%". */
-  const spreadLine = (spread: Record<string, number>) =>
-    Object.entries(spread)
-      .filter(([k]) => rule.metrics.includes(k))
+  private spreadLine(spread: Record<string, number>): string {
+    return Object.entries(spread)
+      .filter(([k]) => this.rule.metrics.includes(k))
       .map(([k, v]) => `${k.replace("_tokens_per_second", "")} ${(v * 100).toFixed(1)}%`)
       .join(", ");
-
-  // ── the incumbent, twice ──
-  const current = currentPromotion(db, slug);
-  const incumbentSettings = completeSettings({ ...(current ? measurer.compileSettingsOf?.(current.artifactId) : {}), ...current?.settings });
-  const incumbentArtifact = current?.artifactId;
-  const firstRow = claimRun(db, { runId, slug, settings: incumbentSettings, change: "", machine: machineFor(incumbentSettings), artifactId: incumbentArtifact }, options.isAlive);
-  log(`${slug}: track run ${runId.slice(0, 8)}: budget ${options.budgetMinutes ?? job.budgetMinutes} min, ${threadBudget} thread(s); incumbent ${current ? `${current.artifactId} (promoted ${current.createdAt})` : "the default compile"}`);
-
-  let ended = "finished";
-  let incumbent: Incumbent | null = null;
-  try {
-    const repeats: Measurement[] = [];
-    const durations: number[] = [];
-    const repeat = async (n: number, why: string) => {
-      const id = n === 1 ? firstRow : startCandidate(db, { runId, slug, settings: incumbentSettings, change: "", machine: machineFor(incumbentSettings), artifactId: incumbentArtifact });
-      const t0 = clock();
-      try {
-        const m = await measureOnce(incumbentSettings, incumbentArtifact);
-        durations.push(clock() - t0);
-        repeats.push(m);
-        finishCandidate(db, id, { verdict: "incumbent", reason: why, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
-        log(`${slug}: incumbent ${n}: ${fmt(m.metrics, m.quality)}`);
-      } catch (err) {
-        finishCandidate(db, id, { verdict: "failed", reason: `incumbent repeat ${n}: ${message(err)}` });
-        log(`${slug}: incumbent ${n} failed: ${message(err)}`);
-      }
-    };
-    await repeat(1, "repeat 1 (noise)");
-    if (!options.signal?.aborted) await repeat(2, "repeat 2 (noise)");
-    let pair = closestPair(repeats, rule);
-    if (pair && tooNoisy(pair.spread, rule).length > 0 && !options.signal?.aborted && deadline - clock() > 2 * Math.max(...durations)) {
-      log(`${slug}: the incumbent's repeats differ by ${tooNoisy(pair.spread, rule).join(", ")}, past maxNoise: measuring it a third time`);
-      await repeat(3, "repeat 3 (the first two were further apart than maxNoise)");
-      pair = closestPair(repeats, rule);
-    }
-    if (!pair) {
-      ended = options.signal?.aborted ? "stopped" : "the incumbent could not be measured twice, so there is no noise estimate to judge candidates by";
-      return summary();
-    }
-    const noisy = tooNoisy(pair.spread, rule);
-    if (noisy.length > 0) {
-      ended = `too noisy to judge: the incumbent's closest repeats differ by ${noisy.join(", ")} (maxNoise ${(rule.maxNoise * 100).toFixed(0)}%); nothing measured or promoted`;
-      return summary();
-    }
-    incumbent = {
-      artifactId: pair.repeats[0].artifactId,
-      settings: incumbentSettings,
-      samples: pair.repeats.map((r) => r.metrics),
-      metrics: meanMetrics(pair.repeats.map((r) => r.metrics)),
-      spread: pair.spread,
-      quality: pair.repeats[0].quality,
-    };
-    log(`${slug}: noise (incumbent repeat spread): ${spreadLine(incumbent.spread)}`);
-    // A measurement costs about what the slower incumbent repeat did (that one compiled and probed the reference, so this errs long).
-    const estimateMs = Math.max(...durations);
-
-    // ── rounds of candidates around the incumbent ──
-    let measured = 0;
-    // Candidates measured since the incumbent last was (see promotion.remeasureEvery).
-    let sinceIncumbent = 0;
-    /** One more measurement of the incumbent: its mean and its spread over every measurement so far. */
-    const remeasureIncumbent = async (why: string): Promise<Measurement | null> => {
-      const current = incumbent!;
-      const id = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: machineFor(current.settings), artifactId: current.artifactId });
-      try {
-        const m = await measureOnce(current.settings, current.artifactId);
-        finishCandidate(db, id, { verdict: "incumbent", reason: why, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
-        current.samples.push(m.metrics);
-        current.metrics = meanMetrics(current.samples);
-        current.spread = widerSpread(current.spread, sampleSpread(current.samples));
-        sinceIncumbent = 0;
-        return m;
-      } catch (err) {
-        finishCandidate(db, id, { verdict: "failed", reason: `incumbent, ${why}: ${message(err)}` });
-        return null;
-      }
-    };
-    /**
-     * Confirms a screened winner side by side with the incumbent (Measurer.measurePair): both loaded,
-     * their passes alternating, judged by the median of the per-pass gains (judgePaired). The
-     * incumbent's figures count as one more of its measurements. Returns the confirmed winner, or
-     * null (recorded as rejected).
-     */
-    const confirmSideBySide = async (id: string, settings: TrackSettings, change: string, m: Measurement): Promise<Winner | null> => {
-      const current = incumbent!;
-      let pair: PairedMeasurement;
-      try {
-        pair = await measurePairOnce(current, settings);
-      } catch (err) {
-        finishCandidate(db, id, { verdict: "rejected", reason: `its side-by-side measurement failed: ${message(err)}` });
-        return null;
-      }
-      // Load time and RSS are not measured side by side (two models share the process): each side keeps its own earlier figures.
-      const incumbentMetrics = { ...current.metrics, ...pair.incumbent.metrics };
-      const beside = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: machineFor(current.settings), artifactId: current.artifactId });
-      finishCandidate(db, beside, { verdict: "incumbent", reason: `measured side by side with ${change} (${pair.passes.length} alternating passes)`, artifactId: pair.incumbent.artifactId, metrics: incumbentMetrics, quality: pair.incumbent.quality });
-      current.samples.push(incumbentMetrics);
-      current.metrics = meanMetrics(current.samples);
-      current.spread = widerSpread(current.spread, sampleSpread(current.samples));
-      sinceIncumbent = 0;
-      const verdict = judgePaired(pairedGains(pair.passes, rule.metrics), m.quality, rule, job.quality);
-      const metrics = { ...m.metrics, ...pair.candidate.metrics };
-      if (!verdict.wins) {
-        finishCandidate(db, id, { verdict: "rejected", reason: `did not hold side by side: ${verdict.reason}`, metrics });
-        log(`${slug}: ${change}: not confirmed (${verdict.reason})`);
-        return null;
-      }
-      finishCandidate(db, id, { verdict: "running", reason: `${verdict.reason} (confirmed; the round's best is promoted)`, metrics, open: true });
-      log(`${slug}: ${change}: confirmed (${verdict.reason})`);
-      return { id, settings, artifactId: m.artifactId, quality: m.quality, samples: [m.metrics, metrics], metrics, spread: relativeSpread(m.metrics, metrics), score: verdict.score, reason: verdict.reason, change };
-    };
-    let tried = triedSettings(db, slug, current?.createdAt ?? null);
-    let losers = losingSettings(db, slug, current?.createdAt ?? null);
-    for (;;) {
-      const candidates = generateCandidates(incumbent.settings, job.searchSpace, { threadBudget, tried, losers, losingChanges: losingChanges(db, slug) });
-      if (candidates.length === 0) {
-        ended = "nothing left to try around the incumbent";
-        break;
-      }
-      // Winners confirmed by a second measurement, waiting for the round's end.
-      const winners: Winner[] = [];
-      let stop: string | null = null;
-      for (const settings of candidates) {
-        if (options.signal?.aborted) {
-          stop = "stopped";
-          break;
-        }
-        if (measured >= maxCandidates) {
-          stop = `measured maxCandidates (${maxCandidates})`;
-          break;
-        }
-        // Its part that lost alone (earlier this round) would only drag the other down.
-        if (builtOnLoser(incumbent.settings, settings, losers)) continue;
-        // Room for this measurement and, should it win, its confirmation (the incumbent and it again,
-        // or both side by side: twice the passes of two models, about four measurements).
-        if (deadline - clock() < (sideBySide ? 5 : 3) * estimateMs) {
-          stop = "the time budget";
-          break;
-        }
-        if (job.promotion.remeasureEvery > 0 && sinceIncumbent >= job.promotion.remeasureEvery) {
-          if (deadline - clock() < 4 * estimateMs) {
-            stop = "the time budget";
-            break;
-          }
-          const again = await remeasureIncumbent(`measured again after ${sinceIncumbent} candidates (drift)`);
-          if (again) log(`${slug}: incumbent again: ${fmt(again.metrics, again.quality)}; noise now ${spreadLine(incumbent.spread)}`);
-        }
-        measured++;
-        sinceIncumbent++;
-        const change = describeChange(incumbent.settings, settings);
-        const id = startCandidate(db, { runId, slug, settings, change, machine: machineFor(settings) });
-        tried.set(settingsKey(settings), new Date().toISOString());
-        let m: Measurement;
-        try {
-          m = await measureOnce(settings);
-        } catch (err) {
-          finishCandidate(db, id, { verdict: "failed", reason: message(err) });
-          losers.add(settingsKey(settings));
-          log(`${slug}: ${change}: failed: ${message(err)}`);
-          continue;
-        }
-        // With side-by-side confirmation, the first measurement only screens: any gain past minGain
-        // goes on to the pair, which alone can tell a real 10% from the machine's drift, and only a
-        // loss past noiseFactor x the spread (the margin a win needed before) stops it here.
-        const first = sideBySide
-          ? judge({ metrics: incumbent.metrics, spread: scaleSpread(incumbent.spread, rule.noiseFactor) }, m, { ...rule, noiseFactor: 0 }, job.quality)
-          : judge(incumbent, m, rule, job.quality);
-        log(`${slug}: ${change}: ${fmt(m.metrics, m.quality)}: ${first.wins ? (sideBySide ? "passes the screen; measuring it side by side with the incumbent" : "wins; measuring it again") : "rejected"} (${first.reason})`);
-        if (!first.wins) {
-          finishCandidate(db, id, { verdict: "rejected", reason: first.reason, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
-          if (lost("rejected", first.reason)) losers.add(settingsKey(settings));
-          continue;
-        }
-        // ── confirmation: the incumbent and the winner measured again, back to back, so that a change
-        // in the machine's load since the incumbent's repeats cannot make the win; both the mean of
-        // all measurements and this pair alone must win, so one lucky sample cannot carry it ──
-        finishCandidate(db, id, { verdict: "running", reason: `${first.reason} (being confirmed)`, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality, open: true });
-        if (sideBySide) {
-          const winner = await confirmSideBySide(id, settings, change, m);
-          if (winner) winners.push(winner);
-          continue;
-        }
-        const fresh = await remeasureIncumbent(`measured again beside ${change}`);
-        if (!fresh) {
-          finishCandidate(db, id, { verdict: "rejected", reason: "the incumbent could not be measured again to confirm it" });
-          continue;
-        }
-        let second: Measurement;
-        try {
-          second = await measureOnce(settings);
-        } catch (err) {
-          finishCandidate(db, id, { verdict: "rejected", reason: `its confirming measurement failed: ${message(err)}` });
-          continue;
-        }
-        const metrics = meanMetrics([m.metrics, second.metrics]);
-        const mean = judge(incumbent, { metrics, quality: m.quality }, rule, job.quality);
-        const paired = judge({ metrics: fresh.metrics, spread: incumbent.spread }, { metrics: second.metrics, quality: m.quality }, rule, job.quality);
-        if (!(mean.wins && paired.wins)) {
-          const why = mean.wins ? `beside the incumbent measured again: ${paired.reason}` : mean.reason;
-          finishCandidate(db, id, { verdict: "rejected", reason: `did not hold on a second measurement: ${why}`, metrics });
-          log(`${slug}: ${change}: not confirmed (${why})`);
-          continue;
-        }
-        finishCandidate(db, id, { verdict: "running", reason: `${mean.reason} (confirmed; the round's best is promoted)`, metrics, open: true });
-        log(`${slug}: ${change}: confirmed (${mean.reason})`);
-        winners.push({ id, settings, artifactId: m.artifactId, quality: m.quality, samples: [m.metrics, second.metrics], metrics, spread: relativeSpread(m.metrics, second.metrics), score: mean.score, reason: mean.reason, change });
-      }
-      if (winners.length === 0) {
-        ended = stop ?? "no candidate won this round";
-        break;
-      }
-
-      // ── promote the round's best confirmed winner; the next round starts from it ──
-      winners.sort((a, b) => b.score - a.score);
-      const [best, ...rest] = winners;
-      for (const other of rest) finishCandidate(db, other.id, { verdict: "rejected", reason: `won (${other.reason}), but ${best.change} gained more and was promoted` });
-      const reason = `track: ${best.change}: ${best.reason}${sideBySide ? "" : " (mean of 2 measurements)"}`;
-      const promotion = promoteArtifact(db, { slug, artifactId: best.artifactId, settings: servingSettings(best.settings), metrics: best.metrics, quality: { ...best.quality }, reason });
-      promoted.push(promotion);
-      finishCandidate(db, best.id, { verdict: "promoted", reason: best.reason });
-      log(`${slug}: promoted ${best.artifactId} with ${best.change}: ${best.reason}`);
-      incumbent = {
-        artifactId: best.artifactId,
-        settings: best.settings,
-        samples: [...best.samples],
-        metrics: best.metrics,
-        spread: widerSpread(incumbent.spread, best.spread),
-        quality: best.quality,
-      };
-      tried = new Map();
-      losers = new Set();
-      if (stop) {
-        ended = stop;
-        break;
-      }
-    }
-    return summary();
-  } catch (err) {
-    ended = `error: ${message(err)}`;
-    throw err;
-  } finally {
-    // Whatever is still open belongs to this run and will not be finished by it.
-    for (const record of listCandidates(db, slug).filter((r) => r.runId === runId && r.verdict === "running")) {
-      finishCandidate(db, record.id, { verdict: "failed", reason: `the run ended (${ended}) before this was decided` });
-    }
-    log(`${slug}: track run ${runId.slice(0, 8)} ended after ${((clock() - started) / 1000).toFixed(0)} s: ${ended}; ${promoted.length} promotion(s)`);
-  }
-
-  function summary(): TrackRunSummary {
-    return {
-      runId,
-      slug,
-      incumbent,
-      records: listCandidates(db, slug).filter((r) => r.runId === runId),
-      promoted,
-      ended,
-      seconds: (clock() - started) / 1000,
-    };
   }
 }
