@@ -8,7 +8,8 @@ export default defineCommand({
   name: "run",
   description: "Generate a chat answer from the terminal",
   intro: `Pulls and compiles the model if needed, renders the prompt (the words after the slug, joined
-by spaces) through the model's chat template and streams the answer to stdout.`,
+by spaces) through the model's chat template and streams the answer to stdout, through the same
+engine as \`kiln serve\` with one KV slot (and the model's promoted artifact, when it has one).`,
   positionals: "<slug> <prompt>...",
   options: {
     system: option.string({ value: "<text>", description: "system message (the template's default when absent)" }),
