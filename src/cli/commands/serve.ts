@@ -1,4 +1,5 @@
 /** `kiln serve --model <slug>...`: the OpenAI-compatible HTTP API over the given models. */
+import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
@@ -187,118 +188,146 @@ function promotionNote(model: ServedModel, tried: Promotion | null): string {
   return tried ? `NOT the promoted ${tried.artifactId}, which cannot be served` : "default compile";
 }
 
-async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
-  const logger = pino({ level: o.logLevel, base: { pid: process.pid } }, pino.destination(2));
-  const registry = new ModelRegistry();
-  for (const slug of o.slugs) registry.expect(slug);
-  const lifecycle = new Lifecycle();
+function serve(o: ServeArgs, io: CommandIO): Promise<number> {
+  return new ServeSession(o, io).run();
+}
 
-  let auth: AuthMode = { mode: "local" };
-  let cloud: { store: CloudStore; meter: CloudMeter } | null = null;
-  if (o.cloud) {
+/**
+ * One `kiln serve`, phase by phase: {@link openCloud} (cloud mode's stores and meter) and
+ * {@link openPromotions}, {@link createApp} and {@link listen} (the API answers while models load),
+ * {@link loadModels}, {@link startFollowing} (promotions, the nightly track), then {@link stop}
+ * (drain, close) on the first signal. Its exit code is what {@link run} returns.
+ */
+class ServeSession {
+  private readonly logger: pino.Logger;
+  private readonly registry = new ModelRegistry();
+  private readonly lifecycle = new Lifecycle();
+  private auth: AuthMode = { mode: "local" };
+  private cloud: { store: CloudStore; meter: CloudMeter } | null = null;
+  /** Promotions choose each text model's artifact at start, and are followed while serving (the live switch); null when the database cannot be opened. */
+  private promotionsDb: KilnDatabase | null = null;
+  private watcher: PromotionWatcher | null = null;
+  /** Stops the optimization track's scheduler, started once the models serve. */
+  private stopNightly: (() => Promise<void>) | null = null;
+  private app: FastifyInstance | null = null;
+  private url = "";
+  /** Aborted by the first signal: the models still loading stop. */
+  private readonly loading = new AbortController();
+  private stopping: Promise<void> | null = null;
+  private readonly stopped: Promise<void>;
+  private resolveStopped!: () => void;
+
+  constructor(
+    private readonly o: ServeArgs,
+    private readonly io: CommandIO,
+  ) {
+    this.logger = pino({ level: o.logLevel, base: { pid: process.pid } }, pino.destination(2));
+    for (const slug of o.slugs) this.registry.expect(slug);
+    this.stopped = new Promise<void>((resolve) => (this.resolveStopped = resolve));
+  }
+
+  async run(): Promise<number> {
+    if (!(await this.openCloud())) return 1;
+    this.openPromotions();
+    await this.createApp();
+    if (!(await this.listen())) return 1;
+    process.on("SIGTERM", this.onSignal);
+    process.on("SIGINT", this.onSignal);
     try {
-      cloud = await startCloud(o, logger);
+      await this.loadModels();
+      if (!this.loading.signal.aborted) {
+        if (!this.registry.all().some((s) => s.status === "serving")) {
+          await this.stop("no model could be loaded");
+          return 1;
+        }
+        this.startFollowing();
+        this.io.stderr.write(`kiln serve: ready at ${this.url}\n`);
+      }
+      await this.stopped;
+      this.io.stderr.write("kiln serve: stopped\n");
+      return 0;
+    } finally {
+      process.off("SIGTERM", this.onSignal);
+      process.off("SIGINT", this.onSignal);
+    }
+  }
+
+  /** Cloud mode's stores and meter, and the key check over them; false (said on stderr) when they cannot start. */
+  private async openCloud(): Promise<boolean> {
+    if (!this.o.cloud) return true;
+    try {
+      this.cloud = await startCloud(this.o, this.logger);
     } catch (err) {
-      io.stderr.write(`kiln serve: cannot start cloud mode: ${(err as Error).message}\n`);
-      return 1;
+      this.io.stderr.write(`kiln serve: cannot start cloud mode: ${(err as Error).message}\n`);
+      return false;
     }
-    auth = { mode: "cloud", keys: new KeyStore(cloud.store, loadKeySecret({ file: o.keySecretFile })) };
-  }
-  const closeCloud = async () => {
-    await cloud?.meter.close();
-    await cloud?.store.close();
-  };
-
-  // Promotions choose each text model's artifact at start, and are followed while serving (the live switch).
-  let promotionsDb: KilnDatabase | null = null;
-  try {
-    promotionsDb = openDatabase();
-  } catch (err) {
-    const message = `cannot open the database to read promotions (${(err as Error).message}): the default compiles serve, and promotions are not followed`;
-    io.stderr.write(`kiln serve: WARNING: ${message}\n`);
-    logger.warn({ err }, message);
-  }
-  let watcher: PromotionWatcher | null = null;
-  let stopNightly: (() => Promise<void>) | null = null; // the optimization track's scheduler (issue 11), started once the models serve
-
-  const warning = exposureWarning(o.host, o.cloud);
-  if (warning) {
-    io.stderr.write(`\nkiln serve: WARNING: ${warning}\n\n`);
-    logger.warn({ host: o.host }, warning);
+    this.auth = { mode: "cloud", keys: new KeyStore(this.cloud.store, loadKeySecret({ file: this.o.keySecretFile })) };
+    return true;
   }
 
-  const app = await buildApp({ models: registry, auth, logger, cloud: cloud?.meter, lifecycle, warnings: warning ? [warning] : [] });
-  try {
-    await app.listen({ port: o.port, host: o.host });
-  } catch (err) {
-    io.stderr.write(`kiln serve: cannot listen on ${o.host}:${o.port}: ${(err as Error).message}\n`);
-    await closeCloud();
-    promotionsDb?.close();
-    return 1;
-  }
-  const address = app.server.address();
-  const port = typeof address === "object" && address ? address.port : o.port;
-  const url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
-  io.stderr.write(`kiln serve: listening on ${url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: any API key"}); loading ${o.slugs.join(", ")}\n`);
-
-  // Shutdown: the first signal drains, a second one exits at once.
-  const drainTimeoutMs = o.drainTimeout * 1000;
-  const loading = new AbortController();
-  let stopping: Promise<void> | null = null;
-  let resolveStopped!: () => void;
-  const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
-  const stop = (why: string) => {
-    if (stopping) return stopping;
-    io.stderr.write(`kiln serve: ${why}: no new requests; finishing the running ones (for up to ${o.drainTimeout} s)\n`);
-    loading.abort();
-    watcher?.stop();
-    const nightlyStopped = stopNightly?.();
-    exitIfStuck(drainTimeoutMs + STOP_GRACE_MS, io);
-    stopping = (async () => {
-      await drainApp(app, lifecycle, { timeoutMs: drainTimeoutMs });
-      await registry.close();
-      await closeCloud();
-      promotionsDb?.close();
-      logger.flush?.();
-      await nightlyStopped;
-      resolveStopped();
-    })();
-    return stopping;
-  };
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      io.stderr.write(`kiln serve: ${signal} again: exiting now\n`);
-      process.exit(130);
+  private openPromotions(): void {
+    try {
+      this.promotionsDb = openDatabase();
+    } catch (err) {
+      const message = `cannot open the database to read promotions (${(err as Error).message}): the default compiles serve, and promotions are not followed`;
+      this.io.stderr.write(`kiln serve: WARNING: ${message}\n`);
+      this.logger.warn({ err }, message);
     }
-    void stop(`${signal} received`);
-  };
-  process.on("SIGTERM", onSignal);
-  process.on("SIGINT", onSignal);
+  }
 
-  try {
+  /** The HTTP app over the registry (empty yet); a host beyond loopback without key checks is warned about here and in /health. */
+  private async createApp(): Promise<void> {
+    const o = this.o;
+    const warning = exposureWarning(o.host, o.cloud);
+    if (warning) {
+      this.io.stderr.write(`\nkiln serve: WARNING: ${warning}\n\n`);
+      this.logger.warn({ host: o.host }, warning);
+    }
+    this.app = await buildApp({ models: this.registry, auth: this.auth, logger: this.logger, cloud: this.cloud?.meter, lifecycle: this.lifecycle, warnings: warning ? [warning] : [] });
+  }
+
+  /** Listens on --host and --port; false (said on stderr, the stores closed) when it cannot. */
+  private async listen(): Promise<boolean> {
+    const { o, io, cloud } = this;
+    const app = this.app!;
+    try {
+      await app.listen({ port: o.port, host: o.host });
+    } catch (err) {
+      io.stderr.write(`kiln serve: cannot listen on ${o.host}:${o.port}: ${(err as Error).message}\n`);
+      await this.closeCloud();
+      this.promotionsDb?.close();
+      return false;
+    }
+    const address = app.server.address();
+    const port = typeof address === "object" && address ? address.port : o.port;
+    this.url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
+    io.stderr.write(
+      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: any API key"}); loading ${o.slugs.join(", ")}\n`,
+    );
+    return true;
+  }
+
+  /** Pulls, compiles and loads each model in turn, until a signal stops the loading; one that fails is reported and the others go on. */
+  private async loadModels(): Promise<void> {
+    const { o, io, registry } = this;
     const printer = createProgressPrinter(io.stderr);
     // One model call at a time across the models served here (text first), so they do not slow each other down.
     const gate = o.slugs.length > 1 ? new ComputeGate() : undefined;
     let kvMemoryReservedBytes = 0; // KV budgets of the models loaded so far, which their caches grow into later
     const textOptions = textLoadOptions(o, gate);
-    // The operator reads these on stderr, beside the JSON log.
-    const tell = (level: "info" | "warn" | "error") => (fields: Record<string, unknown>, message: string) => {
-      logger[level](fields, message);
-      io.stderr.write(`${level === "info" ? "" : `kiln serve: ${level === "warn" ? "WARNING" : "ERROR"}: `}${message}\n`);
-    };
-    const onWarning = (message: string) => tell("warn")({}, message);
-    if (promotionsDb) {
-      watcher = new PromotionWatcher({
-        db: promotionsDb,
+    const onWarning = (message: string) => this.tell("warn")({}, message);
+    if (this.promotionsDb) {
+      this.watcher = new PromotionWatcher({
+        db: this.promotionsDb,
         registry,
         // A replacement keeps the KV budget of the model it replaces, whose memory it takes over once that one has drained.
         load: (slug, promotion, signal, current) =>
           loadModel(slug, { ...textOptions, kvMemoryBytes: textOptions.kvMemoryBytes ?? current.kvMemoryBytes, promotion, fallback: false, signal, onWarning }),
-        log: { info: tell("info"), warn: tell("warn"), error: tell("error") },
+        log: { info: this.tell("info"), warn: this.tell("warn"), error: this.tell("error") },
       });
     }
     for (const slug of o.slugs) {
-      if (loading.signal.aborted) break;
+      if (this.loading.signal.aborted) break;
       try {
         const onStage = (stage: string) => {
           printer.done();
@@ -306,7 +335,7 @@ async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
           io.stderr.write(`${slug}: ${stage}\n`);
         };
         if (getModel(slug).kind === "transcription") {
-          const model = await loadSpeechModel(slug, { onStage, signal: loading.signal, pull: { onProgress: printer }, threads: o.threads, maxWaiting: o.maxWaiting, gate });
+          const model = await loadSpeechModel(slug, { onStage, signal: this.loading.signal, pull: { onProgress: printer }, threads: o.threads, maxWaiting: o.maxWaiting, gate });
           printer.done();
           registry.serve(model);
           io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together)\n`);
@@ -314,14 +343,14 @@ async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
         }
         let promotion: Promotion | null | undefined;
         try {
-          promotion = watcher?.claim(slug);
+          promotion = this.watcher?.claim(slug);
         } catch (err) {
           onWarning(`${slug}: cannot read its promotion (${(err as Error).message})`);
         }
         const model = await loadModel(slug, {
           ...textOptions,
           onStage,
-          signal: loading.signal,
+          signal: this.loading.signal,
           pull: { onProgress: printer },
           kvMemoryReservedBytes,
           promotion,
@@ -335,30 +364,63 @@ async function serve(o: ServeArgs, io: CommandIO): Promise<number> {
         io.stderr.write(`${slug}: serving (artifact ${model.artifactId}, ${promotionNote(model, promotion ?? null)}; ${kv}; ${context})\n`);
       } catch (err) {
         printer.done();
-        if (loading.signal.aborted) break;
+        if (this.loading.signal.aborted) break;
         const message = err instanceof Error ? err.message : String(err);
         registry.fail(slug, message);
         io.stderr.write(`${slug}: failed to load: ${message}\n`);
       }
     }
-    if (!loading.signal.aborted) {
-      if (!registry.all().some((s) => s.status === "serving")) {
-        await stop("no model could be loaded");
-        return 1;
-      }
-      watcher?.start();
-      // ── the nightly optimization track (issue 11): the served text models' jobs, each run in its own lower-priority process ──
-      if (!o.noNightly) {
-        stopNightly = startNightly({ slugs: o.slugs.filter((slug) => getModel(slug).kind === "text"), onLog: (line) => logger.info({ component: "track" }, line) });
-      }
-      io.stderr.write(`kiln serve: ready at ${url}\n`);
+  }
+
+  /** Once the models serve: follow promotions (the live switch), and run the served text models' optimization tracks on their schedules, each in its own lower-priority process. */
+  private startFollowing(): void {
+    this.watcher?.start();
+    if (!this.o.noNightly) {
+      this.stopNightly = startNightly({ slugs: this.o.slugs.filter((slug) => getModel(slug).kind === "text"), onLog: (line) => this.logger.info({ component: "track" }, line) });
     }
-    await stopped;
-    io.stderr.write("kiln serve: stopped\n");
-    return 0;
-  } finally {
-    process.off("SIGTERM", onSignal);
-    process.off("SIGINT", onSignal);
+  }
+
+  /** The first signal drains, a second one exits at once. */
+  private readonly onSignal = (signal: NodeJS.Signals): void => {
+    if (this.stopping) {
+      this.io.stderr.write(`kiln serve: ${signal} again: exiting now\n`);
+      process.exit(130);
+    }
+    void this.stop(`${signal} received`);
+  };
+
+  /** Stops taking requests, lets the running ones finish (until --drain-timeout), then closes the models, the stores and the nightly track; once. */
+  private stop(why: string): Promise<void> {
+    if (this.stopping) return this.stopping;
+    const { o, io } = this;
+    io.stderr.write(`kiln serve: ${why}: no new requests; finishing the running ones (for up to ${o.drainTimeout} s)\n`);
+    const drainTimeoutMs = o.drainTimeout * 1000;
+    this.loading.abort();
+    this.watcher?.stop();
+    const nightlyStopped = this.stopNightly?.();
+    exitIfStuck(drainTimeoutMs + STOP_GRACE_MS, io);
+    this.stopping = (async () => {
+      await drainApp(this.app!, this.lifecycle, { timeoutMs: drainTimeoutMs });
+      await this.registry.close();
+      await this.closeCloud();
+      this.promotionsDb?.close();
+      this.logger.flush?.();
+      await nightlyStopped;
+      this.resolveStopped();
+    })();
+    return this.stopping;
+  }
+
+  private async closeCloud(): Promise<void> {
+    await this.cloud?.meter.close();
+    await this.cloud?.store.close();
+  }
+
+  /** A log line the operator also reads on stderr, beside the JSON log. */
+  private tell(level: "info" | "warn" | "error") {
+    return (fields: Record<string, unknown>, message: string) => {
+      this.logger[level](fields, message);
+      this.io.stderr.write(`${level === "info" ? "" : `kiln serve: ${level === "warn" ? "WARNING" : "ERROR"}: `}${message}\n`);
+    };
   }
 }
-
