@@ -7,7 +7,7 @@ import { ignoredChatFields, parseChatCompletionRequest, type ChatMessageIn } fro
 import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
 import { toolUseOf } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
-import { completionBudget, generationJob } from "./generation-request.js";
+import { completionBudget, answerPlan } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -32,9 +32,9 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
     const constraint = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
-    const job = generationJob(body, { model, answerId: answerId("chatcmpl"), prompts: [{ promptIds, maxTokens }], topLogprobs, ...(constraint ? { constraint } : {}) });
-    const answer = chatFormat(job.answerId, model, { includeUsage: job.includeUsage, logprobs: topLogprobs !== null, tools: toolUse !== undefined });
-    return answerGeneration(ctx, request, reply, job, answer);
+    const plan = answerPlan(body, { model, answerId: answerId("chatcmpl"), prompts: [{ promptIds, maxTokens }], topLogprobs, ...(constraint ? { constraint } : {}) });
+    const answer = chatFormat(plan.answerId, model, { includeUsage: plan.includeUsage, logprobs: topLogprobs !== null, tools: toolUse !== undefined });
+    return answerGeneration(ctx, request, reply, plan, answer);
   });
 }
 

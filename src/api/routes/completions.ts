@@ -12,7 +12,7 @@ import {
   type CompletionRequest,
 } from "../protocol/completions.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
-import { completionBudget, generationJob } from "./generation-request.js";
+import { completionBudget, answerPlan } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -32,14 +32,14 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     // `echo` with `logprobs` scores the prompt: lm-evaluation-harness's loglikelihood requests.
     const promptLogprobs = body.echo ? topLogprobs : null;
     const constraint = requestConstraint(body);
-    const job = generationJob(body, { model, answerId: answerId("cmpl"), prompts: budgets, topLogprobs, promptLogprobs, ...(constraint ? { constraint } : {}) });
-    const format = completionFormat(job.answerId, model, {
-      includeUsage: job.includeUsage,
+    const plan = answerPlan(body, { model, answerId: answerId("cmpl"), prompts: budgets, topLogprobs, promptLogprobs, ...(constraint ? { constraint } : {}) });
+    const format = completionFormat(plan.answerId, model, {
+      includeUsage: plan.includeUsage,
       echo: body.echo ? prompts.map((p) => p.text) : null,
       n: body.n ?? 1,
       logprobs: topLogprobs !== null,
     });
-    return answerGeneration(ctx, request, reply, job, format);
+    return answerGeneration(ctx, request, reply, plan, format);
   });
 }
 

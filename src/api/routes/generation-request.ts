@@ -1,12 +1,12 @@
-/** Wire fields -> the scheduler's GenerationRequest: token budget, sampling, and the job both endpoints run. */
+/** Wire fields -> the scheduler's GenerationRequest: token budget, sampling, and the answer plan both endpoints run. */
 import type { ConstraintSpec } from "../../runtime/constrain/index.js";
 import { validateSamplingParams, type SamplingParams, type ServedModel } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
 import { stopList, type SharedFields } from "../protocol/common.js";
-import type { GenerationJob } from "./generation.js";
+import type { AnswerPlan } from "./generation.js";
 
 /** What a route worked out from its own fields. */
-export interface JobParts {
+export interface PlanParts {
   model: ServedModel;
   /** Unique id of the answer (`chatcmpl-…`, `cmpl-…`). */
   answerId: string;
@@ -20,8 +20,8 @@ export interface JobParts {
   constraint?: ConstraintSpec;
 }
 
-/** The job of a generation request: a route's parts plus the fields both endpoints share. */
-export function generationJob(body: SharedFields, parts: JobParts): GenerationJob {
+/** The plan of a generation request's answer: a route's parts plus the fields both endpoints share. */
+export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
   const { model, topLogprobs, promptLogprobs } = parts;
   const stream = body.stream === true;
   const sampling = samplingFor(model, {

@@ -1,17 +1,17 @@
 /**
  * Drives one generation for a route: submits it to the model's engine, cancels it when the client
- * goes away, and answers either with one JSON body or as a stream of server-sent events. The
- * endpoint-specific shapes come from an {@link AnswerFormat}; this file owns the flow, the metrics
- * and the usage record.
+ * goes away (its {@link RequestLife}), and answers either with one JSON body or as a stream of
+ * server-sent events. The endpoint-specific shapes come from an {@link AnswerFormat}; this file owns
+ * the flow and what the metrics and the usage record count.
  */
 import { setMaxListeners } from "node:events";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, GenerationStream, PromptTokenLogprob, ServedModel } from "../../scheduler/index.js";
 import type { AdmissionRequest, SettledFrom } from "../cloud-port.js";
 import type { ApiContext } from "../context.js";
-import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
 import { streamSse, type SseSink } from "../sse.js";
+import { assertUsageKept, CLIENT_CLOSED_STATUS, RequestLife } from "./request-life.js";
 
 /** One choice as collected for a non-streamed answer. */
 export interface CollectedChoice {
@@ -41,7 +41,8 @@ export interface AnswerFormat {
   complete(choices: CollectedChoice[], usage: Usage): unknown;
 }
 
-export interface GenerationJob {
+/** What one API answer generates: its prompts' requests to the engine, and how it is answered. */
+export interface AnswerPlan {
   model: ServedModel;
   /**
    * One request per prompt, submitted together so that they share the engine's steps; the
@@ -66,8 +67,6 @@ class Tracker {
   private readonly produced = new Map<number, number>();
   /** Whether a choice ended cancelled (by its client leaving, or by the drain deadline). */
   stoppedEarly = false;
-  /** What the metrics count as cancelled: the client went away. */
-  cancelled = false;
 
   constructor(private readonly reply: FastifyReply) {}
 
@@ -92,87 +91,67 @@ class Tracker {
     }
   }
 
-  record(ctx: ApiContext, request: FastifyRequest, job: GenerationJob, settledFrom: SettledFrom): Usage {
-    const promptTokens = job.requests.reduce((sum, r) => sum + r.promptIds.length, 0);
+  record(ctx: ApiContext, life: RequestLife, plan: AnswerPlan, settledFrom: SettledFrom): Usage {
+    const promptTokens = plan.requests.reduce((sum, r) => sum + r.promptIds.length, 0);
     ctx.metrics.generation({
-      model: job.model.slug,
-      artifactId: job.model.artifactId,
+      model: plan.model.slug,
+      artifactId: plan.model.artifactId,
       promptTokens,
       completionTokens: this.completionTokens,
       ttftSeconds: this.ttft,
       perTokenSeconds: this.perToken,
       decodeSeconds: this.decodeSeconds,
       decodeTokens: this.decodeTokens,
-      cancelled: this.cancelled,
+      cancelled: settledFrom === "cancelled",
     });
-    const usage = {
-      requestId: job.answerId,
-      keyId: request.apiKey?.id ?? null,
-      slug: job.model.slug,
-      artifactId: job.model.artifactId,
-      promptTokens,
-      completionTokens: this.completionTokens,
-      settledFrom,
-    };
-    // Metering never breaks an answer already generated: a recorder that throws is logged, loudly.
-    try {
-      ctx.usage?.record(usage);
-    } catch (err) {
-      request.log.error({ err, usage }, "usage record failed: this request's usage is only in this log");
-    }
+    life.recordUsage({ slug: plan.model.slug, artifactId: plan.model.artifactId, promptTokens, completionTokens: this.completionTokens }, settledFrom);
     return { prompt_tokens: promptTokens, completion_tokens: this.completionTokens, total_tokens: promptTokens + this.completionTokens };
   }
 }
 
 /**
- * One submitted generation: its events, cancelled at once when the client goes away, and its
- * metrics and usage, recorded once however the answer ends.
+ * One submitted generation: its events, cancelled at once when the client goes away or the drain
+ * deadline passes, and its metrics and usage, recorded once however the answer ends.
  */
 class Generation {
-  private readonly controller = new AbortController();
+  private readonly life: RequestLife;
   private readonly events: AsyncIterator<GenerationEvent>;
   private readonly tracker: Tracker;
   private usage: Usage | null = null;
-  /** The engine failed the generation (its events threw). */
-  private failed = false;
 
-  /** Submits the job; throws what the engine throws (a full queue, a closed engine) with nothing to record. */
+  /** Submits the plan's requests; throws what the engine throws (a full queue, a closed engine) with nothing to record. */
   constructor(
     private readonly ctx: ApiContext,
-    private readonly request: FastifyRequest,
-    private readonly reply: FastifyReply,
-    private readonly job: GenerationJob,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    private readonly plan: AnswerPlan,
   ) {
+    this.tracker = new Tracker(reply);
+    // Stopped short when a choice ended cancelled: an abort after the last event cuts nothing.
+    this.life = new RequestLife(ctx, request, reply, plan.answerId, () => this.tracker.stoppedEarly);
     const streams: GenerationStream[] = [];
     // Each prompt's stream listens on the one signal: many listeners here are by design.
-    setMaxListeners(job.requests.length + 10, this.controller.signal);
+    setMaxListeners(plan.requests.length + 10, this.life.signal);
     try {
-      for (const r of job.requests) streams.push(job.model.engine.submit(r, this.controller.signal));
+      for (const r of plan.requests) streams.push(plan.model.engine.submit(r, this.life.signal));
     } catch (err) {
-      // All or none: the prompts queued before a refusal leave the queue with it.
-      this.controller.abort();
+      // All or none: the prompts queued before a refusal leave the queue with it; nothing is recorded.
+      this.life.abort();
+      this.life.end(() => {});
       throw err;
     }
-    this.events = mergeEvents(streams, job.requests[0]?.n ?? 1);
-    this.tracker = new Tracker(reply);
-    reply.raw.on("close", this.onClose);
-    ctx.lifecycle.cutOffSignal.addEventListener("abort", this.onCutOff);
-  }
-
-  /** Whether the drain deadline ended the generation before it was over. */
-  get cutShort(): boolean {
-    return this.ctx.lifecycle.cutOffSignal.aborted && this.tracker.stoppedEarly;
+    this.events = mergeEvents(streams, plan.requests[0]?.n ?? 1);
   }
 
   /** Whether the client went away before the generation was over. */
   get clientLeft(): boolean {
-    return !this.cutShort && (this.controller.signal.aborted || this.tracker.stoppedEarly);
+    return this.life.clientLeft;
   }
 
   /** Throws the answer's error when the drain deadline ended the generation (its events stop short, as if cancelled). */
   assertNotCutOff(): void {
-    if (!this.cutShort) return;
-    throw apiError("shutting_down", "The server is shutting down and ended this request before it finished; retry on another instance or in a moment.");
+    const error = this.life.cutOffError();
+    if (error) throw error;
   }
 
   async next(): Promise<IteratorResult<GenerationEvent>> {
@@ -180,7 +159,7 @@ class Generation {
     try {
       r = await this.events.next();
     } catch (err) {
-      this.failed = true;
+      this.life.failed();
       throw err;
     }
     if (!r.done) this.tracker.see(r.value);
@@ -188,55 +167,38 @@ class Generation {
   }
 
   /**
-   * Stops watching the client, cancels what is left of the generation (when the answer failed
-   * before its end, so that nothing runs for a reader that is gone), and records the metrics and
-   * usage. Only the first call does anything; every call returns the usage.
+   * Cancels what is left of the generation (when the answer failed before its end, so that nothing
+   * runs for a reader that is gone) and ends its life: the metrics and usage are recorded. Only the
+   * first call does anything; every call returns the usage.
    */
   end(): Usage {
     if (this.usage) return this.usage;
-    this.reply.raw.off("close", this.onClose);
-    this.ctx.lifecycle.cutOffSignal.removeEventListener("abort", this.onCutOff);
     void this.events.return?.();
-    this.tracker.cancelled = this.clientLeft;
-    const settledFrom: SettledFrom = this.cutShort ? "shutdown" : this.clientLeft ? "cancelled" : this.failed ? "failed" : "completed";
-    this.usage = this.tracker.record(this.ctx, this.request, this.job, settledFrom);
-    return this.usage;
+    this.life.end((settledFrom) => (this.usage = this.tracker.record(this.ctx, this.life, this.plan, settledFrom)));
+    return this.usage!;
   }
-
-  // 'close' also fires after a complete answer; only one cut short cancels.
-  private readonly onClose = () => {
-    if (!this.reply.raw.writableFinished) this.controller.abort();
-  };
-
-  private readonly onCutOff = () => this.controller.abort();
 }
 
-/** HTTP status recorded for a request whose client left before the answer (never sent to anyone). */
-export const CLIENT_CLOSED_STATUS = 499;
-
-/** Runs `job` and answers with one JSON body or, when it asks to stream, with server-sent events. */
+/** Runs `plan` and answers with one JSON body or, when it asks to stream, with server-sent events. */
 export async function answerGeneration(
   ctx: ApiContext,
   request: FastifyRequest,
   reply: FastifyReply,
-  job: GenerationJob,
+  plan: AnswerPlan,
   format: AnswerFormat,
 ): Promise<unknown> {
-  // Metered requests are refused, before any work, while their usage could not be kept.
-  if (ctx.usage?.admits && !ctx.usage.admits()) {
-    throw apiError("ledger_unavailable", "The server cannot record usage right now, so it is not taking metered requests; retry in a moment.");
-  }
-  await ctx.cloud?.admit(request, reply, admissionOf(job));
+  assertUsageKept(ctx);
+  await ctx.cloud?.admit(request, reply, admissionOf(plan));
   let generation: Generation;
   try {
-    generation = new Generation(ctx, request, reply, job);
+    generation = new Generation(ctx, request, reply, plan);
   } catch (err) {
-    await ctx.cloud?.release(job.answerId);
+    await ctx.cloud?.release(plan.answerId);
     throw err;
   }
   try {
-    if (!job.stream) return await wholeAnswer(generation, reply, format);
-    await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, job.includeUsage));
+    if (!plan.stream) return await wholeAnswer(generation, reply, format);
+    await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, plan.includeUsage));
     return reply;
   } finally {
     generation.end();
@@ -244,13 +206,13 @@ export async function answerGeneration(
 }
 
 /** What a generation asks to be admitted for: its prompts, and the most tokens its choices may produce. */
-function admissionOf(job: GenerationJob): AdmissionRequest {
+function admissionOf(plan: AnswerPlan): AdmissionRequest {
   return {
-    requestId: job.answerId,
-    slug: job.model.slug,
-    artifactId: job.model.artifactId,
-    promptTokens: job.requests.reduce((sum, r) => sum + r.promptIds.length, 0),
-    maxCompletionTokens: job.requests.reduce((sum, r) => sum + r.maxTokens * (r.n ?? 1), 0),
+    requestId: plan.answerId,
+    slug: plan.model.slug,
+    artifactId: plan.model.artifactId,
+    promptTokens: plan.requests.reduce((sum, r) => sum + r.promptIds.length, 0),
+    maxCompletionTokens: plan.requests.reduce((sum, r) => sum + r.maxTokens * (r.n ?? 1), 0),
     audioMs: 0,
   };
 }

@@ -15,9 +15,9 @@ import { EngineClosedError, joinSegmentTexts, OverloadedError } from "../../sche
 import { formatTranscript } from "../protocol/transcription-formats.js";
 import { parseTranscriptionRequest, type DurationUsage, type FormFields, type TranscriptionRequest, type TranscriptTextDelta, type TranscriptTextDone } from "../protocol/transcriptions.js";
 import { streamSse, type SseSink } from "../sse.js";
-import { CLIENT_CLOSED_STATUS } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
+import { assertUsageKept, CLIENT_CLOSED_STATUS, RequestLife } from "./request-life.js";
 
 /** Most bytes of an uploaded audio file: 25 MiB, the reference API's "25 MB". */
 export const MAX_FILE_BYTES = 25 * 1024 * 1024;
@@ -50,15 +50,12 @@ export async function transcriptionsRoute(app: FastifyInstance, ctx: ApiContext)
     const model = lookupServedModel(ctx, request, body.model, "transcription");
     assertLanguage(model, body.language);
     const file = requireFile(upload);
-    // Metered requests are refused, before any work, while their usage could not be kept.
-    if (ctx.usage?.admits && !ctx.usage.admits()) {
-      throw apiError("ledger_unavailable", "The server cannot record usage right now, so it is not taking metered requests; retry in a moment.");
-    }
-    const job = new TranscriptionJob(ctx, request, reply, model);
+    assertUsageKept(ctx);
+    const transcription = new Transcription(ctx, request, reply, model);
     try {
-      return await answerTranscription(ctx, request, reply, job, body, file);
+      return await answerTranscription(ctx, request, reply, transcription, body, file);
     } finally {
-      job.end();
+      transcription.end();
     }
   });
 }
@@ -164,41 +161,37 @@ function assertLanguage(model: ServedSpeechModel, language: string | undefined):
 // The work
 
 /**
- * One transcription's life: aborted at once when its client goes away or the drain deadline
- * passes, and counted (metrics, usage) once the audio has reached the model, however it ends.
+ * One transcription: its {@link RequestLife} (aborted at once when its client goes away or the drain
+ * deadline passes), counted (metrics, usage) once the audio has reached the model, however it ends.
  */
-class TranscriptionJob {
-  private readonly controller = new AbortController();
+class Transcription {
+  private readonly life: RequestLife;
   private audioSeconds: number | null = null;
-  private ended = false;
-  readonly id = answerId("transcr");
 
   constructor(
     private readonly ctx: ApiContext,
-    private readonly request: FastifyRequest,
-    private readonly reply: FastifyReply,
+    request: FastifyRequest,
+    reply: FastifyReply,
     readonly model: ServedSpeechModel,
   ) {
-    reply.raw.on("close", this.onClose);
-    ctx.lifecycle.cutOffSignal.addEventListener("abort", this.onCutOff);
+    this.life = new RequestLife(ctx, request, reply, answerId("transcr"));
+  }
+
+  get id(): string {
+    return this.life.id;
   }
 
   get log(): FastifyRequest["log"] {
-    return this.request.log;
+    return this.life.log;
   }
 
   get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  /** Whether the drain deadline ended the work. */
-  get cutOff(): boolean {
-    return this.ctx.lifecycle.cutOffSignal.aborted && this.controller.signal.aborted;
+    return this.life.signal;
   }
 
   /** Whether the client went away before the answer was complete. */
   get clientLeft(): boolean {
-    return this.controller.signal.aborted && !this.cutOff;
+    return this.life.clientLeft;
   }
 
   /** Marks the audio as handed to the model: from here on the request is counted and metered. */
@@ -207,46 +200,26 @@ class TranscriptionJob {
     return { type: "duration", seconds: this.audioSeconds };
   }
 
-  /** Throws the answer's error for a job that was aborted (`err` otherwise). */
+  /** The answer's error for a transcription that stopped with `err`. */
   failure(err: unknown): unknown {
     // Refused before any work (a full queue, a closing model): nothing is charged, and cloud mode's reservation is given back.
     if (err instanceof OverloadedError || err instanceof EngineClosedError) {
       this.audioSeconds = null;
       void this.ctx.cloud?.release(this.id);
+    } else if (!this.life.signal.aborted) {
+      this.life.failed();
     }
-    if (this.cutOff) {
-      return apiError("shutting_down", "The server is shutting down and ended this request before it finished; retry on another instance or in a moment.");
-    }
-    return err;
+    return this.life.cutOffError() ?? err;
   }
 
   /** Stops watching the client and records the metrics and usage, once. */
   end(): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.reply.raw.off("close", this.onClose);
-    this.ctx.lifecycle.cutOffSignal.removeEventListener("abort", this.onCutOff);
-    if (this.audioSeconds !== null) this.record(this.audioSeconds);
+    this.life.end((settledFrom) => {
+      if (this.audioSeconds === null) return;
+      this.ctx.metrics.transcription({ model: this.model.slug, audioSeconds: this.audioSeconds, cancelled: settledFrom === "cancelled" });
+      this.life.recordUsage({ slug: this.model.slug, promptTokens: 0, completionTokens: 0, audioSeconds: this.audioSeconds }, settledFrom);
+    });
   }
-
-  private record(audioSeconds: number): void {
-    this.ctx.metrics.transcription({ model: this.model.slug, audioSeconds, cancelled: this.clientLeft });
-    const settledFrom = this.cutOff ? "shutdown" : this.clientLeft ? "cancelled" : "completed";
-    const usage = { requestId: this.id, keyId: this.request.apiKey?.id ?? null, slug: this.model.slug, promptTokens: 0, completionTokens: 0, audioSeconds, settledFrom } as const;
-    // Metering never breaks an answer: a recorder that throws is logged, loudly.
-    try {
-      this.ctx.usage?.record(usage);
-    } catch (err) {
-      this.request.log.error({ err, usage }, "usage record failed: this request's usage is only in this log");
-    }
-  }
-
-  // 'close' also fires after a complete answer; only one cut short aborts.
-  private readonly onClose = () => {
-    if (!this.reply.raw.writableFinished) this.controller.abort(new Error("the client closed the connection"));
-  };
-
-  private readonly onCutOff = () => this.controller.abort(new Error("the server's drain deadline passed"));
 }
 
 /**
@@ -261,45 +234,45 @@ async function answerTranscription(
   ctx: ApiContext,
   request: FastifyRequest,
   reply: FastifyReply,
-  job: TranscriptionJob,
+  transcription: Transcription,
   body: TranscriptionRequest,
   file: Upload,
 ): Promise<unknown> {
-  const samples = await decode(request, job, file);
-  if (job.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
+  const samples = await decode(request, transcription, file);
+  if (transcription.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
   // Cloud mode: admitted (limits, reservation) for the audio's billed length before the model sees it.
-  await ctx.cloud?.admit(request, reply, { requestId: job.id, slug: job.model.slug, artifactId: null, promptTokens: 0, maxCompletionTokens: 0, audioMs: billedSeconds(samples.length) * 1000 });
-  const usage = job.started(samples);
+  await ctx.cloud?.admit(request, reply, { requestId: transcription.id, slug: transcription.model.slug, artifactId: null, promptTokens: 0, maxCompletionTokens: 0, audioMs: billedSeconds(samples.length) * 1000 });
+  const usage = transcription.started(samples);
   const options = {
     language: body.language,
     prompt: body.prompt,
     temperature: body.temperature,
     wordTimestamps: body.timestamp_granularities.includes("word"),
-    signal: job.signal,
+    signal: transcription.signal,
   };
   if (body.stream) {
-    await streamSse(reply, ctx.sse, (sse) => streamTranscript(job, sse, samples, options, usage), "last-event");
+    await streamSse(reply, ctx.sse, (sse) => streamTranscript(transcription, sse, samples, options, usage), "last-event");
     return reply;
   }
   let transcript: Transcript;
   try {
-    transcript = await job.model.transcribe(samples, options);
+    transcript = await transcription.model.transcribe(samples, options);
   } catch (err) {
-    if (job.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
-    throw job.failure(err);
+    if (transcription.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
+    throw transcription.failure(err);
   }
   const answer = formatTranscript(transcript, body.response_format, usage, { words: options.wordTimestamps });
   return reply.type(answer.contentType).send(answer.body);
 }
 
 /** The upload as 16 kHz mono samples; a file ffmpeg cannot read is the client's 400, a missing ffmpeg the server's 500. */
-async function decode(request: FastifyRequest, job: TranscriptionJob, file: Upload): Promise<Float32Array> {
+async function decode(request: FastifyRequest, transcription: Transcription, file: Upload): Promise<Float32Array> {
   try {
-    return await decodeAudio(file.bytes, { filename: file.filename, signal: job.signal });
+    return await decodeAudio(file.bytes, { filename: file.filename, signal: transcription.signal });
   } catch (err) {
-    if (job.signal.aborted) {
-      if (job.clientLeft) return new Float32Array(0);
-      throw job.failure(err);
+    if (transcription.signal.aborted) {
+      if (transcription.clientLeft) return new Float32Array(0);
+      throw transcription.failure(err);
     }
     if (!(err instanceof AudioDecodeError)) throw err;
     if (err.reason === "ffmpeg_missing") {
@@ -323,7 +296,7 @@ const AUDIO_PROBLEM: Record<"empty" | "unsupported" | "corrupt", string> = {
  * of them, so the deltas joined are exactly the text.
  */
 async function streamTranscript(
-  job: TranscriptionJob,
+  transcription: Transcription,
   sse: SseSink,
   samples: Float32Array,
   options: TranscribeOptions,
@@ -341,7 +314,7 @@ async function streamTranscript(
   };
   let transcript: Transcript;
   try {
-    transcript = await job.model.transcribe(samples, {
+    transcript = await transcription.model.transcribe(samples, {
       ...options,
       onSegments: (segments) => {
         seen.push(...segments);
@@ -351,14 +324,14 @@ async function streamTranscript(
   } catch (err) {
     await sending;
     // Nothing is left to tell a client that has gone.
-    if (job.clientLeft) return;
-    throw job.failure(err);
+    if (transcription.clientLeft) return;
+    throw transcription.failure(err);
   }
   const text = joinSegmentTexts(transcript.segments);
   sendGrowth(text);
   await sending;
   // Only a model whose final segments differ from those it reported gets here; the client is told the final text.
-  if (sent !== text) job.log.error({ model: job.model.slug }, "streamed transcript deltas differ from the final segments' text");
+  if (sent !== text) transcription.log.error({ model: transcription.model.slug }, "streamed transcript deltas differ from the final segments' text");
   const done: TranscriptTextDone = { type: "transcript.text.done", text, usage };
   await sse.send(done);
 }
