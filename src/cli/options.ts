@@ -81,7 +81,7 @@ export const option = {
   },
 };
 
-/** Every command has it; parsing it is {@link wantsHelp}'s job. */
+/** Every command has it; {@link wantsHelp} parses it. */
 const HELP_OPTION: OptionSpec = { type: "boolean", short: "h", description: "show this help" };
 
 /** `maxRunning` → `max-running`. */

@@ -12,7 +12,7 @@ export type { ChatMessage, ContentPart } from "../runtime/text/index.js";
 /** Why a choice ended: an end-of-turn token or a stop string ("stop"), max tokens or the context ("length"), or its caller went away ("cancelled"). */
 export type FinishReason = "stop" | "length" | "cancelled";
 
-/** One generation job: a tokenized prompt and how to continue it. */
+/** One generation request: a tokenized prompt and how to continue it. */
 export interface GenerationRequest {
   /** Prompt token ids, already rendered and tokenized (at least one, shorter than the context). */
   promptIds: number[];

@@ -26,8 +26,8 @@ function fakeRunner(slots = 4) {
   return { runner, calls };
 }
 
-/** A transcription-like job: encode, then `steps` one-token decoder steps. */
-async function job(engine: SpeechEngine, steps: number, signal?: AbortSignal): Promise<number[]> {
+/** A transcription-like run: encode, then `steps` one-token decoder steps. */
+async function transcribeLike(engine: SpeechEngine, steps: number, signal?: AbortSignal): Promise<number[]> {
   return engine.withSlot(async (slot) => {
     await engine.encode({ slot, mel: new Float32Array(4) });
     const out: number[] = [];
@@ -43,7 +43,7 @@ describe("SpeechEngine", () => {
   it("batches the one-token decoder steps of running transcriptions into one call", async () => {
     const { runner, calls } = fakeRunner();
     const engine = new SpeechEngine(runner, { name: "w" });
-    const results = await Promise.all([job(engine, 5), job(engine, 5), job(engine, 5)]);
+    const results = await Promise.all([transcribeLike(engine, 5), transcribeLike(engine, 5), transcribeLike(engine, 5)]);
     expect(results[0]).toEqual([0, 1, 2, 3, 4]);
     expect(results[2]).toEqual([200, 201, 202, 203, 204]);
     const decodes = calls.filter((c) => c.op === "decode");
@@ -55,9 +55,9 @@ describe("SpeechEngine", () => {
   it("serves calls oldest first, so a new window's encoder run is not starved by running decoders", async () => {
     const { runner, calls } = fakeRunner(2);
     const engine = new SpeechEngine(runner, { name: "w" });
-    const long = job(engine, 40);
+    const long = transcribeLike(engine, 40);
     await new Promise((resolve) => setTimeout(resolve, 10));
-    const late = job(engine, 1);
+    const late = transcribeLike(engine, 1);
     await Promise.all([long, late]);
     const lateEncode = calls.findIndex((c, i) => i > 0 && c.op === "encode");
     const longDecodes = calls.filter((c, i) => i < lateEncode && c.op === "decode").length;
@@ -67,15 +67,15 @@ describe("SpeechEngine", () => {
   it("queues beyond its slots, refuses past maxWaiting, and lets a waiter abort", async () => {
     const { runner } = fakeRunner(1);
     const engine = new SpeechEngine(runner, { name: "w", maxWaiting: 1 });
-    const first = job(engine, 3);
+    const first = transcribeLike(engine, 3);
     const abort = new AbortController();
-    const waiting = job(engine, 1, abort.signal);
-    await expect(job(engine, 1)).rejects.toBeInstanceOf(OverloadedError);
+    const waiting = transcribeLike(engine, 1, abort.signal);
+    await expect(transcribeLike(engine, 1)).rejects.toBeInstanceOf(OverloadedError);
     abort.abort(new Error("client gone"));
     await expect(waiting).rejects.toThrow("client gone");
     await expect(first).resolves.toHaveLength(3);
     expect(engine.stats.waiting).toBe(0);
-    await expect(job(engine, 1)).resolves.toHaveLength(1);
+    await expect(transcribeLike(engine, 1)).resolves.toHaveLength(1);
   });
 
   it("fails only the calls of a failed worker message", async () => {
@@ -95,9 +95,9 @@ describe("SpeechEngine", () => {
       },
       { name: "w" },
     );
-    const [a, b] = await Promise.allSettled([job(engine, 2), job(engine, 2)]);
+    const [a, b] = await Promise.allSettled([transcribeLike(engine, 2), transcribeLike(engine, 2)]);
     expect(a.status).toBe("rejected");
     expect(b.status).toBe("fulfilled");
-    await expect(job(engine, 1)).resolves.toHaveLength(1);
+    await expect(transcribeLike(engine, 1)).resolves.toHaveLength(1);
   });
 });
