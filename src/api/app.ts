@@ -30,7 +30,7 @@ export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 export interface AppOptions extends ServerLimits {
   /** The models to serve (and their loading state). */
   models: ModelRegistry;
-  /** Key checking: local (any non-empty key, the default) or cloud (keys from the database). */
+  /** Key checking: local (no key checked, the default) or cloud (keys from the database, through `api/cloud-port.ts`). */
   auth?: AuthMode;
   /** A pino logger; default: no logging. */
   logger?: FastifyBaseLogger;

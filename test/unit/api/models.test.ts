@@ -134,8 +134,9 @@ describe("models", () => {
     expect(slash.json().error.message).toContain("'a/b'");
   });
 
-  it("needs a key", async () => {
+  it("answers without an Authorization header in local mode; an empty key is a 401", async () => {
     const { app } = await fakeApp({ fake: fakeModel() });
-    expect((await app.inject({ method: "GET", url: "/v1/models" })).statusCode).toBe(401);
+    expect((await app.inject({ method: "GET", url: "/v1/models" })).statusCode).toBe(200);
+    expect((await app.inject({ method: "GET", url: "/v1/models", headers: { authorization: "Bearer " } })).statusCode).toBe(401);
   });
 });
