@@ -92,7 +92,7 @@ describe("kiln serve arguments", () => {
     }
     // The KV budget has no fixed default: it is sized per model from the machine's memory.
     expect(out.stdout).not.toContain("default: 4096");
-    expect(out.stdout.replace(/\s+/g, " ")).toContain("a quarter of the available memory but at most an eighth of the total");
+    expect(out.stdout.replace(/\s+/g, " ")).toContain("a quarter of the available memory but at most an eighth of the machine's (or cgroup's) total");
   });
 
   it("rejects missing or unknown models and bad options before doing anything", async () => {
