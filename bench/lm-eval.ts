@@ -1,5 +1,5 @@
 /**
- * lm-evaluation-harness against `kiln serve` (issue 11): its `local-completions` model scores the
+ * lm-evaluation-harness against `kiln serve`: its `local-completions` model scores the
  * choices of a small local task (bench/peers/lm-eval/kiln_tiny_mc.yaml, 20 questions of our own)
  * through /v1/completions with `echo`, `logprobs` and token-id prompts, batched.
  *

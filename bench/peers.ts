@@ -1,5 +1,5 @@
 /**
- * kiln beside onnxruntime-genai's own int4 and int8 CPU builds of the same weights (issue 11):
+ * kiln beside onnxruntime-genai's own int4 and int8 CPU builds of the same weights, the strongest peer:
  * speed and fidelity against the exact float reference, in one table.
  *
  *   npm run bench -- peers [--model smollm2-135m-instruct] [--threads 2] [--runs 3] [--steps 64]

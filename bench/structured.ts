@@ -9,7 +9,8 @@
  * (tokens - 1), so short JSON answers weigh by their length, not as much as long ones. The
  * unconstrained run then generates exactly as many tokens per request as its constrained twin
  * (`logit_bias` -100 on the end-of-generation ids, `max_tokens` = that length), so both runs have
- * the same batch sizes step by step and only the constraint differs. Bar (issue 10): under 10% extra time per token at batch 1.
+ * the same batch sizes step by step and only the constraint differs. The bar a constraint must stay
+ * under: 10% extra time per token at batch 1.
  */
 import { parseArgs } from "node:util";
 import { loadModel } from "../src/provision/index.js";

@@ -59,7 +59,7 @@ cmake -S "$src/vendor/llama.cpp" -B "$build" \
   >"$peers/build.log" 2>&1 || { tail -20 "$peers/build.log" >&2; exit 1; }
 
 # llama-perplexity is the cheapest extra (it shares llama-common with the others) and serves the
-# perplexity check of issue 11; a failure there must not cost the two benchmarks.
+# perplexity checks against llama.cpp; a failure there must not cost the two benchmarks.
 log "cmake build ${targets[*]} (-j$JOBS; log $peers/build.log)"
 cmake --build "$build" --config Release -j"$JOBS" --target llama-bench llama-batched-bench \
   >>"$peers/build.log" 2>&1 || { tail -20 "$peers/build.log" >&2; exit 1; }

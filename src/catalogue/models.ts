@@ -18,7 +18,7 @@
  * max_position_embeddings), not the model cards' "native" 32,768.
  *
  * Every hub source is pinned: a commit where one is published, and each file's size and sha256 from
- * public listings (see docs: catalogue evidence). A file with no published digest is pinned at its
+ * public listings (docs/models.md, "Pinned sources"). A file with no published digest is pinned at its
  * first pull and a later, different file is refused unless `kiln pull --accept-changed`.
  * For Whisper the context length is the decoder's text context (448 tokens; audio windows are 30 s).
  *
@@ -43,7 +43,7 @@ function hub(repo: string, files: Array<string | WeightFile>, format: WeightForm
   return { type: "hub", repo, revision, format, files: files.map((f) => (typeof f === "string" ? { path: f } : f)) };
 }
 
-/** A file with its published sha256, and its size in bytes where known (catalogue-evidence.md). */
+/** A file with its published sha256, and its size in bytes where known (from public listings: docs/models.md). */
 function pin(path: string, bytes: number | undefined, sha256: string): WeightFile {
   return bytes === undefined ? { path, sha256 } : { path, sha256, bytes };
 }

@@ -24,8 +24,8 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * `shape.slidingWindow`); other architectures' graphs are unchanged.
  * 0.6.0: the token embedding is looked up from its quantized blocks (GatherBlockQuantized); the
  * `minFold` option. 0.6.1: attention as one matmul per query head over a broadcast cache (0.6.0
- * artifacts built before this change carry the old attention under the same id). The `lmHead`
- * option (no version change: it is in the id only when not the default, which builds as before).
+ * artifacts built before 0.6.1 carry the earlier attention under the same id). The `lmHead`
+ * option (no version change: it is in the id only when not the default, whose graph is unchanged).
  * `lmHead: "4bit-rescored"`, the `gateUp` option and `minFold: "block-means"` likewise.
  */
 export const COMPILER_VERSION = "0.6.1";

@@ -9,7 +9,7 @@ export interface WireTool {
 }
 
 export interface ToolDialect {
-  /** As in the README's table of dialects ("hermes", "smollm2", "llama3", "mistral"). */
+  /** As in the table of dialects in docs/http-api.md ("hermes", "smollm2", "llama3", "mistral"). */
   readonly name: string;
   readonly syntax: CallSyntax;
   /**

@@ -1,4 +1,4 @@
-/** Inputs that used to be answered wrongly: an empty prompt, a URL that does not decode, the budget field's name. */
+/** Inputs that are easy to answer wrongly: an empty prompt, a URL that does not decode, the budget field's name. */
 import { describe, expect, it } from "vitest";
 import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
 

@@ -251,7 +251,7 @@ describe("database", () => {
 });
 
 describe("pinned sources", () => {
-  /** Files no public digest was found for (catalogue-evidence.md): pinned at their first pull instead. */
+  /** Files no public digest was found for (docs/models.md, "Pinned sources"): pinned at their first pull instead. */
   const UNPUBLISHED = new Set([
     "MaziyarPanahi/Mixtral-8x22B-Instruct-v0.1-GGUF",
     "TheBloke/Mixtral-8x7B-Instruct-v0.1-GGUF",

@@ -106,7 +106,7 @@ describe("chat prompts: ordinary messages", () => {
     });
   }
 
-  it("BOS: added once, whether the template prints it or not, as before", () => {
+  it("BOS: added once, whether the template prints it or not", () => {
     const withBos = Tokenizer.fromSpec(spec({ addBos: true }));
     for (const name of ["llama3-like", "smollm2"]) {
       const t = template(name);
