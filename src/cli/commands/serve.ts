@@ -302,7 +302,7 @@ class ServeSession {
     const port = typeof address === "object" && address ? address.port : o.port;
     this.url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
     io.stderr.write(
-      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: any API key"}); loading ${o.slugs.join(", ")}\n`,
+      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}); loading ${o.slugs.join(", ")}\n`,
     );
     return true;
   }
