@@ -70,6 +70,29 @@ export function unknownFields(body: unknown, known: ReadonlySet<string>): string
   return Object.keys(body).filter((field) => !known.has(field));
 }
 
+/** Most characters of the `x-kiln-ignored-fields` header: a body may carry any number of fields, a header line must stay small. */
+const MAX_IGNORED_HEADER = 1024;
+/** Half of a UTF-16 pair without its other half: JSON's `\ud800` escapes make them, and URL encoding refuses them. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * The `x-kiln-ignored-fields` header naming `fields`, or undefined for none. A header value can
+ * only hold visible Latin-1 text, and a field name can be any string (Cyrillic, a newline, a
+ * lone surrogate), so each name is percent-encoded as a URL component (plain ASCII names read as
+ * they are); past {@link MAX_IGNORED_HEADER} characters the rest are counted, not named.
+ */
+export function ignoredFieldsHeader(fields: readonly string[]): string | undefined {
+  if (fields.length === 0) return undefined;
+  let header = "";
+  for (let i = 0; i < fields.length; i++) {
+    const name = encodeURIComponent(fields[i].replace(LONE_SURROGATE, "\ufffd"));
+    const next = header === "" ? name : `${header}, ${name}`;
+    if (next.length > MAX_IGNORED_HEADER) return `${header}${header === "" ? "" : ", "}(${fields.length - i} more)`;
+    header = next;
+  }
+  return header;
+}
+
 const isDefault =
   (...defaults: unknown[]) =>
   (v: unknown): boolean =>

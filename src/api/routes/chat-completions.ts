@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { toolConstraint, type ChatMessage } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
+import { ignoredFieldsHeader } from "../protocol/common.js";
 import { ignoredChatFields, parseChatCompletionRequest, type ChatMessageIn } from "../protocol/chat-completions.js";
 import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
 import { toolUseOf } from "../protocol/tools.js";
@@ -15,8 +16,8 @@ import { lookupServedModel } from "./model-lookup.js";
 export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat/completions", async (request, reply) => {
     const body = parseChatCompletionRequest(request.body);
-    const ignored = ignoredChatFields(request.body);
-    if (ignored.length > 0) reply.header("x-kiln-ignored-fields", ignored.join(", "));
+    const ignored = ignoredFieldsHeader(ignoredChatFields(request.body));
+    if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
     const model = lookupServedModel(ctx, request, body.model);
     if (!model.hasChatTemplate) {
       throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /v1/completions with a plain prompt.`, "model");

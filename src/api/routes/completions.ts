@@ -11,6 +11,7 @@ import {
   type CompletionLogprobs,
   type CompletionRequest,
 } from "../protocol/completions.js";
+import { ignoredFieldsHeader } from "../protocol/common.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
 import { completionBudget, answerPlan } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
@@ -20,8 +21,8 @@ import { lookupServedModel } from "./model-lookup.js";
 export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/completions", async (request, reply) => {
     const body = parseCompletionRequest(request.body);
-    const ignored = ignoredCompletionFields(request.body);
-    if (ignored.length > 0) reply.header("x-kiln-ignored-fields", ignored.join(", "));
+    const ignored = ignoredFieldsHeader(ignoredCompletionFields(request.body));
+    if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
     const model = lookupServedModel(ctx, request, body.model);
     const prompts = promptsOf(model, body.prompt, body.echo === true);
     const budgets = prompts.map((p) => ({

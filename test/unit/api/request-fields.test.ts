@@ -105,6 +105,34 @@ describe("unknown top-level fields: other servers' extensions refused by name, t
     expect((await post(CHAT_URL, chat())).headers["x-kiln-ignored-fields"]).toBeUndefined();
   });
 
+  it("any field name is named back in a valid header, decided before generation, streamed or not (real sockets)", async () => {
+    const { app } = await fakeApp();
+    try {
+      const url = await app.listen({ port: 0, host: "127.0.0.1" });
+      const names = ["ключ", "a\nb", "x\ud800", "plain"];
+      const body = `{${names.map((n, i) => `${JSON.stringify(n)}:${i}`).join(",")},"model":"${SLUG}","messages":[{"role":"user","content":"hi"}]}`;
+      for (const stream of [false, true]) {
+        const sent = stream ? body.replace(/}$/, ',"stream":true}') : body;
+        const res = await fetch(`${url}${CHAT_URL}`, { method: "POST", body: sent, headers: { ...AUTH, "content-type": "application/json" }, signal: AbortSignal.timeout(5000) });
+        const text = await res.text();
+        expect(res.status, text).toBe(200);
+        expect(res.headers.get("x-kiln-ignored-fields")).toBe("%D0%BA%D0%BB%D1%8E%D1%87, a%0Ab, x%EF%BF%BD, plain");
+        if (stream) expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+      }
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("a body with very many unknown fields gets a bounded header", async () => {
+    const many = Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`vendor_field_${i}`, i]));
+    const res = await post(CHAT_URL, chat(many));
+    expect(res.statusCode).toBe(200);
+    const header = String(res.headers["x-kiln-ignored-fields"]);
+    expect(header.length).toBeLessThanOrEqual(1100);
+    expect(header).toMatch(/^vendor_field_0, vendor_field_1, .*\(\d+ more\)$/);
+  });
+
   it("chat fields sent to completions are refused by name when they would change the output", async () => {
     expect400(await post(COMPLETIONS_URL, completion({ response_format: { type: "json_object" } })), "unsupported_parameter", "response_format");
     expect400(await post(COMPLETIONS_URL, completion({ tools: [{ type: "function", function: { name: "f" } }] })), "unsupported_parameter", "tools");
