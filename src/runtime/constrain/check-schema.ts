@@ -110,6 +110,7 @@ class Checker {
       const ref = node.$ref;
       if (typeof ref !== "string") fail("$ref", "must be a string");
       this.resolve(ref as string, pointer(path, "$ref"));
+      this.refuseEmptyCycle(node, pointer(path, "$ref"));
       for (const k of Object.keys(node)) {
         if (CONSTRAINING.has(k)) fail(k, "keywords beside $ref are not enforced; move them into the referenced schema");
       }
@@ -244,12 +245,45 @@ class Checker {
     }
   }
 
-  /** Follows a local reference; throws if it is external or does not resolve to a schema. */
-  private resolve(ref: string, path: string): void {
+  /** Schemas already known to reach no reference cycle before a value begins. */
+  private readonly acyclic = new Set<Json>();
+
+  /**
+   * Throws when following `$ref`s and `anyOf`/`oneOf` alternatives from `start` comes back to a
+   * schema on the way before any value has begun (`{"$defs":{"a":{"$ref":"#/$defs/a"}}}`): such a
+   * schema describes no value, and the engine, left to expand it, never finishes. A reference
+   * inside `properties` or `items` (a tree) is fine: a `{` or `[` comes first.
+   */
+  private refuseEmptyCycle(start: Json, path: string): void {
+    const onPath = new Set<Json>();
+    const visit = (node: Json): void => {
+      if (this.acyclic.has(node)) return;
+      if (onPath.has(node)) {
+        throw new ConstraintError(`$ref: "${String(start.$ref)}" leads back to itself before any value begins (a cyclic reference describes no value)`, path, "$ref");
+      }
+      onPath.add(node);
+      const next: unknown[] = [];
+      if (typeof node.$ref === "string") {
+        try {
+          next.push(this.resolve(node.$ref, path));
+        } catch {
+          // A reference that does not resolve is refused where it stands, by its own check.
+        }
+      }
+      for (const k of ["anyOf", "oneOf"]) if (Array.isArray(node[k])) next.push(...(node[k] as unknown[]));
+      for (const n of next) if (isObject(n)) visit(n);
+      onPath.delete(node);
+      this.acyclic.add(node);
+    };
+    visit(start);
+  }
+
+  /** Follows a local reference to its schema; throws if it is external or does not resolve to a schema. */
+  private resolve(ref: string, path: string): Json | true {
     const fail = (message: string): never => {
       throw new ConstraintError(`$ref: ${message}`, path, "$ref");
     };
-    if (ref === "#") return;
+    if (ref === "#") return this.root;
     if (!ref.startsWith("#/")) fail(`"${ref}" is not a local reference (only "#" and "#/..." are supported)`);
     let target: unknown = this.root;
     for (const raw of ref.slice(2).split("/")) {
@@ -264,6 +298,7 @@ class Checker {
       else fail(`"${ref}" does not resolve inside the schema`);
     }
     if (target !== true && !isObject(target)) fail(`"${ref}" does not point at a schema`);
+    return target as Json | true;
   }
 }
 

@@ -293,6 +293,17 @@ describe("output constraints: response_format and guided_*", () => {
     const message = expect400(await post(CHAT_URL, chat({ response_format: bad })), "invalid_value", "response_format");
     expect(message).toMatch(/^Invalid 'response_format\.json_schema\.schema': /);
   });
+
+  it("a cyclic $ref is a 400 on the field, before any work, not a failure of the engine", async () => {
+    const schema = { $defs: { a: { $ref: "#/$defs/a" } }, $ref: "#/$defs/a" };
+    const fake = fakeModel();
+    const message = expect400(await post(CHAT_URL, chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema } } }), fake), "invalid_value", "response_format");
+    expect(message).toMatch(/cyclic reference/);
+    expect400(await post(COMPLETIONS_URL, completion({ guided_json: schema })), "invalid_value", "guided_json");
+    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { v: { $ref: "#/$defs/a" } }, $defs: schema.$defs } } }];
+    expect400(await post(CHAT_URL, chat({ tools })), "invalid_value", "tools[0].function.parameters");
+    expect(fake.backend.calls).toEqual([]);
+  });
 });
 
 describe("the official npm openai client", () => {
