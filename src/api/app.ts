@@ -9,6 +9,8 @@ import { authHook, type AuthMode } from "./auth/auth.js";
 import { CloudGate } from "./cloud-gate.js";
 import type { Metering, UsageRecorder } from "./cloud-port.js";
 import { Lifecycle, type ApiContext } from "./context.js";
+import { assertPlainBody } from "./content-encoding.js";
+import { allowCrossOrigin, type AllowedOrigins } from "./cors.js";
 import { apiError, toApiError } from "./errors.js";
 import { KilnMetrics } from "./metrics/kiln-metrics.js";
 import { requestIdFrom } from "./request-id.js";
@@ -47,6 +49,8 @@ export interface AppOptions extends ServerLimits {
   sse?: SseOptions;
   /** Warnings about how the server is exposed (e.g. beyond loopback without key checks), listed by /health; default none. */
   warnings?: readonly string[];
+  /** Origins whose browser pages may call the API (CORS): `*` or exact origins; default none (no CORS headers, a preflight is a 404). */
+  allowedOrigins?: AllowedOrigins;
 }
 
 /** Routes that keep answering while the server drains. */
@@ -108,6 +112,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       throw apiError("shutting_down", "The server is shutting down; retry on another instance or in a moment.");
     }
   });
+  allowCrossOrigin(app, options.allowedOrigins ?? []);
+  app.addHook("onRequest", async (request) => assertPlainBody(request));
 
   app.addHook("onResponse", async (request, reply) => {
     ctx.metrics.request(request.routeOptions.url ?? "unmatched", request.method, reply.statusCode);
@@ -148,6 +154,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
 /** A path under /v1 names a route that does not exist; elsewhere the client may have left out the prefix. */
 function unknownRouteMessage(method: string, path: string): string {
+  if (method === "OPTIONS") return `Unknown request URL: OPTIONS ${path}. This server answers no CORS preflight from this origin: its operator allows origins with \`kiln serve --allowed-origins\`.`;
   const hint = path === "/v1" || path.startsWith("/v1/") ? "This route does not exist." : "The API's routes are under /v1.";
   return `Unknown request URL: ${method} ${path}. ${hint}`;
 }

@@ -33,6 +33,8 @@ export const ERRORS = {
   request_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
   // An uploaded audio file past the 25 MB limit (param `file`); the contract's 413 code.
   file_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
+  // A body labelled compressed (content-encoding gzip, br…): kiln reads plain bodies only, and never parses a compressed one as if it were plain.
+  unsupported_content_encoding: { status: 415, type: "invalid_request_error", code: "unsupported_content_encoding" },
   // An uploaded audio file that is empty, of no format ffmpeg reads, or damaged (param `file`).
   invalid_audio: { status: 400, type: "invalid_request_error", code: "invalid_audio" },
   // The contract forbids 408 (the clients retry it), so a request too slow to arrive is a 400.

@@ -1,6 +1,7 @@
 /** The HTTP API service. */
 export { buildApp, DEFAULT_BODY_LIMIT, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, type AppOptions, type DrainOptions } from "./app.js";
 export { exposureWarning, isLoopbackHost } from "./exposure.js";
+export { originProblem } from "./cors.js";
 export { Lifecycle } from "./context.js";
 export { ApiError, apiError, ERRORS, type ErrorBody, type ErrorCode } from "./errors.js";
 export type { ApiKeyInfo, KeyVerifier, Metering, UsageRecord, UsageRecorder } from "./cloud-port.js";

@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
-import { buildApp, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, exposureWarning, Lifecycle, type AuthMode } from "../../api/index.js";
+import { buildApp, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, exposureWarning, Lifecycle, originProblem, type AuthMode } from "../../api/index.js";
 import {
   CloudMeter,
   createRedisLimits,
@@ -86,6 +86,12 @@ const options = {
     default: DEFAULT_DRAIN_TIMEOUT_MS / 1000,
     description: "how long SIGTERM or Ctrl-C waits for running requests; then each ends with an error and the process exits",
   }),
+  allowedOrigins: option.string({
+    value: "<origin|*>",
+    multiple: true,
+    description:
+      "let browser pages from this origin (scheme://host[:port], e.g. https://app.example.com; * for any; repeatable or comma-separated) call the API: CORS preflights are answered and answers carry access-control-allow-origin. Default none: no CORS headers, and a preflight is a 404",
+  }),
   logLevel: option.choice(LOG_LEVELS, { value: "<level>", env: "KILN_LOG_LEVEL", default: "info", description: "what to log; logs are JSON lines on stderr" }),
   noNightly: option.flag({
     description: "do not run the served text models' optimization tracks (compiler-jobs/<slug>.json) on their schedules; by default each runs as its own lower-priority process",
@@ -160,10 +166,29 @@ rollback while serving switches it live within seconds, failing no request. Text
 models can be served side by side (-m smollm2-135m-instruct -m whisper-tiny-en); a speech model
 takes --threads and --max-waiting, and decodes 4 transcriptions at once.`,
   options,
-  run: (commandLine, io) => serve({ ...commandLine.options, slugs: knownModelSlugs(commandLine.options.model), given: commandLine.given }, io),
+  run: (commandLine, io) =>
+    serve(
+      {
+        ...commandLine.options,
+        slugs: knownModelSlugs(commandLine.options.model),
+        origins: allowedOrigins(commandLine.options.allowedOrigins),
+        given: commandLine.given,
+      },
+      io,
+    ),
 });
 
-type ServeArgs = OptionValues<typeof options> & { slugs: string[]; given: ReadonlySet<keyof typeof options> };
+type ServeArgs = OptionValues<typeof options> & { slugs: string[]; origins: string[]; given: ReadonlySet<keyof typeof options> };
+
+/** `--allowed-origins`, each given and each comma-separated one, checked as origins; a usage error names the first that is not. */
+function allowedOrigins(given: string[]): string[] {
+  const origins = given.flatMap((g) => g.split(",")).map((o) => o.trim()).filter((o) => o !== "");
+  for (const origin of origins) {
+    const problem = originProblem(origin);
+    if (problem !== undefined) throw new UsageError(`--allowed-origins: ${problem}`);
+  }
+  return [...new Set(origins)];
+}
 
 /**
  * How text models load, at start and at a live switch: a flag the operator gave wins over the
@@ -283,7 +308,15 @@ class ServeSession {
       this.io.stderr.write(`\nkiln serve: WARNING: ${warning}\n\n`);
       this.logger.warn({ host: o.host }, warning);
     }
-    this.app = await buildApp({ models: this.registry, auth: this.auth, logger: this.logger, cloud: this.cloud?.meter, lifecycle: this.lifecycle, warnings: warning ? [warning] : [] });
+    this.app = await buildApp({
+      models: this.registry,
+      auth: this.auth,
+      logger: this.logger,
+      cloud: this.cloud?.meter,
+      lifecycle: this.lifecycle,
+      warnings: warning ? [warning] : [],
+      allowedOrigins: this.o.origins,
+    });
   }
 
   /** Listens on --host and --port; false (said on stderr, the stores closed) when it cannot. */

@@ -113,6 +113,8 @@ describe("kiln serve arguments", () => {
       [["--model", slug, "--cloud=yes"], "--cloud takes no value"],
       [["--model", slug, "extra"], "unexpected argument extra"],
       [["--model", slug, "--log-level", "loud"], '--log-level needs fatal, error, warn, info, debug, trace or silent (got "loud")'],
+      [["--model", slug, "--allowed-origins", "app.example.com"], "--allowed-origins: 'app.example.com' is not an origin (scheme://host[:port], e.g. https://app.example.com) or *"],
+      [["--model", slug, "--allowed-origins", "*,https://a.example/"], "--allowed-origins: 'https://a.example/' is not an origin: write it as https://a.example"],
     ];
     for (const [argv, message] of cases) {
       const { io, out } = capture();
