@@ -22,6 +22,8 @@ export const ERRORS = {
   invalid_value: { status: 400, type: "invalid_request_error", code: "invalid_value" },
   missing_required_parameter: { status: 400, type: "invalid_request_error", code: "missing_required_parameter" },
   unsupported_parameter: { status: 400, type: "invalid_request_error", code: "unsupported_parameter" },
+  // A field inside an object the reference API defines whole (response_format, stream_options, a tool's function): a typo there would silently change nothing.
+  unknown_parameter: { status: 400, type: "invalid_request_error", code: "unknown_parameter" },
   // A top-level field the endpoint does not define (a typo, or another server's extension): refused, since ignoring it would silently drop what it asked for.
   unsupported_value: { status: 400, type: "invalid_request_error", code: "unsupported_value" },
   context_length_exceeded: { status: 400, type: "invalid_request_error", code: "context_length_exceeded" },

@@ -83,13 +83,17 @@ const message = z
     if (m.role !== "tool" && m.tool_call_id != null) misplaced("tool_call_id", `Only tool messages carry 'tool_call_id', not a ${m.role} message.`);
   });
 
-/** `response_format`: plain text, any JSON object, or JSON valid against a schema (the reference API's shapes). */
+/**
+ * `response_format`: plain text, any JSON object, or JSON valid against a schema (the reference
+ * API's shapes). Strict: a field they do not define (`{"type":"json_object","schema":…}`) would
+ * be silently dropped, so it is a 400 naming it, as the reference API answers.
+ */
 const responseFormat = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("text") }),
-  z.object({ type: z.literal("json_object") }),
-  z.object({
+  z.strictObject({ type: z.literal("text") }),
+  z.strictObject({ type: z.literal("json_object") }),
+  z.strictObject({
     type: z.literal("json_schema"),
-    json_schema: z.object({
+    json_schema: z.strictObject({
       name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, underscores or dashes"),
       description: z.string().nullish(),
       schema: z.record(z.string(), z.unknown()).nullish(),

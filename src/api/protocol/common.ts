@@ -29,7 +29,9 @@ export const samplingFields = {
   n: z.number().int().min(1).max(MAX_CHOICES).nullish(),
   stop: z.union([z.string(), z.array(z.string()).max(MAX_STOP)]).nullish(),
   stream: z.boolean().nullish(),
-  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  // Strict, as the reference API is: a misspelled `include_usage` would silently lose the usage chunk.
+  // `include_obfuscation` pads chunks against length side channels; kiln sends none, which it may turn off.
+  stream_options: z.strictObject({ include_usage: z.boolean().nullish(), include_obfuscation: z.boolean().nullish() }).nullish(),
   user: z.string().nullish(),
 };
 

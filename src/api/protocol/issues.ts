@@ -44,6 +44,10 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
     case "invalid_type":
       return apiError("invalid_type", `Invalid type for ${name}: expected ${describeExpected(issue.expected)}, but got ${describeValue(value)} instead.`, param);
     case "invalid_union": {
+      // A discriminated union whose tag names no branch (`response_format.type: "xml"`): a value outside the list, not a shape.
+      if (issue.discriminator !== undefined && issue.options !== undefined && typeof value === "string") {
+        return apiError("invalid_value", `Invalid value for ${name}: expected one of ${issue.options.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`, param);
+      }
       const expected = issue.errors.flatMap((branch) => branch.filter((i) => i.code === "invalid_type").map((i) => describeExpected((i as { expected: string }).expected)));
       const what = expected.length > 0 ? [...new Set(expected)].join(" or ") : "a valid value";
       return apiError("invalid_type", `Invalid type for ${name}: expected ${what}, but got ${describeValue(value)} instead.`, param);
@@ -67,6 +71,11 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
         `Invalid value for ${name}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`,
         param,
       );
+    case "unrecognized_keys": {
+      // A field inside an object the reference API defines whole (`response_format.schema`): refused, as it refuses it, rather than silently dropped.
+      const unknown = paramPath([...path, issue.keys[0]]);
+      return apiError("unknown_parameter", `Unknown parameter: '${unknown}'.`, unknown);
+    }
     case "custom": {
       const code = (issue.params?.code as ErrorCode | undefined) ?? "invalid_value";
       return apiError(code, issue.message, param);

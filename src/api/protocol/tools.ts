@@ -12,7 +12,8 @@ export const MAX_TOOLS = 128;
 
 export const toolDefinition = z.object({
   type: z.literal("function"),
-  function: z.object({
+  // Strict, as the reference API is: a misspelled `parameters` would silently leave the calls unconstrained.
+  function: z.strictObject({
     name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, underscores or dashes"),
     description: z.string().nullish(),
     parameters: z.record(z.string(), z.unknown()).nullish(),

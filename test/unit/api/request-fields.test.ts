@@ -144,17 +144,55 @@ describe("unknown top-level fields: other servers' extensions refused by name, t
     expect400(await post(COMPLETIONS_URL, completion({ suffix: "tail" })), "unsupported_parameter", "suffix");
   });
 
-  it("nested objects stay lenient", async () => {
+  it("messages stay lenient: what the reference's own answers carry can be replayed", async () => {
     const res = await post(
       CHAT_URL,
       chat({
-        messages: [{ role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral" } }], extra: 1 }],
+        messages: [
+          { role: "user", content: [{ type: "text", text: "hi", cache_control: { type: "ephemeral" } }], extra: 1 },
+          {
+            role: "assistant",
+            content: null,
+            refusal: null,
+            annotations: [],
+            audio: null,
+            function_call: null,
+            tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }],
+          },
+          { role: "tool", tool_call_id: "call_1", content: "42" },
+          { role: "assistant", content: "It is 42.", refusal: null, annotations: [{ type: "url_citation", url_citation: { url: "https://example.com" } }] },
+          { role: "user", content: "thanks" },
+        ],
         stream: true,
         stream_options: { include_usage: true, include_obfuscation: false },
-        response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" }, extra: 1 } },
+        response_format: { type: "json_schema", json_schema: { name: "x", description: "d", schema: { type: "object" }, strict: true } },
       }),
     );
-    expect(res.statusCode).toBe(200);
+    expect(res.statusCode, res.body).toBe(200);
+  });
+
+  it("a field inside response_format, stream_options or a tool's function that the reference does not define is a 400 naming its path", async () => {
+    const fake = fakeModel();
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ response_format: { type: "json_object", schema: { type: "object" } } }, "response_format.schema"],
+      [{ response_format: { type: "text", json_schema: {} } }, "response_format.json_schema"],
+      [{ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" }, extra: 1 } } }, "response_format.json_schema.extra"],
+      [{ response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } }, strict: true } }, "response_format.strict"],
+      [{ stream: true, stream_options: { include_usuage: true } }, "stream_options.include_usuage"],
+      [{ tools: [{ type: "function", function: { name: "f", paramters: { type: "object" } } }] }, "tools[0].function.paramters"],
+    ];
+    for (const [over, param] of cases) {
+      const message = expect400(await post(CHAT_URL, chat(over), fake), "unknown_parameter", param);
+      expect(message).toBe(`Unknown parameter: '${param}'.`);
+    }
+    expect400(await post(COMPLETIONS_URL, completion({ stream: true, stream_options: { includeUsage: true } }), fake), "unknown_parameter", "stream_options.includeUsage");
+    expect(fake.backend.calls).toEqual([]);
+  });
+
+  it("response_format.type of an unknown value is invalid_value listing the types", async () => {
+    const message = expect400(await post(CHAT_URL, chat({ response_format: { type: "json" } })), "invalid_value", "response_format.type");
+    expect(message).toBe(`Invalid value for 'response_format.type': expected one of "text", "json_object", "json_schema", but got a string ('json') instead.`);
+    expect400(await post(CHAT_URL, chat({ response_format: {} })), "missing_required_parameter", "response_format.type");
   });
 
   it("identifiers and hints are accepted", async () => {
