@@ -45,8 +45,9 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
       return apiError("invalid_type", `Invalid type for ${name}: expected ${describeExpected(issue.expected)}, but got ${describeValue(value)} instead.`, param);
     case "invalid_union": {
       // A discriminated union whose tag names no branch (`response_format.type: "xml"`): a value outside the list, not a shape.
-      if (issue.discriminator !== undefined && issue.options !== undefined && typeof value === "string") {
-        return apiError("invalid_value", `Invalid value for ${name}: expected one of ${issue.options.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`, param);
+      const options = "options" in issue ? issue.options : undefined;
+      if (issue.discriminator !== undefined && options !== undefined && typeof value === "string") {
+        return apiError("invalid_value", `Invalid value for ${name}: expected one of ${options.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`, param);
       }
       const expected = issue.errors.flatMap((branch) => branch.filter((i) => i.code === "invalid_type").map((i) => describeExpected((i as { expected: string }).expected)));
       const what = expected.length > 0 ? [...new Set(expected)].join(" or ") : "a valid value";
