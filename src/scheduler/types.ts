@@ -86,6 +86,11 @@ export interface FinishEvent {
   completionTokens: number;
   /** Seconds from the first token to the last, for time-per-output-token. */
   decodeSeconds: number;
+  /**
+   * Prompt tokens this choice found in the prefix cache and did not compute (`usage`'s
+   * `cached_tokens`); 0 when its prompt was computed, or copied from a sibling choice's prefill.
+   */
+  cachedPromptTokens: number;
 }
 
 /** A prompt token as scored: the first has neither a log probability nor alternatives (nothing came before it). */

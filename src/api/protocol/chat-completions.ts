@@ -195,10 +195,26 @@ export interface ChatCompletionChoice {
   finish_reason: ChatFinishReason;
 }
 
+/** The reference API's `usage` (its `CompletionUsage`), on chat and legacy completions alike. */
 export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** `cached_tokens`: prompt tokens served from the prefix cache, not computed for this request; kiln takes no audio. */
+  prompt_tokens_details: { cached_tokens: number; audio_tokens: number };
+  /** kiln's models do not reason, predict or speak: 0 each, as the reference API answers for such models. */
+  completion_tokens_details: { reasoning_tokens: number; audio_tokens: number; accepted_prediction_tokens: number; rejected_prediction_tokens: number };
+}
+
+/** The usage of `promptTokens` prompt tokens (`cachedTokens` of them from the prefix cache) and `completionTokens` generated. */
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number): Usage {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+  };
 }
 
 export interface ChatCompletion {

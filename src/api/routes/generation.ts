@@ -9,7 +9,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, GenerationStream, PromptTokenLogprob, ServedModel } from "../../scheduler/index.js";
 import type { AdmissionRequest, SettledFrom } from "../cloud-port.js";
 import type { ApiContext } from "../context.js";
-import type { Usage } from "../protocol/chat-completions.js";
+import { usageOf, type Usage } from "../protocol/chat-completions.js";
 import { streamSse, type SseSink } from "../sse.js";
 import { assertUsageKept, CLIENT_CLOSED_STATUS, RequestLife } from "./request-life.js";
 
@@ -65,6 +65,8 @@ class Tracker {
   private decodeTokens = 0;
   /** Tokens generated per choice so far: a delta counts them before the finish does, so a stream cut short is charged for every token produced. */
   private readonly produced = new Map<number, number>();
+  /** Prompt tokens each finished choice found in the prefix cache. */
+  private readonly cached = new Map<number, number>();
   /** Whether a choice ended cancelled (by its client leaving, or by the drain deadline). */
   stoppedEarly = false;
 
@@ -84,6 +86,7 @@ class Tracker {
       return;
     }
     if (event.reason === "cancelled") this.stoppedEarly = true;
+    this.cached.set(event.choice, event.cachedPromptTokens);
     if (event.completionTokens >= 2) {
       this.perToken.push(event.decodeSeconds / (event.completionTokens - 1));
       this.decodeSeconds += event.decodeSeconds;
@@ -105,7 +108,23 @@ class Tracker {
       cancelled: settledFrom === "cancelled",
     });
     life.recordUsage({ slug: plan.model.slug, artifactId: plan.model.artifactId, promptTokens, completionTokens: this.completionTokens }, settledFrom);
-    return { prompt_tokens: promptTokens, completion_tokens: this.completionTokens, total_tokens: promptTokens + this.completionTokens };
+    return usageOf(promptTokens, this.completionTokens, this.cachedPromptTokens(plan));
+  }
+
+  /**
+   * Prompt tokens served from the prefix cache, each prompt counted once as `prompt_tokens` counts
+   * it: for its choices (numbered prompt × n + choice), the most any of them found cached.
+   */
+  private cachedPromptTokens(plan: AnswerPlan): number {
+    const n = plan.requests[0]?.n ?? 1;
+    const perPrompt = new Map<number, number>();
+    for (const [choice, cached] of this.cached) {
+      const prompt = Math.floor(choice / n);
+      perPrompt.set(prompt, Math.max(perPrompt.get(prompt) ?? 0, cached));
+    }
+    let sum = 0;
+    for (const cached of perPrompt.values()) sum += cached;
+    return sum;
   }
 }
 

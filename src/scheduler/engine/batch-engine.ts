@@ -525,7 +525,14 @@ export class BatchEngine {
     }
     this.free(seq);
     seq.end(reason);
-    submission.channel.push({ type: "finish", choice: seq.choice, reason, completionTokens: seq.generated, decodeSeconds: (seq.lastTokenAt - seq.firstTokenAt) / 1000 });
+    submission.channel.push({
+      type: "finish",
+      choice: seq.choice,
+      reason,
+      completionTokens: seq.generated,
+      decodeSeconds: (seq.lastTokenAt - seq.firstTokenAt) / 1000,
+      cachedPromptTokens: seq.reusedPrompt,
+    });
     if (--submission.unfinished === 0) this.done(submission);
   }
 

@@ -46,6 +46,8 @@ export class Sequence {
    * would compute them (prompt positions; decoded ones are not), so reusing them changes no result.
    */
   exact = 0;
+  /** Prompt positions found in the prefix cache at admission (not computed for it). */
+  reusedPrompt = 0;
   /** KV slot while prefilling or running, else -1. */
   slot = -1;
   /** Tokens generated (sampled and not a stop token). */
@@ -100,6 +102,7 @@ export class Sequence {
     this.status = "prefilling";
     this.slot = slot;
     this.cached = reused;
+    this.reusedPrompt = reused;
     this.exact = exact;
   }
 

@@ -1,6 +1,6 @@
 /** POST /v1/chat/completions on a fake model: answer shape, SSE frames, stop strings, logprobs, n. */
 import { describe, expect, it } from "vitest";
-import { AUTH, fakeApp, fakeModel, sseEvents, SLUG, word } from "./fake-model.js";
+import { AUTH, fakeApp, fakeModel, NO_DETAILS, SLUG, sseEvents, word } from "./fake-model.js";
 
 const chat = (over: Record<string, unknown> = {}) => ({ model: SLUG, messages: [{ role: "user", content: "hi" }], ...over });
 
@@ -25,7 +25,7 @@ describe("chat completions", () => {
     expect(body.created).toBeCloseTo(Date.now() / 1000, -1);
     expect(body.choices[0].message).not.toHaveProperty("tool_calls");
     const promptTokens = fake.model.chatPrompt([{ role: "user", content: "hi" }]).length;
-    expect(body.usage).toEqual({ prompt_tokens: promptTokens, completion_tokens: 3, total_tokens: promptTokens + 3 });
+    expect(body.usage).toEqual({ prompt_tokens: promptTokens, completion_tokens: 3, total_tokens: promptTokens + 3, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
   });
 
   it("ends with finish_reason length at max_tokens (or max_completion_tokens)", async () => {
@@ -106,6 +106,7 @@ describe("chat completions", () => {
     expect(chunks[5].choices).toEqual([]);
     expect(chunks[5].usage).toMatchObject({ completion_tokens: 3 });
     expect(chunks[5].usage.total_tokens).toBe(chunks[5].usage.prompt_tokens + 3);
+    expect(chunks[5].usage).toMatchObject({ prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
     for (const c of chunks.slice(0, 5)) expect(c.usage).toBeNull();
   });
 

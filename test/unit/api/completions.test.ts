@@ -1,6 +1,6 @@
 /** POST /v1/completions (legacy) on a fake model. */
 import { describe, expect, it } from "vitest";
-import { AUTH, fakeApp, fakeModel, sseEvents, SLUG, word } from "./fake-model.js";
+import { AUTH, fakeApp, fakeModel, NO_DETAILS, SLUG, sseEvents, word } from "./fake-model.js";
 
 const long = Array.from({ length: 40 }, (_, i) => word(i % 2 ? " world" : "Hello"));
 
@@ -16,7 +16,7 @@ describe("completions", () => {
     expect(body.id).toMatch(/^cmpl-/);
     expect(body.choices).toHaveLength(1);
     expect(body.choices[0]).toMatchObject({ index: 0, logprobs: null, finish_reason: "length" });
-    expect(body.usage).toEqual({ prompt_tokens: 16, completion_tokens: 16, total_tokens: 32 });
+    expect(body.usage).toEqual({ prompt_tokens: 16, completion_tokens: 16, total_tokens: 32, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
   });
 
   it("passes temperature (default 1 in the runtime) and stop strings (one or up to four)", async () => {
@@ -63,5 +63,29 @@ describe("completions", () => {
       ["", "length"],
     ]);
     expect(chunks[4]).toMatchObject({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 } });
+  });
+
+  it("usage details: cached_tokens counts the prompt tokens the prefix cache served, streamed and not", async () => {
+    const fake = fakeModel({ script: long, contextLength: 2048 });
+    const { app } = await fakeApp({ fake });
+    try {
+      const ask = (over: Record<string, unknown> = {}) =>
+        app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt: "x".repeat(600), max_tokens: 2, ...over }, headers: AUTH });
+      const first = (await ask()).json();
+      expect(first.usage).toEqual({ prompt_tokens: 600, completion_tokens: 2, total_tokens: 602, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
+      // Exact reuse keeps whole 256-token prefill chunks: 512 of the 600 come from the cache.
+      const second = (await ask()).json();
+      expect(second.usage.prompt_tokens_details).toEqual({ cached_tokens: 512, audio_tokens: 0 });
+      expect(second.usage.prompt_tokens).toBe(600);
+      const streamed = sseEvents((await ask({ stream: true, stream_options: { include_usage: true } })).body) as any[];
+      expect(streamed.at(-2).usage).toMatchObject({ prompt_tokens: 600, prompt_tokens_details: { cached_tokens: 512 }, completion_tokens_details: NO_DETAILS });
+      // n choices of one prompt count its cached tokens once, as prompt_tokens counts it once.
+      const many = (await ask({ n: 3 })).json();
+      expect(many.usage).toMatchObject({ prompt_tokens: 600, prompt_tokens_details: { cached_tokens: 512 } });
+      const metrics = await app.inject({ method: "GET", url: "/metrics", headers: AUTH });
+      expect(metrics.body).toMatch(/kiln_prefix_cache_hit_tokens_total\{model="smollm2-135m-instruct"\} (\d+)/);
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -93,6 +93,9 @@ export async function fakeApp(options: Partial<AppOptions> & { fake?: FakeModel 
 
 export const AUTH = { authorization: "Bearer sk-test" };
 
+/** `usage.completion_tokens_details` of kiln's models: nothing reasoned, predicted or spoken. */
+export const NO_DETAILS = { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 };
+
 /** The parsed `data:` events of an SSE body (the [DONE] marker as the string "[DONE]"). */
 export function sseEvents(body: string): unknown[] {
   expectWellFormedSse(body);

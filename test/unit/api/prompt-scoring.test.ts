@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { fakePromptLogprob } from "../scheduler/engine/fake-step-runner.js";
-import { AUTH, fakeApp, fakeModel, sseEvents, SLUG, word, type FakeModel } from "./fake-model.js";
+import { AUTH, fakeApp, fakeModel, NO_DETAILS, SLUG, sseEvents, type FakeModel, word } from "./fake-model.js";
 
 const ids = (text: string) => [...new TextEncoder().encode(text)];
 const lp = (text: string) => ids(text).map(fakePromptLogprob);
@@ -39,7 +39,7 @@ describe("completions: prompt scoring (echo + logprobs)", () => {
       top_logprobs: [null, { b: fakePromptLogprob(98) }, { c: fakePromptLogprob(99) }, { Hello: -0.5 }, { " world": -1.5 }],
       text_offset: [0, 1, 2, 3, 8],
     });
-    expect(body.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+    expect(body.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
   });
 
   it("max_tokens 0 scores the prompt only: finish_reason length, no completion tokens", async () => {
@@ -50,7 +50,7 @@ describe("completions: prompt scoring (echo + logprobs)", () => {
     expect(body.choices[0].logprobs.token_logprobs).toEqual([null, ...lp("Say hi").slice(1)]);
     expect(body.choices[0].logprobs.top_logprobs).toEqual([null, {}, {}, {}, {}, {}]);
     expect(body.choices[0].logprobs.text_offset).toEqual([0, 1, 2, 3, 4, 5]);
-    expect(body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 0, total_tokens: 6 });
+    expect(body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 0, total_tokens: 6, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
     expect(fake.backend.computed).toBe(0); // nothing sampled
   });
 
@@ -117,7 +117,7 @@ describe("completions: several prompts", () => {
       [4, "cc!"],
       [5, "cc!"],
     ]);
-    expect(body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 12, total_tokens: 18 });
+    expect(body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 12, total_tokens: 18, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
   });
 
   it("submits the prompts together: their prefills share the first step", async () => {
