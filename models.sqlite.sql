@@ -190,3 +190,28 @@ CREATE TABLE IF NOT EXISTS replicas (
   id        TEXT PRIMARY KEY,
   last_seen TEXT NOT NULL
 );
+
+-- Stored responses of the Responses API (POST /v1/responses with `store`, its default), kept for
+-- `previous_response_id` and GET/DELETE /v1/responses/{id} (src/catalogue/stored-responses.ts).
+-- key_id: the cloud key that made it, NULL in local mode; only that key finds it. created_at: Unix
+-- seconds. response_json: the response object as answered; input_json: every item the model saw
+-- before answering (the earlier responses' inputs and outputs, then this request's input), each
+-- with its id. Retention (`kiln serve --stored-responses`, `--stored-response-days`) deletes the
+-- oldest rows as new ones are stored.
+CREATE TABLE IF NOT EXISTS responses (
+  id            TEXT PRIMARY KEY,
+  key_id        TEXT,
+  created_at    INTEGER NOT NULL,
+  response_json TEXT NOT NULL,
+  input_json    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
+
+-- Each stored response's input and output items by id, for `item_reference` input items.
+CREATE TABLE IF NOT EXISTS response_items (
+  item_id     TEXT NOT NULL,
+  response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+  item_json   TEXT NOT NULL,
+  PRIMARY KEY (item_id, response_id)
+);
+CREATE INDEX IF NOT EXISTS response_items_response ON response_items (response_id);

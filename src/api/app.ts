@@ -3,7 +3,7 @@
  * routes. It serves whatever the {@link ModelRegistry} holds and never loads a model itself, so
  * tests build it around fake models.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
 import { CloudGate } from "./cloud-gate.js";
@@ -16,6 +16,7 @@ import { KilnMetrics } from "./metrics/kiln-metrics.js";
 import { requestIdFrom } from "./request-id.js";
 import { capConnections, clientErrorHandler, serverTimeoutOptions, type CurrentExchanges, type ServerLimits } from "./server-limits.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
+import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { modelsRoute } from "./routes/models.js";
@@ -115,8 +116,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   allowCrossOrigin(app, options.allowedOrigins ?? []);
   app.addHook("onRequest", async (request) => assertPlainBody(request));
 
+  // Each request is counted once: by onResponse when its answer went out whole, or when its client
+  // left first (a cancelled stream, an abandoned wait), for which fastify runs no onResponse.
+  const counted = new WeakSet<FastifyRequest>();
+  const countRequest = (request: FastifyRequest, status: number) => {
+    if (counted.has(request)) return;
+    counted.add(request);
+    ctx.metrics.request(request.routeOptions.url ?? "unmatched", request.method, status);
+  };
+  app.addHook("onRequest", async (request, reply) => {
+    // A body that never arrived whole is the client-error handler's to count.
+    reply.raw.once("close", () => {
+      if (!reply.raw.writableFinished && request.raw.complete) countRequest(request, CLIENT_CLOSED_STATUS);
+    });
+  });
+
   app.addHook("onResponse", async (request, reply) => {
-    ctx.metrics.request(request.routeOptions.url ?? "unmatched", request.method, reply.statusCode);
+    countRequest(request, reply.statusCode);
     // While draining, a finished answer frees its connection instead of keeping it alive.
     if (ctx.lifecycle.draining) request.raw.socket?.end();
   });

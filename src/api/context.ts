@@ -1,5 +1,6 @@
 /** What the routes share: the models, metrics, usage records and the server's lifecycle. */
 import { setMaxListeners } from "node:events";
+import type { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import type { CloudGate } from "./cloud-gate.js";
 import type { UsageRecorder } from "./cloud-port.js";
@@ -73,4 +74,6 @@ export interface ApiContext {
   sse: SseOptions;
   /** Why this server is riskier than it looks (e.g. listening beyond loopback without key checks); /health lists them. */
   warnings: readonly string[];
+  /** The Responses API's stored responses (`store`, `previous_response_id`, GET /v1/responses/{id}). */
+  responses: ResponseStore;
 }

@@ -1,9 +1,11 @@
 /**
- * The only writer of server-sent events: one `data: <json>` line and a blank line per event, no
- * `event:` lines (they confuse the OpenAI Node client), `: keep-alive` comments while idle.
- * {@link streamSse} owns a stream's whole life, so that every stream ends one of three ways:
- * `data: [DONE]` (or, for transcriptions, its own last event: see {@link SseEnd}), a
- * `data: {"error": …}` event after which the stream just closes, or nothing more when the client has gone.
+ * The only writer of server-sent events: one `data: <json>` line and a blank line per event,
+ * `: keep-alive` comments while idle, and no `event:` lines (they confuse the OpenAI Node client's
+ * chat streams) except on streams framed as named events (the Responses API's, whose clients read
+ * `event: <type>`: see {@link SseFraming}). {@link streamSse} owns a stream's whole life, so that
+ * every stream ends one of three ways: `data: [DONE]` (or the body's own last event: see
+ * {@link SseEnd}), the failure's events (by default one `data: {"error": …}`) after which the stream
+ * just closes, or nothing more when the client has gone.
  */
 import { PassThrough } from "node:stream";
 import type { FastifyReply } from "fastify";
@@ -31,20 +33,32 @@ export interface SseSink {
  */
 export type SseEnd = "done-marker" | "last-event";
 
+/** How a stream's events are framed and how it ends. */
+export interface SseFraming {
+  /** How a stream that went well ends. Default "done-marker". */
+  end?: SseEnd;
+  /** Each event that has a string `type` is named by it in an `event:` line before its `data:` line. Default false. */
+  named?: boolean;
+  /** The events that end a stream failing after its first event. Default one `{"error": …}` event (the API contract's). */
+  failure?: (error: ApiError) => unknown[];
+}
+
 /**
  * Answers `reply` with the server-sent events `body` sends. The response starts with the first
  * event, so a body that throws before sending anything throws here (the caller answers with an
  * ordinary JSON error). After that the stream ends with `data: [DONE]` when `body` resolves, with
  * an error event when it throws (logged; the event names the request id and nothing internal),
- * and with nothing more when the client has gone. Resolves once the stream is ended.
+ * and with nothing more when the client has gone. Resolves once the stream is ended. `framing`
+ * (or just its {@link SseEnd}) says how events are framed, how the stream ends, and its failure events.
  */
 export async function streamSse(
   reply: FastifyReply,
   options: SseOptions,
   body: (sse: SseSink) => Promise<void>,
-  end: SseEnd = "done-marker",
+  framing: SseFraming | SseEnd = "done-marker",
 ): Promise<void> {
-  const writer = new SseWriter(reply, options.keepAliveMs ?? 15_000);
+  const { end = "done-marker", named = false, failure } = typeof framing === "string" ? { end: framing } : framing;
+  const writer = new SseWriter(reply, options.keepAliveMs ?? 15_000, named);
   try {
     await body(writer);
   } catch (err) {
@@ -53,7 +67,7 @@ export async function streamSse(
     // An error the API meant to send (a shutdown cut-off) is news, not a failure with a stack to read.
     if (err instanceof ApiError) reply.request.log.info({ code: error.code, status: error.status }, `stream ended with an error event: ${error.message}`);
     else reply.request.log.error({ err }, "stream failed after its first event");
-    writer.end(`data: ${JSON.stringify(error.toBody())}\n\n`);
+    writer.end((failure ? failure(error) : [error.toBody()]).map((event) => writer.frame(event)).join(""));
     return;
   }
   writer.end(end === "done-marker" ? "data: [DONE]\n\n" : "");
@@ -69,6 +83,7 @@ class SseWriter implements SseSink {
   constructor(
     private readonly reply: FastifyReply,
     private readonly keepAliveMs: number,
+    private readonly named: boolean,
   ) {}
 
   /** Whether the response has begun (its head is sent or on its way). */
@@ -83,7 +98,13 @@ class SseWriter implements SseSink {
 
   async send(data: unknown): Promise<void> {
     if (!this.started) this.start();
-    if (!this.write(`data: ${JSON.stringify(data)}\n\n`)) await this.drained();
+    if (!this.write(this.frame(data))) await this.drained();
+  }
+
+  /** One event as its frame: its `event:` line when events are named and it has a type, then its `data:` line. */
+  frame(data: unknown): string {
+    const type = this.named ? (data as { type?: unknown } | null)?.type : undefined;
+    return `${typeof type === "string" ? `event: ${type}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
   }
 
   /** Ends the stream with `last`, which only a client still there gets. Later calls do nothing. */

@@ -15,6 +15,14 @@ export { applySchema, openDatabase, readModels, schemaPath, seedModels, type Kil
 export { artifactsDir, databasePath, kilnHome, modelDir } from "./paths.js";
 export { currentPromotion, promoteArtifact, promotionHistory, rollbackPromotion, type PromoteInput, type Promotion } from "./promotions.js";
 export {
+  DEFAULT_MAX_STORED_RESPONSES,
+  DEFAULT_STORED_RESPONSE_DAYS,
+  ResponseStore,
+  type ResponseRetention,
+  type StoredItem,
+  type StoredResponse,
+} from "./stored-responses.js";
+export {
   ChecksumError,
   HttpStatusError,
   pullModel,

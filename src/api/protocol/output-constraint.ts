@@ -65,6 +65,26 @@ export function responseFormatConstraint(format: ResponseFormat | null | undefin
   return undefined;
 }
 
+/** The Responses API's `text.format`, as far as the constraint goes. */
+export type TextFormat = { type: "text" } | { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown> };
+
+/**
+ * The constraint the Responses API's `text.format` asks for (`text` asks for none), checked: a
+ * schema the engine cannot enforce is a 400 naming `text.format`, as `response_format`'s is on chat.
+ */
+export function textFormatConstraint(format: TextFormat | null | undefined): ConstraintSpec | undefined {
+  if (format?.type === "json_object") return { type: "json_object" };
+  if (format?.type !== "json_schema") return undefined;
+  try {
+    checkJsonSchema(format.schema);
+  } catch (err) {
+    if (!(err instanceof ConstraintError)) throw err;
+    const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
+    throw apiError("invalid_value", `Invalid 'text.format.schema': ${where}: ${err.message}`, "text.format");
+  }
+  return { type: "json_schema", schema: JSON.stringify(format.schema) };
+}
+
 /**
  * The field that constrains the output, if one does, for errors about the constraint as a whole
  * (e.g. one that cannot go with tool calls); a second one is a 400 naming it.

@@ -42,32 +42,56 @@ type ToolFields = z.output<z.ZodObject<typeof toolFields>>;
  * without tools.
  */
 export function toolUseOf(body: ToolFields): ToolUse | undefined {
-  const tools = body.tools ?? [];
-  const choice = body.tool_choice ?? "auto";
-  if (tools.length === 0) {
-    if (body.tool_choice !== null && body.tool_choice !== undefined && choice !== "none") {
+  const choice = body.tool_choice;
+  return functionToolUse(
+    (body.tools ?? []).map((t) => t.function),
+    typeof choice === "object" && choice !== null ? { name: choice.function.name } : choice,
+    body.parallel_tool_calls,
+    (i, field) => `tools[${i}].function.${field}`,
+  );
+}
+
+/** A function a request offers, whichever endpoint's shape it came in. */
+export interface OfferedFunction {
+  name: string;
+  description?: string | null;
+  parameters?: Record<string, unknown> | null;
+}
+
+/** A `tool_choice`, whichever endpoint's shape it came in: a named function is `{name}`. */
+export type OfferedChoice = "none" | "auto" | "required" | { name: string } | null | undefined;
+
+/**
+ * {@link toolUseOf} for functions and a choice already read out of an endpoint's own shapes (chat's
+ * `tools[i].function`, the Responses API's flat `tools[i]`); `param` names a function's field in
+ * the body, for the errors.
+ */
+export function functionToolUse(
+  offered: readonly OfferedFunction[],
+  toolChoice: OfferedChoice,
+  parallelToolCalls: boolean | null | undefined,
+  param: (index: number, field: "name" | "parameters") => string,
+): ToolUse | undefined {
+  const choice = toolChoice ?? "auto";
+  if (offered.length === 0) {
+    if (toolChoice !== null && toolChoice !== undefined && choice !== "none") {
       throw apiError("invalid_value", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", "tool_choice");
     }
     return undefined;
   }
   const seen = new Set<string>();
-  const functions: ToolFunction[] = tools.map((tool, i) => {
-    const { name, description, parameters } = tool.function;
-    if (seen.has(name)) throw apiError("invalid_value", `Invalid 'tools': the function name '${name}' appears more than once.`, `tools[${i}].function.name`);
+  const functions: ToolFunction[] = offered.map(({ name, description, parameters }, i) => {
+    if (seen.has(name)) throw apiError("invalid_value", `Invalid 'tools': the function name '${name}' appears more than once.`, param(i, "name"));
     seen.add(name);
     const schema = parameters ?? { type: "object", properties: {} };
-    checkParameters(schema, `tools[${i}].function.parameters`);
+    checkParameters(schema, param(i, "parameters"));
     return { name, ...(description ? { description } : {}), parameters: schema };
   });
   if (choice === "none") return undefined;
-  if (typeof choice === "object" && !seen.has(choice.function.name)) {
-    throw apiError("invalid_value", `Invalid value for 'tool_choice': no function named '${choice.function.name}' is in 'tools'.`, "tool_choice");
+  if (typeof choice === "object" && !seen.has(choice.name)) {
+    throw apiError("invalid_value", `Invalid value for 'tool_choice': no function named '${choice.name}' is in 'tools'.`, "tool_choice");
   }
-  return {
-    tools: functions,
-    choice: typeof choice === "object" ? { name: choice.function.name } : choice,
-    parallel: body.parallel_tool_calls ?? true,
-  };
+  return { tools: functions, choice, parallel: parallelToolCalls ?? true };
 }
 
 /** A function's `parameters` must be an object schema kiln can enforce (its calls are constrained by it). */

@@ -10,7 +10,7 @@ import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequ
 import type { AdmissionRequest, SettledFrom } from "../cloud-port.js";
 import type { ApiContext } from "../context.js";
 import { usageOf, type Usage } from "../protocol/chat-completions.js";
-import { streamSse, type SseSink } from "../sse.js";
+import { streamSse, type SseFraming, type SseSink } from "../sse.js";
 import { assertUsageKept, CLIENT_CLOSED_STATUS, RequestLife } from "./request-life.js";
 
 /** One choice as collected for a non-streamed answer. */
@@ -24,8 +24,12 @@ export interface CollectedChoice {
   completionTokens: number;
 }
 
-/** The endpoint-specific wire shapes (chat or legacy completions). */
+/** The endpoint-specific wire shapes (chat, legacy completions, or the Responses API). */
 export interface AnswerFormat {
+  /** Streaming: how events are framed and how the stream ends (the Responses API names its events and has no [DONE]). Default: `data:` events, then `data: [DONE]`. */
+  framing?: SseFraming;
+  /** Streaming: events sent at once, before the generation's first event (the Responses API's `response.created`). Default none. */
+  begin?(): unknown[];
   /**
    * Streaming: the chunk that opens a choice (chat's role chunk, the echoed prompt with its
    * scores when they were asked for); null for none.
@@ -35,7 +39,7 @@ export interface AnswerFormat {
   delta(choice: number, text: string, logprobs: EmittedTokenLogprob[] | undefined): unknown;
   /** Streaming: the chunk that closes a choice, or a list ending with it (what a tool-call parser held back comes first). */
   finish(choice: number, reason: "stop" | "length"): unknown;
-  /** Streaming: the usage chunk (`choices: []`). */
+  /** Streaming: the usage chunk (`choices: []`), or the event that closes the stream with the usage (the Responses API's `response.completed`). */
   usage(usage: Usage): unknown;
   /** The whole non-streamed answer. */
   complete(choices: CollectedChoice[], usage: Usage): unknown;
@@ -51,7 +55,7 @@ export interface AnswerPlan {
   requests: GenerationRequest[];
   /** Answer with server-sent events. */
   stream: boolean;
-  /** Streaming: send the usage chunk before [DONE]. */
+  /** Streaming: send the format's usage event at the end (chat's usage chunk before [DONE]; the Responses API's closing event, always). */
   includeUsage: boolean;
   /** Unique id of the answer (`chatcmpl-…`, `cmpl-…`), also the usage record's key. */
   answerId: string;
@@ -217,7 +221,7 @@ export async function answerGeneration(
   }
   try {
     if (!plan.stream) return await wholeAnswer(generation, reply, format);
-    await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, plan.includeUsage));
+    await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, plan.includeUsage), format.framing);
     return reply;
   } finally {
     generation.end();
@@ -248,6 +252,7 @@ async function wholeAnswer(generation: Generation, reply: FastifyReply, format: 
 
 /** The streamed answer: each event as its chunks, each sent once the client has room for it, then the usage chunk. */
 async function streamAnswer(generation: Generation, sse: SseSink, format: AnswerFormat, includeUsage: boolean): Promise<void> {
+  for (const event of format.begin?.() ?? []) await sse.send(event);
   const started = new Set<number>();
   for (let r = await generation.next(); !r.done; r = await generation.next()) {
     for (const chunk of chunksOf(r.value, format, started)) await sse.send(chunk);

@@ -1,8 +1,16 @@
-/** Ids of answers, as the OpenAI API shapes them (`chatcmpl-…`, `cmpl-…`); `transcr-…` keys a transcription's usage record. */
+/**
+ * Ids of answers, as the OpenAI API shapes them (`chatcmpl-…`, `cmpl-…`; the Responses API's
+ * `resp_…` and its items' `msg_…`, `fc_…`, `fco_…`); `transcr-…` keys a transcription's usage record.
+ */
 import { randomBytes } from "node:crypto";
 
 export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr"): string {
   return `${prefix}-${randomBytes(15).toString("base64url")}`;
+}
+
+/** An id of the Responses API: a response (`resp`), or an item: message (`msg`), function call (`fc`), function call output (`fco`). */
+export function responsesId(prefix: "resp" | "msg" | "fc" | "fco"): string {
+  return `${prefix}_${randomBytes(24).toString("hex")}`;
 }
 
 /** Unix seconds now. */

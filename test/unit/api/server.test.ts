@@ -109,6 +109,9 @@ describe("over real HTTP", () => {
       expect(computed).toBeLessThan(200);
       const metrics = await (await fetch(`${url}/metrics`)).text();
       expect(metrics).toContain('kiln_requests_cancelled_total{model="smollm2-135m-instruct"} 1');
+      // Counted among the HTTP requests once, as the client-closed status (nginx's 499): nobody got an answer.
+      expect(metrics).toMatch(/^kiln_http_requests_total\{method="POST",route="\/v1\/chat\/completions",status="499"\} 1$/m);
+      expect(metrics).not.toMatch(/kiln_http_requests_total\{method="POST",route="\/v1\/chat\/completions",status="200"\}/);
       // The abandoned request is over for draining purposes too (only the /metrics call was counted and finished).
       await vi.waitFor(() => expect(lifecycle.inFlight).toBe(0));
     } finally {
@@ -137,6 +140,9 @@ describe("over real HTTP", () => {
       expect(computed).toBeLessThan(200);
       const metrics = await (await fetch(`${url}/metrics`)).text();
       expect(metrics).toContain('kiln_requests_cancelled_total{model="smollm2-135m-instruct"} 1');
+      // Counted among the HTTP requests once, as the client-closed status (nginx's 499): nobody got an answer.
+      expect(metrics).toMatch(/^kiln_http_requests_total\{method="POST",route="\/v1\/chat\/completions",status="499"\} 1$/m);
+      expect(metrics).not.toMatch(/kiln_http_requests_total\{method="POST",route="\/v1\/chat\/completions",status="200"\}/);
       // The abandoned request is over for draining purposes too (only the /metrics call was counted and finished).
       await vi.waitFor(() => expect(lifecycle.inFlight).toBe(0));
     } finally {
