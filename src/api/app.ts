@@ -4,6 +4,8 @@
  * tests build it around fake models.
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { openDatabase } from "../catalogue/db.js";
+import { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
 import { CloudGate } from "./cloud-gate.js";
@@ -20,6 +22,7 @@ import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { modelsRoute } from "./routes/models.js";
+import { responsesRoutes } from "./routes/responses.js";
 import { transcriptionsRoute } from "./routes/transcriptions.js";
 import type { SseOptions } from "./sse.js";
 
@@ -52,6 +55,8 @@ export interface AppOptions extends ServerLimits {
   warnings?: readonly string[];
   /** Origins whose browser pages may call the API (CORS): `*` or exact origins; default none (no CORS headers, a preflight is a 404). */
   allowedOrigins?: AllowedOrigins;
+  /** Where the Responses API keeps stored responses; default a store in a database in memory, with the default retention, gone with the app. */
+  responses?: ResponseStore;
 }
 
 /** Routes that keep answering while the server drains. */
@@ -68,6 +73,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     startedAt: Math.floor(Date.now() / 1000),
     sse: options.sse ?? {},
     warnings: options.warnings ?? [],
+    responses: options.responses ?? new ResponseStore(openDatabase({ path: ":memory:", seed: false })),
   };
   const exchanges: CurrentExchanges = new WeakMap();
   const app = Fastify({
@@ -161,6 +167,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       modelsRoute(v1, ctx);
       chatCompletionsRoute(v1, ctx);
       completionsRoute(v1, ctx);
+      responsesRoutes(v1, ctx);
       await v1.register(async (audio) => transcriptionsRoute(audio, ctx));
     },
     { prefix: "/v1" },

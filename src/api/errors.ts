@@ -32,6 +32,10 @@ export const ERRORS = {
   model_not_allowed: { status: 403, type: "permission_error", code: "model_not_allowed" },
   model_not_found: { status: 404, type: "invalid_request_error", code: "model_not_found" },
   route_not_found: { status: 404, type: "invalid_request_error", code: null },
+  // GET, DELETE or input_items of a response that is not stored, past retention, or another key's.
+  response_not_found: { status: 404, type: "invalid_request_error", code: null },
+  // A `previous_response_id` the key has no stored response for: the reference API's 400 and code.
+  previous_response_not_found: { status: 400, type: "invalid_request_error", code: "previous_response_not_found" },
   request_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
   // An uploaded audio file past the 25 MB limit (param `file`); the contract's 413 code.
   file_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },
