@@ -145,11 +145,11 @@ class OutputBuilder {
   }
 }
 
-/** The Responses API's usage, from the engine's counts (no prompt caching or reasoning is broken out: their details are 0). */
+/** The Responses API's usage: the same counts as chat's, under its names (kiln's models do not reason: 0 reasoning tokens). */
 export function responsesUsage(usage: Usage): ResponsesUsage {
   return {
     input_tokens: usage.prompt_tokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
     output_tokens: usage.completion_tokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.total_tokens,

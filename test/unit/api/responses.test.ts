@@ -469,6 +469,16 @@ describe("stored responses", () => {
     expect(fake.rendered[2].filter((m) => m.role === "assistant")).toHaveLength(1);
   });
 
+  it("a continued conversation reports the prompt tokens the prefix cache served as cached_tokens", async () => {
+    const fake = fakeModel({ contextLength: 2048 });
+    const { app } = await fakeApp({ fake });
+    const first = (await post(app, request({ input: "x".repeat(600) }))).json();
+    expect(first.usage.input_tokens_details).toEqual({ cached_tokens: 0 });
+    const second = (await post(app, request({ input: "more", previous_response_id: first.id }))).json();
+    // Exact reuse keeps whole 256-token prefill chunks of the earlier prompt.
+    expect(second.usage.input_tokens_details).toEqual({ cached_tokens: 512 });
+  });
+
   it("continues with previous_response_id alone, without new input", async () => {
     const fake = fakeModel();
     const { app } = await fakeApp({ fake });
