@@ -23,6 +23,7 @@ import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
 import type { Promotion } from "../../catalogue/promotions.js";
+import { DEFAULT_MAX_STORED_RESPONSES, DEFAULT_STORED_RESPONSE_DAYS, ResponseStore } from "../../catalogue/stored-responses.js";
 import { DEFAULT_SPEECH_SLOTS, loadModel, type LoadModelOptions, loadSpeechModel, PromotionWatcher } from "../../provision/index.js";
 import { ComputeGate, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, type ServedModel } from "../../scheduler/index.js";
 import { defineCommand, type CommandIO } from "../command.js";
@@ -93,6 +94,21 @@ const options = {
       "let browser pages from this origin (scheme://host[:port], e.g. https://app.example.com; * for any; repeatable or comma-separated) call the API: CORS preflights are answered and answers carry access-control-allow-origin. Default none: no CORS headers, and a preflight is a 404",
   }),
   logLevel: option.choice(LOG_LEVELS, { value: "<level>", env: "KILN_LOG_LEVEL", default: "info", description: "what to log; logs are JSON lines on stderr" }),
+  storedResponses: option.integer({
+    value: "<count>",
+    min: 0,
+    max: 100_000_000,
+    default: DEFAULT_MAX_STORED_RESPONSES,
+    description:
+      "most Responses API responses kept (store: true, the default) for previous_response_id and GET /v1/responses/{id}, in $KILN_HOME/kiln.sqlite; the oldest are deleted first; 0 keeps none",
+  }),
+  storedResponseDays: option.number({
+    value: "<days>",
+    min: 0,
+    max: 36_500,
+    default: DEFAULT_STORED_RESPONSE_DAYS,
+    description: "days a stored Responses API response is kept; older ones are neither found nor continued, and are deleted",
+  }),
   noNightly: option.flag({
     description: "do not run the served text models' optimization tracks (compiler-jobs/<slug>.json) on their schedules; by default each runs as its own lower-priority process",
   }),
@@ -155,16 +171,17 @@ async function memoryLimits(store: CloudStore): Promise<MemoryLimits> {
 export default defineCommand({
   name: "serve",
   description: "Serve models over the OpenAI-compatible HTTP API",
-  intro: `Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, audio/transcriptions, models), then
-pulls, compiles and loads each model (progress on stderr). GET /health answers 503 until the
-models are loaded, then 200. SIGTERM or Ctrl-C stops taking requests and exits once the running
-ones have finished, or after --drain-timeout, ending the ones left with an error (a second Ctrl-C
-exits at once). A --host beyond loopback without --cloud lets anyone on the network in: kiln
-warns about it on stderr and in GET /health. A text model serves its promoted artifact when it has
-one, with the promotion's settings where no flag is given here (a given flag wins); a promotion or
-rollback while serving switches it live within seconds, failing no request. Text and transcription
-models can be served side by side (-m smollm2-135m-instruct -m whisper-tiny-en); a speech model
-takes --threads and --max-waiting, and decodes 4 transcriptions at once.`,
+  intro: `Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, responses,
+audio/transcriptions, models), then pulls, compiles and loads each model (progress on stderr).
+GET /health answers 503 until the models are loaded, then 200. SIGTERM or Ctrl-C stops taking
+requests and exits once the running ones have finished, or after --drain-timeout, ending the ones
+left with an error (a second Ctrl-C exits at once). A --host beyond loopback without --cloud lets
+anyone on the network in: kiln warns about it on stderr and in GET /health. A text model serves its
+promoted artifact when it has one, with the promotion's settings where no flag is given here (a
+given flag wins); a promotion or rollback while serving switches it live within seconds, failing no
+request. Text and transcription models can be served side by side (-m smollm2-135m-instruct
+-m whisper-tiny-en); a speech model takes --threads and --max-waiting, and decodes 4 transcriptions
+at once.`,
   options,
   run: (commandLine, io) =>
     serve(
@@ -315,6 +332,11 @@ class ServeSession {
       cloud: this.cloud?.meter,
       lifecycle: this.lifecycle,
       warnings: warning ? [warning] : [],
+      // In the records database beside the promotions; in memory, for this process only, when it cannot be opened.
+      responses: new ResponseStore(this.promotionsDb ?? openDatabase({ path: ":memory:", seed: false }), {
+        maxCount: o.storedResponses,
+        maxAgeSeconds: o.storedResponseDays * 86_400,
+      }),
       allowedOrigins: this.o.origins,
     });
   }
