@@ -148,6 +148,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     if (error.status >= 500 && error.code === "internal_error") request.log.error({ err }, "request failed");
     else request.log.info({ code: error.code, status: error.status, param: error.param }, error.message);
     if (error.retryAfter !== undefined) reply.header("retry-after", String(error.retryAfter));
+    if (error.noRetry) reply.header("x-should-retry", "false");
     return reply.code(error.status).send(error.toBody());
   });
 

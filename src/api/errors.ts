@@ -4,7 +4,7 @@
  * Routes throw `apiError(code, message, param)`; the app's error handler turns anything thrown
  * (ours, fastify's, the scheduler's) into one of these answers.
  */
-import { ChatTemplateError, EngineClosedError, OverloadedError } from "../scheduler/index.js";
+import { ChatTemplateError, EngineClosedError, ModelTooLargeError, OverloadedError } from "../scheduler/index.js";
 import { UnknownModelError } from "../catalogue/catalogue.js";
 
 interface ErrorSpec {
@@ -14,6 +14,8 @@ interface ErrorSpec {
   code: string | null;
   /** Seconds for a `retry-after` header, where the client should come back later. */
   retryAfter?: number;
+  /** Sends `x-should-retry: false`, which the official clients obey, where a retry cannot succeed. */
+  noRetry?: boolean;
 }
 
 export const ERRORS = {
@@ -31,6 +33,8 @@ export const ERRORS = {
   invalid_api_key: { status: 401, type: "invalid_request_error", code: "invalid_api_key" },
   model_not_allowed: { status: 403, type: "permission_error", code: "model_not_allowed" },
   model_not_found: { status: 404, type: "invalid_request_error", code: "model_not_found" },
+  // A catalogue model whose weights this server does not have (and may not pull on demand): the message names `kiln pull`.
+  model_not_pulled: { status: 404, type: "invalid_request_error", code: "model_not_pulled" },
   route_not_found: { status: 404, type: "invalid_request_error", code: null },
   // GET, DELETE or input_items of a response that is not stored, past retention, or another key's.
   response_not_found: { status: 404, type: "invalid_request_error", code: null },
@@ -56,6 +60,8 @@ export const ERRORS = {
   overloaded: { status: 503, type: "server_error", code: "overloaded", retryAfter: 1 },
   model_loading: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
   model_unavailable: { status: 503, type: "server_error", code: "model_unavailable" },
+  // The model cannot fit this server's memory budget even with the others unloaded: retrying never helps, so the clients are told not to.
+  model_too_large: { status: 503, type: "server_error", code: "model_too_large", noRetry: true },
   shutting_down: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
   // Usage can be neither recorded nor spooled (cloud mode): refused before any work, never served free.
   ledger_unavailable: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
@@ -76,6 +82,7 @@ export class ApiError extends Error {
   readonly type: string;
   readonly wireCode: string | null;
   readonly retryAfter: number | undefined;
+  readonly noRetry: boolean;
 
   /** @param retryAfter seconds for `retry-after` when this answer knows better than the table (a rate limit's wait). */
   constructor(
@@ -91,6 +98,7 @@ export class ApiError extends Error {
     this.type = spec.type;
     this.wireCode = spec.code;
     this.retryAfter = retryAfter ?? spec.retryAfter;
+    this.noRetry = spec.noRetry === true;
   }
 
   toBody(): ErrorBody {
@@ -120,6 +128,8 @@ export function toApiError(err: unknown, requestId: string): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof OverloadedError) return apiError("overloaded", err.message);
   if (err instanceof EngineClosedError) return apiError("shutting_down", err.message);
+  if (err instanceof ModelTooLargeError)
+    return apiError("model_too_large", `The model '${err.slug}' cannot be served on this server: ${err.message}.`, "model");
   if (err instanceof UnknownModelError) return apiError("model_not_found", `The model '${err.slug}' does not exist.`, "model");
   // The template raised on these messages, or cannot render their shape: the request's to fix, never a 500.
   if (err instanceof ChatTemplateError && err.phase === "render") return apiError("invalid_value", err.message, "messages");

@@ -20,3 +20,23 @@ export class EngineClosedError extends Error {
     this.name = "EngineClosedError";
   }
 }
+
+/** A model that cannot fit the server's memory budget even with every other model it may unload unloaded. */
+export class ModelTooLargeError extends Error {
+  readonly code = "model_too_large";
+  constructor(
+    readonly slug: string,
+    readonly neededBytes: number,
+    readonly availableBytes: number,
+    readonly budgetBytes: number,
+  ) {
+    super(
+      `${slug} needs about ${mib(neededBytes)} MiB of memory to serve (weights and KV cache), and this server's memory budget of ${mib(budgetBytes)} MiB leaves at most ${mib(availableBytes)} MiB beside the models it keeps loaded`,
+    );
+    this.name = "ModelTooLargeError";
+  }
+}
+
+function mib(bytes: number): number {
+  return Math.ceil(bytes / 2 ** 20);
+}

@@ -3,9 +3,21 @@
  * registry of models, the served model, prompt rendering), which is all the API sees; and the
  * engine (`engine/`: the batch engine, its step planner, KV slots and sequences).
  */
-export { EngineClosedError, OverloadedError } from "./errors.js";
+export { EngineClosedError, ModelTooLargeError, OverloadedError } from "./errors.js";
 export { ComputeGate, type ComputeGateOptions, type GateLane } from "./compute-gate.js";
-export { DEFAULT_RETIRE_GRACE_MS, ModelRegistry, type AnyServedModel, type ModelRegistryOptions, type ModelState, type ModelSwitch } from "./serving/model-registry.js";
+export {
+  DEFAULT_KEEP_ALIVE_MS,
+  DEFAULT_LOAD_WAIT_MS,
+  DEFAULT_RETIRE_GRACE_MS,
+  ModelRegistry,
+  type AnyServedModel,
+  type DemandedModel,
+  type ModelAvailability,
+  type ModelLoader,
+  type ModelRegistryOptions,
+  type ModelState,
+  type ModelSwitch,
+} from "./serving/model-registry.js";
 export { serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
 export { chatPromptIds, encodePrompt, renderChat, type SpecialTokenMode } from "./serving/prompt.js";
 export { BatchEngine, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, type BatchEngineOptions } from "./engine/batch-engine.js";

@@ -1,7 +1,7 @@
 /** GET /v1/models and /v1/models/{id}: a catalogue entry plus its serving state, as the wire shows it. */
 import type { Promotion } from "../../catalogue/promotions.js";
 import type { ModelEntry } from "../../catalogue/types.js";
-import type { ModelState } from "../../scheduler/index.js";
+import type { ModelAvailability, ModelState } from "../../scheduler/index.js";
 
 /** kiln's serving state of a model: answering requests, being loaded, failed to load, or only in the catalogue. */
 export type ModelStatus = "serving" | "loading" | "failed" | "available";
@@ -28,6 +28,12 @@ export interface ModelObject {
     usd_per_audio_minute?: number;
   };
   status: ModelStatus;
+  /**
+   * Whether this server (this replica, in a fleet) answers for the model now: `served` (loaded),
+   * `loadable` (pulled here: loaded on its first request) or `not_pulled` (`kiln pull` it first,
+   * unless the server pulls on demand).
+   */
+  availability?: ModelAvailability;
   /** Id of the compiled artifact in service (the `system_fingerprint` of its answers); served models only. */
   artifact_id?: string;
   /**
@@ -72,7 +78,13 @@ function ownerOf(entry: ModelEntry): string {
  */
 const SERVED_CAPABILITIES: ReadonlySet<string> = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription"]);
 
-export function modelObject(entry: ModelEntry, state: ModelState | undefined, startedAt: number, measuredTps: number | null): ModelObject {
+export function modelObject(
+  entry: ModelEntry,
+  state: ModelState | undefined,
+  startedAt: number,
+  measuredTps: number | null,
+  availability?: ModelAvailability,
+): ModelObject {
   const p = entry.prices;
   const pricing: ModelObject["pricing"] =
     entry.kind === "transcription"
@@ -94,6 +106,7 @@ export function modelObject(entry: ModelEntry, state: ModelState | undefined, st
     capabilities: entry.capabilities.filter((c) => SERVED_CAPABILITIES.has(c)),
     pricing,
     status: state?.status ?? "available",
+    ...(availability ? { availability } : {}),
     ...(serving ? { artifact_id: serving.artifactId } : {}),
     ...(text ? { measured_output_tokens_per_second: measuredTps, ...optimizationOf(text.promotion ?? null) } : {}),
   };

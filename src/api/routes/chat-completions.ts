@@ -18,7 +18,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const body = parseChatCompletionRequest(request.body);
     const ignored = ignoredFieldsHeader(ignoredChatFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
-    const model = lookupServedModel(ctx, request, body.model);
+    const model = await lookupServedModel(ctx, request, body.model);
     if (!model.hasChatTemplate) {
       throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /v1/completions with a plain prompt.`, "model");
     }

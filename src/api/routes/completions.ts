@@ -23,7 +23,7 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const body = parseCompletionRequest(request.body);
     const ignored = ignoredFieldsHeader(ignoredCompletionFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
-    const model = lookupServedModel(ctx, request, body.model);
+    const model = await lookupServedModel(ctx, request, body.model);
     const prompts = promptsOf(model, body.prompt, body.echo === true);
     const budgets = prompts.map((p) => ({
       promptIds: p.ids,

@@ -1,5 +1,9 @@
-/** From a request's `model` field to a model in service of the kind the route needs, or the right error (404, 403, 400, 503). */
+/**
+ * From a request's `model` field to a model in service of the kind the route needs, loaded on
+ * demand where the server may, or the right error (404, 403, 400, 503).
+ */
 import type { FastifyRequest } from "fastify";
+import { resolveModelId } from "../../catalogue/aliases.js";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
 import type { AnyServedModel, ServedModel, ServedSpeechModel } from "../../scheduler/index.js";
 import { assertModelAllowed } from "../auth/auth.js";
@@ -11,17 +15,27 @@ export type ModelKind = AnyServedModel["kind"];
 
 type ModelOfKind<K extends ModelKind> = K extends "text" ? ServedModel : ServedSpeechModel;
 
-export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug: string): ServedModel;
-export function lookupServedModel<K extends ModelKind>(ctx: ApiContext, request: FastifyRequest, slug: string, kind: K): ModelOfKind<K>;
-export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug: string, kind: ModelKind = "text"): AnyServedModel {
-  const state = ctx.models.get(slug);
-  if (!state && !hasModel(slug)) {
-    throw apiError("model_not_found", `The model '${slug}' does not exist (GET /v1/models lists them).`, "model");
+/**
+ * The slug a request's `model` names: a slug, or a common spelling of one (the source repository
+ * id, a dotted version, an Ollama-style tag); the answer's `model` is the slug either way.
+ */
+export function modelSlugOf(ctx: ApiContext, id: string): string {
+  return ctx.models.get(id) || hasModel(id) ? id : (resolveModelId(id) ?? id);
+}
+
+export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, id: string): Promise<ServedModel>;
+export function lookupServedModel<K extends ModelKind>(ctx: ApiContext, request: FastifyRequest, id: string, kind: K): Promise<ModelOfKind<K>>;
+export async function lookupServedModel(ctx: ApiContext, request: FastifyRequest, id: string, kind: ModelKind = "text"): Promise<AnyServedModel> {
+  const slug = modelSlugOf(ctx, id);
+  const known = ctx.models.get(slug);
+  if (!known && !hasModel(slug)) {
+    throw apiError("model_not_found", `The model '${id}' does not exist (GET /v1/models lists them).`, "model");
   }
   assertModelAllowed(request, slug);
   // Checked before the serving state: naming a model of the wrong kind is the client's mistake
-  // whether or not this server serves it.
-  assertKind(slug, state?.status === "serving" ? state.model.kind : catalogueKind(slug), kind);
+  // whether or not this server serves it (and loads nothing for it).
+  assertKind(slug, known?.status === "serving" ? known.model.kind : catalogueKind(slug), kind);
+  const state = await ctx.models.demand(slug);
   switch (state?.status) {
     case "serving":
       return state.model;
@@ -29,6 +43,12 @@ export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, slug
       throw apiError("model_loading", `The model '${slug}' is still loading (${state.stage}); retry shortly.`, "model");
     case "failed":
       throw apiError("model_unavailable", `The model '${slug}' failed to load on this server: ${state.error}`, "model");
+    case "not_pulled":
+      throw apiError(
+        "model_not_pulled",
+        `The model '${slug}' is not pulled on this server: run \`kiln pull ${slug}\` where it runs (or start it with --pull-on-demand).`,
+        "model",
+      );
     default:
       throw apiError("model_not_found", `The model '${slug}' is not served here: start the server with \`kiln serve --model ${slug}\`.`, "model");
   }

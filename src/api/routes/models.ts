@@ -5,13 +5,14 @@ import type { ModelEntry } from "../../catalogue/types.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { modelObject, type ModelList, type ModelObject } from "../protocol/models.js";
+import { modelSlugOf } from "./model-lookup.js";
 
 export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
   const describe = (entry: ModelEntry): ModelObject => {
     const state = ctx.models.get(entry.slug);
     // Measured on the artifact in service: after a live switch, the one before no longer counts.
     const artifactId = state?.status === "serving" ? state.model.artifactId : undefined;
-    return modelObject(entry, state, ctx.startedAt, ctx.metrics.throughput(entry.slug, artifactId));
+    return modelObject(entry, state, ctx.startedAt, ctx.metrics.throughput(entry.slug, artifactId), ctx.models.availability(entry.slug));
   };
 
   app.get("/models", async (): Promise<ModelList> => ({ object: "list", data: listModels().map(describe) }));
@@ -20,7 +21,8 @@ export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.get("/models/*", async (request): Promise<ModelObject> => {
     const raw = (request.params as { "*": string })["*"];
     const id = safeDecode(raw);
-    const entry = listModels().find((m) => m.slug === id);
+    const slug = modelSlugOf(ctx, id);
+    const entry = listModels().find((m) => m.slug === slug);
     if (!entry) throw apiError("model_not_found", `The model '${id}' does not exist.`, "model");
     return describe(entry);
   });

@@ -47,7 +47,7 @@ export async function transcriptionsRoute(app: FastifyInstance, ctx: ApiContext)
   app.post("/audio/transcriptions", async (request, reply) => {
     const { fields, upload } = await readForm(request);
     const body = parseTranscriptionRequest(fields);
-    const model = lookupServedModel(ctx, request, body.model, "transcription");
+    const model = await lookupServedModel(ctx, request, body.model, "transcription");
     assertLanguage(model, body.language);
     const file = requireFile(upload);
     assertUsageKept(ctx);

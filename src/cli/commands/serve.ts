@@ -24,8 +24,17 @@ import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
 import type { Promotion } from "../../catalogue/promotions.js";
 import { DEFAULT_MAX_STORED_RESPONSES, DEFAULT_STORED_RESPONSE_DAYS, ResponseStore } from "../../catalogue/stored-responses.js";
-import { DEFAULT_SPEECH_SLOTS, loadModel, type LoadModelOptions, loadSpeechModel, PromotionWatcher } from "../../provision/index.js";
-import { ComputeGate, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK, ModelRegistry, type ServedModel } from "../../scheduler/index.js";
+import { DEFAULT_SPEECH_SLOTS, loadModel, type LoadModelOptions, loadSpeechModel, OnDemandLoader, PromotionWatcher } from "../../provision/index.js";
+import {
+  ComputeGate,
+  DEFAULT_KEEP_ALIVE_MS,
+  DEFAULT_MAX_RUNNING,
+  DEFAULT_MAX_WAITING,
+  DEFAULT_PREFILL_CHUNK,
+  ModelRegistry,
+  type ServedModel,
+} from "../../scheduler/index.js";
+import { machineMemoryBytes } from "../../compiler/compilability.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 import { startNightly } from "../../track/index.js";
@@ -33,7 +42,29 @@ import { startNightly } from "../../track/index.js";
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
 const options = {
-  model: option.string({ short: "m", value: "<slug>", multiple: true, required: true, description: "a model to serve (see `kiln models`)" }),
+  model: option.string({
+    short: "m",
+    value: "<slug>",
+    multiple: true,
+    description: "a model to load at start and keep loaded (see `kiln models`); every other pulled model is loaded on its first request",
+  }),
+  keepAlive: option.number({
+    value: "<seconds>",
+    min: 0,
+    max: 31_536_000,
+    default: DEFAULT_KEEP_ALIVE_MS / 1000,
+    description: "how long a model loaded on a request stays loaded without requests; the --model ones stay loaded",
+  }),
+  memoryBudget: option.integer({
+    value: "MiB",
+    min: 1,
+    max: 1_073_741_824,
+    description:
+      "memory the loaded models may take together (weights and KV budgets); the least recently used models loaded on a request are unloaded to make room, and a model that can never fit is refused. Default: the machine's (or cgroup's) memory",
+  }),
+  pullOnDemand: option.flag({
+    description: "pull a model that is not pulled yet on its first request (by default such a request gets 404 model_not_pulled, naming `kiln pull <slug>`)",
+  }),
   port: option.integer({ min: 0, max: 65535, default: 8000, description: "TCP port; 0 picks a free one" }),
   host: option.string({ value: "<address>", default: "127.0.0.1", description: "address to listen on; 0.0.0.0 for every interface" }),
   cloud: option.flag({
@@ -181,13 +212,16 @@ promoted artifact when it has one, with the promotion's settings where no flag i
 given flag wins); a promotion or rollback while serving switches it live within seconds, failing no
 request. Text and transcription models can be served side by side (-m smollm2-135m-instruct
 -m whisper-tiny-en); a speech model takes --threads and --max-waiting, and decodes 4 transcriptions
-at once.`,
+at once. Every other pulled model of the catalogue is loaded on its first request (which waits up
+to 60 s for it, then gets 503 model_loading with retry-after), unloaded after --keep-alive without
+requests, and the least recently used ones are unloaded to make room under --memory-budget; the
+--model ones stay loaded. A model never pulled is a 404 model_not_pulled, unless --pull-on-demand.`,
   options,
   run: (commandLine, io) =>
     serve(
       {
         ...commandLine.options,
-        slugs: knownModelSlugs(commandLine.options.model),
+        slugs: knownModelSlugs(commandLine.options.model ?? []),
         origins: allowedOrigins(commandLine.options.allowedOrigins),
         given: commandLine.given,
       },
@@ -242,7 +276,9 @@ function serve(o: ServeArgs, io: CommandIO): Promise<number> {
  */
 class ServeSession {
   private readonly logger: pino.Logger;
-  private readonly registry = new ModelRegistry();
+  private readonly registry: ModelRegistry;
+  /** One model call at a time across the models served here (text first), so they do not slow each other down. */
+  private readonly gate = new ComputeGate();
   private readonly lifecycle = new Lifecycle();
   private auth: AuthMode = { mode: "local" };
   private cloud: { store: CloudStore; meter: CloudMeter } | null = null;
@@ -264,6 +300,7 @@ class ServeSession {
     private readonly io: CommandIO,
   ) {
     this.logger = pino({ level: o.logLevel, base: { pid: process.pid } }, pino.destination(2));
+    this.registry = this.createRegistry();
     for (const slug of o.slugs) this.registry.expect(slug);
     this.stopped = new Promise<void>((resolve) => (this.resolveStopped = resolve));
   }
@@ -278,7 +315,7 @@ class ServeSession {
     try {
       await this.loadModels();
       if (!this.loading.signal.aborted) {
-        if (!this.registry.all().some((s) => s.status === "serving")) {
+        if (this.o.slugs.length > 0 && !this.registry.all().some((s) => s.status === "serving")) {
           await this.stop("no model could be loaded");
           return 1;
         }
@@ -292,6 +329,26 @@ class ServeSession {
       process.off("SIGTERM", this.onSignal);
       process.off("SIGINT", this.onSignal);
     }
+  }
+
+  /**
+   * The registry over the --model models and, on demand, every other pulled one: loaded through
+   * provisioning, unloaded after --keep-alive, the least recently used making room under --memory-budget.
+   */
+  private createRegistry(): ModelRegistry {
+    const o = this.o;
+    const budgetBytes = o.memoryBudget === undefined ? undefined : o.memoryBudget * 2 ** 20;
+    let registry: ModelRegistry | undefined;
+    const loader = new OnDemandLoader({
+      pullOnDemand: o.pullOnDemand,
+      text: { ...textLoadOptions(o, this.gate), onWarning: (message) => this.tell("warn")({}, message) },
+      speech: { threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate },
+      memoryBudgetBytes: budgetBytes,
+      reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + (m.kvMemoryBytes ?? 0), 0),
+      onStage: (slug, stage) => this.logger.info({ model: slug }, `${slug}: ${stage} (on demand)`),
+    });
+    registry = new ModelRegistry({ loader, keepAliveMs: o.keepAlive * 1000, memoryBudgetBytes: budgetBytes ?? machineMemoryBytes() });
+    return registry;
   }
 
   /** Cloud mode's stores and meter, and the key check over them; false (said on stderr) when they cannot start. */
@@ -357,7 +414,7 @@ class ServeSession {
     const port = typeof address === "object" && address ? address.port : o.port;
     this.url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
     io.stderr.write(
-      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}); loading ${o.slugs.join(", ")}\n`,
+      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}); ${o.slugs.length > 0 ? `loading ${o.slugs.join(", ")}` : "models load on their first request"}\n`,
     );
     return true;
   }
@@ -366,8 +423,7 @@ class ServeSession {
   private async loadModels(): Promise<void> {
     const { o, io, registry } = this;
     const printer = createProgressPrinter(io.stderr);
-    // One model call at a time across the models served here (text first), so they do not slow each other down.
-    const gate = o.slugs.length > 1 ? new ComputeGate() : undefined;
+    const gate = this.gate;
     let kvMemoryReservedBytes = 0; // KV budgets of the models loaded so far, which their caches grow into later
     const textOptions = textLoadOptions(o, gate);
     const onWarning = (message: string) => this.tell("warn")({}, message);

@@ -123,9 +123,18 @@ describe("models", () => {
     }
   });
 
+  it("retrieves a model by a common spelling (its source repository id, raw or percent-encoded), answering with its slug", async () => {
+    const { app } = await fakeApp();
+    for (const url of ["/v1/models/HuggingFaceTB/SmolLM2-135M-Instruct", "/v1/models/HuggingFaceTB%2FSmolLM2-135M-Instruct", "/v1/models/smollm2:135m"]) {
+      const res = await app.inject({ method: "GET", url, headers: AUTH });
+      expect(res.statusCode, url).toBe(200);
+      expect(res.json()).toMatchObject({ id: SLUG, status: "serving" });
+    }
+  });
+
   it("answers 404 model_not_found for unknown ids, including ids with a slash", async () => {
     const { app } = await fakeApp();
-    for (const url of ["/v1/models/gpt-4o", "/v1/models/HuggingFaceTB/SmolLM2-135M-Instruct", "/v1/models/HuggingFaceTB%2FSmolLM2-135M-Instruct"]) {
+    for (const url of ["/v1/models/gpt-4o", "/v1/models/HuggingFaceTB/SmolLM2-9B-Instruct", "/v1/models/HuggingFaceTB%2FSmolLM2-9B-Instruct"]) {
       const res = await app.inject({ method: "GET", url, headers: AUTH });
       expect(res.statusCode).toBe(404);
       expect(res.json().error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });

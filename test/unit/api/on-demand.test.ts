@@ -1,0 +1,234 @@
+/**
+ * Every listed model answers, over fake models and a fake loader: a pulled model is loaded on its
+ * first request, a model never pulled is a 404 naming `kiln pull`, models loaded on demand are
+ * unloaded after the keep-alive and the least recently used make room under a memory budget, a
+ * model that can never fit says so, and common spellings of a model resolve to its slug.
+ */
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { resolveModelId } from "../../../src/catalogue/aliases.js";
+import { ModelRegistry, type AnyServedModel, type ModelLoader, type ModelRegistryOptions } from "../../../src/scheduler/index.js";
+import { AUTH, fakeApp, fakeModel } from "./fake-model.js";
+
+const A = "smollm2-135m-instruct";
+const B = "smollm2-360m-instruct";
+const C = "qwen-2-5-0-5b-instruct";
+const NEVER_PULLED = "qwen-2-5-7b-instruct";
+const MIB = 2 ** 20;
+
+/** A loader over fake models: each "pulled" slug loads after `delayMs`, taking `bytes[slug]` (default 100 MiB). */
+function fakeLoader(options: { pulled?: string[]; delayMs?: number; bytes?: Record<string, number>; pullOnDemand?: boolean; fail?: string[] } = {}) {
+  const pulled = new Set(options.pulled ?? [A, B, C]);
+  const loads: string[] = [];
+  const closed: string[] = [];
+  const loader: ModelLoader = {
+    pullOnDemand: options.pullOnDemand ?? false,
+    isPulled: (slug) => pulled.has(slug),
+    memoryBytes: (slug) => options.bytes?.[slug] ?? 100 * MIB,
+    async load(slug, signal, onStage) {
+      loads.push(slug);
+      onStage("loading the model");
+      await new Promise((resolve) => setTimeout(resolve, options.delayMs ?? 5));
+      signal.throwIfAborted();
+      if (options.fail?.includes(slug)) throw new Error(`${slug} is broken`);
+      pulled.add(slug);
+      const { model } = fakeModel({ slug, tokenDelayMs: 2 });
+      const close = model.close.bind(model);
+      model.close = async () => {
+        closed.push(slug);
+        await close();
+      };
+      return model as AnyServedModel;
+    },
+  };
+  return { loader, loads, closed };
+}
+
+async function server(registryOptions: ModelRegistryOptions, serveAtStart: string[] = []) {
+  const registry = new ModelRegistry({ retireGraceMs: 5, ...registryOptions });
+  for (const slug of serveAtStart) registry.serve(fakeModel({ slug }).model);
+  const { app } = await fakeApp({ models: registry });
+  apps.push(async () => {
+    await app.close();
+    await registry.close();
+  });
+  const chat = (model: string) =>
+    app.inject({ method: "POST", url: "/v1/chat/completions", headers: AUTH, payload: { model, messages: [{ role: "user", content: "hi" }], max_tokens: 3 } });
+  const listed = async () =>
+    Object.fromEntries((await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json().data.map((m: any) => [m.id, m.availability]));
+  return { app, registry, chat, listed };
+}
+
+const apps: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const close of apps.splice(0)) await close();
+  vi.useRealTimers();
+});
+
+describe("models loaded on demand", () => {
+  it("loads a pulled model on its first request and answers it; the answer names the slug", async () => {
+    const { loader, loads } = fakeLoader();
+    const { chat, listed } = await server({ loader });
+    expect((await listed())[A]).toBe("loadable");
+    const res = await chat(A);
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ model: A, choices: [{ message: { content: "Hello world!" } }] });
+    expect(loads).toEqual([A]);
+    expect((await listed())[A]).toBe("served");
+    expect((await chat(A)).statusCode).toBe(200);
+    expect(loads).toEqual([A]); // loaded once
+  });
+
+  it("loads once for many requests that arrive together, and answers each", async () => {
+    const { loader, loads } = fakeLoader({ delayMs: 50 });
+    const { chat } = await server({ loader });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => chat(A)));
+    expect(answers.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(loads).toEqual([A]);
+  });
+
+  it("answers 503 model_loading with retry-after when the load outlasts the wait, and serves once loaded", async () => {
+    const { loader } = fakeLoader({ delayMs: 300 });
+    const { chat } = await server({ loader, loadWaitMs: 20 });
+    const first = await chat(A);
+    expect(first.statusCode).toBe(503);
+    expect(first.headers["retry-after"]).toBe("5");
+    expect(first.json().error).toMatchObject({ type: "server_error", code: "overloaded", param: "model" });
+    expect(first.json().error.message).toMatch(/still loading/);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect((await chat(A)).statusCode).toBe(200);
+  });
+
+  it("a listed model never pulled is a 404 model_not_pulled naming kiln pull; /v1/models says not_pulled", async () => {
+    const { loader, loads } = fakeLoader();
+    const { chat, listed } = await server({ loader });
+    const res = await chat(NEVER_PULLED);
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error).toMatchObject({ type: "invalid_request_error", code: "model_not_pulled", param: "model" });
+    expect(res.json().error.message).toContain(`kiln pull ${NEVER_PULLED}`);
+    expect(loads).toEqual([]);
+    expect((await listed())[NEVER_PULLED]).toBe("not_pulled");
+  });
+
+  it("pulls a model that is not pulled when the server pulls on demand", async () => {
+    const { loader, loads } = fakeLoader({ pullOnDemand: true });
+    const { chat } = await server({ loader });
+    expect((await chat(NEVER_PULLED)).statusCode).toBe(200);
+    expect(loads).toEqual([NEVER_PULLED]);
+  });
+
+  it("a model that cannot load is a 503 model_unavailable with the reason", async () => {
+    const { loader } = fakeLoader({ fail: [A] });
+    const { chat } = await server({ loader });
+    const res = await chat(A);
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error).toMatchObject({ code: "model_unavailable", param: "model" });
+    expect(res.json().error.message).toContain(`${A} is broken`);
+  });
+
+  it("unloads a model loaded on demand after the keep-alive without requests, but keeps the ones served from the start", async () => {
+    const { loader, closed } = fakeLoader();
+    const { chat, listed, registry } = await server({ loader, keepAliveMs: 100 }, [B]);
+    expect((await chat(A)).statusCode).toBe(200);
+    expect(registry.get(A)?.status).toBe("serving");
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(registry.get(A)).toBeUndefined();
+    expect(closed).toEqual([A]);
+    expect(await listed()).toMatchObject({ [A]: "loadable", [B]: "served" });
+    expect(registry.get(B)?.status).toBe("serving");
+    // And it loads again on the next request.
+    expect((await chat(A)).statusCode).toBe(200);
+  });
+
+  it("evicts the least recently used model under the memory budget, failing no request", async () => {
+    const { loader, loads, closed } = fakeLoader({ bytes: { [A]: 100 * MIB, [B]: 100 * MIB, [C]: 100 * MIB } });
+    const { chat, registry } = await server({ loader, memoryBudgetBytes: 250 * MIB });
+    for (const slug of [A, B, A, C]) expect((await chat(slug)).statusCode).toBe(200);
+    // C needed room: B was used longer ago than A.
+    expect(closed).toEqual([B]);
+    expect(registry.get(A)?.status).toBe("serving");
+    expect(registry.get(C)?.status).toBe("serving");
+    expect(loads).toEqual([A, B, C]);
+  });
+
+  it("two models alternating under a budget that holds one: every request answered, in flight ones included", async () => {
+    const { loader, closed } = fakeLoader({ bytes: { [A]: 150 * MIB, [B]: 150 * MIB } });
+    const { chat } = await server({ loader, memoryBudgetBytes: 200 * MIB });
+    const statuses: number[] = [];
+    const bodies: string[] = [];
+    for (let round = 0; round < 4; round++) {
+      // Requests to both at once: one model has to wait for the other's to finish and be unloaded.
+      const answers = await Promise.all([chat(A), chat(B), chat(A), chat(B)]);
+      statuses.push(...answers.map((r) => r.statusCode));
+      bodies.push(...answers.filter((r) => r.statusCode !== 200).map((r) => r.body));
+    }
+    expect(
+      statuses.every((s) => s === 200),
+      JSON.stringify(bodies),
+    ).toBe(true);
+    expect(closed.length).toBeGreaterThan(0);
+  });
+
+  it("a model that can never fit the budget beside the kept models is a 503 model_too_large the clients do not retry", async () => {
+    const { loader, loads } = fakeLoader({ bytes: { [A]: 300 * MIB, [B]: 100 * MIB } });
+    const { chat } = await server({ loader, memoryBudgetBytes: 250 * MIB }, [B]);
+    const res = await chat(A);
+    expect(res.statusCode).toBe(503);
+    expect(res.headers["x-should-retry"]).toBe("false");
+    expect(res.headers["retry-after"]).toBeUndefined();
+    expect(res.json().error).toMatchObject({ type: "server_error", code: "model_too_large", param: "model" });
+    expect(res.json().error.message).toMatch(/needs about 300 MiB/);
+    expect(loads).toEqual([]);
+  });
+
+  it("resolves common spellings to the slug, and answers with the slug", async () => {
+    const { loader, loads } = fakeLoader();
+    const { chat, app } = await server({ loader });
+    for (const spelling of ["HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2:135m", "SmolLM2-135M-Instruct"]) {
+      const res = await chat(spelling);
+      expect(res.statusCode, spelling).toBe(200);
+      expect(res.json().model).toBe(A);
+    }
+    expect(loads).toEqual([A]);
+    const got = await app.inject({ method: "GET", url: "/v1/models/HuggingFaceTB/SmolLM2-135M-Instruct", headers: AUTH });
+    expect(got.json()).toMatchObject({ id: A, availability: "served" });
+    const unknown = await chat("no-such-model");
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().error.code).toBe("model_not_found");
+  });
+
+  it("a model of the wrong kind for the route is a 400 and loads nothing", async () => {
+    const { loader, loads } = fakeLoader({ pulled: ["whisper-tiny-en"] });
+    const { chat } = await server({ loader });
+    const res = await chat("whisper-tiny-en");
+    expect(res.statusCode).toBe(400);
+    expect(loads).toEqual([]);
+  });
+
+  it("is ready with no model given at start, and loads on demand do not make /health wait", async () => {
+    const { loader } = fakeLoader({ delayMs: 200 });
+    const { app, chat } = await server({ loader, loadWaitMs: 10 });
+    expect((await app.inject({ method: "GET", url: "/health" })).statusCode).toBe(200);
+    expect((await chat(A)).statusCode).toBe(503);
+    expect((await app.inject({ method: "GET", url: "/health" })).statusCode).toBe(200);
+  });
+});
+
+describe("resolveModelId", () => {
+  it.each([
+    ["Qwen/Qwen2.5-7B-Instruct", "qwen-2-5-7b-instruct"],
+    ["qwen2.5-7b-instruct", "qwen-2-5-7b-instruct"],
+    ["qwen2.5:7b", "qwen-2-5-7b-instruct"],
+    ["qwen2.5:7b-instruct-q4_K_M", "qwen-2-5-7b-instruct"],
+    ["qwen2.5:1.5b", "qwen-2-5-1-5b-instruct"],
+    ["llama3.1:8b", "llama-3-1-8b-instruct"],
+    ["qwen3:0.6b", "qwen-3-0-6b"],
+    ["gemma2:9b", "gemma-2-9b-instruct"],
+    ["google/gemma-2-9b-it", "gemma-2-9b-instruct"],
+    ["phi4:latest", "phi-4"],
+    ["openai/whisper-tiny.en", "whisper-tiny-en"],
+    ["bartowski/Qwen2.5-7B-Instruct-GGUF", "qwen-2-5-7b-instruct"],
+    ["smollm2-135m-instruct", "smollm2-135m-instruct"],
+  ])("%s -> %s", (id, slug) => expect(resolveModelId(id)).toBe(slug));
+
+  it.each(["gpt-4", "qwen2.5", "llama", ""])("%s names no model", (id) => expect(resolveModelId(id)).toBeUndefined());
+});
