@@ -24,17 +24,21 @@ export interface RunningServer {
 }
 
 /**
- * Starts `kiln serve --model <slug> --port 0 --no-nightly <extra>`; resolves once it says it is
- * ready. The nightly track stays off: a job whose hour came during a test run would compete for the
+ * Starts `kiln serve --model <slug> --port 0 --no-nightly <extra>` (no `--model` for a null slug:
+ * every model loads on demand); resolves once it says it is ready. The nightly track stays off: a job whose hour came during a test run would compete for the
  * CPU and promote artifacts under the test.
  */
-export function startServer(slug: string, extraArgs: string[] = [], how: HowToStart = {}): Promise<RunningServer> {
+export function startServer(slug: string | null, extraArgs: string[] = [], how: HowToStart = {}): Promise<RunningServer> {
   const [command, ...prefix] = how.kiln ?? [process.execPath, KILN_BIN];
-  const child = spawn(command, [...prefix, "serve", "--model", slug, "--port", "0", "--log-level", "warn", "--no-nightly", ...extraArgs], {
-    cwd: how.cwd,
-    env: process.env,
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child = spawn(
+    command,
+    [...prefix, "serve", ...(slug === null ? [] : ["--model", slug]), "--port", "0", "--log-level", "warn", "--no-nightly", ...extraArgs],
+    {
+      cwd: how.cwd,
+      env: process.env,
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
   let log = "";
   return new Promise<RunningServer>((resolve, reject) => {
     let baseURL = "";
