@@ -25,8 +25,9 @@ export interface RunningServer {
 
 /**
  * Starts `kiln serve --model <slug> --port 0 --no-nightly <extra>` (no `--model` for a null slug:
- * every model loads on demand); resolves once it says it is ready. The nightly track stays off: a job whose hour came during a test run would compete for the
- * CPU and promote artifacts under the test.
+ * every model loads on demand); resolves once it says it is ready. The nightly track stays off:
+ * a job whose hour came during a test run would compete for the CPU and promote artifacts under
+ * the test.
  */
 export function startServer(slug: string | null, extraArgs: string[] = [], how: HowToStart = {}): Promise<RunningServer> {
   const [command, ...prefix] = how.kiln ?? [process.execPath, KILN_BIN];
