@@ -6,6 +6,8 @@
  *   `responses.parse` with a strict `text.format` (zodTextFormat), and retrieve, input_items, delete;
  * - the Vercel AI SDK's default OpenAI provider (`@ai-sdk/openai`'s `createOpenAI`), which calls
  *   /v1/responses: `generateText`, `streamText`, `generateObject` and tools;
+ * - LangChain JS's ChatOpenAI with `useResponsesApi: true`: invoke, stream, bindTools,
+ *   withStructuredOutput;
  * - in Python (python/responses_checks.py): the official client (.cache/pyclient) and LangChain's
  *   ChatOpenAI with `use_responses_api=True` (.cache/pyframeworks); both run while the JS checks do.
  * Answers are kept short (small max_output_tokens): this checks the wire, not the model.
@@ -14,6 +16,7 @@ import { execFile } from "node:child_process";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { createOpenAI } from "@ai-sdk/openai";
+import { ChatOpenAI } from "@langchain/openai";
 import { generateObject, generateText, streamText, tool } from "ai";
 import OpenAI, { NotFoundError } from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
@@ -214,6 +217,44 @@ describe("the Vercel AI SDK's default OpenAI provider (@ai-sdk/openai, /v1/respo
       expect(Weather.safeParse(call.input).success, JSON.stringify(call.input)).toBe(true);
     }
     expect(r.toolResults.map((t) => t.output)).toEqual(r.toolCalls.map((c) => `18 C in ${(c.input as { city: string }).city}`));
+  });
+});
+
+describe("LangChain JS's ChatOpenAI in Responses mode (useResponsesApi: true)", () => {
+  const chat = (maxTokens: number) =>
+    new ChatOpenAI({ model: MODEL, apiKey: API_KEY, configuration: { baseURL: server!.baseURL }, useResponsesApi: true, temperature: 0, maxRetries: 0, maxTokens });
+
+  it("invoke: an AIMessage with the response's id and usage", async () => {
+    const message = await chat(24).invoke("Name three primary colors.");
+    expect(message.text.length).toBeGreaterThan(0);
+    expect(message.id).toMatch(/^resp_/);
+    expect(message.usage_metadata?.input_tokens).toBeGreaterThan(0);
+  });
+
+  it("stream: chunks whose text adds up", async () => {
+    let chunks = 0;
+    let text = "";
+    for await (const chunk of await chat(16).stream("Say hello.")) {
+      chunks++;
+      text += chunk.text;
+    }
+    expect(chunks).toBeGreaterThan(2);
+    expect(text.length).toBeGreaterThan(0);
+  });
+
+  it("bindTools with a named tool_choice: a tool call whose args validate", async () => {
+    const message = await chat(48)
+      .bindTools([{ type: "function", function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } }], { tool_choice: "get_weather" })
+      .invoke("What is the weather in Paris?");
+    expect(message.invalid_tool_calls ?? []).toEqual([]);
+    expect(message.tool_calls?.length, JSON.stringify(message.content)).toBeGreaterThan(0);
+    expect(message.tool_calls![0].name).toBe("get_weather");
+    expect(Weather.safeParse(message.tool_calls![0].args).success).toBe(true);
+  });
+
+  it("withStructuredOutput(zod): the object validates", async () => {
+    const value = await chat(40).withStructuredOutput(City, { name: "city" }).invoke("Paris is a city in France. Give the city and country.");
+    expect(City.safeParse(value).success, JSON.stringify(value)).toBe(true);
   });
 });
 
