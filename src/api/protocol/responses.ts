@@ -131,6 +131,7 @@ export const responsesRequestSchema = z.object({
   // Caching and abuse-tracking hints of the reference API: nothing for kiln to do with them, and nothing lost.
   prompt_cache_key: z.string().nullish(),
   prompt_cache_retention: z.string().nullish(),
+  prompt_cache_options: z.record(z.string(), z.unknown()).nullish(),
   safety_identifier: z.string().nullish(),
   // kiln's sampling extensions, as on chat and completions (named as in vLLM).
   top_k: z.number().int().min(-1).nullish(),

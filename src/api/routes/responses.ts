@@ -11,6 +11,7 @@ import type { StoredItem } from "../../catalogue/stored-responses.js";
 import { toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
+import { ignoredFieldsHeader } from "../protocol/common.js";
 import { parseOrThrow } from "../protocol/issues.js";
 import { textFormatConstraint } from "../protocol/output-constraint.js";
 import {
@@ -32,8 +33,8 @@ import { responsesFormat } from "./responses-format.js";
 export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/responses", async (request, reply) => {
     const body = parseResponsesRequest(request.body);
-    const ignored = ignoredResponsesFields(request.body);
-    if (ignored.length > 0) reply.header("x-kiln-ignored-fields", ignored.join(", "));
+    const ignored = ignoredFieldsHeader(ignoredResponsesFields(request.body));
+    if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
     const model = await lookupServedModel(ctx, request, body.model);
     if (!model.hasChatTemplate) {
       throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /v1/completions with a plain prompt.`, "model");

@@ -218,9 +218,22 @@ describe("request checks", () => {
   }
 
   it("accepts an unknown top-level field and names it in x-kiln-ignored-fields, as the other routes do", async () => {
-    const { res } = await ask(request({ vendor_thing: 1 }));
+    const { res } = await ask(request({ vendor_thing: 1, "ключ": 2 }));
     expect(res.statusCode).toBe(200);
-    expect(res.headers["x-kiln-ignored-fields"]).toBe("vendor_thing");
+    expect(res.headers["x-kiln-ignored-fields"]).toBe("vendor_thing, %D0%BA%D0%BB%D1%8E%D1%87");
+  });
+
+  it("knows every field of the reference's request (null accepted)", async () => {
+    // The official Node client's ResponseCreateParams, and max_tool_calls of the reference's OpenAPI description.
+    const fields = [
+      "background", "context_management", "conversation", "include", "instructions", "max_output_tokens", "max_tool_calls", "metadata",
+      "moderation", "parallel_tool_calls", "previous_response_id", "prompt", "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention",
+      "reasoning", "safety_identifier", "service_tier", "store", "stream", "stream_options", "temperature", "text", "tool_choice", "tools",
+      "top_logprobs", "top_p", "truncation", "user",
+    ];
+    const { res } = await ask(request(Object.fromEntries(fields.map((f) => [f, null]))));
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.headers["x-kiln-ignored-fields"]).toBeUndefined();
   });
 
   it("accepts the hints and null fields the clients send", async () => {
