@@ -7,8 +7,8 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { StoredItem } from "../../catalogue/stored-responses.js";
-import { toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
+import type { StoredItem, StoredResponse } from "../../catalogue/stored-responses.js";
+import { ChatTemplateError, toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
@@ -125,7 +125,8 @@ function storedResponse(ctx: ApiContext, request: FastifyRequest) {
 /** Stores a finished response; a store that fails (a full disk) costs the client its stored copy, never the answer. */
 function keep(ctx: ApiContext, request: FastifyRequest, stored: { id: string; keyId: string | null; createdAt: number; response: ResponseObject; input: StoredItem[] }): void {
   try {
-    ctx.responses.save({ ...stored, response: stored.response as unknown as ResponseObject & Record<string, unknown> & { output: StoredItem[] } });
+    // The response object as JSON: its items are stored items (each has an id and a type).
+    ctx.responses.save({ ...stored, response: stored.response as unknown as StoredResponse["response"] });
   } catch (err) {
     request.log.error({ err, responseId: stored.id }, "could not store the response: it cannot be retrieved or continued");
   }
@@ -212,11 +213,21 @@ function chatMessages(instructions: string | null | undefined, items: readonly S
 function renderConversation(model: ServedModel, body: ResponsesRequest, items: StoredItem[], toolUse: ToolUse | undefined): { promptIds: number[]; kept: StoredItem[] } {
   let kept = items;
   for (;;) {
-    const promptIds = model.chatPrompt(chatMessages(body.instructions, kept), toolUse?.tools);
+    const promptIds = chatPrompt(model, chatMessages(body.instructions, kept), toolUse);
     if (body.truncation !== "auto" || promptIds.length + (body.max_output_tokens ?? 1) <= model.contextLength || kept.length <= 1) return { promptIds, kept };
     let drop = 1;
     while (drop < kept.length - 1 && !(kept[drop].type === "message" && kept[drop].role === "user")) drop++;
     kept = kept.slice(drop);
+  }
+}
+
+/** The prompt of `messages`; a conversation the chat template cannot render is the request's to fix, a 400 on `input`. */
+function chatPrompt(model: ServedModel, messages: ChatMessage[], toolUse: ToolUse | undefined): number[] {
+  try {
+    return model.chatPrompt(messages, toolUse?.tools);
+  } catch (err) {
+    if (err instanceof ChatTemplateError && err.phase === "render") throw apiError("invalid_value", err.message, "input");
+    throw err;
   }
 }
 

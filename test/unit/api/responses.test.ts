@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import { ResponseStore } from "../../../src/catalogue/stored-responses.js";
 import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
+import { ChatTemplateError } from "../../../src/scheduler/index.js";
 import { sqliteKeyStore } from "../cloud/keys-support.js";
 import { AUTH, fakeApp, fakeModel, SLUG, word } from "./fake-model.js";
 
@@ -216,6 +217,16 @@ describe("request checks", () => {
       expect(res.json().error).toMatchObject({ type: "invalid_request_error", param, code });
     });
   }
+
+  it("a conversation the chat template cannot render is a 400 on input", async () => {
+    const fake = fakeModel();
+    fake.model.chatPrompt = () => {
+      throw new ChatTemplateError("Conversation roles must alternate user/assistant/user/assistant/...", true);
+    };
+    const { res } = await ask(request(), fake);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({ code: "invalid_value", param: "input", message: expect.stringContaining("alternate") });
+  });
 
   it("accepts an unknown top-level field and names it in x-kiln-ignored-fields, as the other routes do", async () => {
     const { res } = await ask(request({ vendor_thing: 1, "ключ": 2 }));
