@@ -39,6 +39,12 @@ export interface OpenDatabaseOptions {
   seed?: boolean;
   /** Catalogue to seed from (default: `MODELS`). */
   models?: readonly ModelEntry[];
+  /**
+   * Where the database cannot be written (a read-only KILN_HOME, as a fleet's shared home may be),
+   * open it read-only instead of failing, with no schema applied and nothing seeded; writes then
+   * fail with SQLITE_READONLY. For readers (promotions); default false.
+   */
+  readOnlyFallback?: boolean;
 }
 
 /**
@@ -46,6 +52,46 @@ export interface OpenDatabaseOptions {
  * its WAL companions are the owner's only (0600), and so is KILN_HOME when the database is its.
  */
 export function openDatabase(options: OpenDatabaseOptions = {}): KilnDatabase {
+  try {
+    return openWritable(options);
+  } catch (err) {
+    const file = options.path ?? databasePath(options.home ?? kilnHome());
+    if (!options.readOnlyFallback || file === ":memory:" || !cannotWrite(err) || !existsSync(file)) throw err;
+    return openReadOnly(file);
+  }
+}
+
+/** Errors of writing where kiln may only read: a read-only file system, no permission, or SQLite saying either. */
+export function cannotWrite(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return code === "EROFS" || code === "EACCES" || code === "EPERM" || code === "SQLITE_READONLY" || code === "SQLITE_CANTOPEN";
+}
+
+/**
+ * The database opened for reading only. SQLite cannot open a WAL database even to read without its
+ * shared-memory file beside it, which a read-only directory cannot get once the last writer has
+ * closed (and deleted it); then the file is read into memory as it is, which holds everything
+ * since the last writer checkpointed on close.
+ */
+function openReadOnly(file: string): KilnDatabase {
+  try {
+    const db = new Database(file, { readonly: true, fileMustExist: true });
+    try {
+      db.prepare("SELECT count(*) FROM sqlite_master").get();
+      return db;
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  } catch {
+    const image = readFileSync(file);
+    // The header's read and write versions (bytes 18, 19): 2 is WAL, which an in-memory copy cannot use; 1 is the rollback journal.
+    if (image.length >= 20) image[18] = image[19] = 1;
+    return new Database(image, { readonly: true });
+  }
+}
+
+function openWritable(options: OpenDatabaseOptions): KilnDatabase {
   const file = options.path ?? databasePath(ensurePrivateHome(options.home ?? kilnHome()));
   if (file !== ":memory:") createPrivately(file);
   const db = new Database(file);

@@ -122,7 +122,7 @@ async function serveArtifact(dir: string, promotion: Promotion | null, options: 
 /** The model's current promotion; a database that cannot be read serves the default compile, with a warning. */
 function readPromotion(slug: string, home: string, warn: (message: string) => void): Promotion | null {
   try {
-    const db = openDatabase({ home });
+    const db = openDatabase({ home, readOnlyFallback: true });
     try {
       return currentPromotion(db, slug);
     } finally {

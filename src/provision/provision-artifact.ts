@@ -1,7 +1,7 @@
 /** Pull -> compile -> record: a catalogue model's compiled artifact, built when missing. */
 import { basename, join } from "node:path";
 import { describeSource, getModel, memberPath, packageMembers } from "../catalogue/catalogue.js";
-import { openDatabase } from "../catalogue/db.js";
+import { cannotWrite, type KilnDatabase, openDatabase } from "../catalogue/db.js";
 import { kilnHome } from "../catalogue/paths.js";
 import { pullModel, type PulledModel, type PullOptions } from "../catalogue/pull/index.js";
 import type { WeightSource } from "../catalogue/types.js";
@@ -123,9 +123,9 @@ export async function provisionArtifact(slug: string, opts: ProvisionOptions = {
   };
   stage("pulling weights");
   let source = await pull(false);
-  const db = openDatabase({ home });
+  const db = openRecords(home);
   // Compile options shape only the text compiler's graphs; a speech compile records none.
-  const recordId = recordCompileStart(db, slug, COMPILER_VERSION, entry.kind === "text" ? (opts.compile ?? {}) : {});
+  const recordId = db && recordCompileStart(db, slug, COMPILER_VERSION, entry.kind === "text" ? (opts.compile ?? {}) : {});
   let failed = false;
   try {
     const compile = (force: boolean) => source.compile(force);
@@ -149,13 +149,26 @@ export async function provisionArtifact(slug: string, opts: ProvisionOptions = {
         if (again.length > 0) throw new ArtifactIntegrityError(result.dir, again);
       }
     }
-    recordCompileFinish(db, recordId, result);
+    if (db && recordId !== null) recordCompileFinish(db, recordId, result);
     return result;
   } catch (err) {
     failed = true;
-    throw recordedFailure(err, () => recordCompileFailure(db, recordId, err));
+    throw recordedFailure(err, () => db && recordId !== null && recordCompileFailure(db, recordId, err));
   } finally {
-    closeDatabase(db, failed);
+    if (db) closeDatabase(db, failed);
+  }
+}
+
+/**
+ * The database compiles are recorded in; null where KILN_HOME cannot be written (a fleet's shared,
+ * read-only home), whose artifacts are served as they are, unrecorded.
+ */
+function openRecords(home: string): KilnDatabase | null {
+  try {
+    return openDatabase({ home });
+  } catch (err) {
+    if (cannotWrite(err)) return null;
+    throw err;
   }
 }
 

@@ -15,6 +15,7 @@ import {
   checkRecorded,
   ensureDir,
   fileSize,
+  isReadOnlyError,
   readRecord,
   safeJoin,
   sha256File,
@@ -293,15 +294,29 @@ export async function pullModel(slug: string, options: PullOptions = {}): Promis
   const sources = options.sources ?? getModel(slug).sources;
   const dir = modelDir(slug, options.home ?? kilnHome());
   await ensureDir(dir);
-  const release = await acquireLock(dir, { signal: options.signal });
+  // A home kiln may only read (a fleet's shared, read-only KILN_HOME) takes no lock: what is pulled
+  // there is used as it is, and nothing is fetched.
+  let readOnly: unknown = null;
+  const release = await acquireLock(dir, { signal: options.signal }).catch((err: unknown) => {
+    if (!isReadOnlyError(err)) throw err;
+    readOnly = err;
+    return async () => {};
+  });
+  /** A write that only saves work later (a fresh stamp, a first pin): skipped where the home is read-only. */
+  const bestEffort = async (write: () => Promise<unknown>) => {
+    if (readOnly === null) await write();
+  };
   try {
     const ctx: Context = { slug, dir, record: await readRecord(dir), options, label: "", restamped: false, changed: new Map() };
     for (const source of sources) {
       if (ctx.record && (await recordCovers(ctx, source))) {
+        const record = ctx.record;
         // Files hashed again and found intact get a fresh stamp, so the next start trusts them without hashing.
-        if (ctx.restamped) ctx.record = await writeRecord(dir, { slug, source: ctx.record.source, format: ctx.record.format, files: ctx.record.files.map(({ path, sha256, bytes }) => ({ path, sha256, bytes })) });
+        if (ctx.restamped) {
+          await bestEffort(async () => (ctx.record = await writeRecord(dir, { slug, source: record.source, format: record.format, files: record.files.map(({ path, sha256, bytes }) => ({ path, sha256, bytes })) })));
+        }
         // A pull recorded before pins existed is pinned now, at its first pull since.
-        if (source.type === "hub") await recordPins(source, ctx.record.files, await readPins(dir), ctx);
+        if (source.type === "hub") await bestEffort(async () => recordPins(source, record.files, await readPins(dir), ctx));
         return {
           slug,
           dir,
@@ -312,6 +327,7 @@ export async function pullModel(slug: string, options: PullOptions = {}): Promis
         };
       }
     }
+    if (readOnly !== null) throw new PullError(slug, [{ source: dir, error: `cannot pull into it: ${oneLine(readOnly)}` }]);
     const attempts: { source: string; error: string }[] = [];
     for (const source of sources) {
       if (options.signal?.aborted) throw abortError(options.signal);

@@ -136,6 +136,12 @@ export async function removeQuietly(path: string): Promise<void> {
   await rm(path, { force: true }).catch(() => undefined);
 }
 
+/** An error from writing where kiln may only read: a read-only file system (a fleet's shared home), or no permission. */
+export function isReadOnlyError(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === "EROFS" || code === "EACCES" || code === "EPERM";
+}
+
 export async function ensureDir(path: string): Promise<void> {
   await mkdir(path, { recursive: true });
 }

@@ -366,7 +366,8 @@ class ServeSession {
 
   private openPromotions(): void {
     try {
-      this.promotionsDb = openDatabase();
+      // A read-only KILN_HOME (a fleet's shared one) is read as it is: its promotions serve.
+      this.promotionsDb = openDatabase({ readOnlyFallback: true });
     } catch (err) {
       const message = `cannot open the database to read promotions (${(err as Error).message}): the default compiles serve, and promotions are not followed`;
       this.io.stderr.write(`kiln serve: WARNING: ${message}\n`);
