@@ -6,7 +6,8 @@
 # - the .cache/pyframeworks venv with `langchain-openai` and `instructor` (frameworks.test.ts), apart
 #   from pyclient because langchain-openai pins an older `openai` and pyclient tests the newest;
 # - the Debian packages espeak-ng and ffmpeg (speech test fixtures; ffmpeg also decodes uploads),
-#   and postgresql, redis-server and nginx (the cloud fleet's real servers, test/support/servers/),
+#   postgresql, redis-server and nginx (the cloud fleet's real servers, test/support/servers/), and
+#   sqlite3 (an operator's reads beside a running server, test/unit/catalogue/db-locks.test.ts),
 #   when missing, through scripts/apt-install.sh;
 # - needs no TTY and prints one line per step.
 set -euo pipefail
@@ -51,8 +52,8 @@ fi
 # espeak-ng speaks the test sentences (test/support/speech.ts) and ffmpeg converts them into every
 # upload format and decodes uploads; postgresql, redis-server and nginx are started by the cloud
 # tests, each in a temporary directory on a free port (test/support/servers/); installed only when
-# missing, without prompting.
-APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx
-log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx)"
+# missing, without prompting. sqlite3 is the command-line shell an operator reads kiln.sqlite with.
+APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx sqlite3
+log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx, sqlite3)"
 
 log "done"

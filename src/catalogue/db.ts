@@ -84,6 +84,7 @@ function openReadOnly(file: string): KilnDatabase {
       throw err;
     }
   } catch {
+    // Reached only where the file cannot be written, so no connection of this process writes it: locks dropped here lose nothing.
     const image = readFileSync(file);
     // The header's read and write versions (bytes 18, 19): 2 is WAL, which an in-memory copy cannot use; 1 is the rollback journal.
     if (image.length >= 20) image[18] = image[19] = 1;
@@ -112,10 +113,21 @@ function openWritable(options: OpenDatabaseOptions): KilnDatabase {
 /**
  * Creates the database file owner-only before SQLite opens it, since SQLite gives its WAL and
  * shared-memory files the database file's mode; one made before this gets tightened, companions included.
+ *
+ * An existing file is never opened here: closing any descriptor of a file drops every POSIX lock
+ * this process holds on it, the locks of SQLite's connections included. Another connection of this
+ * process (the cloud ledger's) would then look absent to an operator's `sqlite3` session, which on
+ * closing, taking itself for the last connection, checkpoints and deletes the WAL and shared-memory
+ * files under the server, whose later writes go to a deleted WAL: invisible to other readers, and
+ * lost on a crash.
  */
 function createPrivately(file: string): void {
   mkdirSync(dirname(file), { recursive: true });
-  closeSync(openSync(file, "a", PRIVATE_FILE_MODE));
+  try {
+    closeSync(openSync(file, "wx", PRIVATE_FILE_MODE));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
   for (const path of [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]) tightenFile(path);
 }
 
