@@ -29,7 +29,19 @@ export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
 
 /** What kiln itself puts in its home: a directory holding nothing else is kiln's own to lock down. */
-const KILN_ENTRIES = new Set(["models", "artifacts", "kiln.sqlite", "kiln.sqlite-wal", "kiln.sqlite-shm", "kiln.sqlite-journal", "usage-spool.jsonl"]);
+const KILN_ENTRIES = new Set([
+  "models",
+  "artifacts",
+  "kiln.sqlite",
+  "kiln.sqlite-wal",
+  "kiln.sqlite-shm",
+  "kiln.sqlite-journal",
+  "usage-spool.jsonl",
+  "key-secret",
+]);
+
+/** Files kiln names by pattern in its home: each replica's usage spool. */
+const KILN_ENTRY_PATTERNS = [/^usage-spool-.+\.jsonl$/];
 
 /**
  * Makes `home` readable by its owner only: creates it 0700 when missing (its parents as usual),
@@ -46,13 +58,21 @@ export function ensurePrivateHome(home = kilnHome()): string {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
   }
   const { mode } = statSync(home);
-  if ((mode & 0o077) !== 0 && isKilnsOwn(home, mode)) chmodSync(home, PRIVATE_DIR_MODE);
+  if ((mode & 0o077) !== 0 && isKilnsOwn(home, mode)) {
+    try {
+      chmodSync(home, PRIVATE_DIR_MODE);
+    } catch (err) {
+      // A home kiln may only read (a fleet's shared, read-only one) stays as its owner made it.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== "EROFS" && code !== "EPERM") throw err;
+    }
+  }
   return home;
 }
 
 function isKilnsOwn(dir: string, mode: number): boolean {
   const sticky = (mode & 0o1000) !== 0;
-  return !sticky && readdirSync(dir).every((entry) => KILN_ENTRIES.has(entry));
+  return !sticky && readdirSync(dir).every((entry) => KILN_ENTRIES.has(entry) || KILN_ENTRY_PATTERNS.some((p) => p.test(entry)));
 }
 
 /** Takes group and other access away from `file` if it exists (a database made before kiln did this). */

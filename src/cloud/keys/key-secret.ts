@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, constants, mkdirSync, openSync, readFileSync, statSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { kilnHome } from "../../catalogue/paths.js";
+import { ensurePrivateHome, kilnHome } from "../../catalogue/paths.js";
 
 /** File name of the generated secret in KILN_HOME. */
 export const KEY_SECRET_FILE = "key-secret";
@@ -28,7 +28,8 @@ export function loadKeySecret(options: KeySecretOptions = {}): Buffer {
   const env = options.env ?? process.env;
   if (env.KILN_KEY_SECRET !== undefined && env.KILN_KEY_SECRET !== "") return checked(env.KILN_KEY_SECRET.trim(), "KILN_KEY_SECRET");
   if (options.file) return checked(readFileSync(options.file, "utf8").trim(), options.file);
-  const path = join(kilnHome(env), KEY_SECRET_FILE);
+  // KILN_HOME is made (or tightened to) the owner's only first: the secret is often the first thing kiln writes there (`kiln keys create`).
+  const path = join(ensurePrivateHome(kilnHome(env)), KEY_SECRET_FILE);
   return checked(readOrCreate(path), path);
 }
 

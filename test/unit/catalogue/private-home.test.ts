@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import { ensurePrivateHome } from "../../../src/catalogue/paths.js";
+import { KEY_SECRET_FILE, loadKeySecret } from "../../../src/cloud/keys/key-secret.js";
 
 const modeOf = (path: string) => statSync(path).mode & 0o777;
 
@@ -68,5 +69,21 @@ describe("private KILN_HOME", () => {
     chmodSync(sticky, 0o1777);
     ensurePrivateHome(sticky);
     expect(statSync(sticky).mode & 0o7777).toBe(0o1777);
+  });
+
+  it("tightens a home made by mkdir (0755) whose first use is the key secret (kiln keys create)", () => {
+    const home = join(root, "kiln");
+    mkdirSync(home, { mode: 0o755 });
+    expect(modeOf(home)).toBe(0o755);
+    loadKeySecret({ env: { KILN_HOME: home } });
+    expect(modeOf(home)).toBe(0o700);
+    expect(modeOf(join(home, KEY_SECRET_FILE))).toBe(0o600);
+    // And a home left 0755 holding the secret and the database is still kiln's own to tighten.
+    chmodSync(home, 0o755);
+    openDatabase({ home }).close();
+    writeFileSync(join(home, "usage-spool-host-8000.jsonl"), "", { mode: 0o600 });
+    chmodSync(home, 0o755);
+    openDatabase({ home }).close();
+    expect(modeOf(home)).toBe(0o700);
   });
 });
