@@ -59,6 +59,9 @@ export interface AppOptions extends ServerLimits {
   responses?: ResponseStore;
 }
 
+/** Methods whose requests are answered from their body: an empty one is the client's mistake. */
+const BODY_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH"]);
+
 /** Routes that keep answering while the server drains. */
 const ALWAYS_OPEN = new Set(["/health", "/metrics"]);
 
@@ -96,9 +99,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // Every body is read as JSON whatever its content type (curl -d sends form-urlencoded).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => {
+  app.addContentTypeParser("*", { parseAs: "string" }, (request, body, done) => {
     const text = String(body);
-    if (text.trim() === "") return done(apiError("invalid_json", "The request body is empty: send a JSON object."), undefined);
+    if (text.trim() === "") {
+      // A DELETE (or a preflight) carries no body even when a client labels it JSON: its route answers it.
+      if (!BODY_METHODS.has(request.method)) return done(null, undefined);
+      return done(apiError("invalid_json", "The request body is empty: send a JSON object."), undefined);
+    }
     try {
       done(null, JSON.parse(text));
     } catch (err) {

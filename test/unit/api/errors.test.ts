@@ -300,3 +300,21 @@ describe("other statuses", () => {
     expect(res.json().error.message).toContain(res.headers["x-request-id"]);
   });
 });
+
+describe("requests without a body", () => {
+  it("a DELETE labelled JSON with no body gets the route's answer, not 'body is empty'", async () => {
+    const { app } = await fakeApp();
+    const plain = await app.inject({ method: "DELETE", url: `/v1/models/${SLUG}`, headers: AUTH });
+    const labelled = await app.inject({ method: "DELETE", url: `/v1/models/${SLUG}`, headers: { ...AUTH, "content-type": "application/json" } });
+    expect(labelled.statusCode).toBe(plain.statusCode);
+    expect(labelled.json()).toEqual(plain.json());
+    expect(labelled.json().error.message).not.toMatch(/empty/);
+  });
+
+  it("a POST with no body is still a 400 saying the body is empty", async () => {
+    const { app } = await fakeApp();
+    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", headers: { ...AUTH, "content-type": "application/json" } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({ code: "invalid_json", message: expect.stringMatching(/body is empty/) });
+  });
+});
