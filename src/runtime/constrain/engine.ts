@@ -19,7 +19,7 @@ import { Tokenizer } from "../text/tokenizer.js";
 import { checkedConstraint, type CheckedConstraint } from "./check-constraint.js";
 import { ConstraintError } from "./errors.js";
 import { fillIntegerRanges, placeIntegerRanges } from "./int-range.js";
-import { JSON_OBJECT_EBNF } from "./json-object-grammar.js";
+import { JSON_OBJECT_EBNF, JSON_WS_EBNF } from "./json-object-grammar.js";
 import { engineRegex } from "./regex.js";
 import { loadXgrammar, type Xgrammar } from "./xgrammar.js";
 
@@ -56,8 +56,13 @@ export interface TokenMatcher {
 /** Distinct compiled constraints kept per engine. */
 export const GRAMMAR_CACHE_ENTRIES = 64;
 
-/** JSON-schema output format: compact separators, no whitespace, strict (no unlisted properties or items). */
-const SCHEMA_FORMAT = { anyWhitespace: false, separators: { first: ",", second: ":" }, strict: true } as const;
+/**
+ * JSON-schema output format: strict (no unlisted properties or items), the engine's own whitespace
+ * off (unbounded, it lets a small model loop on blanks), and separators carrying a private-use
+ * marker so that {@link boundedJsonEbnf} can find them and allow a bounded run of whitespace after
+ * each: a literal "," or ":" may also come from a schema's pattern, where no whitespace belongs.
+ */
+const SCHEMA_FORMAT = { anyWhitespace: false, separators: { first: ",\ue000", second: ":\ue001" }, strict: true } as const;
 
 /** The embind handles under the package's wrappers (the wrappers only add an `await` on top). */
 interface CompilerHandle {
@@ -205,7 +210,7 @@ class Instance {
       false,
     );
     try {
-      return fillIntegerRanges(grammar.ToString(), placed);
+      return boundedJsonEbnf(fillIntegerRanges(grammar.ToString(), placed));
     } finally {
       grammar.delete();
     }
@@ -380,6 +385,30 @@ export function engineVocabulary(spec: TokenizerSpec, logitsWidth: number): stri
     vocab[id] = text;
   }
   return vocab;
+}
+
+/**
+ * A schema's EBNF as the engine wrote it, made finishable by a small model: after each separator
+ * (marked by {@link SCHEMA_FORMAT}) JSON's optional whitespace in llama.cpp's bounded amounts, and
+ * the digits of the engine's unbounded integers and numbers bounded as llama.cpp bounds them
+ * (json-object-grammar.ts). Bounds only narrow what is allowed, so the output stays valid.
+ */
+export function boundedJsonEbnf(ebnf: string): string {
+  const out = ebnf
+    .replaceAll(String.raw`",\ue000"`, `"," kiln_ws`)
+    .replaceAll(String.raw`":\ue001"`, `":" kiln_ws`)
+    .split("\n")
+    .map((line) => {
+      // A digit run the engine writes right-recursively: a fraction's or an exponent's digits.
+      const run = /^(\w+) ::= \(\(\[0-9\] (\w+)\) \| \(\[0-9\]\)\)$/.exec(line);
+      if (run && run[1] === run[2]) return `${run[1]} ::= [0-9]{1,16}`;
+      // The integer part of the engine's integers and numbers.
+      if (/^basic_(integer|number)\w* ::= /.test(line)) return line.replaceAll("[1-9] [0-9]*", "[1-9] [0-9]{0,15}");
+      return line;
+    })
+    .join("\n");
+  if (/\\ue00[01]/.test(out)) throw new Error("a separator marker was left in the schema's grammar");
+  return out.replace(/\n?$/, "\n") + `kiln_ws ::= ${JSON_WS_EBNF}\n`;
 }
 
 /** A structural tag's JSON text for the engine, around a format. */

@@ -3,7 +3,7 @@
 // the grammar, allow only stop tokens once the JSON is complete, and survive engine aborts. Regexes,
 // choices and structural tags: random walks over the allowed tokens (seeded) only ever produce
 // matching outputs; a structural tag's free text gets the null (free) mask until its trigger, then
-// only valid calls, with schemas held to the same compact JSON as json_schema. Bounded integers are
+// only valid calls, with schemas held to the same JSON as json_schema (whitespace bounded after separators). Bounded integers are
 // exact (the engine's own range rules let 121..129 through a maximum of 120), in json_schema
 // constraints and in structural tags alike.
 import { Ajv2020 } from "ajv/dist/2020.js";
@@ -174,10 +174,43 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     expect(allowed(first, bracket)).toBe(false);
     expect(fresh.accept(bracket)).toBe(false);
     expect(fresh.accept(tokenizer.encode("{")[0])).toBe(true);
+    // JSON's optional whitespace, in llama.cpp's bounded amounts: one space, not a second.
     const space = tokenizer.encode(" ")[0];
+    expect(allowed(await maskOf(fresh), space)).toBe(true);
+    expect(fresh.accept(space)).toBe(true);
     expect(allowed(await maskOf(fresh), space)).toBe(false);
     expect(fresh.accept(space)).toBe(false);
     fresh.dispose();
+  });
+
+  it("json_object and json_schema: a space or a newline and indent after separators, written as a model writes it", async () => {
+    const loose = '{"a": [1, -2.5e3, {"b": null}],\n  "c": "x: y,z", "e": {}}';
+    const m = engine.matcher({ type: "json_object" });
+    await walk(m, loose);
+    m.dispose();
+    const spaced = JSON.stringify(INSTANCE).replaceAll('","', '", "').replaceAll('":', '": ').replace('"age": 36,', '"age": 36,\n    ');
+    const s = engine.matcher({ type: "json_schema", schema: JSON.stringify(SCHEMA) });
+    await walk(s, spaced);
+    s.dispose();
+    // A pattern's own ":" or "," takes no whitespace: only the separators do.
+    const pattern = engine.matcher({ type: "json_schema", schema: JSON.stringify({ type: "object", properties: { t: { type: "string", pattern: "^a:b,c$" } }, required: ["t"], additionalProperties: false }) });
+    await feed(pattern, '{"t": "a:');
+    expect(pattern.accept(tokenizer.encode(" ")[0])).toBe(false);
+    pattern.dispose();
+  });
+
+  it("numbers: at most 16 integer digits and 16 fraction digits, as llama.cpp allows", async () => {
+    const schema = { type: "object", properties: { n: { type: "integer" }, x: { type: "number" } }, required: ["n", "x"], additionalProperties: false };
+    for (const spec of [{ type: "json_object" }, { type: "json_schema", schema: JSON.stringify(schema) }] as ConstraintSpec[]) {
+      const m = engine.matcher(spec);
+      await feed(m, '{"n":' + "1".repeat(16));
+      expect(m.accept(tokenizer.encode("1")[0]), spec.type).toBe(false);
+      await feed(m, ',"x":-' + "9".repeat(16) + "." + "5".repeat(16));
+      expect(m.accept(tokenizer.encode("5")[0]), spec.type).toBe(false);
+      await feed(m, "e+12}");
+      expect(m.accept(stopIds[0])).toBe(true);
+      m.dispose();
+    }
   });
 
   it("refuses a token that breaks the schema, and control tokens inside strings", async () => {
@@ -352,7 +385,7 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     empty.dispose();
   });
 
-  it("triggered_tags: free text gets the null mask until the trigger, then only a valid compact call", async () => {
+  it("triggered_tags: free text gets the null mask until the trigger, then only a valid call", async () => {
     const m = engine.matcher(triggered);
     const prose = "Let me check the weather for you, naïve ☃. <tool";
     expect((await feed(m, prose)).every((free) => free)).toBe(true);
@@ -362,9 +395,12 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     expect(afterTrigger).not.toBeNull();
     expect(allowedIds(afterTrigger!).some((id) => stopIds.includes(id))).toBe(false);
     expect((await feed(m, '\n{"name": "f", "arguments": {"city":')).some((free) => free)).toBe(false);
-    // Compact JSON, as for json_schema: no space after the colon, no unknown key.
-    expect(m.accept(tokenizer.encode(" ")[0])).toBe(false);
-    await feed(m, '"Paris","days":3');
+    // The same JSON as json_schema: one space after the colon at most, no unknown key.
+    const mask = await maskOf(m);
+    expect(allowed(mask, tokenizer.encode(" ")[0])).toBe(true);
+    const blanks = allowedIds(mask).filter((id) => /^ {2,}$/.test(tokenizer.decode([id])));
+    expect(blanks).toEqual([]);
+    await feed(m, ' "Paris","days":3');
     expect(m.accept(tokenizer.encode(",")[0])).toBe(false); // no third property
     await feed(m, "}");
     expect(m.accept(tokenizer.encode("\n\n")[0])).toBe(false); // the tag's end, exactly
