@@ -325,7 +325,7 @@ export function rawLogSumExp(logits: Float32Array): number {
   return max + Math.log(sum);
 }
 
-/** Fills ids/vals with the ids.length highest raw logits, descending, lowest id first on ties; returns how many. */
+/** Fills ids/vals with the ids.length highest raw logits, descending, lowest id first on ties, leaving out masked (-inf) ones; returns how many. */
 export function rawTop(logits: Float32Array, ids: Int32Array, vals: Float64Array): number {
   const k = ids.length;
   if (k === 0) return 0;
@@ -333,7 +333,8 @@ export function rawTop(logits: Float32Array, ids: Int32Array, vals: Float64Array
   let floor = -Infinity; // the lowest kept value once full
   for (let i = 0; i < logits.length; i++) {
     const v = logits[i];
-    if (v !== v || (n === k && v <= floor)) continue; // NaN never enters; ties keep the lower id
+    // NaN never enters, nor a token a constraint masked out (-inf): its logprob would be no number; ties keep the lower id.
+    if (v !== v || v === -Infinity || (n === k && v <= floor)) continue;
     let j = n < k ? n++ : k - 1;
     while (j > 0 && vals[j - 1] < v) {
       vals[j] = vals[j - 1];

@@ -324,6 +324,13 @@ describe("SequenceSampler: logprobs", () => {
     const total = r.top!.reduce((a, t) => a + Math.exp(t.logprob), 0);
     expect(total).toBeCloseTo(1, 6);
   });
+
+  it("tokens a constraint masked out (-inf) are never listed: fewer entries when fewer tokens are allowed", () => {
+    const row = Float32Array.from([1, -Infinity, 3, -Infinity, -Infinity]);
+    const r = new SequenceSampler({ logprobs: true, top_logprobs: 4, temperature: 0 }).sample(row);
+    expect(r.top!.map((t) => t.token)).toEqual([2, 0]);
+    for (const t of r.top!) expect(Number.isFinite(t.logprob)).toBe(true);
+  });
 });
 
 describe("selection routines", () => {
