@@ -48,6 +48,11 @@ export interface GenerationRequest {
    * constraint does not allow are never sampled. Default none.
    */
   constraint?: ConstraintSpec;
+  /**
+   * The output holds tool calls: a choice that starts writing a call it already made, exactly,
+   * ends there (finish `stop`, the repeat never emitted), as a stop string would end it. Default false.
+   */
+  endRepeatedCalls?: boolean;
 }
 
 /** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */

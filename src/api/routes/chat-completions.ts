@@ -33,7 +33,14 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
     const constraint = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
-    const plan = answerPlan(body, { model, answerId: answerId("chatcmpl"), prompts: [{ promptIds, maxTokens }], topLogprobs, ...(constraint ? { constraint } : {}) });
+    const plan = answerPlan(body, {
+      model,
+      answerId: answerId("chatcmpl"),
+      prompts: [{ promptIds, maxTokens }],
+      topLogprobs,
+      ...(constraint ? { constraint } : {}),
+      endRepeatedCalls: toolUse !== undefined,
+    });
     const answer = chatFormat(plan.answerId, model, { includeUsage: plan.includeUsage, logprobs: topLogprobs !== null, tools: toolUse !== undefined });
     return answerGeneration(ctx, request, reply, plan, answer);
   });

@@ -18,6 +18,8 @@ export interface PlanParts {
   promptLogprobs?: number | null;
   /** What the output must be (`response_format`, `guided_*`). Default none. */
   constraint?: ConstraintSpec;
+  /** The output holds tool calls: a choice ends where it starts repeating a call it already made (the engine's `endRepeatedCalls`). Default false. */
+  endRepeatedCalls?: boolean;
 }
 
 /** The plan of a generation request's answer: a route's parts plus the fields both endpoints share. */
@@ -51,6 +53,7 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
       ...(topLogprobs !== null ? { logprobs: { top: topLogprobs } } : {}),
       ...(promptLogprobs !== null && promptLogprobs !== undefined ? { promptLogprobs: { top: promptLogprobs } } : {}),
       ...(parts.constraint ? { constraint: parts.constraint } : {}),
+      ...(parts.endRepeatedCalls ? { endRepeatedCalls: true } : {}),
     })),
   };
 }

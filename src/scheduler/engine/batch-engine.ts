@@ -179,7 +179,12 @@ export class BatchEngine {
     const cancel = () => this.cancel(submission);
     submission.channel = new Channel<GenerationEvent>(cancel, () => this.readerCaughtUp(submission));
     for (let choice = 0; choice < n; choice++) {
-      const output = new ChoiceOutput(this.text.createDecoder(), { stop: request.stop, logprobs: request.logprobs, tokenBytes: (id) => this.text.tokenBytes(id) });
+      const output = new ChoiceOutput(this.text.createDecoder(), {
+        stop: request.stop,
+        logprobs: request.logprobs,
+        tokenBytes: (id) => this.text.tokenBytes(id),
+        endRepeatedCalls: request.endRepeatedCalls,
+      });
       const seq = new Sequence({
         id: this.nextSequenceId++,
         choice,

@@ -4,6 +4,7 @@
  */
 import type { SampleResult } from "../../runtime/sampling/index.js";
 import type { EmittedTokenLogprob, TokenDecoder, TokenLogprob } from "../types.js";
+import { CallTexts } from "../tools/repeated-calls.js";
 import { StopMatcher } from "./stop-matcher.js";
 
 export interface ChoiceOutputOptions {
@@ -13,6 +14,8 @@ export interface ChoiceOutputOptions {
   logprobs?: { top: number };
   /** Bytes of a token, needed when `logprobs` is set. */
   tokenBytes?: (id: number) => Uint8Array;
+  /** End the choice, as a stop string would, where it starts writing a tool call it already made. Default false. */
+  endRepeatedCalls?: boolean;
 }
 
 export interface ChoiceStep {
@@ -34,12 +37,15 @@ export class ChoiceOutput {
   private readonly matcher: StopMatcher;
   private readonly pending: PendingLogprob[] = [];
   private rawLength = 0;
+  /** The calls made so far, each then a stop string (with `endRepeatedCalls`). */
+  private readonly calls: CallTexts | undefined;
 
   constructor(
     private readonly decoder: TokenDecoder,
     private readonly options: ChoiceOutputOptions = {},
   ) {
     this.matcher = new StopMatcher(options.stop);
+    if (options.endRepeatedCalls) this.calls = new CallTexts();
   }
 
   /** Feeds one generated token. */
@@ -49,6 +55,8 @@ export class ChoiceOutput {
     this.rawLength += piece.length;
     if (this.options.logprobs) this.pending.push({ entry: this.logprobEntry(sample), start, end: this.rawLength });
     const match = this.matcher.push(piece);
+    // Added after the piece that completes a call is matched, so that the call itself never stops it.
+    if (this.calls && !match.stopped) for (const call of this.calls.push(piece)) this.matcher.add(call);
     if (match.stopped) {
       // The stop string starts where released text ends: tokens that began before it are kept.
       const cut = this.matcher.emitted;

@@ -22,6 +22,11 @@ export class StopMatcher {
     this.stops = [...new Set(stops.filter((s) => s.length > 0))];
   }
 
+  /** Adds a stop string from now on (text already released is not searched again). */
+  add(stop: string): void {
+    if (stop.length > 0 && !this.stops.includes(stop)) this.stops.push(stop);
+  }
+
   /** Characters of text released so far (offsets into the generated text). */
   get emitted(): number {
     return this.released;

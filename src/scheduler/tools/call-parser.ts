@@ -25,6 +25,8 @@ type State =
 type Match<T = undefined> = { ok: true; end: number; value: T } | { ok: false; more: boolean };
 
 const WS = /\s/;
+/** How every call's object begins (the constraint writes it so). */
+const CALL_HEAD = '{"name"';
 
 export class CallParser implements ToolCallParser {
   private text = "";
@@ -61,9 +63,13 @@ export class CallParser implements ToolCallParser {
     if (this.state.kind === "text" || this.state.kind === "prose") {
       this.content(out, this.text.slice(this.at), true);
       this.at = this.text.length;
-    } else if ((this.state.kind === "block" || this.state.kind === "call") && this.count === this.callsBeforeBlock) {
-      // A block cut off before its first call's head: it never became a call, so it is text.
-      this.content(out, this.text.slice(this.blockStart), true);
+    } else if (this.state.kind === "block" || this.state.kind === "call") {
+      // A block cut off before a call's head was whole (by max_tokens, or where a repeated call was
+      // left out): its opener was the constraint's, so it is never content. A call whose name was
+      // written is a call, with the arguments it got (none); one without is nothing.
+      const name = this.state.kind === "call" ? headName(this.text, skipSpace(this.text, this.at)) : undefined;
+      if (name !== undefined) out.push({ type: "call-start", index: this.count++, id: this.newId(), name });
+      this.heldSpace = "";
       this.at = this.text.length;
     }
     if (this.heldSpace !== "" && this.count === 0) out.push({ type: "content", text: this.heldSpace });
@@ -146,6 +152,13 @@ export class CallParser implements ToolCallParser {
       const start = skipSpace(this.text, this.at);
       const opening = open === "" ? readHead(this.text, start, this.syntax.argumentsKey) : literalAt(this.text, start, open);
       if (!opening.ok && opening.more && !ending) return false;
+      if (!opening.ok && opening.more && open === "" && this.text.startsWith(CALL_HEAD, start)) {
+        // A call that is the message, cut off inside its head: still a call (see finish).
+        this.heldSpace += this.text.slice(this.at, start);
+        this.at = start;
+        this.openBlock(start);
+        return true;
+      }
       this.heldSpace += this.text.slice(this.at, start);
       this.at = start;
       if (opening.ok) {
@@ -274,6 +287,17 @@ function partialSuffix(text: string, from: number, open: string): number {
     if (open.startsWith(text.slice(text.length - n))) return n;
   }
   return 0;
+}
+
+/** The name in a call's head cut off after it (`{"name": "<name>"`, the rest missing), or undefined when the name is not whole. */
+function headName(text: string, at: number): string | undefined {
+  const m = /^\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")/.exec(text.slice(at));
+  if (!m) return undefined;
+  try {
+    return JSON.parse(m[1]) as string;
+  } catch {
+    return undefined;
+  }
 }
 
 /** `{"name": "<name>", "<key>":` with any white space, at `at`; the value is the name. */

@@ -89,6 +89,40 @@ describe("tool calls", () => {
     expect(chunks.filter((c) => (c.choices[0].delta.tool_calls as unknown[] | undefined)?.length).length).toBeGreaterThan(4);
   });
 
+  it("ends the answer where it starts repeating a call it made exactly, streamed or not", async () => {
+    const call = (city: string) => `<tool_call>\n{"name": "get_weather", "arguments": {"city":"${city}"}}\n</tool_call>\n`;
+    const script = bytes(call("Paris") + call("Oslo") + call("Paris") + call("Paris") + call("Rome"));
+    const { res } = await ask(chat({ tool_choice: "required" }), script);
+    const body = res.json();
+    expect(body.choices[0].finish_reason).toBe("tool_calls");
+    expect(body.choices[0].message.content).toBeNull();
+    expect(body.choices[0].message.tool_calls.map((c: any) => c.function.arguments)).toEqual(['{"city":"Paris"}', '{"city":"Oslo"}']);
+    // Generation stopped at the repeat: the rest of the script was never produced.
+    expect(body.usage.completion_tokens).toBeLessThan((call("Paris") + call("Oslo") + call("Paris")).length);
+
+    const streamed = await ask(chat({ tool_choice: "required", stream: true }), script);
+    const chunks = sseEvents(streamed.res.body).filter((e): e is any => e !== "[DONE]");
+    const args = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []).map((d: any) => d.function.arguments).join("");
+    expect(args).toBe('{"city":"Paris"}{"city":"Oslo"}');
+    expect(chunks.at(-1).choices[0].finish_reason).toBe("tool_calls");
+  });
+
+  it("a call cut by max_tokens is a tool_calls entry with what was written, never call markup in content", async () => {
+    const cut = async (text: string) => (await ask(chat({ max_tokens: text.length }))).res.json().choices[0];
+    const head = 'Checking. <tool_call>\n{"name": "get_weather"';
+    for (const text of ["Checking. <tool_call>", 'Checking. <tool_call>\n{"na']) {
+      const choice = await cut(text);
+      expect(choice).toMatchObject({ finish_reason: "length", message: { content: "Checking." } });
+      expect(choice.message.tool_calls).toBeUndefined();
+    }
+    const named = await cut(head + ", \"argu");
+    expect(named.finish_reason).toBe("length");
+    expect(named.message.content).toBe("Checking.");
+    expect(named.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: "function", function: { name: "get_weather", arguments: "" } }]);
+    const partial = await cut(head + ', "arguments": {"city":"Pa');
+    expect(partial.message.tool_calls[0].function.arguments).toBe('{"city":"Pa');
+  });
+
   it("without calls, is an ordinary answer", async () => {
     const { res } = await ask(chat(), bytes("It is sunny."));
     expect(res.json().choices[0]).toMatchObject({ message: { content: "It is sunny." }, finish_reason: "stop" });

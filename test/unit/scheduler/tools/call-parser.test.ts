@@ -85,7 +85,26 @@ describe("CallParser, Hermes syntax", () => {
 
   it("gives back an unfinished opener as text at the end", () => {
     expect(expectStreamingAgrees(hermes.syntax, "Hello <tool_")).toEqual({ content: "Hello <tool_", calls: [] });
-    expect(expectStreamingAgrees(hermes.syntax, 'Hi <tool_call>\n{"na')).toEqual({ content: 'Hi <tool_call>\n{"na', calls: [] });
+  });
+
+  it("never gives back a call block cut inside a call's head as text: a call once its name is whole, else nothing", () => {
+    expect(expectStreamingAgrees(hermes.syntax, 'Hi <tool_call>\n{"na')).toEqual({ content: "Hi", calls: [] });
+    expect(expectStreamingAgrees(hermes.syntax, "<tool_call>\n")).toEqual({ content: "", calls: [] });
+    expect(expectStreamingAgrees(hermes.syntax, '<tool_call>\n{"name": "get_weather", "argu')).toEqual({ content: "", calls: [{ id: "call_0", name: "get_weather", arguments: "" }] });
+    expect(expectStreamingAgrees(smollm2.syntax, '<tool_call>[{"name":')).toEqual({ content: "", calls: [] });
+    expect(expectStreamingAgrees(smollm2.syntax, '<tool_call>[{"name": "f", "arguments": {"x": 1}}, {"name": "f"')).toEqual({
+      content: "",
+      calls: [
+        { id: "call_0", name: "f", arguments: '{"x": 1}' },
+        { id: "call_1", name: "f", arguments: "" },
+      ],
+    });
+    expect(expectStreamingAgrees(llama3.syntax, '{"name": "f", "param')).toEqual({ content: "", calls: [{ id: "call_0", name: "f", arguments: "" }] });
+  });
+
+  it("reads the calls before a repeated call that was left out (the block left open)", () => {
+    expect(expectStreamingAgrees(smollm2.syntax, '<tool_call>[{"name": "f", "arguments": {"x": 1}}, ')).toEqual({ content: "", calls: [{ id: "call_0", name: "f", arguments: '{"x": 1}' }] });
+    expect(expectStreamingAgrees(hermes.syntax, '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n<tool_call>\n')).toEqual({ content: "", calls: [{ id: "call_0", name: "f", arguments: "{}" }] });
   });
 
   it("keeps a call cut short by the token budget, with the arguments written so far", () => {
