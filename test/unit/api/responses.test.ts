@@ -6,7 +6,9 @@
  * `previous_response_id`, `item_reference`, and one key never seeing another's.
  */
 import { accumulateResponse } from "openai/lib/responses/ResponseAccumulator";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import { drainApp } from "../../../src/api/app.js";
+import { Lifecycle } from "../../../src/api/context.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import { ResponseStore } from "../../../src/catalogue/stored-responses.js";
 import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
@@ -316,6 +318,52 @@ describe("streaming", () => {
     expect(failed).toMatchObject({ type: "response.failed", response: { status: "failed", error: { code: "server_error" } } });
     expect(failed.sequence_number).toBe(error.sequence_number + 1);
     expect(res.body).not.toContain("worker crashed");
+  });
+
+  it("a client that disconnects cancels the generation, which is metered as cancelled and not stored", async () => {
+    const fake = fakeModel({ script: Array(2000).fill(word("Hello")), tokenDelayMs: 2, contextLength: 4096 });
+    const records: Array<{ requestId: string; settledFrom?: string }> = [];
+    const { app } = await fakeApp({ fake, usage: { record: (u) => records.push(u) }, sse: { keepAliveMs: 0 } });
+    try {
+      const url = await app.listen({ port: 0, host: "127.0.0.1" });
+      const controller = new AbortController();
+      const res = await fetch(`${url}/v1/responses`, {
+        method: "POST",
+        headers: { ...AUTH, "content-type": "application/json" },
+        body: JSON.stringify(request({ stream: true, max_output_tokens: 2000 })),
+        signal: controller.signal,
+      });
+      const reader = res.body!.getReader();
+      let seen = "";
+      while (!/"delta"/.test(seen)) seen += new TextDecoder().decode((await reader.read()).value);
+      const id = /"id":"(resp_[0-9a-f]+)"/.exec(seen)![1];
+      controller.abort();
+      await vi.waitFor(() => expect(records).toHaveLength(1));
+      const computed = fake.backend.computed;
+      await new Promise((r) => setTimeout(r, 100));
+      expect(fake.backend.computed).toBe(computed);
+      expect(computed).toBeLessThan(200);
+      expect(records[0]).toEqual(expect.objectContaining({ requestId: id, settledFrom: "cancelled" }));
+      expect((await fetch(`${url}/v1/responses/${id}`, { headers: AUTH })).status).toBe(404);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("the drain deadline ends a running stream with an error event and response.failed", async () => {
+    const lifecycle = new Lifecycle();
+    const fake = fakeModel({ script: Array(2000).fill(word("Hello")), tokenDelayMs: 2, contextLength: 4096 });
+    const { app } = await fakeApp({ fake, lifecycle, sse: { keepAliveMs: 0 } });
+    const url = await app.listen({ port: 0, host: "127.0.0.1" });
+    const res = await fetch(`${url}/v1/responses`, { method: "POST", headers: { ...AUTH, "content-type": "application/json" }, body: JSON.stringify(request({ stream: true, max_output_tokens: 2000 })) });
+    const body = res.text();
+    await new Promise((r) => setTimeout(r, 50));
+    await drainApp(app, lifecycle, { timeoutMs: 50 });
+    const events = namedEvents(await body);
+    const [error, failed] = events.slice(-2).map((e) => e.data);
+    expect(error).toMatchObject({ type: "error", code: "overloaded", message: expect.stringContaining("shutting down") });
+    expect(failed).toMatchObject({ type: "response.failed", response: { status: "failed", error: { code: "overloaded" } } });
+    expect(failed.response.output[0].content[0].text).toMatch(/^(Hello)+$/);
   });
 
   it("meters a streamed response once, keyed by its id", async () => {
