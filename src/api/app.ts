@@ -18,6 +18,7 @@ import { KilnMetrics } from "./metrics/kiln-metrics.js";
 import { requestIdFrom } from "./request-id.js";
 import { capConnections, clientErrorHandler, serverTimeoutOptions, type CurrentExchanges, type ServerLimits } from "./server-limits.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
+import { releaseModelHolds } from "./routes/model-lookup.js";
 import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
@@ -120,7 +121,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     exchanges.set(request.raw.socket, { request, reply });
     ctx.lifecycle.requestStarted();
     // 'close' fires once the answer is complete or the client has gone: either way it is over.
-    reply.raw.once("close", () => ctx.lifecycle.requestFinished());
+    reply.raw.once("close", () => {
+      ctx.lifecycle.requestFinished();
+      releaseModelHolds(request);
+    });
     if (ctx.lifecycle.draining && !ALWAYS_OPEN.has(request.url.split("?")[0])) {
       reply.header("connection", "close");
       throw apiError("shutting_down", "The server is shutting down; retry on another instance or in a moment.");

@@ -38,6 +38,7 @@ export async function lookupServedModel(ctx: ApiContext, request: FastifyRequest
   const state = await ctx.models.demand(slug);
   switch (state?.status) {
     case "serving":
+      holdForRequest(request, ctx.models.hold(state.model));
       return state.model;
     case "loading":
       throw apiError("model_loading", `The model '${slug}' is still loading (${state.stage}); retry shortly.`, "model");
@@ -52,6 +53,19 @@ export async function lookupServedModel(ctx: ApiContext, request: FastifyRequest
     default:
       throw apiError("model_not_found", `The model '${slug}' is not served here: start the server with \`kiln serve --model ${slug}\`.`, "model");
   }
+}
+
+/** Each request's holds on the models it found, released when its answer is over (`releaseModelHolds`, from the app's hooks). */
+const HOLDS = new WeakMap<FastifyRequest, Array<() => void>>();
+
+function holdForRequest(request: FastifyRequest, release: () => void): void {
+  HOLDS.set(request, [...(HOLDS.get(request) ?? []), release]);
+}
+
+/** Releases the request's holds on its models: its answer is complete, or its client has gone. */
+export function releaseModelHolds(request: FastifyRequest): void {
+  for (const release of HOLDS.get(request) ?? []) release();
+  HOLDS.delete(request);
 }
 
 function catalogueKind(slug: string): ModelKind | undefined {

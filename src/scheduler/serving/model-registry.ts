@@ -107,6 +107,9 @@ export class ModelRegistry {
   /** Requests waiting for each model to load: a model with any is not unloaded until they have it. */
   private readonly claims = new Map<string, number>();
   private claimWaiters: Array<() => void> = [];
+  /** Requests holding each model between finding it and handing it their work (see {@link hold}). */
+  private readonly holds = new Map<AnyServedModel, number>();
+  private readonly holdWaiters = new Map<AnyServedModel, Array<() => void>>();
   /** Models unloaded and not yet closed (they finish their requests first). */
   private readonly unloading = new Set<Promise<void>>();
   private readonly sweeper: NodeJS.Timeout | undefined;
@@ -217,11 +220,43 @@ export class ModelRegistry {
     }
   }
 
+  /**
+   * Marks `model` as used by a request until the returned function is called (once its answer is
+   * over): a model unloaded meanwhile is closed only after that, so a request that found it and
+   * awaits something before handing it work (an upload decoding, cloud admission) still gets it.
+   */
+  hold(model: AnyServedModel): () => void {
+    this.holds.set(model, (this.holds.get(model) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.holds.get(model) ?? 1) - 1;
+      if (left > 0) return void this.holds.set(model, left);
+      this.holds.delete(model);
+      for (const wake of this.holdWaiters.get(model) ?? []) wake();
+      this.holdWaiters.delete(model);
+    };
+  }
+
+  /** Resolves once no request holds `model` (at once when the registry closes). */
+  private unheld(model: AnyServedModel): Promise<void> {
+    if (!this.holds.has(model) || this.closing.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => this.holdWaiters.set(model, [...(this.holdWaiters.get(model) ?? []), resolve]));
+  }
+
+  /** Whether requests are running or queued on `model`, or hold it. */
+  private busy(model: AnyServedModel): boolean {
+    return this.holds.has(model) || inUse(model);
+  }
+
   private release(slug: string): void {
     const left = (this.claims.get(slug) ?? 1) - 1;
     if (left > 0) this.claims.set(slug, left);
     else this.claims.delete(slug);
     for (const wake of this.claimWaiters.splice(0)) wake();
+    for (const waiters of this.holdWaiters.values()) for (const wake of waiters) wake();
+    this.holdWaiters.clear();
   }
 
   private touch(slug: string): void {
@@ -302,7 +337,7 @@ export class ModelRegistry {
     for (const s of this.states.values()) {
       if (s.status !== "serving" || s.slug === except || !this.onDemand.has(s.slug) || this.switching.has(s.slug)) continue;
       if (!claimedToo && this.claims.has(s.slug)) continue;
-      const candidate = { state: s, busy: inUse(s.model), lastUsed: this.usage.get(s.slug)?.lastUsed ?? 0 };
+      const candidate = { state: s, busy: this.busy(s.model), lastUsed: this.usage.get(s.slug)?.lastUsed ?? 0 };
       if (!best || (best.busy && !candidate.busy) || (best.busy === candidate.busy && candidate.lastUsed < best.lastUsed)) best = candidate;
     }
     return best?.state;
@@ -313,7 +348,9 @@ export class ModelRegistry {
     this.states.delete(state.slug);
     this.usage.delete(state.slug);
     this.onDemand.delete(state.slug);
-    const closed = this.retire(state.model).catch(() => {});
+    const closed = this.unheld(state.model)
+      .then(() => this.retire(state.model))
+      .catch(() => {});
     this.unloading.add(closed);
     void closed.then(() => this.unloading.delete(closed));
     return closed;
@@ -325,7 +362,7 @@ export class ModelRegistry {
     for (const s of [...this.states.values()]) {
       if (s.status !== "serving" || !this.onDemand.has(s.slug) || this.switching.has(s.slug) || this.claims.has(s.slug)) continue;
       // A model busy now was used now: its keep-alive counts from its last request's end.
-      if (inUse(s.model)) this.touch(s.slug);
+      if (this.busy(s.model)) this.touch(s.slug);
       else if (now - (this.usage.get(s.slug)?.lastUsed ?? 0) >= this.keepAliveMs) void this.unload(s);
     }
   }

@@ -168,6 +168,23 @@ describe("models loaded on demand", () => {
     expect(closed.length).toBeGreaterThan(0);
   });
 
+  it("closes an evicted model only once the requests that found it are over", async () => {
+    const { loader, closed } = fakeLoader({ bytes: { [A]: 150 * MIB, [B]: 150 * MIB } });
+    const { registry } = await server({ loader, memoryBudgetBytes: 200 * MIB });
+    const found = await registry.demand(A);
+    if (found?.status !== "serving") throw new Error(`${A} is not serving`);
+    // A request found A and awaits something (its upload decoding) before handing A its work.
+    const release = registry.hold(found.model);
+    const loadingB = registry.demand(B);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(closed).toEqual([]);
+    expect(registry.get(A)).toBeUndefined(); // no longer given to new requests
+    expect(registry.get(B)?.status).toBe("loading"); // waiting for A's memory
+    release();
+    expect((await loadingB)?.status).toBe("serving");
+    expect(closed).toEqual([A]);
+  });
+
   it("a model that can never fit the budget beside the kept models is a 503 model_too_large the clients do not retry", async () => {
     const { loader, loads } = fakeLoader({ bytes: { [A]: 300 * MIB, [B]: 100 * MIB } });
     const { chat } = await server({ loader, memoryBudgetBytes: 250 * MIB }, [B]);
