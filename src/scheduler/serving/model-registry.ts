@@ -255,8 +255,6 @@ export class ModelRegistry {
     if (left > 0) this.claims.set(slug, left);
     else this.claims.delete(slug);
     for (const wake of this.claimWaiters.splice(0)) wake();
-    for (const waiters of this.holdWaiters.values()) for (const wake of waiters) wake();
-    this.holdWaiters.clear();
   }
 
   private touch(slug: string): void {
@@ -412,8 +410,10 @@ export class ModelRegistry {
     this.closing.abort();
     if (this.sweeper) clearInterval(this.sweeper);
     for (const wake of this.claimWaiters.splice(0)) wake();
+    for (const waiters of this.holdWaiters.values()) for (const wake of waiters) wake();
+    this.holdWaiters.clear();
     await Promise.allSettled([...this.switching.values(), ...this.loads.values()]);
-    await Promise.all([...this.all().map((s) => (s.status === "serving" ? s.model.close() : undefined)), ...this.retiring]);
+    await Promise.all([...this.all().map((s) => (s.status === "serving" ? s.model.close() : undefined)), ...this.unloading, ...this.retiring]);
   }
 
   /** Closes a replaced model once its grace is over (at once when the registry closes) and its requests are done. */

@@ -185,6 +185,18 @@ describe("models loaded on demand", () => {
     expect(closed).toEqual([A]);
   });
 
+  it("closes, and closes the models it was unloading, even while a request still holds one", async () => {
+    const { loader, closed } = fakeLoader({ bytes: { [A]: 150 * MIB, [B]: 150 * MIB } });
+    const { registry } = await server({ loader, memoryBudgetBytes: 200 * MIB });
+    const found = await registry.demand(A);
+    if (found?.status !== "serving") throw new Error(`${A} is not serving`);
+    registry.hold(found.model); // never released
+    void registry.demand(B);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await registry.close();
+    expect(closed).toContain(A);
+  });
+
   it("a model that can never fit the budget beside the kept models is a 503 model_too_large the clients do not retry", async () => {
     const { loader, loads } = fakeLoader({ bytes: { [A]: 300 * MIB, [B]: 100 * MIB } });
     const { chat } = await server({ loader, memoryBudgetBytes: 250 * MIB }, [B]);
