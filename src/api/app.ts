@@ -16,7 +16,7 @@ import { allowCrossOrigin, type AllowedOrigins } from "./cors.js";
 import { apiError, toApiError } from "./errors.js";
 import { KilnMetrics } from "./metrics/kiln-metrics.js";
 import { requestIdFrom } from "./request-id.js";
-import { capConnections, clientErrorHandler, serverTimeoutOptions, type CurrentExchanges, type ServerLimits } from "./server-limits.js";
+import { capConnections, clientErrorHandler, serverTimeoutOptions, timeoutsPastStalls, type CurrentExchanges, type ServerLimits } from "./server-limits.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { releaseModelHolds } from "./routes/model-lookup.js";
 import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
@@ -97,6 +97,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   });
   capConnections(app, options);
+  timeoutsPastStalls(app.server);
 
   // Every body is read as JSON whatever its content type (curl -d sends form-urlencoded).
   app.removeAllContentTypeParsers();

@@ -3,7 +3,7 @@
  * may sit idle, how many connections may be open. Node's HTTP server enforces the timeouts; a
  * request that misses one is answered here, in the API's error shape, before any route sees it.
  */
-import { STATUS_CODES } from "node:http";
+import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, type ApiError } from "./errors.js";
@@ -61,6 +61,51 @@ export function serverTimeoutOptions(limits: ServerLimits) {
     connectionTimeout: 0,
     http: { requestTimeout, headersTimeout, connectionsCheckingInterval: checkingInterval([requestTimeout, headersTimeout]) },
   };
+}
+
+/** Milliseconds between the beats that measure how long the event loop was held up. */
+const STALL_BEAT_MS = 100;
+
+/**
+ * Makes the request and headers timeouts count only time in which the server could read.
+ *
+ * Node times a request from its connection (or its first byte) in C++, but reads the bytes only
+ * when the event loop gets to them; while the loop is held up by synchronous work (256 requests
+ * arriving at once, each rendered and tokenized on the main thread), a request sent whole sits
+ * unread in the kernel, and Node's next check would time it out as if the client were slow. So
+ * the deadlines Node reads at each check (`server.requestTimeout`, `server.headersTimeout`) are
+ * lengthened by the stalls of the last timeout's span, measured as late beats of a timer: the
+ * client is still held to the timeouts for the time the server was listening.
+ */
+export function timeoutsPastStalls(server: Server): void {
+  const base = { request: server.requestTimeout, headers: server.headersTimeout };
+  if (base.request <= 0 && base.headers <= 0) return;
+  const stalls: Array<{ end: number; ms: number }> = [];
+  let last = performance.now();
+  const beat = setInterval(() => {
+    const now = performance.now();
+    const late = now - last - STALL_BEAT_MS;
+    last = now;
+    if (late > STALL_BEAT_MS / 5) stalls.push({ end: now, ms: late });
+  }, STALL_BEAT_MS);
+  beat.unref();
+  server.once("close", () => clearInterval(beat));
+  /** Milliseconds the loop was held up within the last `span` ms, the stall going on now included. */
+  const stalled = (span: number): number => {
+    const now = performance.now();
+    while (stalls.length > 0 && now - stalls[0].end > span) stalls.shift();
+    let ms = Math.max(0, now - last - STALL_BEAT_MS);
+    for (const s of stalls) ms += s.ms;
+    return Math.ceil(ms);
+  };
+  const lengthened = (key: "request" | "headers") => ({
+    configurable: true,
+    enumerable: true,
+    get: () => (base[key] > 0 ? base[key] + stalled(Math.max(base.request, base.headers)) : 0),
+    set: (ms: number) => (base[key] = ms),
+  });
+  Object.defineProperty(server, "requestTimeout", lengthened("request"));
+  Object.defineProperty(server, "headersTimeout", lengthened("headers"));
 }
 
 /** Closes connections beyond `limits.maxConnections` as they are accepted, and logs each one. */

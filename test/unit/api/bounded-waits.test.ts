@@ -117,6 +117,39 @@ describe("request timeout", () => {
     }
   }, 10_000);
 
+  it("never times out a request sent whole while the event loop was held up by other work", async () => {
+    const fake = fakeModel();
+    // A request whose rendering holds the event loop for 1.5 s, as hundreds arriving at once do.
+    const render = fake.model.chatPrompt.bind(fake.model);
+    fake.model.chatPrompt = (messages, tools) => {
+      if (messages[0]?.content === "stall") for (const until = Date.now() + 1500; Date.now() < until; );
+      return render(messages, tools);
+    };
+    const { app, port, url } = await listening({ fake, requestTimeoutMs: 800, headersTimeoutMs: 400 });
+    const clients = Array.from({ length: 6 }, () => rawSocket(port));
+    try {
+      await Promise.all(clients.map((c) => c.connected));
+      const stalling = fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { ...AUTH, "content-type": "application/json" }, body: JSON.stringify(chat({ messages: [{ role: "user", content: "stall" }] })) });
+      await sleep(150);
+      // Sent whole, well within both timeouts of connecting, while the server is held up.
+      const body = JSON.stringify(chat());
+      for (const c of clients) {
+        c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nauthorization: ${AUTH.authorization}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      }
+      expect((await stalling).status).toBe(200);
+      await Promise.all(clients.map((c) => timed(c.closed, 5000)));
+      for (const c of clients) expect(parseAnswer(c.received()).status, c.received().slice(0, 300)).toBe(200);
+      // The timeouts still hold a client that sends nothing.
+      const silent = rawSocket(port);
+      await silent.connected;
+      await timed(silent.closed, 3000);
+      expect(parseAnswer(silent.received()).body.error.code).toBe("request_timeout");
+    } finally {
+      for (const c of clients) c.socket.destroy();
+      await app.close();
+    }
+  }, 15_000);
+
   it("does not cut a streamed answer that runs longer than the request timeout", async () => {
     const fake = fakeModel({ script: Array(100).fill(256), tokenDelayMs: 5, contextLength: 4096 });
     const { app, url } = await listening({ fake, requestTimeoutMs: 100, headersTimeoutMs: 100 });
