@@ -5,6 +5,7 @@
  *   soak   soak run of `kiln serve`: many streaming clients, aborts, slow readers; errors, p99, RSS over time (bench/soak.ts)
  *   speech Whisper real-time factor vs faster-whisper, streamed TTFT, chat TTFT while transcribing (bench/speech.ts)
  *   structured  per-token cost of JSON-schema constraints vs unconstrained decoding, schema preparation time (bench/structured.ts)
+ *   finish      share of strict-schema and forced tool-call answers that end on their own at max_tokens 200 (bench/constrained-finish.ts)
  *   peers  kiln vs onnxruntime-genai's own int4/int8 builds: speed and fidelity against the float reference (bench/peers.ts; needs scripts/peers/genai.sh)
  *   lm-eval  lm-evaluation-harness on a small local task against `kiln serve` (bench/lm-eval.ts; needs scripts/peers/genai.sh)
  *   floor  kernel floor of decode: the compiled model's weight products alone vs its whole step and native llama.cpp (bench/floor.ts)
@@ -16,7 +17,7 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts", soak: "./soak.ts", speech: "./speech.ts", structured: "./structured.ts", cloud: "./cloud.ts", peers: "./peers.ts", "lm-eval": "./lm-eval.ts", attention: "./attention.ts", floor: "./floor.ts" };
+const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts", soak: "./soak.ts", speech: "./speech.ts", structured: "./structured.ts", finish: "./constrained-finish.ts", cloud: "./cloud.ts", peers: "./peers.ts", "lm-eval": "./lm-eval.ts", attention: "./attention.ts", floor: "./floor.ts" };
 const sub = process.argv[2];
 
 if (sub !== undefined && sub in SUBCOMMANDS) {
@@ -29,6 +30,6 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
     if (r.status !== 0) process.exit(r.status ?? 1);
   }
 } else {
-  process.stderr.write(`usage: npm run bench [-- text|serve|soak|speech|structured|cloud|peers|lm-eval|attention|floor [options]]  (unknown: ${sub})\n`);
+  process.stderr.write(`usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|floor [options]]  (unknown: ${sub})\n`);
   process.exit(2);
 }
