@@ -17,7 +17,7 @@ import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
-import { generateObject, generateText, streamText, tool } from "ai";
+import { generateObject, generateText, stepCountIs, streamText, tool } from "ai";
 import OpenAI, { NotFoundError } from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -201,22 +201,49 @@ describe("the Vercel AI SDK's default OpenAI provider (@ai-sdk/openai, /v1/respo
     expect(City.safeParse(r.object).success, JSON.stringify(r.object)).toBe(true);
   });
 
-  it("tools: a required call whose input validates, executed by the SDK", async () => {
+  it("tools: a required call whose input validates, executed by the SDK, its result sent back in a second step", async () => {
     const r = await generateText({
       model,
       tools: { getWeather: tool({ description: "Get the current weather in a city.", inputSchema: Weather, execute: async ({ city }) => `18 C in ${city}` }) },
-      toolChoice: "required",
+      prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? "required" : "none" }),
+      stopWhen: stepCountIs(2),
       prompt: "What is the weather in Paris?",
       maxOutputTokens: 48,
       ...common,
     });
-    expect(r.toolCalls.length, JSON.stringify(r.response.body)).toBeGreaterThan(0);
-    for (const call of r.toolCalls) {
+    const [first, second] = r.steps;
+    expect(first.toolCalls.length, JSON.stringify(first.response.body)).toBeGreaterThan(0);
+    for (const call of first.toolCalls) {
       expect(call.toolName).toBe("getWeather");
       expect(call.invalid ?? false).toBe(false);
       expect(Weather.safeParse(call.input).success, JSON.stringify(call.input)).toBe(true);
     }
-    expect(r.toolResults.map((t) => t.output)).toEqual(r.toolCalls.map((c) => `18 C in ${(c.input as { city: string }).city}`));
+    expect(first.toolResults.map((t) => t.output)).toEqual(first.toolCalls.map((c) => `18 C in ${(c.input as { city: string }).city}`));
+    // The second step sent the call and its output back as input items (as its stored input shows).
+    expect(second, "a second step").toBeDefined();
+    const items = await client.responses.inputItems.list(second.response.id, { order: "asc" });
+    expect(items.data.map((item) => item.type)).toEqual(["message", "function_call", "function_call_output"]);
+    expect(second.text.length).toBeGreaterThan(0);
+  });
+
+  it("streamText with a named tool: tool-input deltas and a call that validates", async () => {
+    const r = streamText({
+      model,
+      tools: { getWeather: tool({ description: "Get the current weather in a city.", inputSchema: Weather }) },
+      toolChoice: { type: "tool", toolName: "getWeather" },
+      prompt: "What is the weather in Paris?",
+      maxOutputTokens: 48,
+      ...common,
+    });
+    let inputDeltas = 0;
+    for await (const part of r.fullStream) {
+      if (part.type === "error") throw part.error;
+      if (part.type === "tool-input-delta") inputDeltas++;
+    }
+    const calls = await r.toolCalls;
+    expect(calls.length).toBeGreaterThan(0);
+    expect(Weather.safeParse(calls[0].input).success, JSON.stringify(calls[0].input)).toBe(true);
+    expect(inputDeltas).toBeGreaterThan(0);
   });
 });
 
