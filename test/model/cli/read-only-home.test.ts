@@ -6,7 +6,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../../../src/catalogue/db.js";
@@ -37,8 +37,8 @@ function snapshot(dir: string): Map<string, number> {
 beforeAll(async () => {
   await pullModel(TEXT_SLUG);
   const artifact = await compiledArtifact();
-  // A home of its own beside the test home: the text model pulled and compiled, and a database closed cleanly (no -wal, no -shm).
-  home = mkdtempSync(join(dirname(kilnHome()), ".kiln-read-only-"));
+  // A home of its own inside the test home (the same file system): the text model pulled and compiled, and a database closed cleanly (no -wal, no -shm).
+  home = mkdtempSync(join(kilnHome(), "read-only-home-"));
   cpSync(join(kilnHome(), "models", TEXT_SLUG), join(home, "models", TEXT_SLUG), { recursive: true });
   cpSync(artifact.dir, join(home, "artifacts", TEXT_SLUG, artifact.manifest.id), { recursive: true });
   openDatabase({ home }).close();
