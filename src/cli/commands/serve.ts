@@ -390,8 +390,8 @@ class ServeSession {
       cloud: this.cloud?.meter,
       lifecycle: this.lifecycle,
       warnings: warning ? [warning] : [],
-      // In the records database beside the promotions; in memory, for this process only, when it cannot be opened.
-      responses: new ResponseStore(this.promotionsDb ?? openDatabase({ path: ":memory:", seed: false }), {
+      // In the records database beside the promotions; in memory, for this process only, when it cannot be opened or only read.
+      responses: new ResponseStore(this.promotionsDb && !this.promotionsDb.readonly ? this.promotionsDb : openDatabase({ path: ":memory:", seed: false }), {
         maxCount: o.storedResponses,
         maxAgeSeconds: o.storedResponseDays * 86_400,
       }),

@@ -83,6 +83,11 @@ describe("kiln serve with a read-only KILN_HOME", () => {
       temperature: 0,
     });
     expect(answer.choices[0].message.content).toMatch(/red|blue|yellow/i);
+    // Stored responses live in memory then: kept and continued all the same, written nowhere.
+    const first = await client.responses.create({ model: TEXT_SLUG, input: "Hi", max_output_tokens: 4, temperature: 0 });
+    expect((await client.responses.retrieve(first.id)).id).toBe(first.id);
+    const next = await client.responses.create({ model: TEXT_SLUG, previous_response_id: first.id, input: "Again", max_output_tokens: 4, temperature: 0 });
+    expect(next.previous_response_id).toBe(first.id);
     expect(server.stderr()).not.toMatch(/failed to load/);
     // The promotions were read from the database as it is.
     expect(server.stderr()).not.toMatch(/cannot (open|read)[^\n]*database/);
