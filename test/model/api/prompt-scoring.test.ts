@@ -65,7 +65,7 @@ const fingerprints = new Set<string>();
 async function kilnScores(prompt: number[]): Promise<number[]> {
   const body = await completions({ prompt, echo: true, logprobs: 1, max_tokens: 0 });
   expect(body.choices[0]).toMatchObject({ text: expect.any(String), finish_reason: "length" });
-  expect(body.usage).toEqual({ prompt_tokens: prompt.length, completion_tokens: 0, total_tokens: prompt.length });
+  expect(body.usage).toMatchObject({ prompt_tokens: prompt.length, completion_tokens: 0, total_tokens: prompt.length, prompt_tokens_details: { cached_tokens: 0 } });
   const lp = body.choices[0].logprobs as Scored;
   expect(lp.token_logprobs).toHaveLength(prompt.length);
   expect(lp.token_logprobs[0]).toBeNull();
