@@ -12,7 +12,9 @@ import { buildApp } from "../src/api/index.js";
 import { loadModel } from "../src/provision/index.js";
 import { ModelRegistry } from "../src/scheduler/index.js";
 
-const { values: args } = parseArgs({ options: { threads: { type: "string", default: "2" }, requests: { type: "string", default: "100" }, "max-tokens": { type: "string", default: "200" } } });
+const { values: args } = parseArgs({
+  options: { threads: { type: "string", default: "2" }, requests: { type: "string", default: "100" }, "max-tokens": { type: "string", default: "200" } },
+});
 const SLUG = "smollm2-135m-instruct";
 const maxTokens = Number(args["max-tokens"]);
 const count = Number(args.requests);
@@ -66,7 +68,19 @@ function cases(): Case[] {
     } else {
       const tools = [
         { type: "function", function: { name: "record", description: `Record ${topic}.`, parameters: schema } },
-        { type: "function", function: { name: "lookup", description: "Look something up.", parameters: { type: "object", properties: { query: { type: "string" }, limit: { type: "integer" } }, required: ["query", "limit"], additionalProperties: false } } },
+        {
+          type: "function",
+          function: {
+            name: "lookup",
+            description: "Look something up.",
+            parameters: {
+              type: "object",
+              properties: { query: { type: "string" }, limit: { type: "integer" } },
+              required: ["query", "limit"],
+              additionalProperties: false,
+            },
+          },
+        },
       ];
       const named = i % 4 === 1;
       out.push({
@@ -129,6 +143,8 @@ for (const kind of ["schema", "tool-required", "tool-named"] as const) {
   const mean = rows.reduce((s, r) => s + r.tokens, 0) / Math.max(1, rows.length);
   const calls = rows.reduce((s, r) => s + r.calls, 0);
   const dups = rows.reduce((s, r) => s + r.duplicates, 0);
-  log(`  ${kind.padEnd(14)} ${share(rows)}, mean ${mean.toFixed(0)} tokens${kind === "schema" ? "" : `, ${calls} calls, ${dups} exact duplicates, ${rows.filter((r) => r.markup).length} with call markup in content`}`);
+  log(
+    `  ${kind.padEnd(14)} ${share(rows)}, mean ${mean.toFixed(0)} tokens${kind === "schema" ? "" : `, ${calls} calls, ${dups} exact duplicates, ${rows.filter((r) => r.markup).length} with call markup in content`}`,
+  );
 }
 log(`  all            ${share(results)}`);

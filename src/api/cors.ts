@@ -37,7 +37,8 @@ export function originProblem(origin: string): string | undefined {
   } catch {
     return `'${origin}' is not an origin (scheme://host[:port], e.g. https://app.example.com) or *`;
   }
-  if (url.origin === "null" || url.origin !== origin) return `'${origin}' is not an origin: write it as ${url.origin === "null" ? "scheme://host[:port]" : url.origin}`;
+  if (url.origin === "null" || url.origin !== origin)
+    return `'${origin}' is not an origin: write it as ${url.origin === "null" ? "scheme://host[:port]" : url.origin}`;
   return undefined;
 }
 
