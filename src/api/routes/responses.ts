@@ -53,7 +53,14 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const constraint = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
     const plan = answerPlan(
       { temperature: body.temperature, top_p: body.top_p, top_k: body.top_k, min_p: body.min_p, repetition_penalty: body.repetition_penalty, seed: body.seed, stream: body.stream },
-      { model, answerId: id, prompts: [{ promptIds, maxTokens }], topLogprobs: logprobs ? (body.top_logprobs ?? 0) : null, ...(constraint ? { constraint } : {}) },
+      {
+        model,
+        answerId: id,
+        prompts: [{ promptIds, maxTokens }],
+        topLogprobs: logprobs ? (body.top_logprobs ?? 0) : null,
+        ...(constraint ? { constraint } : {}),
+        endRepeatedCalls: toolUse !== undefined,
+      },
     );
     // A stream always ends with the event that carries the usage (response.completed or response.incomplete).
     plan.includeUsage = plan.stream;

@@ -380,6 +380,15 @@ describe("streaming", () => {
 describe("tool calls", () => {
   const withTools = (over: Record<string, unknown> = {}) => request({ input: "Weather in Paris?", tools: [WEATHER, TIME], ...over });
 
+  it("ends the answer where it starts repeating a call it made exactly", async () => {
+    const call = (city: string) => `<tool_call>\n{"name": "get_weather", "arguments": {"city":"${city}"}}\n</tool_call>\n`;
+    const { res } = await ask(withTools({ tool_choice: "required" }), fakeModel({ script: bytes(call("Paris") + call("Oslo") + call("Paris") + call("Rome")) }));
+    const body = res.json();
+    expect(body.status).toBe("completed");
+    expect(body.output.map((item: any) => item.arguments)).toEqual(['{"city":"Paris"}', '{"city":"Oslo"}']);
+    expect(body.usage.output_tokens).toBeLessThan((call("Paris") + call("Oslo") + call("Paris")).length);
+  });
+
   it("answers with a message for the text before the calls, then function_call items", async () => {
     const { res, fake } = await ask(withTools(), fakeModel({ script: bytes(CALLS_TEXT) }));
     const body = res.json();
