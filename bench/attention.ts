@@ -184,11 +184,19 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 const kilnOut = buildKiln(join(dir, "kiln.onnx"));
 const gqaOut = buildGqa(join(dir, "gqa.onnx"));
-const options: ort.InferenceSession.SessionOptions = { intraOpNumThreads: THREADS, interOpNumThreads: 1, executionMode: "sequential", enableCpuMemArena: false, enableMemPattern: false };
+const options: ort.InferenceSession.SessionOptions = {
+  intraOpNumThreads: THREADS,
+  interOpNumThreads: 1,
+  executionMode: "sequential",
+  enableCpuMemArena: false,
+  enableMemPattern: false,
+};
 const kilnSession = await ort.InferenceSession.create(join(dir, "kiln.onnx"), options);
 const gqaSession = await ort.InferenceSession.create(join(dir, "gqa.onnx"), options);
 
-log(`attention of one new token per row, ${LAYERS} layers, ${HEADS} query heads over ${KV_HEADS} KV heads of ${HEAD_DIM}, ${THREADS} thread(s); medians of ${REPEATS} x ${STEPS} steps`);
+log(
+  `attention of one new token per row, ${LAYERS} layers, ${HEADS} query heads over ${KV_HEADS} KV heads of ${HEAD_DIM}, ${THREADS} thread(s); medians of ${REPEATS} x ${STEPS} steps`,
+);
 log("rows  past  capacity  max |diff|   kiln ms   GQA shared ms (ratio)   GQA unfetched ms (ratio)");
 for (const [rows, past] of CASES) {
   const { kiln, gqa, presents } = caseFeeds(rows, past);

@@ -115,7 +115,14 @@ async function steadyLoad(baseUrl: string, key: string, rate: number): Promise<L
     );
   }
   await Promise.all(pending);
-  return { rate, latenciesMs, failures, sent: total - warmupCount, wallS: (performance.now() - (t0 + (warmupCount * 1000) / rate)) / 1000, measuredTo: Date.now() };
+  return {
+    rate,
+    latenciesMs,
+    failures,
+    sent: total - warmupCount,
+    wallS: (performance.now() - (t0 + (warmupCount * 1000) / rate)) / 1000,
+    measuredTo: Date.now(),
+  };
 }
 
 /** Seconds the last answer may come after the last request was sent for the fleet to count as keeping up. */
@@ -131,7 +138,10 @@ interface Latency {
 function summary(name: string, r: LoadResult): Latency {
   const p50 = percentile(r.latenciesMs, 50);
   const p99 = percentile(r.latenciesMs, 99);
-  const failed = Object.entries(r.failures).map(([k, n]) => `${n}x ${k}`).join(", ") || "none";
+  const failed =
+    Object.entries(r.failures)
+      .map(([k, n]) => `${n}x ${k}`)
+      .join(", ") || "none";
   // A fleet slower than the offered rate builds a queue: every request answered, but the last ones long after they were sent.
   const lagS = r.wallS - seconds;
   const keptUp = r.latenciesMs.length === r.sent && lagS <= MAX_FINAL_LAG_S;
@@ -142,7 +152,8 @@ function summary(name: string, r: LoadResult): Latency {
   return { p50, p99, keptUp };
 }
 
-const runKiln = (argv: string[], env: NodeJS.ProcessEnv) => promisify(execFile)(process.execPath, ["bin/kiln.mjs", ...argv], { env: { ...process.env, ...env } });
+const runKiln = (argv: string[], env: NodeJS.ProcessEnv) =>
+  promisify(execFile)(process.execPath, ["bin/kiln.mjs", ...argv], { env: { ...process.env, ...env } });
 
 async function ledgerRows(client: pg.Client): Promise<number> {
   const { rows } = await client.query(`SELECT count(*)::int AS n FROM ${LEDGER_TABLE}`);
@@ -229,11 +240,15 @@ try {
       const rows = (await ledgerRows(db)) - before;
       const cloudLatency = summary("cloud", result);
       const loadS = (result.measuredTo - loadStart) / 1000;
-      log(`ledger ${rate}/s: ${rows} rows inserted for ${Math.round((warmupS + seconds) * rate)} requests sent: ${(rows / loadS).toFixed(1)} rows/s over the ${loadS.toFixed(1)} s of load (peak ${peak} rows in one second)`);
+      log(
+        `ledger ${rate}/s: ${rows} rows inserted for ${Math.round((warmupS + seconds) * rate)} requests sent: ${(rows / loadS).toFixed(1)} rows/s over the ${loadS.toFixed(1)} s of load (peak ${peak} rows in one second)`,
+      );
       const peer = local.get(rate);
       if (peer) {
         const caveat = peer.keptUp && cloudLatency.keptUp ? "" : "  (a mode did not keep up: this is queueing, not overhead)";
-        log(`overhead of auth + limits + ledger at ${rate}/s (cloud - local): p50 ${(cloudLatency.p50 - peer.p50).toFixed(1)} ms, p99 ${(cloudLatency.p99 - peer.p99).toFixed(1)} ms${caveat}`);
+        log(
+          `overhead of auth + limits + ledger at ${rate}/s (cloud - local): p50 ${(cloudLatency.p50 - peer.p50).toFixed(1)} ms, p99 ${(cloudLatency.p99 - peer.p99).toFixed(1)} ms${caveat}`,
+        );
       }
     }
   } finally {
@@ -255,13 +270,26 @@ try {
     log(`limits (Redis), admit + settle: p50 ${limitsTime.p50.toFixed(2)} ms, p99 ${limitsTime.p99.toFixed(2)} ms (1,000 in a row)`);
     const price = priceOf(getModel(slug));
     const ledgerTime = await sequentialLatency(500, async (i) => {
-      const common = { requestId: `bench-seq-${i}`, keyId: id, slug, artifactId: null, promptTokens: 30, completionTokens: 1, audioMs: 0, price, replicaId: "bench", at: new Date().toISOString() };
+      const common = {
+        requestId: `bench-seq-${i}`,
+        keyId: id,
+        slug,
+        artifactId: null,
+        promptTokens: 30,
+        completionTokens: 1,
+        audioMs: 0,
+        price,
+        replicaId: "bench",
+        at: new Date().toISOString(),
+      };
       await store.reserve({ ...common, nanoUsd: 10 });
       await store.writeLedger([{ ...common, costNanoUsd: 10, settledFrom: "completed" }]);
     });
     log(`ledger (Postgres), reservation + ledger row: p50 ${ledgerTime.p50.toFixed(2)} ms, p99 ${ledgerTime.p99.toFixed(2)} ms (500 in a row)`);
     const perSecond = await storeCapacity(store, id);
-    log(`ledger store capacity: ${perSecond.toFixed(0)} rows/s (${writers} writers, each a reservation then its ledger row, for ${storeSeconds} s; no model running)`);
+    log(
+      `ledger store capacity: ${perSecond.toFixed(0)} rows/s (${writers} writers, each a reservation then its ledger row, for ${storeSeconds} s; no model running)`,
+    );
   } finally {
     await store.close();
   }

@@ -130,7 +130,11 @@ async function widthsStep(path: string, threads: number): Promise<Step> {
   const feeds: Record<string, ort.Tensor> = {};
   for (const name of s.inputNames) {
     const k = Number(name.slice(1));
-    feeds[name] = new ort.Tensor("float32", Float32Array.from({ length: k }, (_, i) => Math.sin(i) * 0.5), [1, 1, k]);
+    feeds[name] = new ort.Tensor(
+      "float32",
+      Float32Array.from({ length: k }, (_, i) => Math.sin(i) * 0.5),
+      [1, 1, k],
+    );
   }
   const fetches = [s.outputNames[s.outputNames.length - 1]];
   return () => s.run(feeds, fetches);
@@ -138,7 +142,13 @@ async function widthsStep(path: string, threads: number): Promise<Step> {
 
 async function floorStep(path: string, threads: number, hidden: number): Promise<Step> {
   const s = await ort.InferenceSession.create(path, { intraOpNumThreads: threads, interOpNumThreads: 1, enableCpuMemArena: false, enableMemPattern: false });
-  const feeds = { x: new ort.Tensor("float32", Float32Array.from({ length: hidden }, (_, i) => Math.sin(i) * 0.5), [1, 1, hidden]) };
+  const feeds = {
+    x: new ort.Tensor(
+      "float32",
+      Float32Array.from({ length: hidden }, (_, i) => Math.sin(i) * 0.5),
+      [1, 1, hidden],
+    ),
+  };
   return () => s.run(feeds);
 }
 
@@ -183,7 +193,9 @@ try {
   const genai = ["int4", "int8"].map((b) => ({ build: b, path: genaiFloorGraph(b) })).filter((x): x is { build: string; path: string } => x.path !== null);
   if (genai.length === 0) log("onnxruntime-genai's builds are absent (scripts/peers/genai.sh): no genai floor rows");
   lines.push(`kernel floor of decode @${CONTEXT}, ${args.model}, medians of ${runs} alternating runs of ${steps} steps (steps/s = tokens/s for one stream):`);
-  lines.push(`${"threads".padEnd(9)}${"variant".padEnd(16)}${"artifact".padStart(11)}${"floor".padStart(9)}${"artifact/floor".padStart(16)}${"native".padStart(9)}${"artifact/native".padStart(17)}${"floor/native".padStart(14)}`);
+  lines.push(
+    `${"threads".padEnd(9)}${"variant".padEnd(16)}${"artifact".padStart(11)}${"floor".padStart(9)}${"artifact/floor".padStart(16)}${"native".padStart(9)}${"artifact/native".padStart(17)}${"floor/native".padStart(14)}`,
+  );
   for (const threads of threadCounts) {
     const cases: { label: string; step: Step; samples: number[] }[] = [];
     for (const f of folds) {
@@ -194,7 +206,10 @@ try {
     const nativeSamples: number[] = [];
     for (let r = 0; r < runs; r++) {
       for (const c of r % 2 ? [...cases].reverse() : cases) c.samples.push(await rate(c.step));
-      if (native) nativeSamples.push((await nativeDecode(native, ggufPath, { threads: [threads], depth: CONTEXT, tokens: Math.max(steps, 32), repetitions: 1 }))[0].tokensPerSecond);
+      if (native)
+        nativeSamples.push(
+          (await nativeDecode(native, ggufPath, { threads: [threads], depth: CONTEXT, tokens: Math.max(steps, 32), repetitions: 1 }))[0].tokensPerSecond,
+        );
     }
     const nat = nativeSamples.length ? median(nativeSamples) : null;
     for (const f of folds) {
@@ -207,13 +222,18 @@ try {
     }
     for (const { build } of genai) {
       const fl = median(cases.find((c) => c.label === `floor genai-${build}`)!.samples);
-      lines.push(`${String(threads).padEnd(9)}${`genai ${build}`.padEnd(16)}${"—".padStart(11)}${fl.toFixed(1).padStart(9)}${"—".padStart(16)}${(nat === null ? "—" : nat.toFixed(1)).padStart(9)}${"—".padStart(17)}${(nat === null ? "—" : `${(fl / nat).toFixed(2)}x`).padStart(14)}`);
+      lines.push(
+        `${String(threads).padEnd(9)}${`genai ${build}`.padEnd(16)}${"—".padStart(11)}${fl.toFixed(1).padStart(9)}${"—".padStart(16)}${(nat === null ? "—" : nat.toFixed(1)).padStart(9)}${"—".padStart(17)}${(nat === null ? "—" : `${(fl / nat).toFixed(2)}x`).padStart(14)}`,
+      );
     }
   }
   lines.push("  artifact: the compiled model's decode step (TextSession.forward at context 128, one row, no sampling);");
   lines.push("  floor: only its weight products (QKV, attn_output, gate|up, down per layer, LM head), same weights and options;");
-  if (genai.length) lines.push("  genai: onnxruntime-genai's build of the same weights, its MatMulNBits nodes alone (each fed an input of its width, one output fetched);");
-  lines.push(`  native: llama-bench -p 0 -n ${Math.max(steps, 32)} -d ${CONTEXT}, its whole decode step${native ? ` (${native.version ?? "unknown version"})` : " (not built)"}.`);
+  if (genai.length)
+    lines.push("  genai: onnxruntime-genai's build of the same weights, its MatMulNBits nodes alone (each fed an input of its width, one output fetched);");
+  lines.push(
+    `  native: llama-bench -p 0 -n ${Math.max(steps, 32)} -d ${CONTEXT}, its whole decode step${native ? ` (${native.version ?? "unknown version"})` : " (not built)"}.`,
+  );
   console.log(lines.join("\n"));
 } finally {
   rmSync(scratch, { recursive: true, force: true });

@@ -17,7 +17,19 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-const SUBCOMMANDS: Record<string, string> = { text: "./text.ts", serve: "./serve.ts", soak: "./soak.ts", speech: "./speech.ts", structured: "./structured.ts", finish: "./constrained-finish.ts", cloud: "./cloud.ts", peers: "./peers.ts", "lm-eval": "./lm-eval.ts", attention: "./attention.ts", floor: "./floor.ts" };
+const SUBCOMMANDS: Record<string, string> = {
+  text: "./text.ts",
+  serve: "./serve.ts",
+  soak: "./soak.ts",
+  speech: "./speech.ts",
+  structured: "./structured.ts",
+  finish: "./constrained-finish.ts",
+  cloud: "./cloud.ts",
+  peers: "./peers.ts",
+  "lm-eval": "./lm-eval.ts",
+  attention: "./attention.ts",
+  floor: "./floor.ts",
+};
 const sub = process.argv[2];
 
 if (sub !== undefined && sub in SUBCOMMANDS) {

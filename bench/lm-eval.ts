@@ -40,10 +40,14 @@ if (!existsSync(join(VENV_BIN, "lm_eval")) || !existsSync(join(tokenizerDir, "to
 }
 
 log(`starting kiln serve --model ${args.model} on a free port ...`);
-const server = spawn(process.execPath, [join(REPO, "bin", "kiln.mjs"), "serve", "--model", args.model!, "--port", "0", "--threads", args.threads!, "--log-level", "warn", "--no-nightly"], {
-  cwd: REPO,
-  stdio: ["ignore", "ignore", "pipe"],
-});
+const server = spawn(
+  process.execPath,
+  [join(REPO, "bin", "kiln.mjs"), "serve", "--model", args.model!, "--port", "0", "--threads", args.threads!, "--log-level", "warn", "--no-nightly"],
+  {
+    cwd: REPO,
+    stdio: ["ignore", "ignore", "pipe"],
+  },
+);
 let serverLog = "";
 const baseURL = await new Promise<string>((resolve, reject) => {
   let url = "";
@@ -74,10 +78,27 @@ const modelArgs = [
   "max_retries=1",
   "max_length=2048",
 ].join(",");
-const argv = ["--model", "local-completions", "--model_args", modelArgs, "--tasks", args.tasks!, "--include_path", join(REPO, "bench", "peers", "lm-eval"), "--batch_size", args["batch-size"]!];
+const argv = [
+  "--model",
+  "local-completions",
+  "--model_args",
+  modelArgs,
+  "--tasks",
+  args.tasks!,
+  "--include_path",
+  join(REPO, "bench", "peers", "lm-eval"),
+  "--batch_size",
+  args["batch-size"]!,
+];
 if (args.limit) argv.push("--limit", args.limit);
 log(`lm_eval ${argv.join(" ")}`);
-const lmEnv = { ...process.env, HF_HUB_OFFLINE: "1", HF_DATASETS_OFFLINE: "1", TOKENIZERS_PARALLELISM: "false", OPENAI_API_KEY: process.env.OPENAI_API_KEY ?? "kiln-local" };
+const lmEnv = {
+  ...process.env,
+  HF_HUB_OFFLINE: "1",
+  HF_DATASETS_OFFLINE: "1",
+  TOKENIZERS_PARALLELISM: "false",
+  OPENAI_API_KEY: process.env.OPENAI_API_KEY ?? "kiln-local",
+};
 function lmEval(argv: string[]): Promise<number | null> {
   return new Promise((resolve, reject) => {
     // No hub here: the task's data is local and the tokenizer a folder (hence offline); lm-eval's
@@ -91,7 +112,20 @@ let t0 = performance.now();
 let code = await lmEval(argv).finally(stop); // cwd: the task's data path is relative to the repository root
 log(`lm_eval (kiln) exited ${code} after ${((performance.now() - t0) / 1000).toFixed(1)} s; kiln serve stopped`);
 if (code === 0 && !args["skip-reference"]) {
-  const refArgv = ["--model", "hf", "--model_args", `pretrained=${tokenizerDir},dtype=float32`, "--device", "cpu", "--tasks", args.tasks!, "--include_path", join(REPO, "bench", "peers", "lm-eval"), "--batch_size", args["batch-size"]!];
+  const refArgv = [
+    "--model",
+    "hf",
+    "--model_args",
+    `pretrained=${tokenizerDir},dtype=float32`,
+    "--device",
+    "cpu",
+    "--tasks",
+    args.tasks!,
+    "--include_path",
+    join(REPO, "bench", "peers", "lm-eval"),
+    "--batch_size",
+    args["batch-size"]!,
+  ];
   if (args.limit) refArgv.push("--limit", args.limit);
   log(`reference: lm_eval ${refArgv.join(" ")}`);
   t0 = performance.now();

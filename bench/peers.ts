@@ -110,7 +110,9 @@ async function kilnDecode(rows: number): Promise<number> {
 }
 
 const kilnSamples: Record<keyof GenaiSpeed, number[]> = { decode128: [], prefill512: [], batch16: [] };
-const genaiSamples: Record<string, Record<keyof GenaiSpeed, number[]>> = Object.fromEntries(BUILDS.map((b) => [b, { decode128: [], prefill512: [], batch16: [] }]));
+const genaiSamples: Record<string, Record<keyof GenaiSpeed, number[]>> = Object.fromEntries(
+  BUILDS.map((b) => [b, { decode128: [], prefill512: [], batch16: [] }]),
+);
 // Warm-up (genai_bench.py does the same): onnxruntime's first run of each shape allocates and plans.
 await kilnPrefill();
 await kilnDecode(1);
@@ -120,7 +122,9 @@ for (let r = 0; r < runs; r++) {
     kilnSamples.prefill512.push(await kilnPrefill());
     kilnSamples.decode128.push(await kilnDecode(1));
     kilnSamples.batch16.push(await kilnDecode(BATCH));
-    log(`kiln run ${r + 1}/${runs}: decode@128 ${kilnSamples.decode128.at(-1)!.toFixed(0)} tok/s, prefill 512 ${kilnSamples.prefill512.at(-1)!.toFixed(0)}, batch 16 ${kilnSamples.batch16.at(-1)!.toFixed(0)}`);
+    log(
+      `kiln run ${r + 1}/${runs}: decode@128 ${kilnSamples.decode128.at(-1)!.toFixed(0)} tok/s, prefill 512 ${kilnSamples.prefill512.at(-1)!.toFixed(0)}, batch 16 ${kilnSamples.batch16.at(-1)!.toFixed(0)}`,
+    );
   };
   const genaiRun = async () => {
     const g = await runGenai({ threads, steps, runs: 1, builds: r % 2 ? [...BUILDS].reverse() : BUILDS, fidelity: false });
@@ -138,15 +142,25 @@ await kiln.release();
 
 // ── table ─────────────────────────────────────────────────────────────────────────────────
 const rows: { name: string; speed: GenaiSpeed; fidelity: Fidelity | undefined }[] = [
-  { name: `kiln (${compiled.manifest.id.slice(0, 28)})`, speed: { decode128: median(kilnSamples.decode128), prefill512: median(kilnSamples.prefill512), batch16: median(kilnSamples.batch16) }, fidelity: kilnFid },
-  ...BUILDS.map((b) => ({ name: `onnxruntime-genai ${b}`, speed: { decode128: median(genaiSamples[b].decode128), prefill512: median(genaiSamples[b].prefill512), batch16: median(genaiSamples[b].batch16) }, fidelity: fid.builds[b].fidelity })),
+  {
+    name: `kiln (${compiled.manifest.id.slice(0, 28)})`,
+    speed: { decode128: median(kilnSamples.decode128), prefill512: median(kilnSamples.prefill512), batch16: median(kilnSamples.batch16) },
+    fidelity: kilnFid,
+  },
+  ...BUILDS.map((b) => ({
+    name: `onnxruntime-genai ${b}`,
+    speed: { decode128: median(genaiSamples[b].decode128), prefill512: median(genaiSamples[b].prefill512), batch16: median(genaiSamples[b].batch16) },
+    fidelity: fid.builds[b].fidelity,
+  })),
 ];
 const base = rows[0].speed;
 const pad = (s: string, n: number) => s.padEnd(n);
 const cell = (v: number, k: keyof GenaiSpeed, i: number) => (i === 0 ? `${v.toFixed(0)}` : `${v.toFixed(0)} (${(v / base[k]).toFixed(2)}x)`);
 const out: string[] = [];
 out.push("");
-out.push(`kiln vs onnxruntime-genai ${fid.version ?? ""} on ${slug}, ${threads} threads, medians of ${runs} runs (${steps} timed steps); ${cpus().length} cores, load ${load0.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`);
+out.push(
+  `kiln vs onnxruntime-genai ${fid.version ?? ""} on ${slug}, ${threads} threads, medians of ${runs} runs (${steps} timed steps); ${cpus().length} cores, load ${load0.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`,
+);
 out.push(`${pad("engine", 44)}${pad("decode@128 tok/s", 20)}${pad("prefill 512 tok/s", 20)}${pad("batch 16 tok/s", 20)}${pad("top-1", 8)}mean KL (p99)`);
 rows.forEach((r, i) => {
   const f = r.fidelity;
@@ -156,6 +170,10 @@ rows.forEach((r, i) => {
 });
 const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}-${Math.max(...xs).toFixed(0)}`;
 const allSamples = [kilnSamples, ...BUILDS.map((b) => genaiSamples[b])];
-out.push(`spread (min-max of the runs): ${rows.map((r, i) => `${r.name.split(" (")[0]} ${spread(allSamples[i].decode128)} / ${spread(allSamples[i].prefill512)} / ${spread(allSamples[i].batch16)}`).join("; ")}`);
-out.push(`(ratios against kiln; fidelity over ${reference.positions} held-out positions against the float32 checkpoint in torch, teacher forced; genai's int4 re-quantizes the already 4-bit weights)`);
+out.push(
+  `spread (min-max of the runs): ${rows.map((r, i) => `${r.name.split(" (")[0]} ${spread(allSamples[i].decode128)} / ${spread(allSamples[i].prefill512)} / ${spread(allSamples[i].batch16)}`).join("; ")}`,
+);
+out.push(
+  `(ratios against kiln; fidelity over ${reference.positions} held-out positions against the float32 checkpoint in torch, teacher forced; genai's int4 re-quantizes the already 4-bit weights)`,
+);
 process.stdout.write(`${out.join("\n")}\n`);

@@ -145,7 +145,9 @@ function promptIds(i: number): number[] {
 const PROMPTS = CHAT_PROMPTS.map((_, i) => promptIds(i));
 const maxPrompt = Math.max(...PROMPTS.map((p) => p.length));
 const meanPrompt = PROMPTS.reduce((a, p) => a + p.length, 0) / PROMPTS.length;
-log(`prompts: ${PROMPTS.length}, ${Math.min(...PROMPTS.map((p) => p.length))}-${maxPrompt} tokens; output ${outTokens} tokens; stop ids banned: ${stopIds.join(",")}`);
+log(
+  `prompts: ${PROMPTS.length}, ${Math.min(...PROMPTS.map((p) => p.length))}-${maxPrompt} tokens; output ${outTokens} tokens; stop ids banned: ${stopIds.join(",")}`,
+);
 
 // ── measurement ─────────────────────────────────────────────────────────────────────────────
 
@@ -248,7 +250,22 @@ async function kilnRequest(base: string, i: number): Promise<Sample> {
 async function runKiln(): Promise<{ levels: Level[]; rss: number; pid: number }> {
   const server: ChildProcess = spawn(
     process.execPath,
-    ["bin/kiln.mjs", "serve", "--model", slug, "--host", "127.0.0.1", "--port", "0", "--threads", String(threads), "--max-running", String(maxRunning), "--log-level", "warn"],
+    [
+      "bin/kiln.mjs",
+      "serve",
+      "--model",
+      slug,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--threads",
+      String(threads),
+      "--max-running",
+      String(maxRunning),
+      "--log-level",
+      "warn",
+    ],
     { env: process.env, stdio: ["ignore", "ignore", "pipe"] },
   );
   let stderr = "";
@@ -315,7 +332,13 @@ async function runPeer(): Promise<Level[]> {
           }
           await gen.return();
           if (stamps.length !== outTokens) throw new Error(`llama.cpp stopped after ${stamps.length} of ${outTokens}`);
-          return { ttft: stamps[0] - t0, e2el: stamps[stamps.length - 1] - t0, itl: stamps.slice(1).map((s, j) => s - stamps[j]), tokens: stamps.length, promptTokens: ids.length };
+          return {
+            ttft: stamps[0] - t0,
+            e2el: stamps[stamps.length - 1] - t0,
+            itl: stamps.slice(1).map((s, j) => s - stamps[j]),
+            tokens: stamps.length,
+            promptTokens: ids.length,
+          };
         } finally {
           await seq.clearHistory();
         }
@@ -363,13 +386,34 @@ function summarize(lv: Level | undefined): Row | null {
   const outTok = s.reduce((a, x) => a + x.tokens, 0);
   const inTok = s.reduce((a, x) => a + x.promptTokens, 0);
   return {
-    ttft50: pct(s.map((x) => x.ttft), 50),
-    ttft99: pct(s.map((x) => x.ttft), 99),
-    tpot50: pct(s.map((x) => (x.e2el - x.ttft) / (x.tokens - 1)), 50),
-    itl50: pct(s.flatMap((x) => x.itl), 50),
-    itl99: pct(s.flatMap((x) => x.itl), 99),
-    e2el50: pct(s.map((x) => x.e2el), 50),
-    e2el99: pct(s.map((x) => x.e2el), 99),
+    ttft50: pct(
+      s.map((x) => x.ttft),
+      50,
+    ),
+    ttft99: pct(
+      s.map((x) => x.ttft),
+      99,
+    ),
+    tpot50: pct(
+      s.map((x) => (x.e2el - x.ttft) / (x.tokens - 1)),
+      50,
+    ),
+    itl50: pct(
+      s.flatMap((x) => x.itl),
+      50,
+    ),
+    itl99: pct(
+      s.flatMap((x) => x.itl),
+      99,
+    ),
+    e2el50: pct(
+      s.map((x) => x.e2el),
+      50,
+    ),
+    e2el99: pct(
+      s.map((x) => x.e2el),
+      99,
+    ),
     rps: s.length / lv.wallS,
     tps: outTok / lv.wallS,
     totalTps: (outTok + inTok) / lv.wallS,
@@ -380,26 +424,68 @@ function summarize(lv: Level | undefined): Row | null {
 
 const f = (x: number | undefined, d = 1) => (x === undefined || !Number.isFinite(x) ? "-" : x.toFixed(d));
 const pad = (s: string, w: number) => s.padStart(w);
-const cols = ["C", "engine", "ok", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "ITL p99", "E2EL p50", "E2EL p99", "req/s", "out tok/s", "tot tok/s", "busy/others"];
+const cols = [
+  "C",
+  "engine",
+  "ok",
+  "TTFT p50",
+  "TTFT p99",
+  "TPOT p50",
+  "ITL p50",
+  "ITL p99",
+  "E2EL p50",
+  "E2EL p99",
+  "req/s",
+  "out tok/s",
+  "tot tok/s",
+  "busy/others",
+];
 const widths = [3, 9, 6, 9, 9, 9, 8, 8, 9, 9, 7, 10, 10, 10];
 const lines: string[] = [];
-lines.push(`serving benchmark: ${slug}, ${threads} threads, output ${outTokens} tokens (EOS ignored), prompts ${PROMPTS.length} fixed (${meanPrompt.toFixed(0)} tokens mean), kiln --max-running ${maxRunning}`);
+lines.push(
+  `serving benchmark: ${slug}, ${threads} threads, output ${outTokens} tokens (EOS ignored), prompts ${PROMPTS.length} fixed (${meanPrompt.toFixed(0)} tokens mean), kiln --max-running ${maxRunning}`,
+);
 lines.push(`latencies in ms; kiln over HTTP+SSE on 127.0.0.1 (client-side); llama.cpp = node-llama-cpp in-process (no HTTP), one context with sequences=C`);
 lines.push(cols.map((c, i) => pad(c, widths[i])).join(" "));
 const ratios: string[] = [];
 for (const c of levels) {
   const k = summarize(kiln?.levels.find((l) => l.c === c));
   const p = summarize(peer?.find((l) => l.c === c));
-  for (const [name, r] of [["kiln", k], ["llama.cpp", p]] as const) {
+  for (const [name, r] of [
+    ["kiln", k],
+    ["llama.cpp", p],
+  ] as const) {
     if (!r) continue;
-    const cells = [String(c), name, r.ok, f(r.ttft50), f(r.ttft99), f(r.tpot50, 2), f(r.itl50, 2), f(r.itl99, 2), f(r.e2el50, 0), f(r.e2el99, 0), f(r.rps, 2), f(r.tps, 1), f(r.totalTps, 1), r.load === null ? "-" : `${f(r.load.all, 2)}/${f(r.load.others, 2)}`];
+    const cells = [
+      String(c),
+      name,
+      r.ok,
+      f(r.ttft50),
+      f(r.ttft99),
+      f(r.tpot50, 2),
+      f(r.itl50, 2),
+      f(r.itl99, 2),
+      f(r.e2el50, 0),
+      f(r.e2el99, 0),
+      f(r.rps, 2),
+      f(r.tps, 1),
+      f(r.totalTps, 1),
+      r.load === null ? "-" : `${f(r.load.all, 2)}/${f(r.load.others, 2)}`,
+    ];
     lines.push(cells.map((s, i) => pad(s, widths[i])).join(" "));
   }
-  if (k && p) ratios.push(`C=${String(c).padEnd(3)} kiln/llama.cpp: out tok/s ${f(k.tps / p.tps, 2)}x, TTFT p50 ${f(k.ttft50 / p.ttft50, 2)}x, TPOT p50 ${f(k.tpot50 / p.tpot50, 2)}x`);
+  if (k && p)
+    ratios.push(
+      `C=${String(c).padEnd(3)} kiln/llama.cpp: out tok/s ${f(k.tps / p.tps, 2)}x, TTFT p50 ${f(k.ttft50 / p.ttft50, 2)}x, TPOT p50 ${f(k.tpot50 / p.tpot50, 2)}x`,
+    );
 }
 lines.push("", ...ratios, "");
 if (kiln) lines.push(`peak RSS kiln serve process (VmHWM, pid ${kiln.pid} + children): ${(kiln.rss / 1e6).toFixed(1)} MB`);
 lines.push(`peak RSS bench process (VmHWM; holds llama.cpp model + contexts): ${(peakRss(process.pid) / 1e6).toFixed(1)} MB`);
-lines.push(`loadavg before ${loadBefore.map((x) => x.toFixed(2)).join(" ")}, after ${loadavg().map((x) => x.toFixed(2)).join(" ")}; total ${totalS.toFixed(0)} s`);
+lines.push(
+  `loadavg before ${loadBefore.map((x) => x.toFixed(2)).join(" ")}, after ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ")}; total ${totalS.toFixed(0)} s`,
+);
 lines.push(`"busy/others" = cores busy during that level: whole machine / other processes (machine minus bench process and kiln server); 2 cores total`);
 console.log(lines.join("\n"));

@@ -228,7 +228,14 @@ function oneRequest(plan: Plan): Promise<Outcome> {
     };
     inFlight.add(cut);
     const req = request(
-      { host, port, path: "/v1/chat/completions", method: "POST", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), authorization: "Bearer sk-soak" } },
+      {
+        host,
+        port,
+        path: "/v1/chat/completions",
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body), authorization: "Bearer sk-soak" },
+      },
       (res) => readStream(res, plan, t0, abandon, finish),
     );
     req.on("error", (err: NodeJS.ErrnoException) => {
@@ -451,7 +458,9 @@ port = Number(url.port);
 serverPid = server.process.pid!;
 for (const line of server.stderr().split("\n")) if (line.startsWith(`${slug}: serving`)) log(line);
 try {
-  const models = (await (await fetch(`${server.baseURL}/models/${slug}`, { headers: { authorization: "Bearer sk-soak" } })).json()) as { context_length?: number };
+  const models = (await (await fetch(`${server.baseURL}/models/${slug}`, { headers: { authorization: "Bearer sk-soak" } })).json()) as {
+    context_length?: number;
+  };
   contextLength = models.context_length ?? contextLength;
 } catch {
   /* keep the default */
@@ -496,18 +505,30 @@ const wallS = (now() - tStart) / 1000;
 const t = total;
 const lines: string[] = [];
 lines.push("", `soak summary: ${slug}, ${clients} clients, ${wallS.toFixed(0)} s`);
-lines.push(`requests: ${t.started} started, ${t.completed} completed, ${t.aborted} aborted by the client, ${t.shed} shed (503 overloaded), ${t.cut} cut at the end, ${t.errorCount} errors`);
-lines.push(`throughput: ${(t.completed / wallS).toFixed(2)} completed req/s, ${(t.tokens / wallS).toFixed(1)} output tok/s of completed requests, ${(t.chunks / wallS).toFixed(1)} content chunks/s streamed to all`);
-lines.push(`latency of completed requests: TTFT p50 ${ms(pct(t.ttft, 50))} p99 ${ms(pct(t.ttft, 99))}; E2E p50 ${ms(pct(t.e2e, 50))} p99 ${ms(pct(t.e2e, 99))}`);
+lines.push(
+  `requests: ${t.started} started, ${t.completed} completed, ${t.aborted} aborted by the client, ${t.shed} shed (503 overloaded), ${t.cut} cut at the end, ${t.errorCount} errors`,
+);
+lines.push(
+  `throughput: ${(t.completed / wallS).toFixed(2)} completed req/s, ${(t.tokens / wallS).toFixed(1)} output tok/s of completed requests, ${(t.chunks / wallS).toFixed(1)} content chunks/s streamed to all`,
+);
+lines.push(
+  `latency of completed requests: TTFT p50 ${ms(pct(t.ttft, 50))} p99 ${ms(pct(t.ttft, 99))}; E2E p50 ${ms(pct(t.e2e, 50))} p99 ${ms(pct(t.e2e, 99))}`,
+);
 for (const [what, e] of t.errors) lines.push(`  error ${what}: ${e.count}, e.g. ${e.example}`);
 if (rssSeries.length) {
   const rs = rssSeries.map((r) => r.rss).filter((r) => r > 0);
-  lines.push(`server RSS over time: first report ${mb(rs[0] ?? 0)}, min ${mb(Math.min(...rs))}, max ${mb(Math.max(...rs))}, last ${mb(rs.at(-1) ?? 0)}; peak (VmHWM) ${mb(peak)}`);
+  lines.push(
+    `server RSS over time: first report ${mb(rs[0] ?? 0)}, min ${mb(Math.min(...rs))}, max ${mb(Math.max(...rs))}, last ${mb(rs.at(-1) ?? 0)}; peak (VmHWM) ${mb(peak)}`,
+  );
   lines.push(`  series: ${rssSeries.map((r) => `${r.t.toFixed(0)}s ${(r.rss / 1e6).toFixed(0)}`).join(", ")} (MB)`);
 }
 lines.push(`server: ${died ? `died during the run (exit ${serverExited})` : `stopped with SIGTERM, exit ${stopCode}`}`);
 const malformed = [...t.errors.keys()].filter((k) => k.startsWith("malformed")).length;
 const failed = t.errorCount > 0 || died || stopCode !== 0;
-lines.push(failed ? `FAIL: ${t.errorCount} unexpected errors (${malformed} malformed kinds)${died || stopCode !== 0 ? ", server did not stop cleanly" : ""}` : "OK: no malformed stream, no unexpected error");
+lines.push(
+  failed
+    ? `FAIL: ${t.errorCount} unexpected errors (${malformed} malformed kinds)${died || stopCode !== 0 ? ", server did not stop cleanly" : ""}`
+    : "OK: no malformed stream, no unexpected error",
+);
 console.log(lines.join("\n"));
 process.exit(failed ? 1 : 0);

@@ -59,7 +59,9 @@ const files = [
   ...fixtures.map((f) => ({ name: f.name, path: f.files.wav, text: f.text, seconds: f.seconds })),
   { name: `speech-${args.seconds}s`, path: long.path, text: long.text, seconds: long.seconds },
 ];
-log(`# speech bench: ${SLUG}, ${threads} threads, ${files.length} files (${files.map((f) => `${f.name} ${f.seconds.toFixed(1)} s`).join(", ")}); load ${loadavg()[0].toFixed(2)}`);
+log(
+  `# speech bench: ${SLUG}, ${threads} threads, ${files.length} files (${files.map((f) => `${f.name} ${f.seconds.toFixed(1)} s`).join(", ")}); load ${loadavg()[0].toFixed(2)}`,
+);
 
 async function kilnRuns(): Promise<FileRun[]> {
   const model = await loadSpeechModel(SLUG, { threads });
@@ -101,7 +103,9 @@ function table(rows: Array<{ engine: string; runs: FileRun[] }>): void {
     const audio = runs.reduce((a, r) => a + r.audioSeconds, 0);
     const spent = runs.reduce((a, r) => a + r.seconds, 0);
     const wer = wordErrorRate(runs.map((r) => r.reference).join(" "), runs.map((r) => r.text).join(" "));
-    log(`| ${engine} | ${runs.map((r) => (r.seconds / r.audioSeconds).toFixed(4)).join(" | ")} | ${(audio / spent).toFixed(1)}x | ${(100 * wer).toFixed(1)}% |`);
+    log(
+      `| ${engine} | ${runs.map((r) => (r.seconds / r.audioSeconds).toFixed(4)).join(" | ")} | ${(audio / spent).toFixed(1)}x | ${(100 * wer).toFixed(1)}% |`,
+    );
   }
 }
 
@@ -115,7 +119,8 @@ if (!args["skip-peer"]) {
 }
 table(rows);
 const base = rows[0].runs.reduce((a, r) => a + r.seconds, 0);
-for (const row of rows.slice(1)) log(`kiln / ${row.engine} time ratio: ${(base / row.runs.reduce((a, r) => a + r.seconds, 0)).toFixed(2)} (below 1: kiln faster)`);
+for (const row of rows.slice(1))
+  log(`kiln / ${row.engine} time ratio: ${(base / row.runs.reduce((a, r) => a + r.seconds, 0)).toFixed(2)} (below 1: kiln faster)`);
 
 // --- streaming TTFT and sharing, over HTTP ------------------------------------------------------
 async function transcribeOverHttp(baseURL: string, path: string): Promise<{ ttft: number; total: number; text: string }> {
@@ -135,7 +140,10 @@ async function transcribeOverHttp(baseURL: string, path: string): Promise<{ ttft
     for (let at = buffer.indexOf("\n\n"); at >= 0; at = buffer.indexOf("\n\n")) {
       const event = buffer.slice(0, at);
       buffer = buffer.slice(at + 2);
-      const data = event.split("\n").find((l) => l.startsWith("data: "))?.slice(6);
+      const data = event
+        .split("\n")
+        .find((l) => l.startsWith("data: "))
+        ?.slice(6);
       if (!data || data === "[DONE]") continue;
       const parsed = JSON.parse(data) as { type: string; delta?: string; text?: string };
       if (parsed.type === "transcript.text.delta" && ttft < 0) ttft = now() - t0;
@@ -163,7 +171,9 @@ async function chatTtft(baseURL: string): Promise<number> {
 const server = await startServer(SLUG, ["--model", TEXT_SLUG, "--threads", String(threads)]);
 try {
   const streamed = await transcribeOverHttp(server.baseURL, long.path);
-  log(`\nstreamed ${long.seconds.toFixed(1)} s file over HTTP: TTFT ${streamed.ttft.toFixed(0)} ms, total ${(streamed.total / 1000).toFixed(2)} s (${(long.seconds / (streamed.total / 1000)).toFixed(1)}x real time)`);
+  log(
+    `\nstreamed ${long.seconds.toFixed(1)} s file over HTTP: TTFT ${streamed.ttft.toFixed(0)} ms, total ${(streamed.total / 1000).toFixed(2)} s (${(long.seconds / (streamed.total / 1000)).toFixed(1)}x real time)`,
+  );
   if (!args["skip-sharing"]) {
     const alone: number[] = [];
     for (let i = 0; i < 20; i++) alone.push(await chatTtft(server.baseURL));
@@ -174,7 +184,9 @@ try {
     const shared: number[] = [];
     while (!done && shared.length < 40) shared.push(await chatTtft(server.baseURL));
     const result = await background;
-    log(`chat TTFT p50 alone ${median(alone).toFixed(0)} ms; while a ${big.seconds.toFixed(0)} s file is transcribed ${median(shared).toFixed(0)} ms (${shared.length} requests; p90 ${[...shared].sort((a, b) => a - b)[Math.floor(shared.length * 0.9)]?.toFixed(0)} ms); the transcription took ${(result.total / 1000).toFixed(1)} s`);
+    log(
+      `chat TTFT p50 alone ${median(alone).toFixed(0)} ms; while a ${big.seconds.toFixed(0)} s file is transcribed ${median(shared).toFixed(0)} ms (${shared.length} requests; p90 ${[...shared].sort((a, b) => a - b)[Math.floor(shared.length * 0.9)]?.toFixed(0)} ms); the transcription took ${(result.total / 1000).toFixed(1)} s`,
+    );
   }
 } finally {
   await stopServer(server);

@@ -18,14 +18,21 @@ import type { ConstraintSpec } from "../src/runtime/constrain/index.js";
 import type { GenerationRequest, ServedModel } from "../src/scheduler/index.js";
 import { structuredSchemas } from "../test/support/schemas.js";
 
-const { values: args } = parseArgs({ options: { threads: { type: "string", default: "2" }, requests: { type: "string", default: "16" }, "max-tokens": { type: "string", default: "96" }, rounds: { type: "string", default: "4" } } });
+const { values: args } = parseArgs({
+  options: {
+    threads: { type: "string", default: "2" },
+    requests: { type: "string", default: "16" },
+    "max-tokens": { type: "string", default: "96" },
+    rounds: { type: "string", default: "4" },
+  },
+});
 const TEXT_SLUG = "smollm2-135m-instruct";
 const maxTokens = Number(args["max-tokens"]);
 const log = (line: string) => process.stdout.write(line + "\n");
 const now = () => performance.now();
 
 const model = await loadModel(TEXT_SLUG, { threads: Number(args.threads), maxRunning: 16 });
-const schemas = structuredSchemas(100).filter((s) => !JSON.stringify(s.schema).includes("maxLength\":2"));
+const schemas = structuredSchemas(100).filter((s) => !JSON.stringify(s.schema).includes('maxLength":2'));
 
 function request(i: number, constraint?: ConstraintSpec, tokens = maxTokens): GenerationRequest {
   const promptIds = model.chatPrompt([{ role: "user", content: `Describe ${schemas[i % schemas.length].ask} as JSON.` }]);
@@ -76,7 +83,10 @@ async function tpot(
 
 const schemaOf = (i: number): ConstraintSpec => ({ type: "json_schema", schema: JSON.stringify(schemas[i % schemas.length].schema) });
 // Schema preparation: first use compiles on the worker, a second use of the same content hits the cache.
-for (const [label, spec] of [["first use", schemaOf(3)], ["cached", schemaOf(3)]] as const) {
+for (const [label, spec] of [
+  ["first use", schemaOf(3)],
+  ["cached", schemaOf(3)],
+] as const) {
   const t0 = now();
   for await (const e of model.engine.submit({ ...request(3, spec), maxTokens: 1 })) void e;
   log(`schema preparation + 1 token (${label}): ${(now() - t0).toFixed(1)} ms`);
@@ -93,7 +103,14 @@ for (const batch of [1, 16]) {
   // lengths, so both finish (and free their slots) at the same steps.
   const { lengths } = await tpot(model, batch, count, schemaOf);
   const runConstrained = () => tpot(model, batch, count, schemaOf);
-  const runFree = () => tpot(model, batch, count, () => undefined, (i) => lengths[i]);
+  const runFree = () =>
+    tpot(
+      model,
+      batch,
+      count,
+      () => undefined,
+      (i) => lengths[i],
+    );
   // Rounds alternate which run goes first, so the machine's drift over time, which on a shared
   // machine is larger than the effect, falls on both sides alike.
   let free = 0;

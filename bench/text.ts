@@ -247,7 +247,11 @@ function onnxInventory(dir: string): Inventory {
   const gathered: Inventory["gathered"] = [];
   for (const [name, bytes] of sizes) {
     const uses = consumers.get(name) ?? [];
-    if (uses.length > 0 && uses.every((u) => ((u.op === "Gather" || u.op === "GatherBlockQuantized") && u.index !== 1) || (u.op === "RotaryEmbedding" && u.index >= 2))) gathered.push({ name, bytes });
+    if (
+      uses.length > 0 &&
+      uses.every((u) => ((u.op === "Gather" || u.op === "GatherBlockQuantized") && u.index !== 1) || (u.op === "RotaryEmbedding" && u.index >= 2))
+    )
+      gathered.push({ name, bytes });
   }
   // Roles of streamed weights and of nodes (for the profile): the linear a weight belongs to.
   const roleOf = (weight: string): string => {
@@ -315,7 +319,11 @@ async function copyBandwidth(n: number, bytesPerBuffer = 256 * 2 ** 20, reps = 6
     });
     parentPort.postMessage("ready");`;
   const workers = Array.from({ length: n }, () => new Worker(code, { eval: true, workerData: { bytes: bytesPerBuffer, reps } }));
-  const next = (w: Worker) => new Promise<unknown>((res, rej) => { w.once("message", res); w.once("error", rej); });
+  const next = (w: Worker) =>
+    new Promise<unknown>((res, rej) => {
+      w.once("message", res);
+      w.once("error", rej);
+    });
   await Promise.all(workers.map(next));
   let best = 0;
   for (let t = 0; t < trials; t++) {
@@ -361,10 +369,14 @@ async function ortGflops(accuracyLevel: number, M = 512, iterations = 40): Promi
     const sums = shapes.map(({ label, k, n }) => {
       const kb = k / 32;
       const scales = Float32Array.from({ length: n * kb }, () => 0.01 + Math.random() * 0.01);
-      const y = g.op("MatMulNBits", [inputs.get(k)!, g.weight(`${label}.q`, DataType.UINT8, [n, kb, 16], rnd(n * kb * 16)), g.weight(`${label}.s`, DataType.FLOAT, [n, kb], scales)], {
-        domain: "com.microsoft",
-        attributes: { K: k, N: n, bits: 4, block_size: 32, accuracy_level: accuracyLevel },
-      });
+      const y = g.op(
+        "MatMulNBits",
+        [inputs.get(k)!, g.weight(`${label}.q`, DataType.UINT8, [n, kb, 16], rnd(n * kb * 16)), g.weight(`${label}.s`, DataType.FLOAT, [n, kb], scales)],
+        {
+          domain: "com.microsoft",
+          attributes: { K: k, N: n, bits: 4, block_size: 32, accuracy_level: accuracyLevel },
+        },
+      );
       return g.op("ReduceSum", [y], { attributes: { keepdims: 0 } });
     });
     let total = sums[0];
@@ -372,9 +384,19 @@ async function ortGflops(accuracyLevel: number, M = 512, iterations = 40): Promi
     if (sums.length === 1) g.node("Identity", [total], { names: ["y"] });
     const graphPath = join(dir, "m.onnx");
     writeFileSync(graphPath, g.finish("probe", "0", {}));
-    const session = await ort.InferenceSession.create(graphPath, { executionProviders: ["cpu"], intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: "all" });
+    const session = await ort.InferenceSession.create(graphPath, {
+      executionProviders: ["cpu"],
+      intraOpNumThreads: threads,
+      interOpNumThreads: 1,
+      graphOptimizationLevel: "all",
+    });
     const feeds: Record<string, ort.Tensor> = {};
-    for (const [k, name] of inputs) feeds[name] = new ort.Tensor("float32", Float32Array.from({ length: M * k }, () => Math.random() - 0.5), [1, M, k]);
+    for (const [k, name] of inputs)
+      feeds[name] = new ort.Tensor(
+        "float32",
+        Float32Array.from({ length: M * k }, () => Math.random() - 0.5),
+        [1, M, k],
+      );
     let best = Infinity;
     for (let i = 0; i < iterations + 2; i++) {
       const t = now();
@@ -517,7 +539,13 @@ interface Workload {
 }
 const staleCap = kilnCapacity(Math.max(...CONTEXTS) + steps);
 const workloads: Workload[] = [
-  { key: `prefill-${PREFILL}`, label: `prefill ${PREFILL}`, context: PREFILL, kiln: () => kilnPrefill(promptIds.slice(0, PREFILL)), llama: () => llamaPrefill(promptIds.slice(0, PREFILL)) },
+  {
+    key: `prefill-${PREFILL}`,
+    label: `prefill ${PREFILL}`,
+    context: PREFILL,
+    kiln: () => kilnPrefill(promptIds.slice(0, PREFILL)),
+    llama: () => llamaPrefill(promptIds.slice(0, PREFILL)),
+  },
   ...CONTEXTS.map((L) => ({ key: `decode-${L}`, label: `decode @${L} (+${steps})`, context: L, kiln: () => kilnDecode(L), llama: () => llamaDecode(L) })),
   { key: `decode-128-stale`, label: `decode @128, cap ${staleCap}*`, context: 128, kiln: () => kilnDecode(128, staleCap) },
 ];
@@ -551,7 +579,9 @@ for (let r = 0; r < runs; r++) {
         const res = await fn();
         const busy = othersCores(c0, cpuSnapshot(), (now() - t0) / 1000);
         const tps = typeof res === "number" ? res : res.tps;
-        log(`  run ${r + 1}/${runs} ${w.label.padEnd(24)} ${engine.padEnd(5)} ${tps.toFixed(1).padStart(7)} tok/s${busy === null ? "" : `  (others busy ${busy.toFixed(2)} cores)`}`);
+        log(
+          `  run ${r + 1}/${runs} ${w.label.padEnd(24)} ${engine.padEnd(5)} ${tps.toFixed(1).padStart(7)} tok/s${busy === null ? "" : `  (others busy ${busy.toFixed(2)} cores)`}`,
+        );
         if (kept === null || (busy ?? 0) < (kept.busy ?? 0)) kept = { res, busy };
         if (busy === null || busy <= maxBusy || now() - measureStart > retryDeadlineS * 1000) break;
       }
@@ -671,7 +701,12 @@ interface PeerSample {
  * --max-busy cores, until `retryDeadlineS` after `since`). `fn` reports the CPU seconds of any
  * child it ran, which are not "others".
  */
-async function quiet(label: string, engine: string, fn: () => Promise<{ tps: number; childCpuSeconds?: number; extra?: number }>, since: number): Promise<PeerSample> {
+async function quiet(
+  label: string,
+  engine: string,
+  fn: () => Promise<{ tps: number; childCpuSeconds?: number; extra?: number }>,
+  since: number,
+): Promise<PeerSample> {
   let kept: PeerSample | null = null;
   for (let attempt = 0; attempt <= retries; attempt++) {
     await sleep(150);
@@ -770,7 +805,13 @@ async function nativeSection() {
     await kilnB.release();
   }
   const batchedPrefill = samples.get(`batch-${BATCH_SEQUENCES}`)!.native.map((x) => x.extra ?? NaN);
-  return { workloads, samples, info: decodeInfo as { flashAttention: string; kvType: string; buildCommit: string; depth: number } | null, hasDepth, batchedPrefill };
+  return {
+    workloads,
+    samples,
+    info: decodeInfo as { flashAttention: string; kvType: string; buildCommit: string; depth: number } | null,
+    hasDepth,
+    batchedPrefill,
+  };
 }
 const nativeStart = now();
 const nativeRun = await nativeSection();
@@ -849,8 +890,12 @@ const lpad = (s: string, n: number) => s.padStart(n);
 const out: string[] = [];
 out.push(`kiln text benchmark: ${slug}, ${gguf.path.split("/").pop()} (${MB(gguf.fileSize)})`);
 out.push(`  artifact ${compiled.manifest.id} (numerics ${numerics}), ${threads} threads, ${runs} runs (median [min-max]), decode block ${steps} tokens`);
-out.push(`  llama.cpp: node-llama-cpp, context ${LLAMA_CONTEXT}, batch 512, flash attention ${String(llamaCtx.flashAttention)}, KV ${GgmlType[llamaCtx.kvCacheKeyType as number] ?? String(llamaCtx.kvCacheKeyType)}`);
-out.push(`  machine: ${cpus()[0]?.model ?? "?"} x${cpus().length}; copy bandwidth ${(bw1 / 1e9).toFixed(1)} GB/s (1 thread), ${(bwN / 1e9).toFixed(1)} GB/s (best of 1 and ${threads} threads)`);
+out.push(
+  `  llama.cpp: node-llama-cpp, context ${LLAMA_CONTEXT}, batch 512, flash attention ${String(llamaCtx.flashAttention)}, KV ${GgmlType[llamaCtx.kvCacheKeyType as number] ?? String(llamaCtx.kvCacheKeyType)}`,
+);
+out.push(
+  `  machine: ${cpus()[0]?.model ?? "?"} x${cpus().length}; copy bandwidth ${(bw1 / 1e9).toFixed(1)} GB/s (1 thread), ${(bwN / 1e9).toFixed(1)} GB/s (best of 1 and ${threads} threads)`,
+);
 out.push(
   `  onnxruntime ${threads}-thread MatMulNBits (4-bit, block 32, accuracy_level ${kilnAccuracy}) on one layer's linears at 512 rows: ${gflopsNbits.toFixed(0)} GFLOP/s` +
     (probeBusy !== null && probeBusy > 0.2 ? ` (others busy ${probeBusy.toFixed(2)} cores during the probe: likely low)` : ""),
@@ -865,9 +910,16 @@ for (const r of rows) {
       `${lpad(r.limit.kiln.toFixed(0), 12)}${lpad(r.limit.llama === null ? "—" : r.limit.llama.toFixed(0), 13)}${lpad(`${(100 * r.kilnOfLimit).toFixed(0)}%`, 12)}${lpad(MB(r.kilnKvBytes), 11)}`,
   );
 }
-if (contendedSamples > 0) out.push(`  ${contendedSamples} sample(s) kept despite other processes using more than ${maxBusy} cores (after ${retries} retries); see --json othersBusyCores.`);
-out.push(`  * kiln only: a fresh sequence decoding at 128 in a pool whose capacity an earlier ${Math.max(...CONTEXTS)}+${steps}-token sequence grew to ${staleCap} (truncate never shrinks it).`);
-out.push(`  node-llama-cpp adds JavaScript work per token, so its figures understate llama.cpp; ${nativeRun ? "the native table below does not" : "build the native tools with --native for llama.cpp's own figures"}.`);
+if (contendedSamples > 0)
+  out.push(
+    `  ${contendedSamples} sample(s) kept despite other processes using more than ${maxBusy} cores (after ${retries} retries); see --json othersBusyCores.`,
+  );
+out.push(
+  `  * kiln only: a fresh sequence decoding at 128 in a pool whose capacity an earlier ${Math.max(...CONTEXTS)}+${steps}-token sequence grew to ${staleCap} (truncate never shrinks it).`,
+);
+out.push(
+  `  node-llama-cpp adds JavaScript work per token, so its figures understate llama.cpp; ${nativeRun ? "the native table below does not" : "build the native tools with --native for llama.cpp's own figures"}.`,
+);
 {
   const d = rows.find((r) => r.key === `decode-${NATIVE_CONTEXT}`)!;
   out.push(
@@ -885,7 +937,9 @@ if (nativeRows && nativeRun) {
   out.push(
     `native llama.cpp (${native?.version ?? "?"}, build ${info?.buildCommit ?? "?"}, GGML_NATIVE; flash attention ${info?.flashAttention ?? "?"}, KV ${info?.kvType ?? "?"}; median [min-max] of ${runs} runs, alternating with kiln), same GGUF:`,
   );
-  out.push(`${pad("workload", 30)}${lpad("native tok/s", 18)}${lpad("kiln tok/s", 18)}${lpad("kiln/native", 13)}${lpad("limit kiln", 12)}${lpad("kiln/limit", 12)}${lpad("limit native", 14)}${lpad("native/limit", 14)}${lpad("others busy", 13)}`);
+  out.push(
+    `${pad("workload", 30)}${lpad("native tok/s", 18)}${lpad("kiln tok/s", 18)}${lpad("kiln/native", 13)}${lpad("limit kiln", 12)}${lpad("kiln/limit", 12)}${lpad("limit native", 14)}${lpad("native/limit", 14)}${lpad("others busy", 13)}`,
+  );
   for (const r of nativeRows) {
     out.push(
       `${pad(r.label, 30)}${lpad(fmt(r.native), 18)}${lpad(fmt(r.kiln), 18)}${lpad(`${r.ratio.toFixed(2)}x`, 13)}${lpad(r.limit.kiln.toFixed(0), 12)}${lpad(`${(100 * r.kilnOfLimit).toFixed(0)}%`, 12)}` +
@@ -893,16 +947,20 @@ if (nativeRows && nativeRun) {
     );
   }
   if (!nativeRun.hasDepth) out.push(`  this llama-bench has no -d/--n-depth: its decode rows start from an empty cache, not at ${NATIVE_CONTEXT}.`);
-  out.push(`  decode: llama-bench -p 0 -n ${steps} -d ${NATIVE_CONTEXT}; prefill: llama-bench -p ${PREFILL} -n 0; ${BATCH_SEQUENCES} seq: llama-batched-bench -npp ${NATIVE_CONTEXT} -ntg ${steps} -npl ${BATCH_SEQUENCES} (S_TG, generation only),`);
-  out.push(`    kiln: one ${BATCH_SEQUENCES}-slot session, each sequence prefilled with its own ${NATIVE_CONTEXT} tokens, then ${steps} steps of ${BATCH_SEQUENCES} rows; every kiln figure here is measured again beside the native run.`);
-  out.push(`  limits: decode and ${BATCH_SEQUENCES} seq <= sequences x bandwidth (1 thread: ${(bw1 / 1e9).toFixed(1)} GB/s, else ${(bwN / 1e9).toFixed(1)}) / bytes per step (weights + every sequence's KV at mid-block); prefill: kiln's compute limit as above.`);
+  out.push(
+    `  decode: llama-bench -p 0 -n ${steps} -d ${NATIVE_CONTEXT}; prefill: llama-bench -p ${PREFILL} -n 0; ${BATCH_SEQUENCES} seq: llama-batched-bench -npp ${NATIVE_CONTEXT} -ntg ${steps} -npl ${BATCH_SEQUENCES} (S_TG, generation only),`,
+  );
+  out.push(
+    `    kiln: one ${BATCH_SEQUENCES}-slot session, each sequence prefilled with its own ${NATIVE_CONTEXT} tokens, then ${steps} steps of ${BATCH_SEQUENCES} rows; every kiln figure here is measured again beside the native run.`,
+  );
+  out.push(
+    `  limits: decode and ${BATCH_SEQUENCES} seq <= sequences x bandwidth (1 thread: ${(bw1 / 1e9).toFixed(1)} GB/s, else ${(bwN / 1e9).toFixed(1)}) / bytes per step (weights + every sequence's KV at mid-block); prefill: kiln's compute limit as above.`,
+  );
   out.push(`  others busy: median cores other processes used during the native / kiln samples (the native figure spans its model load too).`);
 }
 out.push("");
 out.push("Limits:");
-out.push(
-  `  decode <= bandwidth / bytes per step; bandwidth = the best copy figure (read + write bytes), a rough stand-in for streaming read bandwidth.`,
-);
+out.push(`  decode <= bandwidth / bytes per step; bandwidth = the best copy figure (read + write bytes), a rough stand-in for streaming read bandwidth.`);
 out.push(
   `    kiln: ${MB(inventory.total)} of initializers (weight file ${MB(weightFileBytes)}) - ${MB(gatheredBytes)} only gathered (${inventory.gathered.map((g) => g.name).join(", ")}) = ${MB(kilnStreamed)} streamed,`,
 );
@@ -928,18 +986,21 @@ out.push(
 );
 if (bd.profile) {
   const p = bd.profile;
-  out.push(
-    `  onnxruntime profile (profiling adds per-node cost, so read the shares, not the absolute ms): model_run ${p.msModelRun.toFixed(2)} ms/step,`,
-  );
+  out.push(`  onnxruntime profile (profiling adds per-node cost, so read the shares, not the absolute ms): model_run ${p.msModelRun.toFixed(2)} ms/step,`);
   out.push(
     `    ${p.nodesPerStep.toFixed(0)} nodes/step, kernels ${p.msKernels.toFixed(2)} ms/step (${((1000 * p.msKernels) / p.nodesPerStep).toFixed(1)} us/node); model_run - kernels = scheduling between nodes`,
   );
   for (const t of p.top.slice(0, 10)) out.push(`    ${pad(t.what, 34)}${lpad(t.ms.toFixed(3), 8)} ms ${lpad((100 * t.share).toFixed(1), 6)}%`);
   const rest = p.top.slice(10);
-  if (rest.length) out.push(`    ${pad(`(${rest.length} more kinds)`, 34)}${lpad(rest.reduce((a, t) => a + t.ms, 0).toFixed(3), 8)} ms ${lpad((100 * rest.reduce((a, t) => a + t.share, 0)).toFixed(1), 6)}%`);
+  if (rest.length)
+    out.push(
+      `    ${pad(`(${rest.length} more kinds)`, 34)}${lpad(rest.reduce((a, t) => a + t.ms, 0).toFixed(3), 8)} ms ${lpad((100 * rest.reduce((a, t) => a + t.share, 0)).toFixed(1), 6)}%`,
+    );
 }
 out.push("");
-out.push(`setup ${((measureStart - setupStart) / 1000).toFixed(0)} s, measurement ${measureSeconds.toFixed(0)} s${nativeRun ? ` (+ ${nativeSeconds.toFixed(0)} s beside native llama.cpp)` : ""}${othersBusy === null ? "" : `; other processes used ${othersBusy.toFixed(2)} of ${cpus().length} cores meanwhile${othersBusy > 0.2 ? " (contended: treat the numbers as noisy)" : ""}`}`);
+out.push(
+  `setup ${((measureStart - setupStart) / 1000).toFixed(0)} s, measurement ${measureSeconds.toFixed(0)} s${nativeRun ? ` (+ ${nativeSeconds.toFixed(0)} s beside native llama.cpp)` : ""}${othersBusy === null ? "" : `; other processes used ${othersBusy.toFixed(2)} of ${cpus().length} cores meanwhile${othersBusy > 0.2 ? " (contended: treat the numbers as noisy)" : ""}`}`,
+);
 console.log(out.join("\n"));
 
 if (args.json) {
@@ -948,13 +1009,34 @@ if (args.json) {
       {
         model: slug,
         gguf: { path: ggufPath, bytes: gguf.fileSize, tensorBytes: ggufTensorBytes },
-        artifact: { id: compiled.manifest.id, dir: artifactDir, numerics, weightFileBytes, initializerBytes: inventory.total, gatheredBytes, streamedBytes: kilnStreamed },
+        artifact: {
+          id: compiled.manifest.id,
+          dir: artifactDir,
+          numerics,
+          weightFileBytes,
+          initializerBytes: inventory.total,
+          gatheredBytes,
+          streamedBytes: kilnStreamed,
+        },
         threads,
         runs,
         decodeSteps: steps,
-        machine: { cpu: cpus()[0]?.model, cpus: cpus().length, othersBusyCores: othersBusy, copyBandwidth1: bw1, copyBandwidthN: bwN, ortGflopsNbits: gflopsNbits, probeOthersBusyCores: probeBusy },
+        machine: {
+          cpu: cpus()[0]?.model,
+          cpus: cpus().length,
+          othersBusyCores: othersBusy,
+          copyBandwidth1: bw1,
+          copyBandwidthN: bwN,
+          ortGflopsNbits: gflopsNbits,
+          probeOthersBusyCores: probeBusy,
+        },
         flops: { prefillPerToken: prefillFlopsPerToken, decodePerTokenAt512: decodeFlopsPerToken(512) },
-        llamaCpp: { contextSize: LLAMA_CONTEXT, flashAttention: llamaCtx.flashAttention, kvType: String(llamaCtx.kvCacheKeyType), streamedBytes: llamaStreamed },
+        llamaCpp: {
+          contextSize: LLAMA_CONTEXT,
+          flashAttention: llamaCtx.flashAttention,
+          kvType: String(llamaCtx.kvCacheKeyType),
+          streamedBytes: llamaStreamed,
+        },
         results: rows,
         kilnDecodeBandwidthShare: (() => {
           const d = rows.find((r) => r.key === `decode-${NATIVE_CONTEXT}`)!;

@@ -71,12 +71,26 @@ export interface GenaiOptions {
 
 /** Whether scripts/peers/genai.sh has built what the benchmark needs. */
 export function genaiReady(builds: string[] = ["int4", "int8"]): boolean {
-  return existsSync(GENAI_PYTHON) && existsSync(join(GENAI_ROOT, "hf", "config.json")) && builds.every((b) => existsSync(join(GENAI_ROOT, b, "genai_config.json")));
+  return (
+    existsSync(GENAI_PYTHON) && existsSync(join(GENAI_ROOT, "hf", "config.json")) && builds.every((b) => existsSync(join(GENAI_ROOT, b, "genai_config.json")))
+  );
 }
 
 /** Runs genai_bench.py (no shell) and parses the JSON object it prints last. */
 export function runGenai(options: GenaiOptions = {}): Promise<GenaiResult> {
-  const argv = [SCRIPT, "--root", GENAI_ROOT, "--threads", String(options.threads ?? 2), "--runs", String(options.runs ?? 3), "--steps", String(options.steps ?? 64), "--builds", (options.builds ?? ["int4", "int8"]).join(",")];
+  const argv = [
+    SCRIPT,
+    "--root",
+    GENAI_ROOT,
+    "--threads",
+    String(options.threads ?? 2),
+    "--runs",
+    String(options.runs ?? 3),
+    "--steps",
+    String(options.steps ?? 64),
+    "--builds",
+    (options.builds ?? ["int4", "int8"]).join(","),
+  ];
   if (options.speed === false) argv.push("--no-speed");
   if (options.fidelity === false) argv.push("--no-fidelity");
   const onLog = options.onLog ?? ((l: string) => process.stderr.write(`${l}\n`));
@@ -129,7 +143,8 @@ export interface Reference {
 export function loadReference(root = GENAI_ROOT): Reference {
   const header = JSON.parse(readFileSync(join(root, "reference.json"), "utf8")) as { token_ids: number[]; positions: number; vocab: number; file: string };
   const bin = readFileSync(join(root, header.file));
-  if (bin.byteLength !== header.positions * header.vocab * 4) throw new Error(`reference.bin holds ${bin.byteLength} bytes, not ${header.positions} x ${header.vocab} float32`);
+  if (bin.byteLength !== header.positions * header.vocab * 4)
+    throw new Error(`reference.bin holds ${bin.byteLength} bytes, not ${header.positions} x ${header.vocab} float32`);
   const logProbs = new Float32Array(bin.buffer.slice(bin.byteOffset, bin.byteOffset + bin.byteLength));
   return { tokenIds: header.token_ids, positions: header.positions, vocab: header.vocab, logProbs };
 }

@@ -141,7 +141,13 @@ export function benchHasDepth(bins: NativeBinaries): boolean {
 }
 
 function figure(row: LlamaBenchRow, run: ChildRun): NativeFigure {
-  return { tokensPerSecond: row.avg_ts, samples: row.samples_ts ?? [row.avg_ts], threads: row.n_threads, cpuSeconds: run.cpuSeconds, wallSeconds: run.wallSeconds };
+  return {
+    tokensPerSecond: row.avg_ts,
+    samples: row.samples_ts ?? [row.avg_ts],
+    threads: row.n_threads,
+    cpuSeconds: run.cpuSeconds,
+    wallSeconds: run.wallSeconds,
+  };
 }
 
 export interface DecodeFigure extends NativeFigure {
@@ -157,7 +163,11 @@ export interface DecodeFigure extends NativeFigure {
  * (they share the model load, so the CPU seconds are the run's). With no `-d` in this build the
  * depth is 0, and `depth` in the result says so.
  */
-export async function nativeDecode(bins: NativeBinaries, gguf: string, opts: { threads: number[]; depth: number; tokens?: number; repetitions?: number; timeoutMs?: number }): Promise<DecodeFigure[]> {
+export async function nativeDecode(
+  bins: NativeBinaries,
+  gguf: string,
+  opts: { threads: number[]; depth: number; tokens?: number; repetitions?: number; timeoutMs?: number },
+): Promise<DecodeFigure[]> {
   const depth = benchHasDepth(bins) ? opts.depth : 0;
   const args = ["-m", gguf, "-p", "0", "-n", String(opts.tokens ?? 64), "-t", opts.threads.join(","), "-r", String(opts.repetitions ?? 3), "-o", "json"];
   if (depth > 0) args.push("-d", String(depth));
@@ -205,7 +215,10 @@ export function parseBatchedJsonl(text: string): BatchedRow[] {
 export function parseBatchedMarkdown(text: string): BatchedRow[] {
   const rows: BatchedRow[] = [];
   for (const line of text.split("\n")) {
-    const cells = line.split("|").map((c) => c.trim()).filter((c) => c !== "");
+    const cells = line
+      .split("|")
+      .map((c) => c.trim())
+      .filter((c) => c !== "");
     if (cells.length !== 10 || !cells.every((c) => /^[\d.]+$/.test(c))) continue;
     const [pp, tg, pl, , , speedPp, , speedTg, , speed] = cells.map(Number);
     rows.push({ pp, tg, pl, n_threads: NaN, speed_pp: speedPp, speed_tg: speedTg, speed });
@@ -226,12 +239,37 @@ export interface BatchedFigure extends NativeFigure {
  * `-npp <prompt> -ntg <tokens> -npl <sequences>` (each sequence its own prompt), S_TG t/s =
  * sequences x tokens / generation seconds. The tool times one pass, so it runs `repetitions` times.
  */
-export async function nativeBatched(bins: NativeBinaries, gguf: string, opts: BenchOptions & { sequences?: number; prompt?: number; tokens?: number }): Promise<BatchedFigure> {
+export async function nativeBatched(
+  bins: NativeBinaries,
+  gguf: string,
+  opts: BenchOptions & { sequences?: number; prompt?: number; tokens?: number },
+): Promise<BatchedFigure> {
   const sequences = opts.sequences ?? 16;
   const prompt = opts.prompt ?? 128;
   const tokens = opts.tokens ?? 64;
   const context = sequences * (prompt + tokens);
-  const args = ["-m", gguf, "-c", String(context), "-b", "2048", "-ub", "512", "-npp", String(prompt), "-ntg", String(tokens), "-npl", String(sequences), "-t", String(opts.threads), "-tb", String(opts.threads), "--output-format", "jsonl"];
+  const args = [
+    "-m",
+    gguf,
+    "-c",
+    String(context),
+    "-b",
+    "2048",
+    "-ub",
+    "512",
+    "-npp",
+    String(prompt),
+    "-ntg",
+    String(tokens),
+    "-npl",
+    String(sequences),
+    "-t",
+    String(opts.threads),
+    "-tb",
+    String(opts.threads),
+    "--output-format",
+    "jsonl",
+  ];
   const samples: number[] = [];
   const prefill: number[] = [];
   let cpuSeconds = 0;
@@ -248,5 +286,15 @@ export async function nativeBatched(bins: NativeBinaries, gguf: string, opts: Be
     wallSeconds += run.wallSeconds;
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  return { tokensPerSecond: mean(samples), samples, threads: opts.threads, cpuSeconds, wallSeconds, sequences, promptTokens: prompt, generatedTokens: tokens, prefillTokensPerSecond: mean(prefill) };
+  return {
+    tokensPerSecond: mean(samples),
+    samples,
+    threads: opts.threads,
+    cpuSeconds,
+    wallSeconds,
+    sequences,
+    promptTokens: prompt,
+    generatedTokens: tokens,
+    prefillTokensPerSecond: mean(prefill),
+  };
 }

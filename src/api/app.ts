@@ -9,6 +9,7 @@ import { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
 import { CloudGate } from "./cloud-gate.js";
+import { consoleRoutes, type TrackRecords } from "./console.js";
 import type { Metering, UsageRecorder } from "./cloud-port.js";
 import { Lifecycle, type ApiContext } from "./context.js";
 import { assertPlainBody } from "./content-encoding.js";
@@ -58,6 +59,8 @@ export interface AppOptions extends ServerLimits {
   allowedOrigins?: AllowedOrigins;
   /** Where the Responses API keeps stored responses; default a store in a database in memory, with the default retention, gone with the app. */
   responses?: ResponseStore;
+  /** The track records the console's track pages show (`kiln serve` reads them as `kiln tracks` does); default none. */
+  tracks?: TrackRecords;
 }
 
 /** Methods whose requests are answered from their body: an empty one is the client's mistake. */
@@ -171,6 +174,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const auth: AuthMode = options.auth ?? { mode: "local" };
   healthRoutes(app, ctx, auth);
+  consoleRoutes(app, auth, options.tracks);
   await app.register(
     async (v1) => {
       v1.addHook("onRequest", authHook(auth));
@@ -190,7 +194,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
 /** A path under /v1 names a route that does not exist; elsewhere the client may have left out the prefix. */
 function unknownRouteMessage(method: string, path: string): string {
-  if (method === "OPTIONS") return `Unknown request URL: OPTIONS ${path}. This server answers no CORS preflight from this origin: its operator allows origins with \`kiln serve --allowed-origins\`.`;
+  if (method === "OPTIONS")
+    return `Unknown request URL: OPTIONS ${path}. This server answers no CORS preflight from this origin: its operator allows origins with \`kiln serve --allowed-origins\`.`;
   const hint = path === "/v1" || path.startsWith("/v1/") ? "This route does not exist." : "The API's routes are under /v1.";
   return `Unknown request URL: ${method} ${path}. ${hint}`;
 }

@@ -49,8 +49,18 @@ export class CloudGate {
 function refusal({ code, limit, retryAfterMs }: Extract<AdmissionDecision, { outcome: "refused" }>): ApiError {
   const retryAfter = retryAfterSeconds(retryAfterMs);
   if (code === "insufficient_quota") {
-    return new ApiError("insufficient_quota", "You exceeded your current quota: this API key's daily budget is spent. It is renewed at 00:00 UTC.", null, retryAfter);
+    return new ApiError(
+      "insufficient_quota",
+      "You exceeded your current quota: this API key's daily budget is spent. It is renewed at 00:00 UTC.",
+      null,
+      retryAfter,
+    );
   }
   const what = { requests: "requests per minute", tokens: "tokens per minute", concurrency: "concurrent requests", budget: "daily budget" }[limit];
-  return new ApiError(limit === "tokens" ? "token_rate_limit_exceeded" : "rate_limit_exceeded", `Rate limit reached for this API key on ${what}. Please try again in ${retryAfter}s.`, null, retryAfter);
+  return new ApiError(
+    limit === "tokens" ? "token_rate_limit_exceeded" : "rate_limit_exceeded",
+    `Rate limit reached for this API key on ${what}. Please try again in ${retryAfter}s.`,
+    null,
+    retryAfter,
+  );
 }

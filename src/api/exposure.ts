@@ -6,7 +6,10 @@ import { isIP } from "node:net";
 
 /** Whether `host` (an address or name to listen on) is reachable only from this machine: 127.0.0.0/8, ::1 or localhost. */
 export function isLoopbackHost(host: string): boolean {
-  const name = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  const name = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, "$1");
   if (name === "localhost") return true;
   const v4 = name.startsWith("::ffff:") && isIP(name.slice(7)) === 4 ? name.slice(7) : name;
   if (isIP(v4) === 4) return v4.split(".")[0] === "127";

@@ -120,11 +120,7 @@ class SseWriter implements SseSink {
   /** Sends the response head (200, text/event-stream) with the stream as its body. */
   private start(): void {
     this.isStarted = true;
-    this.reply
-      .code(200)
-      .header("content-type", "text/event-stream")
-      .header("cache-control", "no-cache")
-      .header("x-accel-buffering", "no");
+    this.reply.code(200).header("content-type", "text/event-stream").header("cache-control", "no-cache").header("x-accel-buffering", "no");
     void this.reply.send(this.stream);
     this.armKeepAlive();
   }

@@ -269,7 +269,7 @@ export function seedModels(db: KilnDatabase, models: readonly ModelEntry[] = MOD
           files_json: JSON.stringify(
             source.type === "hub"
               ? source.files
-              : source.members ?? [{ member: source.member, path: source.path, sha256: source.sha256, bytes: source.bytes }],
+              : (source.members ?? [{ member: source.member, path: source.path, sha256: source.sha256, bytes: source.bytes }]),
           ),
         });
       });

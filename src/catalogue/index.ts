@@ -1,16 +1,6 @@
 /** The catalogue package: models, lookups, records database and the model store. */
 export { MODELS } from "./models.js";
-export {
-  describeSource,
-  embeddedModels,
-  getModel,
-  hasModel,
-  listModels,
-  memberPath,
-  packageMembers,
-  SLUG_PATTERN,
-  UnknownModelError,
-} from "./catalogue.js";
+export { describeSource, embeddedModels, getModel, hasModel, listModels, memberPath, packageMembers, SLUG_PATTERN, UnknownModelError } from "./catalogue.js";
 export { applySchema, openDatabase, readModels, schemaPath, seedModels, type KilnDatabase } from "./db.js";
 export { artifactsDir, databasePath, kilnHome, modelDir } from "./paths.js";
 export { currentPromotion, promoteArtifact, promotionHistory, rollbackPromotion, type PromoteInput, type Promotion } from "./promotions.js";

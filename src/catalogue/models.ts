@@ -55,7 +55,12 @@ const CT2_WHISPER_V3 = ["config.json", "model.bin", "preprocessor_config.json", 
 
 /** A faster-whisper repository at a commit, its `model.bin` pinned (the small files are pinned at first pull). */
 function ct2Whisper(repo: string, revision: string, modelBin: { bytes: number; sha256: string }, files = CT2_WHISPER): HubSource {
-  return hub(repo, files.map((f) => (f === "model.bin" ? pin(f, modelBin.bytes, modelBin.sha256) : f)), "ctranslate2", revision);
+  return hub(
+    repo,
+    files.map((f) => (f === "model.bin" ? pin(f, modelBin.bytes, modelBin.sha256) : f)),
+    "ctranslate2",
+    revision,
+  );
 }
 
 /** whisper.cpp's ggml conversion, a last-resort source (its sha256 where published). */
@@ -80,7 +85,14 @@ export const MODELS: readonly ModelEntry[] = [
     outputTokensPerSecond: 312,
     licence: "llama3.3",
     upstream: "meta-llama/Llama-3.3-70B-Instruct",
-    sources: [hub("bartowski/Llama-3.3-70B-Instruct-GGUF", [pin("Llama-3.3-70B-Instruct-Q4_K_M.gguf", 42520398816, "32df3baccb556f9840059b2528b2dee4d3d516b24afdfb9d0c56ff5f63e3a664")], "gguf", "b6c5c9f176f3279204034e1d16d393105e95cb88")],
+    sources: [
+      hub(
+        "bartowski/Llama-3.3-70B-Instruct-GGUF",
+        [pin("Llama-3.3-70B-Instruct-Q4_K_M.gguf", 42520398816, "32df3baccb556f9840059b2528b2dee4d3d516b24afdfb9d0c56ff5f63e3a664")],
+        "gguf",
+        "b6c5c9f176f3279204034e1d16d393105e95cb88",
+      ),
+    ],
   },
   {
     slug: "llama-3-1-70b-instruct",
@@ -94,7 +106,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.09, outputUsdPerMillionTokens: 0.14 },
     licence: "llama3.1",
     upstream: "meta-llama/Llama-3.1-70B-Instruct",
-    sources: [hub("bartowski/Meta-Llama-3.1-70B-Instruct-GGUF", [pin("Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf", 42520398400, "f775c87029be95fb41df9e2882e6e938b73121c30ffc235ac6b6b880add49aa5")], "gguf", "83fb6e83d0a8aada42d499259bc929d922e9a558")],
+    sources: [
+      hub(
+        "bartowski/Meta-Llama-3.1-70B-Instruct-GGUF",
+        [pin("Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf", 42520398400, "f775c87029be95fb41df9e2882e6e938b73121c30ffc235ac6b6b880add49aa5")],
+        "gguf",
+        "83fb6e83d0a8aada42d499259bc929d922e9a558",
+      ),
+    ],
   },
   {
     slug: "llama-3-1-8b-instruct",
@@ -108,7 +127,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "llama3.1",
     upstream: "meta-llama/Llama-3.1-8B-Instruct",
-    sources: [hub("bartowski/Meta-Llama-3.1-8B-Instruct-GGUF", [pin("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", 4920739232, "7b064f5842bf9532c91456deda288a1b672397a54fa729aa665952863033557c")], "gguf", "bf5b95e96dac0462e2a09145ec66cae9a3f12067")],
+    sources: [
+      hub(
+        "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF",
+        [pin("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", 4920739232, "7b064f5842bf9532c91456deda288a1b672397a54fa729aa665952863033557c")],
+        "gguf",
+        "bf5b95e96dac0462e2a09145ec66cae9a3f12067",
+      ),
+    ],
   },
   {
     slug: "llama-3-2-3b-instruct",
@@ -122,7 +148,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.02, outputUsdPerMillionTokens: 0.03 },
     licence: "llama3.2",
     upstream: "meta-llama/Llama-3.2-3B-Instruct",
-    sources: [hub("bartowski/Llama-3.2-3B-Instruct-GGUF", [pin("Llama-3.2-3B-Instruct-Q4_K_M.gguf", 2019377696, "6c1a2b41161032677be168d354123594c0e6e67d2b9227c84f296ad037c728ff")], "gguf", "5ab33fa94d1d04e903623ae72c95d1696f09f9e8")],
+    sources: [
+      hub(
+        "bartowski/Llama-3.2-3B-Instruct-GGUF",
+        [pin("Llama-3.2-3B-Instruct-Q4_K_M.gguf", 2019377696, "6c1a2b41161032677be168d354123594c0e6e67d2b9227c84f296ad037c728ff")],
+        "gguf",
+        "5ab33fa94d1d04e903623ae72c95d1696f09f9e8",
+      ),
+    ],
   },
   {
     slug: "llama-3-2-1b-instruct",
@@ -136,7 +169,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.01, outputUsdPerMillionTokens: 0.02 },
     licence: "llama3.2",
     upstream: "meta-llama/Llama-3.2-1B-Instruct",
-    sources: [hub("bartowski/Llama-3.2-1B-Instruct-GGUF", [pin("Llama-3.2-1B-Instruct-Q4_K_M.gguf", 807694464, "6f85a640a97cf2bf5b8e764087b1e83da0fdb51d7c9fab7d0fece9385611df83")], "gguf", "067b946cf014b7c697f3654f621d577a3e3afd1c")],
+    sources: [
+      hub(
+        "bartowski/Llama-3.2-1B-Instruct-GGUF",
+        [pin("Llama-3.2-1B-Instruct-Q4_K_M.gguf", 807694464, "6f85a640a97cf2bf5b8e764087b1e83da0fdb51d7c9fab7d0fece9385611df83")],
+        "gguf",
+        "067b946cf014b7c697f3654f621d577a3e3afd1c",
+      ),
+    ],
   },
 
   // ── Family B: Qwen2.5 ───────────────────────────────────────────────────────────────────────
@@ -153,7 +193,14 @@ export const MODELS: readonly ModelEntry[] = [
     ttftTargetMs: 71,
     licence: "qwen",
     upstream: "Qwen/Qwen2.5-72B-Instruct",
-    sources: [hub("bartowski/Qwen2.5-72B-Instruct-GGUF", [pin("Qwen2.5-72B-Instruct-Q4_K_M.gguf", 47415715488, "e4c8fad16946be8cf0bbf67eb8f4e18fc7415a5a6d2854b4cda453edb4082545")], "gguf", "d43fd973131bce821f41e2df3c78c6fe15c5627a")],
+    sources: [
+      hub(
+        "bartowski/Qwen2.5-72B-Instruct-GGUF",
+        [pin("Qwen2.5-72B-Instruct-Q4_K_M.gguf", 47415715488, "e4c8fad16946be8cf0bbf67eb8f4e18fc7415a5a6d2854b4cda453edb4082545")],
+        "gguf",
+        "d43fd973131bce821f41e2df3c78c6fe15c5627a",
+      ),
+    ],
     notes: "131,072 tokens with YaRN scaling",
   },
   {
@@ -168,7 +215,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.07, outputUsdPerMillionTokens: 0.1 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen2.5-32B-Instruct",
-    sources: [hub("bartowski/Qwen2.5-32B-Instruct-GGUF", [pin("Qwen2.5-32B-Instruct-Q4_K_M.gguf", 19851336576, "2e5f6daea180dbc59f65a40641e94d3973b5dbaa32b3c0acf54647fa874e519e")], "gguf", "2116cbb385b8ce3a4d28cf3bf1cd2039a55821a6")],
+    sources: [
+      hub(
+        "bartowski/Qwen2.5-32B-Instruct-GGUF",
+        [pin("Qwen2.5-32B-Instruct-Q4_K_M.gguf", 19851336576, "2e5f6daea180dbc59f65a40641e94d3973b5dbaa32b3c0acf54647fa874e519e")],
+        "gguf",
+        "2116cbb385b8ce3a4d28cf3bf1cd2039a55821a6",
+      ),
+    ],
     notes: "131,072 tokens with YaRN scaling",
   },
   {
@@ -183,7 +237,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.05, outputUsdPerMillionTokens: 0.07 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen2.5-14B-Instruct",
-    sources: [hub("bartowski/Qwen2.5-14B-Instruct-GGUF", [pin("Qwen2.5-14B-Instruct-Q4_K_M.gguf", 8988110976, "e47ad95dad6ff848b431053b375adb5d39321290ea2c638682577dafca87c008")], "gguf", "05244aa5d871c661c80082a15d3bce44714d068d")],
+    sources: [
+      hub(
+        "bartowski/Qwen2.5-14B-Instruct-GGUF",
+        [pin("Qwen2.5-14B-Instruct-Q4_K_M.gguf", 8988110976, "e47ad95dad6ff848b431053b375adb5d39321290ea2c638682577dafca87c008")],
+        "gguf",
+        "05244aa5d871c661c80082a15d3bce44714d068d",
+      ),
+    ],
     notes: "131,072 tokens with YaRN scaling",
   },
   {
@@ -198,7 +259,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen2.5-7B-Instruct",
-    sources: [hub("bartowski/Qwen2.5-7B-Instruct-GGUF", [pin("Qwen2.5-7B-Instruct-Q4_K_M.gguf", 4683074240, "65b8fcd92af6b4fefa935c625d1ac27ea29dcb6ee14589c55a8f115ceaaa1423")], "gguf", "8911e8a47f92bac19d6f5c64a2e2095bd2f7d031")],
+    sources: [
+      hub(
+        "bartowski/Qwen2.5-7B-Instruct-GGUF",
+        [pin("Qwen2.5-7B-Instruct-Q4_K_M.gguf", 4683074240, "65b8fcd92af6b4fefa935c625d1ac27ea29dcb6ee14589c55a8f115ceaaa1423")],
+        "gguf",
+        "8911e8a47f92bac19d6f5c64a2e2095bd2f7d031",
+      ),
+    ],
     notes: "131,072 tokens with YaRN scaling",
   },
   {
@@ -213,7 +281,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.02, outputUsdPerMillionTokens: 0.03 },
     licence: "qwen-research",
     upstream: "Qwen/Qwen2.5-3B-Instruct",
-    sources: [hub("Qwen/Qwen2.5-3B-Instruct-GGUF", [pin("qwen2.5-3b-instruct-q4_k_m.gguf", 2104932768, "626b4a6678b86442240e33df819e00132d3ba7dddfe1cdc4fbb18e0a9615c62d")], "gguf", "7dabda4d13d513e3e842b20f0d435c732f172cbe")],
+    sources: [
+      hub(
+        "Qwen/Qwen2.5-3B-Instruct-GGUF",
+        [pin("qwen2.5-3b-instruct-q4_k_m.gguf", 2104932768, "626b4a6678b86442240e33df819e00132d3ba7dddfe1cdc4fbb18e0a9615c62d")],
+        "gguf",
+        "7dabda4d13d513e3e842b20f0d435c732f172cbe",
+      ),
+    ],
   },
   {
     slug: "qwen-2-5-1-5b-instruct",
@@ -227,7 +302,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.01, outputUsdPerMillionTokens: 0.02 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen2.5-1.5B-Instruct",
-    sources: [hub("Qwen/Qwen2.5-1.5B-Instruct-GGUF", [pin("qwen2.5-1.5b-instruct-q4_k_m.gguf", 1117320736, "6a1a2eb6d15622bf3c96857206351ba97e1af16c30d7a74ee38970e434e9407e")], "gguf", "91cad51170dc346986eccefdc2dd33a9da36ead9")],
+    sources: [
+      hub(
+        "Qwen/Qwen2.5-1.5B-Instruct-GGUF",
+        [pin("qwen2.5-1.5b-instruct-q4_k_m.gguf", 1117320736, "6a1a2eb6d15622bf3c96857206351ba97e1af16c30d7a74ee38970e434e9407e")],
+        "gguf",
+        "91cad51170dc346986eccefdc2dd33a9da36ead9",
+      ),
+    ],
   },
   {
     slug: "qwen-2-5-0-5b-instruct",
@@ -241,7 +323,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.005, outputUsdPerMillionTokens: 0.01 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen2.5-0.5B-Instruct",
-    sources: [hub("Qwen/Qwen2.5-0.5B-Instruct-GGUF", [pin("qwen2.5-0.5b-instruct-q4_k_m.gguf", 491400032, "74a4da8c9fdbcd15bd1f6d01d621410d31c6fc00986f5eb687824e7b93d7a9db")], "gguf", "9217f5db79a29953eb74d5343926648285ec7e67")],
+    sources: [
+      hub(
+        "Qwen/Qwen2.5-0.5B-Instruct-GGUF",
+        [pin("qwen2.5-0.5b-instruct-q4_k_m.gguf", 491400032, "74a4da8c9fdbcd15bd1f6d01d621410d31c6fc00986f5eb687824e7b93d7a9db")],
+        "gguf",
+        "9217f5db79a29953eb74d5343926648285ec7e67",
+      ),
+    ],
   },
 
   // ── Qwen3 (hybrid thinking / non-thinking chat models) ─────────────────────────────────────
@@ -257,7 +346,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.07, outputUsdPerMillionTokens: 0.11 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-32B",
-    sources: [hub("Qwen/Qwen3-32B-GGUF", [pin("Qwen3-32B-Q4_K_M.gguf", 19762149024, "efd971561896866f0e910cce52761ca77b1b138090c7f15fe284676d57d1f689")], "gguf", "938a7432affaec9157f883a87164e2646ae17555")],
+    sources: [
+      hub(
+        "Qwen/Qwen3-32B-GGUF",
+        [pin("Qwen3-32B-Q4_K_M.gguf", 19762149024, "efd971561896866f0e910cce52761ca77b1b138090c7f15fe284676d57d1f689")],
+        "gguf",
+        "938a7432affaec9157f883a87164e2646ae17555",
+      ),
+    ],
     notes: "131,072 tokens with YaRN scaling",
   },
   {
@@ -272,7 +368,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-8B",
-    sources: [hub("Qwen/Qwen3-8B-GGUF", [pin("Qwen3-8B-Q4_K_M.gguf", 5027783488, "d98cdcbd03e17ce47681435b5150e34c1417f50b5c0019dd560e4882c5745785")], "gguf", "7c41481f57cb95916b40956ab2f0b139b296d974")],
+    sources: [
+      hub(
+        "Qwen/Qwen3-8B-GGUF",
+        [pin("Qwen3-8B-Q4_K_M.gguf", 5027783488, "d98cdcbd03e17ce47681435b5150e34c1417f50b5c0019dd560e4882c5745785")],
+        "gguf",
+        "7c41481f57cb95916b40956ab2f0b139b296d974",
+      ),
+    ],
     notes: "131,072 tokens with YaRN scaling",
   },
   {
@@ -302,7 +405,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.01, outputUsdPerMillionTokens: 0.02 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-1.7B",
-    sources: [hub("Qwen/Qwen3-1.7B-GGUF", [pin("Qwen3-1.7B-Q8_0.gguf", 1834426016, "061b54daade076b5d3362dac252678d17da8c68f07560be70818cace6590cb1a")], "gguf", "90862c4b9d2787eaed51d12237eafdfe7c5f6077")],
+    sources: [
+      hub(
+        "Qwen/Qwen3-1.7B-GGUF",
+        [pin("Qwen3-1.7B-Q8_0.gguf", 1834426016, "061b54daade076b5d3362dac252678d17da8c68f07560be70818cace6590cb1a")],
+        "gguf",
+        "90862c4b9d2787eaed51d12237eafdfe7c5f6077",
+      ),
+    ],
     notes: "1.72B counting the tied embedding matrix once (the official Q8_0 file, 1,834,426,016 bytes, agrees)",
   },
   {
@@ -317,7 +427,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.005, outputUsdPerMillionTokens: 0.01 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-0.6B",
-    sources: [hub("Qwen/Qwen3-0.6B-GGUF", [pin("Qwen3-0.6B-Q8_0.gguf", 639446688, "9465e63a22add5354d9bb4b99e90117043c7124007664907259bd16d043bb031")], "gguf", "23749fefcc72300e3a2ad315e1317431b06b590a")],
+    sources: [
+      hub(
+        "Qwen/Qwen3-0.6B-GGUF",
+        [pin("Qwen3-0.6B-Q8_0.gguf", 639446688, "9465e63a22add5354d9bb4b99e90117043c7124007664907259bd16d043bb031")],
+        "gguf",
+        "23749fefcc72300e3a2ad315e1317431b06b590a",
+      ),
+    ],
     notes: "0.60B counting the tied embedding matrix once (the official Q8_0 file, 639,446,688 bytes, agrees)",
   },
 
@@ -389,7 +506,9 @@ export const MODELS: readonly ModelEntry[] = [
     ttftTargetMs: 77,
     licence: "gemma",
     upstream: "google/gemma-2-27b-it",
-    sources: [hub("bartowski/gemma-2-27b-it-GGUF", [pin("gemma-2-27b-it-Q4_K_M.gguf", undefined, "503a87ab47c9e7fb27545ec8592b4dc4493538bd47b397ceb3197e10a0370d23")])],
+    sources: [
+      hub("bartowski/gemma-2-27b-it-GGUF", [pin("gemma-2-27b-it-Q4_K_M.gguf", undefined, "503a87ab47c9e7fb27545ec8592b4dc4493538bd47b397ceb3197e10a0370d23")]),
+    ],
   },
   {
     slug: "gemma-2-9b-instruct",
@@ -403,7 +522,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.04, outputUsdPerMillionTokens: 0.06 },
     licence: "gemma",
     upstream: "google/gemma-2-9b-it",
-    sources: [hub("bartowski/gemma-2-9b-it-GGUF", [pin("gemma-2-9b-it-Q4_K_M.gguf", 5761057728, "13b2a7b4115bbd0900162edcebe476da1ba1fc24e718e8b40d32f6e300f56dfe")], "gguf", "d731033f3dc4018261fd39896e50984d398b4ac5")],
+    sources: [
+      hub(
+        "bartowski/gemma-2-9b-it-GGUF",
+        [pin("gemma-2-9b-it-Q4_K_M.gguf", 5761057728, "13b2a7b4115bbd0900162edcebe476da1ba1fc24e718e8b40d32f6e300f56dfe")],
+        "gguf",
+        "d731033f3dc4018261fd39896e50984d398b4ac5",
+      ),
+    ],
   },
   {
     slug: "gemma-2-2b-instruct",
@@ -431,7 +557,9 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.08, outputUsdPerMillionTokens: 0.12 },
     licence: "gemma",
     upstream: "google/gemma-3-27b-it",
-    sources: [hub("ggml-org/gemma-3-27b-it-GGUF", [pin("gemma-3-27b-it-Q4_K_M.gguf", 16546404736, "edc9aff4d811a285b9157618130b08688b0768d94ee5355b02dc0cb713012e15")])],
+    sources: [
+      hub("ggml-org/gemma-3-27b-it-GGUF", [pin("gemma-3-27b-it-Q4_K_M.gguf", 16546404736, "edc9aff4d811a285b9157618130b08688b0768d94ee5355b02dc0cb713012e15")]),
+    ],
     notes: "served text-only: the GGUF (and the parameter count) leaves out the vision tower",
   },
   {
@@ -446,7 +574,9 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.02, outputUsdPerMillionTokens: 0.03 },
     licence: "gemma",
     upstream: "google/gemma-3-4b-it",
-    sources: [hub("ggml-org/gemma-3-4b-it-GGUF", [pin("gemma-3-4b-it-Q4_K_M.gguf", 2489757856, "882e8d2db44dc554fb0ea5077cb7e4bc49e7342a1f0da57901c0802ea21a0863")])],
+    sources: [
+      hub("ggml-org/gemma-3-4b-it-GGUF", [pin("gemma-3-4b-it-Q4_K_M.gguf", 2489757856, "882e8d2db44dc554fb0ea5077cb7e4bc49e7342a1f0da57901c0802ea21a0863")]),
+    ],
     notes: "served text-only: the GGUF (and the parameter count) leaves out the vision tower",
   },
   {
@@ -461,7 +591,9 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.01, outputUsdPerMillionTokens: 0.02 },
     licence: "gemma",
     upstream: "google/gemma-3-1b-it",
-    sources: [hub("ggml-org/gemma-3-1b-it-GGUF", [pin("gemma-3-1b-it-Q4_K_M.gguf", 806058240, "8ccc5cd1f1b3602548715ae25a66ed73fd5dc68a210412eea643eb20eb75a135")])],
+    sources: [
+      hub("ggml-org/gemma-3-1b-it-GGUF", [pin("gemma-3-1b-it-Q4_K_M.gguf", 806058240, "8ccc5cd1f1b3602548715ae25a66ed73fd5dc68a210412eea643eb20eb75a135")]),
+    ],
   },
 
   // ── Microsoft Phi (GGUF architecture `phi3`, Phi-4 included) ────────────────────────────────
@@ -477,7 +609,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.05, outputUsdPerMillionTokens: 0.07 },
     licence: "mit",
     upstream: "microsoft/phi-4",
-    sources: [hub("bartowski/phi-4-GGUF", [pin("phi-4-Q4_K_M.gguf", 9053114816, "009aba717c09d4a35890c7d35eb59d54e1dba884c7c526e7197d9c13ab5911d9")], "gguf", "19cd65f97c2f1712a81c506611d3f9c94b16a1e1")],
+    sources: [
+      hub(
+        "bartowski/phi-4-GGUF",
+        [pin("phi-4-Q4_K_M.gguf", 9053114816, "009aba717c09d4a35890c7d35eb59d54e1dba884c7c526e7197d9c13ab5911d9")],
+        "gguf",
+        "19cd65f97c2f1712a81c506611d3f9c94b16a1e1",
+      ),
+    ],
   },
   {
     slug: "phi-3-5-mini-instruct",
@@ -491,7 +630,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.02, outputUsdPerMillionTokens: 0.03 },
     licence: "mit",
     upstream: "microsoft/Phi-3.5-mini-instruct",
-    sources: [hub("bartowski/Phi-3.5-mini-instruct-GGUF", [pin("Phi-3.5-mini-instruct-Q4_K_M.gguf", 2393232672, "e4165e3a71af97f1b4820da61079826d8752a2088e313af0c7d346796c38eff5")], "gguf", "6d70da17e749a471ccb62ade694486011a75cda3")],
+    sources: [
+      hub(
+        "bartowski/Phi-3.5-mini-instruct-GGUF",
+        [pin("Phi-3.5-mini-instruct-Q4_K_M.gguf", 2393232672, "e4165e3a71af97f1b4820da61079826d8752a2088e313af0c7d346796c38eff5")],
+        "gguf",
+        "6d70da17e749a471ccb62ade694486011a75cda3",
+      ),
+    ],
   },
   {
     slug: "phi-3-mini-4k-instruct",
@@ -505,7 +651,11 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.02, outputUsdPerMillionTokens: 0.03 },
     licence: "mit",
     upstream: "microsoft/Phi-3-mini-4k-instruct",
-    sources: [hub("microsoft/Phi-3-mini-4k-instruct-gguf", [pin("Phi-3-mini-4k-instruct-q4.gguf", 2393231072, "8a83c7fb9049a9b2e92266fa7ad04933bb53aa1e85136b7b30f1b8000ff2edef")])],
+    sources: [
+      hub("microsoft/Phi-3-mini-4k-instruct-gguf", [
+        pin("Phi-3-mini-4k-instruct-q4.gguf", 2393231072, "8a83c7fb9049a9b2e92266fa7ad04933bb53aa1e85136b7b30f1b8000ff2edef"),
+      ]),
+    ],
   },
 
   // ── DeepSeek-R1 distills (reasoning models on Qwen2.5 / Llama 3.1 bases) ───────────────────
@@ -521,7 +671,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "mit",
     upstream: "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
-    sources: [hub("bartowski/DeepSeek-R1-Distill-Qwen-7B-GGUF", [pin("DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf", 4683073504, "731ece8d06dc7eda6f6572997feb9ee1258db0784827e642909d9b565641937b")], "gguf", "361004151d4f4f6b446dc5e6d46fbf4422a80d5f")],
+    sources: [
+      hub(
+        "bartowski/DeepSeek-R1-Distill-Qwen-7B-GGUF",
+        [pin("DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf", 4683073504, "731ece8d06dc7eda6f6572997feb9ee1258db0784827e642909d9b565641937b")],
+        "gguf",
+        "361004151d4f4f6b446dc5e6d46fbf4422a80d5f",
+      ),
+    ],
     notes: "base model Qwen2.5-Math-7B (Apache-2.0)",
   },
   {
@@ -536,7 +693,14 @@ export const MODELS: readonly ModelEntry[] = [
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "mit",
     upstream: "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
-    sources: [hub("bartowski/DeepSeek-R1-Distill-Llama-8B-GGUF", [pin("DeepSeek-R1-Distill-Llama-8B-Q4_K_M.gguf", 4920736608, "87bcba20b4846d8dadf753d3ff48f9285d131fc95e3e0e7e934d4f20bc896f5d")], "gguf", "935d400c2ed1a29cc2a1045df25ec7998fb4dfe4")],
+    sources: [
+      hub(
+        "bartowski/DeepSeek-R1-Distill-Llama-8B-GGUF",
+        [pin("DeepSeek-R1-Distill-Llama-8B-Q4_K_M.gguf", 4920736608, "87bcba20b4846d8dadf753d3ff48f9285d131fc95e3e0e7e934d4f20bc896f5d")],
+        "gguf",
+        "935d400c2ed1a29cc2a1045df25ec7998fb4dfe4",
+      ),
+    ],
     notes: "base model Llama 3.1 8B (Llama 3.1 community licence also applies)",
   },
 
@@ -554,7 +718,12 @@ export const MODELS: readonly ModelEntry[] = [
     licence: "apache-2.0",
     upstream: "HuggingFaceTB/SmolLM2-1.7B-Instruct",
     sources: [
-      hub("HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF", [pin("smollm2-1.7b-instruct-q4_k_m.gguf", 1055609536, "decd2598bc2c8ed08c19adc3c8fdd461ee19ed5708679d1c54ef54a5a30d4f33")], "gguf", "6a7e79393ef2957e087f11fce1e50476799e313c"),
+      hub(
+        "HuggingFaceTB/SmolLM2-1.7B-Instruct-GGUF",
+        [pin("smollm2-1.7b-instruct-q4_k_m.gguf", 1055609536, "decd2598bc2c8ed08c19adc3c8fdd461ee19ed5708679d1c54ef54a5a30d4f33")],
+        "gguf",
+        "6a7e79393ef2957e087f11fce1e50476799e313c",
+      ),
       hub("bartowski/SmolLM2-1.7B-Instruct-GGUF", ["SmolLM2-1.7B-Instruct-Q4_K_M.gguf"]),
     ],
   },
@@ -632,7 +801,12 @@ export const MODELS: readonly ModelEntry[] = [
     licence: "mit",
     upstream: "openai/whisper-large-v3",
     sources: [
-      ct2Whisper("Systran/faster-whisper-large-v3", "edaa852ec7e145841d8ffdb056a99866b5f0a478", { bytes: 3087284237, sha256: "69f74147e3334731bc3a76048724833325d2ec74642fb52620eda87352e3d4f1" }, CT2_WHISPER_V3),
+      ct2Whisper(
+        "Systran/faster-whisper-large-v3",
+        "edaa852ec7e145841d8ffdb056a99866b5f0a478",
+        { bytes: 3087284237, sha256: "69f74147e3334731bc3a76048724833325d2ec74642fb52620eda87352e3d4f1" },
+        CT2_WHISPER_V3,
+      ),
       ggmlWhisper("large-v3", "64d182b440b98d5203c4f9bd541544d84c605196c4f7b845dfa11fb23594d1e2"),
     ],
   },
@@ -650,7 +824,12 @@ export const MODELS: readonly ModelEntry[] = [
     upstream: "openai/whisper-large-v3-turbo",
     sources: [
       // The mobiuslabsgmbh repository now redirects here (same revision, same model.bin).
-      ct2Whisper("dropbox-dash/faster-whisper-large-v3-turbo", "0c94664816ec82be77b20e824c8e8675995b0029", { bytes: 1617884929, sha256: "e76620f83d5f5b69efd3d87e3dc180c1bd21df9fbebacfd4335e5e1efcc018da" }, CT2_WHISPER_V3),
+      ct2Whisper(
+        "dropbox-dash/faster-whisper-large-v3-turbo",
+        "0c94664816ec82be77b20e824c8e8675995b0029",
+        { bytes: 1617884929, sha256: "e76620f83d5f5b69efd3d87e3dc180c1bd21df9fbebacfd4335e5e1efcc018da" },
+        CT2_WHISPER_V3,
+      ),
       ggmlWhisper("large-v3-turbo", "1fc70f774d38eb169993ac391eea357ef47c88757ef72ee5943879b7e8e2bc69", 1624555275, "5359861c739e955e79d9a303bcbc70fb988958b1"),
     ],
     notes: "32 encoder layers, 4 decoder layers",
@@ -668,7 +847,10 @@ export const MODELS: readonly ModelEntry[] = [
     licence: "mit",
     upstream: "openai/whisper-large-v2",
     sources: [
-      ct2Whisper("Systran/faster-whisper-large-v2", "f0fe81560cb8b68660e564f55dd99207059c092e", { bytes: 3086912962, sha256: "bf2a9746382e1aa7ffff6b3a0d137ed9edbd9670c3b87e5d35f5e85e70d0333a" }),
+      ct2Whisper("Systran/faster-whisper-large-v2", "f0fe81560cb8b68660e564f55dd99207059c092e", {
+        bytes: 3086912962,
+        sha256: "bf2a9746382e1aa7ffff6b3a0d137ed9edbd9670c3b87e5d35f5e85e70d0333a",
+      }),
       // Only a SHA-1 is published for this one: pinned at first pull.
       ggmlWhisper("large-v2"),
     ],
@@ -686,7 +868,10 @@ export const MODELS: readonly ModelEntry[] = [
     licence: "mit",
     upstream: "openai/whisper-medium",
     sources: [
-      ct2Whisper("Systran/faster-whisper-medium", "08e178d48790749d25932bbc082711ddcfdfbc4f", { bytes: 1527906378, sha256: "9b45e1009dcc4ab601eff815b61d80e60ce3fd8c74c1a14f4a282258286b51ae" }),
+      ct2Whisper("Systran/faster-whisper-medium", "08e178d48790749d25932bbc082711ddcfdfbc4f", {
+        bytes: 1527906378,
+        sha256: "9b45e1009dcc4ab601eff815b61d80e60ce3fd8c74c1a14f4a282258286b51ae",
+      }),
       ggmlWhisper("medium", "6c14d5adee5f86394037b4e4e8b59f1673b6cee10e3cf0b11bbdbee79c156208"),
     ],
   },
@@ -703,7 +888,10 @@ export const MODELS: readonly ModelEntry[] = [
     licence: "mit",
     upstream: "openai/whisper-small",
     sources: [
-      ct2Whisper("Systran/faster-whisper-small", "536b0662742c02347bc0e980a01041f333bce120", { bytes: 483546902, sha256: "3e305921506d8872816023e4c273e75d2419fb89b24da97b4fe7bce14170d671" }),
+      ct2Whisper("Systran/faster-whisper-small", "536b0662742c02347bc0e980a01041f333bce120", {
+        bytes: 483546902,
+        sha256: "3e305921506d8872816023e4c273e75d2419fb89b24da97b4fe7bce14170d671",
+      }),
       ggmlWhisper("small", "1be3a9b2063867b937e64e2ec7483364a79917e157fa98c5d94b5c1fffea987b"),
     ],
   },
@@ -720,7 +908,10 @@ export const MODELS: readonly ModelEntry[] = [
     licence: "mit",
     upstream: "openai/whisper-base",
     sources: [
-      ct2Whisper("Systran/faster-whisper-base", "ebe41f70d5b6dfa9166e2c581c45c9c0cfc57b66", { bytes: 145217532, sha256: "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9" }),
+      ct2Whisper("Systran/faster-whisper-base", "ebe41f70d5b6dfa9166e2c581c45c9c0cfc57b66", {
+        bytes: 145217532,
+        sha256: "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+      }),
       ggmlWhisper("base", "60ed5bc3dd14eea856493d334349b405782ddcaf0028d4b5df4088345fba2efe"),
     ],
   },
@@ -737,7 +928,10 @@ export const MODELS: readonly ModelEntry[] = [
     licence: "mit",
     upstream: "openai/whisper-tiny",
     sources: [
-      ct2Whisper("Systran/faster-whisper-tiny", "d90ca5fe260221311c53c58e660288d3deb8d356", { bytes: 75538270, sha256: "dcb76c6586fc06cbdac6dd21f14cfd129cc4cdd9dce19bf4ffa62e59cbe6e6d1" }),
+      ct2Whisper("Systran/faster-whisper-tiny", "d90ca5fe260221311c53c58e660288d3deb8d356", {
+        bytes: 75538270,
+        sha256: "dcb76c6586fc06cbdac6dd21f14cfd129cc4cdd9dce19bf4ffa62e59cbe6e6d1",
+      }),
       ggmlWhisper("tiny", "be07e048e1e599ad46341c8d2a135645097a538221678b7acdd1b1919c6e1b21"),
     ],
   },

@@ -51,9 +51,9 @@ function fromRow(row: PromotionRow): Promotion {
 
 /** The promotion in service for `slug`, or null (the default compile serves). */
 export function currentPromotion(db: KilnDatabase, slug: string): Promotion | null {
-  const row = db
-    .prepare(`SELECT * FROM artifacts_promoted WHERE slug = ? AND promoted = 1 ORDER BY created_at DESC, rowid DESC LIMIT 1`)
-    .get(slug) as PromotionRow | undefined;
+  const row = db.prepare(`SELECT * FROM artifacts_promoted WHERE slug = ? AND promoted = 1 ORDER BY created_at DESC, rowid DESC LIMIT 1`).get(slug) as
+    | PromotionRow
+    | undefined;
   return row ? fromRow(row) : null;
 }
 

@@ -66,18 +66,22 @@ export class ResponseStore {
   save(stored: StoredResponse): void {
     if (this.maxCount <= 0) return;
     const insertItem = this.db.prepare("INSERT OR IGNORE INTO response_items (item_id, response_id, item_json) VALUES (?, ?, ?)");
-    this.db.transaction(() => {
-      this.db
-        .prepare("INSERT INTO responses (id, key_id, created_at, response_json, input_json) VALUES (?, ?, ?, ?, ?)")
-        .run(stored.id, stored.keyId, stored.createdAt, JSON.stringify(stored.response), JSON.stringify(stored.input));
-      for (const item of [...stored.input, ...stored.response.output]) insertItem.run(item.id, stored.id, JSON.stringify(item));
-      this.prune();
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.db
+          .prepare("INSERT INTO responses (id, key_id, created_at, response_json, input_json) VALUES (?, ?, ?, ?, ?)")
+          .run(stored.id, stored.keyId, stored.createdAt, JSON.stringify(stored.response), JSON.stringify(stored.input));
+        for (const item of [...stored.input, ...stored.response.output]) insertItem.run(item.id, stored.id, JSON.stringify(item));
+        this.prune();
+      })
+      .immediate();
   }
 
   /** The response `id` as `keyId` may see it, or null (unknown, another key's, or past retention). */
   get(id: string, keyId: string | null): StoredResponse | null {
-    const row = this.db.prepare("SELECT * FROM responses WHERE id = ? AND key_id IS ? AND created_at >= ?").get(id, keyId, this.oldestKept()) as ResponseRow | undefined;
+    const row = this.db.prepare("SELECT * FROM responses WHERE id = ? AND key_id IS ? AND created_at >= ?").get(id, keyId, this.oldestKept()) as
+      | ResponseRow
+      | undefined;
     if (!row) return null;
     return {
       id: row.id,
@@ -116,6 +120,8 @@ export class ResponseStore {
 
   private prune(): void {
     this.db.prepare("DELETE FROM responses WHERE created_at < ?").run(this.oldestKept());
-    this.db.prepare("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)").run(this.maxCount);
+    this.db
+      .prepare("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)")
+      .run(this.maxCount);
   }
 }

@@ -7,14 +7,7 @@ export type ModelKind = "text" | "transcription";
 
 export type Capability = "chat" | "completions" | "tools" | "json_schema" | "streaming" | "transcription";
 
-export const CAPABILITIES: readonly Capability[] = [
-  "chat",
-  "completions",
-  "tools",
-  "json_schema",
-  "streaming",
-  "transcription",
-];
+export const CAPABILITIES: readonly Capability[] = ["chat", "completions", "tools", "json_schema", "streaming", "transcription"];
 
 /** Text models carry the two token prices; transcription models carry the audio-minute price. */
 export interface Prices {

@@ -24,11 +24,7 @@ which installs the npm dependencies first). \`kiln --help\` lists the commands; 
 
 /** The reference page for `commands`, in their order. */
 export function renderCliReference(commands: readonly Command[]): string {
-  const index = [
-    "| command | what it does |",
-    "|---|---|",
-    ...commands.map((c) => `| [\`kiln ${c.name}\`](#kiln-${c.name}) | ${inline(c.description)} |`),
-  ];
+  const index = ["| command | what it does |", "|---|---|", ...commands.map((c) => `| [\`kiln ${c.name}\`](#kiln-${c.name}) | ${inline(c.description)} |`)];
   const note = "<!-- Generated from the command declarations in src/cli/ by `npm run docs`; edit those, not this file. -->";
   return [note, PREAMBLE, "## Commands", index.join("\n"), ...commands.map(commandSection)].join("\n\n") + "\n";
 }

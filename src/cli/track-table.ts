@@ -34,6 +34,11 @@ export function formatTrackTable(candidates: readonly HistoryCandidate[]): strin
   const widths = header.map((_, i) => Math.max(...all.map((r) => r[i].length)));
   const numeric = new Set([3, 4, 5, 6, 7, 8, 9]);
   return all
-    .map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : numeric.has(i) ? cell.padStart(widths[i]) : cell.padEnd(widths[i]))).join("  ").trimEnd())
+    .map((r) =>
+      r
+        .map((cell, i) => (i === r.length - 1 ? cell : numeric.has(i) ? cell.padStart(widths[i]) : cell.padEnd(widths[i])))
+        .join("  ")
+        .trimEnd(),
+    )
     .join("\n");
 }

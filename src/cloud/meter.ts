@@ -54,7 +54,13 @@ export interface AdmissionRequest {
 /** The answer to an admission; `state`: the key's limits as they stand, null without them. */
 export type AdmissionDecision =
   | { outcome: "admitted"; state: RateLimitState | null }
-  | { outcome: "refused"; state: RateLimitState; code: "rate_limit_exceeded" | "insufficient_quota"; limit: "requests" | "tokens" | "concurrency" | "budget"; retryAfterMs: number }
+  | {
+      outcome: "refused";
+      state: RateLimitState;
+      code: "rate_limit_exceeded" | "insufficient_quota";
+      limit: "requests" | "tokens" | "concurrency" | "budget";
+      retryAfterMs: number;
+    }
   | { outcome: "unavailable"; store: "limits" | "ledger"; error: unknown; state: RateLimitState | null };
 
 const quietLog: UsageLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -109,14 +115,30 @@ export class CloudMeter implements UsageRecorder {
     const nanoUsd = costNanoUsd(price, reserved);
     let result: AdmitResult;
     try {
-      result = await this.options.limits.admit({ ticket: what.requestId, keyId: key.id, limits: key.limits, tokens: what.promptTokens + what.maxCompletionTokens, nanoUsd });
+      result = await this.options.limits.admit({
+        ticket: what.requestId,
+        keyId: key.id,
+        limits: key.limits,
+        tokens: what.promptTokens + what.maxCompletionTokens,
+        nanoUsd,
+      });
     } catch (error) {
       return { outcome: "unavailable", store: "limits", error, state: null };
     }
     this.lastState.set(key.id, result.state);
     if (!result.admitted) return { outcome: "refused", state: result.state, code: result.code, limit: result.limit, retryAfterMs: result.retryAfterMs };
     try {
-      await this.options.store.reserve({ requestId: what.requestId, keyId: key.id, slug: what.slug, artifactId: what.artifactId, ...reserved, price, nanoUsd, replicaId: this.replicaId, at: new Date().toISOString() });
+      await this.options.store.reserve({
+        requestId: what.requestId,
+        keyId: key.id,
+        slug: what.slug,
+        artifactId: what.artifactId,
+        ...reserved,
+        price,
+        nanoUsd,
+        replicaId: this.replicaId,
+        at: new Date().toISOString(),
+      });
     } catch (error) {
       await this.options.limits.settle(what.requestId, { tokens: 0, nanoUsd: 0 }).catch(() => undefined);
       return { outcome: "unavailable", store: "ledger", error, state: result.state };
@@ -168,5 +190,12 @@ export class CloudMeter implements UsageRecorder {
 function stateOfLimits(key: ApiKeyInfo): RateLimitState | null {
   const l = key.limits;
   if (!l) return null;
-  return { limitRequests: l.requestsPerMinute, remainingRequests: l.requestsPerMinute, resetRequestsMs: l.requestsPerMinute === null ? null : 0, limitTokens: l.tokensPerMinute, remainingTokens: l.tokensPerMinute, resetTokensMs: l.tokensPerMinute === null ? null : 0 };
+  return {
+    limitRequests: l.requestsPerMinute,
+    remainingRequests: l.requestsPerMinute,
+    resetRequestsMs: l.requestsPerMinute === null ? null : 0,
+    limitTokens: l.tokensPerMinute,
+    remainingTokens: l.tokensPerMinute,
+    resetTokensMs: l.tokensPerMinute === null ? null : 0,
+  };
 }

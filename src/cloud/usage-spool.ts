@@ -7,7 +7,20 @@
  * settled at startup. A record that neither the ledger nor the spool takes is held in memory,
  * retried, and logged loudly; while that is so, new metered requests are refused (never served free).
  */
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  statSync,
+  writeSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { kilnHome } from "../catalogue/paths.js";
 import type { LedgerEntry, UsageLedger, UsageRecord, UsageRecorder } from "./usage.js";
@@ -208,7 +221,8 @@ export class SpooledUsageRecorder implements UsageRecorder {
 
   /** A write the ledger refused: its entries go to the spool (else memory). */
   private writeFailed(err: unknown, entries: LedgerEntry[]): void {
-    if (this.ledgerWritable) this.log.error({ err, requestIds: entries.map((e) => e.requestId) }, "usage ledger: write failed; spooling usage records until it can be written again");
+    if (this.ledgerWritable)
+      this.log.error({ err, requestIds: entries.map((e) => e.requestId) }, "usage ledger: write failed; spooling usage records until it can be written again");
     this.ledgerWritable = false;
     this.keep(entries);
   }
@@ -238,7 +252,8 @@ export class SpooledUsageRecorder implements UsageRecorder {
     if (this.spooled) {
       try {
         const { entries, bad, size } = this.spool.read();
-        for (const line of bad) this.log.error({ spool: this.spool.path, line }, "usage spool: dropping a line that is not a usage record (cut short by a crash?)");
+        for (const line of bad)
+          this.log.error({ spool: this.spool.path, line }, "usage spool: dropping a line that is not a usage record (cut short by a crash?)");
         spooled = entries;
         spoolBytes = size;
       } catch (err) {
@@ -262,10 +277,12 @@ export class SpooledUsageRecorder implements UsageRecorder {
     if (!written) return this.settled(entries.length, spooled !== null ? spoolBytes : null, held);
     this.settling = true;
     this.track(
-      written.then(
-        () => this.settled(entries.length, spooled !== null ? spoolBytes : null, held),
-        (err: unknown) => this.settleFailed(err, held),
-      ).finally(() => (this.settling = false)),
+      written
+        .then(
+          () => this.settled(entries.length, spooled !== null ? spoolBytes : null, held),
+          (err: unknown) => this.settleFailed(err, held),
+        )
+        .finally(() => (this.settling = false)),
     );
   }
 
@@ -335,7 +352,14 @@ export class SpooledUsageRecorder implements UsageRecorder {
 
 /** The fields a spool line keeps; the optional ones only when present, so text lines read as they always did. */
 function spoolLine(e: LedgerEntry): LedgerEntry {
-  const line: LedgerEntry = { requestId: e.requestId, keyId: e.keyId, slug: e.slug, promptTokens: e.promptTokens, completionTokens: e.completionTokens, at: e.at };
+  const line: LedgerEntry = {
+    requestId: e.requestId,
+    keyId: e.keyId,
+    slug: e.slug,
+    promptTokens: e.promptTokens,
+    completionTokens: e.completionTokens,
+    at: e.at,
+  };
   if (e.audioSeconds) line.audioSeconds = e.audioSeconds;
   if (e.artifactId) line.artifactId = e.artifactId;
   if (e.settledFrom) line.settledFrom = e.settledFrom;

@@ -16,7 +16,9 @@ export const sha256File = sha256OfFile;
 
 /** Same source, compiler and options give the same id, so a compile is reused instead of redone. */
 export function artifactId(slug: string, sourceSha256: string, compilerVersion: string, options: object): string {
-  const h = createHash("sha256").update(`${sourceSha256}\n${compilerVersion}\n${JSON.stringify(options)}`).digest("hex");
+  const h = createHash("sha256")
+    .update(`${sourceSha256}\n${compilerVersion}\n${JSON.stringify(options)}`)
+    .digest("hex");
   return `${slug}-${h.slice(0, 12)}`;
 }
 

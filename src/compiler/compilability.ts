@@ -103,7 +103,9 @@ function firstSource(model: ModelEntry): WeightSource {
 }
 
 function sourceFiles(source: WeightSource): Array<{ path: string; bytes?: number }> {
-  return source.type === "hub" ? source.files : (source.members ?? [{ path: source.path ?? source.member ?? "", bytes: source.bytes }]).map((m) => ({ path: m.path ?? "", bytes: m.bytes }));
+  return source.type === "hub"
+    ? source.files
+    : (source.members ?? [{ path: source.path ?? source.member ?? "", bytes: source.bytes }]).map((m) => ({ path: m.path ?? "", bytes: m.bytes }));
 }
 
 /** A stand-in GGUF holding only what the registry looks at to pick an architecture (name, experts). */
@@ -162,14 +164,17 @@ export async function assessCompilability(model: ModelEntry, options: Compilabil
     }
     const file = header ?? headerStandIn(model);
     architecture = { name: String(file.metadata["general.architecture"]), supported: architectureSupported(file) };
-    const types = header ? [...new Set(header.tensors.map((t) => t.type))] : (PRESET_TYPES[quantizationTag(files.find((f) => isFirstOrOnlyGguf(f.path))?.path ?? "") ?? ""] ?? []);
+    const types = header
+      ? [...new Set(header.tensors.map((t) => t.type))]
+      : (PRESET_TYPES[quantizationTag(files.find((f) => isFirstOrOnlyGguf(f.path))?.path ?? "") ?? ""] ?? []);
     main = types[0];
     weightTypes = {
       types: types.map((t) => GgmlType[t] ?? String(t)),
       unsupported: types.filter((t) => !SUPPORTED_GGML_TYPES.has(t)).map((t) => GgmlType[t] ?? String(t)),
       from: header ? "file header" : "file name",
     };
-    if (!architecture.supported) reasons.push(model.moe ? `no graph builder for ${architecture.name} with experts` : `no graph builder for ${architecture.name}`);
+    if (!architecture.supported)
+      reasons.push(model.moe ? `no graph builder for ${architecture.name} with experts` : `no graph builder for ${architecture.name}`);
     if (types.length === 0) reasons.push("unknown weight types");
     if (weightTypes.unsupported.length > 0) reasons.push(`weight types ${weightTypes.unsupported.join(", ")}`);
   } else {
@@ -213,4 +218,3 @@ function unsupportedFile(model: ModelEntry, type: string, reasons: string[], mac
 export function gib(bytes: number): string {
   return `${(bytes / 2 ** 30).toFixed(bytes < 10 * 2 ** 30 ? 1 : 0)} GiB`;
 }
-

@@ -42,7 +42,9 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
   const stage = req.onStage ?? (() => {});
   stage("hashing source");
   const hashes = await sourceHashes(req);
-  const combined = createHash("sha256").update(CT2_WHISPER_SOURCE_FILES.map((f) => `${f}:${hashes[f]}`).join("\n")).digest("hex");
+  const combined = createHash("sha256")
+    .update(CT2_WHISPER_SOURCE_FILES.map((f) => `${f}:${hashes[f]}`).join("\n"))
+    .digest("hex");
   const id = artifactId(req.slug, combined, COMPILER_VERSION, WHISPER_OPTIONS);
   const dir = join(artifactsDir(req.slug, req.home ?? kilnHome()), id);
   if (!req.force) {
@@ -83,8 +85,18 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
       io: speechIo.decoder,
       choices: [
         ...choices,
-        { what: "weights", choice: `float32 (from ${hyper.sourceDtype})`, exact: true, why: "onnxruntime's CPU float32 MatMul/Conv kernels are its fastest exact path; widening loses nothing" },
-        { what: "source", choice: `CTranslate2 ${model.specName} rev ${model.specRevision}, binary v${model.version}; files ${CT2_WHISPER_SOURCE_FILES.map((f) => `${f} ${hashes[f].slice(0, 12)}`).join(", ")}`, exact: true, why: "the artifact id hashes all three" },
+        {
+          what: "weights",
+          choice: `float32 (from ${hyper.sourceDtype})`,
+          exact: true,
+          why: "onnxruntime's CPU float32 MatMul/Conv kernels are its fastest exact path; widening loses nothing",
+        },
+        {
+          what: "source",
+          choice: `CTranslate2 ${model.specName} rev ${model.specRevision}, binary v${model.version}; files ${CT2_WHISPER_SOURCE_FILES.map((f) => `${f} ${hashes[f].slice(0, 12)}`).join(", ")}`,
+          exact: true,
+          why: "the artifact id hashes all three",
+        },
       ],
       stopTokenIds: [tokens.endOfText],
       ...speech,
@@ -131,7 +143,9 @@ export function whisperHyper(model: Ct2Model, config: Ct2Config): WhisperHyper {
   const alignmentHeads =
     config.alignment_heads && config.alignment_heads.length > 0
       ? config.alignment_heads.map(([l, h]) => [l, h] as [number, number])
-      : Array.from({ length: decoderLayers - Math.floor(decoderLayers / 2) }, (_, i) => Array.from({ length: heads }, (_, h) => [Math.floor(decoderLayers / 2) + i, h] as [number, number])).flat();
+      : Array.from({ length: decoderLayers - Math.floor(decoderLayers / 2) }, (_, i) =>
+          Array.from({ length: heads }, (_, h) => [Math.floor(decoderLayers / 2) + i, h] as [number, number]),
+        ).flat();
   const hyper: WhisperHyper = {
     melBins,
     audioContext: model.dims("encoder/position_encodings/encodings")[0],
@@ -155,8 +169,10 @@ function checkHyper(h: WhisperHyper, model: Ct2Model): void {
   const bad = (why: string) => new Ct2FormatError(model.path, why);
   if (!Number.isInteger(h.headDim) || h.width % h.encoderHeads !== 0) throw bad(`width ${h.width} does not split into ${h.heads} heads`);
   if (h.encoderLayers === 0 || h.decoderLayers === 0) throw bad("no encoder or decoder layers");
-  if (model.has("decoder/activation") && model.scalar("decoder/activation") !== 3) throw bad(`decoder activation ${model.scalar("decoder/activation")} is not GELU (3)`);
-  for (const [l, head] of h.alignmentHeads) if (l >= h.decoderLayers || head >= h.heads) throw bad(`alignment head [${l}, ${head}] is outside ${h.decoderLayers} layers x ${h.heads} heads`);
+  if (model.has("decoder/activation") && model.scalar("decoder/activation") !== 3)
+    throw bad(`decoder activation ${model.scalar("decoder/activation")} is not GELU (3)`);
+  for (const [l, head] of h.alignmentHeads)
+    if (l >= h.decoderLayers || head >= h.heads) throw bad(`alignment head [${l}, ${head}] is outside ${h.decoderLayers} layers x ${h.heads} heads`);
 }
 
 function whisperShape(h: WhisperHyper): WhisperShape {
@@ -166,5 +182,14 @@ function whisperShape(h: WhisperHyper): WhisperShape {
 
 /** The decoder as the common manifest's model shape (what sizes a KV cache). */
 function decoderShape(h: WhisperHyper): ModelShape {
-  return { architecture: "whisper", layers: h.decoderLayers, hidden: h.width, heads: h.heads, kvHeads: h.heads, headDim: h.headDim, vocab: h.vocab, contextLength: h.textContext };
+  return {
+    architecture: "whisper",
+    layers: h.decoderLayers,
+    hidden: h.width,
+    heads: h.heads,
+    kvHeads: h.heads,
+    headDim: h.headDim,
+    vocab: h.vocab,
+    contextLength: h.textContext,
+  };
 }

@@ -83,7 +83,14 @@ export { SourceChangedError } from "./source-digest.js";
 export const DEFAULT_WEIGHTS_FILE_BYTES = 16 * 2 ** 30;
 
 /** What an unset compile option means. */
-export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = { accuracyLevel: 4, numerics: "fast", minFold: "matmul", embedding: "quantized", lmHead: "source", gateUp: "fused" };
+export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = {
+  accuracyLevel: 4,
+  numerics: "fast",
+  minFold: "matmul",
+  embedding: "quantized",
+  lmHead: "source",
+  gateUp: "fused",
+};
 
 /**
  * Every option set, for the build; `minFold` and `embedding` appear only when not the default, so that
@@ -130,7 +137,10 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   try {
     stage("building graph");
     const builder = new GraphBuilder(folder.path(ARTIFACT_FILES.weights), req.maxWeightsFileBytes ?? DEFAULT_WEIGHTS_FILE_BYTES);
-    const build: BuildOptions = { accuracyLevel: options.accuracyLevel, numerics: options.numerics, minFold: options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
+    const build: BuildOptions = {
+      accuracyLevel: options.accuracyLevel,
+      numerics: options.numerics,
+      minFold: options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
       embedding: options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding,
       lmHead: options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
       gateUp: options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
@@ -166,12 +176,18 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   }
 }
 
-
 /** A split model's shards, named in the manifest (its `source.sha256` is a digest over theirs). */
 function sourceChoices(source: SourceDigest): Choice[] {
   if (source.files.length === 1) return [];
   const shards = source.files.map((f) => `${f.file} (${f.bytes} bytes, sha256 ${f.sha256})`).join("; ");
-  return [{ what: "source", choice: `split GGUF of ${source.files.length} shards read as one: ${shards}`, exact: true, why: "source.sha256 is the sha256 of the shards' \"name sha256\" lines" }];
+  return [
+    {
+      what: "source",
+      choice: `split GGUF of ${source.files.length} shards read as one: ${shards}`,
+      exact: true,
+      why: 'source.sha256 is the sha256 of the shards\' "name sha256" lines',
+    },
+  ];
 }
 
 /** The runtime's part of the hyperparameters (what the manifest records). */

@@ -71,7 +71,8 @@ export class GgufWeights implements WeightSource {
     const k = tensor.dims[0];
     const n = tensor.elementCount / k;
     const repack = REPACKERS[tensor.type];
-    if (repack) return tensor.byteLength > this.rowChunkBytes ? this.repackInRows(tensor, repack, n, k) : repack(await readTensorBytes(this.file, tensor), n, k);
+    if (repack)
+      return tensor.byteLength > this.rowChunkBytes ? this.repackInRows(tensor, repack, n, k) : repack(await readTensorBytes(this.file, tensor), n, k);
     return floatLinear(await this.floats(name), n, k, GgmlType[tensor.type]);
   }
 

@@ -45,7 +45,8 @@ export function ropeSpec(file: GgufFile, arch: string, headDim: number, contextL
   else if (declared === "yarn") type = "yarn";
   else throw new UnsupportedHyperparameterError(key("rope.scaling.type"), declared, "kiln applies none, linear, longrope and yarn");
   const dims = getInteger(file, key("rope.dimension_count"), headDim);
-  if (dims > headDim || dims % 2 !== 0) throw new UnsupportedHyperparameterError(key("rope.dimension_count"), dims, `must be even and at most the head dim ${headDim}`);
+  if (dims > headDim || dims % 2 !== 0)
+    throw new UnsupportedHyperparameterError(key("rope.dimension_count"), dims, `must be even and at most the head dim ${headDim}`);
   return {
     dims,
     theta: getNumber(file, key("rope.freq_base"), 10000),
@@ -72,7 +73,8 @@ export function decoderHyper(file: GgufFile, options: DecoderHyperOptions): Deco
   const heads = getInteger(file, key("attention.head_count"));
   const headDim = getInteger(file, key("attention.key_length"), hidden / heads);
   const valueDim = getInteger(file, key("attention.value_length"), headDim);
-  if (valueDim !== headDim) throw new UnsupportedHyperparameterError(key("attention.value_length"), valueDim, `kiln's attention needs it equal to attention.key_length (${headDim})`);
+  if (valueDim !== headDim)
+    throw new UnsupportedHyperparameterError(key("attention.value_length"), valueDim, `kiln's attention needs it equal to attention.key_length (${headDim})`);
   const embd = findTensor(file, "token_embd.weight");
   const contextLength = getInteger(file, key("context_length"));
   return {

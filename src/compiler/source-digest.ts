@@ -51,6 +51,8 @@ export async function digestGgufSource(path: string, expected: Record<string, st
   }
   const bytes = files.reduce((n, f) => n + f.bytes, 0);
   if (files.length === 1) return { sha256: files[0].sha256, bytes, files };
-  const sha256 = createHash("sha256").update(files.map((f) => `${f.file} ${f.sha256}\n`).join("")).digest("hex");
+  const sha256 = createHash("sha256")
+    .update(files.map((f) => `${f.file} ${f.sha256}\n`).join(""))
+    .digest("hex");
   return { sha256, bytes, files };
 }

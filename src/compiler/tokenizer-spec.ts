@@ -30,7 +30,11 @@ export function tokenizerSpec(file: GgufFile): TokenizerSpec {
     model,
     pre: getString(file, "tokenizer.ggml.pre", "default"),
     tokens,
-    tokenTypes: getNumberArray(file, "tokenizer.ggml.token_type", tokens.map(() => 1)),
+    tokenTypes: getNumberArray(
+      file,
+      "tokenizer.ggml.token_type",
+      tokens.map(() => 1),
+    ),
     merges: getStringArray(file, "tokenizer.ggml.merges", []),
     ...(spm ? { scores: getNumberArray(file, "tokenizer.ggml.scores", []) } : {}),
     ...(typeof name === "string" ? { modelName: name } : {}),

@@ -38,7 +38,9 @@ const SILENT: SwitchLog = { info() {}, warn() {}, error() {} };
 
 /** What a promotion serves, in words. */
 function describe(promotion: Promotion | null): string {
-  return promotion ? `artifact ${promotion.artifactId} (promoted ${promotion.createdAt}${promotion.reason ? `: ${promotion.reason}` : ""})` : "the default compile";
+  return promotion
+    ? `artifact ${promotion.artifactId} (promoted ${promotion.createdAt}${promotion.reason ? `: ${promotion.reason}` : ""})`
+    : "the default compile";
 }
 
 /** Whether serving `next` means serving what `served` already does: the same artifact with the same settings. */
@@ -125,7 +127,10 @@ export class PromotionWatcher {
     try {
       const done = await this.options.registry.switchModel(slug, (signal) => this.options.load(slug, promotion, signal, served));
       const seconds = Math.round((performance.now() - started) / 100) / 10;
-      this.log.info({ ...fields, to: done.model.artifactId, seconds }, `${slug}: switched to ${done.model.artifactId} after ${seconds} s; ${served.artifactId} finishes its requests, then closes`);
+      this.log.info(
+        { ...fields, to: done.model.artifactId, seconds },
+        `${slug}: switched to ${done.model.artifactId} after ${seconds} s; ${served.artifactId} finishes its requests, then closes`,
+      );
       done.retired.then(
         () => this.log.info(fields, `${slug}: ${served.artifactId} drained and closed`),
         (err: unknown) => this.log.error({ ...fields, err }, `${slug}: closing ${served.artifactId} after the switch failed: ${(err as Error).message}`),

@@ -75,7 +75,9 @@ export async function loadModel(slug: string, options: LoadModelOptions = {}): P
     } catch (err) {
       // A promoted artifact that does not load (its graph refused by the runtime, say) is as broken as a missing one.
       if (options.fallback === false || options.signal?.aborted) throw err;
-      warn(`${err instanceof PromotedArtifactError ? err.message : `the artifact ${promotion.artifactId} promoted for ${slug} failed to load: ${(err as Error).message}`}; serving the default compile instead`);
+      warn(
+        `${err instanceof PromotedArtifactError ? err.message : `the artifact ${promotion.artifactId} promoted for ${slug} failed to load: ${(err as Error).message}`}; serving the default compile instead`,
+      );
     }
   }
   const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
@@ -86,7 +88,8 @@ export async function loadModel(slug: string, options: LoadModelOptions = {}): P
 async function serveArtifact(dir: string, promotion: Promotion | null, options: LoadModelOptions, warn: (message: string) => void): Promise<ServedModel> {
   options.signal?.throwIfAborted();
   const promoted = promotion ? promotedSettings(promotion.settings) : { settings: {}, ignored: [] };
-  if (promoted.ignored.length > 0) warn(`${promotion!.slug}: settings of the promoted artifact ${promotion!.artifactId} that kiln does not apply: ${promoted.ignored.join(", ")}`);
+  if (promoted.ignored.length > 0)
+    warn(`${promotion!.slug}: settings of the promoted artifact ${promotion!.artifactId} that kiln does not apply: ${promoted.ignored.join(", ")}`);
   const settings: PromotedSettings = promoted.settings;
   options.onStage?.("loading the model");
   const slots = options.maxRunning ?? settings.maxRunning ?? DEFAULT_MAX_RUNNING;

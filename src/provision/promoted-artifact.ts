@@ -82,7 +82,11 @@ export async function promotedArtifactDir(slug: string, artifactId: string, home
     manifest = readManifest(dir);
   } catch (err) {
     const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
-    throw new PromotedArtifactError(slug, artifactId, missing ? `${dir} has no manifest (it was never compiled here, or was deleted)` : `its manifest is unreadable (${(err as Error).message})`);
+    throw new PromotedArtifactError(
+      slug,
+      artifactId,
+      missing ? `${dir} has no manifest (it was never compiled here, or was deleted)` : `its manifest is unreadable (${(err as Error).message})`,
+    );
   }
   if (manifest.id !== artifactId || manifest.slug !== slug) {
     throw new PromotedArtifactError(slug, artifactId, `${dir} holds the artifact ${manifest.id} of ${manifest.slug}`);

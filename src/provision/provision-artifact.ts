@@ -80,13 +80,19 @@ const ggufCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
   for (const f of [gguf, ...shards]) checkPin(slug, sources, pulled, f);
   const shardSha256 = Object.fromEntries(shards.map((f) => [basename(f.path), f.sha256]));
   const ggufPath = join(pulled.dir, gguf.path);
-  return { compile: (force) => compileGguf({ slug, ggufPath, sourceSha256: gguf.sha256, shardSha256, options: opts.compile, home: opts.home, force, onStage: opts.onStage }) };
+  return {
+    compile: (force) =>
+      compileGguf({ slug, ggufPath, sourceSha256: gguf.sha256, shardSha256, options: opts.compile, home: opts.home, force, onStage: opts.onStage }),
+  };
 };
 
 /** Transcription models: a CTranslate2 Whisper folder through `compileCt2Whisper`; whisper.cpp's ggml files are not compilable. */
 const ct2WhisperCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
   if (pulled.format !== "ctranslate2") {
-    throw new NotCompilableError(slug, `its pulled weights are in ${pulled.format} format (${pulled.source}); kiln's speech compiler reads CTranslate2 Whisper conversions only`);
+    throw new NotCompilableError(
+      slug,
+      `its pulled weights are in ${pulled.format} format (${pulled.source}); kiln's speech compiler reads CTranslate2 Whisper conversions only`,
+    );
   }
   const sourceSha256: Record<string, string> = {};
   for (const path of CT2_WHISPER_SOURCE_FILES) {
@@ -181,7 +187,8 @@ export function recordedFailure(err: unknown, record: () => void): unknown {
   try {
     record();
   } catch (recordError) {
-    if (err instanceof Error && Object.isExtensible(err)) Object.defineProperty(err, "recordError", { value: recordError, enumerable: false, configurable: true });
+    if (err instanceof Error && Object.isExtensible(err))
+      Object.defineProperty(err, "recordError", { value: recordError, enumerable: false, configurable: true });
   }
   return err;
 }

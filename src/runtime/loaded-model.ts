@@ -21,7 +21,8 @@ export class LoadedModel {
     const manifest = readManifest(artifactDir);
     // Cheap (no hashing): provisioning verifies hashes; this catches a file truncated or replaced since.
     const problems = checkArtifactSizes(artifactDir, manifest);
-    if (problems.length > 0) throw new Error(`the artifact ${artifactDir} does not match its manifest: ${describeProblems(problems)}; rebuild it with \`kiln compile --force\``);
+    if (problems.length > 0)
+      throw new Error(`the artifact ${artifactDir} does not match its manifest: ${describeProblems(problems)}; rebuild it with \`kiln compile --force\``);
     const tokenizer = Tokenizer.fromSpec(readTokenizerSpec(artifactDir));
     const templatePath = join(artifactDir, ARTIFACT_FILES.chatTemplate);
     const template = existsSync(templatePath) ? new ChatTemplate(readFileSync(templatePath, "utf8")) : null;

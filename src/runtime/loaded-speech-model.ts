@@ -14,7 +14,8 @@ export class LoadedSpeechModel {
   static async load(artifactDir: string, options: SpeechSessionOptions = {}): Promise<LoadedSpeechModel> {
     const manifest = readSpeechManifest(artifactDir);
     const problems = checkArtifactSizes(artifactDir, manifest);
-    if (problems.length > 0) throw new Error(`the artifact ${artifactDir} does not match its manifest: ${describeProblems(problems)}; rebuild it with \`kiln compile --force\``);
+    if (problems.length > 0)
+      throw new Error(`the artifact ${artifactDir} does not match its manifest: ${describeProblems(problems)}; rebuild it with \`kiln compile --force\``);
     const tokenizer = Tokenizer.fromSpec(readTokenizerSpec(artifactDir));
     const worker = await SpeechWorker.start(artifactDir, options);
     return new LoadedSpeechModel(manifest, worker, tokenizer);

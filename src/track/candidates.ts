@@ -92,7 +92,8 @@ export function generateCandidates(incumbent: TrackSettings, space: SearchSpace,
   const tried = options.tried ?? new Map<string, string>();
   const known = options.losingChanges ?? new Map<string, number>();
   /** The worst loss a change of `c` had under an earlier incumbent; -1 when none of them lost. */
-  const knownLoss = (c: TrackSettings) => Math.max(-1, ...SETTING_NAMES.filter((name) => c[name] !== incumbent[name]).map((name) => known.get(`${name}=${c[name]}`) ?? -1));
+  const knownLoss = (c: TrackSettings) =>
+    Math.max(-1, ...SETTING_NAMES.filter((name) => c[name] !== incumbent[name]).map((name) => known.get(`${name}=${c[name]}`) ?? -1));
   // Untried first (in generation order), then tried ones longest ago first; a change that lost
   // before, under another incumbent, after those; then this incumbent's own outright losers; hopeless changes last.
   const order = (c: TrackSettings) => {

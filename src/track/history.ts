@@ -29,7 +29,14 @@ export interface HistoryCandidate {
 export interface TrackHistory {
   slug: string;
   /** The promotion in service, or null when the default compile serves. */
-  current: { artifact: string; settings: Record<string, unknown>; metrics: Record<string, unknown>; quality: Record<string, unknown>; reason: string; created_at: string } | null;
+  current: {
+    artifact: string;
+    settings: Record<string, unknown>;
+    metrics: Record<string, unknown>;
+    quality: Record<string, unknown>;
+    reason: string;
+    created_at: string;
+  } | null;
   /** Oldest first. */
   candidates: HistoryCandidate[];
 }

@@ -7,7 +7,20 @@
  */
 export { builtOnLoser, generateCandidates, type CandidateOptions } from "./candidates.js";
 export { trackHistory, trend, sparkline, type HistoryCandidate, type HistoryMetrics, type TrackHistory, type TrendPoint } from "./history.js";
-export { batchMetric, jobPath, jobsDir, JobError, loadJob, loadJobs, parseJob, type PromotionPolicy, type QualityBudget, type SearchSpace, type TrackJob, type Workload } from "./job.js";
+export {
+  batchMetric,
+  jobPath,
+  jobsDir,
+  JobError,
+  loadJob,
+  loadJobs,
+  parseJob,
+  type PromotionPolicy,
+  type QualityBudget,
+  type SearchSpace,
+  type TrackJob,
+  type Workload,
+} from "./job.js";
 export { createModelMeasurer, type ModelMeasurerOptions } from "./measure.js";
 export { kilnBin, spawnTrackRun, startNightly, TRACK_NICENESS, type NightlyOptions, type SpawnTrackOptions } from "./nightly.js";
 export { PROBE_TEXT, PROBE_TEXT_SHA256 } from "./probe-text.js";
@@ -28,8 +41,31 @@ export {
   type CandidateRecord,
   type Verdict,
 } from "./records.js";
-export { gain, judge, meanMetrics, medianMetrics, qualityProblem, relativeSpread, sampleSpread, tooNoisy, winThreshold, type Judgement, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
-export { runTrack, TimeSliceError, type Measurement, type MeasureRequest, type Measurer, type PairedMeasurement, type RunTrackOptions, type TrackRunSummary } from "./run.js";
+export {
+  gain,
+  judge,
+  meanMetrics,
+  medianMetrics,
+  qualityProblem,
+  relativeSpread,
+  sampleSpread,
+  tooNoisy,
+  winThreshold,
+  type Judgement,
+  type PromotionRule,
+  type QualityMetrics,
+  type SpeedMetrics,
+} from "./rule.js";
+export {
+  runTrack,
+  TimeSliceError,
+  type Measurement,
+  type MeasureRequest,
+  type Measurer,
+  type PairedMeasurement,
+  type RunTrackOptions,
+  type TrackRunSummary,
+} from "./run.js";
 export {
   compileOptionsOf,
   compileOptionsOfManifest,

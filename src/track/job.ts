@@ -44,9 +44,16 @@ const jobSchema = z
     /** Cron expression (node-cron, local time): when the track runs. */
     schedule: z.string(),
     /** Minutes one run may take, all measurements included. */
-    budgetMinutes: z.number().positive().max(24 * 60),
+    budgetMinutes: z
+      .number()
+      .positive()
+      .max(24 * 60),
     /** Minutes one measurement may take before it is recorded as failed. Default 10. */
-    candidateMinutes: z.number().positive().max(24 * 60).default(10),
+    candidateMinutes: z
+      .number()
+      .positive()
+      .max(24 * 60)
+      .default(10),
     /** Most candidates measured in one run (the incumbent's repeats not counted). Default 8. */
     maxCandidates: z.number().int().min(0).max(1000).default(8),
     /** onnxruntime threads a measurement may use, whatever the candidate's own `threads`. Default 1. */
@@ -102,7 +109,13 @@ const jobSchema = z
         remeasureEvery: z.number().int().min(0).max(1000).default(4),
       })
       .strict()
-      .default({ metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25, remeasureEvery: 4 }),
+      .default({
+        metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"],
+        minGain: 0.03,
+        noiseFactor: 2,
+        maxNoise: 0.25,
+        remeasureEvery: 4,
+      }),
     searchSpace: searchSpaceSchema,
   })
   .strict()
@@ -113,11 +126,14 @@ const jobSchema = z
       ctx.addIssue({ code: "custom", path: ["schedule"], message: `not a cron expression (${why || "unparsable"})` });
     }
     if (!hasModel(job.slug)) ctx.addIssue({ code: "custom", path: ["slug"], message: `unknown model ${job.slug} (see \`kiln models\`)` });
-    else if (getModel(job.slug).kind !== "text") ctx.addIssue({ code: "custom", path: ["slug"], message: `${job.slug} is a ${getModel(job.slug).kind} model; the track measures text models only` });
-    if (job.workload.contextTokens + job.workload.decodeTokens > 32_768) ctx.addIssue({ code: "custom", path: ["workload"], message: "contextTokens + decodeTokens must stay within 32768" });
+    else if (getModel(job.slug).kind !== "text")
+      ctx.addIssue({ code: "custom", path: ["slug"], message: `${job.slug} is a ${getModel(job.slug).kind} model; the track measures text models only` });
+    if (job.workload.contextTokens + job.workload.decodeTokens > 32_768)
+      ctx.addIssue({ code: "custom", path: ["workload"], message: "contextTokens + decodeTokens must stay within 32768" });
     const measured = new Set<string>([...BASE_METRICS, ...job.workload.batchSizes.filter((b) => b > 1).map(batchMetric)]);
     job.promotion.metrics.forEach((metric, i) => {
-      if (!measured.has(metric)) ctx.addIssue({ code: "custom", path: ["promotion", "metrics", i], message: `${metric} is not measured (one of ${[...measured].join(", ")})` });
+      if (!measured.has(metric))
+        ctx.addIssue({ code: "custom", path: ["promotion", "metrics", i], message: `${metric} is not measured (one of ${[...measured].join(", ")})` });
     });
   });
 
@@ -150,12 +166,19 @@ export function parseJob(data: unknown, source: string, expectedSlug?: string): 
     throw new JobError(
       source,
       result.error.issues.map((issue) => {
-        const at = issue.path.length > 0 ? issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") : "";
+        const at =
+          issue.path.length > 0
+            ? issue.path
+                .map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`))
+                .join("")
+                .replace(/^\./, "")
+            : "";
         return at ? `${at}: ${issue.message}` : issue.message;
       }),
     );
   }
-  if (expectedSlug !== undefined && result.data.slug !== expectedSlug) throw new JobError(source, [`slug: ${result.data.slug} does not match the file name (${expectedSlug}.json)`]);
+  if (expectedSlug !== undefined && result.data.slug !== expectedSlug)
+    throw new JobError(source, [`slug: ${result.data.slug} does not match the file name (${expectedSlug}.json)`]);
   return result.data;
 }
 
@@ -181,7 +204,9 @@ export function loadJobs(dir: string = jobsDir()): { jobs: TrackJob[]; errors: J
   const jobs: TrackJob[] = [];
   const errors: JobError[] = [];
   if (!existsSync(dir)) return { jobs, errors };
-  for (const name of readdirSync(dir).filter((n) => n.endsWith(".json")).sort()) {
+  for (const name of readdirSync(dir)
+    .filter((n) => n.endsWith(".json"))
+    .sort()) {
     try {
       jobs.push(loadJob(join(dir, name)));
     } catch (err) {

@@ -71,7 +71,14 @@ const PROBE_CHUNK = 64;
  * hands each position's next-token log-probabilities to `row`. onnxruntime runs on this thread, so
  * it gives timers a turn between chunks: a time slice can then abort it.
  */
-async function probe(dir: string, tokens: number[], threads: number, level: GraphOptimizationLevel, signal: AbortSignal, row: (position: number, logprobs: Float32Array) => void): Promise<void> {
+async function probe(
+  dir: string,
+  tokens: number[],
+  threads: number,
+  level: GraphOptimizationLevel,
+  signal: AbortSignal,
+  row: (position: number, logprobs: Float32Array) => void,
+): Promise<void> {
   const session = await TextSession.load(dir, { threads, slots: 1, graphOptimizationLevel: level });
   try {
     const vocab = session.vocab;
@@ -108,14 +115,26 @@ async function tokenTimes(stream: AsyncIterable<{ type: string }>): Promise<numb
  * sequence generates the same count. Prefix reuse is off, so no prompt is served from the cache.
  * The whole pass runs `workload.repeats` times and each metric is the median of its passes.
  */
-async function speedWorkload(served: ServedModel, stopTokenIds: readonly number[], source: readonly number[], workload: Workload, signal: AbortSignal): Promise<SpeedMetrics> {
+async function speedWorkload(
+  served: ServedModel,
+  stopTokenIds: readonly number[],
+  source: readonly number[],
+  workload: Workload,
+  signal: AbortSignal,
+): Promise<SpeedMetrics> {
   const runs: SpeedMetrics[] = [];
   for (let i = 0; i < workload.repeats; i++) runs.push(await speedWorkloadOnce(served, stopTokenIds, source, workload, signal));
   return medianMetrics(runs);
 }
 
 /** One pass of {@link speedWorkload}. */
-async function speedWorkloadOnce(served: ServedModel, stopTokenIds: readonly number[], source: readonly number[], workload: Workload, signal: AbortSignal): Promise<SpeedMetrics> {
+async function speedWorkloadOnce(
+  served: ServedModel,
+  stopTokenIds: readonly number[],
+  source: readonly number[],
+  workload: Workload,
+  signal: AbortSignal,
+): Promise<SpeedMetrics> {
   const sampling = { temperature: 0, logit_bias: Object.fromEntries(stopTokenIds.map((id) => [String(id), -100])) };
   // Distinct prompts (different offsets into the text), so that no two share a cached prefix.
   const prompt = (length: number, offset: number) => Array.from({ length }, (_, i) => source[(offset * 37 + i) % source.length]);
@@ -139,7 +158,9 @@ async function speedWorkloadOnce(served: ServedModel, stopTokenIds: readonly num
   signal.throwIfAborted();
 
   for (const size of workload.batchSizes.filter((b) => b > 1)) {
-    const all = await Promise.all(Array.from({ length: size }, (_, i) => run({ promptIds: prompt(workload.contextTokens, 3 + i), maxTokens: workload.decodeTokens, sampling })));
+    const all = await Promise.all(
+      Array.from({ length: size }, (_, i) => run({ promptIds: prompt(workload.contextTokens, 3 + i), maxTokens: workload.decodeTokens, sampling })),
+    );
     const from = Math.max(...all.map((times) => times[0]));
     const to = Math.max(...all.map((times) => times.at(-1)!));
     const inWindow = all.reduce((n, times) => n + times.filter((t) => t > from).length, 0);
@@ -227,7 +248,9 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
       logprobs.set(row, p * vocab);
       nll -= row[tokens[p + 1]];
     });
-    log(`${slug}: reference ${compiled.manifest.id} (numerics llama.cpp) probed on ${tokens.length - 1} held-out tokens in ${((now() - t0) / 1000).toFixed(1)} s`);
+    log(
+      `${slug}: reference ${compiled.manifest.id} (numerics llama.cpp) probed on ${tokens.length - 1} held-out tokens in ${((now() - t0) / 1000).toFixed(1)} s`,
+    );
     reference = { artifactId: compiled.manifest.id, tokens, vocab, logprobs, meanNll: nll / (tokens.length - 1) };
     return reference;
   }
@@ -320,7 +343,10 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
     async measurePair(incumbentRequest: MeasureRequest, candidateRequest: Omit<MeasureRequest, "signal">): Promise<PairedMeasurement> {
       const { signal } = incumbentRequest;
       const requests = [incumbentRequest, candidateRequest];
-      const dirs = [await artifactFor(incumbentRequest.settings, incumbentRequest.artifactId), await artifactFor(candidateRequest.settings, candidateRequest.artifactId)];
+      const dirs = [
+        await artifactFor(incumbentRequest.settings, incumbentRequest.artifactId),
+        await artifactFor(candidateRequest.settings, candidateRequest.artifactId),
+      ];
       signal.throwIfAborted();
       await referenceFor(incumbentRequest.threads, signal);
       const manifests = dirs.map((dir) => readManifest(dir));
@@ -342,11 +368,13 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
       }
       signal.throwIfAborted();
       const [incumbent, candidate] = await Promise.all(
-        [0, 1].map(async (side): Promise<Measurement> => ({
-          artifactId: manifests[side].id,
-          metrics: medianMetrics(passes.map((p) => (side === 0 ? p.incumbent : p.candidate))),
-          quality: await qualityOf(dirs[side], manifests[side].id, requests[side].settings, requests[side].threads, signal),
-        })),
+        [0, 1].map(
+          async (side): Promise<Measurement> => ({
+            artifactId: manifests[side].id,
+            metrics: medianMetrics(passes.map((p) => (side === 0 ? p.incumbent : p.candidate))),
+            quality: await qualityOf(dirs[side], manifests[side].id, requests[side].settings, requests[side].threads, signal),
+          }),
+        ),
       );
       return { incumbent, candidate, passes };
     },

@@ -54,7 +54,9 @@ export function startNightly(options: NightlyOptions = {}): () => Promise<void> 
   const { jobs, errors } = loadJobs(dir);
   for (const error of errors) log(`track: skipping a job: ${error.message}`);
   const wanted = options.slugs ? jobs.filter((j) => options.slugs!.includes(j.slug)) : jobs;
-  const runJob = options.runJob ?? ((job: TrackJob, signal: AbortSignal) => spawnTrackRun(job, signal, { home: options.home, jobsDir: dir, threadBudget: options.threadBudget, onLog: log }));
+  const runJob =
+    options.runJob ??
+    ((job: TrackJob, signal: AbortSignal) => spawnTrackRun(job, signal, { home: options.home, jobsDir: dir, threadBudget: options.threadBudget, onLog: log }));
   const schedule = options.schedule ?? cronSchedule;
   const controller = new AbortController();
   const queue: TrackJob[] = [];
@@ -147,7 +149,10 @@ export function spawnTrackRun(job: TrackJob, signal: AbortSignal, options: Spawn
     ],
   };
   return new Promise((resolve, reject) => {
-    const child = spawn(command.file, command.args, { env: { ...process.env, ...(options.home ? { KILN_HOME: options.home } : {}) }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command.file, command.args, {
+      env: { ...process.env, ...(options.home ? { KILN_HOME: options.home } : {}) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     if (child.pid !== undefined) {
       try {
         setPriority(child.pid, TRACK_NICENESS);

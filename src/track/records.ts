@@ -96,12 +96,16 @@ export function startCandidate(db: KilnDatabase, input: StartInput): string {
  * dead processes are marked failed first.
  */
 export function claimRun(db: KilnDatabase, input: StartInput, isAlive: (pid: number) => boolean = processAlive): string {
-  return db.transaction(() => {
-    markAbandoned(db, input.slug, undefined, isAlive);
-    const live = db.prepare(`SELECT machine_json FROM track_candidates WHERE slug = ? AND verdict = 'running' LIMIT 1`).get(input.slug) as { machine_json: string } | undefined;
-    if (live) throw new RunInProgressError(input.slug, (JSON.parse(live.machine_json) as { pid?: unknown }).pid);
-    return startCandidate(db, input);
-  }).immediate();
+  return db
+    .transaction(() => {
+      markAbandoned(db, input.slug, undefined, isAlive);
+      const live = db.prepare(`SELECT machine_json FROM track_candidates WHERE slug = ? AND verdict = 'running' LIMIT 1`).get(input.slug) as
+        | { machine_json: string }
+        | undefined;
+      if (live) throw new RunInProgressError(input.slug, (JSON.parse(live.machine_json) as { pid?: unknown }).pid);
+      return startCandidate(db, input);
+    })
+    .immediate();
 }
 
 export interface FinishInput {
@@ -148,7 +152,9 @@ export function trackedSlugs(db: KilnDatabase): string[] {
 /** The newest finished record of an artifact (not a failed one), for its settings and figures. */
 export function latestRecordOfArtifact(db: KilnDatabase, slug: string, artifactId: string): CandidateRecord | null {
   const row = db
-    .prepare(`SELECT * FROM track_candidates WHERE slug = ? AND artifact_id = ? AND verdict IN ('incumbent', 'promoted', 'rejected') ORDER BY started_at DESC, rowid DESC LIMIT 1`)
+    .prepare(
+      `SELECT * FROM track_candidates WHERE slug = ? AND artifact_id = ? AND verdict IN ('incumbent', 'promoted', 'rejected') ORDER BY started_at DESC, rowid DESC LIMIT 1`,
+    )
     .get(slug, artifactId) as Row | undefined;
   return row ? fromRow(row) : null;
 }
@@ -159,7 +165,9 @@ export function latestRecordOfArtifact(db: KilnDatabase, slug: string, artifactI
  */
 export function triedSettings(db: KilnDatabase, slug: string, since: string | null): Map<string, string> {
   const rows = db
-    .prepare(`SELECT settings_json, started_at FROM track_candidates WHERE slug = ? AND verdict IN ('rejected', 'failed', 'promoted') AND started_at >= ? ORDER BY started_at`)
+    .prepare(
+      `SELECT settings_json, started_at FROM track_candidates WHERE slug = ? AND verdict IN ('rejected', 'failed', 'promoted') AND started_at >= ? ORDER BY started_at`,
+    )
     .all(slug, since ?? "") as Array<{ settings_json: string; started_at: string }>;
   const tried = new Map<string, string>();
   for (const row of rows) tried.set(settingsKey(completeSettings(JSON.parse(row.settings_json) as Record<string, unknown>)), row.started_at);
@@ -174,9 +182,13 @@ export function lost(verdict: Verdict, reason: string): boolean {
 /** Settings keys of `slug`'s candidates that lost outright since `since` (ISO; all when null). */
 export function losingSettings(db: KilnDatabase, slug: string, since: string | null): Set<string> {
   const rows = db
-    .prepare(`SELECT settings_json, verdict, reason FROM track_candidates WHERE slug = ? AND verdict IN ('rejected', 'failed') AND change != '' AND started_at >= ?`)
+    .prepare(
+      `SELECT settings_json, verdict, reason FROM track_candidates WHERE slug = ? AND verdict IN ('rejected', 'failed') AND change != '' AND started_at >= ?`,
+    )
     .all(slug, since ?? "") as Array<{ settings_json: string; verdict: Verdict; reason: string }>;
-  return new Set(rows.filter((r) => lost(r.verdict, r.reason)).map((r) => settingsKey(completeSettings(JSON.parse(r.settings_json) as Record<string, unknown>))));
+  return new Set(
+    rows.filter((r) => lost(r.verdict, r.reason)).map((r) => settingsKey(completeSettings(JSON.parse(r.settings_json) as Record<string, unknown>))),
+  );
 }
 
 /**
@@ -228,7 +240,9 @@ export function processAlive(pid: number): boolean {
  * is absent); returns how many. A scheduler whose track process just exited passes the reason.
  */
 export function markAbandoned(db: KilnDatabase, slug?: string, reason?: string, isAlive: (pid: number) => boolean = processAlive): number {
-  const rows = db.prepare(`SELECT id, machine_json FROM track_candidates WHERE verdict = 'running' ${slug === undefined ? "" : "AND slug = ?"}`).all(...(slug === undefined ? [] : [slug])) as Array<{
+  const rows = db
+    .prepare(`SELECT id, machine_json FROM track_candidates WHERE verdict = 'running' ${slug === undefined ? "" : "AND slug = ?"}`)
+    .all(...(slug === undefined ? [] : [slug])) as Array<{
     id: string;
     machine_json: string;
   }>;

@@ -111,10 +111,14 @@ const pct = (x: number) => `${x >= 0 ? "+" : "−"}${(Math.abs(x) * 100).toFixed
 const short = (metric: string) => metric.replace(/_tokens_per_second$/, "").replace(/_ms$/, "");
 
 /** Whether the quality is within the budget, and if not, why. */
-export function qualityProblem(quality: QualityMetrics | null | undefined, budget: Pick<QualityBudget, "maxKlDivergence" | "maxPerplexityRatio">): string | null {
+export function qualityProblem(
+  quality: QualityMetrics | null | undefined,
+  budget: Pick<QualityBudget, "maxKlDivergence" | "maxPerplexityRatio">,
+): string | null {
   if (!quality || !Number.isFinite(quality.kl_divergence) || !Number.isFinite(quality.perplexity_ratio)) return "no quality measurement";
   if (quality.kl_divergence > budget.maxKlDivergence) return `KL ${quality.kl_divergence.toPrecision(3)} over the budget of ${budget.maxKlDivergence}`;
-  if (quality.perplexity_ratio > budget.maxPerplexityRatio) return `perplexity ×${quality.perplexity_ratio.toFixed(4)} over the budget of ×${budget.maxPerplexityRatio}`;
+  if (quality.perplexity_ratio > budget.maxPerplexityRatio)
+    return `perplexity ×${quality.perplexity_ratio.toFixed(4)} over the budget of ×${budget.maxPerplexityRatio}`;
   return null;
 }
 
@@ -153,7 +157,11 @@ export function judge(
   if (problem) return { wins: false, score, reason: `outside the quality budget: ${problem}` };
   if (losses.length > 0) return { wins: false, score, reason: `slower: ${losses.join(", ")}` };
   if (wins.length === 0) return { wins: false, score, reason: `no gain beyond noise: ${flat.join(", ") || "nothing comparable measured"}` };
-  return { wins: true, score, reason: `faster: ${wins.join(", ")}${flat.length > 0 ? `; ${flat.map((f) => f.replace(/ \(needs .*\)$/, "")).join(", ")}` : ""}; ${qualityText}` };
+  return {
+    wins: true,
+    score,
+    reason: `faster: ${wins.join(", ")}${flat.length > 0 ? `; ${flat.map((f) => f.replace(/ \(needs .*\)$/, "")).join(", ")}` : ""}; ${qualityText}`,
+  };
 }
 
 /** The promotion metrics whose spread is past `rule.maxNoise`, as "decode 61.6%". */
@@ -194,7 +202,12 @@ export function medianStandardError(values: readonly number[]): number {
  * least one promotion metric, loses more than max(minGain, noise) on none, and keeps quality within
  * `budget`. Metrics with fewer than two passes measured count for nothing.
  */
-export function judgePaired(gains: PairedGains, quality: QualityMetrics | null, rule: PromotionRule, budget: Pick<QualityBudget, "maxKlDivergence" | "maxPerplexityRatio">): Judgement {
+export function judgePaired(
+  gains: PairedGains,
+  quality: QualityMetrics | null,
+  rule: PromotionRule,
+  budget: Pick<QualityBudget, "maxKlDivergence" | "maxPerplexityRatio">,
+): Judgement {
   const wins: string[] = [];
   const losses: string[] = [];
   const flat: string[] = [];

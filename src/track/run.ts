@@ -11,8 +11,30 @@ import type { KilnDatabase } from "../catalogue/db.js";
 import { currentPromotion, promoteArtifact, type Promotion } from "../catalogue/promotions.js";
 import { builtOnLoser, generateCandidates } from "./candidates.js";
 import type { TrackJob } from "./job.js";
-import { claimRun, finishCandidate, listCandidates, losingChanges, losingSettings, lost, startCandidate, triedSettings, type CandidateRecord } from "./records.js";
-import { judge, judgePaired, meanMetrics, pairedGains, relativeSpread, sampleSpread, tooNoisy, widerSpread, type PromotionRule, type QualityMetrics, type SpeedMetrics } from "./rule.js";
+import {
+  claimRun,
+  finishCandidate,
+  listCandidates,
+  losingChanges,
+  losingSettings,
+  lost,
+  startCandidate,
+  triedSettings,
+  type CandidateRecord,
+} from "./records.js";
+import {
+  judge,
+  judgePaired,
+  meanMetrics,
+  pairedGains,
+  relativeSpread,
+  sampleSpread,
+  tooNoisy,
+  widerSpread,
+  type PromotionRule,
+  type QualityMetrics,
+  type SpeedMetrics,
+} from "./rule.js";
 import { completeSettings, describeChange, measuredThreads, servingSettings, settingsKey, type TrackSettings } from "./settings.js";
 
 /** What one measurement gives. */
@@ -144,7 +166,8 @@ const fmt = (metrics: SpeedMetrics, quality: QualityMetrics | null) => {
 };
 
 /** Every metric's spread times `factor` (at least 1). */
-const scaleSpread = (spread: Record<string, number>, factor: number) => Object.fromEntries(Object.entries(spread).map(([k, v]) => [k, v * Math.max(1, factor)]));
+const scaleSpread = (spread: Record<string, number>, factor: number) =>
+  Object.fromEntries(Object.entries(spread).map(([k, v]) => [k, v * Math.max(1, factor)]));
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err)).split("\n")[0];
 
@@ -315,7 +338,14 @@ class TrackRun {
   private async remeasureIncumbent(why: string): Promise<Measurement | null> {
     const { db, runId, slug } = this;
     const current = this.measuredIncumbent;
-    const id = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: this.machineFor(current.settings), artifactId: current.artifactId });
+    const id = startCandidate(db, {
+      runId,
+      slug,
+      settings: current.settings,
+      change: "",
+      machine: this.machineFor(current.settings),
+      artifactId: current.artifactId,
+    });
     try {
       const m = await this.measureOnce(current.settings, current.artifactId);
       finishCandidate(db, id, { verdict: "incumbent", reason: why, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
@@ -341,7 +371,12 @@ class TrackRun {
   /** Rounds until nothing is left to try, no candidate wins, or a round stops early; each round's best winner is promoted. */
   private async rounds(): Promise<void> {
     for (;;) {
-      const candidates = generateCandidates(this.measuredIncumbent.settings, this.job.searchSpace, { threadBudget: this.threadBudget, tried: this.tried, losers: this.losers, losingChanges: losingChanges(this.db, this.slug) });
+      const candidates = generateCandidates(this.measuredIncumbent.settings, this.job.searchSpace, {
+        threadBudget: this.threadBudget,
+        tried: this.tried,
+        losers: this.losers,
+        losingChanges: losingChanges(this.db, this.slug),
+      });
       if (candidates.length === 0) {
         this.ended = "nothing left to try around the incumbent";
         return;
@@ -412,13 +447,22 @@ class TrackRun {
     const first = this.sideBySide
       ? judge({ metrics: incumbent.metrics, spread: scaleSpread(incumbent.spread, rule.noiseFactor) }, m, { ...rule, noiseFactor: 0 }, this.job.quality)
       : judge(incumbent, m, rule, this.job.quality);
-    this.log(`${slug}: ${change}: ${fmt(m.metrics, m.quality)}: ${first.wins ? (this.sideBySide ? "passes the screen; measuring it side by side with the incumbent" : "wins; measuring it again") : "rejected"} (${first.reason})`);
+    this.log(
+      `${slug}: ${change}: ${fmt(m.metrics, m.quality)}: ${first.wins ? (this.sideBySide ? "passes the screen; measuring it side by side with the incumbent" : "wins; measuring it again") : "rejected"} (${first.reason})`,
+    );
     if (!first.wins) {
       finishCandidate(db, id, { verdict: "rejected", reason: first.reason, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality });
       if (lost("rejected", first.reason)) this.losers.add(settingsKey(settings));
       return null;
     }
-    finishCandidate(db, id, { verdict: "running", reason: `${first.reason} (being confirmed)`, artifactId: m.artifactId, metrics: m.metrics, quality: m.quality, open: true });
+    finishCandidate(db, id, {
+      verdict: "running",
+      reason: `${first.reason} (being confirmed)`,
+      artifactId: m.artifactId,
+      metrics: m.metrics,
+      quality: m.quality,
+      open: true,
+    });
     return { id, settings, change, measurement: m };
   }
 
@@ -442,8 +486,21 @@ class TrackRun {
     }
     // Load time and RSS are not measured side by side (two models share the process): each side keeps its own earlier figures.
     const incumbentMetrics = { ...current.metrics, ...pair.incumbent.metrics };
-    const beside = startCandidate(db, { runId, slug, settings: current.settings, change: "", machine: this.machineFor(current.settings), artifactId: current.artifactId });
-    finishCandidate(db, beside, { verdict: "incumbent", reason: `measured side by side with ${change} (${pair.passes.length} alternating passes)`, artifactId: pair.incumbent.artifactId, metrics: incumbentMetrics, quality: pair.incumbent.quality });
+    const beside = startCandidate(db, {
+      runId,
+      slug,
+      settings: current.settings,
+      change: "",
+      machine: this.machineFor(current.settings),
+      artifactId: current.artifactId,
+    });
+    finishCandidate(db, beside, {
+      verdict: "incumbent",
+      reason: `measured side by side with ${change} (${pair.passes.length} alternating passes)`,
+      artifactId: pair.incumbent.artifactId,
+      metrics: incumbentMetrics,
+      quality: pair.incumbent.quality,
+    });
     this.countIncumbent(incumbentMetrics);
     const verdict = judgePaired(pairedGains(pair.passes, rule.metrics), m.quality, rule, this.job.quality);
     const metrics = { ...m.metrics, ...pair.candidate.metrics };
@@ -454,7 +511,18 @@ class TrackRun {
     }
     finishCandidate(db, id, { verdict: "running", reason: `${verdict.reason} (confirmed; the round's best is promoted)`, metrics, open: true });
     this.log(`${slug}: ${change}: confirmed (${verdict.reason})`);
-    return { id, settings, artifactId: m.artifactId, quality: m.quality, samples: [m.metrics, metrics], metrics, spread: relativeSpread(m.metrics, metrics), score: verdict.score, reason: verdict.reason, change };
+    return {
+      id,
+      settings,
+      artifactId: m.artifactId,
+      quality: m.quality,
+      samples: [m.metrics, metrics],
+      metrics,
+      spread: relativeSpread(m.metrics, metrics),
+      score: verdict.score,
+      reason: verdict.reason,
+      change,
+    };
   }
 
   /**
@@ -488,7 +556,18 @@ class TrackRun {
     }
     finishCandidate(db, id, { verdict: "running", reason: `${mean.reason} (confirmed; the round's best is promoted)`, metrics, open: true });
     this.log(`${slug}: ${change}: confirmed (${mean.reason})`);
-    return { id, settings, artifactId: m.artifactId, quality: m.quality, samples: [m.metrics, second.metrics], metrics, spread: relativeSpread(m.metrics, second.metrics), score: mean.score, reason: mean.reason, change };
+    return {
+      id,
+      settings,
+      artifactId: m.artifactId,
+      quality: m.quality,
+      samples: [m.metrics, second.metrics],
+      metrics,
+      spread: relativeSpread(m.metrics, second.metrics),
+      score: mean.score,
+      reason: mean.reason,
+      change,
+    };
   }
 
   // ── the decision ──
@@ -498,9 +577,17 @@ class TrackRun {
     const { db, slug } = this;
     winners.sort((a, b) => b.score - a.score);
     const [best, ...rest] = winners;
-    for (const other of rest) finishCandidate(db, other.id, { verdict: "rejected", reason: `won (${other.reason}), but ${best.change} gained more and was promoted` });
+    for (const other of rest)
+      finishCandidate(db, other.id, { verdict: "rejected", reason: `won (${other.reason}), but ${best.change} gained more and was promoted` });
     const reason = `track: ${best.change}: ${best.reason}${this.sideBySide ? "" : " (mean of 2 measurements)"}`;
-    const promotion = promoteArtifact(db, { slug, artifactId: best.artifactId, settings: servingSettings(best.settings), metrics: best.metrics, quality: { ...best.quality }, reason });
+    const promotion = promoteArtifact(db, {
+      slug,
+      artifactId: best.artifactId,
+      settings: servingSettings(best.settings),
+      metrics: best.metrics,
+      quality: { ...best.quality },
+      reason,
+    });
     this.promoted.push(promotion);
     finishCandidate(db, best.id, { verdict: "promoted", reason: best.reason });
     this.log(`${slug}: promoted ${best.artifactId} with ${best.change}: ${best.reason}`);
@@ -524,7 +611,9 @@ class TrackRun {
     for (const record of listCandidates(db, slug).filter((r) => r.runId === runId && r.verdict === "running")) {
       finishCandidate(db, record.id, { verdict: "failed", reason: `the run ended (${this.ended}) before this was decided` });
     }
-    this.log(`${slug}: track run ${runId.slice(0, 8)} ended after ${((this.clock() - this.started) / 1000).toFixed(0)} s: ${this.ended}; ${this.promoted.length} promotion(s)`);
+    this.log(
+      `${slug}: track run ${runId.slice(0, 8)} ended after ${((this.clock() - this.started) / 1000).toFixed(0)} s: ${this.ended}; ${this.promoted.length} promotion(s)`,
+    );
   }
 
   private summary(): TrackRunSummary {
@@ -568,7 +657,8 @@ class TrackRun {
     const stopOnRunAbort = () => controller.abort(runSignal?.reason);
     runSignal?.addEventListener("abort", stopOnRunAbort, { once: true });
     const limitMs = Math.max(0, Math.min(slices * this.sliceMs, this.deadline - this.clock()));
-    const what = limitMs < slices * this.sliceMs ? "the run's budget ran out" : `candidateMinutes ${this.job.candidateMinutes}${slices > 1 ? ` x ${slices}` : ""}`;
+    const what =
+      limitMs < slices * this.sliceMs ? "the run's budget ran out" : `candidateMinutes ${this.job.candidateMinutes}${slices > 1 ? ` x ${slices}` : ""}`;
     let timer: NodeJS.Timeout | undefined;
     const work = measure(controller.signal);
     try {

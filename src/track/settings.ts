@@ -38,7 +38,18 @@ export interface TrackSettings {
 }
 
 /** The settings searched, in the order candidates vary them (compile first: the biggest levers). */
-export const SETTING_NAMES = ["accuracyLevel", "numerics", "minFold", "lmHead", "gateUp", "graphOptimizationLevel", "threads", "prefillChunk", "maxRunning", "stepTokens"] as const satisfies ReadonlyArray<keyof TrackSettings>;
+export const SETTING_NAMES = [
+  "accuracyLevel",
+  "numerics",
+  "minFold",
+  "lmHead",
+  "gateUp",
+  "graphOptimizationLevel",
+  "threads",
+  "prefillChunk",
+  "maxRunning",
+  "stepTokens",
+] as const satisfies ReadonlyArray<keyof TrackSettings>;
 export type SettingName = (typeof SETTING_NAMES)[number];
 
 /** Settings that change the artifact (everything else is applied when it is loaded and served). */
@@ -69,7 +80,14 @@ export function servingSettings(settings: TrackSettings): Record<string, unknown
 
 export function compileOptionsOf(settings: TrackSettings): Required<CompileOptions> {
   // The embedding lookup changes no speed or quality (both forms are exact), so the track does not vary it.
-  return { accuracyLevel: settings.accuracyLevel, numerics: settings.numerics, minFold: settings.minFold, embedding: DEFAULT_COMPILE_OPTIONS.embedding, lmHead: settings.lmHead, gateUp: settings.gateUp };
+  return {
+    accuracyLevel: settings.accuracyLevel,
+    numerics: settings.numerics,
+    minFold: settings.minFold,
+    embedding: DEFAULT_COMPILE_OPTIONS.embedding,
+    lmHead: settings.lmHead,
+    gateUp: settings.gateUp,
+  };
 }
 
 /** The compile options an artifact was built with, as its manifest records them (null when it does not say). */
@@ -99,13 +117,15 @@ export function completeSettings(partial: Record<string, unknown> | null | undef
   const out: TrackSettings = { ...base };
   if (!partial) return out;
   const int = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v > 0;
-  if (typeof partial.accuracyLevel === "number" && Number.isInteger(partial.accuracyLevel) && partial.accuracyLevel >= 0 && partial.accuracyLevel <= 4) out.accuracyLevel = partial.accuracyLevel;
+  if (typeof partial.accuracyLevel === "number" && Number.isInteger(partial.accuracyLevel) && partial.accuracyLevel >= 0 && partial.accuracyLevel <= 4)
+    out.accuracyLevel = partial.accuracyLevel;
   if (partial.numerics === "fast" || partial.numerics === "llama.cpp") out.numerics = partial.numerics;
   if ((MIN_FOLDS as readonly unknown[]).includes(partial.minFold)) out.minFold = partial.minFold as MinFold;
   if ((LM_HEAD_WEIGHTS as readonly unknown[]).includes(partial.lmHead)) out.lmHead = partial.lmHead as LmHeadWeight;
   if ((GATE_UP_LAYOUTS as readonly unknown[]).includes(partial.gateUp)) out.gateUp = partial.gateUp as GateUpLayout;
   if (int(partial.threads)) out.threads = partial.threads as number;
-  if ((GRAPH_OPTIMIZATION_LEVELS as readonly unknown[]).includes(partial.graphOptimizationLevel)) out.graphOptimizationLevel = partial.graphOptimizationLevel as GraphOptimizationLevel;
+  if ((GRAPH_OPTIMIZATION_LEVELS as readonly unknown[]).includes(partial.graphOptimizationLevel))
+    out.graphOptimizationLevel = partial.graphOptimizationLevel as GraphOptimizationLevel;
   if (int(partial.prefillChunk)) out.prefillChunk = partial.prefillChunk as number;
   if (int(partial.maxRunning)) out.maxRunning = partial.maxRunning as number;
   if (int(partial.stepTokens)) out.stepTokens = partial.stepTokens as number;

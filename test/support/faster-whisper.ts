@@ -53,8 +53,23 @@ export interface ReferenceTranscript {
 }
 
 /** Transcribes `files` in English with faster-whisper on the CTranslate2 model folder `modelDir`, without VAD. */
-export async function referenceTranscribe(modelDir: string, files: string[], options: ReferenceOptions = {}): Promise<{ results: ReferenceTranscript[]; loadSeconds: number }> {
-  const args = [SCRIPT, "transcribe", "--model", modelDir, "--compute-type", options.computeType ?? "float32", "--threads", String(options.threads ?? 0), "--beam-size", String(options.beamSize ?? 1)];
+export async function referenceTranscribe(
+  modelDir: string,
+  files: string[],
+  options: ReferenceOptions = {},
+): Promise<{ results: ReferenceTranscript[]; loadSeconds: number }> {
+  const args = [
+    SCRIPT,
+    "transcribe",
+    "--model",
+    modelDir,
+    "--compute-type",
+    options.computeType ?? "float32",
+    "--threads",
+    String(options.threads ?? 0),
+    "--beam-size",
+    String(options.beamSize ?? 1),
+  ];
   if (options.wordTimestamps) args.push("--word-timestamps");
   if (options.conditionOnPreviousText === false) args.push("--no-condition-on-previous-text");
   const { stdout } = await run(referencePython(), [...args, ...files], { maxBuffer: 64 * 1024 * 1024 });

@@ -27,9 +27,17 @@ const HAND_WRITTEN: NamedSchema[] = [
   { name: "constant", ask: "the version", schema: object({ version: { const: "v1" }, ok: { type: "boolean" } }) },
   { name: "nothing", ask: "an empty result", schema: object({ result: { type: "null" } }) },
   { name: "tags", ask: "three tags for a cooking blog", schema: object({ tags: { type: "array", items: word(10), minItems: 1, maxItems: 3 } }) },
-  { name: "point", ask: "a point on a grid", schema: object({ x: { type: "integer", minimum: -10, maximum: 10 }, y: { type: "integer", minimum: -10, maximum: 10 } }) },
+  {
+    name: "point",
+    ask: "a point on a grid",
+    schema: object({ x: { type: "integer", minimum: -10, maximum: 10 }, y: { type: "integer", minimum: -10, maximum: 10 } }),
+  },
   { name: "price", ask: "the price of a coffee", schema: object({ amount: { type: "number" }, currency: { enum: ["EUR", "USD", "GBP"] } }) },
-  { name: "maybe-count", ask: "how many moons Mars has, if known", schema: object({ count: { anyOf: [{ type: "integer", minimum: 0, maximum: 100 }, { type: "null" }] } }) },
+  {
+    name: "maybe-count",
+    ask: "how many moons Mars has, if known",
+    schema: object({ count: { anyOf: [{ type: "integer", minimum: 0, maximum: 100 }, { type: "null" }] } }),
+  },
   {
     name: "address",
     ask: "an address",
@@ -51,19 +59,47 @@ const HAND_WRITTEN: NamedSchema[] = [
   {
     name: "shape",
     ask: "a shape",
-    schema: object({ shape: { anyOf: [object({ kind: { const: "circle" }, radius: { type: "integer", minimum: 1, maximum: 50 } }), object({ kind: { const: "square" }, side: { type: "integer", minimum: 1, maximum: 50 } })] } }),
+    schema: object({
+      shape: {
+        anyOf: [
+          object({ kind: { const: "circle" }, radius: { type: "integer", minimum: 1, maximum: 50 } }),
+          object({ kind: { const: "square" }, side: { type: "integer", minimum: 1, maximum: 50 } }),
+        ],
+      },
+    }),
   },
-  { name: "described", ask: "a book", schema: object({ title: { ...word(20), description: "the book's title" }, pages: { type: "integer", minimum: 1, maximum: 2000, description: "page count" } }, { description: "A book." }) },
+  {
+    name: "described",
+    ask: "a book",
+    schema: object(
+      { title: { ...word(20), description: "the book's title" }, pages: { type: "integer", minimum: 1, maximum: 2000, description: "page count" } },
+      { description: "A book." },
+    ),
+  },
   { name: "date", ask: "today's date", schema: object({ date: { type: "string", format: "date" } }) },
   { name: "email", ask: "a contact email", schema: object({ email: { type: "string", pattern: "^[a-z]{1,10}@[a-z]{1,10}\\.com$" } }) },
-  { name: "grid", ask: "a 2x2 grid of digits", schema: object({ rows: { type: "array", minItems: 2, maxItems: 2, items: { type: "array", minItems: 2, maxItems: 2, items: { type: "integer", minimum: 0, maximum: 9 } } } }) },
+  {
+    name: "grid",
+    ask: "a 2x2 grid of digits",
+    schema: object({
+      rows: { type: "array", minItems: 2, maxItems: 2, items: { type: "array", minItems: 2, maxItems: 2, items: { type: "integer", minimum: 0, maximum: 9 } } },
+    }),
+  },
   {
     name: "nested",
     ask: "a company with its boss",
     schema: object({ company: object({ name: word(), boss: object({ name: word(), since: { type: "integer", minimum: 1900, maximum: 2030 } }) }) }),
   },
-  { name: "weekday", ask: "a day of the week", schema: object({ day: { type: "string", enum: ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"] } }) },
-  { name: "ratings", ask: "ratings of three films", schema: object({ ratings: { type: "array", minItems: 3, maxItems: 3, items: { type: "integer", minimum: 1, maximum: 5 } } }) },
+  {
+    name: "weekday",
+    ask: "a day of the week",
+    schema: object({ day: { type: "string", enum: ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"] } }),
+  },
+  {
+    name: "ratings",
+    ask: "ratings of three films",
+    schema: object({ ratings: { type: "array", minItems: 3, maxItems: 3, items: { type: "integer", minimum: 1, maximum: 5 } } }),
+  },
 ];
 
 /** A small seeded generator (mulberry32), so the generated set is the same on every run. */

@@ -173,7 +173,12 @@ export function speechFixtures(): SpeechFixture[] {
     for (const utterance of [...SENTENCES, LONG_SPEECH]) {
       const wav = join(temp, `${utterance.name}.source.wav`);
       speak(utterance, wav);
-      made.push({ name: utterance.name, text: utterance.text, seconds: wavSeconds(wav), files: relativeFiles(temp, convertToFormats(wav, temp, utterance.name)) });
+      made.push({
+        name: utterance.name,
+        text: utterance.text,
+        seconds: wavSeconds(wav),
+        files: relativeFiles(temp, convertToFormats(wav, temp, utterance.name)),
+      });
     }
     const silence = join(temp, "silence.source.wav");
     run("ffmpeg", [...FFMPEG_QUIET, "-f", "lavfi", "-i", `anullsrc=r=16000:cl=mono`, "-t", String(SILENCE_SECONDS), "-c:a", "pcm_s16le", silence]);

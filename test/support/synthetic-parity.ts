@@ -130,7 +130,14 @@ export interface ParityResult {
 }
 
 /** Compiles `ggufPath` with each of `compared` (default both numerics) and compares kiln's steps with the references. */
-export async function kilnParity(kiln: KilnSide, ggufPath: string, home: string, runs: ParityRun[], references: StepTop[][], compared: readonly Numerics[] = NUMERICS): Promise<ParityResult> {
+export async function kilnParity(
+  kiln: KilnSide,
+  ggufPath: string,
+  home: string,
+  runs: ParityRun[],
+  references: StepTop[][],
+  compared: readonly Numerics[] = NUMERICS,
+): Promise<ParityResult> {
   const result: ParityResult = { diffs: { "llama.cpp": [], fast: [] }, choices: [], spread: references[0][0][0][1] - references[0][0][TOP - 1][1] };
   for (const numerics of compared) {
     // A fresh home per run: artifact ids depend on the source file and options, not on the compiler's code.
@@ -194,7 +201,9 @@ export function describeSyntheticParity<Spec>(title: string, cases: Array<Parity
     afterAll(async () => {
       await llama?.dispose();
       if (work) rmSync(work, { recursive: true, force: true });
-      console.log(`max |log-prob difference| over llama.cpp's top ${TOP}, prompts of ${PROMPT_LENGTHS.join("/")} tokens + ${DECODE_STEPS} steps:\n${[...results].map(([name, r]) => summarize(name, r)).join("\n")}`);
+      console.log(
+        `max |log-prob difference| over llama.cpp's top ${TOP}, prompts of ${PROMPT_LENGTHS.join("/")} tokens + ${DECODE_STEPS} steps:\n${[...results].map(([name, r]) => summarize(name, r)).join("\n")}`,
+      );
     });
 
     cases.forEach((c, index) => {
@@ -204,7 +213,11 @@ export function describeSyntheticParity<Spec>(title: string, cases: Array<Parity
           await write(ggufPath, c.spec, tokenizer);
           const references = await llamaCppReference(llama, ggufPath, runs, c.contextSize);
           results.set(c.name, await kilnParity(REAL_KILN, ggufPath, join(work, "home"), runs, references));
-          if (process.env.KILN_SYNTHETIC_DEBUG) console.log(c.name, JSON.stringify(results.get(c.name)!.diffs, (_k, v) => (typeof v === "number" ? Number(v.toFixed(4)) : v)));
+          if (process.env.KILN_SYNTHETIC_DEBUG)
+            console.log(
+              c.name,
+              JSON.stringify(results.get(c.name)!.diffs, (_k, v) => (typeof v === "number" ? Number(v.toFixed(4)) : v)),
+            );
         });
 
         it("records the expected graph choices", () => {
@@ -225,7 +238,10 @@ export function describeSyntheticParity<Spec>(title: string, cases: Array<Parity
         }
 
         it("reproduces llama.cpp's rounding at most steps with llama.cpp numerics", () => {
-          const steps = results.get(c.name)!.diffs["llama.cpp"].flat().sort((a, b) => a - b);
+          const steps = results
+            .get(c.name)!
+            .diffs["llama.cpp"].flat()
+            .sort((a, b) => a - b);
           expect(steps.length).toBe(runs.length * (DECODE_STEPS + 1));
           expect(steps[Math.floor(steps.length / 2)]).toBeLessThan(c.medianLimit ?? EMULATED_MEDIAN);
         });

@@ -42,15 +42,30 @@ const FAMILIES: Family[] = [
   { name: "kiln_kv_slots", kind: "gauge", help: "KV slots, the most sequences that run at once (--max-running), by model.", read: (s) => s.slots },
   { name: "kiln_engine_steps_total", kind: "counter", help: "Scheduler steps taken (one batched model call round each), by model.", read: (s) => s.steps },
   { name: "kiln_batch_size", kind: "histogram", help: "Sequences decoded per step (rows per decode batch), by model.", read: (s) => s.batchSize },
-  { name: "kiln_prefill_tokens_per_step", kind: "histogram", help: "Prompt tokens computed per step (steps with prefill only), by model.", read: (s) => s.prefillTokens },
-  { name: "kiln_queue_time_seconds", kind: "histogram", help: "Seconds a request waited from submission to its first KV slot, by model.", read: (s) => s.queueSeconds },
+  {
+    name: "kiln_prefill_tokens_per_step",
+    kind: "histogram",
+    help: "Prompt tokens computed per step (steps with prefill only), by model.",
+    read: (s) => s.prefillTokens,
+  },
+  {
+    name: "kiln_queue_time_seconds",
+    kind: "histogram",
+    help: "Seconds a request waited from submission to its first KV slot, by model.",
+    read: (s) => s.queueSeconds,
+  },
   {
     name: "kiln_prefix_cache_hit_tokens_total",
     kind: "counter",
     help: "Prompt tokens found in the prefix cache and copied instead of computed, by model (hit rate: divide by kiln_prefix_cache_lookup_tokens_total).",
     read: (s) => s.prefix.hitTokens,
   },
-  { name: "kiln_prefix_cache_lookup_tokens_total", kind: "counter", help: "Prompt tokens looked up in the prefix cache, by model.", read: (s) => s.prefix.promptTokens },
+  {
+    name: "kiln_prefix_cache_lookup_tokens_total",
+    kind: "counter",
+    help: "Prompt tokens looked up in the prefix cache, by model.",
+    read: (s) => s.prefix.promptTokens,
+  },
 ];
 
 /** The engine series in Prometheus text format; "" when no model is serving. */

@@ -71,7 +71,12 @@ export class Gauge extends Base {
     super(name, help, "gauge");
   }
   render(): string {
-    return this.header() + this.read().map(({ labels, value }) => series(this.name, labelKey(labels), value) + "\n").join("");
+    return (
+      this.header() +
+      this.read()
+        .map(({ labels, value }) => series(this.name, labelKey(labels), value) + "\n")
+        .join("")
+    );
   }
 }
 

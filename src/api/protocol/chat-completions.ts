@@ -4,25 +4,33 @@
  */
 import { z } from "zod";
 import { apiError } from "../errors.js";
-import { checkStreamOptions, isEmptyArray, isOneOf, FOREIGN_EXTENSIONS, knownFields, rejectUnsupported, unknownFields, samplingFields, type UnsupportedField } from "./common.js";
+import {
+  checkStreamOptions,
+  isEmptyArray,
+  isOneOf,
+  FOREIGN_EXTENSIONS,
+  knownFields,
+  rejectUnsupported,
+  unknownFields,
+  samplingFields,
+  type UnsupportedField,
+} from "./common.js";
 import { parseOrThrow } from "./issues.js";
 import { checkRequestConstraint, constraintFields } from "./output-constraint.js";
 import { toolFields } from "./tools.js";
 
-const contentPart = z
-  .looseObject({ type: z.string(), text: z.string().nullish() })
-  .superRefine((part, ctx) => {
-    if (part.type !== "text") {
-      ctx.addIssue({
-        code: "custom",
-        path: ["type"],
-        message: `Content parts of type '${part.type}' are not supported: kiln serves text models, send parts of type 'text'.`,
-        params: { code: "unsupported_value" },
-      });
-    } else if (typeof part.text !== "string") {
-      ctx.addIssue({ code: "custom", path: ["text"], message: "A text content part needs a 'text' string.", params: { code: "missing_required_parameter" } });
-    }
-  });
+const contentPart = z.looseObject({ type: z.string(), text: z.string().nullish() }).superRefine((part, ctx) => {
+  if (part.type !== "text") {
+    ctx.addIssue({
+      code: "custom",
+      path: ["type"],
+      message: `Content parts of type '${part.type}' are not supported: kiln serves text models, send parts of type 'text'.`,
+      params: { code: "unsupported_value" },
+    });
+  } else if (typeof part.text !== "string") {
+    ctx.addIssue({ code: "custom", path: ["text"], message: "A text content part needs a 'text' string.", params: { code: "missing_required_parameter" } });
+  }
+});
 
 const content = z.union([z.string(), z.array(contentPart)]);
 
@@ -42,19 +50,17 @@ function argumentsProblem(text: string): string | undefined {
 const toolCall = z.looseObject({
   id: z.string(),
   type: z.literal("function"),
-  function: z
-    .looseObject({ name: z.string().min(1), arguments: z.string() })
-    .superRefine((fn, ctx) => {
-      const problem = argumentsProblem(fn.arguments);
-      if (problem !== undefined) {
-        ctx.addIssue({
-          code: "custom",
-          path: ["arguments"],
-          message: `A tool call's 'function.arguments' must be a string holding a JSON object; this one ${problem}.`,
-          params: { code: "invalid_value" },
-        });
-      }
-    }),
+  function: z.looseObject({ name: z.string().min(1), arguments: z.string() }).superRefine((fn, ctx) => {
+    const problem = argumentsProblem(fn.arguments);
+    if (problem !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["arguments"],
+        message: `A tool call's 'function.arguments' must be a string holding a JSON object; this one ${problem}.`,
+        params: { code: "invalid_value" },
+      });
+    }
+  }),
 });
 
 export const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
@@ -128,7 +134,7 @@ const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "functions", accepts: isEmptyArray, why: "is not supported: kiln does not do function calling." },
   { field: "function_call", accepts: isOneOf("none", "auto"), why: "is not supported: kiln does not do function calling." },
   { field: "audio", why: "is not supported: kiln's chat models produce text only." },
-  { field: "modalities", accepts: (v) => Array.isArray(v) && v.every((m) => m === "text"), why: "can only be [\"text\"]." },
+  { field: "modalities", accepts: (v) => Array.isArray(v) && v.every((m) => m === "text"), why: 'can only be ["text"].' },
   { field: "prediction", why: "(predicted outputs) is not supported." },
   { field: "store", accepts: isOneOf(false), why: "is not supported: kiln does not store completions." },
   { field: "reasoning_effort", why: "is not supported: kiln's models are not reasoning models." },

@@ -1,7 +1,16 @@
 /** POST /v1/completions (legacy): request schema, unsupported fields, answer shapes. */
 import { z } from "zod";
 import { apiError } from "../errors.js";
-import { checkStreamOptions, FOREIGN_EXTENSIONS, isEmptyArray, knownFields, rejectUnsupported, unknownFields, samplingFields, type UnsupportedField } from "./common.js";
+import {
+  checkStreamOptions,
+  FOREIGN_EXTENSIONS,
+  isEmptyArray,
+  knownFields,
+  rejectUnsupported,
+  unknownFields,
+  samplingFields,
+  type UnsupportedField,
+} from "./common.js";
 import { parseOrThrow } from "./issues.js";
 import { checkRequestConstraint, constraintFields } from "./output-constraint.js";
 import type { Usage } from "./chat-completions.js";
@@ -39,7 +48,11 @@ export type CompletionRequest = z.output<typeof completionRequestSchema>;
 
 const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "suffix", accepts: (v) => v === "", why: "is not supported: kiln's models do not fill in the middle." },
-  { field: "response_format", accepts: (v) => (v as { type?: unknown })?.type === "text", why: "is a chat completions field: on completions, constrain the output with 'guided_json'." },
+  {
+    field: "response_format",
+    accepts: (v) => (v as { type?: unknown })?.type === "text",
+    why: "is a chat completions field: on completions, constrain the output with 'guided_json'.",
+  },
   { field: "tools", accepts: isEmptyArray, why: "is a chat completions field: tool calling needs messages." },
   { field: "tool_choice", accepts: (v) => v === "none", why: "is a chat completions field: tool calling needs messages." },
 ];

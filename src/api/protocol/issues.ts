@@ -42,14 +42,24 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
   }
   switch (issue.code) {
     case "invalid_type":
-      return apiError("invalid_type", `Invalid type for ${name}: expected ${describeExpected(issue.expected)}, but got ${describeValue(value)} instead.`, param);
+      return apiError(
+        "invalid_type",
+        `Invalid type for ${name}: expected ${describeExpected(issue.expected)}, but got ${describeValue(value)} instead.`,
+        param,
+      );
     case "invalid_union": {
       // A discriminated union whose tag names no branch (`response_format.type: "xml"`): a value outside the list, not a shape.
       const options = "options" in issue ? issue.options : undefined;
       if (issue.discriminator !== undefined && options !== undefined && typeof value === "string") {
-        return apiError("invalid_value", `Invalid value for ${name}: expected one of ${options.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`, param);
+        return apiError(
+          "invalid_value",
+          `Invalid value for ${name}: expected one of ${options.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`,
+          param,
+        );
       }
-      const expected = issue.errors.flatMap((branch) => branch.filter((i) => i.code === "invalid_type").map((i) => describeExpected((i as { expected: string }).expected)));
+      const expected = issue.errors.flatMap((branch) =>
+        branch.filter((i) => i.code === "invalid_type").map((i) => describeExpected((i as { expected: string }).expected)),
+      );
       const what = expected.length > 0 ? [...new Set(expected)].join(" or ") : "a valid value";
       return apiError("invalid_type", `Invalid type for ${name}: expected ${what}, but got ${describeValue(value)} instead.`, param);
     }
@@ -59,7 +69,11 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
       const op = issue.code === "too_small" ? (issue.inclusive ? ">=" : ">") : issue.inclusive ? "<=" : "<";
       if (issue.origin === "array") {
         const many = issue.code === "too_small" ? "at least" : "at most";
-        return apiError("invalid_value", `Invalid ${name}: expected an array with ${many} ${String(limit)} items, but got ${(value as unknown[]).length}.`, param);
+        return apiError(
+          "invalid_value",
+          `Invalid ${name}: expected an array with ${many} ${String(limit)} items, but got ${(value as unknown[]).length}.`,
+          param,
+        );
       }
       if (issue.origin === "string") {
         return apiError("invalid_value", `Invalid ${name}: expected a string with length ${op} ${String(limit)}.`, param);

@@ -230,7 +230,11 @@ function refuseWhatKilnLacks(body: Record<string, unknown>): void {
   }
   const choice = typeOf(body.tool_choice);
   if (typeof choice === "string" && choice !== "function" && choice !== "allowed_tools") {
-    throw apiError("unsupported_value", `Unsupported value: 'tool_choice' of type '${choice}' names a hosted tool, and kiln offers function tools only.`, "tool_choice.type");
+    throw apiError(
+      "unsupported_value",
+      `Unsupported value: 'tool_choice' of type '${choice}' names a hosted tool, and kiln offers function tools only.`,
+      "tool_choice.type",
+    );
   }
   if (!Array.isArray(body.input)) return;
   body.input.forEach((item, i) => {

@@ -80,7 +80,12 @@ export function srt(segments: readonly TranscriptSegment[]): string {
 
 /** WebVTT: the `WEBVTT` header and a blank line, then cues `HH:MM:SS.mmm --> HH:MM:SS.mmm`, each followed by a blank line. */
 export function vtt(segments: readonly TranscriptSegment[]): string {
-  return "WEBVTT\n\n" + cues(segments).map((c) => `${timestamp(c.start, ".")} --> ${timestamp(c.end, ".")}\n${c.text}\n\n`).join("");
+  return (
+    "WEBVTT\n\n" +
+    cues(segments)
+      .map((c) => `${timestamp(c.start, ".")} --> ${timestamp(c.end, ".")}\n${c.text}\n\n`)
+      .join("")
+  );
 }
 
 /**
@@ -88,9 +93,7 @@ export function vtt(segments: readonly TranscriptSegment[]): string {
  * end the cue early in both formats).
  */
 function cues(segments: readonly TranscriptSegment[]): Array<{ start: number; end: number; text: string }> {
-  return segments
-    .map((s) => ({ start: s.start, end: Math.max(s.start, s.end), text: s.text.trim().replace(/\n\s*\n/g, "\n") }))
-    .filter((c) => c.text !== "");
+  return segments.map((s) => ({ start: s.start, end: Math.max(s.start, s.end), text: s.text.trim().replace(/\n\s*\n/g, "\n") })).filter((c) => c.text !== "");
 }
 
 /** `HH:MM:SS<sep>mmm` of `seconds`, rounded to the millisecond (hours may pass 99). */

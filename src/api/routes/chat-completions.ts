@@ -26,7 +26,11 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const format = requestConstraint(body);
     if (toolUse && format) {
       const field = constraintField(body) ?? "response_format";
-      throw apiError("unsupported_value", `kiln cannot combine a constrained '${field}' with tool calls: send tool_choice 'none', or leave '${field}' out.`, field);
+      throw apiError(
+        "unsupported_value",
+        `kiln cannot combine a constrained '${field}' with tool calls: send tool_choice 'none', or leave '${field}' out.`,
+        field,
+      );
     }
     const promptIds = model.chatPrompt(body.messages.map(templateMessage), toolUse?.tools);
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";

@@ -6,14 +6,7 @@
  * that made calls finishes with `tool_calls`.
  */
 import { CallParser, type EmittedTokenLogprob, type ServedModel, type ToolCallParser, type ToolOutputPiece } from "../../scheduler/index.js";
-import type {
-  ChatCompletion,
-  ChatCompletionChunk,
-  ChatFinishReason,
-  ChatLogprobs,
-  WireToolCall,
-  WireToolCallDelta,
-} from "../protocol/chat-completions.js";
+import type { ChatCompletion, ChatCompletionChunk, ChatFinishReason, ChatLogprobs, WireToolCall, WireToolCallDelta } from "../protocol/chat-completions.js";
 import type { AnswerFormat, CollectedChoice } from "./generation.js";
 import { unixNow } from "./ids.js";
 
@@ -53,7 +46,9 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
     delta: (index, text, logprobs) => {
       const lp = options.logprobs && logprobs ? chatLogprobs(logprobs) : null;
       if (!options.tools) return deltaChunk(index, { content: text }, lp);
-      const chunks = streamParser(index).push(text).map((piece) => deltaChunk(index, pieceDelta(piece)));
+      const chunks = streamParser(index)
+        .push(text)
+        .map((piece) => deltaChunk(index, pieceDelta(piece)));
       // Log probabilities ride on the first chunk of their text; text the parser still holds gets an empty delta.
       if (lp) {
         if (chunks.length > 0) chunks[0].choices[0].logprobs = lp;

@@ -6,7 +6,15 @@
  */
 import { setMaxListeners } from "node:events";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { EmittedTokenLogprob, FinishReason, GenerationEvent, GenerationRequest, GenerationStream, PromptTokenLogprob, ServedModel } from "../../scheduler/index.js";
+import type {
+  EmittedTokenLogprob,
+  FinishReason,
+  GenerationEvent,
+  GenerationRequest,
+  GenerationStream,
+  PromptTokenLogprob,
+  ServedModel,
+} from "../../scheduler/index.js";
 import type { AdmissionRequest, SettledFrom } from "../cloud-port.js";
 import type { ApiContext } from "../context.js";
 import { usageOf, type Usage } from "../protocol/chat-completions.js";
@@ -247,7 +255,10 @@ async function wholeAnswer(generation: Generation, reply: FastifyReply, format: 
   const usage = generation.end();
   generation.assertNotCutOff();
   if (generation.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
-  return format.complete([...choices.values()].sort((a, b) => a.index - b.index), usage);
+  return format.complete(
+    [...choices.values()].sort((a, b) => a.index - b.index),
+    usage,
+  );
 }
 
 /** The streamed answer: each event as its chunks, each sent once the client has room for it, then the usage chunk. */

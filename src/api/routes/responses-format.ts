@@ -84,10 +84,25 @@ class OutputBuilder {
         part.text += piece.text;
         const carried = this.pendingLogprobs.splice(0);
         part.logprobs.push(...carried);
-        events.push(this.seq.event("response.output_text.delta", { item_id: item.id, output_index: this.indexOf(item), content_index: 0, delta: piece.text, logprobs: carried }));
+        events.push(
+          this.seq.event("response.output_text.delta", {
+            item_id: item.id,
+            output_index: this.indexOf(item),
+            content_index: 0,
+            delta: piece.text,
+            logprobs: carried,
+          }),
+        );
       } else if (piece.type === "call-start") {
         this.close(events, "completed");
-        const item: FunctionCallItem = { id: responsesId("fc"), type: "function_call", status: "in_progress", arguments: "", call_id: piece.id, name: piece.name };
+        const item: FunctionCallItem = {
+          id: responsesId("fc"),
+          type: "function_call",
+          status: "in_progress",
+          arguments: "",
+          call_id: piece.id,
+          name: piece.name,
+        };
         this.output.push(item);
         this.open = item;
         events.push(this.seq.event("response.output_item.added", { output_index: this.indexOf(item), item: copy(item) }));
@@ -131,7 +146,9 @@ class OutputBuilder {
     const output_index = this.indexOf(item);
     if (item.type === "message") {
       const part = item.content[0];
-      events.push(this.seq.event("response.output_text.done", { item_id: item.id, output_index, content_index: 0, text: part.text, logprobs: copy(part.logprobs) }));
+      events.push(
+        this.seq.event("response.output_text.done", { item_id: item.id, output_index, content_index: 0, text: part.text, logprobs: copy(part.logprobs) }),
+      );
       events.push(this.seq.event("response.content_part.done", { item_id: item.id, output_index, content_index: 0, part: copy(part) }));
     } else {
       events.push(this.seq.event("response.function_call_arguments.done", { item_id: item.id, output_index, name: item.name, arguments: item.arguments }));
@@ -208,7 +225,10 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
         seq.event("response.failed", { response: response("failed", { error: { code: error.wireCode ?? "server_error", message: error.message } }) }),
       ],
     },
-    begin: () => [seq.event("response.created", { response: response("in_progress") }), seq.event("response.in_progress", { response: response("in_progress") })],
+    begin: () => [
+      seq.event("response.created", { response: response("in_progress") }),
+      seq.event("response.in_progress", { response: response("in_progress") }),
+    ],
     start: () => null,
     delta: (_choice, text, logprobs) => builder.push(pieces(text), options.logprobs ? responsesLogprobs(logprobs) : []),
     finish: (_choice, reason) => {

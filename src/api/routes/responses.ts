@@ -43,7 +43,11 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const toolUse = responsesToolUse(body);
     const format = textFormatConstraint(body.text?.format);
     if (toolUse && format) {
-      throw apiError("unsupported_value", "kiln cannot combine a constrained 'text.format' with tool calls: send tool_choice 'none', or leave 'text.format' out.", "text.format");
+      throw apiError(
+        "unsupported_value",
+        "kiln cannot combine a constrained 'text.format' with tool calls: send tool_choice 'none', or leave 'text.format' out.",
+        "text.format",
+      );
     }
     const items = conversationItems(ctx, body, keyId);
     const { promptIds, kept } = renderConversation(model, body, items, toolUse);
@@ -52,7 +56,15 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const id = responsesId("resp");
     const constraint = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
     const plan = answerPlan(
-      { temperature: body.temperature, top_p: body.top_p, top_k: body.top_k, min_p: body.min_p, repetition_penalty: body.repetition_penalty, seed: body.seed, stream: body.stream },
+      {
+        temperature: body.temperature,
+        top_p: body.top_p,
+        top_k: body.top_k,
+        min_p: body.min_p,
+        repetition_penalty: body.repetition_penalty,
+        seed: body.seed,
+        stream: body.stream,
+      },
       {
         model,
         answerId: id,
@@ -80,7 +92,11 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get("/responses/:id", async (request) => {
     const query = parseOrThrow(retrieveQuery, request.query ?? {});
     if (query.stream === "true") {
-      throw apiError("unsupported_parameter", "Unsupported parameter: 'stream' is not supported here: kiln answers every response while it is created, so there is no stream to resume.", "stream");
+      throw apiError(
+        "unsupported_parameter",
+        "Unsupported parameter: 'stream' is not supported here: kiln answers every response while it is created, so there is no stream to resume.",
+        "stream",
+      );
     }
     return storedResponse(ctx, request).response;
   });
@@ -130,7 +146,11 @@ function storedResponse(ctx: ApiContext, request: FastifyRequest) {
 }
 
 /** Stores a finished response; a store that fails (a full disk) costs the client its stored copy, never the answer. */
-function keep(ctx: ApiContext, request: FastifyRequest, stored: { id: string; keyId: string | null; createdAt: number; response: ResponseObject; input: StoredItem[] }): void {
+function keep(
+  ctx: ApiContext,
+  request: FastifyRequest,
+  stored: { id: string; keyId: string | null; createdAt: number; response: ResponseObject; input: StoredItem[] },
+): void {
   try {
     // The response object as JSON: its items are stored items (each has an id and a type).
     ctx.responses.save({ ...stored, response: stored.response as unknown as StoredResponse["response"] });
@@ -171,7 +191,14 @@ function storedItem(ctx: ApiContext, item: ResponsesInputItem, keyId: string | n
       return { id: item.id ?? responsesId("msg"), type: "message", status: "completed", role: item.role, content };
     }
     case "function_call":
-      return { id: item.id ?? responsesId("fc"), type: "function_call", status: "completed", arguments: item.arguments, call_id: item.call_id, name: item.name };
+      return {
+        id: item.id ?? responsesId("fc"),
+        type: "function_call",
+        status: "completed",
+        arguments: item.arguments,
+        call_id: item.call_id,
+        name: item.name,
+      };
     case "function_call_output":
       return { id: item.id ?? responsesId("fco"), type: "function_call_output", status: "completed", call_id: item.call_id, output: item.output };
     case "item_reference": {
@@ -217,7 +244,12 @@ function chatMessages(instructions: string | null | undefined, items: readonly S
  * too long for the context (with room for `max_output_tokens`, or one token) loses its oldest items,
  * down to a user message, until it fits; otherwise a prompt too long is the budget's 400.
  */
-function renderConversation(model: ServedModel, body: ResponsesRequest, items: StoredItem[], toolUse: ToolUse | undefined): { promptIds: number[]; kept: StoredItem[] } {
+function renderConversation(
+  model: ServedModel,
+  body: ResponsesRequest,
+  items: StoredItem[],
+  toolUse: ToolUse | undefined,
+): { promptIds: number[]; kept: StoredItem[] } {
   let kept = items;
   for (;;) {
     const promptIds = chatPrompt(model, chatMessages(body.instructions, kept), toolUse);
@@ -250,7 +282,11 @@ function responsesToolUse(body: ResponsesRequest): ToolUse | undefined {
   if (tc != null && typeof tc === "object" && tc.type === "allowed_tools") {
     tc.tools.forEach(({ name }, i) => {
       if (!tools.some((t) => t.name === name)) {
-        throw apiError("invalid_value", `Invalid value for 'tool_choice.tools[${i}].name': no function named '${name}' is in 'tools'.`, `tool_choice.tools[${i}].name`);
+        throw apiError(
+          "invalid_value",
+          `Invalid value for 'tool_choice.tools[${i}].name': no function named '${name}' is in 'tools'.`,
+          `tool_choice.tools[${i}].name`,
+        );
       }
     });
     const allowed = new Set(tc.tools.map((t) => t.name));
@@ -284,7 +320,13 @@ function echoOf(body: ResponsesRequest, model: ServedModel): EchoedFields {
     temperature: body.temperature ?? 1,
     text: { format: body.text?.format ?? { type: "text" }, verbosity: "medium" },
     tool_choice: body.tool_choice ?? "auto",
-    tools: (body.tools ?? []).map((t) => ({ type: "function", name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? true })),
+    tools: (body.tools ?? []).map((t) => ({
+      type: "function",
+      name: t.name,
+      description: t.description ?? null,
+      parameters: t.parameters ?? null,
+      strict: t.strict ?? true,
+    })),
     top_logprobs: body.top_logprobs ?? 0,
     top_p: body.top_p ?? 1,
     truncation: body.truncation ?? "disabled",

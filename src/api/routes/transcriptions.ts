@@ -13,7 +13,14 @@ import type { ApiContext } from "../context.js";
 import { apiError, ApiError } from "../errors.js";
 import { EngineClosedError, joinSegmentTexts, OverloadedError } from "../../scheduler/index.js";
 import { formatTranscript } from "../protocol/transcription-formats.js";
-import { parseTranscriptionRequest, type DurationUsage, type FormFields, type TranscriptionRequest, type TranscriptTextDelta, type TranscriptTextDone } from "../protocol/transcriptions.js";
+import {
+  parseTranscriptionRequest,
+  type DurationUsage,
+  type FormFields,
+  type TranscriptionRequest,
+  type TranscriptTextDelta,
+  type TranscriptTextDone,
+} from "../protocol/transcriptions.js";
 import { streamSse, type SseSink } from "../sse.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -120,7 +127,11 @@ async function discard(part: MultipartFile): Promise<void> {
 }
 
 function fileTooLarge(): ApiError {
-  return apiError("file_too_large", `The audio file is larger than the ${MAX_FILE_BYTES / (1024 * 1024)} MB limit: split it, or compress it (e.g. to mp3 or ogg).`, "file");
+  return apiError(
+    "file_too_large",
+    `The audio file is larger than the ${MAX_FILE_BYTES / (1024 * 1024)} MB limit: split it, or compress it (e.g. to mp3 or ogg).`,
+    "file",
+  );
 }
 
 /** The multipart parser's own errors, in the API's words. */
@@ -132,7 +143,10 @@ function multipartError(err: unknown): unknown {
     case "FST_PARTS_LIMIT":
     case "FST_FIELDS_LIMIT":
     case "FST_FILES_LIMIT":
-      return apiError("request_too_large", `The form has more parts than this route takes (at most ${MULTIPART_LIMITS.fields} fields and ${MULTIPART_LIMITS.files} files).`);
+      return apiError(
+        "request_too_large",
+        `The form has more parts than this route takes (at most ${MULTIPART_LIMITS.fields} fields and ${MULTIPART_LIMITS.files} files).`,
+      );
     case "FST_PROTO_VIOLATION":
       return apiError("invalid_request", "The form has a field whose name is not allowed.");
     case "FST_INVALID_JSON_FIELD_ERROR":
@@ -154,7 +168,11 @@ function requireFile(upload: Upload | null): Upload {
 function assertLanguage(model: ServedSpeechModel, language: string | undefined): void {
   if (language === undefined || model.languages.includes(language)) return;
   const which = model.multilingual ? "" : ` (it transcribes ${model.languages.join(", ")} only)`;
-  throw apiError("unsupported_value", `The model '${model.slug}' does not know the language '${language}'${which}; leave 'language' out to detect it.`, "language");
+  throw apiError(
+    "unsupported_value",
+    `The model '${model.slug}' does not know the language '${language}'${which}; leave 'language' out to detect it.`,
+    "language",
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -241,7 +259,14 @@ async function answerTranscription(
   const samples = await decode(request, transcription, file);
   if (transcription.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
   // Cloud mode: admitted (limits, reservation) for the audio's billed length before the model sees it.
-  await ctx.cloud?.admit(request, reply, { requestId: transcription.id, slug: transcription.model.slug, artifactId: null, promptTokens: 0, maxCompletionTokens: 0, audioMs: billedSeconds(samples.length) * 1000 });
+  await ctx.cloud?.admit(request, reply, {
+    requestId: transcription.id,
+    slug: transcription.model.slug,
+    artifactId: null,
+    promptTokens: 0,
+    maxCompletionTokens: 0,
+    audioMs: billedSeconds(samples.length) * 1000,
+  });
   const usage = transcription.started(samples);
   const options = {
     language: body.language,

@@ -21,9 +21,7 @@ export class PullError extends Error {
   /** One entry per source tried: what it was and why it failed. */
   readonly attempts: readonly { source: string; error: string }[];
   constructor(slug: string, attempts: { source: string; error: string }[]) {
-    const detail = attempts.length
-      ? attempts.map((a) => `${a.source}: ${a.error}`).join("; ")
-      : "the catalogue lists no source";
+    const detail = attempts.length ? attempts.map((a) => `${a.source}: ${a.error}`).join("; ") : "the catalogue lists no source";
     super(`could not pull ${slug}: ${detail}`);
     this.name = "PullError";
     this.slug = slug;

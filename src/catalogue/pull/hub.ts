@@ -91,15 +91,7 @@ class TransientError extends Error {
   }
 }
 
-const TRANSIENT_CODES = new Set([
-  "ECONNRESET",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ECONNABORTED",
-  "ERR_STREAM_PREMATURE_CLOSE",
-  "UND_ERR_SOCKET",
-  "HPE_INVALID_CONSTANT",
-]);
+const TRANSIENT_CODES = new Set(["ECONNRESET", "EPIPE", "ETIMEDOUT", "ECONNABORTED", "ERR_STREAM_PREMATURE_CLOSE", "UND_ERR_SOCKET", "HPE_INVALID_CONSTANT"]);
 
 function isTransient(err: unknown): boolean {
   if (err instanceof TransientError) return true;
@@ -177,7 +169,7 @@ async function openFollowing(
   options: HubRequestOptions & { stopAtLinked?: boolean },
 ): Promise<Opened> {
   const origin = new URL(start);
-  const token = options.token === undefined ? hubToken() : options.token ?? undefined;
+  const token = options.token === undefined ? hubToken() : (options.token ?? undefined);
   const timeoutMs = options.timeoutMs ?? 30_000;
   let url = origin;
   let etag: string | undefined;
@@ -214,12 +206,7 @@ function readErrorDetail(res: http.IncomingMessage): string | undefined {
 }
 
 /** HEAD on the resolve URL (stops at the hub's redirect): the file's hash and size, when given. */
-export async function hubFileInfo(
-  repo: string,
-  revision: string,
-  path: string,
-  options: HubRequestOptions = {},
-): Promise<HubFileInfo> {
+export async function hubFileInfo(repo: string, revision: string, path: string, options: HubRequestOptions = {}): Promise<HubFileInfo> {
   const url = resolveUrl(options.endpoint ?? hubEndpoint(), repo, revision, path);
   const { res, etag, linkedSize } = await openFollowing(url, "HEAD", {}, { ...options, stopAtLinked: true });
   const status = res.statusCode ?? 0;

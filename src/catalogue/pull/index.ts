@@ -313,7 +313,15 @@ export async function pullModel(slug: string, options: PullOptions = {}): Promis
         const record = ctx.record;
         // Files hashed again and found intact get a fresh stamp, so the next start trusts them without hashing.
         if (ctx.restamped) {
-          await bestEffort(async () => (ctx.record = await writeRecord(dir, { slug, source: record.source, format: record.format, files: record.files.map(({ path, sha256, bytes }) => ({ path, sha256, bytes })) })));
+          await bestEffort(
+            async () =>
+              (ctx.record = await writeRecord(dir, {
+                slug,
+                source: record.source,
+                format: record.format,
+                files: record.files.map(({ path, sha256, bytes }) => ({ path, sha256, bytes })),
+              })),
+          );
         }
         // A pull recorded before pins existed is pinned now, at its first pull since.
         if (source.type === "hub") await bestEffort(async () => recordPins(source, record.files, await readPins(dir), ctx));

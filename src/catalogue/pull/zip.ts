@@ -103,10 +103,7 @@ export class ZipReader {
       throw new ZipFormatError(`${entry.name}: unsupported compression method ${entry.method}`);
     }
     const start = await this.dataOffset(entry);
-    const raw =
-      entry.compressedSize === 0
-        ? Readable.from([] as Buffer[])
-        : createReadStream(this.path, { start, end: start + entry.compressedSize - 1 });
+    const raw = entry.compressedSize === 0 ? Readable.from([] as Buffer[]) : createReadStream(this.path, { start, end: start + entry.compressedSize - 1 });
     if (entry.method === ZIP_STORED) return raw;
     const inflate = zlib.createInflateRaw();
     raw.on("error", (err) => inflate.destroy(err));
@@ -127,11 +124,7 @@ export class ZipReader {
    * Streams a member into `dest` (created or truncated), computing its SHA-256 and checking its size
    * and CRC-32 against the central directory.
    */
-  async extract(
-    entry: ZipEntry,
-    dest: string,
-    onBytes?: (bytesDone: number, bytesTotal: number) => void,
-  ): Promise<ExtractResult> {
+  async extract(entry: ZipEntry, dest: string, onBytes?: (bytesDone: number, bytesTotal: number) => void): Promise<ExtractResult> {
     const hash = createHash("sha256");
     let bytes = 0;
     let crc = 0;

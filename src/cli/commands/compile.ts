@@ -18,7 +18,12 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
       default: DEFAULT_COMPILE_OPTIONS.numerics,
       description: "fast: ONNX Runtime's int8-activation fast path; llama.cpp: reproduce llama.cpp's CPU rounding (slower)",
     }),
-    accuracyLevel: option.integer({ min: 0, max: 4, default: DEFAULT_COMPILE_OPTIONS.accuracyLevel, description: "MatMulNBits accuracy level of the fast path: 4 int8 activations, 0 float" }),
+    accuracyLevel: option.integer({
+      min: 0,
+      max: 4,
+      default: DEFAULT_COMPILE_OPTIONS.accuracyLevel,
+      description: "MatMulNBits accuracy level of the fast path: 4 int8 activations, 0 float",
+    }),
     minFold: option.choice(["matmul", "8bit", "block-means"], {
       default: DEFAULT_COMPILE_OPTIONS.minFold,
       description:
@@ -26,11 +31,13 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
     }),
     lmHead: option.choice(["source", "4bit", "4bit-rescored"], {
       default: DEFAULT_COMPILE_OPTIONS.lmHead,
-      description: "LM head: source: as the GGUF stores it; 4bit: re-quantized to 4-bit blocks of 32 (half a Q8_0 head's bytes per step, lossy); 4bit-rescored: 4bit, then each position's top 128 logits recomputed from the source blocks",
+      description:
+        "LM head: source: as the GGUF stores it; 4bit: re-quantized to 4-bit blocks of 32 (half a Q8_0 head's bytes per step, lossy); 4bit-rescored: 4bit, then each position's top 128 logits recomputed from the source blocks",
     }),
     gateUp: option.choice(["fused", "separate"], {
       default: DEFAULT_COMPILE_OPTIONS.gateUp,
-      description: "gated MLPs: fused: gate and up as one matmul and a Split; separate: one matmul each (same logits; faster at one thread, slower at two on SmolLM2)",
+      description:
+        "gated MLPs: fused: gate and up as one matmul and a Split; separate: one matmul each (same logits; faster at one thread, slower at two on SmolLM2)",
     }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },

@@ -12,7 +12,12 @@ const options = {
   name: option.string({ value: "<name>", description: "a label for the key (create needs it)" }),
   models: option.string({ value: "<slug,...>", description: "comma-separated model slugs the key may use (create); every model when absent" }),
   rpm: option.integer({ value: "N", min: 1, max: 1e9, description: "requests per minute the key may make (create); unlimited when absent" }),
-  tpm: option.integer({ value: "N", min: 1, max: 1e12, description: "tokens per minute (prompt + max completion at admission, corrected at the end) (create); unlimited when absent" }),
+  tpm: option.integer({
+    value: "N",
+    min: 1,
+    max: 1e12,
+    description: "tokens per minute (prompt + max completion at admission, corrected at the end) (create); unlimited when absent",
+  }),
   maxConcurrent: option.integer({ value: "N", min: 1, max: 1e6, description: "requests in flight at once (create); unlimited when absent" }),
   budgetUsdPerDay: option.string({ value: "X", description: "spend per UTC day in USD, e.g. 0.50 (create); unlimited when absent" }),
   expires: option.string({ value: "<date>", description: "when the key stops working: an ISO 8601 date or time, UTC (create); never when absent" }),
@@ -65,7 +70,10 @@ function checkArguments(sub: Subcommand, args: string[], options: KeysOptions): 
 type KeySpec = KeyOptions;
 
 /** What `create` makes from its options; usage errors for bad values. */
-export function keySpec(options: Partial<Pick<KeysOptions, "models" | "rpm" | "tpm" | "maxConcurrent" | "budgetUsdPerDay" | "expires">>, now = new Date()): KeySpec {
+export function keySpec(
+  options: Partial<Pick<KeysOptions, "models" | "rpm" | "tpm" | "maxConcurrent" | "budgetUsdPerDay" | "expires">>,
+  now = new Date(),
+): KeySpec {
   return {
     models: allowedModels(options.models),
     limits: {
@@ -81,7 +89,10 @@ export function keySpec(options: Partial<Pick<KeysOptions, "models" | "rpm" | "t
 /** The slugs of --models (null: every model); a usage error for an empty list or an unknown slug. */
 function allowedModels(list: string | undefined): string[] | null {
   if (list === undefined) return null;
-  const models = list.split(",").map((s) => s.trim()).filter(Boolean);
+  const models = list
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (models.length === 0) throw new UsageError("--models needs at least one slug");
   const unknown = models.filter((m) => !hasModel(m));
   if (unknown.length > 0) throw new UsageError(`unknown model${unknown.length > 1 ? "s" : ""}: ${unknown.join(", ")} (see \`kiln models\`)`);
@@ -91,7 +102,8 @@ function allowedModels(list: string | undefined): string[] | null {
 function dailyBudget(usd: string | undefined): number | null {
   if (usd === undefined) return null;
   const nano = parseUsdToNano(usd);
-  if (nano === null || nano > BigInt(Number.MAX_SAFE_INTEGER)) throw new UsageError(`--budget-usd-per-day must be an amount in USD with at most 9 decimals, e.g. 0.50, not ${usd}`);
+  if (nano === null || nano > BigInt(Number.MAX_SAFE_INTEGER))
+    throw new UsageError(`--budget-usd-per-day must be an amount in USD with at most 9 decimals, e.g. 0.50, not ${usd}`);
   return Number(nano);
 }
 
@@ -144,7 +156,13 @@ function recordJson(k: KeyRecord) {
 
 /** Money as decimal strings (exact), never floats. */
 function listingJson(k: KeyListing) {
-  return { id: k.id, ...recordJson(k), lastUsedAt: k.lastUsedAt, spentTodayNanoUsd: String(k.spentTodayNanoUsd), spentTotalNanoUsd: String(k.spentTotalNanoUsd) };
+  return {
+    id: k.id,
+    ...recordJson(k),
+    lastUsedAt: k.lastUsedAt,
+    spentTodayNanoUsd: String(k.spentTodayNanoUsd),
+    spentTotalNanoUsd: String(k.spentTotalNanoUsd),
+  };
 }
 
 function table(keys: KeyListing[]): string {

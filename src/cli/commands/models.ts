@@ -78,7 +78,13 @@ Text prices are USD per million input / output tokens; transcription prices are 
   async run({ options }, io) {
     const models = listModels({ kind: options.kind });
     const compile = await assessAll(models);
-    const out = options.json ? JSON.stringify(models.map((m) => ({ ...m, compile: compile.get(m.slug) })), null, 2) : formatModelsTable(models, compile);
+    const out = options.json
+      ? JSON.stringify(
+          models.map((m) => ({ ...m, compile: compile.get(m.slug) })),
+          null,
+          2,
+        )
+      : formatModelsTable(models, compile);
     io.stdout.write(out + "\n");
     return 0;
   },

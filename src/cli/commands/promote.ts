@@ -41,8 +41,12 @@ otherwise the defaults.`,
         quality: { ...(measured?.quality ?? {}) },
         reason: options.reason,
       });
-      const settings = Object.entries(promotion.settings).map(([k, v]) => `${k}=${String(v)}`).join(", ");
-      io.stdout.write(`${slug}: serving ${artifactId}${settings ? ` with ${settings}` : " with the default settings"} (before: ${before ? before.artifactId : "the default compile"})\n`);
+      const settings = Object.entries(promotion.settings)
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join(", ");
+      io.stdout.write(
+        `${slug}: serving ${artifactId}${settings ? ` with ${settings}` : " with the default settings"} (before: ${before ? before.artifactId : "the default compile"})\n`,
+      );
       return 0;
     } finally {
       db.close();
@@ -61,7 +65,8 @@ function resolveArtifact(slug: string, text: string): string {
     ids = [];
   }
   const matches = ids.includes(text) ? [text] : ids.filter((id) => id.endsWith(`-${text}`) || id.endsWith(text));
-  if (matches.length === 0) throw new UsageError(`no compiled artifact ${text} of ${slug} in ${artifactsDir(slug)}${ids.length ? ` (there are: ${ids.join(", ")})` : ""}`);
+  if (matches.length === 0)
+    throw new UsageError(`no compiled artifact ${text} of ${slug} in ${artifactsDir(slug)}${ids.length ? ` (there are: ${ids.join(", ")})` : ""}`);
   if (matches.length > 1) throw new UsageError(`${text} names several artifacts of ${slug}: ${matches.join(", ")}`);
   const [id] = matches;
   let manifest;
@@ -70,6 +75,7 @@ function resolveArtifact(slug: string, text: string): string {
   } catch (err) {
     throw new Error(`${id} has no readable manifest (${(err as Error).message}); compile it again with \`kiln compile\``);
   }
-  if (manifest.id !== id || manifest.slug !== slug) throw new Error(`${join(artifactsDir(slug), id)} holds ${manifest.id} of ${manifest.slug}, not ${id} of ${slug}`);
+  if (manifest.id !== id || manifest.slug !== slug)
+    throw new Error(`${join(artifactsDir(slug), id)} holds ${manifest.id} of ${manifest.slug}, not ${id} of ${slug}`);
   return id;
 }

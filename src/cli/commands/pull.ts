@@ -21,7 +21,9 @@ resumes where it stopped. Files the catalogue publishes no digest for are pinned
   options: {
     quiet: option.flag({ short: "q", description: "no progress output" }),
     rehash: option.flag({ description: "re-verify present files by hashing them instead of trusting pulled.json" }),
-    acceptChanged: option.flag({ description: "take a file that changed upstream since its first pull, and pin its new digest (never overrides a digest the catalogue publishes)" }),
+    acceptChanged: option.flag({
+      description: "take a file that changed upstream since its first pull, and pin its new digest (never overrides a digest the catalogue publishes)",
+    }),
   },
   async run({ options, positionals: slugs }, io) {
     if (slugs.length === 0) throw new UsageError("which model? (a slug from `kiln models`)");
@@ -32,7 +34,11 @@ export default pull;
 /** test/model/catalogue/pull-python.test.ts calls the command this way. */
 export const run = pull.run;
 
-async function pullEach(slugs: string[], { quiet, rehash, acceptChanged }: { quiet: boolean; rehash: boolean; acceptChanged: boolean }, io: CommandIO): Promise<number> {
+async function pullEach(
+  slugs: string[],
+  { quiet, rehash, acceptChanged }: { quiet: boolean; rehash: boolean; acceptChanged: boolean },
+  io: CommandIO,
+): Promise<number> {
   const controller = new AbortController();
   const onSignal = () => controller.abort();
   process.once("SIGINT", onSignal);
@@ -51,9 +57,7 @@ async function pullEach(slugs: string[], { quiet, rehash, acceptChanged }: { qui
         printer.done();
         const total = pulled.files.reduce((n, f) => n + f.bytes, 0);
         const what = pulled.cached ? "already present" : `pulled from ${pulled.source}`;
-        io.stdout.write(
-          `${slug}: ${what}: ${pulled.files.length} file${pulled.files.length === 1 ? "" : "s"}, ${formatBytes(total)} in ${pulled.dir}\n`,
-        );
+        io.stdout.write(`${slug}: ${what}: ${pulled.files.length} file${pulled.files.length === 1 ? "" : "s"}, ${formatBytes(total)} in ${pulled.dir}\n`);
       } catch (err) {
         printer.done();
         if (controller.signal.aborted) {
@@ -71,4 +75,3 @@ async function pullEach(slugs: string[], { quiet, rehash, acceptChanged }: { qui
     process.off("SIGTERM", onSignal);
   }
 }
-

@@ -26,7 +26,9 @@ it up. The history stays (\`kiln tracks\`); promote the artifact again to undo a
         return 1;
       }
       const now = rollbackPromotion(db, slug);
-      io.stdout.write(`${slug}: rolled back ${current.artifactId}; serving ${now ? `${now.artifactId} (promoted ${now.createdAt}: ${now.reason})` : "the default compile"}\n`);
+      io.stdout.write(
+        `${slug}: rolled back ${current.artifactId}; serving ${now ? `${now.artifactId} (promoted ${now.createdAt}: ${now.reason})` : "the default compile"}\n`,
+      );
       return 0;
     } finally {
       db.close();

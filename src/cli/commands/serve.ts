@@ -37,7 +37,7 @@ import {
 import { machineMemoryBytes } from "../../compiler/compilability.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
-import { startNightly } from "../../track/index.js";
+import { startNightly, trackHistory, trend } from "../../track/index.js";
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
@@ -141,7 +141,8 @@ const options = {
     description: "days a stored Responses API response is kept; older ones are neither found nor continued, and are deleted",
   }),
   noNightly: option.flag({
-    description: "do not run the served text models' optimization tracks (compiler-jobs/<slug>.json) on their schedules; by default each runs as its own lower-priority process",
+    description:
+      "do not run the served text models' optimization tracks (compiler-jobs/<slug>.json) on their schedules; by default each runs as its own lower-priority process",
   }),
 };
 
@@ -233,7 +234,10 @@ type ServeArgs = OptionValues<typeof options> & { slugs: string[]; origins: stri
 
 /** `--allowed-origins`, each given and each comma-separated one, checked as origins; a usage error names the first that is not. */
 function allowedOrigins(given: string[]): string[] {
-  const origins = given.flatMap((g) => g.split(",")).map((o) => o.trim()).filter((o) => o !== "");
+  const origins = given
+    .flatMap((g) => g.split(","))
+    .map((o) => o.trim())
+    .filter((o) => o !== "");
   for (const origin of origins) {
     const problem = originProblem(origin);
     if (problem !== undefined) throw new UsageError(`--allowed-origins: ${problem}`);
@@ -396,6 +400,13 @@ class ServeSession {
         maxAgeSeconds: o.storedResponseDays * 86_400,
       }),
       allowedOrigins: this.o.origins,
+      // The console's track pages, read as `kiln tracks --json` reads them; empty without the records database.
+      tracks: {
+        history: (slug) => {
+          const db = this.promotionsDb;
+          return db ? { ...trackHistory(db, slug), trend: trend(db, slug) } : { slug, current: null, candidates: [], trend: [] };
+        },
+      },
     });
   }
 
@@ -447,7 +458,14 @@ class ServeSession {
           io.stderr.write(`${slug}: ${stage}\n`);
         };
         if (getModel(slug).kind === "transcription") {
-          const model = await loadSpeechModel(slug, { onStage, signal: this.loading.signal, pull: { onProgress: printer }, threads: o.threads, maxWaiting: o.maxWaiting, gate });
+          const model = await loadSpeechModel(slug, {
+            onStage,
+            signal: this.loading.signal,
+            pull: { onProgress: printer },
+            threads: o.threads,
+            maxWaiting: o.maxWaiting,
+            gate,
+          });
           printer.done();
           registry.serve(model);
           io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together)\n`);
@@ -488,7 +506,10 @@ class ServeSession {
   private startFollowing(): void {
     this.watcher?.start();
     if (!this.o.noNightly) {
-      this.stopNightly = startNightly({ slugs: this.o.slugs.filter((slug) => getModel(slug).kind === "text"), onLog: (line) => this.logger.info({ component: "track" }, line) });
+      this.stopNightly = startNightly({
+        slugs: this.o.slugs.filter((slug) => getModel(slug).kind === "text"),
+        onLog: (line) => this.logger.info({ component: "track" }, line),
+      });
     }
   }
 

@@ -7,7 +7,12 @@ import { option, UsageError } from "../options.js";
 import { formatTrackTable } from "../track-table.js";
 
 const options = {
-  budgetMinutes: option.number({ value: "<minutes>", min: 0.1, max: 24 * 60, description: "how long the run may take, every measurement included. Default: the job's budgetMinutes" }),
+  budgetMinutes: option.number({
+    value: "<minutes>",
+    min: 0.1,
+    max: 24 * 60,
+    description: "how long the run may take, every measurement included. Default: the job's budgetMinutes",
+  }),
   threads: option.integer({ min: 1, max: 256, description: "onnxruntime threads a measurement may use. Default: the job's threadBudget" }),
   maxCandidates: option.integer({ min: 0, max: 1000, description: "most candidates to measure. Default: the job's maxCandidates" }),
   jobs: option.string({ value: "<dir>", env: "KILN_JOBS", description: "folder of the job files (<slug>.json). Default: compiler-jobs/ of this kiln" }),
@@ -73,10 +78,14 @@ function report(summary: TrackRunSummary, json: boolean, db: ReturnType<typeof o
   const history = trackHistory(db, summary.slug);
   const rows = history.candidates.filter((c) => c.run === summary.runId);
   if (json) {
-    io.stdout.write(`${JSON.stringify({ slug: summary.slug, run: summary.runId, ended: summary.ended, seconds: summary.seconds, current: history.current, candidates: rows }, null, 2)}\n`);
+    io.stdout.write(
+      `${JSON.stringify({ slug: summary.slug, run: summary.runId, ended: summary.ended, seconds: summary.seconds, current: history.current, candidates: rows }, null, 2)}\n`,
+    );
     return;
   }
   io.stdout.write(`${formatTrackTable(rows)}\n`);
   const serving = history.current ? `${history.current.artifact} (${history.current.reason})` : "the default compile";
-  io.stdout.write(`\n${summary.slug}: ${summary.promoted.length} promotion(s) in ${summary.seconds.toFixed(0)} s; ended: ${summary.ended}; serving: ${serving}\n`);
+  io.stdout.write(
+    `\n${summary.slug}: ${summary.promoted.length} promotion(s) in ${summary.seconds.toFixed(0)} s; ended: ${summary.ended}; serving: ${serving}\n`,
+  );
 }

@@ -49,7 +49,11 @@ function section(db: KilnDatabase, slug: string, limit: number | undefined): str
   const lines = [`${slug}`];
   lines.push(history.candidates.length > 0 ? formatTrackTable(history.candidates) : "  no measurements yet");
   const current = history.current;
-  lines.push(current ? `serving: ${shortArtifact(current.artifact)} (${current.artifact}), promoted ${current.created_at}: ${current.reason}` : "serving: the default compile (nothing promoted)");
+  lines.push(
+    current
+      ? `serving: ${shortArtifact(current.artifact)} (${current.artifact}), promoted ${current.created_at}: ${current.reason}`
+      : "serving: the default compile (nothing promoted)",
+  );
   const points = trend(db, slug);
   if (points.length > 0) {
     const values = points.map((p) => p.decode_tokens_per_second);

@@ -56,10 +56,16 @@ function table(lines: UsageLine[], by: string): string {
   );
   const rows = [
     [by.toUpperCase(), "REQUESTS", "PROMPT", "COMPLETION", "AUDIO S", "COST USD"],
-    ...lines.map((l) => [l.group, String(l.requests), String(l.promptTokens), String(l.completionTokens), (l.audioMs / 1000).toFixed(0), formatNanoUsd(l.costNanoUsd)]),
+    ...lines.map((l) => [
+      l.group,
+      String(l.requests),
+      String(l.promptTokens),
+      String(l.completionTokens),
+      (l.audioMs / 1000).toFixed(0),
+      formatNanoUsd(l.costNanoUsd),
+    ]),
     ["TOTAL", String(total.requests), String(total.p), String(total.c), (total.a / 1000).toFixed(0), formatNanoUsd(total.cost)],
   ];
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
   return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join("  ")).join("\n") + "\n";
 }
-

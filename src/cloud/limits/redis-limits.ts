@@ -102,7 +102,13 @@ class RedisLimits implements LimitCounters {
       resetTokensMs: nullable(resetTokensMs),
     };
     if (admitted === 1) return { admitted: true, state };
-    return { admitted: false, code: code as "rate_limit_exceeded" | "insufficient_quota", limit: limit as "requests" | "tokens" | "concurrency" | "budget", retryAfterMs, state };
+    return {
+      admitted: false,
+      code: code as "rate_limit_exceeded" | "insufficient_quota",
+      limit: limit as "requests" | "tokens" | "concurrency" | "budget",
+      retryAfterMs,
+      state,
+    };
   }
 
   async settle(ticket: string, used: Usage): Promise<void> {

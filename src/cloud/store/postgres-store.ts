@@ -7,7 +7,17 @@ import pg from "pg";
 import { migratePostgres } from "./postgres-migrate.js";
 import { ledgerRowOfOrphan, type ReservationRow } from "./sqlite-store.js";
 import type { PriceInForce } from "../money.js";
-import { startOfUtcDay, type CloudStore, type KeyListing, type KeyRecord, type LedgerRow, type NewKey, type Reservation, type UsageLine, type UsageQuery } from "./store.js";
+import {
+  startOfUtcDay,
+  type CloudStore,
+  type KeyListing,
+  type KeyRecord,
+  type LedgerRow,
+  type NewKey,
+  type Reservation,
+  type UsageLine,
+  type UsageQuery,
+} from "./store.js";
 
 export interface PostgresStoreOptions {
   /** Most connections of this process. Default 10. */
@@ -136,7 +146,20 @@ export class PostgresCloudStore implements CloudStore {
   private async insertLedger(client: pg.PoolClient, rows: readonly LedgerRow[]): Promise<void> {
     const values: unknown[] = [];
     const tuples = rows.map((r) => {
-      const row = [r.requestId, r.keyId, r.slug, r.artifactId, r.promptTokens, r.completionTokens, r.audioMs, ...priceColumns(r.price), r.costNanoUsd, r.settledFrom, r.replicaId, r.at];
+      const row = [
+        r.requestId,
+        r.keyId,
+        r.slug,
+        r.artifactId,
+        r.promptTokens,
+        r.completionTokens,
+        r.audioMs,
+        ...priceColumns(r.price),
+        r.costNanoUsd,
+        r.settledFrom,
+        r.replicaId,
+        r.at,
+      ];
       const base = values.length;
       values.push(...row);
       return `(${row.map((_, i) => `$${base + i + 1}`).join(", ")})`;
@@ -153,7 +176,10 @@ export class PostgresCloudStore implements CloudStore {
   }
 
   async heartbeat(replicaId: string, now: Date): Promise<void> {
-    await this.pool.query("INSERT INTO replicas (id, last_seen) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen", [replicaId, now]);
+    await this.pool.query("INSERT INTO replicas (id, last_seen) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen", [
+      replicaId,
+      now,
+    ]);
   }
 
   async settleOrphans(silentMs: number, now: Date): Promise<number> {
@@ -166,7 +192,11 @@ export class PostgresCloudStore implements CloudStore {
          FOR UPDATE OF r SKIP LOCKED`,
         [cutoff],
       );
-      if (rows.length > 0) await this.insertLedger(client, rows.map((o) => ledgerRowOfOrphan(o, now)));
+      if (rows.length > 0)
+        await this.insertLedger(
+          client,
+          rows.map((o) => ledgerRowOfOrphan(o, now)),
+        );
       return rows.length;
     });
   }
@@ -195,7 +225,14 @@ export class PostgresCloudStore implements CloudStore {
        FROM usage_ledger ${where.length ? `WHERE ${where.join(" AND ")}` : ""} GROUP BY grp ORDER BY grp`,
       args,
     );
-    return rows.map((r) => ({ group: r.grp, requests: Number(r.requests), promptTokens: Number(r.p), completionTokens: Number(r.c), audioMs: Number(r.a), costNanoUsd: BigInt(r.cost) }));
+    return rows.map((r) => ({
+      group: r.grp,
+      requests: Number(r.requests),
+      promptTokens: Number(r.p),
+      completionTokens: Number(r.c),
+      audioMs: Number(r.a),
+      costNanoUsd: BigInt(r.cost),
+    }));
   }
 
   async close(): Promise<void> {

@@ -5,7 +5,17 @@
 import type { KilnDatabase } from "../../catalogue/db.js";
 import type { KeyLimits } from "../limits/limiter.js";
 import type { PriceInForce } from "../money.js";
-import { startOfUtcDay, type CloudStore, type KeyListing, type KeyRecord, type LedgerRow, type NewKey, type Reservation, type UsageLine, type UsageQuery } from "./store.js";
+import {
+  startOfUtcDay,
+  type CloudStore,
+  type KeyListing,
+  type KeyRecord,
+  type LedgerRow,
+  type NewKey,
+  type Reservation,
+  type UsageLine,
+  type UsageQuery,
+} from "./store.js";
 
 /** Columns added after the tables first shipped (older databases get them here). */
 const ADDED_COLUMNS: ReadonlyArray<[table: string, column: string, definition: string]> = [
@@ -95,7 +105,18 @@ export class SqliteCloudStore implements CloudStore {
         `INSERT INTO api_keys (id, name, key_hash, key_prefix, models_json, rpm, tpm, max_concurrent, budget_nano_usd_per_day, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(key.id, key.name, key.hash, key.prefix, key.models === null ? null : JSON.stringify(key.models), l.requestsPerMinute, l.tokensPerMinute, l.maxConcurrent, l.dailyBudgetNanoUsd, key.expiresAt);
+      .run(
+        key.id,
+        key.name,
+        key.hash,
+        key.prefix,
+        key.models === null ? null : JSON.stringify(key.models),
+        l.requestsPerMinute,
+        l.tokensPerMinute,
+        l.maxConcurrent,
+        l.dailyBudgetNanoUsd,
+        key.expiresAt,
+      );
     return withoutHash(keyFromRow(this.db.prepare("SELECT * FROM api_keys WHERE id = ?").get(key.id) as KeyRow));
   }
 
@@ -115,7 +136,9 @@ export class SqliteCloudStore implements CloudStore {
       .safeIntegers(true)
       .all(startOfUtcDay(now).toISOString()) as Array<Record<string, unknown>>;
     return rows.map((r) => {
-      const row = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === "bigint" && !k.startsWith("spent") ? Number(v) : v])) as unknown as KeyRow & {
+      const row = Object.fromEntries(
+        Object.entries(r).map(([k, v]) => [k, typeof v === "bigint" && !k.startsWith("spent") ? Number(v) : v]),
+      ) as unknown as KeyRow & {
         last_used_at: string | null;
         spent_today: bigint;
         spent_total: bigint;
@@ -153,7 +176,20 @@ export class SqliteCloudStore implements CloudStore {
     const unreserve = this.db.prepare("DELETE FROM usage_reservations WHERE request_id = ?");
     this.db.transaction(() => {
       for (const r of rows) {
-        insert.run(r.requestId, r.keyId, r.slug, r.artifactId, r.promptTokens, r.completionTokens, r.audioMs, ...priceColumns(r.price), r.costNanoUsd, r.settledFrom, r.replicaId, r.at);
+        insert.run(
+          r.requestId,
+          r.keyId,
+          r.slug,
+          r.artifactId,
+          r.promptTokens,
+          r.completionTokens,
+          r.audioMs,
+          ...priceColumns(r.price),
+          r.costNanoUsd,
+          r.settledFrom,
+          r.replicaId,
+          r.at,
+        );
         unreserve.run(r.requestId);
       }
     })();
@@ -169,7 +205,9 @@ export class SqliteCloudStore implements CloudStore {
   }
 
   async heartbeat(replicaId: string, now: Date): Promise<void> {
-    this.db.prepare("INSERT INTO replicas (id, last_seen) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen").run(replicaId, now.toISOString());
+    this.db
+      .prepare("INSERT INTO replicas (id, last_seen) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen")
+      .run(replicaId, now.toISOString());
   }
 
   async settleOrphans(silentMs: number, now: Date): Promise<number> {
@@ -214,7 +252,14 @@ export class SqliteCloudStore implements CloudStore {
       )
       .safeIntegers(true)
       .all(...args) as Array<{ grp: string; requests: bigint; p: bigint; c: bigint; a: bigint; cost: bigint }>;
-    return rows.map((r) => ({ group: r.grp, requests: Number(r.requests), promptTokens: Number(r.p), completionTokens: Number(r.c), audioMs: Number(r.a), costNanoUsd: r.cost }));
+    return rows.map((r) => ({
+      group: r.grp,
+      requests: Number(r.requests),
+      promptTokens: Number(r.p),
+      completionTokens: Number(r.c),
+      audioMs: Number(r.a),
+      costNanoUsd: r.cost,
+    }));
   }
 
   async close(): Promise<void> {
@@ -247,7 +292,11 @@ export function ledgerRowOfOrphan(o: ReservationRow, now: Date): LedgerRow {
     promptTokens: Number(o.prompt_tokens),
     completionTokens: Number(o.completion_tokens),
     audioMs: Number(o.audio_ms),
-    price: { inputNanoUsdPerMTok: Number(o.input_nano_usd_per_mtok), outputNanoUsdPerMTok: Number(o.output_nano_usd_per_mtok), nanoUsdPerAudioMinute: Number(o.nano_usd_per_audio_minute) },
+    price: {
+      inputNanoUsdPerMTok: Number(o.input_nano_usd_per_mtok),
+      outputNanoUsdPerMTok: Number(o.output_nano_usd_per_mtok),
+      nanoUsdPerAudioMinute: Number(o.nano_usd_per_audio_minute),
+    },
     costNanoUsd: Number(o.nano_usd),
     settledFrom: "reservation",
     replicaId: o.replica_id,

@@ -100,7 +100,8 @@ export class Ct2Model {
     try {
       const cur = new FileCursor(fd, fstatSync(fd).size, path);
       const version = cur.u32();
-      if (version < MIN_VERSION || version > MAX_VERSION) throw new Ct2FormatError(path, `binary version ${version} (this reader knows ${MIN_VERSION}-${MAX_VERSION})`);
+      if (version < MIN_VERSION || version > MAX_VERSION)
+        throw new Ct2FormatError(path, `binary version ${version} (this reader knows ${MIN_VERSION}-${MAX_VERSION})`);
       const specName = cur.string();
       const specRevision = cur.u32();
       const variables = readVariables(cur, path);
@@ -224,7 +225,8 @@ function readVariables(cur: FileCursor, path: string): Map<string, Ct2Variable> 
     if (dtype === undefined) throw new Ct2FormatError(path, `${name} has unknown dtype id ${typeId}`);
     const bytes = cur.u32();
     const elements = dims.reduce((a, b) => a * b, 1);
-    if (bytes !== elements * DTYPE_BYTES[dtype]) throw new Ct2FormatError(path, `${name} [${dims.join(", ")}] ${dtype} declares ${bytes} bytes, expected ${elements * DTYPE_BYTES[dtype]}`);
+    if (bytes !== elements * DTYPE_BYTES[dtype])
+      throw new Ct2FormatError(path, `${name} [${dims.join(", ")}] ${dtype} declares ${bytes} bytes, expected ${elements * DTYPE_BYTES[dtype]}`);
     variables.set(name, { name, dims, dtype, offset: cur.pos, bytes });
     cur.skip(bytes);
   }

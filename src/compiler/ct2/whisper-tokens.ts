@@ -25,7 +25,8 @@ export function readHfTokenizer(path: string): HfTokenizer {
   } catch (err) {
     throw new Ct2FormatError(path, `tokenizer.json cannot be read as JSON (${err instanceof Error ? err.message : String(err)})`);
   }
-  if (parsed?.model?.type !== "BPE" || typeof parsed.model.vocab !== "object") throw new Ct2FormatError(path, "tokenizer.json has no BPE model (Whisper uses byte-level BPE)");
+  if (parsed?.model?.type !== "BPE" || typeof parsed.model.vocab !== "object")
+    throw new Ct2FormatError(path, "tokenizer.json has no BPE model (Whisper uses byte-level BPE)");
   return parsed;
 }
 

@@ -48,10 +48,7 @@ export class FileCursor {
   async need(n: number, what: string): Promise<void> {
     if (this.has(n)) return;
     if (n > this.remainingInFile) {
-      throw new GgufTruncatedError(
-        this.path,
-        `${what} needs ${n} bytes at offset ${this.offset}, but the file ends at ${this.fileSize}`,
-      );
+      throw new GgufTruncatedError(this.path, `${what} needs ${n} bytes at offset ${this.offset}, but the file ends at ${this.fileSize}`);
     }
     this.compact(n);
     await this.fillTo(n, what);

@@ -1,11 +1,5 @@
 import type { FileCursor } from "./cursor.js";
-import {
-  GgufBadMagicError,
-  GgufBadValueTypeError,
-  GgufDuplicateKeyError,
-  GgufTruncatedError,
-  GgufUnsupportedVersionError,
-} from "./errors.js";
+import { GgufBadMagicError, GgufBadValueTypeError, GgufDuplicateKeyError, GgufTruncatedError, GgufUnsupportedVersionError } from "./errors.js";
 import { GgufValueType, type GgufValue } from "./types.js";
 
 const MAGIC = [0x47, 0x47, 0x55, 0x46]; // "GGUF"
@@ -69,10 +63,7 @@ async function checkMagic(c: FileCursor): Promise<void> {
  */
 export function plausibleCount(c: FileCursor, count: number | bigint, minItemSize: number, what: string): number {
   if (typeof count === "bigint" || count * minItemSize > c.remainingInFile) {
-    throw new GgufTruncatedError(
-      c.path,
-      `${what} ${count} at offset ${c.offset} cannot fit in the ${c.remainingInFile} bytes left`,
-    );
+    throw new GgufTruncatedError(c.path, `${what} ${count} at offset ${c.offset} cannot fit in the ${c.remainingInFile} bytes left`);
   }
   return count;
 }

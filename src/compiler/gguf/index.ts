@@ -30,26 +30,8 @@ export {
 export { findTensor, getTensor, readGguf, readTensorBytes, readTensorF32 } from "./reader.js";
 export { isFirstOrOnlyGguf, isShardName, shardPath, shardPaths, SPLIT_KEYS, splitCount } from "./split.js";
 export { DEFAULT_ALIGNMENT } from "./tensor-table.js";
-export {
-  findMetadata,
-  getArray,
-  getBoolean,
-  getInteger,
-  getMetadata,
-  getNumber,
-  getNumberArray,
-  getString,
-  getStringArray,
-} from "./metadata.js";
+export { findMetadata, getArray, getBoolean, getInteger, getMetadata, getNumber, getNumberArray, getString, getStringArray } from "./metadata.js";
 export { dequantize } from "./dequant.js";
 export { Q_BLOCK_SIZE, q4Blocks, q8Blocks, unpackQ4, unpackQ8_0 } from "./blocks.js";
 export type { Q4BlockView, Q4Type, Q4Unpacked, Q8BlockView, Q8Unpacked } from "./blocks.js";
-export {
-  bf16ToF32,
-  f16ArrayToF32,
-  f16ToF32,
-  f32ArrayToBf16,
-  f32ArrayToF16,
-  f32ToBf16,
-  f32ToF16,
-} from "./fp16.js";
+export { bf16ToF32, f16ArrayToF32, f16ToF32, f32ArrayToBf16, f32ArrayToF16, f32ToBf16, f32ToF16 } from "./fp16.js";

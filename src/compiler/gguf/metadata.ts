@@ -41,13 +41,7 @@ export function getNumberArray(file: GgufFile, key: string, fallback?: number[])
   return getTyped(file, key, fallback, (v): v is number[] => Array.isArray(v) && v.every(isNumber), "an array of numbers");
 }
 
-function getTyped<T extends GgufValue>(
-  file: GgufFile,
-  key: string,
-  fallback: T | undefined,
-  check: (v: GgufValue) => v is T,
-  expected: string,
-): T {
+function getTyped<T extends GgufValue>(file: GgufFile, key: string, fallback: T | undefined, check: (v: GgufValue) => v is T, expected: string): T {
   const value = file.metadata[key];
   if (value === undefined) {
     if (fallback !== undefined) return fallback;

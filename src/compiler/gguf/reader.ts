@@ -19,7 +19,10 @@ export async function readGguf(path: string): Promise<GgufFile> {
   const count = splitCount(first);
   if (count === 1) return first;
   if (splitIndex(first) !== 0) {
-    throw new GgufSplitError(path, `this is shard ${splitIndex(first) + 1} of ${count}; open the first (…-00001-of-${String(count).padStart(5, "0")}.gguf), which holds the model's metadata`);
+    throw new GgufSplitError(
+      path,
+      `this is shard ${splitIndex(first) + 1} of ${count}; open the first (…-00001-of-${String(count).padStart(5, "0")}.gguf), which holds the model's metadata`,
+    );
   }
   const paths = shardPaths(path, count);
   const shards = [first];
@@ -49,11 +52,15 @@ async function readShard(path: string, index: number, count: number): Promise<Gg
   try {
     shard = await readOneFile(path);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") throw new GgufSplitError(path, `shard ${index + 1} of ${count} is missing (its shards are pulled as a set: pull the model again)`);
+    if ((err as NodeJS.ErrnoException).code === "ENOENT")
+      throw new GgufSplitError(path, `shard ${index + 1} of ${count} is missing (its shards are pulled as a set: pull the model again)`);
     throw err;
   }
   if (splitIndex(shard) !== index || splitCount(shard) !== count) {
-    throw new GgufSplitError(path, `expected shard ${index + 1} of ${count}, but its ${SPLIT_KEYS.no} / ${SPLIT_KEYS.count} say ${splitIndex(shard) + 1} of ${splitCount(shard)}`);
+    throw new GgufSplitError(
+      path,
+      `expected shard ${index + 1} of ${count}, but its ${SPLIT_KEYS.no} / ${SPLIT_KEYS.count} say ${splitIndex(shard) + 1} of ${splitCount(shard)}`,
+    );
   }
   return shard;
 }
@@ -91,7 +98,8 @@ export function getTensor(file: GgufFile, name: string): GgufTensorInfo {
  * `length` bytes of it from byte `start` (for reading a large tensor a run of rows at a time).
  */
 export async function readTensorBytes(file: GgufFile, tensor: GgufTensorInfo, start = 0, length = tensor.byteLength - start): Promise<Uint8Array> {
-  if (start < 0 || length < 0 || start + length > tensor.byteLength) throw new RangeError(`bytes ${start}..${start + length} are outside tensor "${tensor.name}" (${tensor.byteLength} bytes)`);
+  if (start < 0 || length < 0 || start + length > tensor.byteLength)
+    throw new RangeError(`bytes ${start}..${start + length} are outside tensor "${tensor.name}" (${tensor.byteLength} bytes)`);
   const out = new Uint8Array(length);
   const path = tensor.path ?? file.path;
   const handle = await open(path, "r");

@@ -14,7 +14,8 @@ const SHARD_NAME = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/;
 function integerKey(file: GgufFile, key: string): number | undefined {
   const value: GgufValue | undefined = file.metadata[key];
   if (value === undefined) return undefined;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 0) throw new GgufSplitError(file.path, `${key} should be a non-negative integer, found ${String(value)}`);
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0)
+    throw new GgufSplitError(file.path, `${key} should be a non-negative integer, found ${String(value)}`);
   return value;
 }
 

@@ -83,19 +83,12 @@ function layoutTensor(entry: TensorEntry, layout: DataLayout): GgufTensorInfo {
     throw new GgufBadShapeError(layout.path, name, `shape [${dims}] has too many elements`);
   }
   if ((dims[0] ?? 1) % traits.blockSize !== 0) {
-    throw new GgufBadShapeError(
-      layout.path,
-      name,
-      `ne[0] = ${dims[0] ?? 1} is not a multiple of the ${traits.blockSize}-element block of its type`,
-    );
+    throw new GgufBadShapeError(layout.path, name, `ne[0] = ${dims[0] ?? 1} is not a multiple of the ${traits.blockSize}-element block of its type`);
   }
   const byteLength = ggmlByteLength(type, elementCount);
   const offset = layout.dataOffset + checkedRelativeOffset(entry, layout);
   if (offset + byteLength > layout.fileSize) {
-    throw new GgufTruncatedError(
-      layout.path,
-      `tensor "${name}" spans bytes ${offset}..${offset + byteLength}, past the end of the file at ${layout.fileSize}`,
-    );
+    throw new GgufTruncatedError(layout.path, `tensor "${name}" spans bytes ${offset}..${offset + byteLength}, past the end of the file at ${layout.fileSize}`);
   }
   return { name, dims, type, offset, byteLength, elementCount };
 }

@@ -161,9 +161,7 @@ export function ggmlByteLength(type: GgmlType, elementCount: number): number {
   const traits = ggmlTypeTraits(type);
   if (!traits) throw new RangeError(`unknown ggml type ${type}`);
   if (elementCount % traits.blockSize !== 0) {
-    throw new RangeError(
-      `${elementCount} elements is not a whole number of ${ggmlTypeName(type)} blocks of ${traits.blockSize}`,
-    );
+    throw new RangeError(`${elementCount} elements is not a whole number of ${ggmlTypeName(type)} blocks of ${traits.blockSize}`);
   }
   return (elementCount / traits.blockSize) * traits.bytesPerBlock;
 }

@@ -39,7 +39,9 @@ export class MissingTensorsError extends Error {
     readonly architecture: string,
     readonly missing: string[],
   ) {
-    super(`this ${architecture} file lacks tensors its graph needs: ${missing.slice(0, 8).join("; ")}${missing.length > 8 ? ` (and ${missing.length - 8} more)` : ""}`);
+    super(
+      `this ${architecture} file lacks tensors its graph needs: ${missing.slice(0, 8).join("; ")}${missing.length > 8 ? ` (and ${missing.length - 8} more)` : ""}`,
+    );
     this.name = "MissingTensorsError";
   }
 }
@@ -65,15 +67,48 @@ export async function buildTextGraph(g: GraphBuilder, weights: WeightSource, res
   await resolved.architecture.build(ctx, resolved.hyper);
   return [
     { what: "architecture", choice: resolved.architecture.name, exact: true, why: "general.architecture" },
-    { what: "attention", choice: "decomposed MatMul/Softmax over a runtime-owned KV cache (keys transposed)", exact: true, why: "GroupQueryAttention's present outputs would be copied whole to JS on every step by onnxruntime-node" },
+    {
+      what: "attention",
+      choice: "decomposed MatMul/Softmax over a runtime-owned KV cache (keys transposed)",
+      exact: true,
+      why: "GroupQueryAttention's present outputs would be copied whole to JS on every step by onnxruntime-node",
+    },
     options.numerics === "llama.cpp"
-      ? { what: "numerics", choice: "llama.cpp emulation: Q8_0/Q8_1 activation blocks with fp16 scales (Q8_K super-blocks for K-quants, f16/bf16 for F16/BF16 weights), fp16 KV/query/probabilities, MatMulNBits accuracy_level 0", exact: true, why: "token-exact agreement with llama.cpp's CPU path" }
-      : { what: "numerics", choice: `fast: MatMulNBits accuracy_level ${options.accuracyLevel}`, exact: options.accuracyLevel === 0, why: options.accuracyLevel === 4 ? "int8 activations: the CPU fast path (llama.cpp likewise quantizes activations, with other rounding)" : "float activations" },
+      ? {
+          what: "numerics",
+          choice:
+            "llama.cpp emulation: Q8_0/Q8_1 activation blocks with fp16 scales (Q8_K super-blocks for K-quants, f16/bf16 for F16/BF16 weights), fp16 KV/query/probabilities, MatMulNBits accuracy_level 0",
+          exact: true,
+          why: "token-exact agreement with llama.cpp's CPU path",
+        }
+      : {
+          what: "numerics",
+          choice: `fast: MatMulNBits accuracy_level ${options.accuracyLevel}`,
+          exact: options.accuracyLevel === 0,
+          why:
+            options.accuracyLevel === 4
+              ? "int8 activations: the CPU fast path (llama.cpp likewise quantizes activations, with other rounding)"
+              : "float activations",
+        },
     ...(options.minFold === "8bit" && options.numerics !== "llama.cpp"
-      ? [{ what: "block minimums", choice: "folded into 8-bit integer zero points", exact: false, why: "one MatMulNBits per linear instead of four nodes; each weight within 1/32 of its block's step" }]
+      ? [
+          {
+            what: "block minimums",
+            choice: "folded into 8-bit integer zero points",
+            exact: false,
+            why: "one MatMulNBits per linear instead of four nodes; each weight within 1/32 of its block's step",
+          },
+        ]
       : []),
     ...(options.minFold === "block-means" && options.numerics !== "llama.cpp"
-      ? [{ what: "block minimums", choice: "default zero point + block offsets over the input's appended block means", exact: false, why: "one MatMulNBits per linear at the source's code width, no zero points (the symmetric kernels), no float32 minimum table; offsets at 8 bits of resolution per row" }]
+      ? [
+          {
+            what: "block minimums",
+            choice: "default zero point + block offsets over the input's appended block means",
+            exact: false,
+            why: "one MatMulNBits per linear at the source's code width, no zero points (the symmetric kernels), no float32 minimum table; offsets at 8 bits of resolution per row",
+          },
+        ]
       : []),
     ...ctx.choices,
   ];

@@ -91,7 +91,10 @@ export function gemmaLayerTensors(layer: number, qkNormEps?: number): TensorNeed
 }
 
 export function gemmaTensors(h: GemmaHyper, qkNorm: boolean): TensorNeeds {
-  return mergeNeeds(decoderTensors(), layerNeeds(h.layers, (l) => gemmaLayerTensors(l, qkNorm ? h.rmsEps : undefined)));
+  return mergeNeeds(
+    decoderTensors(),
+    layerNeeds(h.layers, (l) => gemmaLayerTensors(l, qkNorm ? h.rmsEps : undefined)),
+  );
 }
 
 /** The rotary caches and window masks of one kind of layer. */
@@ -134,7 +137,11 @@ export async function buildGemmaFamily(ctx: BlockContext, h: GemmaHyper, options
   const global: LayerKind = { rope: h.rope, caches: await rotaryCaches(ctx, h.rope, h.contextLength, "rope") };
   const anyLocal = h.local.some((l) => l);
   const local: LayerKind | null = anyLocal
-    ? { rope: h.localRope, caches: await rotaryCaches(ctx, h.localRope, h.contextLength, "rope_local"), masks: slidingWindowMasks(ctx, h.window, h.heads / h.kvHeads) }
+    ? {
+        rope: h.localRope,
+        caches: await rotaryCaches(ctx, h.localRope, h.contextLength, "rope_local"),
+        masks: slidingWindowMasks(ctx, h.window, h.heads / h.kvHeads),
+      }
     : null;
 
   let residual = g.op("Mul", [await tokenEmbedding(ctx, h), scalar(ctx, Math.fround(Math.sqrt(h.hidden)))]);
@@ -161,15 +168,33 @@ export async function buildGemmaFamily(ctx: BlockContext, h: GemmaHyper, options
 function recordGemmaChoices(ctx: BlockContext, h: GemmaHyper): void {
   const locals = h.local.filter((l) => l).length;
   ctx.choices.push(
-    { what: "rotary", choice: `RotaryEmbedding (global layers: ${describeRope(h.rope, h.headDim)}; local layers: ${describeRope(h.localRope, h.headDim)})`, exact: true, why: "Gemma uses NeoX order unpermuted; local layers have their own base" },
+    {
+      what: "rotary",
+      choice: `RotaryEmbedding (global layers: ${describeRope(h.rope, h.headDim)}; local layers: ${describeRope(h.localRope, h.headDim)})`,
+      exact: true,
+      why: "Gemma uses NeoX order unpermuted; local layers have their own base",
+    },
     {
       what: "sliding window",
-      choice: locals > 0 ? `${locals} of ${h.layers} layers attend to the last ${h.window} positions (masked in the graph; their KV cache is a ring of ${slidingCacheCapacity(h.window)} positions)` : "none",
+      choice:
+        locals > 0
+          ? `${locals} of ${h.layers} layers attend to the last ${h.window} positions (masked in the graph; their KV cache is a ring of ${slidingCacheCapacity(h.window)} positions)`
+          : "none",
       exact: true,
       why: "llama.cpp's standard SWA: a key at p0 is hidden from a query at p1 when p1 - p0 >= window",
     },
-    { what: "soft-caps", choice: `attention ${h.attentionSoftcap ?? "none"}, final ${h.finalSoftcap ?? "none"}`, exact: true, why: "cap * tanh(x / cap), as the file declares (or the family's default)" },
-    { what: "query scale", choice: `${h.queryScale}`, exact: true, why: "1/sqrt(head_dim), or 1/sqrt(hidden/heads) for the 27B models, as llama.cpp decides; folded into the Q rows (Q norm gamma in Gemma 3)" },
+    {
+      what: "soft-caps",
+      choice: `attention ${h.attentionSoftcap ?? "none"}, final ${h.finalSoftcap ?? "none"}`,
+      exact: true,
+      why: "cap * tanh(x / cap), as the file declares (or the family's default)",
+    },
+    {
+      what: "query scale",
+      choice: `${h.queryScale}`,
+      exact: true,
+      why: "1/sqrt(head_dim), or 1/sqrt(hidden/heads) for the 27B models, as llama.cpp decides; folded into the Q rows (Q norm gamma in Gemma 3)",
+    },
     { what: "embedding scale", choice: `x sqrt(${h.hidden})`, exact: true, why: "Gemma scales its input embeddings; the tied LM head uses them unscaled" },
   );
 }
@@ -181,7 +206,8 @@ function recordGemmaChoices(ctx: BlockContext, h: GemmaHyper): void {
  */
 export const gemma2: Architecture<GemmaHyper> = {
   name: "gemma2",
-  hyper: (file) => gemmaHyper(file, { layers27b: 46, period: 2, defaultWindow: 4096, attentionSoftcap: 50, finalSoftcap: 30, localBase: "global", localScaled: true }),
+  hyper: (file) =>
+    gemmaHyper(file, { layers27b: 46, period: 2, defaultWindow: 4096, attentionSoftcap: 50, finalSoftcap: 30, localBase: "global", localScaled: true }),
   tensors: (h) => gemmaTensors(h, false),
   build: (ctx, h) => buildGemmaFamily(ctx, h, { qkNorm: false }),
 };

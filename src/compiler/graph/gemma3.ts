@@ -14,6 +14,11 @@ export const gemma3: Architecture<GemmaHyper> = {
   tensors: (h) => gemmaTensors(h, true),
   build: async (ctx, h) => {
     await buildGemmaFamily(ctx, h, { qkNorm: true });
-    ctx.choices.push({ what: "q/k norms", choice: "per-head RMS norm before rotary, the query scale folded into the Q norm's gamma", exact: true, why: "a scale in the Q rows would be undone by the norm" });
+    ctx.choices.push({
+      what: "q/k norms",
+      choice: "per-head RMS norm before rotary, the query scale folded into the Q norm's gamma",
+      exact: true,
+      why: "a scale in the Q rows would be undone by the norm",
+    });
   },
 };

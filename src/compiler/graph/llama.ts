@@ -36,7 +36,12 @@ export interface LlamaFamilyOptions {
 }
 
 /** The Llama-family graph every pre-norm SwiGLU architecture here shares; `rotaryWhy` explains its rotary order. */
-export async function buildLlamaFamily(ctx: Parameters<Architecture["build"]>[0], h: DecoderHyper, rotaryWhy: string, options: LlamaFamilyOptions = {}): Promise<void> {
+export async function buildLlamaFamily(
+  ctx: Parameters<Architecture["build"]>[0],
+  h: DecoderHyper,
+  rotaryWhy: string,
+  options: LlamaFamilyOptions = {},
+): Promise<void> {
   const caches = await rotaryCaches(ctx, h.rope, h.contextLength);
   const attentionOptions = options.qkNorm ? { qkNormEps: h.rmsEps } : {};
   await preNormDecoder(ctx, h, {

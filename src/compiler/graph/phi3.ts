@@ -24,7 +24,8 @@ function longRopeFactors(file: GgufFile, contextLength: number): string | undefi
   if (!findTensor(file, LONG) && !findTensor(file, SHORT)) return undefined;
   const original = getInteger(file, "phi3.rope.scaling.original_context_length", contextLength);
   const wanted = contextLength > original ? LONG : SHORT;
-  if (!findTensor(file, wanted)) throw new Error(`the file has LongRoPE factors but no ${wanted}, which a context of ${contextLength} (original ${original}) needs`);
+  if (!findTensor(file, wanted))
+    throw new Error(`the file has LongRoPE factors but no ${wanted}, which a context of ${contextLength} (original ${original}) needs`);
   return wanted;
 }
 
@@ -52,10 +53,20 @@ export const phi3: Architecture<Phi3Hyper> = {
   build: async (ctx, h) => {
     await buildLlamaFamily(ctx, h, "architecture uses NeoX order unpermuted");
     if (h.rope.freqFactors) {
-      ctx.choices.push({ what: "LongRoPE", choice: `${h.rope.freqFactors}, attention factor ${h.rope.attnFactor}`, exact: true, why: `llama.cpp's choice for a context of ${h.contextLength} (original ${h.rope.scaling.originalContext}): long factors beyond the original, short within` });
+      ctx.choices.push({
+        what: "LongRoPE",
+        choice: `${h.rope.freqFactors}, attention factor ${h.rope.attnFactor}`,
+        exact: true,
+        why: `llama.cpp's choice for a context of ${h.contextLength} (original ${h.rope.scaling.originalContext}): long factors beyond the original, short within`,
+      });
     }
     if (h.declaredWindow > 0) {
-      ctx.choices.push({ what: "sliding window", choice: `declared ${h.declaredWindow}, not applied (full attention)`, exact: true, why: "as llama.cpp, which disables Phi-3's sliding window" });
+      ctx.choices.push({
+        what: "sliding window",
+        choice: `declared ${h.declaredWindow}, not applied (full attention)`,
+        exact: true,
+        why: "as llama.cpp, which disables Phi-3's sliding window",
+      });
     }
   },
 };

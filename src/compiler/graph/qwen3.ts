@@ -20,6 +20,11 @@ export const qwen3: Architecture = {
     ),
   build: async (ctx, h) => {
     await buildLlamaFamily(ctx, h, "architecture uses NeoX order unpermuted", { qkNorm: true });
-    ctx.choices.push({ what: "q/k norms", choice: "per-head RMS norm before rotary; 1/sqrt(head_dim) on the scores (llama.cpp numerics) or folded into the Q norm gamma (fast)", exact: true, why: "a scale in the Q rows would be undone by the norm" });
+    ctx.choices.push({
+      what: "q/k norms",
+      choice: "per-head RMS norm before rotary; 1/sqrt(head_dim) on the scores (llama.cpp numerics) or folded into the Q norm gamma (fast)",
+      exact: true,
+      why: "a scale in the Q rows would be undone by the norm",
+    });
   },
 };

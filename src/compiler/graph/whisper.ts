@@ -159,7 +159,12 @@ class WhisperEncoder {
     }
     const encoded = o.layerNorm(x, "encoder/layer_norm");
     for (let l = 0; l < h.decoderLayers; l++) this.crossKv(encoded, l);
-    this.choices.push({ what: "encoder attention", choice: "com.microsoft Attention (fused QKV)", exact: true, why: "one kernel over all heads; no mask over a full 30 s window" });
+    this.choices.push({
+      what: "encoder attention",
+      choice: "com.microsoft Attention (fused QKV)",
+      exact: true,
+      why: "one kernel over all heads; no mask over a full 30 s window",
+    });
   }
 }
 
@@ -215,11 +220,18 @@ class WhisperDecoder {
   private emitAlignment(): void {
     const { g, h } = this.o;
     const layers = [...new Set(h.alignmentHeads.map(([l]) => l))].sort((a, b) => a - b);
-    const byLayer = g.op("Concat", layers.map((l) => this.alignment[l]), { attributes: { axis: 1 } });
+    const byLayer = g.op(
+      "Concat",
+      layers.map((l) => this.alignment[l]),
+      { attributes: { axis: 1 } },
+    );
     const layerOrder = layers.flatMap((l) => h.alignmentHeads.filter(([al]) => al === l));
     const order = h.alignmentHeads.map(([l, head]) => layerOrder.findIndex(([al, ah]) => al === l && ah === head));
     const inOrder = order.every((v, i) => v === i);
-    g.node(inOrder ? "Identity" : "Gather", inOrder ? [byLayer] : [byLayer, g.int64s(order)], { names: [D.alignment], attributes: inOrder ? undefined : { axis: 1 } });
+    g.node(inOrder ? "Identity" : "Gather", inOrder ? [byLayer] : [byLayer, g.int64s(order)], {
+      names: [D.alignment],
+      attributes: inOrder ? undefined : { axis: 1 },
+    });
   }
 
   declareIo(): void {
@@ -267,8 +279,18 @@ class WhisperDecoder {
     // Gemm with transB reads the embedding table as stored, so the tied projection costs no second copy.
     g.node("Gemm", [normed, table], { names: [D.logits], attributes: { transB: 1 } });
     return [
-      { what: "lm head", choice: "Gemm(transB) on the token embedding table", exact: true, why: "Whisper ties the output projection to the embeddings (decoder/projection is an alias)" },
-      { what: "decoder attention", choice: "decomposed MatMul/Softmax over a runtime-owned KV cache (keys transposed)", exact: true, why: "fused attention ops' present outputs would be copied whole to JS on every step by onnxruntime-node" },
+      {
+        what: "lm head",
+        choice: "Gemm(transB) on the token embedding table",
+        exact: true,
+        why: "Whisper ties the output projection to the embeddings (decoder/projection is an alias)",
+      },
+      {
+        what: "decoder attention",
+        choice: "decomposed MatMul/Softmax over a runtime-owned KV cache (keys transposed)",
+        exact: true,
+        why: "fused attention ops' present outputs would be copied whole to JS on every step by onnxruntime-node",
+      },
     ];
   }
 }
@@ -286,7 +308,12 @@ export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: Wh
   return [
     ...encoder.choices,
     ...decoderChoices,
-    { what: "cross-attention keys/values", choice: "computed by the encoder graph for every decoder layer", exact: true, why: "the decoder reads them per step; computing them once per window saves a matmul per layer per token" },
+    {
+      what: "cross-attention keys/values",
+      choice: "computed by the encoder graph for every decoder layer",
+      exact: true,
+      why: "the decoder reads them per step; computing them once per window saves a matmul per layer per token",
+    },
     { what: "GELU", choice: "exact (erf)", exact: true, why: "Whisper's activation (CTranslate2 Activation.GELU)" },
   ];
 }

@@ -1,15 +1,6 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import {
-  type AttributeValue,
-  DataType,
-  type Dim,
-  encodeModel,
-  type ExternalTensor,
-  type InlineTensor,
-  type NodeDef,
-  type ValueInfo,
-} from "./onnx-proto.js";
+import { type AttributeValue, DataType, type Dim, encodeModel, type ExternalTensor, type InlineTensor, type NodeDef, type ValueInfo } from "./onnx-proto.js";
 
 /** Weights start on this boundary in the data file, so the runtime can map them aligned. */
 const WEIGHT_ALIGNMENT = 64;

@@ -48,12 +48,7 @@ export function fusable(a: LinearWeight, b: LinearWeight): boolean {
   if (a.kind !== b.kind || a.k !== b.k) return false;
   if (a.kind === "float" || b.kind === "float") return true;
   const bb = b as Extract<LinearWeight, { kind: "nbits" }>;
-  return (
-    a.bits === bb.bits &&
-    a.blockSize === bb.blockSize &&
-    (a.mins === null) === (bb.mins === null) &&
-    (a.zeroPoints === null) === (bb.zeroPoints === null)
-  );
+  return a.bits === bb.bits && a.blockSize === bb.blockSize && (a.mins === null) === (bb.mins === null) && (a.zeroPoints === null) === (bb.zeroPoints === null);
 }
 
 function concatBytes(parts: Uint8Array[]): Uint8Array {
@@ -99,7 +94,11 @@ export function concatRows(parts: LinearWeight[]): LinearWeight {
   const exact = parts.every((p) => p.exact);
   if (first.kind === "float") {
     const ws = parts as Array<Extract<LinearWeight, { kind: "float" }>>;
-    const weightT = concatColumns(ws.map((w) => w.weightT), ws.map((w) => w.n), first.k);
+    const weightT = concatColumns(
+      ws.map((w) => w.weightT),
+      ws.map((w) => w.n),
+      first.k,
+    );
     return { kind: "float", n, k: first.k, weightT, mapping, exact, ...(first.activation ? { activation: first.activation } : {}) };
   }
   const ws = parts as Array<Extract<LinearWeight, { kind: "nbits" }>>;
@@ -111,7 +110,13 @@ export function concatRows(parts: LinearWeight[]): LinearWeight {
     packed: concatBytes(ws.map((w) => w.packed)),
     scales: concatFloats(ws.map((w) => w.scales)),
     zeroPoints: first.zeroPoints ? concatBytes(ws.map((w) => w.zeroPoints!)) : null,
-    mins: first.mins ? concatColumns(ws.map((w) => w.mins!), ws.map((w) => w.n), kBlocks) : null,
+    mins: first.mins
+      ? concatColumns(
+          ws.map((w) => w.mins!),
+          ws.map((w) => w.n),
+          kBlocks,
+        )
+      : null,
     mapping,
     exact,
   };

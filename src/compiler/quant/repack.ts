@@ -35,7 +35,19 @@ export function repackQ4_0(raw: Uint8Array, n: number, k: number): LinearWeight 
     scales[blk] = halfToFloat(u16(raw, at));
     repackNibbles(raw, at + 2, packed, blk * 16);
   }
-  return { kind: "nbits", n, k, bits: 4, blockSize: QK, packed, scales, zeroPoints: null, mins: null, mapping: "Q4_0 -> MatMulNBits 4-bit, zero point 8", exact: true };
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 4,
+    blockSize: QK,
+    packed,
+    scales,
+    zeroPoints: null,
+    mins: null,
+    mapping: "Q4_0 -> MatMulNBits 4-bit, zero point 8",
+    exact: true,
+  };
 }
 
 /** Q4_1 (value q*d + m): zero point 0 plus the per-block minimum as a correction matmul. */
@@ -54,7 +66,19 @@ export function repackQ4_1(raw: Uint8Array, n: number, k: number): LinearWeight 
     }
   }
   const zeroPoints = new Uint8Array(n * Math.ceil(kBlocks / 2));
-  return { kind: "nbits", n, k, bits: 4, blockSize: QK, packed, scales, zeroPoints, mins, mapping: "Q4_1 -> MatMulNBits 4-bit, zero point 0, + blocksum(x) @ mins", exact: true };
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 4,
+    blockSize: QK,
+    packed,
+    scales,
+    zeroPoints,
+    mins,
+    mapping: "Q4_1 -> MatMulNBits 4-bit, zero point 0, + blocksum(x) @ mins",
+    exact: true,
+  };
 }
 
 /** Q8_0 (value q*d, q int8) maps onto 8-bit MatMulNBits with the default zero point 128. */
@@ -67,7 +91,19 @@ export function repackQ8_0(raw: Uint8Array, n: number, k: number): LinearWeight 
     scales[blk] = halfToFloat(u16(raw, at));
     for (let j = 0; j < QK; j++) packed[blk * QK + j] = (raw[at + 2 + j] + 128) & 0xff; // int8 -> uint8 offset by 128
   }
-  return { kind: "nbits", n, k, bits: 8, blockSize: QK, packed, scales, zeroPoints: null, mins: null, mapping: "Q8_0 -> MatMulNBits 8-bit, zero point 128", exact: true };
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 8,
+    blockSize: QK,
+    packed,
+    scales,
+    zeroPoints: null,
+    mins: null,
+    mapping: "Q8_0 -> MatMulNBits 8-bit, zero point 128",
+    exact: true,
+  };
 }
 
 /**
@@ -88,7 +124,19 @@ export function repackQ5_0(raw: Uint8Array, n: number, k: number): LinearWeight 
       packed[blk * QK + j + 16] = ((byte >> 4) | (((qh >>> (j + 16)) & 1) << 4)) + 112;
     }
   }
-  return { kind: "nbits", n, k, bits: 8, blockSize: QK, packed, scales, zeroPoints: null, mins: null, mapping: "Q5_0 -> MatMulNBits 8-bit, q+112 with zero point 128", exact: true };
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 8,
+    blockSize: QK,
+    packed,
+    scales,
+    zeroPoints: null,
+    mins: null,
+    mapping: "Q5_0 -> MatMulNBits 8-bit, q+112 with zero point 128",
+    exact: true,
+  };
 }
 
 function q4kScaleMin(scales: Uint8Array, at: number, j: number): [number, number] {
@@ -129,7 +177,20 @@ export function repackQ4_K(raw: Uint8Array, n: number, k: number): LinearWeight 
     }
   }
   const zeroPoints = new Uint8Array(n * Math.ceil(kBlocks / 2));
-  return { kind: "nbits", n, k, bits: 4, blockSize: QK, packed, scales, zeroPoints, mins, mapping: "Q4_K -> MatMulNBits 4-bit block 32, zero point 0, + blocksum(x) @ mins", exact: true, activation: "q8_K" };
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 4,
+    blockSize: QK,
+    packed,
+    scales,
+    zeroPoints,
+    mins,
+    mapping: "Q4_K -> MatMulNBits 4-bit block 32, zero point 0, + blocksum(x) @ mins",
+    exact: true,
+    activation: "q8_K",
+  };
 }
 
 /**
@@ -161,7 +222,20 @@ export function repackQ5_K(raw: Uint8Array, n: number, k: number): LinearWeight 
       }
     }
   }
-  return { kind: "nbits", n, k, bits: 8, blockSize: QK, packed, scales, zeroPoints: null, mins, mapping: "Q5_K -> MatMulNBits 8-bit block 32, q+128 with zero point 128, + blocksum(x) @ mins", exact: true, activation: "q8_K" };
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 8,
+    blockSize: QK,
+    packed,
+    scales,
+    zeroPoints: null,
+    mins,
+    mapping: "Q5_K -> MatMulNBits 8-bit block 32, q+128 with zero point 128, + blocksum(x) @ mins",
+    exact: true,
+    activation: "q8_K",
+  };
 }
 
 /** Q6_K: 16-element groups of (q-32)*(d*sc); as 8-bit q+96 with zero point 128 that is exact. */
@@ -196,7 +270,20 @@ export function repackQ6_K(raw: Uint8Array, n: number, k: number): LinearWeight 
       }
     }
   }
-  return { kind: "nbits", n, k, bits: 8, blockSize: 16, packed, scales, zeroPoints: null, mins: null, mapping: "Q6_K -> MatMulNBits 8-bit block 16, q+96 with zero point 128", exact: true, activation: "q8_K" };
+  return {
+    kind: "nbits",
+    n,
+    k,
+    bits: 8,
+    blockSize: 16,
+    packed,
+    scales,
+    zeroPoints: null,
+    mins: null,
+    mapping: "Q6_K -> MatMulNBits 8-bit block 16, q+96 with zero point 128",
+    exact: true,
+    activation: "q8_K",
+  };
 }
 
 /** Float weights [N, K] as a plain MatMul over the transposed matrix. */

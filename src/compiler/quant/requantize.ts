@@ -106,7 +106,7 @@ export function quantizeBlock(v: Float32Array, codes: Uint8Array): { scale: numb
   for (const share of RANGE_SHARES) {
     // The span shrinks around the block's middle: both extremes are clipped alike.
     const span = (hi - lo) * share;
-    const start = lo + ((hi - lo) - span) / 2;
+    const start = lo + (hi - lo - span) / 2;
     let scale = span / 15;
     const zeroPoint = Math.min(15, Math.max(0, Math.round(-start / scale)));
     for (let pass = 0; pass < 2; pass++) {

@@ -1,6 +1,15 @@
 /** The artifact contract: files, manifest and the text graph's names and KV geometry. */
 export { ARTIFACT_FILES } from "./files.js";
-export { readManifest, readTokenizerSpec, type ArtifactFileRecord, type ArtifactManifest, type GraphIo, type ModelShape, type SlidingWindowShape, type TokenizerSpec } from "./manifest.js";
+export {
+  readManifest,
+  readTokenizerSpec,
+  type ArtifactFileRecord,
+  type ArtifactManifest,
+  type GraphIo,
+  type ModelShape,
+  type SlidingWindowShape,
+  type TokenizerSpec,
+} from "./manifest.js";
 export {
   checkTextGraphIo,
   DEFAULT_KV_AVAILABLE_SHARE,
@@ -34,4 +43,14 @@ export {
   WINDOW_FRAMES,
   WINDOW_SAMPLES,
 } from "./speech-graph.js";
-export { type ArtifactProblem, checkArtifactSizes, describeProblems, sha256OfFile, UNLISTED_FILES, VERIFIED_STAMP, verifyArtifact, type VerifyOptions, writeVerifiedStamp } from "./verify.js";
+export {
+  type ArtifactProblem,
+  checkArtifactSizes,
+  describeProblems,
+  sha256OfFile,
+  UNLISTED_FILES,
+  VERIFIED_STAMP,
+  verifyArtifact,
+  type VerifyOptions,
+  writeVerifiedStamp,
+} from "./verify.js";

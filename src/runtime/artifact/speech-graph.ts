@@ -128,7 +128,14 @@ export function speechGraphIo(shape: Pick<WhisperShape, "decoderLayers">): { enc
   return {
     encoder: { inputs: [e.mel], outputs: layers.flatMap((l) => [e.crossKey(l), e.crossValue(l)]) },
     decoder: {
-      inputs: [d.inputIds, d.positionIds, d.pastMask, d.newMask, ...layers.flatMap((l) => [d.pastKey(l), d.pastValue(l)]), ...layers.flatMap((l) => [d.crossKey(l), d.crossValue(l)])],
+      inputs: [
+        d.inputIds,
+        d.positionIds,
+        d.pastMask,
+        d.newMask,
+        ...layers.flatMap((l) => [d.pastKey(l), d.pastValue(l)]),
+        ...layers.flatMap((l) => [d.crossKey(l), d.crossValue(l)]),
+      ],
       outputs: [d.logits, ...layers.flatMap((l) => [d.presentKey(l), d.presentValue(l)]), d.alignment],
     },
   };
@@ -140,7 +147,9 @@ export function checkSpeechGraphIo(io: { encoder: GraphIo; decoder: GraphIo }, s
   const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
   for (const g of ["encoder", "decoder"] as const) {
     if (!same(io[g].inputs, want[g].inputs) || !same(io[g].outputs, want[g].outputs)) {
-      throw new Error(`${where} has ${g} inputs/outputs this runtime does not know (compiled by another kiln version?): recompile it with \`kiln compile --force\``);
+      throw new Error(
+        `${where} has ${g} inputs/outputs this runtime does not know (compiled by another kiln version?): recompile it with \`kiln compile --force\``,
+      );
     }
   }
 }
@@ -163,7 +172,8 @@ export class NotSpeechArtifactError extends Error {
 export function readSpeechManifest(dir: string): SpeechArtifactManifest {
   const manifest = readManifest(dir);
   if (manifest.kind !== "transcription") throw new NotSpeechArtifactError(dir, manifest.kind ?? "text");
-  if (!manifest.speech || !manifest.tokens || !manifest.speechIo) throw new Error(`${dir}/manifest.json says "transcription" but lacks its speech, tokens or speechIo part: recompile it with \`kiln compile --force\``);
+  if (!manifest.speech || !manifest.tokens || !manifest.speechIo)
+    throw new Error(`${dir}/manifest.json says "transcription" but lacks its speech, tokens or speechIo part: recompile it with \`kiln compile --force\``);
   checkSpeechGraphIo(manifest.speechIo, manifest.speech, `the artifact ${dir}`);
   return manifest as SpeechArtifactManifest;
 }

@@ -62,7 +62,9 @@ export function checkTextGraphIo(io: GraphIo, layers: number, where: string, sli
   const want = textGraphIo(layers, sliding);
   const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
   if (!same(io.inputs, want.inputs) || !same(io.outputs, want.outputs)) {
-    throw new Error(`${where} has graph inputs/outputs this runtime does not know (compiled by another kiln version?): recompile it with \`kiln compile --force\``);
+    throw new Error(
+      `${where} has graph inputs/outputs this runtime does not know (compiled by another kiln version?): recompile it with \`kiln compile --force\``,
+    );
   }
 }
 
@@ -95,10 +97,15 @@ export function kvBytesPerPosition(shape: Pick<ModelShape, "layers" | "kvHeads" 
  * many positions as the longest one): rounded down to the growth step, at most the model's own.
  * Default (no budget): the model's context.
  */
-export function servedContextLength(shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength">, slots: number, kvMemoryBytes?: number): number {
+export function servedContextLength(
+  shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength">,
+  slots: number,
+  kvMemoryBytes?: number,
+): number {
   if (kvMemoryBytes === undefined) return shape.contextLength;
   const fits = Math.floor(kvMemoryBytes / (kvBytesPerPosition(shape) * slots) / KV_GROWTH_POSITIONS) * KV_GROWTH_POSITIONS;
-  if (fits < KV_GROWTH_POSITIONS) throw new RangeError(`a KV budget of ${kvMemoryBytes} bytes does not hold ${KV_GROWTH_POSITIONS} positions for ${slots} slots`);
+  if (fits < KV_GROWTH_POSITIONS)
+    throw new RangeError(`a KV budget of ${kvMemoryBytes} bytes does not hold ${KV_GROWTH_POSITIONS} positions for ${slots} slots`);
   return Math.min(shape.contextLength, fits);
 }
 

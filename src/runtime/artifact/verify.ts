@@ -109,7 +109,10 @@ function short(sha: string): string {
 
 function listedProblem(manifest: Pick<ArtifactManifest, "files" | "compilerVersion">): ArtifactProblem | null {
   if (!Array.isArray(manifest.files) || manifest.files.length === 0) {
-    return { file: ARTIFACT_FILES.manifest, problem: `lists no file sizes and hashes (written by compiler ${manifest.compilerVersion}, before they were recorded): rebuild it` };
+    return {
+      file: ARTIFACT_FILES.manifest,
+      problem: `lists no file sizes and hashes (written by compiler ${manifest.compilerVersion}, before they were recorded): rebuild it`,
+    };
   }
   return null;
 }
@@ -135,7 +138,11 @@ export function checkArtifactSizes(dir: string, manifest: Pick<ArtifactManifest,
  * SHA-256 (hashed only when the stamp does not vouch for it, or with `full`). Updates the stamp for
  * the files hashed. Returns the problems, empty when the artifact is intact.
  */
-export async function verifyArtifact(dir: string, manifest: Pick<ArtifactManifest, "id" | "files" | "compilerVersion">, options: VerifyOptions = {}): Promise<ArtifactProblem[]> {
+export async function verifyArtifact(
+  dir: string,
+  manifest: Pick<ArtifactManifest, "id" | "files" | "compilerVersion">,
+  options: VerifyOptions = {},
+): Promise<ArtifactProblem[]> {
   const sizes = checkArtifactSizes(dir, manifest);
   if (sizes.length > 0) return sizes;
   const hash = options.hash ?? sha256OfFile;

@@ -112,82 +112,118 @@ export class ComplexFft {
   /** Radix-2 pass over every block of 2*m values, with the stage's twiddles (wRe, wIm). */
   private butterfly2(re: Float64Array, im: Float64Array, m: number, wRe: Float64Array, wIm: Float64Array): void {
     const n = this.n;
-    for (let offset = 0; offset < n; offset += 2 * m) for (let k = 0; k < m; k++) {
-      const a = offset + k;
-      const b = a + m;
-      const wr = wRe[k];
-      const wi = wIm[k];
-      const tr = re[b] * wr - im[b] * wi;
-      const ti = re[b] * wi + im[b] * wr;
-      re[b] = re[a] - tr;
-      im[b] = im[a] - ti;
-      re[a] += tr;
-      im[a] += ti;
-    }
+    for (let offset = 0; offset < n; offset += 2 * m)
+      for (let k = 0; k < m; k++) {
+        const a = offset + k;
+        const b = a + m;
+        const wr = wRe[k];
+        const wi = wIm[k];
+        const tr = re[b] * wr - im[b] * wi;
+        const ti = re[b] * wi + im[b] * wr;
+        re[b] = re[a] - tr;
+        im[b] = im[a] - ti;
+        re[a] += tr;
+        im[a] += ti;
+      }
   }
 
   /** Radix-4 pass over every block of 4*m values, with the stage's twiddles (wRe, wIm). */
   private butterfly4(re: Float64Array, im: Float64Array, m: number, wRe: Float64Array, wIm: Float64Array): void {
     const n = this.n;
-    for (let offset = 0; offset < n; offset += 4 * m) for (let k = 0; k < m; k++) {
-      const i0 = offset + k;
-      const i1 = i0 + m;
-      const i2 = i1 + m;
-      const i3 = i2 + m;
-      const w1 = 3 * k;
-      const w2 = w1 + 1;
-      const w3 = w1 + 2;
-      const x0r = re[i0], x0i = im[i0];
-      const x1r = re[i1] * wRe[w1] - im[i1] * wIm[w1];
-      const x1i = re[i1] * wIm[w1] + im[i1] * wRe[w1];
-      const x2r = re[i2] * wRe[w2] - im[i2] * wIm[w2];
-      const x2i = re[i2] * wIm[w2] + im[i2] * wRe[w2];
-      const x3r = re[i3] * wRe[w3] - im[i3] * wIm[w3];
-      const x3i = re[i3] * wIm[w3] + im[i3] * wRe[w3];
-      const s02r = x0r + x2r, s02i = x0i + x2i;
-      const d02r = x0r - x2r, d02i = x0i - x2i;
-      const s13r = x1r + x3r, s13i = x1i + x3i;
-      const d13r = x1r - x3r, d13i = x1i - x3i;
-      re[i0] = s02r + s13r;
-      im[i0] = s02i + s13i;
-      re[i2] = s02r - s13r;
-      im[i2] = s02i - s13i;
-      // Forward transform: multiply (x1 - x3) by -i for X[k+m], by +i for X[k+3m].
-      re[i1] = d02r + d13i;
-      im[i1] = d02i - d13r;
-      re[i3] = d02r - d13i;
-      im[i3] = d02i + d13r;
-    }
+    for (let offset = 0; offset < n; offset += 4 * m)
+      for (let k = 0; k < m; k++) {
+        const i0 = offset + k;
+        const i1 = i0 + m;
+        const i2 = i1 + m;
+        const i3 = i2 + m;
+        const w1 = 3 * k;
+        const w2 = w1 + 1;
+        const w3 = w1 + 2;
+        const x0r = re[i0],
+          x0i = im[i0];
+        const x1r = re[i1] * wRe[w1] - im[i1] * wIm[w1];
+        const x1i = re[i1] * wIm[w1] + im[i1] * wRe[w1];
+        const x2r = re[i2] * wRe[w2] - im[i2] * wIm[w2];
+        const x2i = re[i2] * wIm[w2] + im[i2] * wRe[w2];
+        const x3r = re[i3] * wRe[w3] - im[i3] * wIm[w3];
+        const x3i = re[i3] * wIm[w3] + im[i3] * wRe[w3];
+        const s02r = x0r + x2r,
+          s02i = x0i + x2i;
+        const d02r = x0r - x2r,
+          d02i = x0i - x2i;
+        const s13r = x1r + x3r,
+          s13i = x1i + x3i;
+        const d13r = x1r - x3r,
+          d13i = x1i - x3i;
+        re[i0] = s02r + s13r;
+        im[i0] = s02i + s13i;
+        re[i2] = s02r - s13r;
+        im[i2] = s02i - s13i;
+        // Forward transform: multiply (x1 - x3) by -i for X[k+m], by +i for X[k+3m].
+        re[i1] = d02r + d13i;
+        im[i1] = d02i - d13r;
+        re[i3] = d02r - d13i;
+        im[i3] = d02i + d13r;
+      }
   }
 
   /** Radix-5 pass over every block of 5*m values, with the stage's twiddles (wRe, wIm). */
   private butterfly5(re: Float64Array, im: Float64Array, m: number, wRe: Float64Array, wIm: Float64Array): void {
     const n = this.n;
     // e^{-2 pi i/5} and e^{-4 pi i/5}.
-    const c1 = Math.cos((2 * Math.PI) / 5), s1 = -Math.sin((2 * Math.PI) / 5);
-    const c2 = Math.cos((4 * Math.PI) / 5), s2 = -Math.sin((4 * Math.PI) / 5);
-    for (let offset = 0; offset < n; offset += 5 * m) for (let k = 0; k < m; k++) {
-      const i0 = offset + k, i1 = i0 + m, i2 = i1 + m, i3 = i2 + m, i4 = i3 + m;
-      const w1 = 4 * k, w2 = w1 + 1, w3 = w1 + 2, w4 = w1 + 3;
-      const x0r = re[i0], x0i = im[i0];
-      const x1r = re[i1] * wRe[w1] - im[i1] * wIm[w1], x1i = re[i1] * wIm[w1] + im[i1] * wRe[w1];
-      const x2r = re[i2] * wRe[w2] - im[i2] * wIm[w2], x2i = re[i2] * wIm[w2] + im[i2] * wRe[w2];
-      const x3r = re[i3] * wRe[w3] - im[i3] * wIm[w3], x3i = re[i3] * wIm[w3] + im[i3] * wRe[w3];
-      const x4r = re[i4] * wRe[w4] - im[i4] * wIm[w4], x4i = re[i4] * wIm[w4] + im[i4] * wRe[w4];
-      const a14r = x1r + x4r, a14i = x1i + x4i, d14r = x1r - x4r, d14i = x1i - x4i;
-      const a23r = x2r + x3r, a23i = x2i + x3i, d23r = x2r - x3r, d23i = x2i - x3i;
-      re[i0] = x0r + a14r + a23r;
-      im[i0] = x0i + a14i + a23i;
-      // Real parts of the symmetric sums, then i*(sine terms) of the antisymmetric ones.
-      const p1r = x0r + c1 * a14r + c2 * a23r, p1i = x0i + c1 * a14i + c2 * a23i;
-      const q1r = -(s1 * d14i + s2 * d23i), q1i = s1 * d14r + s2 * d23r;
-      const p2r = x0r + c2 * a14r + c1 * a23r, p2i = x0i + c2 * a14i + c1 * a23i;
-      const q2r = -(s2 * d14i - s1 * d23i), q2i = s2 * d14r - s1 * d23r;
-      re[i1] = p1r + q1r; im[i1] = p1i + q1i;
-      re[i4] = p1r - q1r; im[i4] = p1i - q1i;
-      re[i2] = p2r + q2r; im[i2] = p2i + q2i;
-      re[i3] = p2r - q2r; im[i3] = p2i - q2i;
-    }
+    const c1 = Math.cos((2 * Math.PI) / 5),
+      s1 = -Math.sin((2 * Math.PI) / 5);
+    const c2 = Math.cos((4 * Math.PI) / 5),
+      s2 = -Math.sin((4 * Math.PI) / 5);
+    for (let offset = 0; offset < n; offset += 5 * m)
+      for (let k = 0; k < m; k++) {
+        const i0 = offset + k,
+          i1 = i0 + m,
+          i2 = i1 + m,
+          i3 = i2 + m,
+          i4 = i3 + m;
+        const w1 = 4 * k,
+          w2 = w1 + 1,
+          w3 = w1 + 2,
+          w4 = w1 + 3;
+        const x0r = re[i0],
+          x0i = im[i0];
+        const x1r = re[i1] * wRe[w1] - im[i1] * wIm[w1],
+          x1i = re[i1] * wIm[w1] + im[i1] * wRe[w1];
+        const x2r = re[i2] * wRe[w2] - im[i2] * wIm[w2],
+          x2i = re[i2] * wIm[w2] + im[i2] * wRe[w2];
+        const x3r = re[i3] * wRe[w3] - im[i3] * wIm[w3],
+          x3i = re[i3] * wIm[w3] + im[i3] * wRe[w3];
+        const x4r = re[i4] * wRe[w4] - im[i4] * wIm[w4],
+          x4i = re[i4] * wIm[w4] + im[i4] * wRe[w4];
+        const a14r = x1r + x4r,
+          a14i = x1i + x4i,
+          d14r = x1r - x4r,
+          d14i = x1i - x4i;
+        const a23r = x2r + x3r,
+          a23i = x2i + x3i,
+          d23r = x2r - x3r,
+          d23i = x2i - x3i;
+        re[i0] = x0r + a14r + a23r;
+        im[i0] = x0i + a14i + a23i;
+        // Real parts of the symmetric sums, then i*(sine terms) of the antisymmetric ones.
+        const p1r = x0r + c1 * a14r + c2 * a23r,
+          p1i = x0i + c1 * a14i + c2 * a23i;
+        const q1r = -(s1 * d14i + s2 * d23i),
+          q1i = s1 * d14r + s2 * d23r;
+        const p2r = x0r + c2 * a14r + c1 * a23r,
+          p2i = x0i + c2 * a14i + c1 * a23i;
+        const q2r = -(s2 * d14i - s1 * d23i),
+          q2i = s2 * d14r - s1 * d23r;
+        re[i1] = p1r + q1r;
+        im[i1] = p1i + q1i;
+        re[i4] = p1r - q1r;
+        im[i4] = p1i - q1i;
+        re[i2] = p2r + q2r;
+        im[i2] = p2i + q2i;
+        re[i3] = p2r - q2r;
+        im[i3] = p2i - q2i;
+      }
   }
 
   private butterflyGeneric(re: Float64Array, im: Float64Array, offset: number, m: number, p: number, twStride: number): void {
@@ -198,7 +234,8 @@ export class ComplexFft {
         scratchIm[r] = im[offset + k + r * m];
       }
       for (let q = 0; q < p; q++) {
-        let sr = 0, si = 0;
+        let sr = 0,
+          si = 0;
         const out = k + q * m;
         for (let r = 0; r < p; r++) {
           // e^{-2 pi i r(k + qm)/(pm)} from the table, whose unit is 1/N.
@@ -260,8 +297,10 @@ export class RealFft {
       // E = (Z[k] + conj Z[h-k]) / 2 is the even samples' FFT, O = (Z[k] - conj Z[h-k]) / 2i the odd ones'.
       const a = k % h;
       const b = (h - k) % h;
-      const er = (zRe[a] + zRe[b]) / 2, ei = (zIm[a] - zIm[b]) / 2;
-      const or = (zIm[a] + zIm[b]) / 2, oi = -(zRe[a] - zRe[b]) / 2;
+      const er = (zRe[a] + zRe[b]) / 2,
+        ei = (zIm[a] - zIm[b]) / 2;
+      const or = (zIm[a] + zIm[b]) / 2,
+        oi = -(zRe[a] - zRe[b]) / 2;
       outRe[k] = er + or * twRe[k] - oi * twIm[k];
       outIm[k] = ei + or * twIm[k] + oi * twRe[k];
     }

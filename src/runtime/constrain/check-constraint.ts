@@ -202,7 +202,8 @@ class FormatChecker {
       }
       case "triggered_tags": {
         const triggers = list("triggers").map((t, i) => {
-          if (typeof t !== "string" || t.length === 0) throw new ConstraintError("triggers: must be non-empty strings", pointer(path, "triggers", i), "triggers");
+          if (typeof t !== "string" || t.length === 0)
+            throw new ConstraintError("triggers: must be non-empty strings", pointer(path, "triggers", i), "triggers");
           const bad = textProblem(t);
           if (bad) throw new ConstraintError(`triggers: holds ${bad}`, pointer(path, "triggers", i), "triggers");
           return t;
@@ -213,9 +214,14 @@ class FormatChecker {
           this.check(tag, here, depth + 1, true);
           const begin = (tag as Json).begin as string;
           const matched = triggers.flatMap((t, j) => (begin.startsWith(t) ? [j] : []));
-          if (matched.length === 0) throw new ConstraintError(`begin: ${JSON.stringify(begin)} starts with none of the triggers`, pointer(here, "begin"), "begin");
+          if (matched.length === 0)
+            throw new ConstraintError(`begin: ${JSON.stringify(begin)} starts with none of the triggers`, pointer(here, "begin"), "begin");
           if (matched.length > 1) {
-            throw new ConstraintError(`begin: ${JSON.stringify(begin)} starts with more than one trigger (${matched.map((j) => JSON.stringify(triggers[j])).join(", ")})`, pointer(here, "begin"), "begin");
+            throw new ConstraintError(
+              `begin: ${JSON.stringify(begin)} starts with more than one trigger (${matched.map((j) => JSON.stringify(triggers[j])).join(", ")})`,
+              pointer(here, "begin"),
+              "begin",
+            );
           }
           used.add(matched[0]);
         });

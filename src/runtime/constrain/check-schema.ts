@@ -62,9 +62,28 @@ const NUMBER_BOUNDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaxim
  * reference only).
  */
 const CONSTRAINING = new Set([
-  "type", "enum", "const", "properties", "required", "additionalProperties", "unevaluatedProperties",
-  "items", "prefixItems", "unevaluatedItems", "minItems", "maxItems", "minProperties", "maxProperties",
-  "propertyNames", "anyOf", "oneOf", "minLength", "maxLength", "pattern", "format", ...NUMBER_BOUNDS,
+  "type",
+  "enum",
+  "const",
+  "properties",
+  "required",
+  "additionalProperties",
+  "unevaluatedProperties",
+  "items",
+  "prefixItems",
+  "unevaluatedItems",
+  "minItems",
+  "maxItems",
+  "minProperties",
+  "maxProperties",
+  "propertyNames",
+  "anyOf",
+  "oneOf",
+  "minLength",
+  "maxLength",
+  "pattern",
+  "format",
+  ...NUMBER_BOUNDS,
 ]);
 
 /** Checks a parsed JSON schema against what kiln enforces (pure JS, no WASM); throws ConstraintError naming the keyword and where. */
@@ -148,7 +167,10 @@ class Checker {
       // integers within the bounds of an enum or const (int-range.ts), which must leave one.
       for (const k of ["anyOf", "oneOf"]) if (has(k)) fail(bounds[0], `numeric bounds beside ${k} are not enforced; put them in the integer alternatives`);
       const listed = has("const") ? [node.const] : has("enum") && Array.isArray(node.enum) ? (node.enum as unknown[]) : undefined;
-      if (listed !== undefined && !listed.some((v) => typeof v === "number" && Number.isInteger(v) && v >= lo && v <= hi && (!has("enum") || (node.enum as unknown[]).includes(v)))) {
+      if (
+        listed !== undefined &&
+        !listed.some((v) => typeof v === "number" && Number.isInteger(v) && v >= lo && v <= hi && (!has("enum") || (node.enum as unknown[]).includes(v)))
+      ) {
         fail(has("const") ? "const" : "enum", "no listed value is an integer within the bounds");
       }
     }
@@ -166,7 +188,8 @@ class Checker {
         fail("format", `format "${String(node.format)}" is not enforced (supported: ${[...SUPPORTED_FORMATS].join(", ")})`);
       }
       // The engine's format grammars replace the string rule: beside a format, length bounds and patterns would be ignored.
-      for (const k of ["minLength", "maxLength", "pattern"]) if (has(k)) fail(k, `cannot be combined with "format" (the format's grammar would ignore it); use a pattern alone`);
+      for (const k of ["minLength", "maxLength", "pattern"])
+        if (has(k)) fail(k, `cannot be combined with "format" (the format's grammar would ignore it); use a pattern alone`);
     }
 
     // arrays
@@ -259,7 +282,11 @@ class Checker {
     const visit = (node: Json): void => {
       if (this.acyclic.has(node)) return;
       if (onPath.has(node)) {
-        throw new ConstraintError(`$ref: "${String(start.$ref)}" leads back to itself before any value begins (a cyclic reference describes no value)`, path, "$ref");
+        throw new ConstraintError(
+          `$ref: "${String(start.$ref)}" leads back to itself before any value begins (a cyclic reference describes no value)`,
+          path,
+          "$ref",
+        );
       }
       onPath.add(node);
       const next: unknown[] = [];

@@ -87,7 +87,12 @@ interface GrammarClass {
     printConverted: boolean,
   ): GrammarHandle;
 }
-type MatcherHandleClass = new (compiled: unknown, stopTokens: undefined, terminateWithoutStop: boolean, maxRollback: number) => {
+type MatcherHandleClass = new (
+  compiled: unknown,
+  stopTokens: undefined,
+  terminateWithoutStop: boolean,
+  maxRollback: number,
+) => {
   delete(): void;
 };
 type MatcherClass = new (handle: unknown, vocabSize: number) => GrammarMatcher;

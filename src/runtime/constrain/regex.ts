@@ -63,9 +63,7 @@ function attempt(run: () => void): string | undefined {
   }
 }
 
-type Item =
-  | { kind: "anchor"; char: "^" | "$"; at: number }
-  | { kind: "atom"; at: number; quantified: boolean; count: number; group?: Item[][] };
+type Item = { kind: "anchor"; char: "^" | "$"; at: number } | { kind: "atom"; at: number; quantified: boolean; count: number; group?: Item[][] };
 
 const HEX = /^[0-9A-Fa-f]$/;
 const QUANTIFIERS = "*+?{";
@@ -210,7 +208,8 @@ class RegexScan {
     if (src[this.i] === "]") this.fail(at, "an empty character class []");
     if (src[this.i] === "^") this.i++;
     // After `[` (or `[^`), the engine reads an escaped ^ as negation.
-    else if (src.startsWith("\\^", this.i)) this.fail(this.i, "an escaped '^' first in a class (the engine reads it as negation)", "put it later in the class: [a^]");
+    else if (src.startsWith("\\^", this.i))
+      this.fail(this.i, "an escaped '^' first in a class (the engine reads it as negation)", "put it later in the class: [a^]");
     while (this.i < src.length && src[this.i] !== "]") {
       const start = this.i;
       if (src.startsWith("[:", start) || src.startsWith("[=", start) || src.startsWith("[.", start)) {
@@ -247,7 +246,8 @@ class RegexScan {
       this.i += 2;
       return "class";
     }
-    if (c === "D" || c === "W" || c === "S") this.fail(at, `\\${c} inside a character class (it spans non-ASCII characters)`, `use a negated class such as [^0-9] for \\D`);
+    if (c === "D" || c === "W" || c === "S")
+      this.fail(at, `\\${c} inside a character class (it spans non-ASCII characters)`, `use a negated class such as [^0-9] for \\D`);
     if (c === "b") {
       this.i += 2;
       return 8;
@@ -294,7 +294,8 @@ class RegexScan {
       const hex = src.slice(at + 2, at + 4);
       if (!/^[0-9A-Fa-f]{2}$/.test(hex)) this.fail(at, "a \\x escape without two hex digits");
       // The engine reads every hex digit that follows: \x41B would be U+041B, not "AB".
-      if (HEX.test(src[at + 4] ?? "")) this.fail(at, `a \\x escape followed by a hex digit (${src.slice(at, at + 5)})`, "write \\u00HH, or end it with a group: (?:\\x41)B");
+      if (HEX.test(src[at + 4] ?? ""))
+        this.fail(at, `a \\x escape followed by a hex digit (${src.slice(at, at + 5)})`, "write \\u00HH, or end it with a group: (?:\\x41)B");
       cp = parseInt(hex, 16);
       this.i += 4;
     } else if (c === "u" && src[at + 2] === "{") {

@@ -161,7 +161,10 @@ export function validateSamplingParams(p: unknown, options: ValidateSamplingOpti
   if (!isUnset(repetition)) {
     const { above, max } = REPETITION_PENALTY_LIMITS;
     if (typeof repetition !== "number" || !Number.isFinite(repetition) || repetition <= above || repetition > max) {
-      problems.push({ param: "repetition_penalty", message: `repetition_penalty must be a number above ${above} and at most ${max}, got ${String(repetition)}` });
+      problems.push({
+        param: "repetition_penalty",
+        message: `repetition_penalty must be a number above ${above} and at most ${max}, got ${String(repetition)}`,
+      });
     }
   }
 

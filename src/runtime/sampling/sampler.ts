@@ -386,15 +386,7 @@ function binOf(x: number): number {
  * Keeps the k (< n) largest of x = (vals - offset) * invT in ids/vals[0, k), as x, in no
  * particular order; returns k.
  */
-function selectTopK(
-  ids: Int32Array,
-  vals: Float64Array,
-  bins: Uint16Array,
-  n: number,
-  offset: number,
-  invT: number,
-  k: number,
-): number {
+function selectTopK(ids: Int32Array, vals: Float64Array, bins: Uint16Array, n: number, offset: number, invT: number, k: number): number {
   binCount.fill(0);
   for (let i = 0; i < n; i++) {
     const b = binOf((vals[i] - offset) * invT);
@@ -486,15 +478,7 @@ function weighAndFilter(
 }
 
 /** Copies the entries of ids/vals[0, n) in histogram bin `bin` to eIds/eVals; returns how many. */
-function gatherBin(
-  ids: Int32Array,
-  vals: Float64Array,
-  bins: Uint16Array,
-  n: number,
-  bin: number,
-  eIds: Int32Array,
-  eVals: Float64Array,
-): number {
+function gatherBin(ids: Int32Array, vals: Float64Array, bins: Uint16Array, n: number, bin: number, eIds: Int32Array, eVals: Float64Array): number {
   let q = 0;
   for (let i = 0; i < n; i++) {
     if (bins[i] === bin) {

@@ -1,5 +1,14 @@
 import { WorkerThread } from "../worker-thread.js";
-import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechSessionOptions } from "./protocol.js";
+import type {
+  AlignRequest,
+  AlignResult,
+  DecodeRequest,
+  DecodeResult,
+  EncodeRequest,
+  EncodeResult,
+  SpeechLoadResult,
+  SpeechSessionOptions,
+} from "./protocol.js";
 
 /**
  * The speech worker: the main thread's handle on the thread that owns one speech session (as

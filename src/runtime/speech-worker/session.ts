@@ -1,6 +1,14 @@
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
-import { checkSpeechGraphIo, KV_GROWTH_POSITIONS, readSpeechManifest, SPEECH_FILES, SPEECH_GRAPH, type SpeechArtifactManifest, WINDOW_FRAMES } from "../artifact/index.js";
+import {
+  checkSpeechGraphIo,
+  KV_GROWTH_POSITIONS,
+  readSpeechManifest,
+  SPEECH_FILES,
+  SPEECH_GRAPH,
+  type SpeechArtifactManifest,
+  WINDOW_FRAMES,
+} from "../artifact/index.js";
 import { KvPool } from "../kv-pool.js";
 import type { SpeechSessionOptions } from "./protocol.js";
 
@@ -49,7 +57,10 @@ export class SpeechSession {
     const encoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.encoder), sessionOptions);
     const decoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.decoder), sessionOptions);
     checkSpeechGraphIo(
-      { encoder: { inputs: [...encoder.inputNames], outputs: [...encoder.outputNames] }, decoder: { inputs: [...decoder.inputNames], outputs: [...decoder.outputNames] } },
+      {
+        encoder: { inputs: [...encoder.inputNames], outputs: [...encoder.outputNames] },
+        decoder: { inputs: [...decoder.inputNames], outputs: [...decoder.outputNames] },
+      },
       shape,
       `the graphs of ${manifest.id}`,
     );
@@ -81,7 +92,14 @@ export class SpeechSession {
    * Runs the decoder for consecutive slots `firstSlot ..`, each row taking `tokensPerRow` new tokens after
    * `past[r]` cached positions. Rows with `keep[r]` false (gap fillers) end with the cache they had.
    */
-  async decode(firstSlot: number, past: readonly number[], keep: readonly boolean[], tokensPerRow: number, tokens: ArrayLike<number>, alignment = false): Promise<DecoderOutput> {
+  async decode(
+    firstSlot: number,
+    past: readonly number[],
+    keep: readonly boolean[],
+    tokensPerRow: number,
+    tokens: ArrayLike<number>,
+    alignment = false,
+  ): Promise<DecoderOutput> {
     const { kv } = this;
     const shape = this.manifest.speech;
     const rows = past.length;
@@ -114,10 +132,30 @@ export class SpeechSession {
     const stride = kv.slotStride;
     const perSlot = shape.heads * shape.headDim * shape.audioContext;
     for (let l = 0; l < shape.decoderLayers; l++) {
-      feeds[D.pastKey(l)] = new ort.Tensor("float32", kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [rows, shape.heads, shape.headDim, cap]);
-      feeds[D.pastValue(l)] = new ort.Tensor("float32", kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [rows, shape.heads, cap, shape.headDim]);
-      feeds[D.crossKey(l)] = new ort.Tensor("float32", this.crossKeys[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [rows, shape.heads, shape.headDim, shape.audioContext]);
-      feeds[D.crossValue(l)] = new ort.Tensor("float32", this.crossValues[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [rows, shape.heads, shape.audioContext, shape.headDim]);
+      feeds[D.pastKey(l)] = new ort.Tensor("float32", kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [
+        rows,
+        shape.heads,
+        shape.headDim,
+        cap,
+      ]);
+      feeds[D.pastValue(l)] = new ort.Tensor("float32", kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [
+        rows,
+        shape.heads,
+        cap,
+        shape.headDim,
+      ]);
+      feeds[D.crossKey(l)] = new ort.Tensor("float32", this.crossKeys[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [
+        rows,
+        shape.heads,
+        shape.headDim,
+        shape.audioContext,
+      ]);
+      feeds[D.crossValue(l)] = new ort.Tensor("float32", this.crossValues[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [
+        rows,
+        shape.heads,
+        shape.audioContext,
+        shape.headDim,
+      ]);
     }
     const fetches: string[] = [D.logits];
     for (let l = 0; l < shape.decoderLayers; l++) fetches.push(D.presentKey(l), D.presentValue(l));

@@ -33,7 +33,8 @@ class SpeechThreadState {
     const endOfText = this.tokens.endOfText;
     const past = rows.map((row, r) => row?.past ?? session.kv.lengths[req.firstSlot + r]);
     const tokens = rows.flatMap((row) => row?.tokens ?? new Array<number>(tokensPerRow).fill(endOfText));
-    if (rows.some((row) => row !== null && row.tokens.length !== tokensPerRow)) throw new RangeError(`every row of a decoder call takes ${tokensPerRow} tokens`);
+    if (rows.some((row) => row !== null && row.tokens.length !== tokensPerRow))
+      throw new RangeError(`every row of a decoder call takes ${tokensPerRow} tokens`);
     const t0 = performance.now();
     const { logits } = await session.decode(
       req.firstSlot,

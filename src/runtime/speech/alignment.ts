@@ -87,8 +87,8 @@ export function dtw(matrix: Float64Array, rows: number, cols: number): Array<[nu
       const c2 = cost[at(i, j - 1)];
       let c = c0;
       let t = 0;
-      if (c1 < c) (c = c1), (t = 1);
-      if (c2 < c) (c = c2), (t = 2);
+      if (c1 < c) ((c = c1), (t = 1));
+      if (c2 < c) ((c = c2), (t = 2));
       cost[at(i, j)] = -matrix[(i - 1) * cols + (j - 1)] + c;
       trace[at(i, j)] = t;
     }
@@ -99,7 +99,7 @@ export function dtw(matrix: Float64Array, rows: number, cols: number): Array<[nu
   while (i > 0 && j > 0) {
     path.push([i - 1, j - 1]);
     const t = trace[at(i, j)];
-    if (t === 0) (i -= 1), (j -= 1);
+    if (t === 0) ((i -= 1), (j -= 1));
     else if (t === 1) i -= 1;
     else j -= 1;
   }

@@ -99,7 +99,12 @@ export function likeliestLanguage(logits: Float32Array, tokens: WhisperTokens): 
 }
 
 /** Everything a decode row asks of its logits row: language, no-speech probability, then the rules and the choice. */
-export function readRow(row: Float32Array, want: { sample: WhisperSampling | null; noSpeech?: boolean; detectLanguage?: boolean }, tokens: WhisperTokens, suppressed: readonly number[]): DecodeRowResult {
+export function readRow(
+  row: Float32Array,
+  want: { sample: WhisperSampling | null; noSpeech?: boolean; detectLanguage?: boolean },
+  tokens: WhisperTokens,
+  suppressed: readonly number[],
+): DecodeRowResult {
   const result: DecodeRowResult = {};
   if (want.noSpeech) result.noSpeechProb = noSpeechProbability(row, tokens);
   if (want.detectLanguage) result.language = likeliestLanguage(row, tokens);

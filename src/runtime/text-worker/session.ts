@@ -96,7 +96,12 @@ export class TextSession {
       [TEXT_GRAPH.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
       [TEXT_GRAPH.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
       [TEXT_GRAPH.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
-      [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, tokensPerRow), [1, 1, (shape.heads / shape.kvHeads) * tokensPerRow, tokensPerRow]),
+      [TEXT_GRAPH.newMask]: new ort.Tensor("float32", causalMask(shape.heads / shape.kvHeads, tokensPerRow), [
+        1,
+        1,
+        (shape.heads / shape.kvHeads) * tokensPerRow,
+        tokensPerRow,
+      ]),
       [TEXT_GRAPH.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(allPositions ? 0n : -1n), [1]),
     };
     const ringCapacity = anyPast ? kv.ringCapacity : 0;

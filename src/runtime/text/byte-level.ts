@@ -29,10 +29,7 @@ export function codepointsToByteLevel(cps: ArrayLike<number>, start: number, end
       out += BYTE_TO_CHAR[0xe0 | (cp >> 12)] + BYTE_TO_CHAR[0x80 | ((cp >> 6) & 0x3f)] + BYTE_TO_CHAR[0x80 | (cp & 0x3f)];
     } else {
       out +=
-        BYTE_TO_CHAR[0xf0 | (cp >> 18)] +
-        BYTE_TO_CHAR[0x80 | ((cp >> 12) & 0x3f)] +
-        BYTE_TO_CHAR[0x80 | ((cp >> 6) & 0x3f)] +
-        BYTE_TO_CHAR[0x80 | (cp & 0x3f)];
+        BYTE_TO_CHAR[0xf0 | (cp >> 18)] + BYTE_TO_CHAR[0x80 | ((cp >> 12) & 0x3f)] + BYTE_TO_CHAR[0x80 | ((cp >> 6) & 0x3f)] + BYTE_TO_CHAR[0x80 | (cp & 0x3f)];
     }
   }
   return out;

@@ -120,7 +120,10 @@ export class ChatTemplate {
     if (this.systemRole === undefined) {
       const needle = "<System Needle>";
       try {
-        const probe: ChatMessage[] = [{ role: "system", content: needle }, { role: "user", content: USER_NEEDLE }];
+        const probe: ChatMessage[] = [
+          { role: "system", content: needle },
+          { role: "user", content: USER_NEEDLE },
+        ];
         this.systemRole = this.render(probe, { prepared: true, bosToken: "", eosToken: "", now: () => new Date(0) }).includes(needle);
       } catch {
         this.systemRole = false;
@@ -225,7 +228,11 @@ function withSystemFolded(messages: readonly ChatMessage[]): ChatMessage[] {
 }
 
 function textOf(content: ChatMessage["content"]): string {
-  if (Array.isArray(content)) return content.filter((part) => part.type === "text").map((part) => part.text ?? "").join("\n");
+  if (Array.isArray(content))
+    return content
+      .filter((part) => part.type === "text")
+      .map((part) => part.text ?? "")
+      .join("\n");
   return content ?? "";
 }
 
@@ -349,7 +356,9 @@ function probeToolHistoryCaps(render: (messages: ChatMessage[]) => string): Tool
   let supportsToolResponses = false;
   if (supportsToolCalls) {
     const args = objectArguments ? ARGUMENTS : JSON.stringify(ARGUMENTS);
-    supportsToolResponses = render([user, callsMessage([call("test_tool1", args)]), result("call_911_", "test_tool1", "Some response!")]).includes("Some response!");
+    supportsToolResponses = render([user, callsMessage([call("test_tool1", args)]), result("call_911_", "test_tool1", "Some response!")]).includes(
+      "Some response!",
+    );
   }
   return { requiresNonNullContent, callsNeedNullContent, supportsToolCalls, objectArguments, supportsToolResponses };
 }
@@ -359,9 +368,7 @@ function probeToolHistoryCaps(render: (messages: ChatMessage[]) => string): Tool
  * Templates that only concatenate `message['content']` need a string.
  */
 function templateInspectsContentParts(source: string): boolean {
-  return /content'?\]?\s+is\s+(not\s+)?(string|iterable|sequence|mapping)|for\s+\w+\s+in\s+[\w.'"[\]]*content|\[\s*['"]type['"]\s*\]|\.type\s*==/.test(
-    source,
-  );
+  return /content'?\]?\s+is\s+(not\s+)?(string|iterable|sequence|mapping)|for\s+\w+\s+in\s+[\w.'"[\]]*content|\[\s*['"]type['"]\s*\]|\.type\s*==/.test(source);
 }
 
 function messageOf(error: unknown): string {

@@ -86,14 +86,7 @@ const KINDS: Record<string, PreTokenizerKind> = {
   },
   CHAMELEON: {
     type: "CHAMELEON",
-    regexes: [
-      "<sentinel:[0-9]+>",
-      "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
-      "([\\t\\n]|    |  )",
-      "\\p{N}",
-      "[\\p{P}!-/:-@\\[-`{-~]",
-      GPT2,
-    ],
+    regexes: ["<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", GPT2],
     addBosDefault: true,
   },
   GPT4O: { type: "GPT4O", regexes: [GPT4O] },
@@ -107,9 +100,7 @@ const KINDS: Record<string, PreTokenizerKind> = {
   SUPERBPE: { type: "SUPERBPE", regexes: ["\\p{N}+", "(?=(\\d{3})+(?!\\d))"] },
   BAILINGMOE: {
     type: "BAILINGMOE",
-    regexes: [
-      "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
-    ],
+    regexes: ["'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"],
   },
   SEED_CODER: {
     type: "SEED_CODER",
@@ -196,16 +187,7 @@ function names(kind: keyof typeof KINDS, ...preNames: string[]): Record<string, 
 }
 
 /** Pre-tokenizers llama.cpp implements with custom code kiln has not ported (Han, digit grouping, SPM-style). */
-const UNPORTED = new Set([
-  "kimi-k2",
-  "afmoe",
-  "tiny_aya",
-  "cohere2moe",
-  "gemma4",
-  "granite-embed-multi-311m",
-  "sarvam-moe",
-  "whitespace",
-]);
+const UNPORTED = new Set(["kimi-k2", "afmoe", "tiny_aya", "cohere2moe", "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace"]);
 
 export class UnsupportedPreTokenizerError extends Error {
   constructor(pre: string, why: string) {

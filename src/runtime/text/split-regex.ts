@@ -1,13 +1,4 @@
-import {
-  codepointFlagTable,
-  CPT_CATEGORY_MASK,
-  CPT_LETTER,
-  CPT_MARK,
-  CPT_NUMBER,
-  CPT_PUNCTUATION,
-  CPT_SYMBOL,
-  CPT_WHITESPACE,
-} from "./unicode-flags.js";
+import { codepointFlagTable, CPT_CATEGORY_MASK, CPT_LETTER, CPT_MARK, CPT_NUMBER, CPT_PUNCTUATION, CPT_SYMBOL, CPT_WHITESPACE } from "./unicode-flags.js";
 
 /**
  * llama.cpp's general-purpose fallback for pre-tokenizer regexes it has no hand-written splitter for
@@ -27,9 +18,7 @@ export class RegexSplitter {
   constructor(source: string) {
     this.collapsed = UNICODE_CATEGORIES.some((cat) => source.includes(cat.name));
     try {
-      this.regex = this.collapsed
-        ? new RegExp(collapseRegex(source), "g")
-        : new RegExp(asciiWhitespaceRegex(source), "gu");
+      this.regex = this.collapsed ? new RegExp(collapseRegex(source), "g") : new RegExp(asciiWhitespaceRegex(source), "gu");
     } catch (error) {
       throw new Error(`pre-tokenizer regex not supported: ${JSON.stringify(source)} (${(error as Error).message})`);
     }
@@ -173,7 +162,7 @@ export class SplitText {
         parts[i] = String.fromCharCode(cp);
       } else {
         const flags = table[cp];
-        parts[i] = flags & CPT_WHITESPACE ? WHITESPACE_STAND_IN : STAND_IN.get(flags & CPT_CATEGORY_MASK) ?? OTHER_STAND_IN;
+        parts[i] = flags & CPT_WHITESPACE ? WHITESPACE_STAND_IN : (STAND_IN.get(flags & CPT_CATEGORY_MASK) ?? OTHER_STAND_IN);
       }
     }
     const identity = (n: number) => n;

@@ -24,7 +24,19 @@ const ATTR_BY_TYPE: Record<number, number> = {
 };
 
 // Token texts llama.cpp recognises by name when the GGUF does not give the id (llama_vocab::impl::load).
-const EOT_TEXTS = ["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"];
+const EOT_TEXTS = [
+  "<|eot_id|>",
+  "<|im_end|>",
+  "<|end|>",
+  "<end_of_turn>",
+  "<|endoftext|>",
+  "<|end_of_text|>",
+  "<EOT>",
+  "_<EOT>",
+  "[EOT]",
+  "<｜end▁of▁sentence｜>",
+  "<end_of_utterance>",
+];
 const EOM_TEXTS = ["<|eom_id|>"];
 const FIM_TEXTS = [
   ["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"],
@@ -38,9 +50,28 @@ const FIM_EOG_TEXTS = [
   ["<|file_sep|>"],
 ];
 const EOG_TEXTS = new Set([
-  "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-  "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-  "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+  "<|eot_id|>",
+  "<|im_end|>",
+  "<|end|>",
+  "<|return|>",
+  "<|call|>",
+  "<|flush|>",
+  "<|calls|>",
+  "<end_of_turn>",
+  "<|endoftext|>",
+  "</s>",
+  "<|eom_id|>",
+  "<EOT>",
+  "_<EOT>",
+  "[EOT]",
+  "[EOS]",
+  "<|end_of_text|>",
+  "<end_of_utterance>",
+  "<eos>",
+  "<turn|>",
+  "<|tool_response>",
+  "<｜end▁of▁sentence｜>",
+  "[e~[",
 ]);
 // gpt-oss: llama.cpp always renders these, whatever their type says.
 const ALWAYS_RENDERED = new Set(["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"]);

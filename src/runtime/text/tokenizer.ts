@@ -5,14 +5,7 @@ import { PreTokenizer, preTokenizerKind } from "./pre-tokenizer.js";
 import { SpecialTokenMatcher } from "./special-tokens.js";
 import { SPACE_MARKER, SpmVocab } from "./spm.js";
 import { StreamDecoder } from "./stream-decoder.js";
-import {
-  ATTR_BYTE,
-  ATTR_CONTROL,
-  ATTR_NORMAL,
-  ATTR_UNKNOWN,
-  ATTR_USER_DEFINED,
-  vocabAttributes,
-} from "./token-attrs.js";
+import { ATTR_BYTE, ATTR_CONTROL, ATTR_NORMAL, ATTR_UNKNOWN, ATTR_USER_DEFINED, vocabAttributes } from "./token-attrs.js";
 
 export interface EncodeOptions {
   /** Add BOS/EOS as the model asks (spec.addBos / spec.addEos), like llama_tokenize's add_special. Default false. */
@@ -287,7 +280,9 @@ function validId(id: number | null, size: number): number | null {
 function literalRestorer({ open, close, texts }: Literals): (fragment: string) => string {
   const standIn = new RegExp(`${escapeRegExp(open)}(\\d+)${escapeRegExp(close)}`, "g");
   return (fragment) =>
-    fragment.includes(open) ? fragment.replace(standIn, (whole, index: string) => (Number(index) < texts.length ? wellFormed(texts[Number(index)]) : whole)) : fragment;
+    fragment.includes(open)
+      ? fragment.replace(standIn, (whole, index: string) => (Number(index) < texts.length ? wellFormed(texts[Number(index)]) : whole))
+      : fragment;
 }
 
 function escapeRegExp(text: string): string {

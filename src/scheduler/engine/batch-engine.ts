@@ -227,7 +227,8 @@ export class BatchEngine {
     if (request.promptIds.length >= this.contextLength) {
       throw new RangeError(`a prompt of ${request.promptIds.length} tokens does not fit the context of ${this.contextLength}`);
     }
-    if (!Number.isInteger(request.maxTokens) || request.maxTokens < 0) throw new RangeError(`maxTokens must be a non-negative integer, got ${request.maxTokens}`);
+    if (!Number.isInteger(request.maxTokens) || request.maxTokens < 0)
+      throw new RangeError(`maxTokens must be a non-negative integer, got ${request.maxTokens}`);
     const n = request.n ?? 1;
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be a positive integer, got ${n}`);
   }
@@ -513,7 +514,13 @@ export class BatchEngine {
     const limit = seq.accept(sample.token, this.now());
     this.stats.completionTokens++;
     const step = seq.output.push(sample);
-    submission.channel.push({ type: "delta", choice: seq.choice, text: step.text, completionTokens: seq.generated, ...(step.logprobs ? { logprobs: step.logprobs } : {}) });
+    submission.channel.push({
+      type: "delta",
+      choice: seq.choice,
+      text: step.text,
+      completionTokens: seq.generated,
+      ...(step.logprobs ? { logprobs: step.logprobs } : {}),
+    });
     if (step.stopped) this.finish(seq, "stop", true);
     else if (limit) this.finish(seq, limit);
   }
@@ -525,7 +532,13 @@ export class BatchEngine {
       const tail = seq.output.finish();
       if (tail.stopped) reason = "stop";
       if (tail.text !== "" || (tail.logprobs?.length ?? 0) > 0) {
-        submission.channel.push({ type: "delta", choice: seq.choice, text: tail.text, completionTokens: seq.generated, ...(tail.logprobs ? { logprobs: tail.logprobs } : {}) });
+        submission.channel.push({
+          type: "delta",
+          choice: seq.choice,
+          text: tail.text,
+          completionTokens: seq.generated,
+          ...(tail.logprobs ? { logprobs: tail.logprobs } : {}),
+        });
       }
     }
     this.free(seq);

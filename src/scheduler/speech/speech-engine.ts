@@ -5,7 +5,16 @@
  * message per call, batching every waiting one-token decoder step into a single call. Calls are
  * served oldest first, so a new window's encoder run is never starved by running decoders.
  */
-import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, DecodeRow, DecodeRowResult, EncodeRequest, EncodeResult } from "../../runtime/speech-worker/protocol.js";
+import type {
+  AlignRequest,
+  AlignResult,
+  DecodeRequest,
+  DecodeResult,
+  DecodeRow,
+  DecodeRowResult,
+  EncodeRequest,
+  EncodeResult,
+} from "../../runtime/speech-worker/protocol.js";
 import type { ComputeGate } from "../compute-gate.js";
 import { EngineClosedError, OverloadedError } from "../errors.js";
 

@@ -85,9 +85,7 @@ export class Transcriber {
           continue;
         }
         const split = splitWindow(attempt.tokens, this.model.tokens.timestampBegin, windowFrames, (windowFrames * HOP_LENGTH) / SAMPLE_RATE);
-        const found = split.segments
-          .map((s) => this.segment(segments.length, seek, offset, s, attempt))
-          .filter((s) => s.text.trim() !== "" && s.end > s.start);
+        const found = split.segments.map((s) => this.segment(segments.length, seek, offset, s, attempt)).filter((s) => s.text.trim() !== "" && s.end > s.start);
         found.forEach((s, i) => (s.id = segments.length + i));
         if (options.wordTimestamps && found.length > 0) await this.addWords(slot, found, attempt, language, windowFrames, offset);
         segments.push(...found);
@@ -134,7 +132,14 @@ export class Transcriber {
    * does, the likeliest attempt that does not repeat itself wins (faster-whisper's choice), not the
    * last, most random one.
    */
-  private async decodeWithFallback(slot: number, seek: number, prompt: number[], language: string | undefined, temperature: number, signal?: AbortSignal): Promise<Attempt> {
+  private async decodeWithFallback(
+    slot: number,
+    seek: number,
+    prompt: number[],
+    language: string | undefined,
+    temperature: number,
+    signal?: AbortSignal,
+  ): Promise<Attempt> {
     const attempts: Attempt[] = [];
     for (let t = temperature, i = 0; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep, i++) {
       signal?.throwIfAborted();
@@ -150,7 +155,14 @@ export class Transcriber {
   }
 
   /** One decoding attempt of the encoded window in `slot`. */
-  private async decodeWindow(slot: number, prompt: number[], language: string | undefined, temperature: number, seed: number, signal?: AbortSignal): Promise<Attempt> {
+  private async decodeWindow(
+    slot: number,
+    prompt: number[],
+    language: string | undefined,
+    temperature: number,
+    seed: number,
+    signal?: AbortSignal,
+  ): Promise<Attempt> {
     const t = this.model.tokens;
     const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
     const start = this.startSequence(language);
@@ -197,12 +209,22 @@ export class Transcriber {
     return { tokens, logprobs, temperature, avgLogprob: sum / (tokens.length + 1), compressionRatio: compressionRatio(text), noSpeechProb, text };
   }
 
-  private async addWords(slot: number, found: TranscriptSegment[], attempt: Attempt, language: string | undefined, frames: number, offset: number): Promise<void> {
+  private async addWords(
+    slot: number,
+    found: TranscriptSegment[],
+    attempt: Attempt,
+    language: string | undefined,
+    frames: number,
+    offset: number,
+  ): Promise<void> {
     const t = this.model.tokens;
     const textTokens = found.flatMap((s) => s.tokens.filter((x) => x < t.endOfText));
     if (textTokens.length === 0) return;
     const { starts } = await this.engine.align({ slot, prefix: [...this.startSequence(language), t.noTimestamps], textTokens, frames });
-    const probabilities = attempt.tokens.map((tok, i) => ({ tok, p: Math.exp(attempt.logprobs[i] ?? 0) })).filter((x) => x.tok < t.endOfText).map((x) => x.p);
+    const probabilities = attempt.tokens
+      .map((tok, i) => ({ tok, p: Math.exp(attempt.logprobs[i] ?? 0) }))
+      .filter((x) => x.tok < t.endOfText)
+      .map((x) => x.p);
     let at = 0;
     for (const s of found) {
       const count = s.tokens.filter((x) => x < t.endOfText).length;

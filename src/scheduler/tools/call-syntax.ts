@@ -56,7 +56,13 @@ export function toolConstraint(syntax: CallSyntax, use: ToolUse): ConstraintSpec
   const closer = syntax.pad + syntax.close;
   let format: Record<string, unknown>;
   if (syntax.array) {
-    const calls = { type: "tags_with_separator", tags: tools.map((fn) => callTag(syntax, fn)), separator: syntax.separator, at_least_one: true, stop_after_first: single };
+    const calls = {
+      type: "tags_with_separator",
+      tags: tools.map((fn) => callTag(syntax, fn)),
+      separator: syntax.separator,
+      at_least_one: true,
+      stop_after_first: single,
+    };
     const block = { type: "tag", begin: opener + "[", content: calls, end: "]" + closer };
     format = forced ? block : { type: "triggered_tags", triggers: [syntax.open], tags: [block], stop_after_first: true };
   } else if (syntax.open === "") {

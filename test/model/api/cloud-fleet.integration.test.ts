@@ -47,7 +47,9 @@ afterAll(async () => {
 // ── helpers ───────────────────────────────────────────────────────────────────────────────────
 
 async function kiln(args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, ["bin/kiln.mjs", ...args, "--database", cloud.databaseUrl], { env: { ...process.env, KILN_KEY_SECRET: cloud.keySecret } });
+  const { stdout } = await run(process.execPath, ["bin/kiln.mjs", ...args, "--database", cloud.databaseUrl], {
+    env: { ...process.env, KILN_KEY_SECRET: cloud.keySecret },
+  });
   return stdout;
 }
 
@@ -85,7 +87,18 @@ async function stream(base: string, key: string, maxTokens: number, onChunk?: (r
   const result: StreamResult = { id: "", received: 0, usage: null, end: "broken" };
   const logitBias = Object.fromEntries(stopIds.map((id) => [String(id), -100]));
   try {
-    const res = await chat(base, key, { messages: [{ role: "user", content: "Tell me a long story about a dragon." }], max_tokens: maxTokens, stream: true, stream_options: { include_usage: true }, logit_bias: logitBias }, controller.signal);
+    const res = await chat(
+      base,
+      key,
+      {
+        messages: [{ role: "user", content: "Tell me a long story about a dragon." }],
+        max_tokens: maxTokens,
+        stream: true,
+        stream_options: { include_usage: true },
+        logit_bias: logitBias,
+      },
+      controller.signal,
+    );
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
@@ -134,7 +147,11 @@ async function ledgerRows(keyId: string): Promise<LedgerRow[]> {
   const client = new pg.Client(cloud.databaseUrl);
   await client.connect();
   try {
-    return (await client.query<LedgerRow>("SELECT request_id, prompt_tokens, completion_tokens, cost_nano_usd, settled_from FROM usage_ledger WHERE key_id = $1", [keyId])).rows;
+    return (
+      await client.query<LedgerRow>("SELECT request_id, prompt_tokens, completion_tokens, cost_nano_usd, settled_from FROM usage_ledger WHERE key_id = $1", [
+        keyId,
+      ])
+    ).rows;
   } finally {
     await client.end();
   }
@@ -143,7 +160,8 @@ async function ledgerRows(keyId: string): Promise<LedgerRow[]> {
 /** The documented rule, from the catalogue's USD prices: ceil((prompt × in + completion × out) / 1e6) nano-USD per request. */
 function expectedCostNanoUsd(promptTokens: number, completionTokens: number): bigint {
   const { inputUsdPerMillionTokens = 0, outputUsdPerMillionTokens = 0 } = getModel(TEXT_SLUG).prices;
-  const product = BigInt(promptTokens) * BigInt(Math.round(inputUsdPerMillionTokens * 1e9)) + BigInt(completionTokens) * BigInt(Math.round(outputUsdPerMillionTokens * 1e9));
+  const product =
+    BigInt(promptTokens) * BigInt(Math.round(inputUsdPerMillionTokens * 1e9)) + BigInt(completionTokens) * BigInt(Math.round(outputUsdPerMillionTokens * 1e9));
   return (product + 999_999n) / 1_000_000n;
 }
 
@@ -206,7 +224,9 @@ describe("cloud mode as a fleet of three replicas behind nginx", () => {
   it("keeps no usable key in a dump of the database", async () => {
     const live = await createKey("dumped");
     expect(await modelsStatus(fleet.url, live.key)).toBe(200);
-    const { stdout: dump } = await run(postgresBinary("pg_dump"), ["-h", "127.0.0.1", "-p", String(postgres.port), "-U", "postgres", "kiln"], { maxBuffer: 64 << 20 });
+    const { stdout: dump } = await run(postgresBinary("pg_dump"), ["-h", "127.0.0.1", "-p", String(postgres.port), "-U", "postgres", "kiln"], {
+      maxBuffer: 64 << 20,
+    });
     expect(dump).toContain(live.id); // the dump is of the right database
     expect(dump).not.toContain(live.key);
     // Every token-like string of the dump, tried as a key: none works.
@@ -246,7 +266,11 @@ describe("cloud mode as a fleet of three replicas behind nginx", () => {
     });
     const row = (id: string) => rows.find((r) => r.request_id === id)!;
     for (const s of [...completed, after]) {
-      expect(row(s.id)).toMatchObject({ settled_from: "completed", prompt_tokens: String(s.usage!.prompt_tokens), completion_tokens: String(s.usage!.completion_tokens) });
+      expect(row(s.id)).toMatchObject({
+        settled_from: "completed",
+        prompt_tokens: String(s.usage!.prompt_tokens),
+        completion_tokens: String(s.usage!.completion_tokens),
+      });
     }
     for (const s of aborted) {
       const billed = Number(row(s.id).completion_tokens);

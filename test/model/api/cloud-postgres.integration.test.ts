@@ -77,7 +77,10 @@ describe("a replica that dies mid-request", () => {
     const stream = await chat(first, key, { max_tokens: 300, stream: true });
     const reader = stream.body!.getReader();
     await reader.read();
-    const [reservation] = await query<{ request_id: string; completion_tokens: string; nano_usd: string }>("SELECT * FROM usage_reservations WHERE key_id = $1", [id]);
+    const [reservation] = await query<{ request_id: string; completion_tokens: string; nano_usd: string }>(
+      "SELECT * FROM usage_reservations WHERE key_id = $1",
+      [id],
+    );
     expect(Number(reservation.completion_tokens)).toBe(300);
     first.process.kill("SIGKILL");
     await new Promise((r) => first.process.once("exit", r));

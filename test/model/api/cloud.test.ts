@@ -122,7 +122,10 @@ describe("the ledger", () => {
     told.push(((await whole.json()) as any).usage);
 
     const streamed = await chat(key, { max_tokens: 16, stream: true, stream_options: { include_usage: true } });
-    const events = (await streamed.text()).split("\n\n").filter((b) => b.startsWith("data: {")).map((b) => JSON.parse(b.slice(6)));
+    const events = (await streamed.text())
+      .split("\n\n")
+      .filter((b) => b.startsWith("data: {"))
+      .map((b) => JSON.parse(b.slice(6)));
     told.push(events.at(-1).usage);
 
     // A stream abandoned after a few chunks: the client never learns its usage; the ledger has it.
@@ -149,7 +152,10 @@ describe("the ledger", () => {
     expect(rows.filter((r) => r.settled_from === "completed")).toHaveLength(2);
 
     // What the clients were told, plus the abandoned stream's tokens, priced by the one rule, row by row.
-    const everything = [...told.map((u) => ({ promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens })), { promptTokens: cut.prompt_tokens, completionTokens: cut.completion_tokens }];
+    const everything = [
+      ...told.map((u) => ({ promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens })),
+      { promptTokens: cut.prompt_tokens, completionTokens: cut.completion_tokens },
+    ];
     const expectedCost = everything.reduce((sum, u) => sum + costNanoUsd(PRICE, { ...u, audioMs: 0 }), 0);
     const [line] = JSON.parse(await kiln(usage, ["--key", id, "--json"]));
     expect(line).toEqual({

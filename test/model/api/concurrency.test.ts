@@ -90,7 +90,6 @@ beforeAll(async () => {
   await compiledArtifact(); // compiled once and cached, so the server only loads it
   server = await startServer(MODEL, ["--max-running", "16", "--max-waiting", "64"]);
   root = server.root;
-
 });
 
 afterAll(async () => {

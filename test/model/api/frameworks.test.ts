@@ -85,15 +85,18 @@ function startProxy(upstreamRoot: string): Promise<{ proxy: Server; root: string
       const start = performance.now();
       res.on("finish", () => (entry.ms = Math.round(performance.now() - start)));
       exchanges.push(entry);
-      const up = request({ host: upstream.hostname, port: upstream.port, method: req.method, path, headers: { ...req.headers, host: upstream.host } }, (answer) => {
-        entry.status = answer.statusCode ?? 0;
-        res.writeHead(entry.status, answer.headers);
-        if (entry.status >= 300) {
-          entry.answer = "";
-          answer.on("data", (c: Buffer) => (entry.answer = (entry.answer + c.toString()).slice(0, 600)));
-        }
-        answer.pipe(res);
-      });
+      const up = request(
+        { host: upstream.hostname, port: upstream.port, method: req.method, path, headers: { ...req.headers, host: upstream.host } },
+        (answer) => {
+          entry.status = answer.statusCode ?? 0;
+          res.writeHead(entry.status, answer.headers);
+          if (entry.status >= 300) {
+            entry.answer = "";
+            answer.on("data", (c: Buffer) => (entry.answer = (entry.answer + c.toString()).slice(0, 600)));
+          }
+          answer.pipe(res);
+        },
+      );
       up.on("error", (e) => {
         entry.answer = `proxy: ${e.message}`;
         if (!res.headersSent) res.writeHead(502);
@@ -237,7 +240,10 @@ describe("the Vercel AI SDK (@ai-sdk/openai-compatible)", () => {
   };
 
   /** Every call is a known tool, typed (not dynamic/invalid), with an input that validates. */
-  function expectToolCalls(calls: ReadonlyArray<{ toolName: string; input: unknown; dynamic?: boolean; invalid?: boolean; error?: unknown }>, only?: keyof typeof tools): void {
+  function expectToolCalls(
+    calls: ReadonlyArray<{ toolName: string; input: unknown; dynamic?: boolean; invalid?: boolean; error?: unknown }>,
+    only?: keyof typeof tools,
+  ): void {
     expect(calls.length, "tool calls the SDK reported").toBeGreaterThan(0);
     for (const call of calls) {
       const context = JSON.stringify(call);
@@ -346,7 +352,17 @@ describe("what the libraries sent", () => {
   it("kiln answered every request of every library 2xx", async () => {
     await python;
     const tags = new Set(exchanges.map((e) => e.tag));
-    for (const tag of ["openai_js", "ai_sdk", "openai_parse", "langchain_structured", "langchain_function_calling", "langchain_tools_any", "langchain_tools_named", "langchain_tools_stream", "instructor"]) {
+    for (const tag of [
+      "openai_js",
+      "ai_sdk",
+      "openai_parse",
+      "langchain_structured",
+      "langchain_function_calling",
+      "langchain_tools_any",
+      "langchain_tools_named",
+      "langchain_tools_stream",
+      "instructor",
+    ]) {
       expect(tags.has(tag), `no request from ${tag} reached the proxy`).toBe(true);
     }
     const refused = exchanges

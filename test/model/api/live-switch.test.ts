@@ -154,7 +154,10 @@ describe("live switch under load", () => {
     const log = server.stderr();
     console.log(
       `live switch: ${answers.length} streamed answers, ${failed.length} failed; promotion seen in answers after ${promoteSeconds.toFixed(2)} s, ` +
-        `rollback after ${rollbackSeconds.toFixed(2)} s\n${log.split("\n").filter((l) => /switched to|drained/.test(l)).join("\n")}`,
+        `rollback after ${rollbackSeconds.toFixed(2)} s\n${log
+          .split("\n")
+          .filter((l) => /switched to|drained/.test(l))
+          .join("\n")}`,
     );
     expect(failed.map((a) => a.error)).toEqual([]);
     // Each answer came whole from one artifact.

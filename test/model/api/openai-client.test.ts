@@ -148,14 +148,18 @@ describe("kiln serve with the openai client", () => {
   });
 
   it("raises the client's exception classes with status, code and param", async () => {
-    const bad = await client.chat.completions
-      .create({ model: MODEL, messages: [{ role: "user", content: "x" }], temperature: 5 })
-      .catch((e: unknown) => e);
+    const bad = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }], temperature: 5 }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(BadRequestError);
     expect(bad).toMatchObject({ status: 400, code: "invalid_value", param: "temperature", type: "invalid_request_error" });
 
     const badMessage = await client.chat.completions
-      .create({ model: MODEL, messages: [{ role: "user", content: "x" }, { role: "user", content: 7 as unknown as string }] })
+      .create({
+        model: MODEL,
+        messages: [
+          { role: "user", content: "x" },
+          { role: "user", content: 7 as unknown as string },
+        ],
+      })
       .catch((e: unknown) => e);
     expect(badMessage).toMatchObject({ status: 400, code: "invalid_type", param: "messages[1].content" });
 

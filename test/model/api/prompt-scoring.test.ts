@@ -65,7 +65,12 @@ const fingerprints = new Set<string>();
 async function kilnScores(prompt: number[]): Promise<number[]> {
   const body = await completions({ prompt, echo: true, logprobs: 1, max_tokens: 0 });
   expect(body.choices[0]).toMatchObject({ text: expect.any(String), finish_reason: "length" });
-  expect(body.usage).toMatchObject({ prompt_tokens: prompt.length, completion_tokens: 0, total_tokens: prompt.length, prompt_tokens_details: { cached_tokens: 0 } });
+  expect(body.usage).toMatchObject({
+    prompt_tokens: prompt.length,
+    completion_tokens: 0,
+    total_tokens: prompt.length,
+    prompt_tokens_details: { cached_tokens: 0 },
+  });
   const lp = body.choices[0].logprobs as Scored;
   expect(lp.token_logprobs).toHaveLength(prompt.length);
   expect(lp.token_logprobs[0]).toBeNull();
@@ -113,7 +118,9 @@ describe("prompt scoring on the real model", () => {
     const kiln = await kilnScores(ids);
     const reference = await llamaScores(ids);
     const [pk, pl] = [perplexity(kiln), perplexity(reference)];
-    console.log(`perplexity over ${ids.length} tokens: kiln ${pk.toFixed(4)} (${[...fingerprints].join(", ")}), llama.cpp ${pl.toFixed(4)}, ratio ${(pk / pl).toFixed(4)}`);
+    console.log(
+      `perplexity over ${ids.length} tokens: kiln ${pk.toFixed(4)} (${[...fingerprints].join(", ")}), llama.cpp ${pl.toFixed(4)}, ratio ${(pk / pl).toFixed(4)}`,
+    );
     expect(Math.abs(pk / pl - 1)).toBeLessThan(0.02);
     // Token by token too: no position is off by much (the difference is rounding, not a shifted position).
     const worst = Math.max(...kiln.map((v, i) => Math.abs(v - reference[i])));
@@ -131,7 +138,9 @@ describe("prompt scoring on the real model", () => {
     expect(scored.tokens.slice(prompt.length)).toEqual(gen.tokens);
     const diffs = gen.token_logprobs.map((v, i) => Math.abs((v as number) - (scored.token_logprobs[prompt.length + i] as number)));
     const mean = diffs.reduce((a, b) => a + b, 0) / diffs.length;
-    console.log(`greedy vs scored logprobs over ${diffs.length} tokens: first |diff| ${diffs[0].toExponential(2)}, mean ${mean.toFixed(4)}, max ${Math.max(...diffs).toFixed(4)}`);
+    console.log(
+      `greedy vs scored logprobs over ${diffs.length} tokens: first |diff| ${diffs[0].toExponential(2)}, mean ${mean.toFixed(4)}, max ${Math.max(...diffs).toFixed(4)}`,
+    );
     expect(diffs[0]).toBeLessThan(1e-4);
     expect(mean).toBeLessThan(0.15);
     for (const d of diffs) expect(d).toBeLessThan(1);

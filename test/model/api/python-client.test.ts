@@ -95,7 +95,6 @@ afterAll(async () => {
   expect(code, `kiln serve did not exit cleanly within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM:\n${server?.stderr() ?? ""}`).toBe(0);
 });
 
-
 describe("kiln serve with the official Python openai client", () => {
   it("has the Python client that `npm run setup` installs in .cache/pyclient", () => {
     expect(missingClient, missingClient).toBeUndefined();

@@ -56,7 +56,8 @@ function runPython(mode: "client" | "langchain", venv: string, baseURL: string):
         return new Error(`responses_checks.py ${mode} did not print one JSON object:\n${stdout}`);
       }
     },
-    (e: Error & { stderr?: string }) => new Error(`responses_checks.py ${mode} failed (the venv at ${venv} comes from \`npm run setup\`): ${e.message}\n${e.stderr ?? ""}`),
+    (e: Error & { stderr?: string }) =>
+      new Error(`responses_checks.py ${mode} failed (the venv at ${venv} comes from \`npm run setup\`): ${e.message}\n${e.stderr ?? ""}`),
   );
 }
 
@@ -90,7 +91,11 @@ describe("the openai npm client", () => {
     expect(r.status).toBe("completed");
     expect(r.output.map((item) => item.type)).toEqual(["message"]);
     expect(r.output_text.length).toBeGreaterThan(0);
-    expect(r.usage).toMatchObject({ input_tokens: expect.any(Number), output_tokens: expect.any(Number), input_tokens_details: { cached_tokens: expect.any(Number) } });
+    expect(r.usage).toMatchObject({
+      input_tokens: expect.any(Number),
+      output_tokens: expect.any(Number),
+      input_tokens_details: { cached_tokens: expect.any(Number) },
+    });
     expect(r.usage!.total_tokens).toBe(r.usage!.input_tokens + r.usage!.output_tokens);
   });
 
@@ -111,12 +116,20 @@ describe("the openai npm client", () => {
     expect(deltas.length).toBeGreaterThan(0);
     const stored = await client.responses.retrieve(final.id);
     expect(stored).toEqual(last);
-    expect(stored.output).toEqual(final.output.map((item) => (item.type === "message" ? { ...item, content: item.content.map(({ parsed: _, ...part }: any) => part) } : item)));
+    expect(stored.output).toEqual(
+      final.output.map((item) => (item.type === "message" ? { ...item, content: item.content.map(({ parsed: _, ...part }: any) => part) } : item)),
+    );
   });
 
   it("a conversation by previous_response_id: the second turn sees the first, its input items list all of it", async () => {
     const first = await client.responses.create({ model: MODEL, input: "My name is Ada.", max_output_tokens: 16, temperature: 0 });
-    const second = await client.responses.create({ model: MODEL, previous_response_id: first.id, input: "What is my name?", max_output_tokens: 16, temperature: 0 });
+    const second = await client.responses.create({
+      model: MODEL,
+      previous_response_id: first.id,
+      input: "What is my name?",
+      max_output_tokens: 16,
+      temperature: 0,
+    });
     expect(second.previous_response_id).toBe(first.id);
     expect(second.usage!.input_tokens).toBeGreaterThan(first.usage!.input_tokens + first.usage!.output_tokens);
     const items = await client.responses.inputItems.list(second.id, { order: "asc" });
@@ -125,7 +138,14 @@ describe("the openai npm client", () => {
   });
 
   it("a function-call round trip: a function_call item, then its function_call_output continues the response", async () => {
-    const first = await client.responses.create({ model: MODEL, input: "What is the weather in Paris?", tools: [WEATHER_TOOL], tool_choice: "required", max_output_tokens: 48, temperature: 0 });
+    const first = await client.responses.create({
+      model: MODEL,
+      input: "What is the weather in Paris?",
+      tools: [WEATHER_TOOL],
+      tool_choice: "required",
+      max_output_tokens: 48,
+      temperature: 0,
+    });
     const calls = first.output.filter((item) => item.type === "function_call");
     expect(calls.length, JSON.stringify(first.output)).toBeGreaterThan(0);
     const call = calls[0];
@@ -197,7 +217,14 @@ describe("the Vercel AI SDK's default OpenAI provider (@ai-sdk/openai, /v1/respo
   });
 
   it("generateObject: the object validates (a strict json_schema text.format)", async () => {
-    const r = await generateObject({ model, schema: City, schemaName: "city", prompt: "Paris is a city in France. Give the city and country.", maxOutputTokens: 40, ...common });
+    const r = await generateObject({
+      model,
+      schema: City,
+      schemaName: "city",
+      prompt: "Paris is a city in France. Give the city and country.",
+      maxOutputTokens: 40,
+      ...common,
+    });
     expect(City.safeParse(r.object).success, JSON.stringify(r.object)).toBe(true);
   });
 
@@ -249,7 +276,15 @@ describe("the Vercel AI SDK's default OpenAI provider (@ai-sdk/openai, /v1/respo
 
 describe("LangChain JS's ChatOpenAI in Responses mode (useResponsesApi: true)", () => {
   const chat = (maxTokens: number) =>
-    new ChatOpenAI({ model: MODEL, apiKey: API_KEY, configuration: { baseURL: server!.baseURL }, useResponsesApi: true, temperature: 0, maxRetries: 0, maxTokens });
+    new ChatOpenAI({
+      model: MODEL,
+      apiKey: API_KEY,
+      configuration: { baseURL: server!.baseURL },
+      useResponsesApi: true,
+      temperature: 0,
+      maxRetries: 0,
+      maxTokens,
+    });
 
   it("invoke: an AIMessage with the response's id and usage", async () => {
     const message = await chat(24).invoke("Name three primary colors.");
@@ -271,7 +306,9 @@ describe("LangChain JS's ChatOpenAI in Responses mode (useResponsesApi: true)", 
 
   it("bindTools with a named tool_choice: a tool call whose args validate", async () => {
     const message = await chat(48)
-      .bindTools([{ type: "function", function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } }], { tool_choice: "get_weather" })
+      .bindTools([{ type: "function", function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } }], {
+        tool_choice: "get_weather",
+      })
       .invoke("What is the weather in Paris?");
     expect(message.invalid_tool_calls ?? []).toEqual([]);
     expect(message.tool_calls?.length, JSON.stringify(message.content)).toBeGreaterThan(0);

@@ -31,7 +31,15 @@ async function answer(s: NamedSchema, temperature: number, stream: boolean): Pro
     const r = await client.chat.completions.create({ model: TEXT_SLUG, messages: messages(s), response_format, temperature, max_tokens: 300, seed: 7 });
     return { text: r.choices[0].message.content ?? "", finish: r.choices[0].finish_reason };
   }
-  const chunks = await client.chat.completions.create({ model: TEXT_SLUG, messages: messages(s), response_format, temperature, max_tokens: 300, seed: 7, stream: true });
+  const chunks = await client.chat.completions.create({
+    model: TEXT_SLUG,
+    messages: messages(s),
+    response_format,
+    temperature,
+    max_tokens: 300,
+    seed: 7,
+    stream: true,
+  });
   let text = "";
   let finish: string | null = null;
   for await (const c of chunks) {
@@ -45,12 +53,14 @@ async function answer(s: NamedSchema, temperature: number, stream: boolean): Pro
 async function pool<T, R>(items: readonly T[], limit: number, work: (item: T, i: number) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
-  await Promise.all(Array.from({ length: limit }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await work(items[i], i);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await work(items[i], i);
+      }
+    }),
+  );
   return out;
 }
 
@@ -80,10 +90,23 @@ describe("structured outputs on the real model", () => {
     // JSON mode bounds no string or key count, and a 135M model often writes one value forever
     // (valid JSON so far, cut by max_tokens: the reference API's behaviour too). Every answer must
     // start an object; every answer that ends on its own must be exactly one object.
-    const prompts = ["List two fruits.", "Say hello.", "Give a cat's name and age.", "What is the capital of France?", "Describe a dog with a name and a colour.", "Name a planet."];
+    const prompts = [
+      "List two fruits.",
+      "Say hello.",
+      "Give a cat's name and age.",
+      "What is the capital of France?",
+      "Describe a dog with a name and a colour.",
+      "Name a planet.",
+    ];
     let ended = 0;
     for (const content of prompts) {
-      const r = await client.chat.completions.create({ model: TEXT_SLUG, messages: [{ role: "user", content }], response_format: { type: "json_object" }, temperature: 0, max_tokens: 200 });
+      const r = await client.chat.completions.create({
+        model: TEXT_SLUG,
+        messages: [{ role: "user", content }],
+        response_format: { type: "json_object" },
+        temperature: 0,
+        max_tokens: 200,
+      });
       const text = r.choices[0].message.content ?? "";
       expect(text.startsWith("{"), text).toBe(true);
       if (r.choices[0].finish_reason !== "stop") continue;
@@ -96,11 +119,20 @@ describe("structured outputs on the real model", () => {
 
   it("honours vLLM's guided_choice, guided_regex and guided_json, on completions and chat", async () => {
     const extended = (body: Record<string, unknown>) => body as unknown as OpenAI.Completions.CompletionCreateParamsNonStreaming;
-    const choice = await client.completions.create(extended({ model: TEXT_SLUG, prompt: "The sky is", max_tokens: 8, temperature: 1, seed: 3, guided_choice: ["blue", "green", "on fire"] }));
+    const choice = await client.completions.create(
+      extended({ model: TEXT_SLUG, prompt: "The sky is", max_tokens: 8, temperature: 1, seed: 3, guided_choice: ["blue", "green", "on fire"] }),
+    );
     expect(["blue", "green", "on fire"]).toContain(choice.choices[0].text);
-    const date = await client.completions.create(extended({ model: TEXT_SLUG, prompt: "Today's date:", max_tokens: 16, temperature: 1, seed: 5, guided_regex: "20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]" }));
+    const date = await client.completions.create(
+      extended({ model: TEXT_SLUG, prompt: "Today's date:", max_tokens: 16, temperature: 1, seed: 5, guided_regex: "20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]" }),
+    );
     expect(date.choices[0].text).toMatch(/^20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]$/);
-    const schema = { type: "object", properties: { city: { type: "string", maxLength: 20 }, rank: { type: "integer", minimum: 1, maximum: 9 } }, required: ["city", "rank"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 20 }, rank: { type: "integer", minimum: 1, maximum: 9 } },
+      required: ["city", "rank"],
+      additionalProperties: false,
+    };
     const json = await client.chat.completions.create({
       model: TEXT_SLUG,
       messages: [{ role: "user", content: "Name a big city and rank it." }],
@@ -115,7 +147,11 @@ describe("structured outputs on the real model", () => {
   it("refuses a keyword it cannot enforce with a 400 naming it", async () => {
     const bad = { type: "object", properties: { a: { type: "array", items: { type: "integer" }, uniqueItems: true } }, required: ["a"] };
     await expect(
-      client.chat.completions.create({ model: TEXT_SLUG, messages: [{ role: "user", content: "hi" }], response_format: { type: "json_schema", json_schema: { name: "bad", schema: bad } } }),
+      client.chat.completions.create({
+        model: TEXT_SLUG,
+        messages: [{ role: "user", content: "hi" }],
+        response_format: { type: "json_schema", json_schema: { name: "bad", schema: bad } },
+      }),
     ).rejects.toMatchObject({ status: 400, param: "response_format", message: expect.stringContaining("uniqueItems") });
   });
 });

@@ -43,7 +43,11 @@ const WEATHER: ChatCompletionTool = {
 };
 const TIME: ChatCompletionTool = {
   type: "function",
-  function: { name: "get_time", description: "Current time in a time zone", parameters: { type: "object", properties: { zone: { type: "string", maxLength: 30 } }, required: ["zone"] } },
+  function: {
+    name: "get_time",
+    description: "Current time in a time zone",
+    parameters: { type: "object", properties: { zone: { type: "string", maxLength: 30 } }, required: ["zone"] },
+  },
 };
 
 /** Tools whose parameters are the structured-output test schemas, so calls face nested objects, enums, arrays, anyOf and refs. */
@@ -143,12 +147,17 @@ describe("tool calls on the real model", () => {
     const cases = SCHEMA_TOOLS.map((tool, i) => {
       const named = i % 3 === 0;
       const tools = named ? [WEATHER, tool, TIME] : [tool, WEATHER];
-      const choice: ChatCompletionToolChoiceOption = named ? { type: "function", function: { name: (tool as { function: { name: string } }).function.name } } : "required";
+      const choice: ChatCompletionToolChoiceOption = named
+        ? { type: "function", function: { name: (tool as { function: { name: string } }).function.name } }
+        : "required";
       return { tools, choice, named, temperature: i % 2, stream: Math.floor(i / 2) % 2 === 1 };
     });
     const results = await Promise.all(
       cases.map((c, i) =>
-        answer([{ role: "user", content: `Please record ${structuredSchemas(12)[i].ask}.` }], c.tools, c.choice, { temperature: c.temperature, stream: c.stream }),
+        answer([{ role: "user", content: `Please record ${structuredSchemas(12)[i].ask}.` }], c.tools, c.choice, {
+          temperature: c.temperature,
+          stream: c.stream,
+        }),
       ),
     );
     const failures: string[] = [];
@@ -157,7 +166,8 @@ describe("tool calls on the real model", () => {
       if (a.finish === "length") return; // a call cut by max_tokens is not a finished call
       if (a.calls.length === 0) failures.push(`case ${i}: no call (finish ${a.finish}, content ${JSON.stringify(a.content)})`);
       if (a.finish !== "tool_calls") failures.push(`case ${i}: finish ${a.finish}`);
-      if (c.named && a.calls.some((call) => call.name !== (c.choice as { function: { name: string } }).function.name)) failures.push(`case ${i}: called another function`);
+      if (c.named && a.calls.some((call) => call.name !== (c.choice as { function: { name: string } }).function.name))
+        failures.push(`case ${i}: called another function`);
       failures.push(...callProblems(a, c.tools).map((p) => `case ${i}: ${p}`));
     });
     expect(failures).toEqual([]);
@@ -178,10 +188,21 @@ describe("tool calls on the real model", () => {
   }, 120_000);
 
   it("answers a conversation replayed with its calls and their results", async () => {
-    const first = await client.chat.completions.create({ model: TEXT_SLUG, messages: ask("Oslo"), tools: [WEATHER], tool_choice: "required", temperature: 0, max_tokens: 80 });
+    const first = await client.chat.completions.create({
+      model: TEXT_SLUG,
+      messages: ask("Oslo"),
+      tools: [WEATHER],
+      tool_choice: "required",
+      temperature: 0,
+      max_tokens: 80,
+    });
     const message = first.choices[0].message;
     expect(message.tool_calls?.length).toBeGreaterThan(0);
-    const results: ChatCompletionMessageParam[] = message.tool_calls!.map((c) => ({ role: "tool", tool_call_id: c.id, content: '{"temperature": 3, "sky": "cloudy"}' }));
+    const results: ChatCompletionMessageParam[] = message.tool_calls!.map((c) => ({
+      role: "tool",
+      tool_call_id: c.id,
+      content: '{"temperature": 3, "sky": "cloudy"}',
+    }));
     const second = await client.chat.completions.create({
       model: TEXT_SLUG,
       messages: [...ask("Oslo"), message as ChatCompletionMessageParam, ...results],
@@ -198,7 +219,10 @@ describe("tool calls on the real model", () => {
       const whole = await answer(ask(city), [WEATHER, TIME], "auto", { temperature: 0, stream: false });
       const streamed = await answer(ask(city), [WEATHER, TIME], "auto", { temperature: 0, stream: true });
       expect(callProblems(whole, [WEATHER, TIME])).toEqual([]);
-      expect({ ...streamed, calls: streamed.calls.map((c) => [c.name, c.arguments]) }).toEqual({ ...whole, calls: whole.calls.map((c) => [c.name, c.arguments]) });
+      expect({ ...streamed, calls: streamed.calls.map((c) => [c.name, c.arguments]) }).toEqual({
+        ...whole,
+        calls: whole.calls.map((c) => [c.name, c.arguments]),
+      });
       expect(whole.finish).toBe(whole.calls.length > 0 ? "tool_calls" : whole.finish === "length" ? "length" : "stop");
     }
   }, 60_000);

@@ -47,10 +47,16 @@ describe("transcription over HTTP on the real model", () => {
     const kilnWer = wordErrorRate(spoken, kiln.join(" "));
     expect(referenceAvailable(), `faster-whisper is missing at ${referencePython()}: run scripts/setup.sh`).toBe(true);
     const modelDir = (await pullModel(SLUG)).dir;
-    const { results } = await referenceTranscribe(modelDir, cases.map((c) => c.path), { threads: 2 });
+    const { results } = await referenceTranscribe(
+      modelDir,
+      cases.map((c) => c.path),
+      { threads: 2 },
+    );
     const peerWer = wordErrorRate(spoken, results.map((r) => r.text).join(" "));
     const agreement = wordErrorRate(results.map((r) => r.text).join(" "), kiln.join(" "));
-    console.log(`speech WER against the spoken text: kiln ${(100 * kilnWer).toFixed(1)}%, faster-whisper ${(100 * peerWer).toFixed(1)}%; kiln against faster-whisper ${(100 * agreement).toFixed(1)}%`);
+    console.log(
+      `speech WER against the spoken text: kiln ${(100 * kilnWer).toFixed(1)}%, faster-whisper ${(100 * peerWer).toFixed(1)}%; kiln against faster-whisper ${(100 * agreement).toFixed(1)}%`,
+    );
     expect(kilnWer).toBeLessThanOrEqual(peerWer + 0.02);
     expect(kilnWer).toBeLessThan(0.25);
   }, 300_000);
@@ -69,7 +75,12 @@ describe("transcription over HTTP on the real model", () => {
 
   it("verbose_json: segments inside the audio in order, words inside their segment", async () => {
     const long = speechFixture("long");
-    const r = await client.audio.transcriptions.create({ model: SLUG, file: createReadStream(long.files.mp3), response_format: "verbose_json", timestamp_granularities: ["word", "segment"] });
+    const r = await client.audio.transcriptions.create({
+      model: SLUG,
+      file: createReadStream(long.files.mp3),
+      response_format: "verbose_json",
+      timestamp_granularities: ["word", "segment"],
+    });
     expect(r.language).toBe("english");
     expect(r.duration).toBeCloseTo(long.seconds, 0);
     const segments = r.segments!;
@@ -81,27 +92,47 @@ describe("transcription over HTTP on the real model", () => {
       if (i > 0) expect(s.start).toBeGreaterThanOrEqual(segments[i - 1].start);
       for (const key of ["seek", "tokens", "temperature", "avg_logprob", "compression_ratio", "no_speech_prob"] as const) expect(s).toHaveProperty(key);
     }
-    expect(r.text).toBe(segments.map((s) => s.text).join("").trim());
+    expect(r.text).toBe(
+      segments
+        .map((s) => s.text)
+        .join("")
+        .trim(),
+    );
     const words = r.words!;
     expect(words.length).toBeGreaterThan(20);
     for (const w of words) {
       expect(w.end).toBeGreaterThanOrEqual(w.start);
-      expect(segments.some((s) => w.start >= s.start && w.end <= s.end), JSON.stringify(w)).toBe(true);
+      expect(
+        segments.some((s) => w.start >= s.start && w.end <= s.end),
+        JSON.stringify(w),
+      ).toBe(true);
     }
     expect(wordErrorRate(r.text, words.map((w) => w.word).join(" "))).toBeLessThan(0.05);
   }, 120_000);
 
   it("srt and vtt: numbered cues with well-formed, increasing timestamps", async () => {
     const long = speechFixture("long");
-    const srt = (await client.audio.transcriptions.create({ model: SLUG, file: createReadStream(long.files.flac), response_format: "srt" })) as unknown as string;
-    const vtt = (await client.audio.transcriptions.create({ model: SLUG, file: createReadStream(long.files.flac), response_format: "vtt" })) as unknown as string;
+    const srt = (await client.audio.transcriptions.create({
+      model: SLUG,
+      file: createReadStream(long.files.flac),
+      response_format: "srt",
+    })) as unknown as string;
+    const vtt = (await client.audio.transcriptions.create({
+      model: SLUG,
+      file: createReadStream(long.files.flac),
+      response_format: "vtt",
+    })) as unknown as string;
     const srtTimes = [...srt.matchAll(/^(\d+)\n(\d\d:\d\d:\d\d,\d\d\d) --> (\d\d:\d\d:\d\d,\d\d\d)$/gm)];
     expect(srtTimes.length).toBeGreaterThan(1);
     srtTimes.forEach((m, i) => expect(Number(m[1])).toBe(i + 1));
     expect(vtt.startsWith("WEBVTT")).toBe(true);
     const vttTimes = [...vtt.matchAll(/^(\d\d:\d\d:\d\d\.\d\d\d) --> (\d\d:\d\d:\d\d\.\d\d\d)$/gm)];
     expect(vttTimes.length).toBe(srtTimes.length);
-    const seconds = (t: string) => t.split(/[:,.]/).map(Number).reduce((acc, v, i) => (i < 3 ? acc * 60 + v : acc + v / 1000), 0);
+    const seconds = (t: string) =>
+      t
+        .split(/[:,.]/)
+        .map(Number)
+        .reduce((acc, v, i) => (i < 3 ? acc * 60 + v : acc + v / 1000), 0);
     for (const times of [srtTimes, vttTimes]) {
       let last = -1;
       for (const m of times) {
@@ -130,13 +161,23 @@ describe("transcription over HTTP on the real model", () => {
 
   it("refuses a text model for transcription and the speech model for chat (param model)", async () => {
     const f = sentences[0];
-    await expect(client.audio.transcriptions.create({ model: TEXT_SLUG, file: createReadStream(f.files.wav) })).rejects.toMatchObject({ status: 400, param: "model" });
-    await expect(client.chat.completions.create({ model: SLUG, messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({ status: 400, param: "model" });
+    await expect(client.audio.transcriptions.create({ model: TEXT_SLUG, file: createReadStream(f.files.wav) })).rejects.toMatchObject({
+      status: 400,
+      param: "model",
+    });
+    await expect(client.chat.completions.create({ model: SLUG, messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({
+      status: 400,
+      param: "model",
+    });
   });
 
   it("works with the official Python client: json, verbose_json with words, srt, streaming, errors", async () => {
     const long = speechFixture("long");
-    const { stdout } = await promisify(execFile)(referencePython(), [resolve("test/model/api/python/transcription_checks.py"), server!.baseURL, SLUG, long.files.m4a, TEXT_SLUG], { maxBuffer: 16 << 20 });
+    const { stdout } = await promisify(execFile)(
+      referencePython(),
+      [resolve("test/model/api/python/transcription_checks.py"), server!.baseURL, SLUG, long.files.m4a, TEXT_SLUG],
+      { maxBuffer: 16 << 20 },
+    );
     const seen = JSON.parse(stdout);
     expect(wordErrorRate(long.text, seen.json.text)).toBeLessThan(0.4);
     expect(seen.verbose.text).toBe(seen.json.text);

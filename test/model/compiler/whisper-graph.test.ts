@@ -91,7 +91,9 @@ describe("compiled Whisper tiny.en against CTranslate2", () => {
     // espeak-ng writes 22.05 kHz; faster-whisper's decode_audio resamples to 16 kHz itself.
     execFileSync("espeak-ng", ["-w", wav, "The quick brown fox jumps over the lazy dog. Kiln compiles whisper into two graphs."]);
     const prompt = [manifest.tokens.startOfTranscript, manifest.tokens.noTimestamps].join(",");
-    execFileSync(PYTHON, [resolve("test/model/compiler/whisper-reference.py"), wav, pulled.dir, join(work, "ref.json"), prompt, String(MAX_LENGTH)], { stdio: ["ignore", "ignore", "inherit"] });
+    execFileSync(PYTHON, [resolve("test/model/compiler/whisper-reference.py"), wav, pulled.dir, join(work, "ref.json"), prompt, String(MAX_LENGTH)], {
+      stdio: ["ignore", "ignore", "inherit"],
+    });
     reference = JSON.parse(readFileSync(join(work, "ref.json"), "utf8")) as Reference;
     const bytes = readFileSync(join(work, "ref.json.mel.f32"));
     mel = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);

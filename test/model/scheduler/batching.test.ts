@@ -6,7 +6,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LoadedModel } from "../../../src/runtime/loaded-model.js";
-import { serveLoadedModel, type BatchEngine, type EmittedTokenLogprob, type GenerationRequest, type SamplingParams, type ServedModel } from "../../../src/scheduler/index.js";
+import {
+  serveLoadedModel,
+  type BatchEngine,
+  type EmittedTokenLogprob,
+  type GenerationRequest,
+  type SamplingParams,
+  type ServedModel,
+} from "../../../src/scheduler/index.js";
 import { CHAT_PROMPTS, compiledArtifact } from "../../support/model.js";
 import { beyondRounding } from "../../support/rounding.js";
 

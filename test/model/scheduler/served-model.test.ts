@@ -114,7 +114,10 @@ describe("a served SmolLM2-135M", () => {
       const { text } = await collect(model, { promptIds, maxTokens: 48, sampling: { temperature: 1, seed }, constraint: auto });
       for (const args of argsOf(text)) expect(Object.keys(args)).toEqual(["city"]);
     }
-    const forced = { type: "structural_tag" as const, format: JSON.stringify({ type: "tags_with_separator", tags: [tag], separator: "\n", at_least_one: true }) };
+    const forced = {
+      type: "structural_tag" as const,
+      format: JSON.stringify({ type: "tags_with_separator", tags: [tag], separator: "\n", at_least_one: true }),
+    };
     const { text } = await collect(model, { promptIds, maxTokens: 80, sampling: { temperature: 0 }, constraint: forced });
     expect(text.startsWith(begin)).toBe(true);
     expect(typeof argsOf(text)[0].city).toBe("string");

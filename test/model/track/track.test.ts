@@ -50,7 +50,10 @@ describe("a reduced track run on SmolLM2-135M", () => {
     promoteArtifact(db, { slug: TEXT_SLUG, artifactId: defaultArtifact, settings: {}, reason: "operator" });
     const real = createModelMeasurer({ slug: TEXT_SLUG, workload: job.workload, probeTokens: job.quality.probeTokens });
     // One candidate crashes, as a broken graph or a dead worker would.
-    const measurer: Measurer = { ...real, measure: (request) => (request.settings.maxRunning === 8 ? Promise.reject(new Error("injected crash")) : real.measure(request)) };
+    const measurer: Measurer = {
+      ...real,
+      measure: (request) => (request.settings.maxRunning === 8 ? Promise.reject(new Error("injected crash")) : real.measure(request)),
+    };
     const lines: string[] = [];
     const started = Date.now();
     // Noise and the time budget are opened up too: on a busy CI machine the incumbent's repeats may

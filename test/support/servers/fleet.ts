@@ -73,7 +73,19 @@ export async function startFleet(options: FleetOptions): Promise<RunningFleet> {
 
 function spawnReplica(port: number, options: FleetOptions): Replica {
   const cloudArgs = options.cloud ? ["--cloud", "--database", options.cloud.databaseUrl, "--limits", options.cloud.limitsUrl] : [];
-  const args = ["bin/kiln.mjs", "serve", "--model", options.slug, "--port", String(port), "--log-level", "warn", "--no-nightly", ...cloudArgs, ...(options.serveArgs ?? [])];
+  const args = [
+    "bin/kiln.mjs",
+    "serve",
+    "--model",
+    options.slug,
+    "--port",
+    String(port),
+    "--log-level",
+    "warn",
+    "--no-nightly",
+    ...cloudArgs,
+    ...(options.serveArgs ?? []),
+  ];
   const env = { ...process.env, ...options.env, ...(options.cloud ? { KILN_KEY_SECRET: options.cloud.keySecret } : {}) };
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "ignore", "pipe"] });
   let log = "";

@@ -19,7 +19,9 @@ export interface RunningRedis {
 export async function startRedis(): Promise<RunningRedis> {
   const dir = mkdtempSync(join(tmpdir(), "kiln-redis-"));
   const port = await freePort();
-  const server = startBackground(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"], { cwd: dir });
+  const server = startBackground(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"], {
+    cwd: dir,
+  });
   const stop = async () => {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });

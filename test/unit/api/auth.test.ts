@@ -84,7 +84,9 @@ describe("cloud mode", () => {
     expect(res.statusCode).toBe(403);
     expect(res.json().error).toMatchObject({ type: "permission_error", param: "model" });
     const { key: all } = await keys.create("all", { models: [SLUG] });
-    expect((await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${all}` } })).statusCode).toBe(200);
+    expect((await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${all}` } })).statusCode).toBe(
+      200,
+    );
   });
 
   it("records usage per request with the key and the cost", async () => {
@@ -94,7 +96,13 @@ describe("cloud mode", () => {
     const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: `Bearer ${key}` } });
     const rows = db.prepare("SELECT * FROM usage").all() as any[];
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ request_id: res.json().id, key_id: record.id, slug: SLUG, prompt_tokens: res.json().usage.prompt_tokens, completion_tokens: 3 });
+    expect(rows[0]).toMatchObject({
+      request_id: res.json().id,
+      key_id: record.id,
+      slug: SLUG,
+      prompt_tokens: res.json().usage.prompt_tokens,
+      completion_tokens: 3,
+    });
     expect(rows[0].cost_nano_usd).toBeGreaterThan(0);
   });
 });

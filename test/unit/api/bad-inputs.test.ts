@@ -59,7 +59,12 @@ describe("a body labelled with a content-encoding", () => {
   for (const encoding of ["gzip", "br", "deflate, gzip"]) {
     it(`content-encoding: ${encoding} on a plain body -> 415 in the API's shape, not parsed as plain`, async () => {
       const { app, fake } = await fakeApp();
-      const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload, headers: { ...AUTH, "content-type": "application/json", "content-encoding": encoding } });
+      const res = await app.inject({
+        method: "POST",
+        url: "/v1/chat/completions",
+        payload,
+        headers: { ...AUTH, "content-type": "application/json", "content-encoding": encoding },
+      });
       expect(res.statusCode).toBe(415);
       expect(res.headers["content-type"]).toMatch(/^application\/json/);
       expect(res.json().error).toMatchObject({ type: "invalid_request_error", code: "unsupported_content_encoding", param: null });
@@ -70,7 +75,12 @@ describe("a body labelled with a content-encoding", () => {
 
   it("content-encoding: identity is a plain body", async () => {
     const { app } = await fakeApp();
-    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload, headers: { ...AUTH, "content-type": "application/json", "content-encoding": "identity" } });
+    const res = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      payload,
+      headers: { ...AUTH, "content-type": "application/json", "content-encoding": "identity" },
+    });
     expect(res.statusCode).toBe(200);
     await app.close();
   });

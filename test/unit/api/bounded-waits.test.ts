@@ -129,12 +129,18 @@ describe("request timeout", () => {
     const clients = Array.from({ length: 6 }, () => rawSocket(port));
     try {
       await Promise.all(clients.map((c) => c.connected));
-      const stalling = fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { ...AUTH, "content-type": "application/json" }, body: JSON.stringify(chat({ messages: [{ role: "user", content: "stall" }] })) });
+      const stalling = fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { ...AUTH, "content-type": "application/json" },
+        body: JSON.stringify(chat({ messages: [{ role: "user", content: "stall" }] })),
+      });
       await sleep(150);
       // Sent whole, well within both timeouts of connecting, while the server is held up.
       const body = JSON.stringify(chat());
       for (const c of clients) {
-        c.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nauthorization: ${AUTH.authorization}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+        c.socket.write(
+          `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nauthorization: ${AUTH.authorization}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        );
       }
       expect((await stalling).status).toBe(200);
       await Promise.all(clients.map((c) => timed(c.closed, 5000)));
@@ -163,7 +169,12 @@ describe("request timeout", () => {
       const events = sseEvents(await res.text()) as any[];
       const tookMs = Date.now() - t0;
       expect(events.at(-1)).toBe("[DONE]");
-      expect(events.slice(0, -1).map((e) => e.choices[0].delta.content ?? "").join("")).toBe("Hello".repeat(100));
+      expect(
+        events
+          .slice(0, -1)
+          .map((e) => e.choices[0].delta.content ?? "")
+          .join(""),
+      ).toBe("Hello".repeat(100));
       expect(tookMs).toBeGreaterThan(300);
       console.log(`a ${tookMs} ms stream completed under a 100 ms request timeout`);
     } finally {

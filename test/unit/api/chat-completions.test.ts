@@ -25,7 +25,13 @@ describe("chat completions", () => {
     expect(body.created).toBeCloseTo(Date.now() / 1000, -1);
     expect(body.choices[0].message).not.toHaveProperty("tool_calls");
     const promptTokens = fake.model.chatPrompt([{ role: "user", content: "hi" }]).length;
-    expect(body.usage).toEqual({ prompt_tokens: promptTokens, completion_tokens: 3, total_tokens: promptTokens + 3, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
+    expect(body.usage).toEqual({
+      prompt_tokens: promptTokens,
+      completion_tokens: 3,
+      total_tokens: promptTokens + 3,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: NO_DETAILS,
+    });
   });
 
   it("ends with finish_reason length at max_tokens (or max_completion_tokens)", async () => {
@@ -39,7 +45,13 @@ describe("chat completions", () => {
       chat({
         messages: [
           { role: "developer", content: "Be brief." },
-          { role: "user", content: [{ type: "text", text: "one" }, { type: "text", text: "two" }] },
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "one" },
+              { type: "text", text: "two" },
+            ],
+          },
           { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
           { role: "tool", content: "42", tool_call_id: "call_1" },
           { role: "system", content: "sys", name: "boss" },
@@ -50,7 +62,13 @@ describe("chat completions", () => {
     expect(res.statusCode).toBe(200);
     expect(fake.rendered[0]).toEqual([
       { role: "system", content: "Be brief." },
-      { role: "user", content: [{ type: "text", text: "one" }, { type: "text", text: "two" }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "one" },
+          { type: "text", text: "two" },
+        ],
+      },
       { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
       { role: "tool", content: "42", tool_call_id: "call_1" },
       { role: "system", content: "sys", name: "boss" },
@@ -59,8 +77,20 @@ describe("chat completions", () => {
 
   it("passes the sampling parameters to the engine", async () => {
     const fake = fakeModel();
-    await ask(chat({ temperature: 0.3, top_p: 0.9, top_k: 5, min_p: 0.1, seed: 7, presence_penalty: 1, frequency_penalty: -1, logit_bias: { "3": -100 } }), fake);
-    expect(fake.backend.samplings[0]).toMatchObject({ temperature: 0.3, top_p: 0.9, top_k: 5, min_p: 0.1, seed: 7, presence_penalty: 1, frequency_penalty: -1, logit_bias: { "3": -100 } });
+    await ask(
+      chat({ temperature: 0.3, top_p: 0.9, top_k: 5, min_p: 0.1, seed: 7, presence_penalty: 1, frequency_penalty: -1, logit_bias: { "3": -100 } }),
+      fake,
+    );
+    expect(fake.backend.samplings[0]).toMatchObject({
+      temperature: 0.3,
+      top_p: 0.9,
+      top_k: 5,
+      min_p: 0.1,
+      seed: 7,
+      presence_penalty: 1,
+      frequency_penalty: -1,
+      logit_bias: { "3": -100 },
+    });
   });
 
   it("stops before a stop string split across tokens, and never sends it", async () => {
@@ -150,7 +180,9 @@ describe("chat completions", () => {
   });
 
   it("records metrics and usage once per request, however its answer ends", async () => {
-    const crash = () => ({ failWhen: { match: (call: { rows: number; tokensPerRow: number }) => call.rows > 0 && call.tokensPerRow === 1, error: new Error("worker crashed") } });
+    const crash = () => ({
+      failWhen: { match: (call: { rows: number; tokensPerRow: number }) => call.rows > 0 && call.tokensPerRow === 1, error: new Error("worker crashed") },
+    });
     const cases: Array<[string, Record<string, unknown>, ReturnType<typeof fakeModel>, number]> = [
       ["whole", chat(), fakeModel(), 200],
       ["streamed", chat({ stream: true, stream_options: { include_usage: true } }), fakeModel(), 200],
@@ -165,7 +197,9 @@ describe("chat completions", () => {
       expect(res.statusCode, what).toBe(status);
       expect(records, what).toHaveLength(1);
       const metrics = (await app.inject({ method: "GET", url: "/metrics" })).body;
-      expect(metrics, what).toMatch(new RegExp(`kiln_prompt_tokens_total\\{model="${SLUG}"\\} ${fake.model.chatPrompt([{ role: "user", content: "hi" }]).length}\n`));
+      expect(metrics, what).toMatch(
+        new RegExp(`kiln_prompt_tokens_total\\{model="${SLUG}"\\} ${fake.model.chatPrompt([{ role: "user", content: "hi" }]).length}\n`),
+      );
     }
   });
 

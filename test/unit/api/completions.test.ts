@@ -16,7 +16,13 @@ describe("completions", () => {
     expect(body.id).toMatch(/^cmpl-/);
     expect(body.choices).toHaveLength(1);
     expect(body.choices[0]).toMatchObject({ index: 0, logprobs: null, finish_reason: "length" });
-    expect(body.usage).toEqual({ prompt_tokens: 16, completion_tokens: 16, total_tokens: 32, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
+    expect(body.usage).toEqual({
+      prompt_tokens: 16,
+      completion_tokens: 16,
+      total_tokens: 32,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: NO_DETAILS,
+    });
   });
 
   it("passes temperature (default 1 in the runtime) and stop strings (one or up to four)", async () => {
@@ -36,7 +42,12 @@ describe("completions", () => {
   it("echoes the prompt when asked", async () => {
     expect((await complete({ prompt: "Say: ", max_tokens: 1, echo: true })).json().choices[0].text).toBe("Say: Hello");
     const events = sseEvents((await complete({ prompt: "Say: ", max_tokens: 1, echo: true, stream: true })).body) as any[];
-    expect(events.slice(0, -1).map((e) => e.choices[0].text).join("")).toBe("Say: Hello");
+    expect(
+      events
+        .slice(0, -1)
+        .map((e) => e.choices[0].text)
+        .join(""),
+    ).toBe("Say: Hello");
   });
 
   it("returns legacy logprobs", async () => {
@@ -72,7 +83,13 @@ describe("completions", () => {
       const ask = (over: Record<string, unknown> = {}) =>
         app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt: "x".repeat(600), max_tokens: 2, ...over }, headers: AUTH });
       const first = (await ask()).json();
-      expect(first.usage).toEqual({ prompt_tokens: 600, completion_tokens: 2, total_tokens: 602, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
+      expect(first.usage).toEqual({
+        prompt_tokens: 600,
+        completion_tokens: 2,
+        total_tokens: 602,
+        prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+        completion_tokens_details: NO_DETAILS,
+      });
       // Exact reuse keeps whole 256-token prefill chunks: 512 of the 600 come from the cache.
       const second = (await ask()).json();
       expect(second.usage.prompt_tokens_details).toEqual({ cached_tokens: 512, audio_tokens: 0 });

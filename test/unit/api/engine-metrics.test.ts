@@ -111,7 +111,8 @@ describe("engine statistics on /metrics", () => {
     models.serve(fakeModel({ slug: "model-b" }).model);
     models.expect("still-loading");
     const { app } = await fakeApp({ models });
-    const ask = (model: string) => app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model, messages: [{ role: "user", content: "hi" }] }, headers: AUTH });
+    const ask = (model: string) =>
+      app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model, messages: [{ role: "user", content: "hi" }] }, headers: AUTH });
 
     await ask("model-b");
     const text = await scrape(app);

@@ -11,7 +11,13 @@ async function post(url: string, payload: unknown, headers: Record<string, strin
   return app.inject({ method: "POST", url, payload: payload as object, headers });
 }
 
-function expectError(res: { statusCode: number; json(): any; headers: Record<string, unknown> }, status: number, type: string, code: string | null, param: string | null) {
+function expectError(
+  res: { statusCode: number; json(): any; headers: Record<string, unknown> },
+  status: number,
+  type: string,
+  code: string | null,
+  param: string | null,
+) {
   expect(res.statusCode).toBe(status);
   expect(res.headers["content-type"]).toMatch(/^application\/json/);
   const body = res.json();
@@ -50,17 +56,48 @@ describe("validation errors (400)", () => {
     ["missing messages", { model: SLUG }, "messages", "missing_required_parameter"],
     ["empty messages", chat({ messages: [] }), "messages", "invalid_value"],
     ["messages not an array", chat({ messages: "hi" }), "messages", "invalid_type"],
-    ["unknown role", chat({ messages: [{ role: "user", content: "a" }, { role: "robot", content: "b" }] }), "messages[1].role", "invalid_value"],
+    [
+      "unknown role",
+      chat({
+        messages: [
+          { role: "user", content: "a" },
+          { role: "robot", content: "b" },
+        ],
+      }),
+      "messages[1].role",
+      "invalid_value",
+    ],
     [
       "content of the wrong type",
-      chat({ messages: [{ role: "system", content: "s" }, { role: "user", content: "a" }, { role: "user", content: 42 }] }),
+      chat({
+        messages: [
+          { role: "system", content: "s" },
+          { role: "user", content: "a" },
+          { role: "user", content: 42 },
+        ],
+      }),
       "messages[2].content",
       "invalid_type",
     ],
-    ["a text part without text", chat({ messages: [{ role: "user", content: [{ type: "text" }] }] }), "messages[0].content[0].text", "missing_required_parameter"],
+    [
+      "a text part without text",
+      chat({ messages: [{ role: "user", content: [{ type: "text" }] }] }),
+      "messages[0].content[0].text",
+      "missing_required_parameter",
+    ],
     [
       "a text part whose text is a number",
-      chat({ messages: [{ role: "user", content: [{ type: "text", text: "ok" }, { type: "text", text: 3 }] }] }),
+      chat({
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "ok" },
+              { type: "text", text: 3 },
+            ],
+          },
+        ],
+      }),
       "messages[0].content[1].text",
       "invalid_type",
     ],
@@ -178,7 +215,12 @@ describe("validation errors (400)", () => {
 
   it("malformed JSON -> 400 invalid_json", async () => {
     const { app } = await fakeApp();
-    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: '{"model": ', headers: { ...AUTH, "content-type": "application/json" } });
+    const res = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      payload: '{"model": ',
+      headers: { ...AUTH, "content-type": "application/json" },
+    });
     expectError(res, 400, "invalid_request_error", "invalid_json", null);
   });
 
@@ -245,7 +287,12 @@ describe("other statuses", () => {
 
   it("an unknown route -> 404 with code null, whatever the method", async () => {
     const { app } = await fakeApp();
-    for (const [method, url] of [["GET", "/v1/nothing"], ["POST", "/v2/chat/completions"], ["DELETE", "/v1/chat/completions"], ["GET", "/"]] as const) {
+    for (const [method, url] of [
+      ["GET", "/v1/nothing"],
+      ["POST", "/v2/chat/completions"],
+      ["DELETE", "/v1/chat/completions"],
+      ["GET", "/"],
+    ] as const) {
       expectError(await app.inject({ method, url, headers: AUTH }), 404, "invalid_request_error", null, null);
     }
   });
@@ -291,7 +338,9 @@ describe("other statuses", () => {
 
   it("a bug -> 500 server_error without a stack trace", async () => {
     // The worker crashes on the first decode step (its message never comes back).
-    const fake = fakeModel({ failWhen: { match: (call) => call.rows > 0 && call.tokensPerRow === 1, error: new Error("secret internal detail at /src/x.ts:10") } });
+    const fake = fakeModel({
+      failWhen: { match: (call) => call.rows > 0 && call.tokensPerRow === 1, error: new Error("secret internal detail at /src/x.ts:10") },
+    });
     const { app } = await fakeApp({ fake });
     const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: AUTH });
     expectError(res, 500, "server_error", null, null);

@@ -29,14 +29,15 @@ export interface FakeModel {
   renderedTools: Array<readonly ToolFunction[] | undefined>;
 }
 
-export type FakeModelOptions = Partial<FakeStepOptions> & Partial<Pick<BatchEngineOptions, "maxWaiting" | "maxRunning" | "maxBacklog">> & {
-  contextLength?: number;
-  /** The model's own window, in tokens (what a KV budget would cut down to `contextLength`). Default `contextLength`. */
-  nativeContextLength?: number;
-  slug?: string;
-  /** Milliseconds each model step takes. Default 0. */
-  tokenDelayMs?: number;
-};
+export type FakeModelOptions = Partial<FakeStepOptions> &
+  Partial<Pick<BatchEngineOptions, "maxWaiting" | "maxRunning" | "maxBacklog">> & {
+    contextLength?: number;
+    /** The model's own window, in tokens (what a KV budget would cut down to `contextLength`). Default `contextLength`. */
+    nativeContextLength?: number;
+    slug?: string;
+    /** Milliseconds each model step takes. Default 0. */
+    tokenDelayMs?: number;
+  };
 
 export function fakeModel(options: FakeModelOptions = {}): FakeModel {
   const contextLength = options.contextLength ?? 512;

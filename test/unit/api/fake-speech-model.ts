@@ -70,7 +70,10 @@ export function fakeSpeechModel(options: FakeSpeechOptions = {}): FakeSpeechMode
       const transcript: Transcript = {
         language: LANGUAGE_NAMES[opts.language ?? "en"] ?? "english",
         duration,
-        text: segments.map((s) => s.text).join("").trim(),
+        text: segments
+          .map((s) => s.text)
+          .join("")
+          .trim(),
         segments,
       };
       return transcript;

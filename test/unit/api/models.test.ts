@@ -31,7 +31,12 @@ describe("models", () => {
       }
     }
     const llama = body.data.find((m: any) => m.id === "llama-3-3-70b-instruct");
-    expect(llama).toMatchObject({ status: "available", context_length: 131072, native_context_length: 131072, pricing: { input_usd_per_million_tokens: 0.09, output_usd_per_million_tokens: 0.14 } });
+    expect(llama).toMatchObject({
+      status: "available",
+      context_length: 131072,
+      native_context_length: 131072,
+      pricing: { input_usd_per_million_tokens: 0.09, output_usd_per_million_tokens: 0.14 },
+    });
     expect(llama).not.toHaveProperty("artifact_id");
     expect(body.data.find((m: any) => m.id === "whisper-large-v3").pricing).toEqual({ usd_per_audio_minute: 0.02 });
   });
@@ -58,7 +63,8 @@ describe("models", () => {
     const { app, fake, models } = await fakeApp();
     const get = async () => (await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json();
     expect(await get()).toMatchObject({ last_optimized_at: null, optimization: null });
-    const chat = () => app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model: SLUG, messages: [{ role: "user", content: "x" }] }, headers: AUTH });
+    const chat = () =>
+      app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model: SLUG, messages: [{ role: "user", content: "x" }] }, headers: AUTH });
     await chat();
     expect((await get()).measured_output_tokens_per_second).toBeGreaterThan(0);
 
@@ -80,7 +86,12 @@ describe("models", () => {
     expect(after).toMatchObject({
       artifact_id: "fake-artifact-2",
       last_optimized_at: Math.floor(Date.parse("2026-01-02T03:04:05.678Z") / 1000),
-      optimization: { reason: "track: 12% faster decode", settings: { prefillChunk: 128 }, metrics: { decode_tokens_per_second: 150 }, quality: { kl_divergence: 0.004 } },
+      optimization: {
+        reason: "track: 12% faster decode",
+        settings: { prefillChunk: 128 },
+        metrics: { decode_tokens_per_second: 150 },
+        quality: { kl_divergence: 0.004 },
+      },
       // The artifact before it answered every request so far: nothing is measured on this one yet.
       measured_output_tokens_per_second: null,
     });

@@ -20,7 +20,11 @@ async function complete(payload: Record<string, unknown>, fake: FakeModel = fake
 }
 
 /** What lm-evaluation-harness's local-completions reads from one choice (`parse_logprobs`): the continuation's log-likelihood and whether it is greedy. */
-function lmEvalParse(logprobs: { token_logprobs: Array<number | null>; top_logprobs: Array<Record<string, number> | null> }, ctxlen: number, dropLast: boolean) {
+function lmEvalParse(
+  logprobs: { token_logprobs: Array<number | null>; top_logprobs: Array<Record<string, number> | null> },
+  ctxlen: number,
+  dropLast: boolean,
+) {
   const end = dropLast ? -1 : undefined;
   const tokens = logprobs.token_logprobs.slice(ctxlen, end) as number[];
   const tops = logprobs.top_logprobs.slice(ctxlen, end) as Array<Record<string, number>>;
@@ -39,7 +43,13 @@ describe("completions: prompt scoring (echo + logprobs)", () => {
       top_logprobs: [null, { b: fakePromptLogprob(98) }, { c: fakePromptLogprob(99) }, { Hello: -0.5 }, { " world": -1.5 }],
       text_offset: [0, 1, 2, 3, 8],
     });
-    expect(body.usage).toEqual({ prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
+    expect(body.usage).toEqual({
+      prompt_tokens: 3,
+      completion_tokens: 2,
+      total_tokens: 5,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: NO_DETAILS,
+    });
   });
 
   it("max_tokens 0 scores the prompt only: finish_reason length, no completion tokens", async () => {
@@ -50,12 +60,22 @@ describe("completions: prompt scoring (echo + logprobs)", () => {
     expect(body.choices[0].logprobs.token_logprobs).toEqual([null, ...lp("Say hi").slice(1)]);
     expect(body.choices[0].logprobs.top_logprobs).toEqual([null, {}, {}, {}, {}, {}]);
     expect(body.choices[0].logprobs.text_offset).toEqual([0, 1, 2, 3, 4, 5]);
-    expect(body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 0, total_tokens: 6, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
+    expect(body.usage).toEqual({
+      prompt_tokens: 6,
+      completion_tokens: 0,
+      total_tokens: 6,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: NO_DETAILS,
+    });
     expect(fake.backend.computed).toBe(0); // nothing sampled
   });
 
   it("max_tokens 0 without logprobs echoes the prompt, and without echo answers empty text", async () => {
-    expect((await complete({ prompt: "abc", echo: true, max_tokens: 0 })).json().choices[0]).toMatchObject({ text: "abc", logprobs: null, finish_reason: "length" });
+    expect((await complete({ prompt: "abc", echo: true, max_tokens: 0 })).json().choices[0]).toMatchObject({
+      text: "abc",
+      logprobs: null,
+      finish_reason: "length",
+    });
     expect((await complete({ prompt: "abc", max_tokens: 0 })).json().choices[0]).toMatchObject({ text: "", finish_reason: "length" });
   });
 
@@ -72,7 +92,12 @@ describe("completions: prompt scoring (echo + logprobs)", () => {
     expect(chunks[0].choices[0]).toEqual({
       index: 0,
       text: "abc",
-      logprobs: { tokens: ["a", "b", "c"], token_logprobs: [null, fakePromptLogprob(98), fakePromptLogprob(99)], top_logprobs: [null, { b: fakePromptLogprob(98) }, { c: fakePromptLogprob(99) }], text_offset: [0, 1, 2] },
+      logprobs: {
+        tokens: ["a", "b", "c"],
+        token_logprobs: [null, fakePromptLogprob(98), fakePromptLogprob(99)],
+        top_logprobs: [null, { b: fakePromptLogprob(98) }, { c: fakePromptLogprob(99) }],
+        text_offset: [0, 1, 2],
+      },
       finish_reason: null,
     });
     expect(chunks.slice(1, 4).map((c) => [c.choices[0].text, c.choices[0].logprobs?.text_offset ?? null, c.choices[0].finish_reason])).toEqual([
@@ -101,7 +126,16 @@ describe("completions: several prompts", () => {
     expect((await complete({ prompt: "ab", max_tokens: 1 })).json().usage.prompt_tokens).toBe(2);
     expect((await complete({ prompt: ["ab", "cde"], max_tokens: 1 })).json().usage.prompt_tokens).toBe(5);
     expect((await complete({ prompt: [1, 2, 3], max_tokens: 1 })).json().usage.prompt_tokens).toBe(3);
-    const lists = (await complete({ prompt: [[104, 105], [1, 2, 3]], max_tokens: 1, echo: true })).json();
+    const lists = (
+      await complete({
+        prompt: [
+          [104, 105],
+          [1, 2, 3],
+        ],
+        max_tokens: 1,
+        echo: true,
+      })
+    ).json();
     expect(lists.usage.prompt_tokens).toBe(5);
     expect(lists.choices[0].text).toBe("hiHello"); // token ids echo their decoded text
   });
@@ -117,7 +151,13 @@ describe("completions: several prompts", () => {
       [4, "cc!"],
       [5, "cc!"],
     ]);
-    expect(body.usage).toEqual({ prompt_tokens: 6, completion_tokens: 12, total_tokens: 18, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: NO_DETAILS });
+    expect(body.usage).toEqual({
+      prompt_tokens: 6,
+      completion_tokens: 12,
+      total_tokens: 18,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: NO_DETAILS,
+    });
   });
 
   it("submits the prompts together: their prefills share the first step", async () => {

@@ -15,15 +15,60 @@ import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
 
 /** The reference API's request fields (its OpenAPI description), per endpoint. */
 const REFERENCE_CHAT = [
-  "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
-  "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
-  "presence_penalty", "prompt_cache_key", "reasoning_effort", "response_format", "safety_identifier", "seed",
-  "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
-  "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+  "model",
+  "messages",
+  "audio",
+  "frequency_penalty",
+  "function_call",
+  "functions",
+  "logit_bias",
+  "logprobs",
+  "max_completion_tokens",
+  "max_tokens",
+  "metadata",
+  "modalities",
+  "n",
+  "parallel_tool_calls",
+  "prediction",
+  "presence_penalty",
+  "prompt_cache_key",
+  "reasoning_effort",
+  "response_format",
+  "safety_identifier",
+  "seed",
+  "service_tier",
+  "stop",
+  "store",
+  "stream",
+  "stream_options",
+  "temperature",
+  "tool_choice",
+  "tools",
+  "top_logprobs",
+  "top_p",
+  "user",
+  "verbosity",
+  "web_search_options",
 ];
 const REFERENCE_COMPLETIONS = [
-  "model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n",
-  "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature", "top_p", "user",
+  "model",
+  "prompt",
+  "best_of",
+  "echo",
+  "frequency_penalty",
+  "logit_bias",
+  "logprobs",
+  "max_tokens",
+  "n",
+  "presence_penalty",
+  "seed",
+  "stop",
+  "stream",
+  "stream_options",
+  "suffix",
+  "temperature",
+  "top_p",
+  "user",
 ];
 const EXTENSIONS = ["top_k", "min_p", "repetition_penalty", "guided_json", "guided_regex", "guided_choice"];
 const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS];
@@ -63,7 +108,10 @@ describe("the known top-level fields", () => {
     expect(Object.keys(completionRequestSchema.shape).filter((f) => !COMPLETION_FIELDS.includes(f))).toEqual([]);
   });
 
-  for (const [url, fields] of [[CHAT_URL, CHAT_FIELDS], [COMPLETIONS_URL, COMPLETION_FIELDS]] as const) {
+  for (const [url, fields] of [
+    [CHAT_URL, CHAT_FIELDS],
+    [COMPLETIONS_URL, COMPLETION_FIELDS],
+  ] as const) {
     it(`${url}: every reference field and extension is known (null accepted)`, async () => {
       const { app } = await fakeApp();
       try {
@@ -113,7 +161,12 @@ describe("unknown top-level fields: other servers' extensions refused by name, t
       const body = `{${names.map((n, i) => `${JSON.stringify(n)}:${i}`).join(",")},"model":"${SLUG}","messages":[{"role":"user","content":"hi"}]}`;
       for (const stream of [false, true]) {
         const sent = stream ? body.replace(/}$/, ',"stream":true}') : body;
-        const res = await fetch(`${url}${CHAT_URL}`, { method: "POST", body: sent, headers: { ...AUTH, "content-type": "application/json" }, signal: AbortSignal.timeout(5000) });
+        const res = await fetch(`${url}${CHAT_URL}`, {
+          method: "POST",
+          body: sent,
+          headers: { ...AUTH, "content-type": "application/json" },
+          signal: AbortSignal.timeout(5000),
+        });
         const text = await res.text();
         expect(res.status, text).toBe(200);
         expect(res.headers.get("x-kiln-ignored-fields")).toBe("%D0%BA%D0%BB%D1%8E%D1%87, a%0Ab, x%EF%BF%BD, plain");
@@ -185,7 +238,11 @@ describe("unknown top-level fields: other servers' extensions refused by name, t
       const message = expect400(await post(CHAT_URL, chat(over), fake), "unknown_parameter", param);
       expect(message).toBe(`Unknown parameter: '${param}'.`);
     }
-    expect400(await post(COMPLETIONS_URL, completion({ stream: true, stream_options: { includeUsage: true } }), fake), "unknown_parameter", "stream_options.includeUsage");
+    expect400(
+      await post(COMPLETIONS_URL, completion({ stream: true, stream_options: { includeUsage: true } }), fake),
+      "unknown_parameter",
+      "stream_options.includeUsage",
+    );
     expect(fake.backend.calls).toEqual([]);
   });
 
@@ -315,7 +372,11 @@ describe("output constraints: response_format and guided_*", () => {
   }
 
   it("a schema error names where it is", async () => {
-    const message = expect400(await post(CHAT_URL, chat({ guided_json: { type: "object", properties: { a: { type: "string", format: "ipv5" } } } })), "invalid_value", "guided_json");
+    const message = expect400(
+      await post(CHAT_URL, chat({ guided_json: { type: "object", properties: { a: { type: "string", format: "ipv5" } } } })),
+      "invalid_value",
+      "guided_json",
+    );
     expect(message).toMatch(/^Invalid 'guided_json': the schema at '\/properties\/a\/format': /);
   });
 
@@ -335,10 +396,16 @@ describe("output constraints: response_format and guided_*", () => {
   it("a cyclic $ref is a 400 on the field, before any work, not a failure of the engine", async () => {
     const schema = { $defs: { a: { $ref: "#/$defs/a" } }, $ref: "#/$defs/a" };
     const fake = fakeModel();
-    const message = expect400(await post(CHAT_URL, chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema } } }), fake), "invalid_value", "response_format");
+    const message = expect400(
+      await post(CHAT_URL, chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema } } }), fake),
+      "invalid_value",
+      "response_format",
+    );
     expect(message).toMatch(/cyclic reference/);
     expect400(await post(COMPLETIONS_URL, completion({ guided_json: schema })), "invalid_value", "guided_json");
-    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { v: { $ref: "#/$defs/a" } }, $defs: schema.$defs } } }];
+    const tools = [
+      { type: "function", function: { name: "f", parameters: { type: "object", properties: { v: { $ref: "#/$defs/a" } }, $defs: schema.$defs } } },
+    ];
     expect400(await post(CHAT_URL, chat({ tools })), "invalid_value", "tools[0].function.parameters");
     expect(fake.backend.calls).toEqual([]);
   });
@@ -386,7 +453,13 @@ describe("the official npm openai client", () => {
         response_format: { type: "text" as const },
       };
       await client.chat.completions.create(chatParams);
-      const stream = await client.chat.completions.create({ model: SLUG, messages, max_completion_tokens: 3, stream: true, stream_options: { include_usage: true } });
+      const stream = await client.chat.completions.create({
+        model: SLUG,
+        messages,
+        max_completion_tokens: 3,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
       for await (const _chunk of stream);
       const helper = client.chat.completions.stream({ model: SLUG, messages, max_tokens: 3 });
       await helper.finalChatCompletion();
@@ -413,7 +486,10 @@ describe("the official npm openai client", () => {
         max_tokens: 3,
         tools: [{ type: "function", function: { name: "f", description: "f", parameters: { type: "object", properties: {} }, function: () => "ok" } }],
       });
-      const error = await runner.finalChatCompletion().then(() => undefined, (e: unknown) => e);
+      const error = await runner.finalChatCompletion().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(sent.length).toBeGreaterThan(0);
       for (const body of sent) expect(Object.keys(body).filter((f) => !CHAT_FIELDS.includes(f))).toEqual([]);
       // max_tokens 3 cuts the answer; what matters is that the request was served.
@@ -426,11 +502,22 @@ describe("the official npm openai client", () => {
   it("extensions pass through the client; another server's extension is a BadRequestError naming it", async () => {
     const { app, client } = await clientAndServer();
     try {
-      const extended = { model: SLUG, messages: [{ role: "user" as const, content: "hi" }], max_tokens: 2, top_k: 3, repetition_penalty: 1.1, guided_choice: ["Hello"] };
+      const extended = {
+        model: SLUG,
+        messages: [{ role: "user" as const, content: "hi" }],
+        max_tokens: 2,
+        top_k: 3,
+        repetition_penalty: 1.1,
+        guided_choice: ["Hello"],
+      };
       const ok = await client.chat.completions.create(extended as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
       expect(ok.object).toBe("chat.completion");
       const bad = await client.chat.completions
-        .create({ model: SLUG, messages: [{ role: "user", content: "hi" }], guided_grammar: "root ::= \"a\"" } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+        .create({
+          model: SLUG,
+          messages: [{ role: "user", content: "hi" }],
+          guided_grammar: 'root ::= "a"',
+        } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
         .catch((e: unknown) => e);
       expect(bad).toBeInstanceOf(BadRequestError);
       expect(bad).toMatchObject({ status: 400, code: "unsupported_parameter", param: "guided_grammar" });

@@ -139,7 +139,13 @@ describe("POST /v1/responses", () => {
 
   it("is incomplete (reason max_output_tokens) when max_output_tokens cuts it, its message item too", async () => {
     const body = (await ask(request({ max_output_tokens: 2 }))).res.json();
-    expect(body).toMatchObject({ status: "incomplete", incomplete_details: { reason: "max_output_tokens" }, completed_at: null, max_output_tokens: 2, output_text: "Hello world" });
+    expect(body).toMatchObject({
+      status: "incomplete",
+      incomplete_details: { reason: "max_output_tokens" },
+      completed_at: null,
+      max_output_tokens: 2,
+      output_text: "Hello world",
+    });
     expect(body.output[0].status).toBe("incomplete");
     expect(body.usage.output_tokens).toBe(2);
   });
@@ -149,7 +155,14 @@ describe("POST /v1/responses", () => {
       request({
         input: [
           { role: "developer", content: "Use tools." },
-          { type: "message", role: "user", content: [{ type: "input_text", text: "Weather" }, { type: "input_text", text: "in Paris?" }] },
+          {
+            type: "message",
+            role: "user",
+            content: [
+              { type: "input_text", text: "Weather" },
+              { type: "input_text", text: "in Paris?" },
+            ],
+          },
           { type: "message", role: "assistant", content: [{ type: "output_text", text: "Let me check." }] },
           { type: "function_call", call_id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' },
           { type: "function_call", call_id: "call_2", name: "get_time", arguments: "{}" },
@@ -161,7 +174,13 @@ describe("POST /v1/responses", () => {
     expect(res.statusCode).toBe(200);
     expect(fake.rendered[0]).toEqual([
       { role: "system", content: "Use tools." },
-      { role: "user", content: [{ type: "text", text: "Weather" }, { type: "text", text: "in Paris?" }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Weather" },
+          { type: "text", text: "in Paris?" },
+        ],
+      },
       {
         role: "assistant",
         content: "Let me check.",
@@ -195,7 +214,13 @@ describe("request checks", () => {
     ["a hosted tool", request({ tools: [WEATHER, { type: "web_search" }] }), 400, "tools[1].type", "unsupported_value"],
     ["file search", request({ tools: [{ type: "file_search", vector_store_ids: ["vs_1"] }] }), 400, "tools[0].type", "unsupported_value"],
     ["a hosted tool choice", request({ tools: [WEATHER], tool_choice: { type: "web_search_preview" } }), 400, "tool_choice.type", "unsupported_value"],
-    ["an image part", request({ input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] }), 400, "input[0].content[0].type", "unsupported_value"],
+    [
+      "an image part",
+      request({ input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] }),
+      400,
+      "input[0].content[0].type",
+      "unsupported_value",
+    ],
     ["a reasoning item", request({ input: [{ type: "reasoning", id: "rs_1", summary: [] }] }), 400, "input[0].type", "unsupported_value"],
     ["no input", { model: SLUG }, 400, "input", "missing_required_parameter"],
     ["an empty input list", request({ input: [] }), 400, "input", "invalid_value"],
@@ -207,7 +232,13 @@ describe("request checks", () => {
     ["guided_json (text.format does it here)", request({ guided_json: { type: "object" } }), 400, "guided_json", "unsupported_parameter"],
     ["an include value the reference does not define", request({ include: ["everything"] }), 400, "include[0]", "invalid_value"],
     ["reasoning effort", request({ reasoning: { effort: "high" } }), 400, "reasoning", "unsupported_parameter"],
-    ["a schema kiln cannot enforce", request({ text: { format: { type: "json_schema", name: "x", schema: { type: "object", not: {} } } } }), 400, "text.format", "invalid_value"],
+    [
+      "a schema kiln cannot enforce",
+      request({ text: { format: { type: "json_schema", name: "x", schema: { type: "object", not: {} } } } }),
+      400,
+      "text.format",
+      "invalid_value",
+    ],
     ["text.format with tools", request({ tools: [WEATHER], text: { format: { type: "json_object" } } }), 400, "text.format", "unsupported_value"],
     ["a named tool that is not offered", request({ tools: [WEATHER], tool_choice: { type: "function", name: "nope" } }), 400, "tool_choice", "invalid_value"],
     ["duplicate function names", request({ tools: [WEATHER, WEATHER] }), 400, "tools[1].name", "invalid_value"],
@@ -234,7 +265,7 @@ describe("request checks", () => {
   });
 
   it("accepts an unknown top-level field and names it in x-kiln-ignored-fields, as the other routes do", async () => {
-    const { res } = await ask(request({ vendor_thing: 1, "ключ": 2 }));
+    const { res } = await ask(request({ vendor_thing: 1, ключ: 2 }));
     expect(res.statusCode).toBe(200);
     expect(res.headers["x-kiln-ignored-fields"]).toBe("vendor_thing, %D0%BA%D0%BB%D1%8E%D1%87");
   });
@@ -242,10 +273,35 @@ describe("request checks", () => {
   it("knows every field of the reference's request (null accepted)", async () => {
     // The official Node client's ResponseCreateParams, and max_tool_calls of the reference's OpenAPI description.
     const fields = [
-      "background", "context_management", "conversation", "include", "instructions", "max_output_tokens", "max_tool_calls", "metadata",
-      "moderation", "parallel_tool_calls", "previous_response_id", "prompt", "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention",
-      "reasoning", "safety_identifier", "service_tier", "store", "stream", "stream_options", "temperature", "text", "tool_choice", "tools",
-      "top_logprobs", "top_p", "truncation", "user",
+      "background",
+      "context_management",
+      "conversation",
+      "include",
+      "instructions",
+      "max_output_tokens",
+      "max_tool_calls",
+      "metadata",
+      "moderation",
+      "parallel_tool_calls",
+      "previous_response_id",
+      "prompt",
+      "prompt_cache_key",
+      "prompt_cache_options",
+      "prompt_cache_retention",
+      "reasoning",
+      "safety_identifier",
+      "service_tier",
+      "store",
+      "stream",
+      "stream_options",
+      "temperature",
+      "text",
+      "tool_choice",
+      "tools",
+      "top_logprobs",
+      "top_p",
+      "truncation",
+      "user",
     ];
     const { res } = await ask(request(Object.fromEntries(fields.map((f) => [f, null]))));
     expect(res.statusCode, res.body).toBe(200);
@@ -254,7 +310,17 @@ describe("request checks", () => {
 
   it("accepts the hints and null fields the clients send", async () => {
     const { res } = await ask(
-      request({ prompt_cache_key: "k", safety_identifier: "s", service_tier: "auto", background: false, reasoning: {}, include: [], stream: false, store: null, text: { verbosity: "medium" } }),
+      request({
+        prompt_cache_key: "k",
+        safety_identifier: "s",
+        service_tier: "auto",
+        background: false,
+        reasoning: {},
+        include: [],
+        stream: false,
+        store: null,
+        text: { verbosity: "medium" },
+      }),
     );
     expect(res.statusCode, res.body).toBe(200);
     expect(res.headers["x-kiln-ignored-fields"]).toBeUndefined();
@@ -292,7 +358,12 @@ describe("streaming", () => {
     expect(partAdded).toMatchObject({ item_id: added.item.id, output_index: 0, content_index: 0, part: { type: "output_text", text: "" } });
     expect(events.slice(4, 7).map((e) => e.data.delta)).toEqual(["Hello", " world", "!"]);
     expect(events[7].data).toMatchObject({ text: "Hello world!", item_id: added.item.id });
-    expect(events.at(-1)!.data.response).toMatchObject({ id: created.response.id, status: "completed", output_text: "Hello world!", usage: { output_tokens: 3 } });
+    expect(events.at(-1)!.data.response).toMatchObject({
+      id: created.response.id,
+      status: "completed",
+      output_text: "Hello world!",
+      usage: { output_tokens: 3 },
+    });
   });
 
   it("rebuilds the non-streamed response exactly, through the official client's accumulator", async () => {
@@ -308,7 +379,10 @@ describe("streaming", () => {
 
   it("ends with response.incomplete when max_output_tokens cuts the output", async () => {
     const events = namedEvents((await ask(request({ stream: true, max_output_tokens: 1 }))).res.body);
-    expect(events.at(-1)!.data).toMatchObject({ type: "response.incomplete", response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } } });
+    expect(events.at(-1)!.data).toMatchObject({
+      type: "response.incomplete",
+      response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } },
+    });
   });
 
   it("reports a failure after the first event as an error event and response.failed, naming nothing internal", async () => {
@@ -358,7 +432,11 @@ describe("streaming", () => {
     const fake = fakeModel({ script: Array(2000).fill(word("Hello")), tokenDelayMs: 2, contextLength: 4096 });
     const { app } = await fakeApp({ fake, lifecycle, sse: { keepAliveMs: 0 } });
     const url = await app.listen({ port: 0, host: "127.0.0.1" });
-    const res = await fetch(`${url}/v1/responses`, { method: "POST", headers: { ...AUTH, "content-type": "application/json" }, body: JSON.stringify(request({ stream: true, max_output_tokens: 2000 })) });
+    const res = await fetch(`${url}/v1/responses`, {
+      method: "POST",
+      headers: { ...AUTH, "content-type": "application/json" },
+      body: JSON.stringify(request({ stream: true, max_output_tokens: 2000 })),
+    });
     const body = res.text();
     await new Promise((r) => setTimeout(r, 50));
     await drainApp(app, lifecycle, { timeoutMs: 50 });
@@ -382,7 +460,10 @@ describe("tool calls", () => {
 
   it("ends the answer where it starts repeating a call it made exactly", async () => {
     const call = (city: string) => `<tool_call>\n{"name": "get_weather", "arguments": {"city":"${city}"}}\n</tool_call>\n`;
-    const { res } = await ask(withTools({ tool_choice: "required" }), fakeModel({ script: bytes(call("Paris") + call("Oslo") + call("Paris") + call("Rome")) }));
+    const { res } = await ask(
+      withTools({ tool_choice: "required" }),
+      fakeModel({ script: bytes(call("Paris") + call("Oslo") + call("Paris") + call("Rome")) }),
+    );
     const body = res.json();
     expect(body.status).toBe("completed");
     expect(body.output.map((item: any) => item.arguments)).toEqual(['{"city":"Paris"}', '{"city":"Oslo"}']);
@@ -394,9 +475,29 @@ describe("tool calls", () => {
     const body = res.json();
     expect(body.status).toBe("completed");
     expect(body.output).toEqual([
-      { id: expect.stringMatching(/^msg_/), type: "message", status: "completed", role: "assistant", content: [{ type: "output_text", text: "Checking.", annotations: [], logprobs: [] }] },
-      { id: expect.stringMatching(/^fc_/), type: "function_call", status: "completed", arguments: '{"city":"Paris"}', call_id: expect.stringMatching(/^call_/), name: "get_weather" },
-      { id: expect.stringMatching(/^fc_/), type: "function_call", status: "completed", arguments: "{}", call_id: expect.stringMatching(/^call_/), name: "get_time" },
+      {
+        id: expect.stringMatching(/^msg_/),
+        type: "message",
+        status: "completed",
+        role: "assistant",
+        content: [{ type: "output_text", text: "Checking.", annotations: [], logprobs: [] }],
+      },
+      {
+        id: expect.stringMatching(/^fc_/),
+        type: "function_call",
+        status: "completed",
+        arguments: '{"city":"Paris"}',
+        call_id: expect.stringMatching(/^call_/),
+        name: "get_weather",
+      },
+      {
+        id: expect.stringMatching(/^fc_/),
+        type: "function_call",
+        status: "completed",
+        arguments: "{}",
+        call_id: expect.stringMatching(/^call_/),
+        name: "get_time",
+      },
     ]);
     expect(body.output_text).toBe("Checking.");
     expect(body.tools).toEqual([
@@ -424,7 +525,10 @@ describe("tool calls", () => {
   });
 
   it("offers only the tools allowed_tools lists, and constrains a named choice", async () => {
-    const { fake } = await ask(withTools({ tool_choice: { type: "allowed_tools", mode: "required", tools: [{ type: "function", name: "get_time" }] } }), fakeModel({ script: bytes(CALLS_TEXT) }));
+    const { fake } = await ask(
+      withTools({ tool_choice: { type: "allowed_tools", mode: "required", tools: [{ type: "function", name: "get_time" }] } }),
+      fakeModel({ script: bytes(CALLS_TEXT) }),
+    );
     expect(fake.renderedTools[0]?.map((t) => t.name)).toEqual(["get_time"]);
     const named = await ask(withTools({ tool_choice: { type: "function", name: "get_weather" } }), fakeModel({ script: bytes(CALLS_TEXT) }));
     expect(named.res.json().tool_choice).toEqual({ type: "function", name: "get_weather" });
@@ -439,7 +543,12 @@ describe("tool calls", () => {
 
 describe("text.format", () => {
   it("constrains the output to the json_schema and echoes the format", async () => {
-    const format = { type: "json_schema", name: "city", schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] }, strict: true };
+    const format = {
+      type: "json_schema",
+      name: "city",
+      schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      strict: true,
+    };
     const { res, fake } = await ask(request({ text: { format } }));
     expect(res.json().text).toEqual({ format, verbosity: "medium" });
     const open = fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
@@ -499,7 +608,18 @@ describe("stored responses", () => {
   it("lists input items in the reference's list shape: newest first by default, asc, after and limit", async () => {
     const { app } = await fakeApp();
     const first = (await post(app, request({ input: "one" }))).json();
-    const second = (await post(app, request({ input: [{ role: "user", content: "two" }, { role: "user", content: "three" }], previous_response_id: first.id }))).json();
+    const second = (
+      await post(
+        app,
+        request({
+          input: [
+            { role: "user", content: "two" },
+            { role: "user", content: "three" },
+          ],
+          previous_response_id: first.id,
+        }),
+      )
+    ).json();
     const list = async (query = "") => {
       const res = await app.inject({ method: "GET", url: `/v1/responses/${second.id}/input_items${query}`, headers: AUTH });
       expect(res.statusCode, res.body).toBe(200);
@@ -510,7 +630,13 @@ describe("stored responses", () => {
     expect(all).toMatchObject({ object: "list", has_more: false });
     expect(texts(all)).toEqual(["three", "two", "Hello world!", "one"]);
     expect(all.data[2].id).toBe(first.output[0].id);
-    expect(all.data[0]).toEqual({ id: expect.stringMatching(/^msg_/), type: "message", status: "completed", role: "user", content: [{ type: "input_text", text: "three" }] });
+    expect(all.data[0]).toEqual({
+      id: expect.stringMatching(/^msg_/),
+      type: "message",
+      status: "completed",
+      role: "user",
+      content: [{ type: "input_text", text: "three" }],
+    });
     expect(all.first_id).toBe(all.data[0].id);
     expect(all.last_id).toBe(all.data[3].id);
     expect(texts(await list("?order=asc"))).toEqual(["one", "Hello world!", "two", "three"]);
@@ -545,10 +671,24 @@ describe("stored responses", () => {
     expect(next.statusCode, next.body).toBe(200);
     expect(fake.rendered[1]).toEqual([
       { role: "user", content: "Weather in Paris?" },
-      { role: "assistant", content: "Checking.", tool_calls: [{ id: call.call_id, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+      {
+        role: "assistant",
+        content: "Checking.",
+        tool_calls: [{ id: call.call_id, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }],
+      },
       { role: "tool", content: "18C", tool_call_id: call.call_id },
     ]);
-    const chained = await post(app, request({ previous_response_id: first.id, input: [{ type: "item_reference", id: call.id }, { type: "function_call_output", call_id: call.call_id, output: "18C" }], tools: [WEATHER, TIME] }));
+    const chained = await post(
+      app,
+      request({
+        previous_response_id: first.id,
+        input: [
+          { type: "item_reference", id: call.id },
+          { type: "function_call_output", call_id: call.call_id, output: "18C" },
+        ],
+        tools: [WEATHER, TIME],
+      }),
+    );
     expect(chained.statusCode, chained.body).toBe(200);
     expect(fake.rendered[2].filter((m) => m.role === "assistant")).toHaveLength(1);
   });

@@ -171,7 +171,12 @@ describe("over real HTTP", () => {
     const body = await running;
     const events = sseEvents(body) as any[];
     expect(events.at(-1)).toBe("[DONE]");
-    expect(events.slice(0, -1).map((e) => e.choices[0].delta.content ?? "").join("")).toBe("Hello".repeat(30));
+    expect(
+      events
+        .slice(0, -1)
+        .map((e) => e.choices[0].delta.content ?? "")
+        .join(""),
+    ).toBe("Hello".repeat(30));
     const t0 = Date.now();
     await closed;
     expect(Date.now() - t0).toBeLessThan(2000);

@@ -102,7 +102,10 @@ describe("tool calls", () => {
 
     const streamed = await ask(chat({ tool_choice: "required", stream: true }), script);
     const chunks = sseEvents(streamed.res.body).filter((e): e is any => e !== "[DONE]");
-    const args = chunks.flatMap((c) => c.choices[0]?.delta.tool_calls ?? []).map((d: any) => d.function.arguments).join("");
+    const args = chunks
+      .flatMap((c) => c.choices[0]?.delta.tool_calls ?? [])
+      .map((d: any) => d.function.arguments)
+      .join("");
     expect(args).toBe('{"city":"Paris"}{"city":"Oslo"}');
     expect(chunks.at(-1).choices[0].finish_reason).toBe("tool_calls");
   });
@@ -115,7 +118,7 @@ describe("tool calls", () => {
       expect(choice).toMatchObject({ finish_reason: "length", message: { content: "Checking." } });
       expect(choice.message.tool_calls).toBeUndefined();
     }
-    const named = await cut(head + ", \"argu");
+    const named = await cut(head + ', "argu');
     expect(named.finish_reason).toBe("length");
     expect(named.message.content).toBe("Checking.");
     expect(named.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: "function", function: { name: "get_weather", arguments: "" } }]);
@@ -156,7 +159,12 @@ describe("tool calls", () => {
       [chat({ tools: [WEATHER, WEATHER] }), "tools[1].function.name"],
       [chat({ tools: [{ type: "function", function: { name: "bad name" } }] }), "tools[0].function.name"],
       [chat({ tools: [{ type: "function", function: { name: "f", parameters: { type: "array" } } }] }), "tools[0].function.parameters"],
-      [chat({ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { a: { type: "string", $comment: 1, not: {} } } } } }] }), "tools[0].function.parameters"],
+      [
+        chat({
+          tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { a: { type: "string", $comment: 1, not: {} } } } } }],
+        }),
+        "tools[0].function.parameters",
+      ],
       [chat({ tools: [{ type: "retrieval" }] }), "tools[0].type"],
       [chat({ tool_choice: "sometimes" }), "tool_choice"],
       [chat({ response_format: { type: "json_object" } }), "response_format"],

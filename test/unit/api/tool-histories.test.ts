@@ -65,7 +65,10 @@ describe("a replayed tool-call history", () => {
 
   it("an assistant message with tool_calls may leave content out, or give it beside the calls", async () => {
     const [, user, , ...results] = REPLAY;
-    for (const assistant of [{ role: "assistant", tool_calls: [call("call_1", "f", "{}")] }, { role: "assistant", content: "Looking.", tool_calls: [call("call_1", "f", "")] }]) {
+    for (const assistant of [
+      { role: "assistant", tool_calls: [call("call_1", "f", "{}")] },
+      { role: "assistant", content: "Looking.", tool_calls: [call("call_1", "f", "")] },
+    ]) {
       expect((await post([user, assistant, results[0]])).statusCode).toBe(200);
     }
   });
@@ -74,8 +77,12 @@ describe("a replayed tool-call history", () => {
     const { fake, prompts } = withTemplate(fixture("smollm2"));
     const res = await post(REPLAY, fake);
     expect(res.statusCode).toBe(200);
-    expect(prompts[0]).toContain('<|im_start|>assistant\n{\n  "tool_calls": [\n    {\n      "name": "get_weather",\n      "arguments": {\n        "city": "Paris"\n      },');
-    expect(prompts[0]).toContain('<|im_start|>user\n{\n  "tool_response": {\n    "content": "10:00",\n    "tool_call_id": "call_2"\n  }\n}<|im_end|>\n<|im_start|>assistant\n');
+    expect(prompts[0]).toContain(
+      '<|im_start|>assistant\n{\n  "tool_calls": [\n    {\n      "name": "get_weather",\n      "arguments": {\n        "city": "Paris"\n      },',
+    );
+    expect(prompts[0]).toContain(
+      '<|im_start|>user\n{\n  "tool_response": {\n    "content": "10:00",\n    "tool_call_id": "call_2"\n  }\n}<|im_end|>\n<|im_start|>assistant\n',
+    );
   });
 
   it("a template that raises on the history (roles that cannot alternate) -> 400 on messages with its message", async () => {
@@ -106,16 +113,56 @@ describe("malformed tool histories -> 400 naming the field", () => {
   const cases: Array<[string, unknown[], string, string]> = [
     ["arguments that are not JSON", withCall(call("call_1", "f", "{city: Paris}")), "invalid_value", "messages[1].tool_calls[0].function.arguments"],
     ["arguments that are JSON but not an object", withCall(call("call_1", "f", "[1, 2]")), "invalid_value", "messages[1].tool_calls[0].function.arguments"],
-    ["arguments as an object instead of a string", withCall({ id: "call_1", type: "function", function: { name: "f", arguments: { a: 1 } } }), "invalid_type", "messages[1].tool_calls[0].function.arguments"],
-    ["arguments missing", withCall({ id: "call_1", type: "function", function: { name: "f" } }), "missing_required_parameter", "messages[1].tool_calls[0].function.arguments"],
-    ["a call without a name", withCall({ id: "call_1", type: "function", function: { arguments: "{}" } }), "missing_required_parameter", "messages[1].tool_calls[0].function.name"],
+    [
+      "arguments as an object instead of a string",
+      withCall({ id: "call_1", type: "function", function: { name: "f", arguments: { a: 1 } } }),
+      "invalid_type",
+      "messages[1].tool_calls[0].function.arguments",
+    ],
+    [
+      "arguments missing",
+      withCall({ id: "call_1", type: "function", function: { name: "f" } }),
+      "missing_required_parameter",
+      "messages[1].tool_calls[0].function.arguments",
+    ],
+    [
+      "a call without a name",
+      withCall({ id: "call_1", type: "function", function: { arguments: "{}" } }),
+      "missing_required_parameter",
+      "messages[1].tool_calls[0].function.name",
+    ],
     ["an empty name", withCall(call("call_1", "", "{}")), "invalid_value", "messages[1].tool_calls[0].function.name"],
-    ["a call without an id", withCall({ type: "function", function: { name: "f", arguments: "{}" } }), "missing_required_parameter", "messages[1].tool_calls[0].id"],
-    ["a call of another type", withCall({ id: "call_1", type: "custom", function: { name: "f", arguments: "{}" } }), "invalid_value", "messages[1].tool_calls[0].type"],
+    [
+      "a call without an id",
+      withCall({ type: "function", function: { name: "f", arguments: "{}" } }),
+      "missing_required_parameter",
+      "messages[1].tool_calls[0].id",
+    ],
+    [
+      "a call of another type",
+      withCall({ id: "call_1", type: "custom", function: { name: "f", arguments: "{}" } }),
+      "invalid_value",
+      "messages[1].tool_calls[0].type",
+    ],
     ["tool_calls that are not an array", [user, { role: "assistant", content: null, tool_calls: {} }], "invalid_type", "messages[1].tool_calls"],
-    ["an assistant message with neither content nor tool_calls", [user, { role: "assistant", content: null }], "missing_required_parameter", "messages[1].content"],
-    ["a tool message without tool_call_id", [...withCall(call("call_1", "f", "{}")).slice(0, 2), { role: "tool", content: "ok" }], "missing_required_parameter", "messages[2].tool_call_id"],
-    ["a tool message with null content", [...withCall(call("call_1", "f", "{}")).slice(0, 2), { role: "tool", tool_call_id: "call_1", content: null }], "missing_required_parameter", "messages[2].content"],
+    [
+      "an assistant message with neither content nor tool_calls",
+      [user, { role: "assistant", content: null }],
+      "missing_required_parameter",
+      "messages[1].content",
+    ],
+    [
+      "a tool message without tool_call_id",
+      [...withCall(call("call_1", "f", "{}")).slice(0, 2), { role: "tool", content: "ok" }],
+      "missing_required_parameter",
+      "messages[2].tool_call_id",
+    ],
+    [
+      "a tool message with null content",
+      [...withCall(call("call_1", "f", "{}")).slice(0, 2), { role: "tool", tool_call_id: "call_1", content: null }],
+      "missing_required_parameter",
+      "messages[2].content",
+    ],
     [
       "a tool message with an image part",
       [...withCall(call("call_1", "f", "{}")).slice(0, 2), { role: "tool", tool_call_id: "call_1", content: [{ type: "image_url", image_url: { url: "x" } }] }],

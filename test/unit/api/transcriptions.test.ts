@@ -137,11 +137,27 @@ describe("response formats", () => {
     expect(body).toMatchObject({ task: "transcribe", language: "english", duration: 2, text: FULL_TEXT, usage: { type: "duration", seconds: 2 } });
     expect(body.segments).toHaveLength(4);
     body.segments.forEach((s: any, i: number) => {
-      expect(Object.keys(s).sort()).toEqual(["avg_logprob", "compression_ratio", "end", "id", "no_speech_prob", "seek", "start", "temperature", "text", "tokens"]);
+      expect(Object.keys(s).sort()).toEqual([
+        "avg_logprob",
+        "compression_ratio",
+        "end",
+        "id",
+        "no_speech_prob",
+        "seek",
+        "start",
+        "temperature",
+        "text",
+        "tokens",
+      ]);
       expect(s).toMatchObject({ id: i, seek: 0, temperature: 0, avg_logprob: -0.25, compression_ratio: 1.1, no_speech_prob: 0.01 });
       expect(Array.isArray(s.tokens) && s.tokens.every(Number.isInteger)).toBe(true);
     });
-    expect(body.segments.map((s: any) => s.text).join("").trim()).toBe(FULL_TEXT);
+    expect(
+      body.segments
+        .map((s: any) => s.text)
+        .join("")
+        .trim(),
+    ).toBe(FULL_TEXT);
     expectIncreasing(body.segments.map((s: any) => [s.start, s.end]));
   });
 
@@ -162,7 +178,12 @@ describe("response formats", () => {
   });
 
   it("also takes the bare name timestamp_granularities", async () => {
-    const { res } = await transcribe(base([["response_format", "verbose_json"], ["timestamp_granularities", "word"]]));
+    const { res } = await transcribe(
+      base([
+        ["response_format", "verbose_json"],
+        ["timestamp_granularities", "word"],
+      ]),
+    );
     expect(res.statusCode).toBe(200);
     expect(res.json().words.length).toBeGreaterThan(0);
   });
@@ -241,7 +262,12 @@ describe("streaming", () => {
     const streamed = sseEvents((await app.inject({ method: "POST", url: URL, ...form(base([["stream", "true"]])) })).body) as any[];
     const whole = (await app.inject({ method: "POST", url: URL, ...form(base()) })).json().text;
     expect(whole).toBe("Leading spaces \tand tabs\n  end.");
-    expect(streamed.slice(0, -1).map((d) => d.delta).join("")).toBe(whole);
+    expect(
+      streamed
+        .slice(0, -1)
+        .map((d) => d.delta)
+        .join(""),
+    ).toBe(whole);
     expect(streamed.at(-1).text).toBe(whole);
   });
 
@@ -251,7 +277,12 @@ describe("streaming", () => {
   });
 
   it("refuses stream with a format that has no place in text events", async () => {
-    const { res } = await transcribe(base([["stream", "true"], ["response_format", "srt"]]));
+    const { res } = await transcribe(
+      base([
+        ["stream", "true"],
+        ["response_format", "srt"],
+      ]),
+    );
     expectError(res, 400, "response_format");
   });
 });
@@ -263,7 +294,10 @@ describe("bad requests", () => {
   });
 
   it("file as a text field: 400 param file", async () => {
-    const { res } = await transcribe([["file", "not a file"], ["model", SPEECH_SLUG]]);
+    const { res } = await transcribe([
+      ["file", "not a file"],
+      ["model", SPEECH_SLUG],
+    ]);
     expectError(res, 400, "file");
   });
 
@@ -273,7 +307,10 @@ describe("bad requests", () => {
   });
 
   it("random bytes: 400 param file saying the format is not supported (or the file corrupt)", async () => {
-    const { res, speech } = await transcribe([["file", { filename: "noise.bin", data: randomBytes(4096), type: "application/octet-stream" }], ["model", SPEECH_SLUG]]);
+    const { res, speech } = await transcribe([
+      ["file", { filename: "noise.bin", data: randomBytes(4096), type: "application/octet-stream" }],
+      ["model", SPEECH_SLUG],
+    ]);
     expectError(res, 400, "file", /supported audio format|corrupt/);
     expect(speech.calls).toHaveLength(0);
   });
@@ -296,7 +333,12 @@ describe("bad requests", () => {
 
   it("the JSON routes keep their own body limit", async () => {
     const { app } = await speechApp({ bodyLimit: 1024 });
-    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", headers: AUTH, payload: { model: SLUG, messages: [{ role: "user", content: "x".repeat(2000) }] } });
+    const res = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      headers: AUTH,
+      payload: { model: SLUG, messages: [{ role: "user", content: "x".repeat(2000) }] },
+    });
     expect(res.statusCode).toBe(413);
     const ok = await app.inject({ method: "POST", url: URL, ...form(base()) });
     expect(ok.statusCode).toBe(200);
@@ -317,7 +359,12 @@ describe("bad requests", () => {
 
   it("word timestamps without verbose_json: 400 param timestamp_granularities", async () => {
     for (const format of ["json", "text", "srt"]) {
-      const { res } = await transcribe(base([["timestamp_granularities[]", "word"], ["response_format", format]]));
+      const { res } = await transcribe(
+        base([
+          ["timestamp_granularities[]", "word"],
+          ["response_format", format],
+        ]),
+      );
       expectError(res, 400, "timestamp_granularities", /verbose_json/);
     }
   });
@@ -340,12 +387,22 @@ describe("bad requests", () => {
     const { app } = await speechApp();
     const text = await app.inject({ method: "POST", url: URL, ...form([wav(), ["model", SLUG]]) });
     expectError(text, 400, "model", /not a transcription model/);
-    const chat = await app.inject({ method: "POST", url: "/v1/chat/completions", headers: AUTH, payload: { model: SPEECH_SLUG, messages: [{ role: "user", content: "hi" }] } });
+    const chat = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      headers: AUTH,
+      payload: { model: SPEECH_SLUG, messages: [{ role: "user", content: "hi" }] },
+    });
     expectError(chat, 400, "model", /transcription model.*\/v1\/audio\/transcriptions/);
     const completion = await app.inject({ method: "POST", url: "/v1/completions", headers: AUTH, payload: { model: SPEECH_SLUG, prompt: "hi" } });
     expectError(completion, 400, "model", /\/v1\/audio\/transcriptions/);
     // A speech model of the catalogue this server does not serve is still the wrong kind for chat.
-    const unserved = await app.inject({ method: "POST", url: "/v1/chat/completions", headers: AUTH, payload: { model: "whisper-base", messages: [{ role: "user", content: "hi" }] } });
+    const unserved = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      headers: AUTH,
+      payload: { model: "whisper-base", messages: [{ role: "user", content: "hi" }] },
+    });
     expectError(unserved, 400, "model");
     const unknown = await app.inject({ method: "POST", url: URL, ...form([wav(), ["model", "no-such-model"]]) });
     expectError(unknown, 404, "model");
@@ -448,7 +505,12 @@ describe("over a real connection", () => {
       });
       expect(verbose.language).toBe("english");
       expect(verbose.duration).toBe(2);
-      expect(verbose.segments?.map((s) => s.text).join("").trim()).toBe(FULL_TEXT);
+      expect(
+        verbose.segments
+          ?.map((s) => s.text)
+          .join("")
+          .trim(),
+      ).toBe(FULL_TEXT);
       expect(verbose.words?.length).toBe(FULL_TEXT.split(" ").length);
       const srt = await client.audio.transcriptions.create({ file: await file(), model: SPEECH_SLUG, response_format: "srt" });
       expect(typeof srt).toBe("string");
@@ -457,7 +519,12 @@ describe("over a real connection", () => {
       const events: any[] = [];
       for await (const event of stream) events.push(event);
       expect(events.at(-1)).toMatchObject({ type: "transcript.text.done", text: FULL_TEXT, usage: { type: "duration", seconds: 2 } });
-      expect(events.slice(0, -1).map((e) => e.delta).join("")).toBe(FULL_TEXT);
+      expect(
+        events
+          .slice(0, -1)
+          .map((e) => e.delta)
+          .join(""),
+      ).toBe(FULL_TEXT);
       // Errors come back as the client's error classes.
       await expect(client.audio.transcriptions.create({ file: await file(), model: SLUG })).rejects.toMatchObject({ status: 400, param: "model" });
     } finally {
@@ -489,7 +556,11 @@ describe("metering and metrics", () => {
     const db = openDatabase({ path: ":memory:" });
     const keys = sqliteKeyStore(db);
     const { key } = await keys.create("billing");
-    const { app } = await speechApp({ auth: { mode: "cloud", keys }, usage: sqliteUsageRecorder(db, (slug) => getModel(slug)), speech: { fail: new OverloadedError(SPEECH_SLUG, 64) } });
+    const { app } = await speechApp({
+      auth: { mode: "cloud", keys },
+      usage: sqliteUsageRecorder(db, (slug) => getModel(slug)),
+      speech: { fail: new OverloadedError(SPEECH_SLUG, 64) },
+    });
     const f = form(base());
     const res = await app.inject({ method: "POST", url: URL, payload: f.payload, headers: { ...f.headers, authorization: `Bearer ${key}` } });
     expect(res.statusCode).toBe(503);
@@ -509,9 +580,14 @@ describe("metering and metrics", () => {
 
   it("the spool keeps audio seconds, and reads lines written before it had them", () => {
     const path = join(dir, "spool.jsonl");
-    writeFileSync(path, `${JSON.stringify({ requestId: "chatcmpl-old", keyId: null, slug: SLUG, promptTokens: 3, completionTokens: 4, at: "2025-01-01T00:00:00.000Z" })}\n`);
+    writeFileSync(
+      path,
+      `${JSON.stringify({ requestId: "chatcmpl-old", keyId: null, slug: SLUG, promptTokens: 3, completionTokens: 4, at: "2025-01-01T00:00:00.000Z" })}\n`,
+    );
     const spool = new UsageSpool(path);
-    spool.append([{ requestId: "transcr-new", keyId: null, slug: SPEECH_SLUG, promptTokens: 0, completionTokens: 0, audioSeconds: 2, at: "2025-01-01T00:00:01.000Z" }]);
+    spool.append([
+      { requestId: "transcr-new", keyId: null, slug: SPEECH_SLUG, promptTokens: 0, completionTokens: 0, audioSeconds: 2, at: "2025-01-01T00:00:01.000Z" },
+    ]);
     const { entries, bad } = spool.read();
     expect(bad).toEqual([]);
     expect(entries[0]).not.toHaveProperty("audioSeconds");

@@ -2,15 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import {
-  describeSource,
-  getModel,
-  hasModel,
-  listModels,
-  packageMembers,
-  SLUG_PATTERN,
-  UnknownModelError,
-} from "../../../src/catalogue/catalogue.js";
+import { describeSource, getModel, hasModel, listModels, packageMembers, SLUG_PATTERN, UnknownModelError } from "../../../src/catalogue/catalogue.js";
 import { openDatabase, readModels, schemaPath, seedModels } from "../../../src/catalogue/db.js";
 import { MODELS } from "../../../src/catalogue/models.js";
 import { databasePath } from "../../../src/catalogue/paths.js";
@@ -62,9 +54,11 @@ describe("catalogue", () => {
     expect(whisper.ttftTargetMs).toBe(44);
 
     // Only the five spec rows carry a TTFT target; only the family-A row an output speed.
-    expect(MODELS.filter((m) => m.ttftTargetMs !== undefined).map((m) => m.slug).sort()).toEqual(
-      ["gemma-2-27b-instruct", "llama-3-3-70b-instruct", "mixtral-8x22b-instruct", "qwen-2-5-72b-instruct", "whisper-large-v3"],
-    );
+    expect(
+      MODELS.filter((m) => m.ttftTargetMs !== undefined)
+        .map((m) => m.slug)
+        .sort(),
+    ).toEqual(["gemma-2-27b-instruct", "llama-3-3-70b-instruct", "mixtral-8x22b-instruct", "qwen-2-5-72b-instruct", "whisper-large-v3"]);
     expect(MODELS.filter((m) => m.outputTokensPerSecond !== undefined)).toHaveLength(1);
   });
 
@@ -82,7 +76,10 @@ describe("catalogue", () => {
         expect(m.prices.inputUsdPerMillionTokens, m.slug).toBeGreaterThan(0);
         expect(m.prices.outputUsdPerMillionTokens!, m.slug).toBeGreaterThan(m.prices.inputUsdPerMillionTokens!);
         expect(m.prices.usdPerAudioMinute, m.slug).toBeUndefined();
-        expect(m.sources.every((s) => s.format === "gguf"), m.slug).toBe(true);
+        expect(
+          m.sources.every((s) => s.format === "gguf"),
+          m.slug,
+        ).toBe(true);
       } else {
         expect(m.architecture).toBe("whisper");
         expect(m.capabilities).toEqual(["transcription"]);
@@ -105,9 +102,7 @@ describe("catalogue", () => {
     for (const a of text) {
       for (const b of text) {
         if (a.family === b.family && a.parameters > b.parameters) {
-          expect(a.prices.inputUsdPerMillionTokens!, `${a.slug} vs ${b.slug}`).toBeGreaterThanOrEqual(
-            b.prices.inputUsdPerMillionTokens!,
-          );
+          expect(a.prices.inputUsdPerMillionTokens!, `${a.slug} vs ${b.slug}`).toBeGreaterThanOrEqual(b.prices.inputUsdPerMillionTokens!);
         }
       }
     }
@@ -208,9 +203,7 @@ describe("database", () => {
         m.slug === "phi-4" ? { ...m, prices: { inputUsdPerMillionTokens: 1, outputUsdPerMillionTokens: 2 } } : m,
       );
       edited.push({ ...MODELS[0]!, slug: "retired-model", sources: [] });
-      db.prepare(
-        "INSERT INTO compiles (id, slug, artifact_id, artifact_dir, compiler_version) VALUES ('c1', 'phi-4', 'a1', '/tmp/a1', '0')",
-      ).run();
+      db.prepare("INSERT INTO compiles (id, slug, artifact_id, artifact_dir, compiler_version) VALUES ('c1', 'phi-4', 'a1', '/tmp/a1', '0')").run();
       const drift = seedModels(db, edited);
       expect(drift.removed).toBe(2);
       expect(readModels(db).map((m) => m.slug)).toContain("retired-model");
@@ -228,16 +221,12 @@ describe("database", () => {
   it("has the record tables with foreign keys to models", () => {
     const db = openDatabase({ path: ":memory:" });
     try {
-      const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map(
-        (t) => t.name,
-      );
+      const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((t) => t.name);
       for (const t of ["models", "weight_sources", "compiles", "optimization_runs", "artifacts_promoted", "api_keys", "usage"]) {
         expect(tables).toContain(t);
       }
       expect(() =>
-        db
-          .prepare("INSERT INTO compiles (id, slug, artifact_id, artifact_dir, compiler_version) VALUES ('x', 'nope', 'a', '/a', '0')")
-          .run(),
+        db.prepare("INSERT INTO compiles (id, slug, artifact_id, artifact_dir, compiler_version) VALUES ('x', 'nope', 'a', '/a', '0')").run(),
       ).toThrow(/FOREIGN KEY/);
       db.prepare("INSERT INTO api_keys (id, name, key_hash) VALUES ('k1', 'test', 'h1')").run();
       db.prepare(
@@ -284,7 +273,9 @@ describe("pinned sources", () => {
     expect(pinned).toBe(44); // 29 GGUF, 8 CTranslate2 model.bin, 7 whisper.cpp files
     expect(getModel("llama-3-3-70b-instruct").sources[0]).toMatchObject({
       revision: "b6c5c9f176f3279204034e1d16d393105e95cb88",
-      files: [{ path: "Llama-3.3-70B-Instruct-Q4_K_M.gguf", bytes: 42_520_398_816, sha256: "32df3baccb556f9840059b2528b2dee4d3d516b24afdfb9d0c56ff5f63e3a664" }],
+      files: [
+        { path: "Llama-3.3-70B-Instruct-Q4_K_M.gguf", bytes: 42_520_398_816, sha256: "32df3baccb556f9840059b2528b2dee4d3d516b24afdfb9d0c56ff5f63e3a664" },
+      ],
     });
   });
 

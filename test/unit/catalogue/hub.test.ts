@@ -208,10 +208,7 @@ describe("hub downloads", () => {
     const body = randomBytes(1_000_000);
     files.set("org/flaky/big.gguf", { body, dropAfter: 300_000, dropTimes: 2 });
     const dest = join(home, "big.gguf");
-    const result = await downloadHubFile(
-      { repo: "org/flaky", revision: "main", path: "big.gguf", dest },
-      { endpoint: hubUrl, token: null, retryDelayMs: 5 },
-    );
+    const result = await downloadHubFile({ repo: "org/flaky", revision: "main", path: "big.gguf", dest }, { endpoint: hubUrl, token: null, retryDelayMs: 5 });
     expect(result.sha256).toBe(sha256(body));
     expect(result.bytes).toBe(body.length);
     expect(result.resumed).toBe(true);
@@ -228,10 +225,7 @@ describe("hub downloads", () => {
     files.set("org/resume/a.gguf", { body });
     const dest = join(home, "a.gguf");
     writeFileSync(`${dest}.part`, body.subarray(0, 123_456));
-    const resumed = await downloadHubFile(
-      { repo: "org/resume", revision: "main", path: "a.gguf", dest },
-      { endpoint: hubUrl, token: null, retryDelayMs: 5 },
-    );
+    const resumed = await downloadHubFile({ repo: "org/resume", revision: "main", path: "a.gguf", dest }, { endpoint: hubUrl, token: null, retryDelayMs: 5 });
     expect(resumed.resumed).toBe(true);
     expect(resumed.sha256).toBe(sha256(body));
     expect(log.find((l) => l.server === "cdn")!.range).toBe("bytes=123456-");
@@ -319,8 +313,7 @@ describe("hub downloads", () => {
     const message = (err as Error).message;
     expect(message).not.toContain("\n");
     expect(message).toBe(
-      "could not pull nowhere: hub org/missing: w.gguf: HTTP 404 (Entry not found); " +
-        "hub org/also-missing@v2: x.gguf: HTTP 404 (Entry not found)",
+      "could not pull nowhere: hub org/missing: w.gguf: HTTP 404 (Entry not found); " + "hub org/also-missing@v2: x.gguf: HTTP 404 (Entry not found)",
     );
     expect((err as PullError).attempts).toHaveLength(2);
   });

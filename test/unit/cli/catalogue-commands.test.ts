@@ -39,7 +39,10 @@ describe("kiln models", () => {
     expect(await modelsCommand.run(["--json"], c.io)).toBe(0);
     const all = JSON.parse(c.out.stdout);
     expect(all).toHaveLength(42);
-    expect(all.find((m: { slug: string }) => m.slug === "smollm2-135m-instruct").compile).toMatchObject({ compilable: true, architecture: { name: "llama", supported: true } });
+    expect(all.find((m: { slug: string }) => m.slug === "smollm2-135m-instruct").compile).toMatchObject({
+      compilable: true,
+      architecture: { name: "llama", supported: true },
+    });
     c = capture();
     expect(await modelsCommand.run(["--kind=text", "--json"], c.io)).toBe(0);
     expect(JSON.parse(c.out.stdout)).toHaveLength(MODELS.filter((m) => m.kind === "text").length);

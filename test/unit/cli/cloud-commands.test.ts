@@ -19,12 +19,17 @@ describe("keySpec", () => {
       limits: { requestsPerMinute: 60, tokensPerMinute: 10_000, maxConcurrent: 2, dailyBudgetNanoUsd: 500_000_000 },
       expiresAt: "2030-02-01T00:00:00.000Z",
     });
-    expect(keySpec({}, NOW)).toEqual({ models: null, limits: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null, dailyBudgetNanoUsd: null }, expiresAt: null });
+    expect(keySpec({}, NOW)).toEqual({
+      models: null,
+      limits: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null, dailyBudgetNanoUsd: null },
+      expiresAt: null,
+    });
     expect(keySpec({ budgetUsdPerDay: "0.000000001" }, NOW).limits?.dailyBudgetNanoUsd).toBe(1);
   });
 
   it("refuses a budget that is not an exact USD amount, and an expiry that is not a date or already past", () => {
-    for (const budgetUsdPerDay of ["abc", "-1", "0.0000000001", "1e3", "99999999999"]) expect(() => keySpec({ budgetUsdPerDay }, NOW), budgetUsdPerDay).toThrow(UsageError);
+    for (const budgetUsdPerDay of ["abc", "-1", "0.0000000001", "1e3", "99999999999"])
+      expect(() => keySpec({ budgetUsdPerDay }, NOW), budgetUsdPerDay).toThrow(UsageError);
     for (const expires of ["tomorrow", "2029-12-31", "2030-13-01", "2030-02-01T00:00:00"]) expect(() => keySpec({ expires }, NOW), expires).toThrow(UsageError);
   });
 });
@@ -47,7 +52,12 @@ describe("kiln keys and kiln usage on a database file", () => {
     const created = capture();
     expect(await keys.run(["create", "--name", "ci", "--rpm", "5", "--budget-usd-per-day", "1.25", "--database", database, "--json"], created.io)).toBe(0);
     const made = JSON.parse(created.out.stdout);
-    expect(made).toMatchObject({ id: expect.stringMatching(/^key_/), key: expect.stringMatching(/^kiln-/), name: "ci", limits: { requestsPerMinute: 5, dailyBudgetNanoUsd: 1_250_000_000, dailyBudgetUsd: "1.250000000" } });
+    expect(made).toMatchObject({
+      id: expect.stringMatching(/^key_/),
+      key: expect.stringMatching(/^kiln-/),
+      name: "ci",
+      limits: { requestsPerMinute: 5, dailyBudgetNanoUsd: 1_250_000_000, dailyBudgetUsd: "1.250000000" },
+    });
     expect(made.prefix).toBe(made.key.slice(0, 9));
 
     // Two rows of usage, written as kiln serve would.
@@ -56,8 +66,34 @@ describe("kiln keys and kiln usage on a database file", () => {
     const price = { inputNanoUsdPerMTok: 2_000_000, outputNanoUsdPerMTok: 4_000_000, nanoUsdPerAudioMinute: 0 };
     const at = new Date().toISOString();
     await store.writeLedger([
-      { requestId: "r1", keyId: made.id, slug: "smollm2-135m-instruct", artifactId: null, promptTokens: 10, completionTokens: 5, audioMs: 0, price, costNanoUsd: 40, settledFrom: "completed", replicaId: "x", at },
-      { requestId: "r2", keyId: made.id, slug: "smollm2-135m-instruct", artifactId: null, promptTokens: 3, completionTokens: 1, audioMs: 0, price, costNanoUsd: 10, settledFrom: "cancelled", replicaId: "x", at },
+      {
+        requestId: "r1",
+        keyId: made.id,
+        slug: "smollm2-135m-instruct",
+        artifactId: null,
+        promptTokens: 10,
+        completionTokens: 5,
+        audioMs: 0,
+        price,
+        costNanoUsd: 40,
+        settledFrom: "completed",
+        replicaId: "x",
+        at,
+      },
+      {
+        requestId: "r2",
+        keyId: made.id,
+        slug: "smollm2-135m-instruct",
+        artifactId: null,
+        promptTokens: 3,
+        completionTokens: 1,
+        audioMs: 0,
+        price,
+        costNanoUsd: 10,
+        settledFrom: "cancelled",
+        replicaId: "x",
+        at,
+      },
     ]);
     db.close();
 
@@ -88,7 +124,10 @@ describe("kiln keys and kiln usage on a database file", () => {
   });
 
   it("usage refuses a bad --since and --by", async () => {
-    for (const argv of [["--since", "yesterday"], ["--by", "week"]]) {
+    for (const argv of [
+      ["--since", "yesterday"],
+      ["--by", "week"],
+    ]) {
       const { io, out } = capture();
       expect(await usage.run(argv, io), argv.join(" ")).toBe(2);
       expect(out.stderr).toMatch(/^kiln usage: /);

@@ -36,7 +36,10 @@ describe("defineCommand", () => {
   });
 
   it("a usage error (from the options or from run): message and help on stderr, exit 2", async () => {
-    for (const [argv, message] of [[["--times", "9", "x"], '--times needs an integer from 1 to 3 (got "9")'], [[], "which words?"]] as const) {
+    for (const [argv, message] of [
+      [["--times", "9", "x"], '--times needs an integer from 1 to 3 (got "9")'],
+      [[], "which words?"],
+    ] as const) {
       const { out, io } = capture();
       expect(await echo.run([...argv], io)).toBe(2);
       expect(out).toEqual({ stdout: "", stderr: `kiln echo: ${message}\n\n${echo.help}\n` });
@@ -65,7 +68,11 @@ describe("kiln", () => {
   });
 
   it("a missing or unknown command is a usage error", async () => {
-    for (const [argv, message] of [[[], "kiln: which command?"], [["nope"], 'kiln: unknown command "nope"'], [["help", "nope"], 'kiln: unknown command "nope"']] as const) {
+    for (const [argv, message] of [
+      [[], "kiln: which command?"],
+      [["nope"], 'kiln: unknown command "nope"'],
+      [["help", "nope"], 'kiln: unknown command "nope"'],
+    ] as const) {
       const { out, io } = capture();
       expect(await main([...argv], io)).toBe(2);
       expect(out.stdout).toBe("");

@@ -84,8 +84,23 @@ describe("kiln serve arguments", () => {
     const { io, out } = capture();
     expect(await serve.run(["--help"], io)).toBe(0);
     expect(out.stdout).toMatch(/^Usage: kiln serve \[options\]\n/);
-    const options = ["-m, --model <slug>", "--keep-alive <seconds>", "--memory-budget MiB", "--pull-on-demand", "--port N", "--host <address>", "--cloud", "--threads N", "--max-running N", "--max-waiting N",
-      "--prefill-chunk N", "--prefix-reuse exact|any|off", "--kv-memory-mb MiB", "--log-level <level>", "-h, --help"];
+    const options = [
+      "-m, --model <slug>",
+      "--keep-alive <seconds>",
+      "--memory-budget MiB",
+      "--pull-on-demand",
+      "--port N",
+      "--host <address>",
+      "--cloud",
+      "--threads N",
+      "--max-running N",
+      "--max-waiting N",
+      "--prefill-chunk N",
+      "--prefix-reuse exact|any|off",
+      "--kv-memory-mb MiB",
+      "--log-level <level>",
+      "-h, --help",
+    ];
     for (const option of options) expect(out.stdout).toContain(option);
     for (const value of ["default: 8000", "default: 127.0.0.1", "default: 2", "default: exact", "default: $KILN_LOG_LEVEL, else info"]) {
       expect(out.stdout).toContain(value);
@@ -115,8 +130,14 @@ describe("kiln serve arguments", () => {
       [["--model", slug, "--cloud=yes"], "--cloud takes no value"],
       [["--model", slug, "extra"], "unexpected argument extra"],
       [["--model", slug, "--log-level", "loud"], '--log-level needs fatal, error, warn, info, debug, trace or silent (got "loud")'],
-      [["--model", slug, "--allowed-origins", "app.example.com"], "--allowed-origins: 'app.example.com' is not an origin (scheme://host[:port], e.g. https://app.example.com) or *"],
-      [["--model", slug, "--allowed-origins", "*,https://a.example/"], "--allowed-origins: 'https://a.example/' is not an origin: write it as https://a.example"],
+      [
+        ["--model", slug, "--allowed-origins", "app.example.com"],
+        "--allowed-origins: 'app.example.com' is not an origin (scheme://host[:port], e.g. https://app.example.com) or *",
+      ],
+      [
+        ["--model", slug, "--allowed-origins", "*,https://a.example/"],
+        "--allowed-origins: 'https://a.example/' is not an origin: write it as https://a.example",
+      ],
     ];
     for (const [argv, message] of cases) {
       const { io, out } = capture();

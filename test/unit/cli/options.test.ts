@@ -45,7 +45,24 @@ describe("parseCommandLine", () => {
 
   it("reads long names in kebab case, short aliases, --name=value, repeats and positionals", () => {
     const { options, positionals } = parse(
-      ["-m", "a", "--model=b", "--port", "0", "--temperature", "1.5", "--seed=-3", "--prefix-reuse", "off", "--system", "be brief", "--cloud", "p", "--", "--q"],
+      [
+        "-m",
+        "a",
+        "--model=b",
+        "--port",
+        "0",
+        "--temperature",
+        "1.5",
+        "--seed=-3",
+        "--prefix-reuse",
+        "off",
+        "--system",
+        "be brief",
+        "--cloud",
+        "p",
+        "--",
+        "--q",
+      ],
       true,
     );
     expect(options).toMatchObject({ model: ["a", "b"], port: 0, temperature: 1.5, seed: -3, prefixReuse: "off", system: "be brief", cloud: true });

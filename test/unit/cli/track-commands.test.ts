@@ -41,14 +41,20 @@ async function usage(command: { run(argv: string[], io: ReturnType<typeof captur
 function fakeArtifact(id: string, slug = SLUG): void {
   const dir = join(home, "artifacts", slug, id);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "manifest.json"), JSON.stringify({ id, slug, choices: [{ what: "options", choice: '{"accuracyLevel":0,"numerics":"fast"}', exact: true, why: "" }] }));
+  writeFileSync(
+    join(dir, "manifest.json"),
+    JSON.stringify({ id, slug, choices: [{ what: "options", choice: '{"accuracyLevel":0,"numerics":"fast"}', exact: true, why: "" }] }),
+  );
 }
 
 /** Two track runs' records in $KILN_HOME's database (a fake measurer; the second run promotes). */
 async function seedRuns(): Promise<void> {
   const db = openDatabase();
   await runTrack(testJob({ maxCandidates: 1 }), { db, measurer: fakeMeasurer() });
-  await runTrack(testJob({ maxCandidates: 3 }), { db, measurer: fakeMeasurer((s) => (s.prefillChunk === 128 ? { metrics: { prefill_tokens_per_second: 1000, decode_tokens_per_second: 110 } } : {})) });
+  await runTrack(testJob({ maxCandidates: 3 }), {
+    db,
+    measurer: fakeMeasurer((s) => (s.prefillChunk === 128 ? { metrics: { prefill_tokens_per_second: 1000, decode_tokens_per_second: 110 } } : {})),
+  });
   db.close();
 }
 
@@ -64,7 +70,8 @@ describe("kiln track", () => {
     const help = capture();
     expect(await track.run(["--help"], help.io)).toBe(0);
     expect(help.out.stdout).toMatch(/^Usage: kiln track run <slug> \[options\]/);
-    for (const option of ["--budget-minutes <minutes>", "--threads N", "--max-candidates N", "--jobs <dir>", "--json"]) expect(help.out.stdout).toContain(option);
+    for (const option of ["--budget-minutes <minutes>", "--threads N", "--max-candidates N", "--jobs <dir>", "--json"])
+      expect(help.out.stdout).toContain(option);
   });
 
   it("fails, naming the file, when the model has no job", async () => {
@@ -96,17 +103,38 @@ describe("kiln tracks", () => {
     expect(lines[1]).toMatch(/^WHEN \(UTC\)\s+ARTIFACT\s+CHANGE\s+DECODE\s+PREFILL\s+BATCH16\s+TTFT ms\s+RSS MB\s+KL\s+PPL x\s+VERDICT\s+REASON$/);
     // Each run's two repeats, and the incumbent measured again beside each of the second run's two winners.
     expect(lines.filter((l) => l.includes("(incumbent)"))).toHaveLength(6);
-    expect(lines.find((l) => l.includes("prefillChunk 256→128") && l.includes("promoted"))).toMatch(/acc4\s+prefillChunk 256→128\s+110\.0\s+1000\s+400\.0\s+50\s+500\s+0\.0100\s+1\.0010\s+promoted\s+faster: decode \+10\.0%/);
+    expect(lines.find((l) => l.includes("prefillChunk 256→128") && l.includes("promoted"))).toMatch(
+      /acc4\s+prefillChunk 256→128\s+110\.0\s+1000\s+400\.0\s+50\s+500\s+0\.0100\s+1\.0010\s+promoted\s+faster: decode \+10\.0%/,
+    );
     expect(lines.at(-2)).toMatch(/^serving: acc4 \(smollm2-135m-instruct-acc4\), promoted \d{4}-.*: track: prefillChunk 256→128: /);
-    expect(lines.at(-1)).toMatch(/^trend, decode tok\/s serving after each run \(\* promoted\): ▁█ \d\d-\d\d 100\.0 → \d\d-\d\d 110\.0\* \(\+10\.0% over 2 runs\)$/);
+    expect(lines.at(-1)).toMatch(
+      /^trend, decode tok\/s serving after each run \(\* promoted\): ▁█ \d\d-\d\d 100\.0 → \d\d-\d\d 110\.0\* \(\+10\.0% over 2 runs\)$/,
+    );
 
     const json = capture();
     expect(await tracks.run(["--json"], json.io)).toBe(0);
     const [history] = JSON.parse(json.out.stdout);
     expect(history.slug).toBe(SLUG);
     expect(history.current).toMatchObject({ artifact: `${SLUG}-acc4`, settings: { prefillChunk: 128 }, reason: expect.stringMatching(/^track: /) });
-    expect(history.candidates.map((c: { verdict: string }) => c.verdict)).toEqual(["incumbent", "incumbent", "rejected", "incumbent", "incumbent", "promoted", "incumbent", "rejected", "rejected", "incumbent"]);
-    expect(Object.keys(history.candidates[0].metrics)).toEqual(["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second", "ttft_ms", "peak_rss_mb"]);
+    expect(history.candidates.map((c: { verdict: string }) => c.verdict)).toEqual([
+      "incumbent",
+      "incumbent",
+      "rejected",
+      "incumbent",
+      "incumbent",
+      "promoted",
+      "incumbent",
+      "rejected",
+      "rejected",
+      "incumbent",
+    ]);
+    expect(Object.keys(history.candidates[0].metrics)).toEqual([
+      "decode_tokens_per_second",
+      "prefill_tokens_per_second",
+      "batch16_tokens_per_second",
+      "ttft_ms",
+      "peak_rss_mb",
+    ]);
     expect(Object.keys(history.candidates[0].quality)).toEqual(["kl_divergence", "perplexity_ratio"]);
     const limited = capture();
     await tracks.run([SLUG, "--json", "--limit", "2"], limited.io);
@@ -131,7 +159,11 @@ describe("kiln promote and kiln rollback", () => {
     fakeArtifact(`${SLUG}-acc0`);
     const c = capture();
     expect(await promote.run([SLUG, "acc0", "--reason", "try float activations"], c.io)).toBe(0);
-    expect(c.out.stdout).toMatch(new RegExp(`^${SLUG}: serving ${SLUG}-acc0 with graphOptimizationLevel=all, threads=2, prefillChunk=128, maxRunning=16, stepTokens=512 \\(before: ${SLUG}-acc4\\)\\n$`));
+    expect(c.out.stdout).toMatch(
+      new RegExp(
+        `^${SLUG}: serving ${SLUG}-acc0 with graphOptimizationLevel=all, threads=2, prefillChunk=128, maxRunning=16, stepTokens=512 \\(before: ${SLUG}-acc4\\)\\n$`,
+      ),
+    );
     const db = openDatabase();
     expect(currentPromotion(db, SLUG)).toMatchObject({ artifactId: `${SLUG}-acc0`, reason: "try float activations", quality: { kl_divergence: 0.01 } });
 

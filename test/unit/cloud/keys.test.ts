@@ -55,7 +55,10 @@ describe("the key store", () => {
   it("keeps limits, a short prefix, and an expiry after which the key stops working", async () => {
     let now = Date.parse("2030-01-01T00:00:00Z");
     const { keys } = setup({ now: () => now });
-    const { key, record } = await keys.create("limited", { limits: { requestsPerMinute: 5, dailyBudgetNanoUsd: 1_000 }, expiresAt: "2030-01-02T00:00:00.000Z" });
+    const { key, record } = await keys.create("limited", {
+      limits: { requestsPerMinute: 5, dailyBudgetNanoUsd: 1_000 },
+      expiresAt: "2030-01-02T00:00:00.000Z",
+    });
     expect(record.prefix).toBe(key.slice(0, 9));
     expect(record.limits).toEqual({ requestsPerMinute: 5, tokensPerMinute: null, maxConcurrent: null, dailyBudgetNanoUsd: 1_000 });
     expect(await keys.verify(key)).toMatchObject({ id: record.id, limits: record.limits });

@@ -28,7 +28,13 @@ async function cloudApp(limits: Partial<KeyLimits>, fakeOptions: Parameters<type
   const db = openDatabase({ path: ":memory:" });
   const store = new SqliteCloudStore(db);
   const keys = new KeyStore(store, TEST_KEY_SECRET, { cacheMs: 0 });
-  const meter = new CloudMeter({ store, limits: new MemoryLimits(), recorder: sqliteUsageRecorder(db, getModel), priceOf: getModel, replicaId: "replica-test" });
+  const meter = new CloudMeter({
+    store,
+    limits: new MemoryLimits(),
+    recorder: sqliteUsageRecorder(db, getModel),
+    priceOf: getModel,
+    replicaId: "replica-test",
+  });
   const { key, record } = await keys.create("metered", { limits: { ...NO_LIMITS, ...limits } });
   const { app, fake } = await fakeApp({ auth: { mode: "cloud", keys }, cloud: meter, fake: fakeModel(fakeOptions), lifecycle });
   closers.push(
@@ -37,7 +43,12 @@ async function cloudApp(limits: Partial<KeyLimits>, fakeOptions: Parameters<type
     () => app.close(),
   );
   const ask = (body: object) =>
-    app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model: SLUG, messages: [{ role: "user", content: "hi" }], ...body }, headers: { authorization: `Bearer ${key}` } });
+    app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      payload: { model: SLUG, messages: [{ role: "user", content: "hi" }], ...body },
+      headers: { authorization: `Bearer ${key}` },
+    });
   return { db, store, app, fake, key, keyId: record.id, ask };
 }
 
@@ -55,7 +66,9 @@ describe("admission", () => {
     expect((await ask({ max_tokens: 5 })).statusCode).toBe(200);
     const refused = await ask({ max_tokens: 5 });
     expect(refused.statusCode).toBe(429);
-    expect(refused.json()).toEqual({ error: { message: expect.stringContaining("requests per minute"), type: "requests", param: null, code: "rate_limit_exceeded" } });
+    expect(refused.json()).toEqual({
+      error: { message: expect.stringContaining("requests per minute"), type: "requests", param: null, code: "rate_limit_exceeded" },
+    });
     const retryAfter = Number(refused.headers["retry-after"]);
     expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60).toBe(true);
     expect(refused.headers["x-ratelimit-remaining-requests"]).toBe("0");

@@ -3,7 +3,11 @@ import { describe, expect, it } from "vitest";
 import { costNanoUsd, formatNanoUsd, parseUsdToNano, priceOf, usdToNano } from "../../../src/cloud/money.js";
 import { getModel } from "../../../src/catalogue/catalogue.js";
 
-const price = (inUsd: number, outUsd: number, audioUsd = 0) => ({ inputNanoUsdPerMTok: usdToNano(inUsd), outputNanoUsdPerMTok: usdToNano(outUsd), nanoUsdPerAudioMinute: usdToNano(audioUsd) });
+const price = (inUsd: number, outUsd: number, audioUsd = 0) => ({
+  inputNanoUsdPerMTok: usdToNano(inUsd),
+  outputNanoUsdPerMTok: usdToNano(outUsd),
+  nanoUsdPerAudioMinute: usdToNano(audioUsd),
+});
 
 describe("costNanoUsd", () => {
   it("charges whole cents exactly: 1M prompt tokens at $0.15/M and 2M completion tokens at $0.60/M is $1.35", () => {

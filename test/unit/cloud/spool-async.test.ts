@@ -30,7 +30,17 @@ function asyncLedger() {
 }
 
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
-const usage = (requestId: string) => ({ requestId, keyId: "key_a", slug: "m", promptTokens: 3, completionTokens: 4, price: { inputNanoUsdPerMTok: 1, outputNanoUsdPerMTok: 2, nanoUsdPerAudioMinute: 0 }, costNanoUsd: 1, replicaId: "r1", settledFrom: "cancelled" as const });
+const usage = (requestId: string) => ({
+  requestId,
+  keyId: "key_a",
+  slug: "m",
+  promptTokens: 3,
+  completionTokens: 4,
+  price: { inputNanoUsdPerMTok: 1, outputNanoUsdPerMTok: 2, nanoUsdPerAudioMinute: 0 },
+  costNanoUsd: 1,
+  replicaId: "r1",
+  settledFrom: "cancelled" as const,
+});
 
 describe("the spool over an asynchronous ledger", () => {
   it("spools a rejected write with its price and cost, settles it once when the ledger is back, and waits at close", async () => {

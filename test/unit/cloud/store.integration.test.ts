@@ -18,16 +18,51 @@ const T0 = new Date("2030-03-04T10:00:00.000Z");
 const at = (ms: number) => new Date(T0.getTime() + ms);
 
 function row(requestId: string, over: Partial<LedgerRow> = {}): LedgerRow {
-  return { requestId, keyId: "key_a", slug: "m1", artifactId: "art-1", promptTokens: 10, completionTokens: 20, audioMs: 0, price: PRICE, costNanoUsd: 13_500, settledFrom: "completed", replicaId: "r1", at: T0.toISOString(), ...over };
+  return {
+    requestId,
+    keyId: "key_a",
+    slug: "m1",
+    artifactId: "art-1",
+    promptTokens: 10,
+    completionTokens: 20,
+    audioMs: 0,
+    price: PRICE,
+    costNanoUsd: 13_500,
+    settledFrom: "completed",
+    replicaId: "r1",
+    at: T0.toISOString(),
+    ...over,
+  };
 }
 
 function reservation(requestId: string, replicaId: string, over: Partial<Reservation> = {}): Reservation {
-  return { requestId, keyId: "key_a", slug: "m1", artifactId: "art-1", promptTokens: 10, completionTokens: 100, audioMs: 0, price: PRICE, nanoUsd: 61_500, replicaId, at: T0.toISOString(), ...over };
+  return {
+    requestId,
+    keyId: "key_a",
+    slug: "m1",
+    artifactId: "art-1",
+    promptTokens: 10,
+    completionTokens: 100,
+    audioMs: 0,
+    price: PRICE,
+    nanoUsd: 61_500,
+    replicaId,
+    at: T0.toISOString(),
+    ...over,
+  };
 }
 
 async function withKeys(store: CloudStore): Promise<void> {
   for (const id of ["key_a", "key_b"]) {
-    await store.createKey({ id, name: id, hash: `${id}-hash`.padEnd(64, "0"), prefix: "kiln-abcd", models: null, limits: { ...NO_LIMITS, dailyBudgetNanoUsd: 5_000_000_000 }, expiresAt: null });
+    await store.createKey({
+      id,
+      name: id,
+      hash: `${id}-hash`.padEnd(64, "0"),
+      prefix: "kiln-abcd",
+      models: null,
+      limits: { ...NO_LIMITS, dailyBudgetNanoUsd: 5_000_000_000 },
+      expiresAt: null,
+    });
   }
 }
 
@@ -101,7 +136,11 @@ describe.each(implementations)("the %s store", (_kind, open) => {
       const [line] = await store.usage({ by: "model" });
       expect(line.costNanoUsd).toBe(12_000_000_000_000_003n);
       const listed = await store.listKeys(T0);
-      expect(listed.find((k) => k.id === "key_a")).toMatchObject({ spentTotalNanoUsd: 12_000_000_000_000_003n, spentTodayNanoUsd: 12_000_000_000_000_003n, lastUsedAt: T0.toISOString() });
+      expect(listed.find((k) => k.id === "key_a")).toMatchObject({
+        spentTotalNanoUsd: 12_000_000_000_000_003n,
+        spentTodayNanoUsd: 12_000_000_000_000_003n,
+        lastUsedAt: T0.toISOString(),
+      });
     } finally {
       await store.close();
     }
@@ -185,7 +224,9 @@ describe("an SQLite database from before cloud mode's ledger", () => {
     db.exec("INSERT INTO usage (request_id, slug, prompt_tokens, completion_tokens, audio_seconds, cost_usd) VALUES ('old', 'm', 10, 5, 3, 0.0000135)");
     const store = new SqliteCloudStore(db);
     new SqliteCloudStore(db); // a second open changes nothing
-    expect(await store.usage({ by: "model" })).toEqual([{ group: "m", requests: 1, promptTokens: 10, completionTokens: 5, audioMs: 3000, costNanoUsd: 13_500n }]);
+    expect(await store.usage({ by: "model" })).toEqual([
+      { group: "m", requests: 1, promptTokens: 10, completionTokens: 5, audioMs: 3000, costNanoUsd: 13_500n },
+    ]);
     await withKeys(store);
     expect((await store.listKeys(T0)).map((k) => k.limits.dailyBudgetNanoUsd)).toEqual([5_000_000_000, 5_000_000_000]);
     db.close();

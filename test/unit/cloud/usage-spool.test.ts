@@ -318,7 +318,8 @@ describe("the spool at startup", () => {
     ledger.write([entry("chatcmpl-already")]);
     writeFileSync(
       spoolPath,
-      [entry("chatcmpl-already"), entry("chatcmpl-a"), entry("chatcmpl-a"), entry("chatcmpl-b")].map((e) => JSON.stringify(e)).join("\n") + '\n{"requestId":"chatcmpl-cu',
+      [entry("chatcmpl-already"), entry("chatcmpl-a"), entry("chatcmpl-a"), entry("chatcmpl-b")].map((e) => JSON.stringify(e)).join("\n") +
+        '\n{"requestId":"chatcmpl-cu',
       { mode: 0o600 },
     );
     // The next append starts on a new line: the cut line does not swallow it.
@@ -337,7 +338,9 @@ describe("the spool at startup", () => {
   it("stays in the spool while the database is still full, and requests are admitted", async () => {
     const { ledger, spoolPath, log } = await cloudSetup();
     ledger.full = true;
-    new UsageSpool(spoolPath).append([{ requestId: "chatcmpl-x", keyId: null, slug: SLUG, promptTokens: 1, completionTokens: 1, at: new Date().toISOString() }]);
+    new UsageSpool(spoolPath).append([
+      { requestId: "chatcmpl-x", keyId: null, slug: SLUG, promptTokens: 1, completionTokens: 1, at: new Date().toISOString() },
+    ]);
     const recorder = new SpooledUsageRecorder({ ledger, spoolPath, log, settleIntervalMs: 0 });
     cleanups.push(() => recorder.close());
     expect(recorder.status()).toMatchObject({ ledgerWritable: false, spooled: true });
@@ -355,7 +358,12 @@ describe("local mode", () => {
   it("records nothing and is never refused", async () => {
     const { app } = await fakeApp();
     expectCompleteAnswer(await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { authorization: "Bearer x" } }));
-    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat({ stream: true, stream_options: { include_usage: true } }), headers: { authorization: "Bearer x" } });
+    const res = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      payload: chat({ stream: true, stream_options: { include_usage: true } }),
+      headers: { authorization: "Bearer x" },
+    });
     expectCompleteStream(res);
   });
 });

@@ -25,7 +25,12 @@ function tensorsOf(arch: string, headDim: number): Record<string, number[]> {
   const t: Record<string, number[]> = { "token_embd.weight": [hidden, vocab], "output_norm.weight": [hidden], "output.weight": [hidden, vocab] };
   for (let l = 0; l < H.layers; l++) {
     const p = `blk.${l}`;
-    Object.assign(t, { [`${p}.attn_norm.weight`]: [hidden], [`${p}.ffn_norm.weight`]: [hidden], [`${p}.attn_output.weight`]: [q, hidden], [`${p}.ffn_down.weight`]: [ffn, hidden] });
+    Object.assign(t, {
+      [`${p}.attn_norm.weight`]: [hidden],
+      [`${p}.ffn_norm.weight`]: [hidden],
+      [`${p}.attn_output.weight`]: [q, hidden],
+      [`${p}.ffn_down.weight`]: [ffn, hidden],
+    });
     if (arch === "phi3") {
       Object.assign(t, { [`${p}.attn_qkv.weight`]: [hidden, q + 2 * kv], [`${p}.ffn_up.weight`]: [hidden, 2 * ffn] });
     } else {
@@ -58,7 +63,14 @@ function ggufFile(arch: string, headDim: number, tensors: Record<string, number[
     path: "memory.gguf",
     version: 3,
     metadata,
-    tensors: Object.entries(tensors).map(([name, dims]) => ({ name, dims, type: GgmlType.F32, offset: 0, byteLength: 0, elementCount: dims.reduce((a, b) => a * b, 1) })),
+    tensors: Object.entries(tensors).map(([name, dims]) => ({
+      name,
+      dims,
+      type: GgmlType.F32,
+      offset: 0,
+      byteLength: 0,
+      elementCount: dims.reduce((a, b) => a * b, 1),
+    })),
     alignment: 32,
     dataOffset: 0,
     fileSize: 0,
@@ -95,7 +107,12 @@ const work = mkdtempSync(join(tmpdir(), "kiln-needs-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe("architectures read the tensors they declare", () => {
-  for (const [arch, headDim] of [["llama", 32], ["qwen2", 32], ["qwen3", 48], ["phi3", 32]] as const) {
+  for (const [arch, headDim] of [
+    ["llama", 32],
+    ["qwen2", 32],
+    ["qwen3", 48],
+    ["phi3", 32],
+  ] as const) {
     it(`${arch}: every tensor read is declared, every required one present is read`, async () => {
       const tensors = tensorsOf(arch, headDim);
       const weights = new RecordingWeights(tensors);

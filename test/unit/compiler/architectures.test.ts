@@ -16,7 +16,14 @@ function file(metadata: Record<string, GgufValue>, tensors: string[] = []): Gguf
     path: "memory.gguf",
     version: 3,
     metadata: Object.assign(Object.create(null), metadata),
-    tensors: tensors.map((name) => ({ name, dims: name === "token_embd.weight" ? [64, 1000] : [64], type: GgmlType.F32, offset: 0, byteLength: 0, elementCount: 0 })),
+    tensors: tensors.map((name) => ({
+      name,
+      dims: name === "token_embd.weight" ? [64, 1000] : [64],
+      type: GgmlType.F32,
+      offset: 0,
+      byteLength: 0,
+      elementCount: 0,
+    })),
     alignment: 32,
     dataOffset: 0,
     fileSize: 0,
@@ -41,7 +48,11 @@ function layerTensors(layers: number, names: string[]): string[] {
   return Array.from({ length: layers }, (_, l) => names.map((n) => `blk.${l}.${n}.weight`)).flat();
 }
 
-const LLAMA_TENSORS = ["token_embd.weight", "output_norm.weight", ...layerTensors(2, ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"])];
+const LLAMA_TENSORS = [
+  "token_embd.weight",
+  "output_norm.weight",
+  ...layerTensors(2, ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]),
+];
 
 describe("architecture registry", () => {
   it("lists the architectures kiln builds", () => {
@@ -76,7 +87,9 @@ describe("architecture registry", () => {
     const f = file(base("phi3", { "phi3.feed_forward_length": 8192 }), phi);
     expect(resolveArchitecture(f, { has: (n) => phi.includes(n) }).architecture.name).toBe("phi3");
     const noQkv = phi.filter((t) => t !== "blk.0.attn_qkv.weight");
-    expect(() => resolveArchitecture(f, { has: (n) => noQkv.includes(n) })).toThrow(/blk\.0\.attn_qkv\.weight or blk\.0\.attn_q\.weight \+ blk\.0\.attn_k\.weight/);
+    expect(() => resolveArchitecture(f, { has: (n) => noQkv.includes(n) })).toThrow(
+      /blk\.0\.attn_qkv\.weight or blk\.0\.attn_q\.weight \+ blk\.0\.attn_k\.weight/,
+    );
   });
 });
 
@@ -99,12 +112,31 @@ describe("hyperparameters of the catalogue's families", () => {
   it("Qwen2.5 and the DeepSeek-R1 Qwen distills (qwen2): half-split rotary; YaRN where a file declares it", () => {
     const plain = hyperOf(file(base("qwen2", { "qwen2.rope.freq_base": 1000000 })));
     expect(plain.rope).toMatchObject({ interleaved: false, theta: 1000000, scaling: { type: "none" } });
-    const yarn = hyperOf(file(base("qwen2", { "qwen2.rope.scaling.type": "yarn", "qwen2.rope.scaling.factor": 4, "qwen2.rope.scaling.original_context_length": 32768, "qwen2.context_length": 131072 })));
+    const yarn = hyperOf(
+      file(
+        base("qwen2", {
+          "qwen2.rope.scaling.type": "yarn",
+          "qwen2.rope.scaling.factor": 4,
+          "qwen2.rope.scaling.original_context_length": 32768,
+          "qwen2.context_length": 131072,
+        }),
+      ),
+    );
     expect(yarn.rope.scaling).toEqual({ type: "yarn", factor: 4, originalContext: 32768 });
   });
 
   it("Qwen3: head dim from attention.key_length, not hidden / heads", () => {
-    const h = hyperOf(file(base("qwen3", { "qwen3.embedding_length": 1024, "qwen3.attention.head_count": 16, "qwen3.attention.key_length": 128, "qwen3.attention.value_length": 128, "qwen3.context_length": 40960 })));
+    const h = hyperOf(
+      file(
+        base("qwen3", {
+          "qwen3.embedding_length": 1024,
+          "qwen3.attention.head_count": 16,
+          "qwen3.attention.key_length": 128,
+          "qwen3.attention.value_length": 128,
+          "qwen3.context_length": 40960,
+        }),
+      ),
+    );
     expect(h).toMatchObject({ hidden: 1024, heads: 16, headDim: 128, contextLength: 40960 });
     expect(h.rope.dims).toBe(128);
   });
@@ -119,7 +151,13 @@ describe("hyperparameters of the catalogue's families", () => {
       "phi3.embedding_length": 3072,
     });
     const h = hyperOf(file(meta, ["rope_factors_long.weight", "rope_factors_short.weight"])) as ReturnType<typeof hyperOf> & { declaredWindow: number };
-    expect(h.rope).toMatchObject({ dims: 96, freqFactors: "rope_factors_long.weight", attnFactor: 1.1902380714238083, interleaved: false, scaling: { type: "none", originalContext: 4096 } });
+    expect(h.rope).toMatchObject({
+      dims: 96,
+      freqFactors: "rope_factors_long.weight",
+      attnFactor: 1.1902380714238083,
+      interleaved: false,
+      scaling: { type: "none", originalContext: 4096 },
+    });
     expect(h.declaredWindow).toBe(262144);
     const short = hyperOf(file({ ...meta, "phi3.context_length": 4096 }, ["rope_factors_long.weight", "rope_factors_short.weight"]));
     expect(short.rope.freqFactors).toBe("rope_factors_short.weight");
@@ -132,14 +170,23 @@ describe("hyperparameters of the catalogue's families", () => {
   });
 
   it("refuses a rope scaling type it does not know, and per-layer counts that differ", () => {
-    expect(() => hyperOf(file(base("llama", { "llama.rope.scaling.type": "dynamic", "llama.rope.scaling.factor": 2 })))).toThrow(UnsupportedHyperparameterError);
+    expect(() => hyperOf(file(base("llama", { "llama.rope.scaling.type": "dynamic", "llama.rope.scaling.factor": 2 })))).toThrow(
+      UnsupportedHyperparameterError,
+    );
     expect(() => hyperOf(file(base("llama", { "llama.feed_forward_length": [100, 200] })))).toThrow(/one shape/);
     expect(hyperOf(file(base("llama", { "llama.feed_forward_length": [300, 300] }))).ffn).toBe(300);
   });
 });
 
 describe("rotary tables", () => {
-  const spec = (over: Partial<RopeSpec>): RopeSpec => ({ dims: 16, theta: 10000, interleaved: false, scaling: { type: "none", factor: 1, originalContext: 64 }, attnFactor: 1, ...over });
+  const spec = (over: Partial<RopeSpec>): RopeSpec => ({
+    dims: 16,
+    theta: 10000,
+    interleaved: false,
+    scaling: { type: "none", factor: 1, originalContext: 64 },
+    attnFactor: 1,
+    ...over,
+  });
   /** The angle of pair i at position p, in double precision. */
   const plainAngle = (p: number, i: number, s: RopeSpec) => p * Math.pow(s.theta, (-2 * i) / s.dims);
 
@@ -150,7 +197,11 @@ describe("rotary tables", () => {
     let worst = 0;
     for (let p = 0; p < ctx; p++) {
       for (let i = 0; i < half; i++) {
-        worst = Math.max(worst, Math.abs(cos[p * half + i] - magnitude * Math.cos(angle(p, i))), Math.abs(sin[p * half + i] - magnitude * Math.sin(angle(p, i))));
+        worst = Math.max(
+          worst,
+          Math.abs(cos[p * half + i] - magnitude * Math.cos(angle(p, i))),
+          Math.abs(sin[p * half + i] - magnitude * Math.sin(angle(p, i))),
+        );
       }
     }
     // float32 angles at positions up to 200 carry ~1e-5 absolute error

@@ -27,7 +27,12 @@ describe("compilability", () => {
 
   it("says yes for a supported model that fits, with the weight types of its preset", async () => {
     const c = await assessCompilability(getModel("llama-3-2-1b-instruct"), { home: dir, machine: roomy });
-    expect(c).toMatchObject({ compilable: true, reasons: [], architecture: { name: "llama", supported: true }, weightTypes: { types: ["Q4_K", "Q6_K", "F32"], unsupported: [], from: "file name" } });
+    expect(c).toMatchObject({
+      compilable: true,
+      reasons: [],
+      architecture: { name: "llama", supported: true },
+      weightTypes: { types: ["Q4_K", "Q6_K", "F32"], unsupported: [], from: "file name" },
+    });
     expect(c.sourceBytes).toBe(807_694_464);
     expect(c.memory.fitsToServe).toBe(true);
   });
@@ -37,7 +42,10 @@ describe("compilability", () => {
     const mamba: ModelEntry = { ...base, architecture: "mamba" };
     expect((await assessCompilability(mamba, { home: dir, machine: roomy })).reasons).toEqual(["no graph builder for mamba"]);
 
-    const iq: ModelEntry = { ...base, sources: [{ type: "hub", repo: "o/r", revision: "main", format: "gguf", files: [{ path: "m-IQ2_XS.gguf", bytes: 1000 }] }] };
+    const iq: ModelEntry = {
+      ...base,
+      sources: [{ type: "hub", repo: "o/r", revision: "main", format: "gguf", files: [{ path: "m-IQ2_XS.gguf", bytes: 1000 }] }],
+    };
     expect((await assessCompilability(iq, { home: dir, machine: roomy })).reasons).toEqual(["unknown weight types"]);
 
     const full = await assessCompilability(getModel("llama-3-3-70b-instruct"), { home: dir, machine: { memoryBytes: 24 * GiB, freeDiskBytes: 40 * GiB } });
@@ -58,7 +66,10 @@ describe("compilability", () => {
     expect(c.weightTypes.from).toBe("file header");
 
     const ok = join(dir, "q8.gguf");
-    await writeGguf(ok, { metadata: [["general.architecture", meta.str("qwen2")]], tensors: [{ name: "w", dims: [32], type: GgmlType.Q8_0, data: new Uint8Array(34) }] });
+    await writeGguf(ok, {
+      metadata: [["general.architecture", meta.str("qwen2")]],
+      tensors: [{ name: "w", dims: [32], type: GgmlType.Q8_0, data: new Uint8Array(34) }],
+    });
     const good = await assessCompilability(getModel("llama-3-2-1b-instruct"), { home: dir, machine: roomy, pulledGguf: ok, pulledBytes: 807_694_464 });
     expect(good).toMatchObject({ compilable: true, architecture: { name: "qwen2", supported: true }, weightTypes: { types: ["Q8_0"], from: "file header" } });
     expect(good.disk.neededBytes).toBe(good.artifactBytes);

@@ -27,7 +27,15 @@ function variable(name: string, dims: number[], dtype: Dtype, data: Buffer): Buf
 }
 
 function modelBin(vars: Buffer[], aliases: Array<[string, string]>, version = 6): Buffer {
-  return Buffer.concat([u32(version), str("WhisperSpec"), u32(3), u32(vars.length), ...vars, u32(aliases.length), ...aliases.flatMap(([a, t]) => [str(a), str(t)])]);
+  return Buffer.concat([
+    u32(version),
+    str("WhisperSpec"),
+    u32(3),
+    u32(vars.length),
+    ...vars,
+    u32(aliases.length),
+    ...aliases.flatMap(([a, t]) => [str(a), str(t)]),
+  ]);
 }
 
 const f32 = (xs: number[]) => Buffer.from(new Float32Array(xs).buffer);

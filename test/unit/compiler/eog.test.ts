@@ -51,7 +51,18 @@ describe("endOfGenerationIds", () => {
   });
 
   it("keeps EOS and EOT whatever their text or type, and handles their absence", () => {
-    expect(endOfGenerationIds(spec([["</s>", NORMAL], ["x", NORMAL], ["y", NORMAL]], { eosId: 0, eotId: 2 }))).toEqual([0, 2]);
+    expect(
+      endOfGenerationIds(
+        spec(
+          [
+            ["</s>", NORMAL],
+            ["x", NORMAL],
+            ["y", NORMAL],
+          ],
+          { eosId: 0, eotId: 2 },
+        ),
+      ),
+    ).toEqual([0, 2]);
     expect(endOfGenerationIds(spec([["x", NORMAL]]))).toEqual([]);
   });
 

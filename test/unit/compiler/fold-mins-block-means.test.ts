@@ -94,18 +94,29 @@ const SOURCES = [
 ];
 
 describe("foldMinsToBlockMeans", () => {
-  it.each(SOURCES)("$name: 4-bit codes kept, no zero points or minimums, K + 2K/32 inputs, every weight within the reported fraction of its block's step", ({ type, raw, repack }) => {
-    const source = repack(raw, N, K) as NbitsWeight;
-    const report: BlockMeansReport = { worstStepFraction: 0 };
-    const folded = foldMinsToBlockMeans(source, report);
-    expect(folded).toMatchObject({ bits: 4, blockSize: 32, zeroPoints: null, mins: null, exact: false, k: K + (2 * K) / 32, blockMeans: { blocks: K / 32, factors: [16, 1] } });
-    const dense = dequantize(type, raw, N * K);
-    const worst = worstInSteps(effective(folded), dense, source.scales, K, 32);
-    expect(worst).toBeLessThanOrEqual(report.worstStepFraction + 1e-3);
-    // Offsets of a few steps at 8 bits of resolution: a small fraction of a step.
-    expect(report.worstStepFraction).toBeGreaterThan(0);
-    expect(report.worstStepFraction).toBeLessThan(0.1);
-  });
+  it.each(SOURCES)(
+    "$name: 4-bit codes kept, no zero points or minimums, K + 2K/32 inputs, every weight within the reported fraction of its block's step",
+    ({ type, raw, repack }) => {
+      const source = repack(raw, N, K) as NbitsWeight;
+      const report: BlockMeansReport = { worstStepFraction: 0 };
+      const folded = foldMinsToBlockMeans(source, report);
+      expect(folded).toMatchObject({
+        bits: 4,
+        blockSize: 32,
+        zeroPoints: null,
+        mins: null,
+        exact: false,
+        k: K + (2 * K) / 32,
+        blockMeans: { blocks: K / 32, factors: [16, 1] },
+      });
+      const dense = dequantize(type, raw, N * K);
+      const worst = worstInSteps(effective(folded), dense, source.scales, K, 32);
+      expect(worst).toBeLessThanOrEqual(report.worstStepFraction + 1e-3);
+      // Offsets of a few steps at 8 bits of resolution: a small fraction of a step.
+      expect(report.worstStepFraction).toBeGreaterThan(0);
+      expect(report.worstStepFraction).toBeLessThan(0.1);
+    },
+  );
 
   it("a block far from symmetric (all weights positive) is carried whole by its offset, at the row's resolution", () => {
     const values = Float32Array.from(normals.subarray(0, 2 * K));

@@ -13,7 +13,14 @@ function file(metadata: Record<string, GgufValue>, tensors: string[] = []): Gguf
     path: "memory.gguf",
     version: 3,
     metadata: Object.assign(Object.create(null), metadata),
-    tensors: tensors.map((name) => ({ name, dims: name === "token_embd.weight" ? [64, 1000] : [64], type: GgmlType.F32, offset: 0, byteLength: 0, elementCount: 0 })),
+    tensors: tensors.map((name) => ({
+      name,
+      dims: name === "token_embd.weight" ? [64, 1000] : [64],
+      type: GgmlType.F32,
+      offset: 0,
+      byteLength: 0,
+      elementCount: 0,
+    })),
     alignment: 32,
     dataOffset: 0,
     fileSize: 0,
@@ -64,7 +71,16 @@ describe("Gemma 2 hyperparameters", () => {
   });
 
   it("scales queries of the 27B model (46 layers) by 1/sqrt(hidden/heads), as llama.cpp does", () => {
-    const h = hyper(file({ ...gemma("gemma2").metadata, "gemma2.block_count": 46, "gemma2.embedding_length": 4608, "gemma2.attention.head_count": 32, "gemma2.attention.key_length": 128, "gemma2.attention.value_length": 128 }));
+    const h = hyper(
+      file({
+        ...gemma("gemma2").metadata,
+        "gemma2.block_count": 46,
+        "gemma2.embedding_length": 4608,
+        "gemma2.attention.head_count": 32,
+        "gemma2.attention.key_length": 128,
+        "gemma2.attention.value_length": 128,
+      }),
+    );
     expect(h.queryScale).toBeCloseTo(1 / Math.sqrt(144), 7);
   });
 });
@@ -83,7 +99,14 @@ describe("Gemma 3 hyperparameters", () => {
   });
 
   it("reads rope.freq_base_swa, the pattern and a declared final soft-cap", () => {
-    const h = hyper(gemma("gemma3", { "gemma3.attention.sliding_window": 512, "gemma3.attention.sliding_window_pattern": 3, "gemma3.rope.freq_base_swa": 20000, "gemma3.final_logit_softcapping": 30 }));
+    const h = hyper(
+      gemma("gemma3", {
+        "gemma3.attention.sliding_window": 512,
+        "gemma3.attention.sliding_window_pattern": 3,
+        "gemma3.rope.freq_base_swa": 20000,
+        "gemma3.final_logit_softcapping": 30,
+      }),
+    );
     expect(h.local.slice(0, 6)).toEqual([true, true, false, true, true, false]);
     expect(h.localRope.theta).toBe(20000);
     expect(h.finalSoftcap).toBe(30);
@@ -95,7 +118,25 @@ describe("Gemma 3 hyperparameters", () => {
 
   it("needs the post-norms and the Q/K norms", () => {
     const f = gemma("gemma3", { "gemma3.block_count": 1 });
-    const names = ["token_embd.weight", "output_norm.weight", ...["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "post_attention_norm", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "post_ffw_norm", "attn_q_norm", "attn_k_norm"].map((n) => `blk.0.${n}.weight`)];
+    const names = [
+      "token_embd.weight",
+      "output_norm.weight",
+      ...[
+        "attn_norm",
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_output",
+        "post_attention_norm",
+        "ffn_norm",
+        "ffn_gate",
+        "ffn_up",
+        "ffn_down",
+        "post_ffw_norm",
+        "attn_q_norm",
+        "attn_k_norm",
+      ].map((n) => `blk.0.${n}.weight`),
+    ];
     expect(resolveArchitecture(f, { has: (n) => names.includes(n) }).architecture.name).toBe("gemma3");
     for (const missing of ["blk.0.post_ffw_norm.weight", "blk.0.attn_k_norm.weight"]) {
       expect(() => resolveArchitecture(f, { has: (n) => n !== missing && names.includes(n) })).toThrow(missing);

@@ -21,7 +21,12 @@ describe("GgufWeights on stacked expert tensors", () => {
     const rnd = new Random(6);
     const [k, n, experts] = [256, 24, 3];
     await writeGguf(path, {
-      tensors: TYPES.map((type) => ({ name: `exps.${GgmlType[type]}`, dims: [k, n, experts], type, data: encodeTensor(type, rnd.normals(k * n * experts, 0, 0.1)) })),
+      tensors: TYPES.map((type) => ({
+        name: `exps.${GgmlType[type]}`,
+        dims: [k, n, experts],
+        type,
+        data: encodeTensor(type, rnd.normals(k * n * experts, 0, 0.1)),
+      })),
     });
     const weights = new GgufWeights(await readGguf(path));
     for (const type of TYPES) {

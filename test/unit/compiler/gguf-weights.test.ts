@@ -21,7 +21,9 @@ describe("GgufWeights.linear in row chunks", () => {
     const rnd = new Random(5);
     const k = 512;
     const n = 11;
-    await writeGguf(path, { tensors: QUANTIZED.map((type) => ({ name: `w.${GgmlType[type]}`, dims: [k, n], type, data: encodeTensor(type, rnd.normals(k * n, 0, 0.1)) })) });
+    await writeGguf(path, {
+      tensors: QUANTIZED.map((type) => ({ name: `w.${GgmlType[type]}`, dims: [k, n], type, data: encodeTensor(type, rnd.normals(k * n, 0, 0.1)) })),
+    });
     const file = await readGguf(path);
     const whole = new GgufWeights(file, { rowChunkBytes: Number.POSITIVE_INFINITY });
     for (const type of QUANTIZED) {

@@ -64,7 +64,12 @@ describe("GraphBuilder graphs run in onnxruntime-node", () => {
         generated = g.node("TopK", [input, g.int64s([1])], { attributes: { axis: -1 }, outputs: 2 });
         g.op("Identity", [generated[0]], { names: ["top"] });
         g.op("Identity", [generated[1]], { names: ["arg"] });
-        for (const [name, shape] of [["left", [2, 1]], ["right", [2, 2]], ["top", [2, 1]]] as const) g.output(name, DataType.FLOAT, [...shape]);
+        for (const [name, shape] of [
+          ["left", [2, 1]],
+          ["right", [2, 2]],
+          ["top", [2, 1]],
+        ] as const)
+          g.output(name, DataType.FLOAT, [...shape]);
         g.output("arg", DataType.INT64, [2, 1]);
       },
       { x: floatTensor(x, [2, 3]) },

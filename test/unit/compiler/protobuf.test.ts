@@ -113,18 +113,23 @@ describe("ProtoWriter length-delimited fields (wire type 2)", () => {
     expect(encode((w) => w.message(3, (m) => m.int(1, 150)))).toEqual([0x1a, 0x03, 0x08, 0x96, 0x01]);
     expect(encode((w) => w.message(5, () => {}))).toEqual([0x2a, 0x00]);
     // Two levels, each followed by a sibling field, so lengths must cover exactly the child.
-    const bytes = encode((w) =>
-      w
-        .message(1, (a) => a.message(2, (b) => b.string(1, "hi").int(2, 300)).int(3, 1))
-        .int(4, 5),
-    );
+    const bytes = encode((w) => w.message(1, (a) => a.message(2, (b) => b.string(1, "hi").int(2, 300)).int(3, 1)).int(4, 5));
     expect(bytes).toEqual([
-      0x0a, 0x0b, // field 1, 11 bytes
-      0x12, 0x07, // field 2, 7 bytes
-      0x0a, 0x02, 0x68, 0x69, // "hi"
-      0x10, 0xac, 0x02, // 300
-      0x18, 0x01, // field 3 = 1
-      0x20, 0x05, // field 4 = 5
+      0x0a,
+      0x0b, // field 1, 11 bytes
+      0x12,
+      0x07, // field 2, 7 bytes
+      0x0a,
+      0x02,
+      0x68,
+      0x69, // "hi"
+      0x10,
+      0xac,
+      0x02, // 300
+      0x18,
+      0x01, // field 3 = 1
+      0x20,
+      0x05, // field 4 = 5
     ]);
   });
 

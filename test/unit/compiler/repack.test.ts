@@ -228,13 +228,61 @@ describe.each(CASES)("$format.name repack, N=$n K=$k", ({ format, n, k, expect: 
 
 describe("concatRows (fusing Q, K and V along N)", () => {
   const FUSIONS: Array<{ label: string; parts: Array<{ format: Format; n: number }>; k: number }> = [
-    { label: "Q4_0", parts: [{ format: FORMATS.Q4_0, n: 16 }, { format: FORMATS.Q4_0, n: 8 }, { format: FORMATS.Q4_0, n: 8 }], k: 256 },
-    { label: "Q4_1 (odd blocks)", parts: [{ format: FORMATS.Q4_1, n: 8 }, { format: FORMATS.Q4_1, n: 4 }, { format: FORMATS.Q4_1, n: 4 }], k: 96 },
-    { label: "Q8_0", parts: [{ format: FORMATS.Q8_0, n: 16 }, { format: FORMATS.Q8_0, n: 8 }, { format: FORMATS.Q8_0, n: 8 }], k: 256 },
-    { label: "Q4_K", parts: [{ format: FORMATS.Q4_K, n: 16 }, { format: FORMATS.Q4_K, n: 8 }, { format: FORMATS.Q4_K, n: 8 }], k: 512 },
-    { label: "Q6_K", parts: [{ format: FORMATS.Q6_K, n: 16 }, { format: FORMATS.Q6_K, n: 8 }, { format: FORMATS.Q6_K, n: 8 }], k: 256 },
+    {
+      label: "Q4_0",
+      parts: [
+        { format: FORMATS.Q4_0, n: 16 },
+        { format: FORMATS.Q4_0, n: 8 },
+        { format: FORMATS.Q4_0, n: 8 },
+      ],
+      k: 256,
+    },
+    {
+      label: "Q4_1 (odd blocks)",
+      parts: [
+        { format: FORMATS.Q4_1, n: 8 },
+        { format: FORMATS.Q4_1, n: 4 },
+        { format: FORMATS.Q4_1, n: 4 },
+      ],
+      k: 96,
+    },
+    {
+      label: "Q8_0",
+      parts: [
+        { format: FORMATS.Q8_0, n: 16 },
+        { format: FORMATS.Q8_0, n: 8 },
+        { format: FORMATS.Q8_0, n: 8 },
+      ],
+      k: 256,
+    },
+    {
+      label: "Q4_K",
+      parts: [
+        { format: FORMATS.Q4_K, n: 16 },
+        { format: FORMATS.Q4_K, n: 8 },
+        { format: FORMATS.Q4_K, n: 8 },
+      ],
+      k: 512,
+    },
+    {
+      label: "Q6_K",
+      parts: [
+        { format: FORMATS.Q6_K, n: 16 },
+        { format: FORMATS.Q6_K, n: 8 },
+        { format: FORMATS.Q6_K, n: 8 },
+      ],
+      k: 256,
+    },
     // Same operand form (4-bit, block 32, zero point 0 + mins), so these fuse too.
-    { label: "Q4_1 + Q4_K", parts: [{ format: FORMATS.Q4_1, n: 16 }, { format: FORMATS.Q4_K, n: 8 }, { format: FORMATS.Q4_K, n: 8 }], k: 256 },
+    {
+      label: "Q4_1 + Q4_K",
+      parts: [
+        { format: FORMATS.Q4_1, n: 16 },
+        { format: FORMATS.Q4_K, n: 8 },
+        { format: FORMATS.Q4_K, n: 8 },
+      ],
+      k: 256,
+    },
   ];
 
   function build(f: (typeof FUSIONS)[number], seed: number) {
@@ -361,18 +409,21 @@ describe("foldMinsTo8Bit (block minimums into 8-bit integer zero points)", () =>
     return worst;
   }
 
-  it.each(FOLDS)("$format.name: 8 bits, no minimums, every weight within half a step (1/32 where the minimum lies within 15 steps below zero)", ({ format, n, k }) => {
-    const raw = randomTensor(format, n, k, 4000 + k);
-    const original = asNBits(format.repack(raw, n, k));
-    const dense = reference(format, raw, n, k);
-    const report: FoldReport = { worstStepFraction: 0, requantizedBlocks: 0 };
-    const folded = asNBits(foldMinsTo8Bit(original, report));
-    expect(folded).toMatchObject({ bits: 8, blockSize: original.blockSize, mins: null, exact: false });
-    expect(folded.zeroPoints!.length).toBe(n * (k / original.blockSize));
-    expect(report.requantizedBlocks).toBe(0);
-    expect(worstStepError(original, dequantOperands(folded), dense)).toBeLessThanOrEqual(report.worstStepFraction + 1e-3);
-    expect(report.worstStepFraction).toBeLessThanOrEqual(0.5);
-  });
+  it.each(FOLDS)(
+    "$format.name: 8 bits, no minimums, every weight within half a step (1/32 where the minimum lies within 15 steps below zero)",
+    ({ format, n, k }) => {
+      const raw = randomTensor(format, n, k, 4000 + k);
+      const original = asNBits(format.repack(raw, n, k));
+      const dense = reference(format, raw, n, k);
+      const report: FoldReport = { worstStepFraction: 0, requantizedBlocks: 0 };
+      const folded = asNBits(foldMinsTo8Bit(original, report));
+      expect(folded).toMatchObject({ bits: 8, blockSize: original.blockSize, mins: null, exact: false });
+      expect(folded.zeroPoints!.length).toBe(n * (k / original.blockSize));
+      expect(report.requantizedBlocks).toBe(0);
+      expect(worstStepError(original, dequantOperands(folded), dense)).toBeLessThanOrEqual(report.worstStepFraction + 1e-3);
+      expect(report.worstStepFraction).toBeLessThanOrEqual(0.5);
+    },
+  );
 
   it("a typical Q4_1 block (minimum a few steps below zero) folds to within 1/32 of a step", () => {
     // d = 0.01, m = -0.0737: -m/d = 7.37, inside [0, 15], so k = 16.

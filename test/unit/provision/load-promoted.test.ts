@@ -29,7 +29,13 @@ let otherDir: string;
 function options(over: LoadModelOptions = {}): LoadModelOptions {
   const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const source = { type: "hub" as const, repo: "test/tiny", revision: "main", format: "gguf" as const, files: [{ path: "tiny.gguf" }] };
-  return { home, pull: { sources: [source], hubEndpoint: endpoint, hubToken: null, retries: 0 }, kvMemoryBytes: 1 << 20, onWarning: (m) => warnings.push(m), ...over };
+  return {
+    home,
+    pull: { sources: [source], hubEndpoint: endpoint, hubToken: null, retries: 0 },
+    kvMemoryBytes: 1 << 20,
+    onWarning: (m) => warnings.push(m),
+    ...over,
+  };
 }
 
 function promote(artifactId: string, settings: Record<string, unknown> = {}) {
@@ -108,7 +114,9 @@ describe("loadModel and promotions", () => {
     promote(`${SLUG}-000000000000`);
     const missing = await served();
     expect(missing).toMatchObject({ artifactId: defaultId, promotion: null });
-    expect(missing.warnings).toEqual([expect.stringMatching(/promoted for smollm2-135m-instruct cannot be served: .* has no manifest.*; serving the default compile instead/)]);
+    expect(missing.warnings).toEqual([
+      expect.stringMatching(/promoted for smollm2-135m-instruct cannot be served: .* has no manifest.*; serving the default compile instead/),
+    ]);
     rollback();
 
     promote("../../escape");
@@ -133,7 +141,9 @@ describe("loadModel and promotions", () => {
 
 describe("promotedSettings", () => {
   it("takes the settings kiln applies, within their flags' ranges, and names the rest", () => {
-    expect(promotedSettings({ threads: 4, maxRunning: 8, prefillChunk: 512, stepTokens: 1024, prefixReuse: "any", graphOptimizationLevel: "extended" })).toEqual({
+    expect(
+      promotedSettings({ threads: 4, maxRunning: 8, prefillChunk: 512, stepTokens: 1024, prefixReuse: "any", graphOptimizationLevel: "extended" }),
+    ).toEqual({
       settings: { threads: 4, maxRunning: 8, prefillChunk: 512, stepTokens: 1024, prefixReuse: "any", graphOptimizationLevel: "extended" },
       ignored: [],
     });

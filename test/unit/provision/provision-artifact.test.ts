@@ -56,7 +56,13 @@ afterEach(() => rmSync(home, { recursive: true, force: true }));
 
 /** The hub source, pinned as the catalogue pins files (sha256 and size), or not. */
 function source(pinned = true): HubSource {
-  return { type: "hub", repo: "test/tiny", revision: "main", format: "gguf", files: [{ path: "tiny.gguf", ...(pinned ? { sha256: sha256(gguf), bytes: gguf.length } : {}) }] };
+  return {
+    type: "hub",
+    repo: "test/tiny",
+    revision: "main",
+    format: "gguf",
+    files: [{ path: "tiny.gguf", ...(pinned ? { sha256: sha256(gguf), bytes: gguf.length } : {}) }],
+  };
 }
 
 function options(pinned = true): ProvisionOptions {
@@ -104,7 +110,9 @@ describe("a reused artifact is verified", () => {
     const again = await provisionArtifact(SLUG, options());
     expect(again.dir).toBe(first.dir);
     expect(readFileSync(data).equals(good)).toBe(true);
-    expect(stages.some((s) => s.startsWith(`rebuilding the artifact (model.onnx.data is ${good.length - 64} bytes, the manifest says ${good.length}`))).toBe(true);
+    expect(stages.some((s) => s.startsWith(`rebuilding the artifact (model.onnx.data is ${good.length - 64} bytes, the manifest says ${good.length}`))).toBe(
+      true,
+    );
   });
 
   it("reuses an intact artifact without rebuilding or hashing its weights", async () => {

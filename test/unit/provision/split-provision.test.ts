@@ -56,7 +56,11 @@ describe("a split model from the hub", () => {
     const names = [...shards.keys()];
     expect(names[0]).toBe("tiny.Q8_0-00001-of-00003.gguf");
     const lines = names.map((n) => `${n} ${sha256(shards.get(n)!)}\n`).join("");
-    expect(first.manifest.source).toMatchObject({ file: names[0], sha256: createHash("sha256").update(lines).digest("hex"), bytes: [...shards.values()].reduce((n, b) => n + b.length, 0) });
+    expect(first.manifest.source).toMatchObject({
+      file: names[0],
+      sha256: createHash("sha256").update(lines).digest("hex"),
+      bytes: [...shards.values()].reduce((n, b) => n + b.length, 0),
+    });
     for (const n of names) expect(first.manifest.choices.find((c) => c.what === "source")?.choice).toContain(`${n} (`);
 
     const again = await provisionArtifact(SLUG, options());
@@ -70,7 +74,10 @@ describe("a split model from the hub", () => {
     writeFileSync(last, bytes);
     utimesSync(last, st.atimeMs / 1000, st.mtimeMs / 1000);
     shards.delete(names[2]);
-    const err = await provisionArtifact(SLUG, { ...options(), pull: { ...options().pull, sources: [{ type: "hub", repo: "test/split", revision: "main", format: "gguf", files: names.map((path) => ({ path })) }] } }).catch((e: unknown) => e);
+    const err = await provisionArtifact(SLUG, {
+      ...options(),
+      pull: { ...options().pull, sources: [{ type: "hub", repo: "test/split", revision: "main", format: "gguf", files: names.map((path) => ({ path })) }] },
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toContain(names[2]);
   }, 60_000);

@@ -3,13 +3,19 @@ import { GgmlType, GgufValueType } from "../../../src/compiler/gguf/types.js";
 import { meta, type MetaValue } from "../../fixtures/gguf/write-gguf.js";
 import { writeTinyModel } from "../../fixtures/synthetic/tiny-model.js";
 
-const TOKENS = ["<|endoftext|>", ...("abcdefghijklmno".split(""))];
+const TOKENS = ["<|endoftext|>", ..."abcdefghijklmno".split("")];
 
 const TOKENIZER: Array<[string, MetaValue]> = [
   ["tokenizer.ggml.model", meta.str("gpt2")],
   ["tokenizer.ggml.pre", meta.str("default")],
   ["tokenizer.ggml.tokens", meta.arr(GgufValueType.STRING, TOKENS)],
-  ["tokenizer.ggml.token_type", meta.arr(GgufValueType.INT32, TOKENS.map((_, i) => (i === 0 ? 3 : 1)))],
+  [
+    "tokenizer.ggml.token_type",
+    meta.arr(
+      GgufValueType.INT32,
+      TOKENS.map((_, i) => (i === 0 ? 3 : 1)),
+    ),
+  ],
   ["tokenizer.ggml.merges", meta.arr(GgufValueType.STRING, ["a b"])],
   ["tokenizer.ggml.eos_token_id", meta.u32(0)],
   ["tokenizer.chat_template", meta.str("{% for m in messages %}{{ m.content }}{% endfor %}")],

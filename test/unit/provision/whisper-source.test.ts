@@ -31,5 +31,7 @@ it("refuses a ggml (whisper.cpp) source with NotCompilableError", async () => {
   const sources = [{ type: "hub" as const, repo: "test/ggml", revision: "main", format: "ggml" as const, files: [{ path: "ggml-tiny.bin" }] }];
   const attempt = provisionArtifact("whisper-tiny", { home, pull: { sources, hubEndpoint: endpoint, hubToken: null, retries: 0 } });
   await expect(attempt).rejects.toThrow(NotCompilableError);
-  await expect(provisionArtifact("whisper-tiny", { home, pull: { sources, hubEndpoint: endpoint, hubToken: null, retries: 0 } })).rejects.toThrow(/ggml format .*CTranslate2 Whisper conversions only/);
+  await expect(provisionArtifact("whisper-tiny", { home, pull: { sources, hubEndpoint: endpoint, hubToken: null, retries: 0 } })).rejects.toThrow(
+    /ggml format .*CTranslate2 Whisper conversions only/,
+  );
 });

@@ -17,7 +17,8 @@ const RING = slidingCacheCapacity(WINDOW);
 function tokens(start: number, tokensPerRow: number, tag = 0): Float32Array {
   const out = new Float32Array(shape.kvHeads * tokensPerRow * shape.headDim);
   let i = 0;
-  for (let h = 0; h < shape.kvHeads; h++) for (let s = 0; s < tokensPerRow; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + (start + s) * 100 + h * 10 + d;
+  for (let h = 0; h < shape.kvHeads; h++)
+    for (let s = 0; s < tokensPerRow; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + (start + s) * 100 + h * 10 + d;
   return out;
 }
 
@@ -126,7 +127,14 @@ describe("KvPool rings of sliding-window layers", () => {
 
 describe("KvSlots with sliding-window rings", () => {
   let ids = 0;
-  const holder = (tokens: number[], cached: number): SlotHolder & { cached: number; exact: number } => ({ id: ++ids, tokens, cached, exact: cached, ready: true, slot: -1 });
+  const holder = (tokens: number[], cached: number): SlotHolder & { cached: number; exact: number } => ({
+    id: ++ids,
+    tokens,
+    cached,
+    exact: cached,
+    ready: true,
+    slot: -1,
+  });
 
   it("reuses a cached prefix exactly when the pool can keep it", () => {
     const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);

@@ -8,7 +8,8 @@ function step(rows: number, tokensPerRow: number, tag: number): Float32Array {
   const out = new Float32Array(rows * shape.kvHeads * tokensPerRow * shape.headDim);
   let i = 0;
   for (let r = 0; r < rows; r++)
-    for (let h = 0; h < shape.kvHeads; h++) for (let s = 0; s < tokensPerRow; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + r * 1000 + h * 100 + s * 10 + d;
+    for (let h = 0; h < shape.kvHeads; h++)
+      for (let s = 0; s < tokensPerRow; s++) for (let d = 0; d < shape.headDim; d++) out[i++] = tag + r * 1000 + h * 100 + s * 10 + d;
   return out;
 }
 

@@ -67,7 +67,12 @@ describe("generateCandidates", () => {
     const losingChanges = new Map([["accuracyLevel", 0.2]].map(([k, v]) => [`${k}=0`, v as number]));
     const list = changes(DEFAULT_SETTINGS, generateCandidates(DEFAULT_SETTINGS, space, { threadBudget: 2, losingChanges }));
     // Every candidate that sets accuracyLevel 0 (alone or in a pair) moves behind the rest, keeping its order.
-    expect(list.slice(-4)).toEqual(["accuracyLevel 4→0", "accuracyLevel 4→0, prefillChunk 256→128", "accuracyLevel 4→0, prefillChunk 256→512", "accuracyLevel 4→0, maxRunning 16→32"]);
+    expect(list.slice(-4)).toEqual([
+      "accuracyLevel 4→0",
+      "accuracyLevel 4→0, prefillChunk 256→128",
+      "accuracyLevel 4→0, prefillChunk 256→512",
+      "accuracyLevel 4→0, maxRunning 16→32",
+    ]);
     expect(list[0]).toBe("prefillChunk 256→128");
     // A candidate that lost outright against this incumbent still comes last of all.
     const losers = new Set([settingsKey(all[1])]);

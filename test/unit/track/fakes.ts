@@ -1,5 +1,13 @@
 /** A measurer without a model, and jobs for the track's unit tests. */
-import { parseJob, type Measurement, type MeasureRequest, type Measurer, type PairedMeasurement, type TrackJob, type TrackSettings } from "../../../src/track/index.js";
+import {
+  parseJob,
+  type Measurement,
+  type MeasureRequest,
+  type Measurer,
+  type PairedMeasurement,
+  type TrackJob,
+  type TrackSettings,
+} from "../../../src/track/index.js";
 
 export const SLUG = "smollm2-135m-instruct";
 export const OTHER_SLUG = "smollm2-360m-instruct";
@@ -16,7 +24,12 @@ export function testJob(overrides: Record<string, unknown> = {}): TrackJob {
       threadBudget: 2,
       quality: { maxKlDivergence: 0.03, maxPerplexityRatio: 1.02 },
       workload: { promptTokens: 64, contextTokens: 16, decodeTokens: 8, batchSizes: [1, 16] },
-      promotion: { metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25 },
+      promotion: {
+        metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"],
+        minGain: 0.03,
+        noiseFactor: 2,
+        maxNoise: 0.25,
+      },
       searchSpace: { accuracyLevel: [4, 0], prefillChunk: [128, 256, 512] },
       ...overrides,
     },
@@ -31,7 +44,9 @@ export type Outcome = Partial<Measurement> | Error | "hang" | "slow";
  * (figures over the defaults, an error to throw, "hang" never to settle unless aborted). Records
  * every request. The default figures: decode 100, prefill 800, batch16 400, TTFT 50 ms, KL 0.01.
  */
-export function fakeMeasurer(outcome: (settings: TrackSettings, call: number) => Outcome = () => ({})): Measurer & { requests: MeasureRequest[]; released: number } {
+export function fakeMeasurer(
+  outcome: (settings: TrackSettings, call: number) => Outcome = () => ({}),
+): Measurer & { requests: MeasureRequest[]; released: number } {
   const requests: MeasureRequest[] = [];
   const self = {
     requests,
@@ -56,7 +71,14 @@ export function fakeMeasurer(outcome: (settings: TrackSettings, call: number) =>
       const fig = result === "hang" || result === "slow" ? {} : result;
       return {
         artifactId: fig.artifactId ?? artifactId,
-        metrics: { decode_tokens_per_second: 100, prefill_tokens_per_second: 800, batch16_tokens_per_second: 400, ttft_ms: 50, peak_rss_mb: 500, ...fig.metrics },
+        metrics: {
+          decode_tokens_per_second: 100,
+          prefill_tokens_per_second: 800,
+          batch16_tokens_per_second: 400,
+          ttft_ms: 50,
+          peak_rss_mb: 500,
+          ...fig.metrics,
+        },
         quality: { kl_divergence: 0.01, perplexity_ratio: 1.001, ...fig.quality },
       };
     },
@@ -75,7 +97,12 @@ export function pairedFakeMeasurer(
 ): ReturnType<typeof fakeMeasurer> & Required<Pick<Measurer, "measurePair">> & { pairs: TrackSettings[] } {
   const base = fakeMeasurer(outcome);
   const pairs: TrackSettings[] = [];
-  const figures = (decode: number, batch16 = 400) => ({ decode_tokens_per_second: decode, prefill_tokens_per_second: 800, batch16_tokens_per_second: batch16, ttft_ms: 50 });
+  const figures = (decode: number, batch16 = 400) => ({
+    decode_tokens_per_second: decode,
+    prefill_tokens_per_second: 800,
+    batch16_tokens_per_second: batch16,
+    ttft_ms: 50,
+  });
   return Object.assign(base, {
     pairs,
     async measurePair(incumbent: MeasureRequest, candidate: Omit<MeasureRequest, "signal">): Promise<PairedMeasurement> {

@@ -33,7 +33,18 @@ describe("track jobs", () => {
     expect(errors).toEqual([]);
     const job = jobs.find((j) => j.slug === "smollm2-135m-instruct")!;
     expect(job).toMatchObject({ schedule: expect.any(String), threadBudget: 1, workload: { batchSizes: [1, 16] } });
-    expect(Object.keys(job.searchSpace).sort()).toEqual(["accuracyLevel", "gateUp", "graphOptimizationLevel", "lmHead", "maxRunning", "minFold", "numerics", "prefillChunk", "stepTokens", "threads"]);
+    expect(Object.keys(job.searchSpace).sort()).toEqual([
+      "accuracyLevel",
+      "gateUp",
+      "graphOptimizationLevel",
+      "lmHead",
+      "maxRunning",
+      "minFold",
+      "numerics",
+      "prefillChunk",
+      "stepTokens",
+      "threads",
+    ]);
   });
 
   it("fills in the defaults", () => {
@@ -44,7 +55,13 @@ describe("track jobs", () => {
       threadBudget: 1,
       quality: { ...minimal.quality, probeTokens: 256 },
       workload: { promptTokens: 512, contextTokens: 128, decodeTokens: 64, batchSizes: [1, 16], repeats: 3 },
-      promotion: { metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"], minGain: 0.03, noiseFactor: 2, maxNoise: 0.25, remeasureEvery: 4 },
+      promotion: {
+        metrics: ["decode_tokens_per_second", "prefill_tokens_per_second", "batch16_tokens_per_second"],
+        minGain: 0.03,
+        noiseFactor: 2,
+        maxNoise: 0.25,
+        remeasureEvery: 4,
+      },
     });
   });
 

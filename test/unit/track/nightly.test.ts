@@ -10,7 +10,13 @@ import { OTHER_SLUG, SLUG, testJob } from "./fakes.js";
 function jobFile(dir: string, slug: string, schedule: string): void {
   writeFileSync(
     join(dir, `${slug}.json`),
-    JSON.stringify({ slug, schedule, budgetMinutes: 10, quality: { maxKlDivergence: 0.03, maxPerplexityRatio: 1.02 }, searchSpace: { prefillChunk: [128, 256] } }),
+    JSON.stringify({
+      slug,
+      schedule,
+      budgetMinutes: 10,
+      quality: { maxKlDivergence: 0.03, maxPerplexityRatio: 1.02 },
+      searchSpace: { prefillChunk: [128, 256] },
+    }),
   );
 }
 

@@ -9,11 +9,30 @@ const incumbent = { metrics: { decode_tokens_per_second: 100, ttft_ms: 50 }, spr
 
 describe("the promotion rule", () => {
   it("measures noise as the relative spread of two repeats", () => {
-    expect(relativeSpread({ decode_tokens_per_second: 110, ttft_ms: 40 }, { decode_tokens_per_second: 90, ttft_ms: 40 })).toEqual({ decode_tokens_per_second: 0.2, ttft_ms: 0 });
-    expect(meanMetrics([{ a: 1, b: 2 }, { a: 3, b: NaN }])).toEqual({ a: 2 });
+    expect(relativeSpread({ decode_tokens_per_second: 110, ttft_ms: 40 }, { decode_tokens_per_second: 90, ttft_ms: 40 })).toEqual({
+      decode_tokens_per_second: 0.2,
+      ttft_ms: 0,
+    });
+    expect(
+      meanMetrics([
+        { a: 1, b: 2 },
+        { a: 3, b: NaN },
+      ]),
+    ).toEqual({ a: 2 });
     // One disturbed pass (a: 10, b: 1) does not move the median of three; two passes average.
-    expect(medianMetrics([{ a: 100, b: 50 }, { a: 10, b: 1 }, { a: 104, b: 52 }])).toEqual({ a: 100, b: 50 });
-    expect(medianMetrics([{ a: 1, b: 2 }, { a: 3, b: NaN }])).toEqual({ a: 2 });
+    expect(
+      medianMetrics([
+        { a: 100, b: 50 },
+        { a: 10, b: 1 },
+        { a: 104, b: 52 },
+      ]),
+    ).toEqual({ a: 100, b: 50 });
+    expect(
+      medianMetrics([
+        { a: 1, b: 2 },
+        { a: 3, b: NaN },
+      ]),
+    ).toEqual({ a: 2 });
   });
 
   it("needs a gain above the minimum, or above noiseFactor times the spread when that is larger", () => {
@@ -35,12 +54,16 @@ describe("the promotion rule", () => {
       wins: false,
       reason: "slower: ttft −20.0% (beyond −5.0%)",
     });
-    expect(judge(incumbent, { metrics: { decode_tokens_per_second: 150, ttft_ms: 60 }, quality: goodQuality }, { ...rule, maxRegression: 0.5 }, budget).wins).toBe(true);
+    expect(
+      judge(incumbent, { metrics: { decode_tokens_per_second: 150, ttft_ms: 60 }, quality: goodQuality }, { ...rule, maxRegression: 0.5 }, budget).wins,
+    ).toBe(true);
   });
 
   it("keeps the quality budget, whatever the speed", () => {
     const fast = { decode_tokens_per_second: 200, ttft_ms: 20 };
-    expect(judge(incumbent, { metrics: fast, quality: { kl_divergence: 0.05, perplexity_ratio: 1 } }, rule, budget).reason).toBe("outside the quality budget: KL 0.0500 over the budget of 0.03");
+    expect(judge(incumbent, { metrics: fast, quality: { kl_divergence: 0.05, perplexity_ratio: 1 } }, rule, budget).reason).toBe(
+      "outside the quality budget: KL 0.0500 over the budget of 0.03",
+    );
     expect(judge(incumbent, { metrics: fast, quality: { kl_divergence: 0.01, perplexity_ratio: 1.05 } }, rule, budget).reason).toBe(
       "outside the quality budget: perplexity ×1.0500 over the budget of ×1.02",
     );

@@ -2,7 +2,18 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openDatabase, type KilnDatabase } from "../../../src/catalogue/db.js";
 import { currentPromotion, promoteArtifact, rollbackPromotion } from "../../../src/catalogue/promotions.js";
-import { claimRun, DEFAULT_SETTINGS, finishCandidate, listCandidates, losingChanges, markAbandoned, RunInProgressError, runTrack, startCandidate, trackHistory } from "../../../src/track/index.js";
+import {
+  claimRun,
+  DEFAULT_SETTINGS,
+  finishCandidate,
+  listCandidates,
+  losingChanges,
+  markAbandoned,
+  RunInProgressError,
+  runTrack,
+  startCandidate,
+  trackHistory,
+} from "../../../src/track/index.js";
 import { fakeMeasurer, OTHER_SLUG, pairedFakeMeasurer, SLUG, testJob } from "./fakes.js";
 
 let db: KilnDatabase;
@@ -58,7 +69,11 @@ describe("runTrack", () => {
     promoteArtifact(db, { slug: SLUG, artifactId: `${SLUG}-acc0`, settings: { prefillChunk: 512, threads: 1 }, reason: "operator" });
     const measurer = fakeMeasurer();
     await runTrack(testJob({ maxCandidates: 1 }), { db, measurer });
-    expect(measurer.requests[0]).toMatchObject({ artifactId: `${SLUG}-acc0`, threads: 1, settings: { ...DEFAULT_SETTINGS, accuracyLevel: 0, prefillChunk: 512, threads: 1 } });
+    expect(measurer.requests[0]).toMatchObject({
+      artifactId: `${SLUG}-acc0`,
+      threads: 1,
+      settings: { ...DEFAULT_SETTINGS, accuracyLevel: 0, prefillChunk: 512, threads: 1 },
+    });
     // The first candidate changes one setting of that incumbent.
     expect(listCandidates(db, SLUG).at(-1)!.change).toBe("accuracyLevel 0→4");
   });
@@ -88,7 +103,13 @@ describe("runTrack", () => {
 
   it("rejects a winner whose confirming measurement does not hold", async () => {
     let seen = 0;
-    const measurer = fakeMeasurer((s) => (s.prefillChunk === 128 && seen++ === 0 ? { metrics: { prefill_tokens_per_second: 1000 } } : s.prefillChunk === 128 ? { metrics: { prefill_tokens_per_second: 500 } } : {}));
+    const measurer = fakeMeasurer((s) =>
+      s.prefillChunk === 128 && seen++ === 0
+        ? { metrics: { prefill_tokens_per_second: 1000 } }
+        : s.prefillChunk === 128
+          ? { metrics: { prefill_tokens_per_second: 500 } }
+          : {},
+    );
     await runTrack(testJob({ maxCandidates: 3 }), { db, measurer });
     const row = listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!;
     expect(row.verdict).toBe("rejected");
@@ -108,7 +129,8 @@ describe("runTrack", () => {
     const rows = listCandidates(db, SLUG);
     expect(rows.find((r) => r.change === "prefillChunk 256→128")).toMatchObject({
       verdict: "rejected",
-      reason: "did not hold on a second measurement: beside the incumbent measured again: no gain beyond noise: decode +1.0% (needs +3.0%), prefill +0.0% (needs +3.0%), batch16 +0.0% (needs +3.0%)",
+      reason:
+        "did not hold on a second measurement: beside the incumbent measured again: no gain beyond noise: decode +1.0% (needs +3.0%), prefill +0.0% (needs +3.0%), batch16 +0.0% (needs +3.0%)",
     });
     expect(rows.find((r) => r.change === "accuracyLevel 4→0")!.verdict).toBe("promoted");
     expect(currentPromotion(db, SLUG)!.artifactId).toBe(`${SLUG}-acc0`);
@@ -120,7 +142,10 @@ describe("runTrack", () => {
     );
     await runTrack(testJob({ maxCandidates: 3, searchSpace: { accuracyLevel: [4, 0], prefillChunk: [128, 256] } }), { db, measurer });
     const rows = listCandidates(db, SLUG);
-    expect(rows.find((r) => r.change === "accuracyLevel 4→0")).toMatchObject({ verdict: "rejected", reason: expect.stringMatching(/^won \(faster: decode \+10\.0%.*\), but prefillChunk 256→128 gained more and was promoted$/) });
+    expect(rows.find((r) => r.change === "accuracyLevel 4→0")).toMatchObject({
+      verdict: "rejected",
+      reason: expect.stringMatching(/^won \(faster: decode \+10\.0%.*\), but prefillChunk 256→128 gained more and was promoted$/),
+    });
     expect(rows.find((r) => r.change === "prefillChunk 256→128")!.verdict).toBe("promoted");
   });
 
@@ -138,11 +163,17 @@ describe("runTrack", () => {
   });
 
   it("gives up on a hung measurement that ignores its abort after the grace period", async () => {
-    const measurer = fakeMeasurer((s) => (s.prefillChunk === 128 ? new Promise<never>(() => {}) as never : {}));
+    const measurer = fakeMeasurer((s) => (s.prefillChunk === 128 ? (new Promise<never>(() => {}) as never) : {}));
     // A measurement that never settles, whatever its signal says.
-    measurer.measure = ((original) => (request) => (request.settings.prefillChunk === 128 ? new Promise(() => {}) : original(request)))(measurer.measure.bind(measurer));
+    measurer.measure = ((original) => (request) => (request.settings.prefillChunk === 128 ? new Promise(() => {}) : original(request)))(
+      measurer.measure.bind(measurer),
+    );
     const started = Date.now();
-    await runTrack(testJob({ maxCandidates: 2, candidateMinutes: 0.001, searchSpace: { prefillChunk: [128, 256, 512] } }), { db, measurer, cleanupGraceSeconds: 0.05 });
+    await runTrack(testJob({ maxCandidates: 2, candidateMinutes: 0.001, searchSpace: { prefillChunk: [128, 256, 512] } }), {
+      db,
+      measurer,
+      cleanupGraceSeconds: 0.05,
+    });
     expect(Date.now() - started).toBeLessThan(5000);
     expect(listCandidates(db, SLUG).map((r) => r.verdict)).toEqual(["incumbent", "incumbent", "failed", "rejected"]);
   });
@@ -166,7 +197,11 @@ describe("runTrack", () => {
     const summary = await runTrack(testJob({ maxCandidates: 1 }), { db, measurer: rescued, log: (l) => lines.push(l) });
     expect(lines).toContain(`${SLUG}: the incumbent's repeats differ by decode 50.0%, past maxNoise: measuring it a third time`);
     expect(summary.incumbent!.metrics.decode_tokens_per_second).toBe(99);
-    expect(listCandidates(db, SLUG).map((r) => r.reason).slice(0, 3)).toEqual(["repeat 1 (noise)", "repeat 2 (noise)", "repeat 3 (the first two were further apart than maxNoise)"]);
+    expect(
+      listCandidates(db, SLUG)
+        .map((r) => r.reason)
+        .slice(0, 3),
+    ).toEqual(["repeat 1 (noise)", "repeat 2 (noise)", "repeat 3 (the first two were further apart than maxNoise)"]);
 
     const busy = [100, 60, 140];
     const hopeless = fakeMeasurer((_, call) => ({ metrics: { decode_tokens_per_second: busy[(call - 1) % 3] } }));
@@ -206,18 +241,28 @@ describe("runTrack", () => {
   it("skips pairs built on a change that lost alone, in the same run and the next", async () => {
     const measurer = fakeMeasurer((s) => (s.accuracyLevel === 0 ? { metrics: { decode_tokens_per_second: 10 } } : {}));
     await runTrack(testJob({ maxCandidates: 10 }), { db, measurer });
-    const changes = listCandidates(db, SLUG).map((r) => r.change).filter(Boolean);
+    const changes = listCandidates(db, SLUG)
+      .map((r) => r.change)
+      .filter(Boolean);
     expect(changes).toEqual(["accuracyLevel 4→0", "prefillChunk 256→128", "prefillChunk 256→512"]);
     await runTrack(testJob({ maxCandidates: 10 }), { db, measurer: fakeMeasurer() });
     // Everything left was tried: the singles again, longest ago first but the loser last, and still no pair on it.
-    expect(listCandidates(db, SLUG).slice(5 + 2).map((r) => r.change)).toEqual(["prefillChunk 256→128", "prefillChunk 256→512", "accuracyLevel 4→0"]);
+    expect(
+      listCandidates(db, SLUG)
+        .slice(5 + 2)
+        .map((r) => r.change),
+    ).toEqual(["prefillChunk 256→128", "prefillChunk 256→512", "accuracyLevel 4→0"]);
   });
 
   it("puts settings tried against this incumbent at the back of the next night's line", async () => {
     await runTrack(testJob({ maxCandidates: 1 }), { db, measurer: fakeMeasurer() });
     const second = fakeMeasurer();
     await runTrack(testJob({ maxCandidates: 1 }), { db, measurer: second });
-    expect(listCandidates(db, SLUG).filter((r) => r.change !== "").map((r) => r.change)).toEqual(["accuracyLevel 4→0", "prefillChunk 256→128"]);
+    expect(
+      listCandidates(db, SLUG)
+        .filter((r) => r.change !== "")
+        .map((r) => r.change),
+    ).toEqual(["accuracyLevel 4→0", "prefillChunk 256→128"]);
   });
 
   it("keeps one model's failures and promotions away from another model's track", async () => {
@@ -304,8 +349,16 @@ describe("drift during a run", () => {
     db.close();
     db = openDatabase({ path: ":memory:" });
     const blind = fakeMeasurer((_, call) => (call >= 7 ? { metrics: { decode_tokens_per_second: 80 } } : {}));
-    await runTrack(testJob({ maxCandidates: 7, searchSpace: job.searchSpace, promotion: { ...job.promotion, remeasureEvery: 0 } }), { db, measurer: blind, log: () => {} });
-    expect(listCandidates(db, SLUG).filter((r) => r.change !== "").at(-1)!.reason).toMatch(/^slower: decode −20\.0%/);
+    await runTrack(testJob({ maxCandidates: 7, searchSpace: job.searchSpace, promotion: { ...job.promotion, remeasureEvery: 0 } }), {
+      db,
+      measurer: blind,
+      log: () => {},
+    });
+    expect(
+      listCandidates(db, SLUG)
+        .filter((r) => r.change !== "")
+        .at(-1)!.reason,
+    ).toMatch(/^slower: decode −20\.0%/);
   });
 });
 
@@ -329,7 +382,8 @@ describe("side-by-side confirmation (Measurer.measurePair)", () => {
   // The incumbent's repeats differ by 11% (decode 100 and 112): judged one measurement at a time, a
   // gain needs twice that. prefillChunk 128 measures decode 110, inside that noise, but beside the
   // incumbent it gains in every pass.
-  const screened = (s: { prefillChunk: number }, call: number) => (call === 2 ? { metrics: { decode_tokens_per_second: 112 } } : s.prefillChunk === 128 ? { metrics: { decode_tokens_per_second: 110 } } : {});
+  const screened = (s: { prefillChunk: number }, call: number) =>
+    call === 2 ? { metrics: { decode_tokens_per_second: 112 } } : s.prefillChunk === 128 ? { metrics: { decode_tokens_per_second: 110 } } : {};
   const incumbentPasses = [100, 104, 98, 102, 100, 101];
 
   it("promotes a gain within the incumbent's repeat noise when every alternating pass shows it, and records the incumbent's side-by-side figures", async () => {
@@ -365,7 +419,11 @@ describe("side-by-side confirmation (Measurer.measurePair)", () => {
   it("the screen stops a candidate only for a loss past noiseFactor x the spread; the pair judges the rest", async () => {
     // batch16 spread 9.5% (400 and 440); the candidate's first batch16 is 11.9% under their mean.
     const outcome = (s: { prefillChunk: number }, call: number) =>
-      call === 2 ? { metrics: { decode_tokens_per_second: 112, batch16_tokens_per_second: 440 } } : s.prefillChunk === 128 ? { metrics: { decode_tokens_per_second: 110, batch16_tokens_per_second: 370 } } : {};
+      call === 2
+        ? { metrics: { decode_tokens_per_second: 112, batch16_tokens_per_second: 440 } }
+        : s.prefillChunk === 128
+          ? { metrics: { decode_tokens_per_second: 110, batch16_tokens_per_second: 370 } }
+          : {};
     const measurer = pairedFakeMeasurer(outcome, () => ({ incumbent: incumbentPasses, candidate: [110, 114, 108, 112, 111, 110] }));
     await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
     expect(listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!.verdict).toBe("promoted");
@@ -380,12 +438,18 @@ describe("side-by-side confirmation (Measurer.measurePair)", () => {
     const summary = await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
     const row = listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!;
     expect(row.verdict).toBe("rejected");
-    expect(row.reason).toMatch(/^did not hold side by side: no gain beyond noise beside the incumbent, median of 6 alternating passes: decode \+4\.0% \(needs \+2\d\.\d%\)/);
+    expect(row.reason).toMatch(
+      /^did not hold side by side: no gain beyond noise beside the incumbent, median of 6 alternating passes: decode \+4\.0% \(needs \+2\d\.\d%\)/,
+    );
     expect(summary.promoted).toHaveLength(0);
   });
 
   it("rejects a winner that loses on another metric in every pass", async () => {
-    const measurer = pairedFakeMeasurer(screened, () => ({ incumbent: incumbentPasses, candidate: [110, 114, 108, 112, 111, 110], batch16: [360, 362, 358, 361, 359, 360] }));
+    const measurer = pairedFakeMeasurer(screened, () => ({
+      incumbent: incumbentPasses,
+      candidate: [110, 114, 108, 112, 111, 110],
+      batch16: [360, 362, 358, 361, 359, 360],
+    }));
     await runTrack(testJob({ maxCandidates: 2 }), { db, measurer });
     const row = listCandidates(db, SLUG).find((r) => r.change === "prefillChunk 256→128")!;
     expect(row).toMatchObject({ verdict: "rejected" });

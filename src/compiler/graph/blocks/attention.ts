@@ -37,7 +37,8 @@ export async function qkvProjection(ctx: BlockContext, layer: number, x: string,
   let bias: Float32Array | null = null;
   if (w.has(`${p}.attn_qkv.weight`)) {
     const fused = await w.linear(`${p}.attn_qkv.weight`);
-    if (fused.n !== qDim + 2 * kvDim) throw new Error(`${p}.attn_qkv.weight has ${fused.n} outputs, expected ${qDim + 2 * kvDim} (Q ${qDim} + K ${kvDim} + V ${kvDim})`);
+    if (fused.n !== qDim + 2 * kvDim)
+      throw new Error(`${p}.attn_qkv.weight has ${fused.n} outputs, expected ${qDim + 2 * kvDim} (Q ${qDim} + K ${kvDim} + V ${kvDim})`);
     if (qScale !== 1) scaleRows(fused, qScale, 0, qDim);
     qkv = fusedLinear(ctx, x, [fused], `${p}.qkv`);
     if (w.has(`${p}.attn_qkv.bias`)) bias = Float32Array.from(await w.floats(`${p}.attn_qkv.bias`));
@@ -95,7 +96,15 @@ export interface CachedAttentionOptions {
  * to JS, so a GroupQueryAttention "present" output would cost a copy of the whole cache every step.
  * Returns the heads' mixed values [B, S, heads*headDim], before the output projection.
  */
-export function cachedAttention(ctx: BlockContext, layer: number, q: string, k: string, v: string, shape: AttentionShape, options: CachedAttentionOptions = {}): string {
+export function cachedAttention(
+  ctx: BlockContext,
+  layer: number,
+  q: string,
+  k: string,
+  v: string,
+  shape: AttentionShape,
+  options: CachedAttentionOptions = {},
+): string {
   const g = ctx.g;
   const { heads, kvHeads, headDim } = shape;
   const group = heads / kvHeads;
@@ -125,7 +134,10 @@ export function cachedAttention(ctx: BlockContext, layer: number, q: string, k: 
   const scoresPast = g.op("Add", [capped(g.op("MatMul", [q5, groupAxis(IO.pastKey(layer))])), pastMask]);
   const scoresNew = g.op("Add", [capped(g.op("MatMul", [q5, kNewT])), newMask]);
   const probs = g.op("Softmax", [g.op("Concat", [scoresPast, scoresNew], { attributes: { axis: -1 } })], { attributes: { axis: -1 } });
-  const [pPast, pNew] = g.node("Split", [f16(ctx, probs), splitSizes(ctx, layer, kNew, options.pastMask ?? IO.pastMask)], { outputs: 2, attributes: { axis: -1 } });
+  const [pPast, pNew] = g.node("Split", [f16(ctx, probs), splitSizes(ctx, layer, kNew, options.pastMask ?? IO.pastMask)], {
+    outputs: 2,
+    attributes: { axis: -1 },
+  });
   const mixed = g.op("Add", [g.op("MatMul", [pPast, groupAxis(IO.pastValue(layer))]), g.op("MatMul", [pNew, groupAxis(vNew)])]);
   // [B, kv_heads, group, S, head_dim] -> [B, S, heads * head_dim]
   const m5 = g.op("Transpose", [mixed], { attributes: { perm: [0, 3, 1, 2, 4] } });

@@ -49,7 +49,12 @@ export async function tokenEmbedding(ctx: BlockContext, h: ModelShape): Promise<
     if (quantized) return quantized;
   }
   const g = ctx.g;
-  ctx.choices.push({ what: "token embedding", choice: "float32 table + Gather", exact: true, why: "dequantized once at compile time; only the looked-up rows are read per step" });
+  ctx.choices.push({
+    what: "token embedding",
+    choice: "float32 table + Gather",
+    exact: true,
+    why: "dequantized once at compile time; only the looked-up rows are read per step",
+  });
   // Written a run of rows at a time where the source can: the table is 4 bytes per weight (4 GiB for a 70B model).
   const rows = ctx.w.floatRows?.("token_embd.weight");
   const table = rows
@@ -97,7 +102,10 @@ function blockRows(ctx: BlockContext, prefix: string, w: NbitsWeight, indices: s
   if (!tables) rowTables.set(ctx, (tables = new Map()));
   let names = tables.get(prefix);
   if (!names) {
-    names = [g.weight(`${prefix}.q`, DataType.UINT8, [w.n, (w.k * w.bits) / 8], w.packed), g.weight(`${prefix}.scales`, DataType.FLOAT, [w.n, kBlocks], w.scales)];
+    names = [
+      g.weight(`${prefix}.q`, DataType.UINT8, [w.n, (w.k * w.bits) / 8], w.packed),
+      g.weight(`${prefix}.scales`, DataType.FLOAT, [w.n, kBlocks], w.scales),
+    ];
     names.push(w.zeroPoints ? g.weight(`${prefix}.zp`, DataType.UINT8, [w.n, w.zeroPoints.length / w.n], w.zeroPoints) : "");
     if (w.mins) {
       // mins is [kBlocks, n]: each row's minimums, gathered with it.
@@ -114,7 +122,9 @@ function blockRows(ctx: BlockContext, prefix: string, w: NbitsWeight, indices: s
   let blocks: string;
   if (w.bits === 8 && lookup === "ops") {
     const codes = g.op("Reshape", [g.op("Cast", [gather(data)], { attributes: { to: DataType.FLOAT } }), g.int64s([...keep, kBlocks, w.blockSize])]);
-    const zero = zp ? perBlock(g.op("Cast", [gather(zp)], { attributes: { to: DataType.FLOAT } })) : g.constant(DataType.FLOAT, [], new Float32Array([128]), "f32");
+    const zero = zp
+      ? perBlock(g.op("Cast", [gather(zp)], { attributes: { to: DataType.FLOAT } }))
+      : g.constant(DataType.FLOAT, [], new Float32Array([128]), "f32");
     blocks = g.op("Mul", [g.op("Sub", [codes, zero]), perBlock(gather(scales))]);
   } else {
     const inputs = zp ? [data, indices, scales, zp] : [data, indices, scales];
@@ -161,7 +171,12 @@ export async function lmHead(ctx: BlockContext, x: string): Promise<string> {
   const approx = linear(ctx, x, weight, "lm_head");
   const exactRows = mode === "4bit-rescored" ? rescorableSource(ctx, source) : undefined;
   if (!exactRows) {
-    ctx.choices.push({ what: "lm head", choice: `${tied}, ${weight.mapping}`, exact: false, why: "half the bytes a decode step reads for the head; its KL cost is measured by the optimization track" });
+    ctx.choices.push({
+      what: "lm head",
+      choice: `${tied}, ${weight.mapping}`,
+      exact: false,
+      why: "half the bytes a decode step reads for the head; its KL cost is measured by the optimization track",
+    });
     return approx;
   }
   ctx.choices.push({
@@ -227,7 +242,14 @@ export async function preNormDecoder(ctx: BlockContext, h: DecoderHyper, layers:
     residual = residual2;
     pending = await layers.feedForward(l, normed2);
   }
-  const [finalNorm] = skipRmsNorm(ctx, keepLogitPositions(ctx, pending!), keepLogitPositions(ctx, residual), "output_norm.weight", await w.floats("output_norm.weight"), h.rmsEps);
+  const [finalNorm] = skipRmsNorm(
+    ctx,
+    keepLogitPositions(ctx, pending!),
+    keepLogitPositions(ctx, residual),
+    "output_norm.weight",
+    await w.floats("output_norm.weight"),
+    h.rmsEps,
+  );
   emitLogits(ctx, await lmHead(ctx, finalNorm));
 }
 

@@ -28,7 +28,13 @@ export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name:
   if (weight.zeroPoints) inputs.push(g.weight(`${name}.zp`, DataType.UINT8, [weight.zeroPoints.length], weight.zeroPoints));
   let y = g.op("MatMulNBits", inputs, {
     domain: MS,
-    attributes: { K: weight.k, N: weight.n, bits: weight.bits, block_size: weight.blockSize, accuracy_level: emulatesLlamaCpp(ctx) ? 0 : ctx.options.accuracyLevel },
+    attributes: {
+      K: weight.k,
+      N: weight.n,
+      bits: weight.bits,
+      block_size: weight.blockSize,
+      accuracy_level: emulatesLlamaCpp(ctx) ? 0 : ctx.options.accuracyLevel,
+    },
   });
   if (weight.mins) {
     const sums = act?.sums
@@ -78,7 +84,11 @@ export function fusedLinear(ctx: BlockContext, x: string, ws: LinearWeight[], la
   const like = ws.every((wt) => fusable(ws[0], wt) && (!emulatesLlamaCpp(ctx) || wt.activation === ws[0].activation));
   if (like) return linear(ctx, x, ws.length === 1 ? ws[0] : concatRows(ws), label);
   ctx.choices.push({ what: label, choice: "separate matmuls + Concat", exact: true, why: "mixed block encodings cannot share one MatMulNBits" });
-  return ctx.g.op("Concat", ws.map((wt, i) => linear(ctx, x, wt, `${label}.${i}`)), { attributes: { axis: -1 } });
+  return ctx.g.op(
+    "Concat",
+    ws.map((wt, i) => linear(ctx, x, wt, `${label}.${i}`)),
+    { attributes: { axis: -1 } },
+  );
 }
 
 /** Loads the named GGUF tensors (in parallel) for {@link fusedLinear}. */

@@ -16,7 +16,10 @@ export interface GatedMlpOptions {
 /** 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 function geluTanh(ctx: BlockContext, x: string): string {
   const g = ctx.g;
-  const inner = g.op("Mul", [scalar(ctx, Math.sqrt(2 / Math.PI)), g.op("Add", [x, g.op("Mul", [scalar(ctx, 0.044715), g.op("Mul", [x, g.op("Mul", [x, x])])])])]);
+  const inner = g.op("Mul", [
+    scalar(ctx, Math.sqrt(2 / Math.PI)),
+    g.op("Add", [x, g.op("Mul", [scalar(ctx, 0.044715), g.op("Mul", [x, g.op("Mul", [x, x])])])]),
+  ]);
   return g.op("Mul", [g.op("Mul", [scalar(ctx, 0.5), x]), g.op("Add", [scalar(ctx, 1), g.op("Tanh", [inner])])]);
 }
 

@@ -23,7 +23,8 @@ export interface MoeSpec {
 export function readMoeSpec(file: GgufFile, arch: string, ffn: number): MoeSpec {
   const experts = getInteger(file, `${arch}.expert_count`);
   const expertsUsed = getInteger(file, `${arch}.expert_used_count`);
-  if (expertsUsed < 1 || expertsUsed > experts) throw new UnsupportedHyperparameterError(`${arch}.expert_used_count`, expertsUsed, `must be 1..${arch}.expert_count (${experts})`);
+  if (expertsUsed < 1 || expertsUsed > experts)
+    throw new UnsupportedHyperparameterError(`${arch}.expert_used_count`, expertsUsed, `must be 1..${arch}.expert_count (${experts})`);
   // llama.cpp applies the scale only when it is set and not 1.
   const weightsScale = getNumber(file, `${arch}.expert_weights_scale`, 0) || 1;
   return { experts, expertsUsed, ffn, weightsScale };
@@ -136,7 +137,10 @@ function expertMlp(ctx: BlockContext, x: string, gate: LinearWeight, up: LinearW
 /** The router is [hidden -> experts], and the stacked experts [experts, ffn, hidden] / [experts, hidden, ffn] as the metadata says. */
 function checkExpertShapes(ctx: BlockContext, names: Record<"gate" | "up" | "down", string>, spec: MoeSpec, hidden: number, router: LinearWeight): void {
   const expect = (name: string, actual: number[], wanted: number[]) => {
-    if (actual.join(",") !== wanted.join(",")) throw new Error(`${name} has dims [${actual.join(", ")}], expected [${wanted.join(", ")}] (${spec.experts} experts of ffn ${spec.ffn}, hidden ${hidden})`);
+    if (actual.join(",") !== wanted.join(","))
+      throw new Error(
+        `${name} has dims [${actual.join(", ")}], expected [${wanted.join(", ")}] (${spec.experts} experts of ffn ${spec.ffn}, hidden ${hidden})`,
+      );
   };
   expect("the router", [router.k, router.n], [hidden, spec.experts]);
   expect(names.gate, ctx.w.dims(names.gate), [hidden, spec.ffn, spec.experts]);

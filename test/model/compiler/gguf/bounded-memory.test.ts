@@ -30,15 +30,24 @@ describe("bounded compile memory", () => {
   it("compiles a 2.2 GB GGUF under 1.5 GB of peak RSS, its weights over several files", async () => {
     const tokenizer = await syntheticTokenizer();
     const gguf = join(dir, "big.gguf");
-    const bytes = await writeBigModel(gguf, { layers: 28, hidden: 2048, heads: 16, kvHeads: 16, ffn: 8192, type: GgmlType.Q8_0 }, tokenizer, vocabSize(tokenizer));
+    const bytes = await writeBigModel(
+      gguf,
+      { layers: 28, hidden: 2048, heads: 16, kvHeads: 16, ffn: 8192, type: GgmlType.Q8_0 },
+      tokenizer,
+      vocabSize(tokenizer),
+    );
     expect(bytes).toBeGreaterThan(2e9);
     const child = resolve("test/fixtures/gguf/compile-peak-rss.ts");
-    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", child, gguf, join(dir, "home"), String(2 ** 30)], { maxBuffer: 1 << 20 });
+    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", child, gguf, join(dir, "home"), String(2 ** 30)], {
+      maxBuffer: 1 << 20,
+    });
     const run = JSON.parse(stdout.trim().split("\n").pop()!) as { peakBytes: number; dir: string; seconds: number };
     console.log(`bounded compile: ${(bytes / 1e9).toFixed(2)} GB GGUF, peak RSS ${(run.peakBytes / 1e9).toFixed(2)} GB, ${run.seconds.toFixed(0)} s`);
     expect(run.peakBytes).toBeLessThan(PEAK_LIMIT);
 
-    const data = readdirSync(run.dir).filter((f) => f.startsWith("model.onnx.data")).sort();
+    const data = readdirSync(run.dir)
+      .filter((f) => f.startsWith("model.onnx.data"))
+      .sort();
     expect(data.length).toBeGreaterThanOrEqual(3);
     expect(data[0]).toBe("model.onnx.data");
     const listed = readManifest(run.dir).files.map((f) => f.path);

@@ -95,7 +95,9 @@ describe("split GGUF", () => {
     expect(set.manifest.choices.find((c) => c.what === "source")?.choice).toMatch(/split GGUF of 3 shards read as one: tiny-00001-of-00003\.gguf/);
 
     // A shard other than the first that differs from its recorded hash is refused.
-    const err = await compileGguf({ slug: "tiny", ggufPath: shards[0], home, force: true, shardSha256: { "tiny-00002-of-00003.gguf": "0".repeat(64) } }).catch((e: unknown) => e);
+    const err = await compileGguf({ slug: "tiny", ggufPath: shards[0], home, force: true, shardSha256: { "tiny-00002-of-00003.gguf": "0".repeat(64) } }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(SourceChangedError);
     expect((err as Error).message).toContain("tiny-00002-of-00003.gguf");
   }, 120_000);

@@ -131,4 +131,3 @@ export const ARCHITECTURE_CASES: Array<ParityCase<TinyModelSpec>> = [
     choices: ["32 of 64 dims", "sliding window: declared 16, not applied"],
   },
 ];
-

@@ -60,10 +60,27 @@ const BASE = { hidden: 256, heads: 4, headDim: 128, ffn: 512, contextLength: 512
 const CASES: Array<ParityCase<TinyGemmaSpec>> = [
   {
     name: "gemma2, Q8_0, window 8 on layers 0 and 2, attention soft-cap 4, final soft-cap 15",
-    spec: { ...BASE, architecture: "gemma2", seed: 21, layers: 4, kvHeads: 2, ropeTheta: 10000, window: 8, attentionSoftcap: 4, finalSoftcap: 15, types: { embedding: Q8_0, ...same(Q8_0) } },
+    spec: {
+      ...BASE,
+      architecture: "gemma2",
+      seed: 21,
+      layers: 4,
+      kvHeads: 2,
+      ropeTheta: 10000,
+      window: 8,
+      attentionSoftcap: 4,
+      finalSoftcap: 15,
+      types: { embedding: Q8_0, ...same(Q8_0) },
+    },
     limit: { "llama.cpp": 0.15, fast: 0.2 },
     medianLimit: 0.08,
-    choices: ["architecture: gemma2", "2 of 4 layers attend to the last 8 positions", "attention 4, final 15", "tied to token_embd", "local layers: half-split, theta 10000"],
+    choices: [
+      "architecture: gemma2",
+      "2 of 4 layers attend to the last 8 positions",
+      "attention 4, final 15",
+      "tied to token_embd",
+      "local layers: half-split, theta 10000",
+    ],
   },
   {
     name: "gemma3, Q4_K with Q6_K attn_v/ffn_down/embedding, 5 local : 1 global, local base 20000, final soft-cap 15",
@@ -81,7 +98,14 @@ const CASES: Array<ParityCase<TinyGemmaSpec>> = [
     },
     limit: { "llama.cpp": 0.2, fast: 0.3 },
     medianLimit: 0.11,
-    choices: ["architecture: gemma3", "5 of 6 layers attend to the last 8 positions", "global layers: half-split, theta 1000000", "local layers: half-split, theta 20000", "attention none, final 15", "q/k norms"],
+    choices: [
+      "architecture: gemma3",
+      "5 of 6 layers attend to the last 8 positions",
+      "global layers: half-split, theta 1000000",
+      "local layers: half-split, theta 20000",
+      "attention none, final 15",
+      "q/k norms",
+    ],
   },
   {
     name: "gemma3, F16 linears, BF16 embedding, window 12, default local base, no final soft-cap",
@@ -105,7 +129,18 @@ describeSyntheticParity("kiln vs llama.cpp on synthetic Gemma 2 and Gemma 3 mode
 describe("Gemma sliding window in a batch of rows at different lengths", () => {
   let work: string;
   let dir: string;
-  const spec: TinyGemmaSpec = { ...BASE, architecture: "gemma2", seed: 31, layers: 2, kvHeads: 2, ropeTheta: 10000, window: 6, attentionSoftcap: 4, finalSoftcap: 15, types: { embedding: F16, ...same(F16) } };
+  const spec: TinyGemmaSpec = {
+    ...BASE,
+    architecture: "gemma2",
+    seed: 31,
+    layers: 2,
+    kvHeads: 2,
+    ropeTheta: 10000,
+    window: 6,
+    attentionSoftcap: 4,
+    finalSoftcap: 15,
+    types: { embedding: F16, ...same(F16) },
+  };
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "kiln-gemma-batch-"));
@@ -160,7 +195,18 @@ describe("Gemma sliding window in a batch of rows at different lengths", () => {
  * its ring and no more, and the global layers hold every position.
  */
 describe("Gemma sliding-window KV ring over several windows", () => {
-  const spec: TinyGemmaSpec = { ...BASE, architecture: "gemma2", seed: 41, layers: 4, kvHeads: 2, ropeTheta: 10000, window: 8, attentionSoftcap: 4, finalSoftcap: 15, types: { embedding: F16, ...same(F16) } };
+  const spec: TinyGemmaSpec = {
+    ...BASE,
+    architecture: "gemma2",
+    seed: 41,
+    layers: 4,
+    kvHeads: 2,
+    ropeTheta: 10000,
+    window: 8,
+    attentionSoftcap: 4,
+    finalSoftcap: 15,
+    types: { embedding: F16, ...same(F16) },
+  };
   const CHUNK = 20;
   let work: string;
   let diffs: number[] = [];
@@ -214,7 +260,9 @@ describe("Gemma sliding-window KV ring over several windows", () => {
   });
 
   afterAll(() => {
-    console.log(`gemma2 F16, window 8, ${6 * 8}-token prompt in chunks of ${CHUNK} + 40 steps, fast numerics: max |log-prob difference| ${Math.max(...diffs).toFixed(5)}`);
+    console.log(
+      `gemma2 F16, window 8, ${6 * 8}-token prompt in chunks of ${CHUNK} + 40 steps, fast numerics: max |log-prob difference| ${Math.max(...diffs).toFixed(5)}`,
+    );
     if (work) rmSync(work, { recursive: true, force: true });
   });
 

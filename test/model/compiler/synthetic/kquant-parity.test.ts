@@ -40,7 +40,14 @@ const CASES: Array<ParityCase<TinyModelSpec>> = [
   },
   {
     name: "qwen2, Q5_0 linears with Q8_0 attn_v/ffn_down, untied Q5_0 output",
-    spec: { ...BASE, architecture: "qwen2", seed: 22, ropeTheta: 1000000, qkvBias: true, types: { embedding: Q8_0, output: Q5_0, ...same(Q5_0), attnV: Q8_0, ffnDown: Q8_0 } },
+    spec: {
+      ...BASE,
+      architecture: "qwen2",
+      seed: 22,
+      ropeTheta: 1000000,
+      qkvBias: true,
+      types: { embedding: Q8_0, output: Q5_0, ...same(Q5_0), attnV: Q8_0, ffnDown: Q8_0 },
+    },
     limit: { "llama.cpp": 0.25, fast: 0.45 },
     choices: ["half-split, theta 1000000", "own weight"],
   },

@@ -59,7 +59,12 @@ const CASES: Array<ParityCase<TinyModelSpec>> = [
       types: { embedding: Q4_K, output: Q6_K, ...same(Q4_K), attnV: Q6_K, ffnDown: Q6_K },
     },
     limit: { "llama.cpp": 0.4, fast: 1.5 },
-    choices: ["interleaved, theta 500000", "own weight", "separate matmuls + Concat", "token embedding: GatherBlockQuantized over the GGUF's 4-bit blocks + block minimums"],
+    choices: [
+      "interleaved, theta 500000",
+      "own weight",
+      "separate matmuls + Concat",
+      "token embedding: GatherBlockQuantized over the GGUF's 4-bit blocks + block minimums",
+    ],
   },
   {
     name: "qwen2, F32 QKV bias, F16 linears, F16 tied embedding",

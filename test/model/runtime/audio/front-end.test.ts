@@ -57,7 +57,11 @@ describe("decodeAudio", () => {
     const fixture = speechFixture("lighthouse");
     const durations: Record<string, number> = {};
     for (const format of SPEECH_FORMATS) durations[format] = (await decodeFile(fixture.files[format])).length / SAMPLE_RATE;
-    console.log("decoded seconds", fixture.seconds.toFixed(3), JSON.stringify(Object.fromEntries(Object.entries(durations).map(([f, s]) => [f, +s.toFixed(4)]))));
+    console.log(
+      "decoded seconds",
+      fixture.seconds.toFixed(3),
+      JSON.stringify(Object.fromEntries(Object.entries(durations).map(([f, s]) => [f, +s.toFixed(4)]))),
+    );
     for (const format of SPEECH_FORMATS) expect(Math.abs(durations[format] - fixture.seconds), format).toBeLessThan(0.05);
   });
 
@@ -71,7 +75,9 @@ describe("decodeAudio", () => {
     const random = noise(5000, 7);
     const m4a = readFileSync(speechFixture("lighthouse").files.m4a);
     const videoOnly = join(scratch, "video.mp4");
-    const made = spawnSync("ffmpeg", ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=duration=1:size=64x64", "-c:v", "mpeg4", videoOnly], { shell: false });
+    const made = spawnSync("ffmpeg", ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=duration=1:size=64x64", "-c:v", "mpeg4", videoOnly], {
+      shell: false,
+    });
     expect(made.status).toBe(0);
     expect(await reasonOf(new Uint8Array(0), "a.wav")).toBe("empty");
     // Random bytes: whichever demuxer probes them, they must not decode.

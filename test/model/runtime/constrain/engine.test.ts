@@ -141,7 +141,13 @@ async function walk(m: TokenMatcher, text: string): Promise<{ maskMs: number[]; 
 function summary(xs: number[]) {
   const s = [...xs].sort((a, b) => a - b);
   const r = (x: number) => +x.toFixed(3);
-  return { n: s.length, mean: r(s.reduce((a, b) => a + b, 0) / s.length), p50: r(s[s.length >> 1]), p90: r(s[Math.floor(s.length * 0.9)]), max: r(s[s.length - 1]) };
+  return {
+    n: s.length,
+    mean: r(s.reduce((a, b) => a + b, 0) / s.length),
+    p50: r(s[s.length >> 1]),
+    p90: r(s[Math.floor(s.length * 0.9)]),
+    max: r(s[s.length - 1]),
+  };
 }
 
 describe("ConstraintEngine on SmolLM2's vocabulary", () => {
@@ -158,11 +164,19 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     m.dispose();
     const validate = new Ajv2020().compile(SCHEMA);
     expect(validate(JSON.parse(text))).toBe(true);
-    console.log(JSON.stringify({ engineCreateMs: Math.round(createMs), schemaCompileMs: +compileMs.toFixed(1), cachedMatcherMs: +cachedMs.toFixed(2), tokens, maskMs: summary(maskMs) }));
+    console.log(
+      JSON.stringify({
+        engineCreateMs: Math.round(createMs),
+        schemaCompileMs: +compileMs.toFixed(1),
+        cachedMatcherMs: +cachedMs.toFixed(2),
+        tokens,
+        maskMs: summary(maskMs),
+      }),
+    );
   });
 
   it("json_object: walks a nested object; refuses a top-level array and whitespace", async () => {
-    const text = JSON.stringify({ a: [1, -2.5e3, { b: null }], "c\"d": "x\\ny", e: {}, f: [], g: false });
+    const text = JSON.stringify({ a: [1, -2.5e3, { b: null }], 'c"d': "x\\ny", e: {}, f: [], g: false });
     const m = engine.matcher({ type: "json_object" });
     const { maskMs, tokens } = await walk(m, text);
     m.dispose();
@@ -193,7 +207,10 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     await walk(s, spaced);
     s.dispose();
     // A pattern's own ":" or "," takes no whitespace: only the separators do.
-    const pattern = engine.matcher({ type: "json_schema", schema: JSON.stringify({ type: "object", properties: { t: { type: "string", pattern: "^a:b,c$" } }, required: ["t"], additionalProperties: false }) });
+    const pattern = engine.matcher({
+      type: "json_schema",
+      schema: JSON.stringify({ type: "object", properties: { t: { type: "string", pattern: "^a:b,c$" } }, required: ["t"], additionalProperties: false }),
+    });
     await feed(pattern, '{"t": "a:');
     expect(pattern.accept(tokenizer.encode(" ")[0])).toBe(false);
     pattern.dispose();
@@ -229,7 +246,10 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     expect(m.accept(tokenizer.encode("7")[0])).toBe(true);
     m.dispose();
 
-    const s = engine.matcher({ type: "json_schema", schema: JSON.stringify({ type: "object", properties: { s: { type: "string" } }, required: ["s"], additionalProperties: false }) });
+    const s = engine.matcher({
+      type: "json_schema",
+      schema: JSON.stringify({ type: "object", properties: { s: { type: "string" } }, required: ["s"], additionalProperties: false }),
+    });
     for (const id of tokenizer.encode('{"s":"')) expect(s.accept(id)).toBe(true);
     const inString = await maskOf(s);
     for (let id = 0; id < tokenizer.vocabSize; id++) if (tokenizer.isControl(id)) expect(allowed(inString, id)).toBe(false);
@@ -313,7 +333,10 @@ const CALL_BEGIN = '<tool_call>\n{"name": "f", "arguments": ';
 const CALL_END = "}\n</tool_call>";
 const callTag = { type: "tag", begin: CALL_BEGIN, content: { type: "json_schema", json_schema: CITY }, end: CALL_END };
 const triggered: ConstraintSpec = { type: "structural_tag", format: JSON.stringify({ type: "triggered_tags", triggers: ["<tool_call>"], tags: [callTag] }) };
-const forced: ConstraintSpec = { type: "structural_tag", format: JSON.stringify({ type: "tags_with_separator", tags: [callTag], separator: "\n", at_least_one: true }) };
+const forced: ConstraintSpec = {
+  type: "structural_tag",
+  format: JSON.stringify({ type: "tags_with_separator", tags: [callTag], separator: "\n", at_least_one: true }),
+};
 
 /** The calls in a text, checked against the CITY schema. */
 function calls(text: string): unknown[] {
@@ -448,7 +471,11 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
   });
 
   it("refuses what the gate refuses, naming where, before the engine sees it", () => {
-    const bad = { type: "triggered_tags", triggers: ["<tool_call>"], tags: [callTag, { ...callTag, content: { type: "json_schema", json_schema: { type: "object", properties: { x: { not: {} } } } } }] };
+    const bad = {
+      type: "triggered_tags",
+      triggers: ["<tool_call>"],
+      tags: [callTag, { ...callTag, content: { type: "json_schema", json_schema: { type: "object", properties: { x: { not: {} } } } } }],
+    };
     let err: unknown;
     try {
       engine.matcher({ type: "structural_tag", format: JSON.stringify(bad) });
@@ -464,7 +491,13 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
   it("timing: mask cost per step, free text of a triggered_tags constraint vs a json_schema constraint", async () => {
     const row = new Float32Array(width);
     for (let i = 0; i < width; i++) row[i] = Math.sin(i) * 4;
-    const steps = { schemaMask: [] as number[], schemaApply: [] as number[], freeMask: [] as number[], freeBans: [] as number[], freeFullApply: [] as number[] };
+    const steps = {
+      schemaMask: [] as number[],
+      schemaApply: [] as number[],
+      freeMask: [] as number[],
+      freeBans: [] as number[],
+      freeFullApply: [] as number[],
+    };
     // json_schema: per step, the mask, then the worker's copy of the row and the mask applied to it.
     const schema = engine.matcher({ type: "json_schema", schema: JSON.stringify(SCHEMA) });
     const target = new TextEncoder().encode(JSON.stringify(INSTANCE));
@@ -524,7 +557,12 @@ describe("bounded integers on SmolLM2's vocabulary", () => {
   const ageTag = { type: "tag", begin: "<a>", content: { type: "json_schema", json_schema: AGE }, end: "</a>" };
   const shapes: Array<[string, ConstraintSpec, string, string]> = [
     ["json_schema", { type: "json_schema", schema: JSON.stringify(AGE) }, "", ""],
-    ["a tag in tags_with_separator", { type: "structural_tag", format: JSON.stringify({ type: "tags_with_separator", tags: [ageTag], separator: "\n", at_least_one: true }) }, "<a>", "</a>"],
+    [
+      "a tag in tags_with_separator",
+      { type: "structural_tag", format: JSON.stringify({ type: "tags_with_separator", tags: [ageTag], separator: "\n", at_least_one: true }) },
+      "<a>",
+      "</a>",
+    ],
     ["a tag alone", { type: "structural_tag", format: JSON.stringify(ageTag) }, "<a>", "</a>"],
   ];
   for (const [name, spec, begin, end] of shapes) {
@@ -556,8 +594,16 @@ describe("bounded integers on SmolLM2's vocabulary", () => {
   }
 
   it("two tags with different ranges each keep their own", async () => {
-    const small = { ...ageTag, begin: "<b>", end: "</b>", content: { type: "json_schema", json_schema: { ...AGE, properties: { age: { type: "integer", minimum: -5, maximum: 5 } } } } };
-    const spec: ConstraintSpec = { type: "structural_tag", format: JSON.stringify({ type: "tags_with_separator", tags: [ageTag, small], separator: "\n", at_least_one: true }) };
+    const small = {
+      ...ageTag,
+      begin: "<b>",
+      end: "</b>",
+      content: { type: "json_schema", json_schema: { ...AGE, properties: { age: { type: "integer", minimum: -5, maximum: 5 } } } },
+    };
+    const spec: ConstraintSpec = {
+      type: "structural_tag",
+      format: JSON.stringify({ type: "tags_with_separator", tags: [ageTag, small], separator: "\n", at_least_one: true }),
+    };
     const m = engine.matcher(spec);
     await feed(m, '<a>{"age":120}</a>\n<b>{"age":-');
     expect(m.accept(tokenizer.encode("6")[0])).toBe(false);

@@ -73,7 +73,6 @@ describe("chat template rendering matches Python jinja2 (HF apply_chat_template 
   });
 });
 
-
 describe("the SmolLM2 fixture template", () => {
   it("is byte-identical to the GGUF's tokenizer.chat_template", async () => {
     expect((await textFromGguf(TEST_GGUF)).chatTemplate).toBe(templateSource("smollm2"));

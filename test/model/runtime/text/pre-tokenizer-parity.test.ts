@@ -9,17 +9,40 @@ import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { parityStrings } from "../../../fixtures/text/parity-strings.js";
 import { specFromGguf, TEST_GGUF } from "../../../fixtures/text/spec-from-gguf.js";
 
-
 /**
  * The required families first, then one name per other distinct regex set llama.cpp has. Names the
  * bundled llama.cpp (node-llama-cpp 3.21.1) does not know yet, such as "ufakzeka" and "spark2_5",
  * cannot be checked here: loading fails, and after a failed load node-llama-cpp's dispose never returns.
  */
 const PRE_NAMES = [
-  "smollm", "gpt-2", "llama3", "llama-bpe", "qwen2", "default",
-  "qwen35", "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "starcoder", "dbrx", "jais-2",
-  "bloom", "viking", "chatglm-bpe", "tekken", "chameleon", "gpt-4o", "granite-embed-multi-97m",
-  "superbpe", "bailingmoe", "seed-coder", "laguna", "exaone-moe", "minicpm5", "youtu",
+  "smollm",
+  "gpt-2",
+  "llama3",
+  "llama-bpe",
+  "qwen2",
+  "default",
+  "qwen35",
+  "deepseek-llm",
+  "deepseek-coder",
+  "deepseek-v3",
+  "falcon",
+  "starcoder",
+  "dbrx",
+  "jais-2",
+  "bloom",
+  "viking",
+  "chatglm-bpe",
+  "tekken",
+  "chameleon",
+  "gpt-4o",
+  "granite-embed-multi-97m",
+  "superbpe",
+  "bailingmoe",
+  "seed-coder",
+  "laguna",
+  "exaone-moe",
+  "minicpm5",
+  "youtu",
 ];
 
 describe("pre-tokenizer parity with llama.cpp (SmolLM2 vocabulary, pre overridden)", () => {

@@ -9,13 +9,11 @@ import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { parityStrings, seededRandom } from "../../../fixtures/text/parity-strings.js";
 import { specFromGguf, TEST_GGUF } from "../../../fixtures/text/spec-from-gguf.js";
 
-
 /** node-llama-cpp brands token ids; ours are plain numbers. */
 const asTokens = (ids: number[]) => ids as unknown as Token[];
 
 /** What llama.cpp sees for a JS string: Node converts lone surrogates to U+FFFD on the way in. */
-const wellFormed = (s: string) =>
-  s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
+const wellFormed = (s: string) => s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
 
 describe("tokenizer parity with llama.cpp on SmolLM2-135M-Instruct", () => {
   const strings = parityStrings(400);
@@ -107,7 +105,9 @@ describe("tokenizer parity with llama.cpp on SmolLM2-135M-Instruct", () => {
     expect(tokenizer.addEos).toBe(model.tokens.shouldAppendEosToken);
     const differences: number[] = [];
     for (let id = 0; id < tokenizer.vocabSize; id++) {
-      const same = tokenizer.isEog(id) === model.isEogToken(id as unknown as Token) && tokenizer.isControl(id) === model.getTokenAttributes(id as unknown as Token).control;
+      const same =
+        tokenizer.isEog(id) === model.isEogToken(id as unknown as Token) &&
+        tokenizer.isControl(id) === model.getTokenAttributes(id as unknown as Token).control;
       if (!same) differences.push(id);
     }
     expect(differences).toEqual([]);

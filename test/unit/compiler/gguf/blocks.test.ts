@@ -1,13 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  GgmlType,
-  dequantize,
-  q4Blocks,
-  q8Blocks,
-  unpackQ4,
-  unpackQ8_0,
-  type Q4Type,
-} from "../../../../src/compiler/gguf/index.js";
+import { GgmlType, dequantize, q4Blocks, q8Blocks, unpackQ4, unpackQ8_0, type Q4Type } from "../../../../src/compiler/gguf/index.js";
 import { fixtureBytes, fixtureJson } from "./helpers.js";
 
 interface Manifest {
@@ -22,8 +14,7 @@ function fixture(type: GgmlType): { bytes: Uint8Array; elementCount: number } {
 }
 
 /** The documented formulas, evaluated in float32 like ggml (Q4_0 adds no m, keeping -0). */
-const q4Value = (q: number, zero: number, d: number, m: number) =>
-  zero ? Math.fround((q - zero) * d) : Math.fround(Math.fround(q * d) + m);
+const q4Value = (q: number, zero: number, d: number, m: number) => (zero ? Math.fround((q - zero) * d) : Math.fround(Math.fround(q * d) + m));
 const q8Value = (q: number, d: number) => Math.fround(q * d);
 
 describe.each([GgmlType.Q4_0, GgmlType.Q4_1] as Q4Type[])("4-bit blocks of type %i", (type) => {

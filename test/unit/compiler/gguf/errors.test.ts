@@ -61,7 +61,7 @@ async function expectFailure(bytesOrSpec: Uint8Array | GgufSpec, cls: new (...ar
 describe("readGguf rejects malformed files with a specific error", () => {
   it("bad magic", async () => {
     await expectFailure({ ...GOOD, magic: "GGML" }, GgufBadMagicError, /found 47 47 4d 4c/);
-    await expectFailure(new TextEncoder().encode("{\"not\": \"gguf\"}"), GgufBadMagicError);
+    await expectFailure(new TextEncoder().encode('{"not": "gguf"}'), GgufBadMagicError);
     await expectFailure(new Uint8Array([0x47, 0x00]), GgufBadMagicError);
   });
 
@@ -117,7 +117,16 @@ describe("readGguf rejects malformed files with a specific error", () => {
   });
 
   it("duplicates", async () => {
-    await expectFailure({ metadata: [["k", meta.u8(1)], ["k", meta.u8(2)]] }, GgufDuplicateKeyError, /"k"/);
+    await expectFailure(
+      {
+        metadata: [
+          ["k", meta.u8(1)],
+          ["k", meta.u8(2)],
+        ],
+      },
+      GgufDuplicateKeyError,
+      /"k"/,
+    );
     await expectFailure({ tensors: [q8("same"), q8("same")] }, GgufDuplicateTensorError, /"same"/);
   });
 

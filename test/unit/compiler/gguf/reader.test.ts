@@ -122,9 +122,7 @@ describe("readGguf round trip", () => {
     const file = await readGguf(path);
     expect(file).toMatchObject({ path, version: 3, alignment: 32, fileSize: written.length });
     expect(file.dataOffset % 32).toBe(0);
-    expect(file.tensors.map(({ name, dims, type }) => ({ name, dims, type }))).toEqual(
-      ALL_TYPES_TENSORS.map(({ name, dims, type }) => ({ name, dims, type })),
-    );
+    expect(file.tensors.map(({ name, dims, type }) => ({ name, dims, type }))).toEqual(ALL_TYPES_TENSORS.map(({ name, dims, type }) => ({ name, dims, type })));
     for (const [i, t] of file.tensors.entries()) {
       const spec = ALL_TYPES_TENSORS[i];
       expect(t.offset % 32).toBe(0);
@@ -193,7 +191,13 @@ describe("readGguf round trip", () => {
     await writeGguf(path, {
       metadata: [
         ["tokenizer.ggml.tokens", meta.arr(GgufValueType.STRING, tokens)],
-        ["tokenizer.ggml.token_type", meta.arr(GgufValueType.INT32, tokens.map((_, i) => i % 6))],
+        [
+          "tokenizer.ggml.token_type",
+          meta.arr(
+            GgufValueType.INT32,
+            tokens.map((_, i) => i % 6),
+          ),
+        ],
         ["long", meta.str(longString)],
         ["after", meta.u8(9)],
       ],
@@ -236,9 +240,7 @@ describe("a file written by gguf-py", () => {
 
   it("has the tensors gguf-py wrote, with the values gguf-py dequantizes", async () => {
     const file = await readGguf(path);
-    expect(file.tensors.map(({ name, type, dims }) => ({ name, type, dims }))).toEqual(
-      expected.tensors.map(({ name, type, dims }) => ({ name, type, dims })),
-    );
+    expect(file.tensors.map(({ name, type, dims }) => ({ name, type, dims }))).toEqual(expected.tensors.map(({ name, type, dims }) => ({ name, type, dims })));
     for (const want of expected.tensors) {
       const values = await readTensorF32(file, getTensor(file, want.name));
       expect(bitMismatches(values, Float32Array.from(want.values)), want.name).toEqual([]);

@@ -20,9 +20,16 @@ describe("Mixtral is llama with experts", () => {
   });
 
   it("reads the routing: experts, experts per token, and the weights scale (1 when absent or 0)", () => {
-    expect(readMoeSpec(fileWith({ "llama.expert_count": 8, "llama.expert_used_count": 2 }), "llama", 14336)).toEqual({ experts: 8, expertsUsed: 2, ffn: 14336, weightsScale: 1 });
+    expect(readMoeSpec(fileWith({ "llama.expert_count": 8, "llama.expert_used_count": 2 }), "llama", 14336)).toEqual({
+      experts: 8,
+      expertsUsed: 2,
+      ffn: 14336,
+      weightsScale: 1,
+    });
     expect(readMoeSpec(fileWith({ "llama.expert_count": 8, "llama.expert_used_count": 2, "llama.expert_weights_scale": 0 }), "llama", 64).weightsScale).toBe(1);
-    expect(readMoeSpec(fileWith({ "llama.expert_count": 8, "llama.expert_used_count": 2, "llama.expert_weights_scale": 2.5 }), "llama", 64).weightsScale).toBe(2.5);
+    expect(readMoeSpec(fileWith({ "llama.expert_count": 8, "llama.expert_used_count": 2, "llama.expert_weights_scale": 2.5 }), "llama", 64).weightsScale).toBe(
+      2.5,
+    );
   });
 
   it("refuses more experts per token than experts", () => {

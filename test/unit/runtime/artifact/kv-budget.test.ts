@@ -65,7 +65,7 @@ describe("defaultKvMemoryBytes", () => {
         expect(context * slots * 46080).toBeLessThanOrEqual(budget);
         expect(context).toBeGreaterThanOrEqual(KV_GROWTH_POSITIONS);
         expect(context).toBeLessThanOrEqual(smol.contextLength);
-        expect(budget).toBeLessThanOrEqual(Math.max(slots * KV_GROWTH_POSITIONS * 46080, Math.min(gib * GiB / 4, (2 * gib * GiB) / 8)));
+        expect(budget).toBeLessThanOrEqual(Math.max(slots * KV_GROWTH_POSITIONS * 46080, Math.min((gib * GiB) / 4, (2 * gib * GiB) / 8)));
       }
     }
   });

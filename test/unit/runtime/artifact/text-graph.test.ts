@@ -23,7 +23,17 @@ describe("servedContextLength", () => {
 describe("the text graph contract", () => {
   it("names every input and output once, in the builder's order", () => {
     const io = textGraphIo(2);
-    expect(io.inputs).toEqual(["input_ids", "position_ids", "past_mask", "new_mask", "logits_from", "past_key_t.0", "past_value.0", "past_key_t.1", "past_value.1"]);
+    expect(io.inputs).toEqual([
+      "input_ids",
+      "position_ids",
+      "past_mask",
+      "new_mask",
+      "logits_from",
+      "past_key_t.0",
+      "past_value.0",
+      "past_key_t.1",
+      "past_value.1",
+    ]);
     expect(io.outputs).toEqual(["logits", "present_key.0", "present_value.0", "present_key.1", "present_value.1"]);
     expect(TEXT_GRAPH.pastKey(7)).toBe("past_key_t.7");
   });
@@ -37,7 +47,16 @@ describe("the text graph contract", () => {
   });
 
   it("adds the ring positions input only to graphs with sliding-window layers", () => {
-    expect(textGraphIo(1, true).inputs).toEqual(["input_ids", "position_ids", "past_mask", "new_mask", "logits_from", "ring_positions", "past_key_t.0", "past_value.0"]);
+    expect(textGraphIo(1, true).inputs).toEqual([
+      "input_ids",
+      "position_ids",
+      "past_mask",
+      "new_mask",
+      "logits_from",
+      "ring_positions",
+      "past_key_t.0",
+      "past_value.0",
+    ]);
     expect(() => checkTextGraphIo(textGraphIo(2, true), 2, "x", true)).not.toThrow();
     expect(() => checkTextGraphIo(textGraphIo(2), 2, "x", true)).toThrow(/recompile/);
     expect(() => checkTextGraphIo(textGraphIo(2, true), 2, "x")).toThrow(/recompile/);

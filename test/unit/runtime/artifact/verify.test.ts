@@ -8,7 +8,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { compileGguf, COMPILER_VERSION } from "../../../../src/compiler/compile.js";
-import { type ArtifactManifest, checkArtifactSizes, readManifest, sha256OfFile, VERIFIED_STAMP, verifyArtifact } from "../../../../src/runtime/artifact/index.js";
+import {
+  type ArtifactManifest,
+  checkArtifactSizes,
+  readManifest,
+  sha256OfFile,
+  VERIFIED_STAMP,
+  verifyArtifact,
+} from "../../../../src/runtime/artifact/index.js";
 import { writeTinyGguf } from "../../provision/tiny-gguf.js";
 
 let home: string;

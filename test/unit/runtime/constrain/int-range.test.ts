@@ -41,12 +41,50 @@ type Bound = bigint | null;
 const P53 = 2n ** 53n;
 
 const EDGES: Array<[Bound, Bound]> = [
-  [0n, 0n], [0n, 9n], [0n, 10n], [0n, 99n], [0n, 100n], [0n, 120n], [0n, 150n], [64n, 116n], [1n, 1n], [7n, 7n],
-  [-1n, -1n], [-9n, 9n], [-150n, -3n], [-120n, 120n], [-200n, -100n], [1900n, 2100n], [0n, 65535n], [10n, 19n],
-  [99n, 101n], [100n, 999n], [101n, 998n], [-1000n, 1000n], [5n, 17n], [-17n, -5n],
-  [0n, null], [1n, null], [9n, null], [10n, null], [121n, null], [-5n, null], [-120n, null],
-  [null, 0n], [null, -1n], [null, 9n], [null, 120n], [null, -121n], [null, null],
-  [P53 - 1n, P53 - 1n], [-(P53 - 1n), P53 - 1n], [P53 - 200n, P53 + 200n], [0n, P53], [-P53, -P53 + 5n], [P53, null], [null, -P53],
+  [0n, 0n],
+  [0n, 9n],
+  [0n, 10n],
+  [0n, 99n],
+  [0n, 100n],
+  [0n, 120n],
+  [0n, 150n],
+  [64n, 116n],
+  [1n, 1n],
+  [7n, 7n],
+  [-1n, -1n],
+  [-9n, 9n],
+  [-150n, -3n],
+  [-120n, 120n],
+  [-200n, -100n],
+  [1900n, 2100n],
+  [0n, 65535n],
+  [10n, 19n],
+  [99n, 101n],
+  [100n, 999n],
+  [101n, 998n],
+  [-1000n, 1000n],
+  [5n, 17n],
+  [-17n, -5n],
+  [0n, null],
+  [1n, null],
+  [9n, null],
+  [10n, null],
+  [121n, null],
+  [-5n, null],
+  [-120n, null],
+  [null, 0n],
+  [null, -1n],
+  [null, 9n],
+  [null, 120n],
+  [null, -121n],
+  [null, null],
+  [P53 - 1n, P53 - 1n],
+  [-(P53 - 1n), P53 - 1n],
+  [P53 - 200n, P53 + 200n],
+  [0n, P53],
+  [-P53, -P53 + 5n],
+  [P53, null],
+  [null, -P53],
 ];
 
 /** Seeded random ranges over several scales. */
@@ -108,7 +146,8 @@ describe("integerRangeEbnf", () => {
     const body = integerRangeEbnf(0, 120);
     const grammar = await xg.Grammar.fromEBNF(`root ::= ${body}\n`);
     const fast = await acceptor(`root ::= ${body}\n`);
-    for (const text of ["0", "120", "121", "123", "007", "-0", "99"]) expect(fast.accepts(text), text).toBe(await xg.Testings.isGrammarAcceptString(grammar, text));
+    for (const text of ["0", "120", "121", "123", "007", "-0", "99"])
+      expect(fast.accepts(text), text).toBe(await xg.Testings.isGrammarAcceptString(grammar, text));
     fast.dispose();
     grammar.dispose();
   });
@@ -123,18 +162,80 @@ describe("integerRangeEbnf", () => {
 describe("placeIntegerRanges and fillIntegerRanges", () => {
   const cases: Array<[string, unknown, unknown[]]> = [
     ["the root", { type: "integer", minimum: 0, maximum: 120 }, [0, 120, 121, 123, 129, -1, "x"]],
-    ["a property", { type: "object", properties: { age: { type: "integer", minimum: 0, maximum: 120 }, n: { type: "integer" } }, required: ["age"], additionalProperties: false }, [{ age: 120 }, { age: 123 }, { age: 5, n: -999 }, { n: 1 }]],
+    [
+      "a property",
+      {
+        type: "object",
+        properties: { age: { type: "integer", minimum: 0, maximum: 120 }, n: { type: "integer" } },
+        required: ["age"],
+        additionalProperties: false,
+      },
+      [{ age: 120 }, { age: 123 }, { age: 5, n: -999 }, { n: 1 }],
+    ],
     ["items", { type: "array", items: { type: "integer", minimum: 64, maximum: 116 }, maxItems: 3 }, [[64, 116], [117], [], [63]]],
-    ["prefixItems, exclusive bounds", { type: "array", prefixItems: [{ type: "integer", exclusiveMinimum: -151, exclusiveMaximum: -2 }, { type: "string" }], items: false }, [[-150, "a"], [-3, "b"], [-2, "b"], [-151, "c"], [-200, "a"]]],
+    [
+      "prefixItems, exclusive bounds",
+      { type: "array", prefixItems: [{ type: "integer", exclusiveMinimum: -151, exclusiveMaximum: -2 }, { type: "string" }], items: false },
+      [
+        [-150, "a"],
+        [-3, "b"],
+        [-2, "b"],
+        [-151, "c"],
+        [-200, "a"],
+      ],
+    ],
     ["anyOf", { anyOf: [{ type: "integer", minimum: -120, maximum: 120 }, { type: "null" }] }, [null, 120, -120, 121, -121, -200]],
-    ["$defs, referenced twice", { type: "object", properties: { a: { $ref: "#/$defs/year" }, b: { $ref: "#/$defs/year" } }, required: ["a"], additionalProperties: false, $defs: { year: { type: ["integer"], minimum: 1900, maximum: 2100 } } }, [{ a: 1900 }, { a: 2101 }, { a: 2000, b: 1899 }, { a: 2000, b: 2100 }]],
-    ["definitions", { type: "object", properties: { a: { $ref: "#/definitions/d" } }, required: ["a"], additionalProperties: false, definitions: { d: { type: "integer", maximum: -1 } } }, [{ a: -1 }, { a: 0 }, { a: -123456789 }]],
-    ["additionalProperties", { type: "object", additionalProperties: { type: "integer", minimum: 0, maximum: 150 } }, [{ x: 150 }, { x: 151 }, { y: 0, z: 155 }]],
+    [
+      "$defs, referenced twice",
+      {
+        type: "object",
+        properties: { a: { $ref: "#/$defs/year" }, b: { $ref: "#/$defs/year" } },
+        required: ["a"],
+        additionalProperties: false,
+        $defs: { year: { type: ["integer"], minimum: 1900, maximum: 2100 } },
+      },
+      [{ a: 1900 }, { a: 2101 }, { a: 2000, b: 1899 }, { a: 2000, b: 2100 }],
+    ],
+    [
+      "definitions",
+      {
+        type: "object",
+        properties: { a: { $ref: "#/definitions/d" } },
+        required: ["a"],
+        additionalProperties: false,
+        definitions: { d: { type: "integer", maximum: -1 } },
+      },
+      [{ a: -1 }, { a: 0 }, { a: -123456789 }],
+    ],
+    [
+      "additionalProperties",
+      { type: "object", additionalProperties: { type: "integer", minimum: 0, maximum: 150 } },
+      [{ x: 150 }, { x: 151 }, { y: 0, z: 155 }],
+    ],
     ["an enum beside the bounds", { type: "integer", minimum: 1, maximum: 5, enum: [0, 3, 7, "a"] }, [0, 3, 7, "a", 1]],
-    ["a property named like the placeholders", { type: "object", properties: { kilnint0: { type: "integer", maximum: 5 } }, additionalProperties: false }, [{ kilnint0: 5 }, { kilnint0: 6 }, { kilnint0: -99 }]],
+    [
+      "a property named like the placeholders",
+      { type: "object", properties: { kilnint0: { type: "integer", maximum: 5 } }, additionalProperties: false },
+      [{ kilnint0: 5 }, { kilnint0: 6 }, { kilnint0: -99 }],
+    ],
     ["one-sided", { type: "integer", minimum: 10 }, [10, 9, 100000000000, 0]],
-    ["a reference into a replaced integer's $defs", { type: "object", properties: { p: { type: "integer", minimum: 0, maximum: 120, $defs: { inner: { type: "integer", minimum: 0, maximum: 9 } } }, q: { $ref: "#/properties/p/$defs/inner" } }, additionalProperties: false }, [{ p: 120, q: 9 }, { q: 10 }, { p: 121 }]],
-    ["an unused definition", { type: "object", properties: { s: { type: "string" } }, $defs: { z: { type: "integer", minimum: 0, maximum: 3 } }, additionalProperties: false }, [{}, { s: "x" }, { s: 1 }]],
+    [
+      "a reference into a replaced integer's $defs",
+      {
+        type: "object",
+        properties: {
+          p: { type: "integer", minimum: 0, maximum: 120, $defs: { inner: { type: "integer", minimum: 0, maximum: 9 } } },
+          q: { $ref: "#/properties/p/$defs/inner" },
+        },
+        additionalProperties: false,
+      },
+      [{ p: 120, q: 9 }, { q: 10 }, { p: 121 }],
+    ],
+    [
+      "an unused definition",
+      { type: "object", properties: { s: { type: "string" } }, $defs: { z: { type: "integer", minimum: 0, maximum: 3 } }, additionalProperties: false },
+      [{}, { s: "x" }, { s: 1 }],
+    ],
   ];
   const ajv = new Ajv2020({ strict: false });
   for (const [name, schema, values] of cases) {

@@ -1,9 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  SamplingParamsError,
-  resolveSamplingParams,
-  validateSamplingParams,
-} from "../../../../src/runtime/sampling/params.js";
+import { SamplingParamsError, resolveSamplingParams, validateSamplingParams } from "../../../../src/runtime/sampling/params.js";
 
 const params = (problems: { param: string }[]) => problems.map((p) => p.param);
 
@@ -11,9 +7,7 @@ describe("validateSamplingParams", () => {
   it("accepts empty, null and in-range parameters", () => {
     expect(validateSamplingParams(undefined)).toEqual([]);
     expect(validateSamplingParams({})).toEqual([]);
-    expect(
-      validateSamplingParams({ temperature: null, top_p: null, seed: null, logit_bias: null, logprobs: null }),
-    ).toEqual([]);
+    expect(validateSamplingParams({ temperature: null, top_p: null, seed: null, logit_bias: null, logprobs: null })).toEqual([]);
     expect(
       validateSamplingParams({
         temperature: 2,
@@ -43,9 +37,7 @@ describe("validateSamplingParams", () => {
       logprobs: true,
       top_k: -2,
     });
-    expect(params(problems).sort()).toEqual(
-      ["frequency_penalty", "min_p", "presence_penalty", "temperature", "top_k", "top_logprobs", "top_p"].sort(),
-    );
+    expect(params(problems).sort()).toEqual(["frequency_penalty", "min_p", "presence_penalty", "temperature", "top_k", "top_logprobs", "top_p"].sort());
     expect(problems.find((p) => p.param === "temperature")!.message).toMatch(/between 0 and 2/);
   });
 

@@ -5,9 +5,7 @@ describe("PRNG", () => {
   it("xoshiro128** matches the reference outputs for state {1, 2, 3, 4}", () => {
     const rng = new Xoshiro128ss(1, 2, 3, 4);
     const out = Array.from({ length: 10 }, () => rng.nextU32());
-    expect(out).toEqual([
-      11520, 0, 5927040, 70819200, 2031721883, 1637235492, 1287239034, 3734860849, 3729100597, 4258142804,
-    ]);
+    expect(out).toEqual([11520, 0, 5927040, 70819200, 2031721883, 1637235492, 1287239034, 3734860849, 3729100597, 4258142804]);
   });
 
   it("splitmix64 matches the reference output for seed 0", () => {

@@ -67,9 +67,7 @@ describe("SequenceSampler: seeds", () => {
 
   it("the same seed and logits give the same tokens", () => {
     expect(run({ seed: 1234 })).toEqual(run({ seed: 1234 }));
-    expect(run({ seed: 1234, top_k: 20, min_p: 0.01, temperature: 0.7 })).toEqual(
-      run({ seed: 1234, top_k: 20, min_p: 0.01, temperature: 0.7 }),
-    );
+    expect(run({ seed: 1234, top_k: 20, min_p: 0.01, temperature: 0.7 })).toEqual(run({ seed: 1234, top_k: 20, min_p: 0.01, temperature: 0.7 }));
   });
 
   it("different seeds, streams and unseeded samplers differ", () => {

@@ -8,7 +8,11 @@ import { byteLevel, plain, tinySpec } from "./tiny-vocab.js";
 function merge(word: string, pairs: Array<[string, string]>): string[] {
   const texts = [...new Set([...word, ...pairs.flatMap(([l, r]) => [l, r, l + r])])].map(byteLevel);
   const tokenToId = new Map(texts.map((t, id) => [t, id]));
-  const table = new MergeTable(texts.length, tokenToId, pairs.map(([l, r]) => `${byteLevel(l)} ${byteLevel(r)}`));
+  const table = new MergeTable(
+    texts.length,
+    tokenToId,
+    pairs.map(([l, r]) => `${byteLevel(l)} ${byteLevel(r)}`),
+  );
   const ids: number[] = [];
   encodeWord(byteLevel(word), table, tokenToId, ids);
   return ids.map((id) => plain(texts[id]));
@@ -31,15 +35,31 @@ function naiveMerge(word: string, pairs: Array<[string, string]>): string[] {
 
 describe("BPE merging", () => {
   it("applies the lowest-ranked merge first, wherever it is", () => {
-    const pairs: Array<[string, string]> = [["c", "d"], ["b", "cd"], ["a", "b"], ["a", "bcd"]];
+    const pairs: Array<[string, string]> = [
+      ["c", "d"],
+      ["b", "cd"],
+      ["a", "b"],
+      ["a", "bcd"],
+    ];
     // "cd" first, then "bcd" (rank 1) beats "ab" (rank 2), then "abcd".
     expect(merge("abcd", pairs)).toEqual(["abcd"]);
-    expect(merge("abcd", [["a", "b"], ["c", "d"], ["b", "c"]])).toEqual(["ab", "cd"]);
+    expect(
+      merge("abcd", [
+        ["a", "b"],
+        ["c", "d"],
+        ["b", "c"],
+      ]),
+    ).toEqual(["ab", "cd"]);
   });
 
   it("breaks ties between equal merges leftmost first", () => {
     expect(merge("aaa", [["a", "a"]])).toEqual(["aa", "a"]);
-    expect(merge("aaaa", [["a", "a"], ["aa", "aa"]])).toEqual(["aaaa"]);
+    expect(
+      merge("aaaa", [
+        ["a", "a"],
+        ["aa", "aa"],
+      ]),
+    ).toEqual(["aaaa"]);
   });
 
   it("stops when no adjacent pair has a merge", () => {
@@ -49,13 +69,28 @@ describe("BPE merging", () => {
 
   it("keeps the first rank when a merge is listed twice", () => {
     // "b c" is listed first and again after "a b": the first listing wins, so "bc" forms before "ab".
-    expect(merge("abc", [["b", "c"], ["a", "b"], ["b", "c"]])).toEqual(["a", "bc"]);
+    expect(
+      merge("abc", [
+        ["b", "c"],
+        ["a", "b"],
+        ["b", "c"],
+      ]),
+    ).toEqual(["a", "bc"]);
   });
 
   it("matches a naive reference on random words, short (scan path) and long (heap path)", () => {
     const rand = seededRandom(7);
     const letters = "abc";
-    const pairs: Array<[string, string]> = [["a", "b"], ["b", "a"], ["c", "c"], ["ab", "ab"], ["ba", "c"], ["abab", "a"], ["cc", "ab"], ["b", "b"]];
+    const pairs: Array<[string, string]> = [
+      ["a", "b"],
+      ["b", "a"],
+      ["c", "c"],
+      ["ab", "ab"],
+      ["ba", "c"],
+      ["abab", "a"],
+      ["cc", "ab"],
+      ["b", "b"],
+    ];
     for (const length of [1, 2, 5, 9, 20, 47, 48, 49, 80, 300]) {
       for (let k = 0; k < 20; k++) {
         const word = Array.from({ length }, () => letters[Math.floor(rand() * 3)]).join("");
@@ -66,7 +101,12 @@ describe("BPE merging", () => {
 
   it("handles very long words without quadratic blow-up", () => {
     const started = performance.now();
-    expect(merge("ab".repeat(5000), [["a", "b"], ["ab", "ab"]]).length).toBe(2500);
+    expect(
+      merge("ab".repeat(5000), [
+        ["a", "b"],
+        ["ab", "ab"],
+      ]).length,
+    ).toBe(2500);
     expect(performance.now() - started).toBeLessThan(500);
   });
 });
@@ -74,7 +114,15 @@ describe("BPE merging", () => {
 describe("tokenizing with a tiny vocabulary", () => {
   const spec = tinySpec({
     normal: ["a", "b", "c", "h", "e", "l", "o", " ", "he", "ll", "hell", "hello", " hello"],
-    merges: [["h", "e"], ["l", "l"], ["he", "ll"], ["hell", "o"], [" ", "hello"], ["a", "b"], ["ab", "c"]],
+    merges: [
+      ["h", "e"],
+      ["l", "l"],
+      ["he", "ll"],
+      ["hell", "o"],
+      [" ", "hello"],
+      ["a", "b"],
+      ["ab", "c"],
+    ],
   });
   const tokenizer = Tokenizer.fromSpec(spec);
   const texts = (ids: number[]) => ids.map((id) => plain(tokenizer.tokenText(id)));

@@ -59,7 +59,19 @@ describe("chat templates of every family render like llama.cpp", () => {
 describe("a leading system message on a template without a system role", () => {
   it("is found by probing the template, as llama.cpp's caps do", () => {
     const without = ["gemma-2", "mixtral-v0.1", "phi-3"];
-    for (const name of ["llama-3.1", "llama-3.2", "qwen2.5", "qwen3", "mistral-v3", "gemma-3", "phi-3.5", "phi-4", "deepseek-r1-distill", "smollm2", ...without]) {
+    for (const name of [
+      "llama-3.1",
+      "llama-3.2",
+      "qwen2.5",
+      "qwen3",
+      "mistral-v3",
+      "gemma-3",
+      "phi-3.5",
+      "phi-4",
+      "deepseek-r1-distill",
+      "smollm2",
+      ...without,
+    ]) {
       expect(template(name).supportsSystemRole, name).toBe(!without.includes(name));
     }
   });
@@ -75,7 +87,8 @@ describe("a leading system message on a template without a system role", () => {
     expect(template("phi-3").render(messages, { bosToken: "<s>", addGenerationPrompt: true })).toBe("<s><|user|>\nBe brief.\nHello<|end|>\n<|assistant|>\n");
     // Content parts: the system text goes before the first text part.
     const parts: ChatMessage[] = [messages[0], { role: "user", content: [{ type: "text", text: "Hello" }] }];
-    expect(template("gemma-2").prepareMessages(parts, { contentParts: "keep" })).toEqual([{ role: "user", content: [{ type: "text", text: "Be brief.\nHello" }] }]);
+    expect(template("gemma-2").prepareMessages(parts, { contentParts: "keep" })).toEqual([
+      { role: "user", content: [{ type: "text", text: "Be brief.\nHello" }] },
+    ]);
   });
 });
-

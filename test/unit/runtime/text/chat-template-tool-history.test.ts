@@ -28,7 +28,14 @@ const HISTORY: ChatMessage[] = [
     ],
   },
   { role: "tool", tool_call_id: "call_1", content: "22 C, sunny" },
-  { role: "tool", tool_call_id: "call_2", content: [{ type: "text", text: "10:00" }, { type: "text", text: "CET" }] },
+  {
+    role: "tool",
+    tool_call_id: "call_2",
+    content: [
+      { type: "text", text: "10:00" },
+      { type: "text", text: "CET" },
+    ],
+  },
 ];
 
 /** A Hermes/Qwen 2.5-style template: `<tool_call>` with `tojson` arguments, results in `<tool_response>`. */
@@ -69,7 +76,13 @@ describe("a template without tool support (SmolLM2's real one): llama.cpp's JSON
   const smollm2 = new ChatTemplate(fixture("smollm2"));
 
   it("is probed as one that renders neither tool calls nor tool results, nor null content", () => {
-    expect(smollm2.toolHistoryCaps).toEqual({ requiresNonNullContent: true, callsNeedNullContent: false, supportsToolCalls: false, objectArguments: false, supportsToolResponses: false });
+    expect(smollm2.toolHistoryCaps).toEqual({
+      requiresNonNullContent: true,
+      callsNeedNullContent: false,
+      supportsToolCalls: false,
+      objectArguments: false,
+      supportsToolResponses: false,
+    });
   });
 
   it("renders the calls as JSON text in the assistant's turn and each result as a user turn holding JSON", () => {
@@ -121,12 +134,22 @@ describe("a template without tool support (SmolLM2's real one): llama.cpp's JSON
       { role: "tool", tool_call_id: "c", name: "f", content: "done" },
     ];
     const [, assistant, result] = smollm2.prepareMessages(messages);
-    expect(assistant).toEqual({ role: "assistant", content: JSON.stringify({ tool_calls: [{ name: "f", arguments: {}, id: "c" }], content: "Let me look." }, null, 2) });
-    expect(result).toEqual({ role: "user", tool_call_id: "c", content: JSON.stringify({ tool_response: { tool: "f", content: "done", tool_call_id: "c" } }, null, 2) });
+    expect(assistant).toEqual({
+      role: "assistant",
+      content: JSON.stringify({ tool_calls: [{ name: "f", arguments: {}, id: "c" }], content: "Let me look." }, null, 2),
+    });
+    expect(result).toEqual({
+      role: "user",
+      tool_call_id: "c",
+      content: JSON.stringify({ tool_response: { tool: "f", content: "done", tool_call_id: "c" } }, null, 2),
+    });
   });
 
   it("leaves ordinary conversations untouched, and preparing twice changes nothing", () => {
-    const ordinary: ChatMessage[] = [{ role: "user", content: "hi" }, { role: "assistant", content: "hello" }];
+    const ordinary: ChatMessage[] = [
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "hello" },
+    ];
     expect(smollm2.prepareMessages(ordinary)).toEqual(ordinary);
     const once = smollm2.prepareMessages(HISTORY);
     expect(smollm2.prepareMessages(once)).toEqual(once);
@@ -150,7 +173,9 @@ describe("templates with tool support get the calls natively", () => {
 
   it("Llama 3 style: arguments iterated as a mapping", () => {
     const t = new ChatTemplate(ITERATES);
-    expect(t.render(HISTORY.slice(1, 4))).toBe("<user>Weather in Paris, and the time?[get_weather(city=Paris;days=2;)][get_time()]<result call_1>22 C, sunny</result>");
+    expect(t.render(HISTORY.slice(1, 4))).toBe(
+      "<user>Weather in Paris, and the time?[get_weather(city=Paris;days=2;)][get_time()]<result call_1>22 C, sunny</result>",
+    );
   });
 
   it("a template that only renders the string gets the string", () => {
@@ -159,7 +184,7 @@ describe("templates with tool support get the calls natively", () => {
     expect(t.render(HISTORY.slice(2, 4))).toBe('<call>get_weather\n{"city":"Paris","days":2}</call><call>get_time\n</call><output>22 C, sunny</output>');
   });
 
-  it("the null content of a call becomes \"\" for a template that cannot print null, and stays null for one that can", () => {
+  it('the null content of a call becomes "" for a template that cannot print null, and stays null for one that can', () => {
     const concatenating = new ChatTemplate(HERMES);
     expect(concatenating.prepareMessages(HISTORY)[2].content).toBe("");
     const tolerant = new ChatTemplate(ITERATES);

@@ -20,9 +20,7 @@ describe("renderChat", () => {
   });
 
   it("appends the assistant header when a generation prompt is asked for", () => {
-    expect(renderChat(CHATML, messages.slice(1, 2), { addGenerationPrompt: true })).toBe(
-      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
-    );
+    expect(renderChat(CHATML, messages.slice(1, 2), { addGenerationPrompt: true })).toBe("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   });
 
   it("joins text parts with newlines for templates that expect strings, like llama.cpp", () => {

@@ -9,7 +9,28 @@ const SAMPLE = "I'VE 12345 words\n\n  x  they're done... (ok)";
 // Expected splits are llama.cpp's (the model tests check the same code against llama.cpp itself).
 describe("pre-tokenizers per llama.cpp's tokenizer.ggml.pre", () => {
   it("smollm: digits one by one, then GPT-2's rules (case-sensitive contractions)", () => {
-    expect(split("smollm", SAMPLE)).toEqual(["I", "'", "VE", " ", "1", "2", "3", "4", "5", " words", "\n\n ", " x", " ", " they", "'re", " done", "...", " (", "ok", ")"]);
+    expect(split("smollm", SAMPLE)).toEqual([
+      "I",
+      "'",
+      "VE",
+      " ",
+      "1",
+      "2",
+      "3",
+      "4",
+      "5",
+      " words",
+      "\n\n ",
+      " x",
+      " ",
+      " they",
+      "'re",
+      " done",
+      "...",
+      " (",
+      "ok",
+      ")",
+    ]);
   });
 
   it("gpt-2: numbers keep their leading space", () => {
@@ -22,11 +43,52 @@ describe("pre-tokenizers per llama.cpp's tokenizer.ggml.pre", () => {
   });
 
   it("qwen2: like llama3 but single digits", () => {
-    expect(split("qwen2", SAMPLE)).toEqual(["I", "'VE", " ", "1", "2", "3", "4", "5", " words", "\n\n", " ", " x", " ", " they", "'re", " done", "...", " (", "ok", ")"]);
+    expect(split("qwen2", SAMPLE)).toEqual([
+      "I",
+      "'VE",
+      " ",
+      "1",
+      "2",
+      "3",
+      "4",
+      "5",
+      " words",
+      "\n\n",
+      " ",
+      " x",
+      " ",
+      " they",
+      "'re",
+      " done",
+      "...",
+      " (",
+      "ok",
+      ")",
+    ]);
   });
 
   it("default: punctuation runs first, through llama.cpp's general regex path", () => {
-    expect(split("default", SAMPLE)).toEqual(["I", "'", "VE", " ", "123", "45", " words", "\n\n ", " x", " ", " they", "'", "re", " done", "...", " ", "(", "ok", ")"]);
+    expect(split("default", SAMPLE)).toEqual([
+      "I",
+      "'",
+      "VE",
+      " ",
+      "123",
+      "45",
+      " words",
+      "\n\n ",
+      " x",
+      " ",
+      " they",
+      "'",
+      "re",
+      " done",
+      "...",
+      " ",
+      "(",
+      "ok",
+      ")",
+    ]);
   });
 
   it("splits whitespace before a word the way llama.cpp's \\s+(?!\\S) does", () => {
@@ -52,7 +114,15 @@ describe("code point classes follow llama.cpp's Unicode 15.1 table, not the host
   });
 
   it("agrees with the host's \\p{..} wherever both know the code point", () => {
-    const classes: Array<[number, RegExp]> = [[0x02, /\p{N}/u], [0x04, /\p{L}/u], [0x08, /\p{Z}/u], [0x10, /\p{M}/u], [0x20, /\p{P}/u], [0x40, /\p{S}/u], [0x80, /\p{C}/u]];
+    const classes: Array<[number, RegExp]> = [
+      [0x02, /\p{N}/u],
+      [0x04, /\p{L}/u],
+      [0x08, /\p{Z}/u],
+      [0x10, /\p{M}/u],
+      [0x20, /\p{P}/u],
+      [0x40, /\p{S}/u],
+      [0x80, /\p{C}/u],
+    ];
     const mismatches: string[] = [];
     for (let cp = 0; cp < 0x110000; cp += 7) {
       const flags = codepointFlags(cp) & 0xff;

@@ -104,7 +104,11 @@ describe("SentencePiece tokenizer", () => {
     // Gemma 3 has 262,144 pieces; building the tables and merging a long text must stay cheap.
     const pieces = Array.from({ length: 262_144 }, (_, i) => M + i.toString(36));
     const big = Tokenizer.fromSpec(
-      spec({ tokens: [...VOCAB.map((v) => v[0]), ...pieces], tokenTypes: [...VOCAB.map((v) => v[1]), ...pieces.map(() => 1)], scores: [...VOCAB.map((v) => v[2]), ...pieces.map((_, i) => -i)] }),
+      spec({
+        tokens: [...VOCAB.map((v) => v[0]), ...pieces],
+        tokenTypes: [...VOCAB.map((v) => v[1]), ...pieces.map(() => 1)],
+        scores: [...VOCAB.map((v) => v[2]), ...pieces.map((_, i) => -i)],
+      }),
     );
     const text = Array.from({ length: 3000 }, (_, i) => ((i * 7919) % 262_144).toString(36)).join(" ");
     const started = performance.now();

@@ -17,7 +17,10 @@ const spec = tinySpec({
     { text: "<0x41>", type: BYTE },
   ],
   normal: ["<", "|", ">", "_", "i", "m", "s", "t", "a", "r", "e", "n", "d", "o", "l", "x", "h", " ", "\n", "hi", " hi"],
-  merges: [["h", "i"], [" ", "hi"]],
+  merges: [
+    ["h", "i"],
+    [" ", "hi"],
+  ],
   bosId: 0,
   eosId: 1,
 });

@@ -233,7 +233,11 @@ describe("BatchEngine", () => {
     const textB = (await collect(engine.submit(b))).text;
     expect(textB).toBe((await alone(b, {}, { prefillChunk: 8 })).text);
     const bSeq = fake.opened[1].seqId;
-    expect(prefills(fake).filter((c) => c.seqIds[0] === bSeq).map((c) => c.tokensPerRow)).toEqual([8]); // 24 - 16 reused
+    expect(
+      prefills(fake)
+        .filter((c) => c.seqIds[0] === bSeq)
+        .map((c) => c.tokensPerRow),
+    ).toEqual([8]); // 24 - 16 reused
     expect(engine.stats.snapshot().prefix).toMatchObject({ lookups: 2, promptTokens: 54, hitTokens: 16, hitRate: 16 / 54 });
   });
 
@@ -246,7 +250,11 @@ describe("BatchEngine", () => {
     expect((await collect(engine.submit(b))).finish[0].completionTokens).toBe(4);
     await a;
     const bSeq = fake.opened[1].seqId;
-    expect(prefills(fake).filter((c) => c.seqIds[0] === bSeq).map((c) => c.tokens)).toEqual([[9]]);
+    expect(
+      prefills(fake)
+        .filter((c) => c.seqIds[0] === bSeq)
+        .map((c) => c.tokens),
+    ).toEqual([[9]]);
     expect(engine.stats.snapshot().prefix.hitTokens).toBe(11);
   });
 
@@ -271,7 +279,11 @@ describe("BatchEngine", () => {
     expect(finish).toHaveLength(3);
     expect(texts.every((t) => t.length === 3)).toBe(true);
     const third = fake.opened[2].seqId;
-    expect(prefills(fake).filter((c) => c.seqIds[0] === third).map((c) => c.tokensPerRow)).toEqual([2]); // 8 of 10 reused
+    expect(
+      prefills(fake)
+        .filter((c) => c.seqIds[0] === third)
+        .map((c) => c.tokensPerRow),
+    ).toEqual([2]); // 8 of 10 reused
   });
 
   it("fails only the requests of a failing forward pass; the others carry on", async () => {

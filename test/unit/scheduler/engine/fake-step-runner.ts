@@ -90,7 +90,12 @@ function fakeScores(call: StepCall, score: NonNullable<StepCall["score"]>, vocab
   const row = [...call.tokens.subarray(score.row * call.tokensPerRow, (score.row + 1) * call.tokensPerRow)];
   const targets = [...row.slice(1), ...(score.next >= 0 ? [score.next] : [])];
   const k = score.top;
-  const out = { top: k, logprobs: new Float64Array(targets.length), topIds: new Int32Array(targets.length * k), topLogprobs: new Float64Array(targets.length * k) };
+  const out = {
+    top: k,
+    logprobs: new Float64Array(targets.length),
+    topIds: new Int32Array(targets.length * k),
+    topLogprobs: new Float64Array(targets.length * k),
+  };
   targets.forEach((t, p) => {
     out.logprobs[p] = fakePromptLogprob(t);
     for (let i = 0; i < k; i++) {
@@ -129,7 +134,14 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
     const script = typeof options.script === "function" ? options.script(prompt, sampler.sampling) : options.script!;
     const i = sampler.draws;
     if (i >= script.length) return { token: stops[0], logprob: -0.1 };
-    return { token: script[i], logprob: -0.5 - i, top: [{ token: script[i], logprob: -0.5 - i }, { token: 0, logprob: -3 }] };
+    return {
+      token: script[i],
+      logprob: -0.5 - i,
+      top: [
+        { token: script[i], logprob: -0.5 - i },
+        { token: 0, logprob: -3 },
+      ],
+    };
   };
   const sample = (slot: number, seqId: number, failed: SequenceFailure[]): RowSample | null => {
     const sampler = samplers.get(seqId);
@@ -137,10 +149,12 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
       failed.push({ seqId, message: `fake: sequence ${seqId} is not open` });
       return null;
     }
-    const out = options.script ? scripted(kv[slot], sampler) : (() => {
-      const token = next(kv[slot], sampler);
-      return { token, logprob: -0.25, top: [{ token, logprob: -0.25 }] };
-    })();
+    const out = options.script
+      ? scripted(kv[slot], sampler)
+      : (() => {
+          const token = next(kv[slot], sampler);
+          return { token, logprob: -0.25, top: [{ token, logprob: -0.25 }] };
+        })();
     sampler.draws++;
     runner.computed++;
     return out;

@@ -23,7 +23,13 @@ async function events(stream: GenerationStream): Promise<GenerationEvent[]> {
   return out;
 }
 
-const scored = (ids: number[], over: Partial<GenerationRequest> = {}): GenerationRequest => ({ promptIds: ids, maxTokens: 2, sampling: { temperature: 0 }, promptLogprobs: { top: 2 }, ...over });
+const scored = (ids: number[], over: Partial<GenerationRequest> = {}): GenerationRequest => ({
+  promptIds: ids,
+  maxTokens: 2,
+  sampling: { temperature: 0 },
+  promptLogprobs: { top: 2 },
+  ...over,
+});
 
 describe("prompt scoring in the engine", () => {
   it("scores every prompt token from the prefill chunks, the first with null, before the first delta", async () => {

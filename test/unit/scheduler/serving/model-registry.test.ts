@@ -115,7 +115,9 @@ describe("ModelRegistry.switchModel", () => {
     await expect(registry.switchModel(old.model.slug, async () => model("x").model)).rejects.toThrow(/already being switched/);
     const next = model("artifact-new");
     release(next.model);
-    await (await first).retired;
+    await (
+      await first
+    ).retired;
 
     const stranger = fakeModel({ slug: "qwen-2-5-0-5b-instruct" }).model;
     const strangerClose = vi.spyOn(stranger, "close");

@@ -35,7 +35,11 @@ const SHAPE: WhisperShape = {
 const WORDS = [" zero", " one", " two", " three", " four", " five", " six", " seven", " eight", " nine"];
 const tokenizer = {
   decode: (ids: Iterable<number>) => [...ids].map((i) => WORDS[i] ?? "").join(""),
-  encode: (text: string) => text.trim().split(/\s+/).map((w) => WORDS.indexOf(" " + w)),
+  encode: (text: string) =>
+    text
+      .trim()
+      .split(/\s+/)
+      .map((w) => WORDS.indexOf(" " + w)),
 } as unknown as Tokenizer;
 const ts = (seconds: number) => 15 + Math.round(seconds / 0.02);
 
@@ -100,10 +104,7 @@ const seconds = (s: number) => new Float32Array(s * 16000);
 
 describe("Transcriber", () => {
   it("splits by timestamps, seeks to the last closing timestamp, and prompts the next window with the text so far", async () => {
-    const { t, heads } = transcriber([
-      [{ tokens: [ts(0), 1, 2, ts(2), ts(2.5), 3, ts(20), ts(20), 4, 10] }],
-      [{ tokens: [ts(0), 5, 6, ts(4), 10] }],
-    ]);
+    const { t, heads } = transcriber([[{ tokens: [ts(0), 1, 2, ts(2), ts(2.5), 3, ts(20), ts(20), 4, 10] }], [{ tokens: [ts(0), 5, 6, ts(4), 10] }]]);
     const streamed: TranscriptSegment[][] = [];
     const out = await t.transcribe(seconds(40), { onSegments: (s) => streamed.push([...s]) });
     expect(out.segments.map((s) => [s.start, s.end, s.text])).toEqual([

@@ -54,7 +54,13 @@ function parseCut(syntax: CallSyntax, text: string, cuts: number[]): Parsed {
 function expectStreamingAgrees(syntax: CallSyntax, text: string): Parsed {
   const whole = parseWhole(syntax, text);
   for (let cut = 0; cut <= text.length; cut++) expect(parseCut(syntax, text, [cut]), `cut at ${cut}`).toEqual(whole);
-  expect(parseCut(syntax, text, [...text].map((_, i) => i))).toEqual(whole);
+  expect(
+    parseCut(
+      syntax,
+      text,
+      [...text].map((_, i) => i),
+    ),
+  ).toEqual(whole);
   return whole;
 }
 
@@ -90,7 +96,10 @@ describe("CallParser, Hermes syntax", () => {
   it("never gives back a call block cut inside a call's head as text: a call once its name is whole, else nothing", () => {
     expect(expectStreamingAgrees(hermes.syntax, 'Hi <tool_call>\n{"na')).toEqual({ content: "Hi", calls: [] });
     expect(expectStreamingAgrees(hermes.syntax, "<tool_call>\n")).toEqual({ content: "", calls: [] });
-    expect(expectStreamingAgrees(hermes.syntax, '<tool_call>\n{"name": "get_weather", "argu')).toEqual({ content: "", calls: [{ id: "call_0", name: "get_weather", arguments: "" }] });
+    expect(expectStreamingAgrees(hermes.syntax, '<tool_call>\n{"name": "get_weather", "argu')).toEqual({
+      content: "",
+      calls: [{ id: "call_0", name: "get_weather", arguments: "" }],
+    });
     expect(expectStreamingAgrees(smollm2.syntax, '<tool_call>[{"name":')).toEqual({ content: "", calls: [] });
     expect(expectStreamingAgrees(smollm2.syntax, '<tool_call>[{"name": "f", "arguments": {"x": 1}}, {"name": "f"')).toEqual({
       content: "",
@@ -103,8 +112,14 @@ describe("CallParser, Hermes syntax", () => {
   });
 
   it("reads the calls before a repeated call that was left out (the block left open)", () => {
-    expect(expectStreamingAgrees(smollm2.syntax, '<tool_call>[{"name": "f", "arguments": {"x": 1}}, ')).toEqual({ content: "", calls: [{ id: "call_0", name: "f", arguments: '{"x": 1}' }] });
-    expect(expectStreamingAgrees(hermes.syntax, '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n<tool_call>\n')).toEqual({ content: "", calls: [{ id: "call_0", name: "f", arguments: "{}" }] });
+    expect(expectStreamingAgrees(smollm2.syntax, '<tool_call>[{"name": "f", "arguments": {"x": 1}}, ')).toEqual({
+      content: "",
+      calls: [{ id: "call_0", name: "f", arguments: '{"x": 1}' }],
+    });
+    expect(expectStreamingAgrees(hermes.syntax, '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n<tool_call>\n')).toEqual({
+      content: "",
+      calls: [{ id: "call_0", name: "f", arguments: "{}" }],
+    });
   });
 
   it("keeps a call cut short by the token budget, with the arguments written so far", () => {

@@ -66,7 +66,11 @@ function exactLogit(p: number, r: number): number {
 
 /** The `count` largest entries' indices of one row. */
 function topIndices(row: Float32Array, count: number): Set<number> {
-  return new Set(Array.from(row.keys()).sort((a, b) => row[b] - row[a]).slice(0, count));
+  return new Set(
+    Array.from(row.keys())
+      .sort((a, b) => row[b] - row[a])
+      .slice(0, count),
+  );
 }
 
 describe("lmHead: 4-bit head with the top logits rescored from the source blocks", () => {

@@ -34,7 +34,11 @@ interface Stored {
 function layerTensors(seed: number): Map<string, Stored> {
   const rnd = new Random(seed);
   const make = (type: Stored["type"], dims: number[], std: number): Stored => {
-    const values = rnd.normals(dims.reduce((a, b) => a * b, 1), 0, std);
+    const values = rnd.normals(
+      dims.reduce((a, b) => a * b, 1),
+      0,
+      std,
+    );
     return { type, dims, bytes: encodeTensor(type, values) };
   };
   const { experts, ffn } = SPEC;
@@ -58,7 +62,11 @@ function fakeWeights(tensors: Map<string, Stored>): WeightSource {
     dims: (name) => get(name).dims,
     floats: async (name) => {
       const t = get(name);
-      return dequantize(t.type, t.bytes, t.dims.reduce((a, b) => a * b, 1));
+      return dequantize(
+        t.type,
+        t.bytes,
+        t.dims.reduce((a, b) => a * b, 1),
+      );
     },
     linear: async (name) => {
       const t = get(name);
@@ -85,7 +93,10 @@ function referenceToken(x: Float32Array, w: Record<string, Float32Array>, routin
   const exps = logits.map((l) => Math.exp(l - max));
   const total = exps.reduce((a, b) => a + b, 0);
   const probs = exps.map((v) => v / total);
-  const order = probs.map((p, e) => [p, e]).sort((a, b) => b[0] - a[0]).slice(0, routing.used);
+  const order = probs
+    .map((p, e) => [p, e])
+    .sort((a, b) => b[0] - a[0])
+    .slice(0, routing.used);
   const chosenSum = order.reduce((s, [p]) => s + p, 0);
   const out = new Float64Array(HIDDEN);
   for (const [p, e] of order) {
@@ -176,7 +187,10 @@ describe("moeFeedForward (top-2 of 4 experts, Q4_K gate/up, Q6_K down, F32 route
 
   it("runs one token with llama.cpp's activation rounding and with int8 activations (empty experts included)", async () => {
     const expected = await reference({ used: 2, renormalize: true }, 5, 1);
-    for (const options of [{ accuracyLevel: 0, numerics: "llama.cpp" }, { accuracyLevel: 4, numerics: "fast" }] as const) {
+    for (const options of [
+      { accuracyLevel: 0, numerics: "llama.cpp" },
+      { accuracyLevel: 4, numerics: "fast" },
+    ] as const) {
       const { y } = await runBlock(tensors, row(5).slice(), [1, 1, HIDDEN], `one-${options.numerics}-${options.accuracyLevel}`, options);
       expect(relativeError(y, expected)).toBeLessThan(0.03);
     }
