@@ -7,8 +7,9 @@
 #   from pyclient because langchain-openai pins an older `openai` and pyclient tests the newest;
 # - the Debian packages espeak-ng and ffmpeg (speech test fixtures; ffmpeg also decodes uploads),
 #   postgresql, redis-server and nginx (the cloud fleet's real servers, test/support/servers/), and
-#   sqlite3 (an operator's reads beside a running server, test/unit/catalogue/db-locks.test.ts),
-#   when missing, through scripts/apt-install.sh;
+#   sqlite3 (an operator's reads beside a running server, test/unit/catalogue/db-locks.test.ts), and
+#   chromium (the web console checked in a real browser, test/model/console/), when missing,
+#   through scripts/apt-install.sh;
 # - needs no TTY and prints one line per step.
 set -euo pipefail
 
@@ -53,7 +54,8 @@ fi
 # upload format and decodes uploads; postgresql, redis-server and nginx are started by the cloud
 # tests, each in a temporary directory on a free port (test/support/servers/); installed only when
 # missing, without prompting. sqlite3 is the command-line shell an operator reads kiln.sqlite with.
-APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx sqlite3
-log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx, sqlite3)"
+# chromium is the headless browser puppeteer-core drives through the web console.
+APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx sqlite3 chromium
+log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx, sqlite3, chromium)"
 
 log "done"

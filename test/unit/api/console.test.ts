@@ -1,0 +1,57 @@
+/** The web console's routes: the page and its bundled assets, open without a key, and the track records behind its track pages. */
+import { gzipSync } from "node:zlib";
+import { describe, expect, it } from "vitest";
+import { bundleConsole } from "../../../src/api/console.js";
+import { fakeApp } from "./fake-model.js";
+
+const cloudAuth = { mode: "cloud" as const, keys: { verify: async () => null } };
+
+describe("the console", () => {
+  it("serves its page, script and stylesheet with no key, from this origin only", async () => {
+    const { app } = await fakeApp({ auth: cloudAuth });
+    const page = await app.inject({ method: "GET", url: "/" });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(page.headers["content-security-policy"]).toMatch(/^default-src 'self'; script-src 'self';/);
+    expect(page.body).toContain('<script type="module" src="/console/app.js">');
+    const script = await app.inject({ method: "GET", url: "/console/app.js" });
+    expect(script.statusCode).toBe(200);
+    expect(script.headers["content-type"]).toBe("text/javascript; charset=utf-8");
+    // uPlot is bundled in, and nothing is fetched from another host.
+    expect(script.body).toContain("uplot");
+    expect(script.body).not.toMatch(/(?:import|fetch)\(\s*["']https?:/);
+    const style = await app.inject({ method: "GET", url: "/console/app.css" });
+    expect(style.statusCode).toBe(200);
+    expect(style.body).toContain(".uplot");
+    await app.close();
+  });
+
+  it("stays small: under 40 KB of script and 5 KB of styles gzipped", async () => {
+    const bundle = await bundleConsole();
+    expect(gzipSync(bundle.js).length).toBeLessThan(40_000);
+    expect(gzipSync(bundle.css).length).toBeLessThan(5_000);
+  });
+
+  it("answers a model's track through the port, 404 for an unknown model or without records", async () => {
+    const asked: string[] = [];
+    const { app } = await fakeApp({ tracks: { history: (slug) => (asked.push(slug), { slug, current: null, candidates: [], trend: [] }) } });
+    const track = await app.inject({ method: "GET", url: "/console/api/tracks/smollm2-360m-instruct" });
+    expect(track.statusCode).toBe(200);
+    expect(track.json()).toEqual({ slug: "smollm2-360m-instruct", current: null, candidates: [], trend: [] });
+    expect(asked).toEqual(["smollm2-360m-instruct"]);
+    const unknown = await app.inject({ method: "GET", url: "/console/api/tracks/no-such-model" });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().error.code).toBe("model_not_found");
+    await app.close();
+
+    const { app: bare } = await fakeApp();
+    expect((await bare.inject({ method: "GET", url: "/console/api/tracks/smollm2-360m-instruct" })).statusCode).toBe(404);
+    await bare.close();
+  });
+
+  it("asks for a key for track records in cloud mode", async () => {
+    const { app } = await fakeApp({ auth: cloudAuth, tracks: { history: (slug) => ({ slug }) } });
+    expect((await app.inject({ method: "GET", url: "/console/api/tracks/smollm2-360m-instruct" })).statusCode).toBe(401);
+    await app.close();
+  });
+});
