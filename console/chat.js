@@ -25,7 +25,7 @@ export function chatPage(main) {
   const schemaField = field("JSON schema", schema);
   const tools = el("textarea", {
     rows: 4,
-    placeholder: '[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]',
+    placeholder: '[{"type":"function","function":{"name":"get_weather","parameters":{…}}}]',
   });
   const message = el("textarea", { rows: 2, placeholder: "Ask something… (Enter sends, Shift+Enter adds a line)" });
   const send = el("button", { type: "submit", class: "primary" }, "Send");
@@ -65,7 +65,7 @@ export function chatPage(main) {
         log,
         stats,
         form,
-        el("div", { class: "row", style: "margin-top:8px;flex:0" }, clear),
+        el("p", {}, clear),
         el(
           "details",
           {},

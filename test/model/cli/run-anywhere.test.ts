@@ -15,8 +15,8 @@ const run = promisify(execFile);
 
 const MODEL = "smollm2-135m-instruct";
 
-/** Starts a server the given way, asks it one chat question without an Authorization header, and stops it. */
-async function answerOnce(how: HowToStart): Promise<{ models: string[]; content: string; exit: number | null | "timeout" }> {
+/** Starts a server the given way, asks it one chat question without an Authorization header, fetches the console's script (bundled from the packed sources), and stops it. */
+async function answerOnce(how: HowToStart): Promise<{ models: string[]; content: string; consoleScript: number; exit: number | null | "timeout" }> {
   let server: RunningServer | undefined;
   try {
     server = await startServer(MODEL, ["--max-running", "1"], how);
@@ -28,7 +28,10 @@ async function answerOnce(how: HowToStart): Promise<{ models: string[]; content:
     });
     expect(res.status, await res.clone().text()).toBe(200);
     const body = (await res.json()) as { choices: { message: { content: string } }[] };
-    return { models: models.data.map((m) => m.id), content: body.choices[0].message.content, exit: await stopServer(server) };
+    const script = await fetch(`${server.root}/console/app.js`);
+    expect(script.status, await script.clone().text()).toBe(200);
+    const consoleScript = (await script.text()).length;
+    return { models: models.data.map((m) => m.id), content: body.choices[0].message.content, consoleScript, exit: await stopServer(server) };
   } finally {
     await stopServer(server);
   }
@@ -62,6 +65,7 @@ describe("kiln runs from anywhere", () => {
       const tops = new Set(listing[0].files.map((f) => f.path.split("/")[0]));
       expect(tops).toContain("src");
       expect(tops).toContain("models.sqlite.sql");
+      expect(tops).toContain("console");
       expect(tops).not.toContain("test");
       expect(tops).not.toContain("bench");
     });
@@ -70,6 +74,7 @@ describe("kiln runs from anywhere", () => {
       const answer = await answerOnce({ kiln: [join(prefix, "bin", "kiln")], cwd: scratch });
       expect(answer.models).toContain(MODEL);
       expect(answer.content.length).toBeGreaterThan(0);
+      expect(answer.consoleScript).toBeGreaterThan(10_000);
       expect(answer.exit).toBe(0);
     });
   });
