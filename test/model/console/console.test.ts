@@ -221,6 +221,13 @@ describe("the web console", () => {
     });
     expect(painted).toBeGreaterThan(2000);
     await screenshot("track");
+    await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: "dark" }]);
+    await show("#/models");
+    await show(`#/models/${TRACKED}`);
+    await page.waitForSelector("[data-chart=throughput] canvas");
+    expect(await page.evaluate(() => getComputedStyle(document.body).backgroundColor)).toBe("rgb(21, 23, 27)");
+    await screenshot("track-dark");
+    await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: "light" }]);
     await tabReachesEverything();
   });
 
