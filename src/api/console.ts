@@ -8,7 +8,7 @@
 import { readFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { hasModel } from "../catalogue/catalogue.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
 import { apiError } from "./errors.js";
@@ -16,10 +16,14 @@ import { apiError } from "./errors.js";
 /** The console's sources: `console/` at the package's root, beside `src/`. */
 export const CONSOLE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../console");
 
-/** What the track pages need of the track's records. */
+/** What the track pages need of the track's records, and the operator's actions on them. */
 export interface TrackRecords {
   /** A model's track as `kiln tracks <slug> --json` prints it, plus its trend by run. */
   history(slug: string): Record<string, unknown>;
+  /** As `kiln promote <slug> <artifact>`: says what serves now; throws with the reason it cannot. */
+  promote?(slug: string, artifact: string): string;
+  /** As `kiln rollback <slug>`: says what serves now; null when nothing was promoted. */
+  rollback?(slug: string): string | null;
 }
 
 export interface ConsoleBundle {
@@ -73,11 +77,58 @@ export function consoleRoutes(app: FastifyInstance, auth: AuthMode, tracks: Trac
 
   app.register(async (api) => {
     api.addHook("onRequest", authHook(auth));
-    api.get("/console/api/tracks/:slug", async (request) => {
-      const { slug } = request.params as { slug: string };
+    const slugOf = (params: unknown) => {
+      const { slug } = params as { slug: string };
       if (!hasModel(slug)) throw apiError("model_not_found", `The model '${slug}' does not exist.`, "model");
       if (!tracks) throw apiError("route_not_found", "This server keeps no track records.");
-      return tracks.history(slug);
+      return slug;
+    };
+    // Promoting and rolling back change what serves every client: only in local mode, where the
+    // operator is the one at the console (cloud mode's keys are clients' keys, none of them an operator's).
+    const operator = auth.mode === "local" && tracks?.promote !== undefined && tracks.rollback !== undefined;
+    api.get("/console/api/tracks/:slug", async (request) => {
+      const slug = slugOf(request.params);
+      return { ...tracks!.history(slug), operator };
+    });
+    if (!operator) return;
+    api.post("/console/api/tracks/:slug/promote", async (request) => {
+      const slug = slugOf(request.params);
+      sameOrigin(request);
+      const artifact = (request.body as { artifact?: unknown } | undefined)?.artifact;
+      if (typeof artifact !== "string" || artifact === "")
+        throw apiError("missing_required_parameter", 'Name the artifact to promote: {"artifact": "<id>"}.', "artifact");
+      try {
+        return { message: tracks!.promote!(slug, artifact) };
+      } catch (err) {
+        throw apiError("invalid_request", (err as Error).message, "artifact");
+      }
+    });
+    api.post("/console/api/tracks/:slug/rollback", async (request) => {
+      const slug = slugOf(request.params);
+      sameOrigin(request);
+      const message = tracks!.rollback!(slug);
+      if (message === null) throw apiError("invalid_request", `${slug} has no promoted artifact (the default compile serves).`);
+      return { message };
     });
   });
+}
+
+/**
+ * An operator action must come from the console itself: a JSON body (another site's page cannot
+ * send one without a CORS preflight, which kiln answers only for --allowed-origins) and, when the
+ * browser names an origin, this server's.
+ */
+function sameOrigin(request: FastifyRequest): void {
+  if (!String(request.headers["content-type"] ?? "").startsWith("application/json"))
+    throw apiError("invalid_request", "Send the action as JSON (content-type: application/json).");
+  const origin = request.headers.origin;
+  if (origin !== undefined && origin !== "null") {
+    let host: string;
+    try {
+      host = new URL(origin).host;
+    } catch {
+      host = "";
+    }
+    if (host !== request.headers.host) throw apiError("invalid_request", `Operator actions are taken from this server's own console, not from ${origin}.`);
+  }
 }

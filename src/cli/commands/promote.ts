@@ -2,7 +2,7 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
-import { openDatabase } from "../../catalogue/db.js";
+import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { artifactsDir } from "../../catalogue/paths.js";
 import { currentPromotion, promoteArtifact } from "../../catalogue/promotions.js";
 import { latestRecordOfArtifact, servingSettings } from "../../track/index.js";
@@ -27,32 +27,39 @@ otherwise the defaults.`,
     if (!slug || !artifact) throw new UsageError("needs a model slug and an artifact id");
     if (extra.length > 0) throw new UsageError(`unexpected argument ${extra[0]}`);
     if (!hasModel(slug)) throw new UsageError(new UnknownModelError(slug).message);
-    if (getModel(slug).kind !== "text") throw new UsageError(`${slug} is a ${getModel(slug).kind} model; only text models are promoted`);
-    const artifactId = resolveArtifact(slug, artifact);
     const db = openDatabase();
     try {
-      const measured = latestRecordOfArtifact(db, slug, artifactId);
-      const before = currentPromotion(db, slug);
-      const promotion = promoteArtifact(db, {
-        slug,
-        artifactId,
-        settings: measured ? servingSettings(measured.settings) : {},
-        metrics: measured?.metrics ?? {},
-        quality: { ...(measured?.quality ?? {}) },
-        reason: options.reason,
-      });
-      const settings = Object.entries(promotion.settings)
-        .map(([k, v]) => `${k}=${String(v)}`)
-        .join(", ");
-      io.stdout.write(
-        `${slug}: serving ${artifactId}${settings ? ` with ${settings}` : " with the default settings"} (before: ${before ? before.artifactId : "the default compile"})\n`,
-      );
+      io.stdout.write(`${promote(db, slug, artifact, options.reason)}\n`);
       return 0;
     } finally {
       db.close();
     }
   },
 });
+
+/**
+ * Puts `slug`'s compiled artifact named by `artifact` in service with the settings the track last
+ * measured it with; says what serves now and what served before. Shared with the web console's
+ * track page (through `kiln serve`); throws a UsageError naming the artifacts when none matches.
+ */
+export function promote(db: KilnDatabase, slug: string, artifact: string, reason: string): string {
+  if (getModel(slug).kind !== "text") throw new UsageError(`${slug} is a ${getModel(slug).kind} model; only text models are promoted`);
+  const artifactId = resolveArtifact(slug, artifact);
+  const measured = latestRecordOfArtifact(db, slug, artifactId);
+  const before = currentPromotion(db, slug);
+  const promotion = promoteArtifact(db, {
+    slug,
+    artifactId,
+    settings: measured ? servingSettings(measured.settings) : {},
+    metrics: measured?.metrics ?? {},
+    quality: { ...(measured?.quality ?? {}) },
+    reason,
+  });
+  const settings = Object.entries(promotion.settings)
+    .map(([k, v]) => `${k}=${String(v)}`)
+    .join(", ");
+  return `${slug}: serving ${artifactId}${settings ? ` with ${settings}` : " with the default settings"} (before: ${before ? before.artifactId : "the default compile"})`;
+}
 
 /** The full id of `slug`'s compiled artifact named by `text` (the whole id, or a unique end of it). */
 function resolveArtifact(slug: string, text: string): string {

@@ -1,6 +1,6 @@
 /** `kiln rollback <slug>`: take a model's current promotion out of service. */
 import { hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
-import { openDatabase } from "../../catalogue/db.js";
+import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { currentPromotion, rollbackPromotion } from "../../catalogue/promotions.js";
 import { defineCommand } from "../command.js";
 import { UsageError } from "../options.js";
@@ -20,18 +20,23 @@ it up. The history stays (\`kiln tracks\`); promote the artifact again to undo a
     if (!hasModel(slug)) throw new UsageError(new UnknownModelError(slug).message);
     const db = openDatabase();
     try {
-      const current = currentPromotion(db, slug);
-      if (!current) {
+      const said = rollBack(db, slug);
+      if (said === null) {
         io.stderr.write(`kiln rollback: ${slug} has no promoted artifact (the default compile serves)\n`);
         return 1;
       }
-      const now = rollbackPromotion(db, slug);
-      io.stdout.write(
-        `${slug}: rolled back ${current.artifactId}; serving ${now ? `${now.artifactId} (promoted ${now.createdAt}: ${now.reason})` : "the default compile"}\n`,
-      );
+      io.stdout.write(`${said}\n`);
       return 0;
     } finally {
       db.close();
     }
   },
 });
+
+/** Takes `slug`'s current promotion out of service; says what serves now, or null when nothing was promoted. Shared with the web console's track page. */
+export function rollBack(db: KilnDatabase, slug: string): string | null {
+  const current = currentPromotion(db, slug);
+  if (!current) return null;
+  const now = rollbackPromotion(db, slug);
+  return `${slug}: rolled back ${current.artifactId}; serving ${now ? `${now.artifactId} (promoted ${now.createdAt}: ${now.reason})` : "the default compile"}`;
+}

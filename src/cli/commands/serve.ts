@@ -38,6 +38,8 @@ import { machineMemoryBytes } from "../../compiler/compilability.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 import { startNightly, trackHistory, trend } from "../../track/index.js";
+import { promote } from "./promote.js";
+import { rollBack } from "./rollback.js";
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
@@ -406,6 +408,9 @@ class ServeSession {
           const db = this.promotionsDb;
           return db ? { ...trackHistory(db, slug), trend: trend(db, slug) } : { slug, current: null, candidates: [], trend: [] };
         },
+        // As `kiln promote` and `kiln rollback` do, in a database opened for writing; the promotion watcher switches live.
+        promote: (slug, artifact) => withDatabase((db) => promote(db, slug, artifact, "operator (console)")),
+        rollback: (slug) => withDatabase((db) => rollBack(db, slug)),
       },
     });
   }
@@ -555,5 +560,15 @@ class ServeSession {
       this.logger[level](fields, message);
       this.io.stderr.write(`${level === "info" ? "" : `kiln serve: ${level === "warn" ? "WARNING" : "ERROR"}: `}${message}\n`);
     };
+  }
+}
+
+/** Runs `action` on the records database, opened for it and closed after, as the CLI's commands do. */
+function withDatabase<T>(action: (db: KilnDatabase) => T): T {
+  const db = openDatabase();
+  try {
+    return action(db);
+  } finally {
+    db.close();
   }
 }

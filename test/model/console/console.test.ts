@@ -6,8 +6,8 @@
  * track rows, the server page moves under load), nothing is logged as an error, and Tab alone
  * reaches every control. Screenshots go to $KILN_HOME/screenshots/ (not committed).
  */
-import { existsSync, mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../../../src/catalogue/db.js";
@@ -61,12 +61,23 @@ function seedTrack(): void {
   }
 }
 
+/** The promoted row's artifact, as far as `kiln promote` looks: its folder and manifest. */
+const ARTIFACT = "art2promoted";
+const artifactDir = () => join(process.env.KILN_HOME!, "artifacts", TRACKED, ARTIFACT);
+
 function removeTrack(): void {
   const db = openDatabase();
   try {
     db.prepare(`DELETE FROM track_candidates WHERE run_id LIKE ?`).run(`${RUN_PREFIX}%`);
+    db.prepare(`DELETE FROM artifacts_promoted WHERE slug = ? AND artifact_id = ?`).run(TRACKED, ARTIFACT);
   } finally {
     db.close();
+  }
+  rmSync(artifactDir(), { recursive: true, force: true });
+  try {
+    rmdirSync(dirname(artifactDir())); // the model's folder, when this test made it
+  } catch {
+    // not empty: other artifacts of the model live there
   }
 }
 
@@ -130,6 +141,8 @@ beforeAll(async () => {
   speechFixture("lighthouse");
   removeTrack();
   seedTrack();
+  mkdirSync(artifactDir(), { recursive: true });
+  writeFileSync(join(artifactDir(), "manifest.json"), JSON.stringify({ id: ARTIFACT, slug: TRACKED, choices: [] }));
   server = await startServer(TEXT, ["--model", SPEECH]);
   browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--window-size=1280,900"] });
   page = await browser.newPage();
@@ -138,6 +151,7 @@ beforeAll(async () => {
     if (m.type() === "error") errors.push(`${page.url()}: ${m.text()}`);
   });
   page.on("pageerror", (err) => errors.push(`${page.url()}: ${String(err)}`));
+  page.on("dialog", (dialog) => void dialog.accept());
 });
 
 afterAll(async () => {
@@ -221,6 +235,14 @@ describe("the web console", () => {
     });
     expect(painted).toBeGreaterThan(2000);
     await screenshot("track");
+
+    // The operator promotes the measured winner from its row, then rolls it back.
+    await page.click(`::-p-aria(Promote ${ARTIFACT})`);
+    await page.waitForFunction((a) => document.querySelector("[role=status]")?.textContent?.includes(`serving ${a}`), {}, ARTIFACT);
+    await page.waitForFunction((a) => document.body.textContent?.includes(`Serving ${a}, promoted`), {}, ARTIFACT);
+    await page.click("::-p-aria(Roll back)");
+    await page.waitForFunction((a) => document.querySelector("[role=status]")?.textContent?.includes(`rolled back ${a}`), {}, ARTIFACT);
+    await page.waitForFunction(() => document.body.textContent?.includes("Serving the default compile"));
     await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: "dark" }]);
     await show("#/models");
     await show(`#/models/${TRACKED}`);

@@ -37,7 +37,7 @@ describe("the console", () => {
     const { app } = await fakeApp({ tracks: { history: (slug) => (asked.push(slug), { slug, current: null, candidates: [], trend: [] }) } });
     const track = await app.inject({ method: "GET", url: "/console/api/tracks/smollm2-360m-instruct" });
     expect(track.statusCode).toBe(200);
-    expect(track.json()).toEqual({ slug: "smollm2-360m-instruct", current: null, candidates: [], trend: [] });
+    expect(track.json()).toEqual({ slug: "smollm2-360m-instruct", current: null, candidates: [], trend: [], operator: false });
     expect(asked).toEqual(["smollm2-360m-instruct"]);
     const unknown = await app.inject({ method: "GET", url: "/console/api/tracks/no-such-model" });
     expect(unknown.statusCode).toBe(404);
@@ -53,5 +53,79 @@ describe("the console", () => {
     const { app } = await fakeApp({ auth: cloudAuth, tracks: { history: (slug) => ({ slug }) } });
     expect((await app.inject({ method: "GET", url: "/console/api/tracks/smollm2-360m-instruct" })).statusCode).toBe(401);
     await app.close();
+  });
+
+  describe("promote and rollback from a track page", () => {
+    const SLUG = "smollm2-360m-instruct";
+    const calls: string[] = [];
+    const tracks = {
+      history: (slug: string) => ({ slug }),
+      promote: (slug: string, artifact: string) => {
+        if (artifact === "missing") throw new Error(`no compiled artifact missing of ${slug}`);
+        calls.push(`promote ${slug} ${artifact}`);
+        return `${slug}: serving ${artifact}`;
+      },
+      rollback: (slug: string) => (calls.push(`rollback ${slug}`), calls.length > 2 ? null : `${slug}: rolled back`),
+    };
+    const json = { "content-type": "application/json", host: "127.0.0.1:8000" };
+
+    it("are offered in local mode, and answer what serves now or why not", async () => {
+      const { app } = await fakeApp({ tracks });
+      expect((await app.inject({ method: "GET", url: `/console/api/tracks/${SLUG}` })).json()).toEqual({ slug: SLUG, operator: true });
+      const promoted = await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/promote`, headers: json, payload: { artifact: "abc" } });
+      expect(promoted.statusCode).toBe(200);
+      expect(promoted.json()).toEqual({ message: `${SLUG}: serving abc` });
+      const missing = await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/promote`, headers: json, payload: { artifact: "missing" } });
+      expect(missing.statusCode).toBe(400);
+      expect(missing.json().error.message).toBe(`no compiled artifact missing of ${SLUG}`);
+      const unnamed = await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/promote`, headers: json, payload: {} });
+      expect(unnamed.statusCode).toBe(400);
+      expect(unnamed.json().error.param).toBe("artifact");
+      expect((await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/rollback`, headers: json, payload: {} })).json()).toEqual({
+        message: `${SLUG}: rolled back`,
+      });
+      const nothing = await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/rollback`, headers: json, payload: {} });
+      expect(nothing.statusCode).toBe(400);
+      expect(nothing.json().error.message).toContain("has no promoted artifact");
+      expect(calls).toEqual([`promote ${SLUG} abc`, `rollback ${SLUG}`, `rollback ${SLUG}`]);
+      await app.close();
+    });
+
+    it("are refused from another site's page, or without a JSON body", async () => {
+      calls.length = 0;
+      const { app } = await fakeApp({ tracks });
+      const foreign = await app.inject({
+        method: "POST",
+        url: `/console/api/tracks/${SLUG}/rollback`,
+        headers: { ...json, origin: "https://example.com" },
+        payload: {},
+      });
+      expect(foreign.statusCode).toBe(400);
+      expect(foreign.json().error.message).toContain("from this server's own console");
+      const form = await app.inject({
+        method: "POST",
+        url: `/console/api/tracks/${SLUG}/promote`,
+        headers: { "content-type": "text/plain", host: "127.0.0.1:8000" },
+        payload: '{"artifact":"abc"}',
+      });
+      expect(form.statusCode).toBe(400);
+      const own = await app.inject({
+        method: "POST",
+        url: `/console/api/tracks/${SLUG}/promote`,
+        headers: { ...json, origin: "http://127.0.0.1:8000" },
+        payload: { artifact: "abc" },
+      });
+      expect(own.statusCode).toBe(200);
+      expect(calls).toEqual([`promote ${SLUG} abc`]);
+      await app.close();
+    });
+
+    it("do not exist in cloud mode", async () => {
+      const { app } = await fakeApp({ auth: { mode: "cloud", keys: { verify: async () => ({ id: "key_1", name: "k", models: null }) } }, tracks });
+      const headers = { ...json, authorization: "Bearer sk-x" };
+      expect((await app.inject({ method: "GET", url: `/console/api/tracks/${SLUG}`, headers })).json()).toEqual({ slug: SLUG, operator: false });
+      expect((await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/rollback`, headers, payload: {} })).statusCode).toBe(404);
+      await app.close();
+    });
   });
 });
