@@ -49,7 +49,7 @@ export function chatPage(main) {
       { class: "split" },
       el(
         "section",
-        { class: "panel", "aria-label": "Settings" },
+        { class: "panel settings", "aria-label": "Settings" },
         field("Model", model),
         field("System prompt", system),
         el("div", { class: "row" }, field("Temperature", temperature), field("Top p", topP)),

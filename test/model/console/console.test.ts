@@ -199,6 +199,12 @@ describe("the web console", () => {
     for (let i = 0; i < 50 && (await metric("kiln_requests_cancelled_total")) === cancelled; i++) await new Promise((r) => setTimeout(r, 100));
     expect(await metric("kiln_requests_cancelled_total")).toBe(cancelled + 1);
     await tabReachesEverything();
+
+    // On a phone's width the columns stack and nothing runs off the side.
+    await page.setViewport({ width: 390, height: 844 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
+    await screenshot("chat-narrow");
+    await page.setViewport({ width: 1280, height: 900 });
   });
 
   it("transcribes an uploaded WAV and lists its segments with their times", async () => {
