@@ -109,6 +109,7 @@ export function chart(host, { title, series, data, xTime = true, xValues, height
           spanGaps: true,
           points: s.points ?? { show: !xTime },
           ...(s.paths === "none" ? { paths: () => null, points: { show: true, size: 12, width: 2, fill: css("--bg") } } : {}),
+          ...(s.paths === "bars" ? { paths: uPlot.paths.bars({ size: [0.7, 48] }), fill: css(PALETTE[i % PALETTE.length]), points: { show: false } } : {}),
         })),
       ],
       legend: { live: false },

@@ -1,6 +1,7 @@
 // The server page: /metrics read every second, per served text model the running and waiting
 // sequences, decoded tokens/s, mean TTFT, queue time and batch size over the last interval, as
-// tiles and as charts of the last five minutes that update in place.
+// tiles and as charts of the last five minutes that update in place; and the TTFT and queue-time
+// histograms since the server started.
 import { api, chart, el, fmt, parsePrometheus, total } from "./lib.js";
 
 const EVERY_MS = 1000;
@@ -25,7 +26,7 @@ export function serverPage(main) {
 
   const series = { t: [], running: [], waiting: [], tps: [], ttft: [], queue: [], batch: [] };
   const plots = [];
-  const hosts = Array.from({ length: 3 }, () => el("div", { class: "chart" }));
+  const hosts = Array.from({ length: 5 }, () => el("div", { class: "chart" }));
   charts.append(...hosts);
   let previous = null;
   let timer;
@@ -66,7 +67,7 @@ export function serverPage(main) {
         for (const key of Object.keys(point)) series[key].push(point[key]);
         if (series.t.length > KEEP) for (const key of Object.keys(series)) series[key].shift();
         showTiles(samples, point);
-        draw();
+        draw(samples);
       }
       previous = { at, samples };
       status.textContent = `Updated ${new Date().toLocaleTimeString()} · ${models.length} text model${models.length === 1 ? "" : "s"} served`;
@@ -91,17 +92,31 @@ export function serverPage(main) {
     );
   }
 
-  function draw() {
+  function draw(samples) {
+    const ttft = histogram(samples, "kiln_time_to_first_token_seconds", match());
+    const queue = histogram(samples, "kiln_queue_time_seconds", match());
     const columns = [
       [series.t, series.running, series.waiting],
       [series.t, series.tps, series.batch],
       [series.t, series.ttft, series.queue],
+      [ttft.x, ttft.counts],
+      [queue.x, queue.counts],
     ];
     if (plots.length === 0) {
+      const bars = (host, title, h) =>
+        chart(host, {
+          title,
+          xTime: false,
+          xValues: (_u, ticks) => ticks.map((t) => h.labels[t] ?? ""),
+          series: [{ label: "requests", paths: "bars" }],
+          data: [h.x, h.counts],
+        });
       plots.push(
         chart(hosts[0], { title: "Sequences", series: [{ label: "running" }, { label: "waiting" }], data: columns[0] }),
         chart(hosts[1], { title: "Throughput", series: [{ label: "decoded tokens/s" }, { label: "batch size" }], data: columns[1] }),
         chart(hosts[2], { title: "Latency (ms, mean per second)", series: [{ label: "TTFT" }, { label: "queue time" }], data: columns[2] }),
+        bars(hosts[3], "TTFT since the server started (requests per bucket, seconds)", ttft),
+        bars(hosts[4], "Queue time since the server started (requests per bucket, seconds)", queue),
       );
     } else plots.forEach((p, i) => p.setData(columns[i]));
   }
@@ -115,3 +130,13 @@ export function serverPage(main) {
 }
 
 const ms = (seconds) => (seconds === null ? null : seconds * 1000);
+
+/** A Prometheus histogram's buckets as counts per bucket (not cumulative), labelled by their upper bounds: "≤0.05", …, ">10". */
+function histogram(samples, name, match) {
+  const bounds = [...new Set(samples.filter((s) => s.name === `${name}_bucket`).map((s) => s.labels.le))];
+  bounds.sort((a, b) => Number(a) - Number(b));
+  const cumulative = bounds.map((le) => total(samples, `${name}_bucket`, { ...match, le }));
+  const counts = cumulative.map((c, i) => c - (i > 0 ? cumulative[i - 1] : 0));
+  const labels = bounds.map((le, i) => (le === "+Inf" ? `>${bounds[i - 1] ?? 0}` : `≤${le}`));
+  return { x: counts.map((_, i) => i), counts, labels };
+}

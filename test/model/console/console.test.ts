@@ -285,6 +285,8 @@ describe("the web console", () => {
     }
     expect(running).toBeGreaterThan(0);
     expect(rate).toBeGreaterThan(0);
+    // Three charts over time, and the TTFT and queue-time histograms.
+    expect(await page.$$eval(".chart canvas", (canvases) => canvases.length)).toBe(5);
     await screenshot("server");
     await Promise.all(load);
     await page.waitForFunction((b) => Number(document.querySelector("[data-metric=completion-tokens]")?.textContent) > b, {}, before);
