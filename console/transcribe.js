@@ -1,4 +1,4 @@
-// The transcribe page: an uploaded file sent to /v1/audio/transcriptions in the chosen response
+// The transcribe page: an uploaded file (or a recording from the microphone) sent to /v1/audio/transcriptions in the chosen response
 // format; verbose_json's segments listed with their times, each a button that seeks the audio,
 // the one playing highlighted.
 import { api, el, field, getJson } from "./lib.js";
@@ -11,6 +11,9 @@ export function transcribePage(main) {
   const format = el("select", {}, ...FORMATS.map((f) => el("option", { value: f }, f)));
   const words = el("input", { type: "checkbox" });
   const go = el("button", { type: "submit", class: "primary" }, "Transcribe");
+  // Recording needs a secure context (127.0.0.1 and localhost are; plain http to another host is not).
+  const canRecord = Boolean(navigator.mediaDevices?.getUserMedia && window.MediaRecorder);
+  const record = canRecord ? el("button", { type: "button", "aria-pressed": "false" }, "Record") : null;
   const status = el("p", { class: "stats", "aria-live": "polite" });
   const audio = el("audio", { controls: true, hidden: true });
   const output = el("section", { "aria-label": "Transcript", "aria-live": "polite" });
@@ -19,6 +22,7 @@ export function transcribePage(main) {
     { class: "panel" },
     field("Model", model),
     field("Audio file", file),
+    record ? el("p", {}, record, " from the microphone") : null,
     field("Response format", format),
     el("div", { class: "field" }, el("label", {}, words, " Word timestamps (verbose_json)")),
     go,
@@ -38,6 +42,41 @@ export function transcribePage(main) {
     .catch((err) => status.replaceChildren(el("span", { class: "error-text" }, `Models: ${err.message}`)));
 
   let url = null;
+  let recorder = null;
+  record?.addEventListener("click", async () => {
+    if (recorder) {
+      recorder.stop();
+      return;
+    }
+    let stream;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+    } catch (err) {
+      status.replaceChildren(el("span", { class: "error-text" }, `Microphone: ${err.message}`));
+      return;
+    }
+    const chunks = [];
+    recorder = new MediaRecorder(stream);
+    recorder.ondataavailable = (event) => chunks.push(event.data);
+    recorder.onstop = () => {
+      for (const track of stream.getTracks()) track.stop();
+      const type = recorder.mimeType.split(";")[0] || "audio/webm";
+      const name = `recording.${type.split("/")[1] ?? "webm"}`;
+      // The recording becomes the file input's file, so it is sent (and played) as an upload is.
+      const files = new DataTransfer();
+      files.items.add(new File(chunks, name, { type }));
+      file.files = files.files;
+      file.dispatchEvent(new Event("change"));
+      recorder = null;
+      record.textContent = "Record";
+      record.setAttribute("aria-pressed", "false");
+      status.textContent = `Recorded ${name}: press Transcribe.`;
+    };
+    recorder.start();
+    record.textContent = "Stop recording";
+    record.setAttribute("aria-pressed", "true");
+    status.textContent = "Recording…";
+  });
   file.addEventListener("change", () => {
     if (url) URL.revokeObjectURL(url);
     const f = file.files?.[0];
@@ -71,8 +110,8 @@ export function transcribePage(main) {
       if (format.value === "json" || format.value === "verbose_json") {
         const result = await response.json();
         status.textContent = `Done in ${seconds} s${result.duration ? ` · ${result.duration.toFixed(1)} s of audio` : ""}`;
-        output.append(el("h2", {}, "Text"), el("p", { class: "transcript-text" }, result.text));
-        if (result.segments) showSegments(result);
+        output.append(el("h2", {}, "Text"), el("p", { class: "transcript-text" }, result.text.trim() || "No speech found."));
+        if (result.segments?.length) showSegments(result);
       } else {
         status.textContent = `Done in ${seconds} s`;
         output.append(el("pre", { class: "transcript-text" }, await response.text()));
@@ -104,7 +143,10 @@ export function transcribePage(main) {
     };
   }
 
-  return () => url && URL.revokeObjectURL(url);
+  return () => {
+    if (recorder) recorder.stop();
+    if (url) URL.revokeObjectURL(url);
+  };
 }
 
 const clock = (t) => `${Math.floor(t / 60)}:${(t % 60).toFixed(2).padStart(5, "0")}`;

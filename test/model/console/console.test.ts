@@ -144,7 +144,11 @@ beforeAll(async () => {
   mkdirSync(artifactDir(), { recursive: true });
   writeFileSync(join(artifactDir(), "manifest.json"), JSON.stringify({ id: ARTIFACT, slug: TRACKED, choices: [] }));
   server = await startServer(TEXT, ["--model", SPEECH]);
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--window-size=1280,900"] });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--window-size=1280,900", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"],
+  });
   page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 900 });
   page.on("console", (m) => {
@@ -219,6 +223,20 @@ describe("the web console", () => {
     expect(await text(".segments .time")).toMatch(/^0:00\.00 → 0:0\d\.\d\d$/);
     await screenshot("transcribe");
     await tabReachesEverything();
+
+    // A recording from the (fake) microphone becomes the upload, and is transcribed.
+    await page.click("::-p-aria(Record)");
+    await page.waitForFunction(() => document.querySelector(".stats")?.textContent === "Recording…");
+    await new Promise((r) => setTimeout(r, 1500));
+    await page.click("::-p-aria(Stop recording)");
+    await page.waitForFunction(() => (document.querySelector("input[type=file]") as HTMLInputElement).files?.[0]?.name.startsWith("recording."));
+    await page.click(`::-p-aria([name="Transcribe"][role="button"])`);
+    await page.waitForFunction(() => /^Done in|error/.test(document.querySelector(".stats")?.textContent ?? "") || document.querySelector(".error-text"), {
+      timeout: 60_000,
+    });
+    expect(await page.$(".error-text")).toBeNull();
+    expect(await text(".stats")).toMatch(/^Done in [\d.]+ s/);
+    await screenshot("transcribe-recording");
   });
 
   it("lists the catalogue and plots a model's track from its records", async () => {
