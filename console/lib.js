@@ -89,7 +89,7 @@ export const PALETTE = ["--c1", "--c2", "--c3", "--c4"];
  * A uPlot chart in `host`, as wide as it is: `series` are `{ label, color?, points? }`, `data` is
  * uPlot's columns (x first). Returns the chart; `setData` updates it in place.
  */
-export function chart(host, { title, series, data, xTime = true, xValues, height = 200 }) {
+export function chart(host, { title, series, data, xTime = true, xValues, xRange, yValues, height = 200 }) {
   const fg = css("--fg");
   const grid = css("--grid");
   const axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } };
@@ -98,8 +98,11 @@ export function chart(host, { title, series, data, xTime = true, xValues, height
       title,
       width: Math.max(240, host.clientWidth || 480),
       height,
-      scales: { x: { time: xTime } },
-      axes: [{ ...axis, ...(xValues ? { values: xValues } : {}) }, axis],
+      scales: { x: { time: xTime, ...(xRange ? { range: () => xRange } : {}) } },
+      axes: [
+        { ...axis, ...(xValues ? { values: xValues } : {}) },
+        { ...axis, ...(yValues ? { values: yValues, size: 70 } : {}) },
+      ],
       series: [
         {},
         ...series.map((s, i) => ({

@@ -9,7 +9,7 @@ import { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, type AuthMode } from "./auth/auth.js";
 import { CloudGate } from "./cloud-gate.js";
-import { consoleRoutes, type TrackRecords } from "./console.js";
+import { consoleRoutes, type TrackRecords, type UsageReport } from "./console.js";
 import type { Metering, UsageRecorder } from "./cloud-port.js";
 import { Lifecycle, type ApiContext } from "./context.js";
 import { assertPlainBody } from "./content-encoding.js";
@@ -61,6 +61,8 @@ export interface AppOptions extends ServerLimits {
   responses?: ResponseStore;
   /** The track records the console's track pages show (`kiln serve` reads them as `kiln tracks` does); default none. */
   tracks?: TrackRecords;
+  /** Cloud mode's ledger, for the console's usage page; default none. */
+  usageReport?: UsageReport;
 }
 
 /** Methods whose requests are answered from their body: an empty one is the client's mistake. */
@@ -174,7 +176,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const auth: AuthMode = options.auth ?? { mode: "local" };
   healthRoutes(app, ctx, auth);
-  consoleRoutes(app, auth, options.tracks);
+  consoleRoutes(app, auth, options.tracks, options.usageReport);
   await app.register(
     async (v1) => {
       v1.addHook("onRequest", authHook(auth));

@@ -26,6 +26,23 @@ export interface TrackRecords {
   rollback?(slug: string): string | null;
 }
 
+/** One key's usage on one UTC day with one model, as the ledger totals it (cloud mode). */
+export interface UsageDay {
+  day: string;
+  model: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  audioMs: number;
+  /** Integer nano-USD, as a decimal string (exact). */
+  costNanoUsd: string;
+}
+
+/** What the usage page needs of cloud mode's ledger: one key's usage since a time, by day and model. */
+export interface UsageReport {
+  usage(keyId: string, since: string): Promise<UsageDay[]>;
+}
+
 export interface ConsoleBundle {
   html: string;
   js: string;
@@ -57,7 +74,10 @@ export async function bundleConsole(): Promise<ConsoleBundle> {
 const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'";
 
-export function consoleRoutes(app: FastifyInstance, auth: AuthMode, tracks: TrackRecords | undefined): void {
+/** Days of usage the usage page shows. */
+export const USAGE_DAYS = 30;
+
+export function consoleRoutes(app: FastifyInstance, auth: AuthMode, tracks: TrackRecords | undefined, usage?: UsageReport): void {
   let bundle: Promise<ConsoleBundle> | undefined;
   const load = () => {
     bundle ??= bundleConsole().catch((err: unknown) => {
@@ -77,6 +97,19 @@ export function consoleRoutes(app: FastifyInstance, auth: AuthMode, tracks: Trac
 
   app.register(async (api) => {
     api.addHook("onRequest", authHook(auth));
+    // What the console shows depends on the mode; in cloud mode this is also where it learns that it needs a key (401).
+    api.get("/console/api/session", async (request) => ({
+      mode: auth.mode,
+      key: request.apiKey?.id ? { id: request.apiKey.id, name: request.apiKey.name } : null,
+      usage: auth.mode === "cloud" && usage !== undefined,
+    }));
+    // The request's own key's usage only: a key sees no other key's.
+    api.get("/console/api/usage", async (request) => {
+      const keyId = request.apiKey?.id;
+      if (auth.mode !== "cloud" || !usage || !keyId) throw apiError("route_not_found", "Usage is recorded in cloud mode only.");
+      const since = new Date(Date.now() - USAGE_DAYS * 86_400_000).toISOString().slice(0, 10);
+      return { key: keyId, since, days: await usage.usage(keyId, since) };
+    });
     const slugOf = (params: unknown) => {
       const { slug } = params as { slug: string };
       if (!hasModel(slug)) throw apiError("model_not_found", `The model '${slug}' does not exist.`, "model");

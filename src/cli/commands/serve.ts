@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
-import { buildApp, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, exposureWarning, Lifecycle, originProblem, type AuthMode } from "../../api/index.js";
+import { buildApp, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, exposureWarning, Lifecycle, originProblem, type AuthMode, type UsageReport } from "../../api/index.js";
 import {
   CloudMeter,
   createRedisLimits,
@@ -412,6 +412,7 @@ class ServeSession {
         promote: (slug, artifact) => withDatabase((db) => promote(db, slug, artifact, "operator (console)")),
         rollback: (slug) => withDatabase((db) => rollBack(db, slug)),
       },
+      usageReport: this.cloud ? usageReport(this.cloud.store) : undefined,
     });
   }
 
@@ -571,4 +572,27 @@ function withDatabase<T>(action: (db: KilnDatabase) => T): T {
   } finally {
     db.close();
   }
+}
+
+/** One key's ledger by UTC day and model for the console's usage page: the models it used, then each one's days. */
+function usageReport(store: CloudStore): UsageReport {
+  return {
+    async usage(keyId, since) {
+      const models = await store.usage({ keyId, since, by: "model" });
+      const days = await Promise.all(
+        models.map(async (m) =>
+          (await store.usage({ keyId, since, slug: m.group, by: "day" })).map((d) => ({
+            day: d.group,
+            model: m.group,
+            requests: d.requests,
+            promptTokens: d.promptTokens,
+            completionTokens: d.completionTokens,
+            audioMs: d.audioMs,
+            costNanoUsd: String(d.costNanoUsd),
+          })),
+        ),
+      );
+      return days.flat().sort((a, b) => a.day.localeCompare(b.day) || a.model.localeCompare(b.model));
+    },
+  };
 }

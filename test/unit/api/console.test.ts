@@ -128,4 +128,48 @@ describe("the console", () => {
       await app.close();
     });
   });
+
+  describe("the session and the key's usage", () => {
+    const cloudKey = {
+      mode: "cloud" as const,
+      keys: { verify: async (key: string) => (key === "sk-a" ? { id: "key_a", name: "alice", models: null } : null) },
+    };
+    const asked: string[] = [];
+    const usageReport = {
+      usage: async (keyId: string, since: string) => {
+        asked.push(`${keyId} ${since}`);
+        return [{ day: "2026-11-26", model: "smollm2-135m-instruct", requests: 2, promptTokens: 10, completionTokens: 20, audioMs: 0, costNanoUsd: "1500" }];
+      },
+    };
+
+    it("says the mode in local mode, where there is no usage", async () => {
+      const { app } = await fakeApp({ usageReport });
+      expect((await app.inject({ method: "GET", url: "/console/api/session" })).json()).toEqual({ mode: "local", key: null, usage: false });
+      expect((await app.inject({ method: "GET", url: "/console/api/usage" })).statusCode).toBe(404);
+      await app.close();
+    });
+
+    it("in cloud mode asks for a key, then shows that key's usage only", async () => {
+      asked.length = 0;
+      const { app } = await fakeApp({ auth: cloudKey, usageReport });
+      expect((await app.inject({ method: "GET", url: "/console/api/session" })).statusCode).toBe(401);
+      expect((await app.inject({ method: "GET", url: "/console/api/usage" })).statusCode).toBe(401);
+      const headers = { authorization: "Bearer sk-a" };
+      expect((await app.inject({ method: "GET", url: "/console/api/session", headers })).json()).toEqual({
+        mode: "cloud",
+        key: { id: "key_a", name: "alice" },
+        usage: true,
+      });
+      const usage = await app.inject({ method: "GET", url: "/console/api/usage", headers });
+      expect(usage.statusCode).toBe(200);
+      const since = new Date(Date.now() - 30 * 86_400_000).toISOString().slice(0, 10);
+      expect(usage.json()).toEqual({
+        key: "key_a",
+        since,
+        days: [{ day: "2026-11-26", model: "smollm2-135m-instruct", requests: 2, promptTokens: 10, completionTokens: 20, audioMs: 0, costNanoUsd: "1500" }],
+      });
+      expect(asked).toEqual([`key_a ${since}`]);
+      await app.close();
+    });
+  });
 });
