@@ -291,7 +291,8 @@ describe("other statuses", () => {
       ["GET", "/v1/nothing"],
       ["POST", "/v2/chat/completions"],
       ["DELETE", "/v1/chat/completions"],
-      ["GET", "/"],
+      // GET / is the web console.
+      ["POST", "/"],
     ] as const) {
       expectError(await app.inject({ method, url, headers: AUTH }), 404, "invalid_request_error", null, null);
     }
