@@ -3,7 +3,17 @@ import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
-import { buildApp, DEFAULT_DRAIN_TIMEOUT_MS, drainApp, exposureWarning, Lifecycle, originProblem, type AuthMode, type UsageReport } from "../../api/index.js";
+import {
+  buildApp,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  drainApp,
+  exposureWarning,
+  Lifecycle,
+  isLoopbackHost,
+  originProblem,
+  type AuthMode,
+  type UsageReport,
+} from "../../api/index.js";
 import {
   CloudMeter,
   createRedisLimits,
@@ -408,9 +418,14 @@ class ServeSession {
           const db = this.promotionsDb;
           return db ? { ...trackHistory(db, slug), trend: trend(db, slug) } : { slug, current: null, candidates: [], trend: [] };
         },
-        // As `kiln promote` and `kiln rollback` do, in a database opened for writing; the promotion watcher switches live.
-        promote: (slug, artifact) => withDatabase((db) => promote(db, slug, artifact, "operator (console)")),
-        rollback: (slug) => withDatabase((db) => rollBack(db, slug)),
+        // As `kiln promote` and `kiln rollback` do, in a database opened for writing; the promotion watcher
+        // switches live. Only on a loopback address: whoever reaches the console is then on this machine.
+        ...(isLoopbackHost(o.host)
+          ? {
+              promote: (slug: string, artifact: string) => withDatabase((db) => promote(db, slug, artifact, "operator (console)")),
+              rollback: (slug: string) => withDatabase((db) => rollBack(db, slug)),
+            }
+          : {}),
       },
       usageReport: this.cloud ? usageReport(this.cloud.store) : undefined,
     });

@@ -243,6 +243,7 @@ describe("the web console", () => {
     await show("#/models");
     await page.waitForSelector("tbody tr");
     expect(await page.$$eval("tbody tr", (rows) => rows.length)).toBe(42);
+    await screenshot("models");
     await tabReachesEverything();
 
     await show(`#/models/${TRACKED}`);
