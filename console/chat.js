@@ -23,6 +23,7 @@ export function chatPage(main) {
   );
   const schema = el("textarea", { rows: 4, placeholder: '{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}' });
   const schemaField = field("JSON schema", schema);
+  const toolChoice = el("select", {}, ...["auto", "required", "none"].map((c) => el("option", { value: c }, c)));
   const tools = el("textarea", {
     rows: 4,
     placeholder: '[{"type":"function","function":{"name":"get_weather","parameters":{…}}}]',
@@ -58,6 +59,7 @@ export function chatPage(main) {
         field("Response format", format),
         schemaField,
         field("Tools (JSON array)", tools),
+        field("Tool choice", toolChoice),
       ),
       el(
         "section",
@@ -112,7 +114,10 @@ export function chatPage(main) {
     if (format.value === "json_object") b.response_format = { type: "json_object" };
     if (format.value === "json_schema")
       b.response_format = { type: "json_schema", json_schema: { name: "answer", schema: parse(schema.value, "JSON schema") } };
-    if (tools.value.trim()) b.tools = parse(tools.value, "Tools");
+    if (tools.value.trim()) {
+      b.tools = parse(tools.value, "Tools");
+      if (toolChoice.value !== "auto") b.tool_choice = toolChoice.value;
+    }
     return b;
   }
 
@@ -131,8 +136,10 @@ export function chatPage(main) {
     const { stream_options: _, ...rest } = b;
     client.textContent = `import OpenAI from "openai";\nconst client = new OpenAI({ baseURL: "${origin}/v1", apiKey: process.env.KILN_API_KEY ?? "local" });\nconst stream = await client.chat.completions.create(${JSON.stringify(rest, null, 2)});\nfor await (const chunk of stream) process.stdout.write(chunk.choices[0]?.delta?.content ?? "");`;
   }
-  main.addEventListener("input", showCode);
-  main.addEventListener("change", showCode);
+  // On this page's own elements: <main> outlives the page.
+  const page = main.querySelector(".split");
+  page.addEventListener("input", showCode);
+  page.addEventListener("change", showCode);
   copyCurl.addEventListener("click", () => copy(curl.textContent, copyCurl));
   copyClient.addEventListener("click", () => copy(client.textContent, copyClient));
 
