@@ -190,12 +190,23 @@ describe("the web console", () => {
     expect(await page.$eval("pre.curl", (n) => n.textContent)).toContain("/v1/chat/completions");
     await screenshot("chat");
 
+    // A JSON schema from the page constrains the answer.
+    const format = `::-p-aria([name="Response format"][role="combobox"])`;
+    await page.select(format, "json_schema");
+    await fill(`[name="JSON schema"][role="textbox"]`, JSON.stringify({ type: "object", properties: { color: { type: "string" } }, required: ["color"] }));
+    await page.type("::-p-aria(Message)", "Name a color.");
+    await page.click("::-p-aria(Send)");
+    await page.waitForFunction(() => document.querySelectorAll("[role=log] .msg.assistant")[1]?.querySelector(".meta")?.textContent, { timeout: 60_000 });
+    const json = await page.$$eval("[role=log] .msg.assistant", (answers) => answers[1].firstChild!.textContent!);
+    expect(typeof (JSON.parse(json) as { color: unknown }).color).toBe("string");
+    await page.select(format, "text");
+
     const cancelled = await metric("kiln_requests_cancelled_total");
     await fill("Max tokens", "2000");
     await fill("Temperature", "0.8");
     await page.type("::-p-aria(Message)", "Write a very long story about a dragon and a castle.");
     await page.click("::-p-aria(Send)");
-    await page.waitForFunction(() => (document.querySelectorAll("[role=log] .msg.assistant")[1]?.firstChild?.textContent ?? "").length > 10, {
+    await page.waitForFunction(() => (document.querySelectorAll("[role=log] .msg.assistant")[2]?.firstChild?.textContent ?? "").length > 10, {
       timeout: 60_000,
     });
     await page.click("::-p-aria(Stop)");
