@@ -139,7 +139,9 @@ CREATE TABLE IF NOT EXISTS api_keys (
   tpm                     INTEGER,
   max_concurrent          INTEGER,
   budget_nano_usd_per_day INTEGER,
-  expires_at              TEXT
+  expires_at              TEXT,
+  -- 1 = an admin key: it may also take the console's operator actions (promote, rollback).
+  admin                   INTEGER NOT NULL DEFAULT 0
 );
 
 -- The usage ledger: append-only, one row per request id. Money in integer nano-USD (see

@@ -24,6 +24,8 @@ export interface ApiKeyInfo {
   models: string[] | null;
   /** Its limits (cloud mode); absent in local mode. */
   limits?: KeyLimits;
+  /** An admin key (cloud mode): the console's operator actions (promote, rollback) accept only such a key. Absent = not an admin key. */
+  admin?: boolean;
 }
 
 /** Looks keys up (cloud mode). */

@@ -21,6 +21,9 @@ const options = {
   maxConcurrent: option.integer({ value: "N", min: 1, max: 1e6, description: "requests in flight at once (create); unlimited when absent" }),
   budgetUsdPerDay: option.string({ value: "X", description: "spend per UTC day in USD, e.g. 0.50 (create); unlimited when absent" }),
   expires: option.string({ value: "<date>", description: "when the key stops working: an ISO 8601 date or time, UTC (create); never when absent" }),
+  admin: option.flag({
+    description: "make an admin key (create): besides what any key does, it may promote and roll back models from the web console",
+  }),
   database: databaseOption,
   keySecretFile: keySecretFileOption,
   json: option.flag({ description: "print JSON (create: the key and its record; list: every key)" }),
@@ -35,7 +38,8 @@ export default defineCommand({
 once, by \`create\`, and cannot be shown again. Use the same --database and secret as the servers.
 
   create        make a key named --name, for the models in --models, with the given limits
-  list          every key: id, key prefix, name, models, limits, last use, spend today and in all
+                (--admin: an operator's key, which may also promote and roll back in the console)
+  list          every key: id, key prefix, name, admin, models, limits, last use, spend today and in all
   revoke <id>   revoke a key by its id (key_…); every server refuses it within seconds`,
   positionals: ["create", "list", "revoke <id>"],
   options,
@@ -71,7 +75,7 @@ type KeySpec = KeyOptions;
 
 /** What `create` makes from its options; usage errors for bad values. */
 export function keySpec(
-  options: Partial<Pick<KeysOptions, "models" | "rpm" | "tpm" | "maxConcurrent" | "budgetUsdPerDay" | "expires">>,
+  options: Partial<Pick<KeysOptions, "models" | "rpm" | "tpm" | "maxConcurrent" | "budgetUsdPerDay" | "expires" | "admin">>,
   now = new Date(),
 ): KeySpec {
   return {
@@ -83,6 +87,7 @@ export function keySpec(
       dailyBudgetNanoUsd: dailyBudget(options.budgetUsdPerDay),
     },
     expiresAt: expiry(options.expires, now),
+    admin: options.admin ?? false,
   };
 }
 
@@ -123,7 +128,9 @@ async function create(keys: KeyStore, keyName: string, spec: KeySpec, json: bool
     return 0;
   }
   io.stdout.write(`${key}\n`);
-  io.stderr.write(`created ${record.id} "${record.name}" for ${record.models ? record.models.join(", ") : "every model"}; the key above is shown only once\n`);
+  io.stderr.write(
+    `created ${record.admin ? "admin key " : ""}${record.id} "${record.name}" for ${record.models ? record.models.join(", ") : "every model"}; the key above is shown only once\n`,
+  );
   return 0;
 }
 
@@ -146,6 +153,7 @@ function recordJson(k: KeyRecord) {
   return {
     name: k.name,
     prefix: k.prefix,
+    admin: k.admin,
     models: k.models,
     limits: { ...k.limits, dailyBudgetUsd: k.limits.dailyBudgetNanoUsd === null ? null : formatNanoUsd(k.limits.dailyBudgetNanoUsd) },
     createdAt: k.createdAt,
@@ -169,11 +177,12 @@ function table(keys: KeyListing[]): string {
   if (keys.length === 0) return "no keys (create one with `kiln keys create --name <name>`)\n";
   const limit = (v: number | null) => (v === null ? "-" : String(v));
   const rows = [
-    ["ID", "KEY", "NAME", "MODELS", "RPM", "TPM", "CONC", "BUDGET/DAY", "EXPIRES", "LAST USED", "SPENT TODAY", "SPENT", "REVOKED"],
+    ["ID", "KEY", "NAME", "ADMIN", "MODELS", "RPM", "TPM", "CONC", "BUDGET/DAY", "EXPIRES", "LAST USED", "SPENT TODAY", "SPENT", "REVOKED"],
     ...keys.map((k) => [
       k.id,
       `${k.prefix}…`,
       k.name,
+      k.admin ? "yes" : "-",
       k.models ? k.models.join(",") : "*",
       limit(k.limits.requestsPerMinute),
       limit(k.limits.tokensPerMinute),

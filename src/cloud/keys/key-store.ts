@@ -17,6 +17,8 @@ export interface ApiKeyInfo {
   models: string[] | null;
   /** Its limits (cloud mode); absent in local mode. */
   limits?: KeyLimits;
+  /** An admin key (cloud mode): it may also take the console's operator actions. */
+  admin?: boolean;
 }
 
 export const KEY_PREFIX = "kiln-";
@@ -48,6 +50,8 @@ export interface KeyOptions {
   limits?: Partial<KeyLimits>;
   /** ISO 8601 time it stops working; null = never. */
   expiresAt?: string | null;
+  /** An admin key (may promote and roll back from the console); default false. */
+  admin?: boolean;
 }
 
 export interface KeyStoreOptions {
@@ -81,6 +85,7 @@ export class KeyStore {
       models: options.models ?? null,
       limits: { ...NO_LIMITS, ...options.limits },
       expiresAt: options.expiresAt ?? null,
+      admin: options.admin ?? false,
     });
     return { key, record };
   }
@@ -105,7 +110,7 @@ export class KeyStore {
     if (cached && cached.until > now && (cached.expiresAtMs === null || cached.expiresAtMs > now)) return cached.info;
     const found = await this.store.keyByHash(hash);
     const usable = found !== null && sameHash(found.hash, hash) && found.revokedAt === null && (found.expiresAt === null || Date.parse(found.expiresAt) > now);
-    const info = usable ? { id: found.id, name: found.name, models: found.models, limits: found.limits } : null;
+    const info = usable ? { id: found.id, name: found.name, models: found.models, limits: found.limits, admin: found.admin } : null;
     if (this.cacheMs > 0) {
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(hash, { info, until: now + this.cacheMs, expiresAtMs: found?.expiresAt ? Date.parse(found.expiresAt) : null });

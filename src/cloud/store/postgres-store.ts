@@ -53,6 +53,7 @@ interface PgKeyRow {
   created_at: Date;
   expires_at: Date | null;
   revoked_at: Date | null;
+  admin: boolean;
 }
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
@@ -70,6 +71,7 @@ function keyFromRow(row: PgKeyRow): KeyRecord & { hash: string } {
       maxConcurrent: row.max_concurrent,
       dailyBudgetNanoUsd: row.budget_nano_usd_per_day === null ? null : Number(row.budget_nano_usd_per_day),
     },
+    admin: row.admin,
     createdAt: row.created_at.toISOString(),
     expiresAt: iso(row.expires_at),
     revokedAt: iso(row.revoked_at),
@@ -91,9 +93,21 @@ export class PostgresCloudStore implements CloudStore {
   async createKey(key: NewKey): Promise<KeyRecord> {
     const l = key.limits;
     const { rows } = await this.pool.query<PgKeyRow>(
-      `INSERT INTO api_keys (id, name, key_hash, key_prefix, models, rpm, tpm, max_concurrent, budget_nano_usd_per_day, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
-      [key.id, key.name, key.hash, key.prefix, key.models, l.requestsPerMinute, l.tokensPerMinute, l.maxConcurrent, l.dailyBudgetNanoUsd, key.expiresAt],
+      `INSERT INTO api_keys (id, name, key_hash, key_prefix, models, rpm, tpm, max_concurrent, budget_nano_usd_per_day, expires_at, admin)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+      [
+        key.id,
+        key.name,
+        key.hash,
+        key.prefix,
+        key.models,
+        l.requestsPerMinute,
+        l.tokensPerMinute,
+        l.maxConcurrent,
+        l.dailyBudgetNanoUsd,
+        key.expiresAt,
+        key.admin,
+      ],
     );
     const { hash: _hash, ...record } = keyFromRow(rows[0]);
     return record;

@@ -25,6 +25,7 @@ const ADDED_COLUMNS: ReadonlyArray<[table: string, column: string, definition: s
   ["api_keys", "max_concurrent", "INTEGER"],
   ["api_keys", "budget_nano_usd_per_day", "INTEGER"],
   ["api_keys", "expires_at", "TEXT"],
+  ["api_keys", "admin", "INTEGER NOT NULL DEFAULT 0"],
   ["usage", "artifact_id", "TEXT"],
   ["usage", "audio_ms", "INTEGER NOT NULL DEFAULT 0"],
   ["usage", "input_nano_usd_per_mtok", "INTEGER NOT NULL DEFAULT 0"],
@@ -63,6 +64,7 @@ interface KeyRow {
   created_at: string;
   expires_at: string | null;
   revoked_at: string | null;
+  admin: number;
 }
 
 function keyFromRow(row: KeyRow): KeyRecord & { hash: string } {
@@ -73,6 +75,7 @@ function keyFromRow(row: KeyRow): KeyRecord & { hash: string } {
     prefix: row.key_prefix,
     models: row.models_json === null ? null : (JSON.parse(row.models_json) as string[]),
     limits: { requestsPerMinute: row.rpm, tokensPerMinute: row.tpm, maxConcurrent: row.max_concurrent, dailyBudgetNanoUsd: row.budget_nano_usd_per_day },
+    admin: Number(row.admin) === 1,
     createdAt: row.created_at,
     expiresAt: row.expires_at,
     revokedAt: row.revoked_at,
@@ -102,8 +105,8 @@ export class SqliteCloudStore implements CloudStore {
     const l: KeyLimits = key.limits;
     this.db
       .prepare(
-        `INSERT INTO api_keys (id, name, key_hash, key_prefix, models_json, rpm, tpm, max_concurrent, budget_nano_usd_per_day, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO api_keys (id, name, key_hash, key_prefix, models_json, rpm, tpm, max_concurrent, budget_nano_usd_per_day, expires_at, admin)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         key.id,
@@ -116,6 +119,7 @@ export class SqliteCloudStore implements CloudStore {
         l.maxConcurrent,
         l.dailyBudgetNanoUsd,
         key.expiresAt,
+        key.admin ? 1 : 0,
       );
     return withoutHash(keyFromRow(this.db.prepare("SELECT * FROM api_keys WHERE id = ?").get(key.id) as KeyRow));
   }

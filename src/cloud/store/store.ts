@@ -19,6 +19,8 @@ export interface KeyRecord {
   /** Model slugs the key may use; null = every model. */
   models: string[] | null;
   limits: KeyLimits;
+  /** An admin key: besides what any key does, the operator's actions in the console (promote, rollback). */
+  admin: boolean;
   /** ISO 8601 UTC. */
   createdAt: string;
   /** When the key stops working, ISO 8601 UTC; null = never. */

@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { hashKey } from "../../../src/cloud/keys/key-store.js";
+import { hashKey, KeyStore } from "../../../src/cloud/keys/key-store.js";
+import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import keys from "../../../src/cli/commands/keys.js";
 import serve from "../../../src/cli/commands/serve.js";
@@ -51,6 +52,34 @@ describe("kiln keys", () => {
     const after = capture();
     await keys.run(["list", "--json"], after.io);
     expect(JSON.parse(after.out.stdout)[0].revokedAt).toMatch(/^\d{4}-/);
+  });
+
+  it("makes an admin key with --admin, which the list and the key's check say; keys are plain without it", async () => {
+    const admin = capture();
+    expect(await keys.run(["create", "--name", "ops", "--admin"], admin.io)).toBe(0);
+    expect(admin.out.stderr).toMatch(/^created admin key key_/);
+    expect(await keys.run(["create", "--name", "client"], capture().io)).toBe(0);
+
+    const json = capture();
+    await keys.run(["list", "--json"], json.io);
+    expect(JSON.parse(json.out.stdout).map((k: { name: string; admin: boolean }) => [k.name, k.admin])).toEqual([
+      ["ops", true],
+      ["client", false],
+    ]);
+    const table = capture();
+    await keys.run(["list"], table.io);
+    const lines = table.out.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/\bNAME +ADMIN +MODELS\b/);
+    expect(lines.find((l) => l.includes(" ops "))).toMatch(/ ops +yes /);
+    expect(lines.find((l) => l.includes(" client "))).toMatch(/ client +- /);
+
+    // What the auth hook puts on the request: the key's check carries the flag.
+    const db = openDatabase({ home });
+    const store = new SqliteCloudStore(db);
+    const secret = Buffer.from(readFileSync(join(home, "key-secret"), "utf8").trim());
+    const verified = await new KeyStore(store, secret, { cacheMs: 0 }).verify(admin.out.stdout.trim());
+    db.close();
+    expect(verified).toMatchObject({ name: "ops", admin: true });
   });
 
   it("rejects bad arguments with a message and the help, on stderr", async () => {

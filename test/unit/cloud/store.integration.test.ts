@@ -62,6 +62,8 @@ async function withKeys(store: CloudStore): Promise<void> {
       models: null,
       limits: { ...NO_LIMITS, dailyBudgetNanoUsd: 5_000_000_000 },
       expiresAt: null,
+      // key_b is an admin key, key_a a client's.
+      admin: id === "key_b",
     });
   }
 }
@@ -102,6 +104,21 @@ describe.each(implementations)("the %s store", (_kind, open) => {
       expect(await store.revokeKey("key_a")).toBe(true);
       expect(await store.revokeKey("key_a")).toBe(false);
       expect((await store.keyByHash("key_a-hash".padEnd(64, "0")))!.revokedAt).not.toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("keeps whether a key is an admin key, as created, in its lookup and in the list", async () => {
+    const store = await open();
+    try {
+      await withKeys(store);
+      expect((await store.keyByHash("key_a-hash".padEnd(64, "0")))!.admin).toBe(false);
+      expect((await store.keyByHash("key_b-hash".padEnd(64, "0")))!.admin).toBe(true);
+      expect((await store.listKeys(T0)).map((k) => [k.id, k.admin])).toEqual([
+        ["key_a", false],
+        ["key_b", true],
+      ]);
     } finally {
       await store.close();
     }
@@ -207,7 +224,7 @@ describe("Postgres migrations", () => {
     await client.connect();
     const { rows } = await client.query("SELECT version FROM schema_migrations ORDER BY version");
     await client.end();
-    expect(rows.map((r) => r.version)).toEqual(["001_cloud"]);
+    expect(rows.map((r) => r.version)).toEqual(["001_cloud", "002_admin_keys"]);
   });
 });
 
@@ -229,6 +246,8 @@ describe("an SQLite database from before cloud mode's ledger", () => {
     ]);
     await withKeys(store);
     expect((await store.listKeys(T0)).map((k) => k.limits.dailyBudgetNanoUsd)).toEqual([5_000_000_000, 5_000_000_000]);
+    // Its keys gained the admin column; the keys written since keep the flag.
+    expect((await store.listKeys(T0)).map((k) => k.admin)).toEqual([false, true]);
     db.close();
   });
 });
