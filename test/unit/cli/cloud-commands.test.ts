@@ -18,12 +18,15 @@ describe("keySpec", () => {
       models: ["smollm2-135m-instruct"],
       limits: { requestsPerMinute: 60, tokensPerMinute: 10_000, maxConcurrent: 2, dailyBudgetNanoUsd: 500_000_000 },
       expiresAt: "2030-02-01T00:00:00.000Z",
+      admin: false,
     });
     expect(keySpec({}, NOW)).toEqual({
       models: null,
       limits: { requestsPerMinute: null, tokensPerMinute: null, maxConcurrent: null, dailyBudgetNanoUsd: null },
       expiresAt: null,
+      admin: false,
     });
+    expect(keySpec({ admin: true }, NOW).admin).toBe(true);
     expect(keySpec({ budgetUsdPerDay: "0.000000001" }, NOW).limits?.dailyBudgetNanoUsd).toBe(1);
   });
 
