@@ -75,7 +75,7 @@ export function trackPage(main, slug) {
   const plots = [];
   const path = `/console/api/tracks/${encodeURIComponent(slug)}`;
 
-  /** An operator action (local mode): promote an artifact or roll back, then show the track again. */
+  /** An operator action (local mode, or cloud mode with an admin key): promote an artifact or roll back, then show the track again. */
   async function act(what, body) {
     action.textContent = "…";
     try {

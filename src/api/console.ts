@@ -95,13 +95,25 @@ export function consoleRoutes(app: FastifyInstance, auth: AuthMode, tracks: Trac
   app.get("/console/app.js", async (_request, reply) => send(reply, "text/javascript; charset=utf-8", (await load()).js));
   app.get("/console/app.css", async (_request, reply) => send(reply, "text/css; charset=utf-8", (await load()).css));
 
+  // Promoting and rolling back change what serves every client. `kiln serve` offers them where it
+  // knows who is at the console: on a loopback address (local mode: whoever reaches it is on this
+  // machine) or in cloud mode, where they then take an admin key (most keys are clients' keys).
+  const offered = tracks?.promote !== undefined && tracks.rollback !== undefined;
+  const operatorOf = (request: FastifyRequest) => offered && (auth.mode === "local" || request.apiKey?.admin === true);
+  const assertOperator = (request: FastifyRequest) => {
+    if (!operatorOf(request))
+      throw apiError("admin_key_required", "Promoting and rolling back take an admin key (`kiln keys create --admin`); this key is not one.");
+  };
+
   app.register(async (api) => {
     api.addHook("onRequest", authHook(auth));
     // What the console shows depends on the mode; in cloud mode this is also where it learns that it needs a key (401).
+    // `operator`: whether this session may promote and roll back (where the server offers them), so the console shows the buttons.
     api.get("/console/api/session", async (request) => ({
       mode: auth.mode,
-      key: request.apiKey?.id ? { id: request.apiKey.id, name: request.apiKey.name } : null,
+      key: request.apiKey?.id ? { id: request.apiKey.id, name: request.apiKey.name, admin: request.apiKey.admin === true } : null,
       usage: auth.mode === "cloud" && usage !== undefined,
+      operator: operatorOf(request),
     }));
     // The request's own key's usage only: a key sees no other key's.
     api.get("/console/api/usage", async (request) => {
@@ -116,17 +128,15 @@ export function consoleRoutes(app: FastifyInstance, auth: AuthMode, tracks: Trac
       if (!tracks) throw apiError("route_not_found", "This server keeps no track records.");
       return slug;
     };
-    // Promoting and rolling back change what serves every client: only in local mode, where the
-    // operator is the one at the console (cloud mode's keys are clients' keys, none of them an operator's).
-    const operator = auth.mode === "local" && tracks?.promote !== undefined && tracks.rollback !== undefined;
     api.get("/console/api/tracks/:slug", async (request) => {
       const slug = slugOf(request.params);
-      return { ...tracks!.history(slug), operator };
+      return { ...tracks!.history(slug), operator: operatorOf(request) };
     });
-    if (!operator) return;
+    if (!offered) return;
     api.post("/console/api/tracks/:slug/promote", async (request) => {
       const slug = slugOf(request.params);
       sameOrigin(request);
+      assertOperator(request);
       const artifact = (request.body as { artifact?: unknown } | undefined)?.artifact;
       if (typeof artifact !== "string" || artifact === "")
         throw apiError("missing_required_parameter", 'Name the artifact to promote: {"artifact": "<id>"}.', "artifact");
@@ -139,6 +149,7 @@ export function consoleRoutes(app: FastifyInstance, auth: AuthMode, tracks: Trac
     api.post("/console/api/tracks/:slug/rollback", async (request) => {
       const slug = slugOf(request.params);
       sameOrigin(request);
+      assertOperator(request);
       const message = tracks!.rollback!(slug);
       if (message === null) throw apiError("invalid_request", `${slug} has no promoted artifact (the default compile serves).`);
       return { message };

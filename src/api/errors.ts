@@ -32,6 +32,8 @@ export const ERRORS = {
   invalid_request: { status: 400, type: "invalid_request_error", code: null },
   invalid_api_key: { status: 401, type: "invalid_request_error", code: "invalid_api_key" },
   model_not_allowed: { status: 403, type: "permission_error", code: "model_not_allowed" },
+  // Cloud mode: the console's operator actions (promote, rollback) with a key that is not an admin key (`kiln keys create --admin`).
+  admin_key_required: { status: 403, type: "permission_error", code: "admin_key_required" },
   model_not_found: { status: 404, type: "invalid_request_error", code: "model_not_found" },
   // A catalogue model whose weights this server does not have (and may not pull on demand): the message names `kiln pull`.
   model_not_pulled: { status: 404, type: "invalid_request_error", code: "model_not_pulled" },

@@ -419,8 +419,9 @@ class ServeSession {
           return db ? { ...trackHistory(db, slug), trend: trend(db, slug) } : { slug, current: null, candidates: [], trend: [] };
         },
         // As `kiln promote` and `kiln rollback` do, in a database opened for writing; the promotion watcher
-        // switches live. Only on a loopback address: whoever reaches the console is then on this machine.
-        ...(isLoopbackHost(o.host)
+        // switches live. Only on a loopback address, where whoever reaches the console is on this machine,
+        // or in cloud mode, where the console's routes take them from an admin key only.
+        ...(isLoopbackHost(o.host) || o.cloud
           ? {
               promote: (slug: string, artifact: string) => withDatabase((db) => promote(db, slug, artifact, "operator (console)")),
               rollback: (slug: string) => withDatabase((db) => rollBack(db, slug)),

@@ -120,19 +120,89 @@ describe("the console", () => {
       await app.close();
     });
 
-    it("do not exist in cloud mode", async () => {
-      const { app } = await fakeApp({ auth: { mode: "cloud", keys: { verify: async () => ({ id: "key_1", name: "k", models: null }) } }, tracks });
-      const headers = { ...json, authorization: "Bearer sk-x" };
-      expect((await app.inject({ method: "GET", url: `/console/api/tracks/${SLUG}`, headers })).json()).toEqual({ slug: SLUG, operator: false });
-      expect((await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/rollback`, headers, payload: {} })).statusCode).toBe(404);
-      await app.close();
+    describe("in cloud mode", () => {
+      const keys = {
+        verify: async (key: string) =>
+          key === "sk-admin"
+            ? { id: "key_ops", name: "ops", models: null, admin: true }
+            : key === "sk-client"
+              ? { id: "key_1", name: "k", models: null, admin: false }
+              : null,
+      };
+      const as = (key: string) => ({ ...json, authorization: `Bearer ${key}` });
+
+      it("take an admin key: a client's key gets 403 admin_key_required and changes nothing", async () => {
+        calls.length = 0;
+        const { app } = await fakeApp({ auth: { mode: "cloud", keys }, tracks });
+        expect((await app.inject({ method: "GET", url: `/console/api/tracks/${SLUG}`, headers: as("sk-client") })).json()).toEqual({
+          slug: SLUG,
+          operator: false,
+        });
+        for (const [action, payload] of [
+          ["promote", { artifact: "abc" }],
+          ["rollback", {}],
+        ] as const) {
+          const refused = await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/${action}`, headers: as("sk-client"), payload });
+          expect(refused.statusCode).toBe(403);
+          expect(refused.json()).toEqual({
+            error: { message: expect.stringContaining("admin key"), type: "permission_error", param: null, code: "admin_key_required" },
+          });
+        }
+        expect((await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/rollback`, headers: json, payload: {} })).statusCode).toBe(401);
+        expect(calls).toEqual([]);
+
+        expect((await app.inject({ method: "GET", url: `/console/api/tracks/${SLUG}`, headers: as("sk-admin") })).json()).toEqual({
+          slug: SLUG,
+          operator: true,
+        });
+        const promoted = await app.inject({
+          method: "POST",
+          url: `/console/api/tracks/${SLUG}/promote`,
+          headers: as("sk-admin"),
+          payload: { artifact: "abc" },
+        });
+        expect(promoted.statusCode).toBe(200);
+        expect(promoted.json()).toEqual({ message: `${SLUG}: serving abc` });
+        const rolled = await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/rollback`, headers: as("sk-admin"), payload: {} });
+        expect(rolled.json()).toEqual({ message: `${SLUG}: rolled back` });
+        expect(calls).toEqual([`promote ${SLUG} abc`, `rollback ${SLUG}`]);
+        await app.close();
+      });
+
+      it("refuse another site's page even with an admin key", async () => {
+        calls.length = 0;
+        const { app } = await fakeApp({ auth: { mode: "cloud", keys }, tracks });
+        const foreign = await app.inject({
+          method: "POST",
+          url: `/console/api/tracks/${SLUG}/rollback`,
+          headers: { ...as("sk-admin"), origin: "https://example.com" },
+          payload: {},
+        });
+        expect(foreign.statusCode).toBe(400);
+        expect(foreign.json().error.message).toContain("from this server's own console");
+        expect(calls).toEqual([]);
+        await app.close();
+      });
+
+      it("do not exist where the server does not offer them (no admin key helps)", async () => {
+        const { app } = await fakeApp({ auth: { mode: "cloud", keys }, tracks: { history: tracks.history } });
+        expect((await app.inject({ method: "GET", url: `/console/api/tracks/${SLUG}`, headers: as("sk-admin") })).json()).toEqual({
+          slug: SLUG,
+          operator: false,
+        });
+        expect((await app.inject({ method: "POST", url: `/console/api/tracks/${SLUG}/rollback`, headers: as("sk-admin"), payload: {} })).statusCode).toBe(404);
+        await app.close();
+      });
     });
   });
 
   describe("the session and the key's usage", () => {
     const cloudKey = {
       mode: "cloud" as const,
-      keys: { verify: async (key: string) => (key === "sk-a" ? { id: "key_a", name: "alice", models: null } : null) },
+      keys: {
+        verify: async (key: string) =>
+          key === "sk-a" ? { id: "key_a", name: "alice", models: null } : key === "sk-ops" ? { id: "key_ops", name: "ops", models: null, admin: true } : null,
+      },
     };
     const asked: string[] = [];
     const usageReport = {
@@ -144,7 +214,7 @@ describe("the console", () => {
 
     it("says the mode in local mode, where there is no usage", async () => {
       const { app } = await fakeApp({ usageReport });
-      expect((await app.inject({ method: "GET", url: "/console/api/session" })).json()).toEqual({ mode: "local", key: null, usage: false });
+      expect((await app.inject({ method: "GET", url: "/console/api/session" })).json()).toEqual({ mode: "local", key: null, usage: false, operator: false });
       expect((await app.inject({ method: "GET", url: "/console/api/usage" })).statusCode).toBe(404);
       await app.close();
     });
@@ -157,8 +227,9 @@ describe("the console", () => {
       const headers = { authorization: "Bearer sk-a" };
       expect((await app.inject({ method: "GET", url: "/console/api/session", headers })).json()).toEqual({
         mode: "cloud",
-        key: { id: "key_a", name: "alice" },
+        key: { id: "key_a", name: "alice", admin: false },
         usage: true,
+        operator: false,
       });
       const usage = await app.inject({ method: "GET", url: "/console/api/usage", headers });
       expect(usage.statusCode).toBe(200);
@@ -170,6 +241,28 @@ describe("the console", () => {
       });
       expect(asked).toEqual([`key_a ${since}`]);
       await app.close();
+    });
+
+    it("says whether the session may promote and roll back: local mode where offered, cloud mode with an admin key only", async () => {
+      const offered = { history: (slug: string) => ({ slug }), promote: () => "promoted", rollback: () => "rolled back" };
+      const { app: local } = await fakeApp({ tracks: offered });
+      expect((await local.inject({ method: "GET", url: "/console/api/session" })).json()).toMatchObject({ mode: "local", operator: true });
+      await local.close();
+
+      const { app } = await fakeApp({ auth: cloudKey, usageReport, tracks: offered });
+      const session = async (key: string) =>
+        (await app.inject({ method: "GET", url: "/console/api/session", headers: { authorization: `Bearer ${key}` } })).json();
+      expect(await session("sk-ops")).toEqual({ mode: "cloud", key: { id: "key_ops", name: "ops", admin: true }, usage: true, operator: true });
+      expect(await session("sk-a")).toMatchObject({ key: { admin: false }, operator: false });
+      await app.close();
+
+      // A server that offers no operator actions says so to an admin key too.
+      const { app: bare } = await fakeApp({ auth: cloudKey });
+      expect((await bare.inject({ method: "GET", url: "/console/api/session", headers: { authorization: "Bearer sk-ops" } })).json()).toMatchObject({
+        key: { admin: true },
+        operator: false,
+      });
+      await bare.close();
     });
   });
 });
