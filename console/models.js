@@ -20,7 +20,11 @@ export function modelsPage(main) {
         el(
           "thead",
           {},
-          el("tr", {}, ...["Model", "Kind", "Capabilities", "Context", "Price (USD)", "State", "Artifact", "Track"].map((h) => el("th", { scope: "col" }, h))),
+          el(
+            "tr",
+            {},
+            ...["Model", "Kind", "Capabilities", "Context", "Price (USD)", "State", "Device", "Artifact", "Track"].map((h) => el("th", { scope: "col" }, h)),
+          ),
         ),
         body,
       ),
@@ -41,6 +45,8 @@ export function modelsPage(main) {
             el("td", {}, m.context_length.toLocaleString()),
             el("td", {}, price(m.pricing)),
             el("td", {}, el("span", { class: `badge ${m.availability === "served" ? "served" : ""}` }, (m.availability ?? m.status).replace("_", " "))),
+            // Said of served models only: one not loaded runs nowhere yet.
+            el("td", {}, m.device ?? "–"),
             el("td", {}, m.artifact_id ? el("code", { title: m.artifact_id }, m.artifact_id.slice(0, 12)) : "–"),
             el("td", {}, m.kind === "text" ? el("a", { href: `#/models/${encodeURIComponent(m.id)}`, "aria-label": `Track of ${m.id}` }, "Track") : "–"),
           ),

@@ -3,6 +3,16 @@ import type { Promotion } from "../../catalogue/promotions.js";
 import type { ModelEntry } from "../../catalogue/types.js";
 import type { ModelAvailability, ModelState } from "../../scheduler/index.js";
 
+/** The devices a served model may run on. */
+export type ServedDevice = "cpu";
+
+/**
+ * Every model kiln serves runs on onnxruntime's CPU execution provider (the text and speech
+ * workers' sessions in src/runtime/ name no other): when a model can be placed on another device,
+ * the served model will say which, and this answer with it.
+ */
+const SERVED_DEVICE: ServedDevice = "cpu";
+
 /** kiln's serving state of a model: answering requests, being loaded, failed to load, or only in the catalogue. */
 export type ModelStatus = "serving" | "loading" | "failed" | "available";
 
@@ -34,6 +44,8 @@ export interface ModelObject {
    * unless the server pulls on demand).
    */
   availability?: ModelAvailability;
+  /** Where the model runs on this server: `cpu` (the only device kiln runs on today); served models only. */
+  device?: ServedDevice;
   /** Id of the compiled artifact in service (the `system_fingerprint` of its answers); served models only. */
   artifact_id?: string;
   /**
@@ -107,7 +119,7 @@ export function modelObject(
     pricing,
     status: state?.status ?? "available",
     ...(availability ? { availability } : {}),
-    ...(serving ? { artifact_id: serving.artifactId } : {}),
+    ...(serving ? { device: SERVED_DEVICE, artifact_id: serving.artifactId } : {}),
     ...(text ? { measured_output_tokens_per_second: measuredTps, ...optimizationOf(text.promotion ?? null) } : {}),
   };
 }

@@ -254,6 +254,14 @@ describe("the web console", () => {
     await show("#/models");
     await page.waitForSelector("tbody tr");
     expect(await page.$$eval("tbody tr", (rows) => rows.length)).toBe(42);
+    // Each row's Device cell: the served models' device, a dash for the others.
+    const devices = await page.$$eval("tbody tr", (rows) => {
+      const column = [...document.querySelectorAll("thead th")].findIndex((th) => th.textContent === "Device");
+      return Object.fromEntries(rows.map((r) => [r.querySelector("th div")?.textContent, r.children[column]?.textContent]));
+    });
+    expect(devices[TEXT]).toBe("cpu");
+    expect(devices[SPEECH]).toBe("cpu");
+    expect(devices[TRACKED]).toBe("–");
     await screenshot("models");
     await tabReachesEverything();
 

@@ -38,6 +38,9 @@ describe("models", () => {
       pricing: { input_usd_per_million_tokens: 0.09, output_usd_per_million_tokens: 0.14 },
     });
     expect(llama).not.toHaveProperty("artifact_id");
+    // The device is said of served models only: a model not loaded runs nowhere yet.
+    expect(llama).not.toHaveProperty("device");
+    expect(body.data.find((m: any) => m.id === SLUG)).toMatchObject({ status: "serving", device: "cpu" });
     expect(body.data.find((m: any) => m.id === "whisper-large-v3").pricing).toEqual({ usd_per_audio_minute: 0.02 });
   });
 
@@ -123,6 +126,7 @@ describe("models", () => {
     const data = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json().data;
     expect(data.find((m: any) => m.id === SLUG).status).toBe("loading");
     expect(data.find((m: any) => m.id === "smollm2-360m-instruct").status).toBe("failed");
+    expect(data.filter((m: any) => "device" in m)).toEqual([]);
   });
 
   it("retrieves one model, its id raw or percent-encoded", async () => {
