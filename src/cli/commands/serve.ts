@@ -418,10 +418,8 @@ class ServeSession {
           const db = this.promotionsDb;
           return db ? { ...trackHistory(db, slug), trend: trend(db, slug) } : { slug, current: null, candidates: [], trend: [] };
         },
-        // As `kiln promote` and `kiln rollback` do, in a database opened for writing; the promotion watcher
-        // switches live. Only on a loopback address, where whoever reaches the console is on this machine,
-        // or in cloud mode, where the console's routes take them from an admin key only.
-        ...(isLoopbackHost(o.host) || o.cloud
+        // As `kiln promote` and `kiln rollback` do, in a database opened for writing; the promotion watcher switches live.
+        ...(offersOperatorActions(o.host, o.cloud)
           ? {
               promote: (slug: string, artifact: string) => withDatabase((db) => promote(db, slug, artifact, "operator (console)")),
               rollback: (slug: string) => withDatabase((db) => rollBack(db, slug)),
@@ -581,6 +579,15 @@ class ServeSession {
 }
 
 /** Runs `action` on the records database, opened for it and closed after, as the CLI's commands do. */
+/**
+ * Whether the console may promote and roll back: on a loopback address, where whoever reaches the
+ * console is on this machine, or in cloud mode, where the console's routes take them from an admin
+ * key only. A local-mode server beyond loopback would let anyone on its network do it.
+ */
+export function offersOperatorActions(host: string, cloud: boolean): boolean {
+  return cloud || isLoopbackHost(host);
+}
+
 function withDatabase<T>(action: (db: KilnDatabase) => T): T {
   const db = openDatabase();
   try {

@@ -7,7 +7,7 @@ import { hashKey, KeyStore } from "../../../src/cloud/keys/key-store.js";
 import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import keys from "../../../src/cli/commands/keys.js";
-import serve from "../../../src/cli/commands/serve.js";
+import serve, { offersOperatorActions } from "../../../src/cli/commands/serve.js";
 import { capture } from "./capture.js";
 
 describe("kiln keys", () => {
@@ -186,5 +186,14 @@ describe("kiln serve arguments", () => {
       if (saved === undefined) delete process.env.KILN_LOG_LEVEL;
       else process.env.KILN_LOG_LEVEL = saved;
     }
+  });
+});
+
+describe("the console's operator actions", () => {
+  it("are offered on a loopback address, or beyond it in cloud mode (where they take an admin key), never to a local server's network", () => {
+    expect(offersOperatorActions("127.0.0.1", false)).toBe(true);
+    expect(offersOperatorActions("0.0.0.0", false)).toBe(false);
+    expect(offersOperatorActions("0.0.0.0", true)).toBe(true);
+    expect(offersOperatorActions("127.0.0.1", true)).toBe(true);
   });
 });
