@@ -4,9 +4,12 @@
  * applies Whisper's decoding rules beside sampling, and answers with one small result per row.
  */
 import type { WhisperShape, WhisperTokens } from "../artifact/index.js";
+import type { ComputeDevice } from "../device/index.js";
 
 /** Options of one speech session (what `kiln serve` chooses per loaded speech model). */
 export interface SpeechSessionOptions {
+  /** Where the encoder and decoder run. Default "cpu". */
+  device?: ComputeDevice;
   /** ONNX Runtime intra-op threads. Default 2. */
   threads?: number;
   /** Transcriptions decoded at once: KV and cross-attention slots. Default 4. */

@@ -5,11 +5,14 @@
  * answers with one sample per sampled row. Typed arrays travel by structured clone.
  */
 import type { ModelShape } from "../artifact/index.js";
+import type { ComputeDevice } from "../device/index.js";
 import type { ConstraintSpec } from "../constrain/index.js";
 import type { PositionScores, SampleResult, SamplingParams } from "../sampling/index.js";
 
 /** Options of one text session (what `kiln serve` and the tests choose per loaded model). */
 export interface TextSessionOptions {
+  /** Where the graph runs; "webgpu" loads the model's GPU artifact and keeps its KV cache on the device. Default "cpu". */
+  device?: ComputeDevice;
   /** ONNX Runtime intra-op threads. Default: 2. */
   threads?: number;
   /** Sequence slots in the KV pool (the most sequences that can be cached at once). Default: 1. */
