@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ARTIFACT_FILES } from "./files.js";
+import type { ComputeDevice } from "../device/index.js";
 import type { WhisperShape, WhisperTokens } from "./speech-graph.js";
 
 /**
@@ -86,6 +87,12 @@ export interface ArtifactManifest {
    * artifact, which also carries `speech`, `tokens` and `speechIo` (see `speech-graph.ts`).
    */
   kind?: "text" | "transcription";
+  /**
+   * The device the graph was built for, and is measured on by the track: absent or "cpu" for the CPU
+   * provider's graph; "webgpu" for the GPU compile target (fp16 activations, the KV cache resident on
+   * the device), which is its own artifact beside the CPU one.
+   */
+  device?: ComputeDevice;
   /** Content-derived id: slug + short hash of (source sha256, compiler version, options). */
   id: string;
   slug: string;
