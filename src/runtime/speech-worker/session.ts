@@ -9,6 +9,7 @@ import {
   type SpeechArtifactManifest,
   WINDOW_FRAMES,
 } from "../artifact/index.js";
+import { executionProvidersFor } from "../device/execution-providers.js";
 import { KvPool } from "../kv-pool.js";
 import type { SpeechSessionOptions } from "./protocol.js";
 
@@ -45,8 +46,12 @@ export class SpeechSession {
     const manifest = readSpeechManifest(artifactDir);
     const shape = manifest.speech;
     checkSpeechGraphIo(manifest.speechIo, shape, `the artifact ${manifest.id}`);
+    // Inputs and outputs stay on the CPU on either device: the decoder's graph takes its whole
+    // self-attention cache as an input and returns only the new positions, so the cache lives in the
+    // KV pool in JavaScript, and an output left on the device could not be read back (getData() on a
+    // gpu-buffer tensor aborts the process).
     const sessionOptions: ort.InferenceSession.SessionOptions = {
-      executionProviders: ["cpu"],
+      executionProviders: executionProvidersFor(options.device ?? "cpu"),
       intraOpNumThreads: options.threads ?? 2,
       interOpNumThreads: 1,
       graphOptimizationLevel: "all",
