@@ -31,6 +31,7 @@ export const PRIVATE_FILE_MODE = 0o600;
 /** What kiln itself puts in its home: a directory holding nothing else is kiln's own to lock down. */
 const KILN_ENTRIES = new Set([
   "models",
+  "assets",
   "artifacts",
   "kiln.sqlite",
   "kiln.sqlite-wal",
