@@ -39,7 +39,7 @@ export function modelsPage(main) {
           el(
             "tr",
             {},
-            el("th", { scope: "row" }, el("div", {}, m.id), el("small", { class: "stats" }, m.display_name)),
+            el("th", { scope: "row" }, el("div", {}, m.id), el("small", { class: "stats" }, m.local_path ?? m.display_name)),
             el("td", {}, m.kind),
             el("td", {}, ...m.capabilities.map((c) => el("span", { class: "badge" }, c))),
             el("td", {}, m.context_length.toLocaleString()),

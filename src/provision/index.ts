@@ -8,3 +8,4 @@ export { ArtifactIntegrityError, NotCompilableError, provisionArtifact, type Pro
 export { DEFAULT_SPEECH_SLOTS, loadSpeechModel, type LoadSpeechModelOptions } from "./load-speech-model.js";
 export { DEFAULT_PROMOTION_POLL_MS, PromotionWatcher, type PromotionWatcherOptions, type SwitchLog } from "./live-switch.js";
 export { PromotedArtifactError, promotedArtifactDir, type PromotedSettings, promotedSettings } from "./promoted-artifact.js";
+export { checkLocalGguf, isLocalModelPath, loadLocalGguf, type LocalGguf, LocalModelError, localGgufSlug, provisionLocalGguf } from "./local-gguf.js";

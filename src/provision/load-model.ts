@@ -85,7 +85,12 @@ export async function loadModel(slug: string, options: LoadModelOptions = {}): P
 }
 
 /** Loads the artifact in `dir` and serves it, with `promotion`'s settings where `options` leave them unset. */
-async function serveArtifact(dir: string, promotion: Promotion | null, options: LoadModelOptions, warn: (message: string) => void): Promise<ServedModel> {
+export async function serveArtifact(
+  dir: string,
+  promotion: Promotion | null,
+  options: LoadModelOptions,
+  warn: (message: string) => void,
+): Promise<ServedModel> {
   options.signal?.throwIfAborted();
   const promoted = promotion ? promotedSettings(promotion.settings) : { settings: {}, ignored: [] };
   if (promoted.ignored.length > 0)

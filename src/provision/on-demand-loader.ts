@@ -4,7 +4,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { getModel } from "../catalogue/catalogue.js";
+import { getModel, hasModel } from "../catalogue/catalogue.js";
 import { artifactsDir, kilnHome, modelDir } from "../catalogue/paths.js";
 import { RECORD_FILE } from "../catalogue/pull/store.js";
 import type { ModelEntry } from "../catalogue/types.js";
@@ -53,10 +53,11 @@ export class OnDemandLoader implements ModelLoader {
   }
 
   memoryBytes(slug: string, model?: AnyServedModel): number {
-    const entry = getModel(slug);
+    // A model served from a local file is in no catalogue: its artifact alone says what it takes.
+    const entry = hasModel(slug) ? getModel(slug) : undefined;
     const manifest = newestManifest(artifactsDir(slug, this.home), model?.artifactId);
-    const weights = manifest ? manifest.files.reduce((n, f) => n + f.bytes, 0) : estimatedArtifactBytes(entry);
-    if (entry.kind === "transcription") return Math.round(weights * (1 + SPEECH_OVERHEAD));
+    const weights = manifest ? manifest.files.reduce((n, f) => n + f.bytes, 0) : entry ? estimatedArtifactBytes(entry) : 0;
+    if (entry?.kind === "transcription") return Math.round(weights * (1 + SPEECH_OVERHEAD));
     if (model?.kind === "text" && model.kvMemoryBytes !== undefined) return weights + model.kvMemoryBytes;
     const kv = this.kvMemoryBytes(manifest);
     // Before its first compile the model's shape is unknown: its KV budget is at most an eighth of memory.

@@ -46,6 +46,8 @@ export interface ModelObject {
   availability?: ModelAvailability;
   /** Where the model runs on this server: `cpu` (the only device kiln runs on today); served models only. */
   device?: ServedDevice;
+  /** The GGUF file a model served from a local file (`kiln serve --model ./file.gguf`) was compiled from; such models only. */
+  local_path?: string;
   /** Id of the compiled artifact in service (the `system_fingerprint` of its answers); served models only. */
   artifact_id?: string;
   /**

@@ -5,6 +5,7 @@ import type { ModelEntry } from "../../catalogue/types.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { modelObject, type ModelList, type ModelObject } from "../protocol/models.js";
+import { localModelObject, localModelStates } from "./local-models.js";
 import { modelSlugOf } from "./model-lookup.js";
 
 export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
@@ -15,7 +16,13 @@ export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
     return modelObject(entry, state, ctx.startedAt, ctx.metrics.throughput(entry.slug, artifactId), ctx.models.availability(entry.slug));
   };
 
-  app.get("/models", async (): Promise<ModelList> => ({ object: "list", data: listModels().map(describe) }));
+  app.get(
+    "/models",
+    async (): Promise<ModelList> => ({
+      object: "list",
+      data: [...listModels().map(describe), ...localModelStates(ctx).map((s) => localModelObject(ctx, s))],
+    }),
+  );
 
   // A wildcard, so that ids holding "/" (raw or percent-encoded) reach this route and get a model answer.
   app.get("/models/*", async (request): Promise<ModelObject> => {
@@ -23,6 +30,8 @@ export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const id = safeDecode(raw);
     const slug = modelSlugOf(ctx, id);
     const entry = listModels().find((m) => m.slug === slug);
+    const local = entry ? undefined : localModelStates(ctx).find((s) => s.slug === slug);
+    if (local) return localModelObject(ctx, local);
     if (!entry) throw apiError("model_not_found", `The model '${id}' does not exist.`, "model");
     return describe(entry);
   });

@@ -1,6 +1,6 @@
 /** `kiln compile <slug>`: compile a model's weights into an ONNX artifact. */
 import { DEFAULT_COMPILE_OPTIONS } from "../../compiler/compile.js";
-import { provisionArtifact } from "../../provision/index.js";
+import { checkLocalGguf, isLocalModelPath, provisionArtifact, provisionLocalGguf, type ProvisionOptions } from "../../provision/index.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";
 
@@ -10,8 +10,11 @@ export default defineCommand({
   intro: `Pulls the model if needed, reads its GGUF file and writes an artifact folder under
 $KILN_HOME/artifacts/<slug>/<artifact-id>/ (graph, weights, tokenizer, chat template, manifest).
 The same source, compiler version and options give the same artifact id, so a repeated compile
-is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
-  positionals: "<slug>",
+is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite. A GGUF file on this
+machine compiles the same way (\`kiln compile ./my-model.Q4_K_M.gguf\`, a path relative to the
+current directory) under a slug made from its file name, cached by its content's sha256 (not
+recorded in the database).`,
+  positionals: "<slug|file.gguf>",
   options: {
     // The defaults are the compiler's own (src/compiler/compile.ts), so naming them changes no artifact id.
     numerics: option.choice(["fast", "llama.cpp"], {
@@ -47,11 +50,12 @@ is reused unless --force. Each compile is recorded in $KILN_HOME/kiln.sqlite.`,
     if (extra.length > 0) throw new UsageError(`one model at a time (got ${positionals.join(" and ")})`);
     const started = Date.now();
     try {
-      const result = await provisionArtifact(slug, {
+      const provision: ProvisionOptions = {
         force: options.force,
         compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold, lmHead: options.lmHead, gateUp: options.gateUp },
         onStage: (stage) => io.stderr.write(`${slug}: ${stage}\n`),
-      });
+      };
+      const result = isLocalModelPath(slug) ? await provisionLocalGguf(await checkLocalGguf(slug), provision) : await provisionArtifact(slug, provision);
       const what = result.reused ? "already compiled" : `compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`;
       io.stdout.write(`${result.manifest.id} ${what}\n${result.dir}\n`);
       return 0;

@@ -1,5 +1,5 @@
 /** `kiln run <slug> <prompt>`: one chat turn from the terminal, streamed as it is generated. */
-import { loadModel } from "../../provision/index.js";
+import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
 import type { ServedModel } from "../../scheduler/index.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";
@@ -9,9 +9,12 @@ export default defineCommand({
   description: "Generate a chat answer from the terminal",
   intro: `Pulls and compiles the model if needed, renders the prompt (the words after the slug, joined
 by spaces) through the model's chat template and streams the answer to stdout, through the same
-engine as \`kiln serve\` with one KV slot (and the model's promoted artifact, when it has one).`,
-  positionals: "<slug> <prompt>...",
+engine as \`kiln serve\` with one KV slot (and the model's promoted artifact, when it has one).
+The model is a catalogue slug or a GGUF file on this machine (a path, relative to the current
+directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --model.`,
+  positionals: "<slug|file.gguf> <prompt>...",
   options: {
+    model: option.string({ short: "m", value: "<slug|file.gguf>", description: "the model, instead of the first word: a catalogue slug or a GGUF file" }),
     system: option.string({ value: "<text>", description: "system message (the template's default when absent)" }),
     maxTokens: option.integer({ min: 1, default: 256, description: "most tokens to generate" }),
     temperature: option.number({ min: 0, max: 2, default: 0.7, description: "sampling temperature; 0 is greedy" }),
@@ -19,14 +22,15 @@ engine as \`kiln serve\` with one KV slot (and the model's promoted artifact, wh
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
   },
   async run({ options, positionals, given }, io) {
-    const [slug, ...promptWords] = positionals;
-    if (!slug || promptWords.length === 0) throw new UsageError("needs a model slug and a prompt");
+    const [slug, ...promptWords] = options.model !== undefined ? [options.model, ...positionals] : positionals;
+    if (!slug || promptWords.length === 0) throw new UsageError("needs a model (a slug or a GGUF file) and a prompt");
     let model: ServedModel | null = null;
     try {
       // The same path as `kiln serve`: one KV slot, the batch engine, the model's chat template.
       // A promoted artifact's thread count stands in for the default, not for a --threads given.
       const threads = given.has("threads") ? options.threads : undefined;
-      model = await loadModel(slug, { threads, maxRunning: 1, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) });
+      const load: LoadModelOptions = { threads, maxRunning: 1, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) };
+      model = isLocalModelPath(slug) ? await loadLocalGguf(await checkLocalGguf(slug), load) : await loadModel(slug, load);
       const messages = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: promptWords.join(" ") }];
       const sampling = { temperature: options.temperature, seed: options.seed };
       const stream = model.engine.submit({ promptIds: model.chatPrompt(messages), maxTokens: options.maxTokens, sampling });

@@ -29,12 +29,21 @@ import {
   type CloudStore,
 } from "../../cloud/index.js";
 import { databaseOption, keySecretFileOption } from "../cloud-options.js";
-import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
+import { getModel, hasModel } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { createProgressPrinter } from "../../catalogue/pull/progress.js";
 import type { Promotion } from "../../catalogue/promotions.js";
 import { DEFAULT_MAX_STORED_RESPONSES, DEFAULT_STORED_RESPONSE_DAYS, ResponseStore } from "../../catalogue/stored-responses.js";
-import { DEFAULT_SPEECH_SLOTS, loadModel, type LoadModelOptions, loadSpeechModel, OnDemandLoader, PromotionWatcher } from "../../provision/index.js";
+import {
+  DEFAULT_SPEECH_SLOTS,
+  loadLocalGguf,
+  type LocalGguf,
+  loadModel,
+  type LoadModelOptions,
+  loadSpeechModel,
+  OnDemandLoader,
+  PromotionWatcher,
+} from "../../provision/index.js";
 import {
   ComputeGate,
   DEFAULT_KEEP_ALIVE_MS,
@@ -46,6 +55,7 @@ import {
 } from "../../scheduler/index.js";
 import { machineMemoryBytes } from "../../compiler/compilability.js";
 import { defineCommand, type CommandIO } from "../command.js";
+import { checkLocalModels, splitModelArgs } from "../local-models.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 import { startNightly, trackHistory, trend } from "../../track/index.js";
 import { promote } from "./promote.js";
@@ -56,9 +66,10 @@ const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"
 const options = {
   model: option.string({
     short: "m",
-    value: "<slug>",
+    value: "<slug|file.gguf>",
     multiple: true,
-    description: "a model to load at start and keep loaded (see `kiln models`); every other pulled model is loaded on its first request",
+    description:
+      "a model to load at start and keep loaded: a catalogue slug (see `kiln models`), or a GGUF file on this machine (served under a slug made from its file name); every other pulled model is loaded on its first request",
   }),
   keepAlive: option.number({
     value: "<seconds>",
@@ -172,12 +183,6 @@ function exitIfStuck(ms: number, io: CommandIO): void {
   }, ms).unref();
 }
 
-/** The slugs to serve, once each; a usage error unless each is a text model of the catalogue. */
-function knownModelSlugs(slugs: string[]): string[] {
-  for (const slug of slugs) if (!hasModel(slug)) throw new UsageError(new UnknownModelError(slug).message);
-  return [...new Set(slugs)];
-}
-
 /**
  * Cloud mode's stores: the database (keys, ledger, reservations, heartbeats), the limit counters,
  * and the meter over them, beating. The usage spool is per host and port, so replicas sharing a
@@ -230,19 +235,28 @@ to 60 s for it, then gets 503 model_loading with retry-after), unloaded after --
 requests, and the least recently used ones are unloaded to make room under --memory-budget; the
 --model ones stay loaded. A model never pulled is a 404 model_not_pulled, unless --pull-on-demand.`,
   options,
-  run: (commandLine, io) =>
-    serve(
+  run: async (commandLine, io) => {
+    const models = splitModelArgs(commandLine.options.model ?? []);
+    return serve(
       {
         ...commandLine.options,
-        slugs: knownModelSlugs(commandLine.options.model ?? []),
+        slugs: models.slugs,
+        locals: await checkLocalModels(models.files),
         origins: allowedOrigins(commandLine.options.allowedOrigins),
         given: commandLine.given,
       },
       io,
-    ),
+    );
+  },
 });
 
-type ServeArgs = OptionValues<typeof options> & { slugs: string[]; origins: string[]; given: ReadonlySet<keyof typeof options> };
+type ServeArgs = OptionValues<typeof options> & {
+  slugs: string[];
+  /** The GGUF files on this machine to serve, checked. */
+  locals: LocalGguf[];
+  origins: string[];
+  given: ReadonlySet<keyof typeof options>;
+};
 
 /** `--allowed-origins`, each given and each comma-separated one, checked as origins; a usage error names the first that is not. */
 function allowedOrigins(given: string[]): string[] {
@@ -317,7 +331,7 @@ class ServeSession {
   ) {
     this.logger = pino({ level: o.logLevel, base: { pid: process.pid } }, pino.destination(2));
     this.registry = this.createRegistry();
-    for (const slug of o.slugs) this.registry.expect(slug);
+    for (const slug of [...o.slugs, ...o.locals.map((l) => l.slug)]) this.registry.expect(slug);
     this.stopped = new Promise<void>((resolve) => (this.resolveStopped = resolve));
   }
 
@@ -331,7 +345,7 @@ class ServeSession {
     try {
       await this.loadModels();
       if (!this.loading.signal.aborted) {
-        if (this.o.slugs.length > 0 && !this.registry.all().some((s) => s.status === "serving")) {
+        if (this.o.slugs.length + this.o.locals.length > 0 && !this.registry.all().some((s) => s.status === "serving")) {
           await this.stop("no model could be loaded");
           return 1;
         }
@@ -446,7 +460,7 @@ class ServeSession {
     const port = typeof address === "object" && address ? address.port : o.port;
     this.url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
     io.stderr.write(
-      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}); ${o.slugs.length > 0 ? `loading ${o.slugs.join(", ")}` : "models load on their first request"}\n`,
+      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}); ${o.slugs.length + o.locals.length > 0 ? `loading ${[...o.slugs, ...o.locals.map((l) => l.slug)].join(", ")}` : "models load on their first request"}\n`,
     );
     return true;
   }
@@ -519,6 +533,38 @@ class ServeSession {
         registry.fail(slug, message);
         io.stderr.write(`${slug}: failed to load: ${message}\n`);
       }
+    }
+    for (const local of o.locals) {
+      if (this.loading.signal.aborted) break;
+      await this.loadLocal(local, textOptions, kvMemoryReservedBytes);
+      const state = registry.get(local.slug);
+      if (state?.status === "serving" && state.model.kind === "text") kvMemoryReservedBytes += state.model.kvMemoryBytes ?? 0;
+    }
+  }
+
+  /** Compiles (or reuses) a local GGUF file's artifact and serves it under its slug; a failure is reported and the others go on. */
+  private async loadLocal(local: LocalGguf, textOptions: LoadModelOptions, kvMemoryReservedBytes: number): Promise<void> {
+    const { io, registry } = this;
+    const onStage = (stage: string) => {
+      registry.stage(local.slug, stage);
+      io.stderr.write(`${local.slug}: ${stage}\n`);
+    };
+    try {
+      const model = await loadLocalGguf(local, {
+        ...textOptions,
+        onStage,
+        signal: this.loading.signal,
+        kvMemoryReservedBytes,
+        onWarning: (m) => this.tell("warn")({}, m),
+      });
+      registry.serve(model);
+      const context = `${model.contextLength} tokens per sequence x ${model.engine.stats.snapshot().slots} slots (native ${model.nativeContextLength})`;
+      io.stderr.write(`${local.slug}: serving ${local.path} (artifact ${model.artifactId}; ${context})\n`);
+    } catch (err) {
+      if (this.loading.signal.aborted) return;
+      const message = err instanceof Error ? err.message : String(err);
+      registry.fail(local.slug, message);
+      io.stderr.write(`${local.slug}: failed to load ${local.path}: ${message}\n`);
     }
   }
 

@@ -27,6 +27,11 @@ export interface ServedModel {
    * live switch replaces it in place when the same artifact is promoted again with the same settings.
    */
   promotion?: Promotion | null;
+  /**
+   * The GGUF file (absolute path) of a model served from a local file rather than the catalogue;
+   * absent for catalogue models.
+   */
+  localFile?: string;
   /** Tokens a request may use, prompt plus completion: the model's window, or less where the KV budget caps it. */
   contextLength: number;
   /** The model's own context window, in tokens. */

@@ -25,7 +25,7 @@ describe("the CLI reference", () => {
     const serve = COMMANDS.find((c) => c.name === "serve")!;
     expect(serve.help).toContain("--max-running N");
     expect(rendered).toMatch(/^- `--max-running N`: sequences generating at once per model.*\[1 to 256; default: 16\]$/m);
-    expect(rendered).toMatch(/^- `-m, --model <slug>`: a model to load at start .*\[repeatable\]$/m);
+    expect(rendered).toMatch(/^- `-m, --model <slug\|file\.gguf>`: a model to load at start .*\[repeatable\]$/m);
     expect(rendered).toContain("kiln serve [options]");
   });
 

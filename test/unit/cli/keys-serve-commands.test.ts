@@ -114,7 +114,7 @@ describe("kiln serve arguments", () => {
     expect(await serve.run(["--help"], io)).toBe(0);
     expect(out.stdout).toMatch(/^Usage: kiln serve \[options\]\n/);
     const options = [
-      "-m, --model <slug>",
+      "-m, --model <slug|file.gguf>",
       "--keep-alive <seconds>",
       "--memory-budget MiB",
       "--pull-on-demand",
@@ -142,8 +142,8 @@ describe("kiln serve arguments", () => {
   it("rejects missing or unknown models and bad options before doing anything", async () => {
     const slug = "smollm2-135m-instruct";
     const cases: Array<[string[], string]> = [
-      [["--model"], "--model needs a value (<slug>)"],
-      [["--model", "--port", "80"], "--model needs a value (<slug>)"],
+      [["--model"], "--model needs a value (<slug|file.gguf>)"],
+      [["--model", "--port", "80"], "--model needs a value (<slug|file.gguf>)"],
       [["--model", "gpt-9"], "unknown model: gpt-9 (run `kiln models` for the list)"],
       [["-m", slug, "-m", "whisper-huge"], "unknown model: whisper-huge (run `kiln models` for the list)"],
       [["--keep-alive", "-1"], '--keep-alive needs a number from 0 to 31536000 (got "-1")'],
