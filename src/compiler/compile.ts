@@ -1,17 +1,27 @@
 import { writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { artifactsDir, kilnHome } from "../catalogue/paths.js";
-import { ARTIFACT_FILES, type ArtifactManifest, checkTextGraphIo, type ModelShape, readManifest } from "../runtime/artifact/index.js";
+import {
+  ARTIFACT_FILES,
+  type ArtifactManifest,
+  checkDeviceGraphIo,
+  checkTextGraphIo,
+  deviceGraphIo,
+  type ModelShape,
+  readManifest,
+  slotCopyGraphIo,
+} from "../runtime/artifact/index.js";
 import { ArtifactFolder, artifactId } from "./artifact-writer.js";
 import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
 import { buildTextGraph, resolveArchitecture } from "./graph/architectures.js";
-import type { BuildOptions, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
+import type { BuildDevice, BuildOptions, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
 
-export type { EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
+export type { BuildDevice, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
+import { buildSlotCopyGraph } from "./graph/slot-copy.js";
 import { digestGgufSource, type SourceDigest } from "./source-digest.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
 
@@ -50,6 +60,14 @@ export interface CompileRequest {
   slug: string;
   ggufPath: string;
   options?: CompileOptions;
+  /**
+   * The device the artifact is built for: "cpu" (default) or "webgpu", the GPU target: float
+   * activations (accuracy_level 0, whatever `accuracyLevel` says: WebGPU has no int8-activation
+   * path), the KV cache in a device-resident pool and each position's top candidates returned
+   * instead of its logits (`runtime/artifact/device-graph.ts`), plus a slot-copy graph. Its own
+   * artifact beside the CPU one: the device is part of the id when not "cpu".
+   */
+  device?: BuildDevice;
   /** Root of kiln's store (default `kilnHome()`). */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. */
@@ -93,28 +111,32 @@ export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = {
 };
 
 /**
- * Every option set, for the build; `minFold` and `embedding` appear only when not the default, so that
+ * Every option set, for the build; `minFold`, `embedding` and the other choices (the `device` too) appear only when not the default, so that
  * artifacts compiled before it existed keep their ids (the id hashes these options).
  */
-function resolvedOptions(options: CompileOptions = {}): CompileOptions & Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> {
+function resolvedOptions(
+  options: CompileOptions = {},
+  device: BuildDevice = "cpu",
+): CompileOptions & Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> & { device?: BuildDevice } {
   const minFold = options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold;
   const embedding = options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding;
   const lmHead = options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead;
   const gateUp = options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp;
   return {
-    accuracyLevel: options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel,
+    accuracyLevel: device === "webgpu" ? 0 : (options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel),
     numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics,
     ...(minFold !== DEFAULT_COMPILE_OPTIONS.minFold ? { minFold } : {}),
     ...(embedding !== DEFAULT_COMPILE_OPTIONS.embedding ? { embedding } : {}),
     ...(lmHead !== DEFAULT_COMPILE_OPTIONS.lmHead ? { lmHead } : {}),
     ...(gateUp !== DEFAULT_COMPILE_OPTIONS.gateUp ? { gateUp } : {}),
+    ...(device !== "cpu" ? { device } : {}),
   };
 }
 
 /** Compiles a GGUF text model of a supported architecture (`graph/architectures.ts`) into an artifact folder (graph, weights, tokenizer, template, manifest). */
 export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   const started = Date.now();
-  const options = resolvedOptions(req.options);
+  const options = resolvedOptions(req.options, req.device);
   const stage = req.onStage ?? (() => {});
   stage("hashing source");
   const source = await digestGgufSource(req.ggufPath, { ...req.shardSha256, [basename(req.ggufPath)]: req.sourceSha256 });
@@ -144,18 +166,23 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
       embedding: options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding,
       lmHead: options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
       gateUp: options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
+      device: options.device ?? "cpu",
     };
     const choices = await buildTextGraph(builder, weights, resolved, build);
     const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };
-    checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`, hyper.slidingWindow !== undefined);
+    const onDevice = build.device === "webgpu";
+    if (onDevice) checkDeviceGraphIo(io, deviceGraphIo(hyper.layers), `the graph built for ${req.slug}`);
+    else checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`, hyper.slidingWindow !== undefined);
     const graph = builder.finish(`${req.slug}`, COMPILER_VERSION, { kiln_artifact: id });
     writeFileSync(folder.path(ARTIFACT_FILES.graph), graph);
+    if (onDevice) writeSlotCopyGraph(folder, req.slug, id, hyper);
     stage("writing tokenizer");
     const spec = tokenizerSpec(file);
     folder.writeTokenizer(spec, chatTemplate(file));
     const manifest: Omit<ArtifactManifest, "files"> = {
       id,
       slug: req.slug,
+      ...(onDevice ? { device: build.device } : {}),
       compilerVersion: COMPILER_VERSION,
       createdAt: new Date().toISOString(),
       source: { file: basename(req.ggufPath), sha256, bytes: source.bytes },
@@ -174,6 +201,15 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
     }
     throw err;
   }
+}
+
+/** The GPU target's slot-copy graph, beside its step graph (it has no weights: its data file stays empty). */
+function writeSlotCopyGraph(folder: ArtifactFolder, slug: string, id: string, shape: ModelShape): void {
+  const g = new GraphBuilder(folder.path(ARTIFACT_FILES.slotCopyWeights));
+  buildSlotCopyGraph(g, shape);
+  const io = { inputs: g.inputs.map((i) => i.name), outputs: g.outputs.map((o) => o.name) };
+  checkDeviceGraphIo(io, slotCopyGraphIo(shape.layers), `the slot-copy graph built for ${slug}`);
+  writeFileSync(folder.path(ARTIFACT_FILES.slotCopyGraph), g.finish(`${slug}.slot-copy`, COMPILER_VERSION, { kiln_artifact: id }));
 }
 
 /** A split model's shards, named in the manifest (its `source.sha256` is a digest over theirs). */

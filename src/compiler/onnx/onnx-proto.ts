@@ -7,6 +7,7 @@ export enum DataType {
   INT8 = 3,
   INT32 = 6,
   INT64 = 7,
+  UINT32 = 12,
   FLOAT16 = 10,
   BFLOAT16 = 16,
 }

@@ -25,6 +25,17 @@ export {
   textGraphIo,
 } from "./text-graph.js";
 export {
+  checkDeviceGraphIo,
+  DEVICE_CANDIDATES,
+  DEVICE_GRAPH,
+  DEVICE_TOP_LOGPROBS,
+  deviceGraphIo,
+  MASK_WORD_BITS,
+  maskWords,
+  SLOT_COPY_GRAPH,
+  slotCopyGraphIo,
+} from "./device-graph.js";
+export {
   checkSpeechGraphIo,
   HOP_LENGTH,
   N_FFT,

@@ -13,3 +13,4 @@ export {
 export { SequenceSampler, argmax, type SampleResult, type SequenceSamplerOptions, type TokenIdLogprob } from "./sampler.js";
 export { scorePositions, type PositionScores } from "./score.js";
 export { SplitMix64, Xoshiro128ss, randomSeed } from "./prng.js";
+export type { CandidateRow, LogitAdjustments } from "./candidates.js";

@@ -1,6 +1,7 @@
 import { resolveSamplingParams, type ResolvedSamplingParams, type SamplingParams } from "./params.js";
 import * as fe from "./fast-exp.js";
 import { randomSeed, Xoshiro128ss } from "./prng.js";
+import { type CandidateRow, denseCandidates, type LogitAdjustments, restoreDense } from "./candidates.js";
 
 /** A token and its log probability. */
 export interface TokenIdLogprob {
@@ -233,6 +234,68 @@ export class SequenceSampler {
     const top: TokenIdLogprob[] = new Array(nTop);
     for (let i = 0; i < nTop; i++) top[i] = { token: this.topIds[i], logprob: this.topVals[i] - lse };
     return { token, logprob: logits[token] - lse, top };
+  }
+
+  /**
+   * Steps 1-3 as sparse entries for a device that applies them before its top candidates (see
+   * {@link sampleCandidates}): bias, repetition and presence/frequency merged per token id.
+   */
+  logitAdjustments(vocab: number): LogitAdjustments {
+    const out: LogitAdjustments = { ids: [], bias: [], repetition: [], subtract: [] };
+    const at = new Map<number, number>();
+    const entry = (id: number): number => {
+      let i = at.get(id);
+      if (i === undefined) {
+        at.set(id, (i = out.ids.length));
+        out.ids.push(id);
+        out.bias.push(0);
+        out.repetition.push(1);
+        out.subtract.push(0);
+      }
+      return i;
+    };
+    const p = this.params;
+    for (let i = 0; i < p.biasIds.length && p.biasIds[i] < vocab; i++) out.bias[entry(p.biasIds[i])] += p.biasValues[i];
+    if (p.repetitionPenalty !== 1) for (const id of this.repIds) if (id >= 0 && id < vocab) out.repetition[entry(id)] = p.repetitionPenalty;
+    if (p.presencePenalty !== 0 || p.frequencyPenalty !== 0) {
+      for (let i = 0; i < this.penIds.length; i++) {
+        const id = this.penIds[i];
+        if (id >= 0 && id < vocab) out.subtract[entry(id)] = p.presencePenalty + p.frequencyPenalty * this.penCounts[i];
+      }
+    }
+    return out;
+  }
+
+  /**
+   * {@link sample} from a device's candidates for one row, whose adjusted logits already carry this
+   * sequence's {@link logitAdjustments} and constraint mask: steps 4-10 over the candidates only
+   * (the probability mass beyond them is left out), log probabilities against the row's
+   * log-normalizer. Records the token as generated.
+   */
+  sampleCandidates(row: CandidateRow, vocab: number): SampleResult {
+    if (row.ids.length === 0) throw new RangeError("cannot sample from no candidates");
+    const p = this.params;
+    let token: number;
+    if (p.temperature === 0) {
+      token = row.ids[0];
+    } else {
+      const logits = denseCandidates(row, vocab);
+      try {
+        token = this.draw(logits);
+      } finally {
+        restoreDense(row);
+      }
+    }
+    this.accept(token);
+    if (!p.logprobs) return { token };
+    let raw = -Infinity;
+    for (let i = 0; i < row.ids.length; i++) if (row.ids[i] === token) raw = row.raw[i];
+    const top: TokenIdLogprob[] = [];
+    for (let i = 0; i < row.topIds.length && top.length < p.topLogprobs; i++) {
+      if (row.topLogits[i] === -Infinity) break; // a masked token: as the CPU path, no number for it
+      top.push({ token: row.topIds[i], logprob: row.topLogits[i] - row.logNormalizer });
+    }
+    return { token, logprob: raw - row.logNormalizer, top };
   }
 
   /** Steps 5-10 on a row with bias and penalties applied; temperature > 0. */

@@ -17,6 +17,11 @@ export interface TextSessionOptions {
   threads?: number;
   /** Sequence slots in the KV pool (the most sequences that can be cached at once). Default: 1. */
   slots?: number;
+  /**
+   * On "webgpu": positions each slot of the device KV pool holds (a fixed capacity: the pool is
+   * allocated once, slots x positions). Default: the model's context, at most 1024.
+   */
+  deviceKvPositions?: number;
   /** KV capacity growth step, in positions. Default: {@link KV_GROWTH_POSITIONS} (128). */
   kvChunk?: number;
   /** onnxruntime graph optimizations applied when the session loads. Default: "all". */

@@ -1,4 +1,5 @@
 import { DataType } from "../../onnx/onnx-proto.js";
+import type { ArtifactManifest } from "../../../runtime/artifact/index.js";
 import type { GraphBuilder } from "../../onnx/graph-builder.js";
 import type { Choice, WeightSource } from "../weights.js";
 
@@ -51,7 +52,16 @@ export interface BuildOptions {
    * two. Where the file stores gate and up as one tensor (Phi-3), they stay fused.
    */
   gateUp?: GateUpLayout;
+  /**
+   * The device the graph is built for: "cpu" (default), or "webgpu", whose graph keeps the KV cache
+   * in a device-resident pool and returns each position's top candidates rather than its logits
+   * (`runtime/artifact/device-graph.ts`).
+   */
+  device?: BuildDevice;
 }
+
+/** See {@link BuildOptions.device}. */
+export type BuildDevice = NonNullable<ArtifactManifest["device"]>;
 
 /** See {@link BuildOptions.gateUp}. */
 export type GateUpLayout = "fused" | "separate";

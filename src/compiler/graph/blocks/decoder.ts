@@ -6,6 +6,7 @@ import { foldMinsTo8Bit } from "../../quant/fold-mins.js";
 import type { LinearWeight, NbitsWeight } from "../../quant/linear-weight.js";
 import { requantizeTo4Bit } from "../../quant/requantize.js";
 import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
+import { buildsForDevice, declareDeviceIo, emitDeviceOutputs } from "./device-io.js";
 import { linear } from "./linear.js";
 import { rmsNorm, skipRmsNorm } from "./norm.js";
 import type { RopeSpec } from "./rotary.js";
@@ -21,6 +22,7 @@ export interface DecoderHyper extends ModelShape {
 
 /** Declares the text graph's inputs and outputs (the runtime contract in `runtime/artifact/text-graph.ts`). */
 export function declareTextIo(ctx: BlockContext, h: ModelShape): void {
+  if (buildsForDevice(ctx)) return declareDeviceIo(ctx, h);
   const g = ctx.g;
   g.input(IO.inputIds, DataType.INT64, ["batch", "seq"]);
   g.input(IO.positionIds, DataType.INT64, ["batch", "seq"]);
@@ -209,8 +211,9 @@ function rescoreTop(ctx: BlockContext, x: string, approx: string, table: { prefi
   return g.op("ScatterElements", [approx, indices, exact], { attributes: { axis: -1 } });
 }
 
-/** Names `logits` the graph's `logits` output. */
+/** Names `logits` the graph's `logits` output; the GPU target returns its candidates instead (`device-io.ts`). */
 export function emitLogits(ctx: BlockContext, logits: string): void {
+  if (buildsForDevice(ctx)) return emitDeviceOutputs(ctx, logits);
   ctx.g.node("Identity", [logits], { names: [IO.logits] });
 }
 

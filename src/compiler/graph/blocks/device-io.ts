@@ -1,0 +1,156 @@
+/**
+ * The GPU compile target's graph ends (`runtime/artifact/device-graph.ts`): its inputs, the layers'
+ * cached keys and values read from the device-resident pool, the pool writes, and a head that
+ * returns each position's top candidates and log-normalizer instead of its logits row.
+ */
+import type { ModelShape } from "../../../runtime/artifact/index.js";
+import { DEVICE_CANDIDATES, DEVICE_GRAPH as D, DEVICE_TOP_LOGPROBS, maskWords, MASK_WORD_BITS, TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
+import { DataType } from "../../onnx/onnx-proto.js";
+import type { GraphBuilder } from "../../onnx/graph-builder.js";
+import type { BlockContext } from "./context.js";
+
+/** Whether the graph is built for the GPU target. */
+export function buildsForDevice(ctx: BlockContext): boolean {
+  return ctx.options.device === "webgpu";
+}
+
+/**
+ * Declares the device graph's inputs and outputs, and names each layer's past keys (transposed,
+ * [rows, kv_heads, head_dim, capacity]) and values ([rows, kv_heads, capacity, head_dim]) as the
+ * CPU graph's `past_key_t.<l>` / `past_value.<l>`, sliced from the pools, so the attention blocks
+ * build the same way for both targets.
+ */
+export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
+  if (h.slidingWindow) throw new Error("the webgpu target does not build sliding-window attention yet");
+  shapes.set(ctx, h);
+  const g = ctx.g;
+  g.input(D.inputIds, DataType.INT64, ["rows", "seq"]);
+  g.input(D.positionIds, DataType.INT64, ["rows", "seq"]);
+  g.input(D.pastMask, DataType.FLOAT, ["rows", 1, 1, "capacity"]);
+  g.input(D.newMask, DataType.FLOAT, [1, 1, "group_seq", "seq"]);
+  g.input(D.logitsFrom, DataType.INT64, [1]);
+  g.input(D.firstSlot, DataType.INT64, [1]);
+  g.input(D.tokenMask, DataType.INT32, ["rows", maskWords(h.vocab)]);
+  g.input(D.adjustIds, DataType.INT64, ["rows", "adjustments"]);
+  g.input(D.adjustBias, DataType.FLOAT, ["rows", "adjustments"]);
+  g.input(D.adjustRepetition, DataType.FLOAT, ["rows", "adjustments"]);
+  g.input(D.adjustSubtract, DataType.FLOAT, ["rows", "adjustments"]);
+  g.input(D.scoreTargets, DataType.INT64, ["rows", "positions"]);
+  for (let l = 0; l < h.layers; l++) {
+    g.input(D.keyPool(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
+    g.input(D.valuePool(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
+  }
+  const k = Math.min(DEVICE_CANDIDATES, h.vocab);
+  const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
+  g.output(D.candidateLogits, DataType.FLOAT, ["rows", "positions", k]);
+  g.output(D.candidateIds, DataType.INT64, ["rows", "positions", k]);
+  g.output(D.candidateRaw, DataType.FLOAT, ["rows", "positions", k]);
+  g.output(D.topLogits, DataType.FLOAT, ["rows", "positions", top]);
+  g.output(D.topIds, DataType.INT64, ["rows", "positions", top]);
+  g.output(D.logNormalizer, DataType.FLOAT, ["rows", "positions"]);
+  g.output(D.targetLogits, DataType.FLOAT, ["rows", "positions"]);
+  for (let l = 0; l < h.layers; l++) {
+    g.output(D.keyPoolOut(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
+    g.output(D.valuePoolOut(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
+  }
+  const [start, end] = slotRange(g);
+  for (let l = 0; l < h.layers; l++) {
+    const rowsOf = (pool: string) => g.op("Slice", [pool, start, end, g.int64s([0])]);
+    g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: [0, 2, 3, 1] }, names: [IO.pastKey(l)] });
+    g.node("Transpose", [rowsOf(D.valuePool(l))], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.pastValue(l)] });
+  }
+}
+
+/** The shape each device graph was declared with, for its outputs. */
+const shapes = new WeakMap<BlockContext, ModelShape>();
+
+/** [first_slot], [first_slot + rows]: the pool slots this step computes. */
+function slotRange(g: GraphBuilder): [string, string] {
+  const rows = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
+  return [D.firstSlot, g.op("Add", [D.firstSlot, rows])];
+}
+
+/**
+ * The device graph's outputs from the logits [rows, positions, vocab]: the constraint mask and the
+ * logit adjustments applied before the top candidates, and the pools with each layer's new keys
+ * and values (the attention blocks' `present_key.<l>` / `present_value.<l>`, [rows, kv_heads,
+ * seq, head_dim]) written at their positions.
+ */
+export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
+  const g = ctx.g;
+  const h = shapes.get(ctx);
+  if (!h) throw new Error("emitDeviceOutputs before declareDeviceIo");
+  const masked = maskedLogits(ctx, logits, h.vocab);
+  g.node("ReduceLogSumExp", [masked, g.int64s([-1])], { attributes: { keepdims: 0 }, names: [D.logNormalizer] });
+  const adjusted = adjustedLogits(ctx, masked);
+  const k = Math.min(DEVICE_CANDIDATES, h.vocab);
+  const [, candIds] = g.node("TopK", [adjusted, g.int64s([k])], {
+    outputs: 2,
+    attributes: { axis: -1, largest: 1, sorted: 1 },
+    names: [D.candidateLogits, D.candidateIds],
+  });
+  g.node("GatherElements", [masked, candIds], { attributes: { axis: -1 }, names: [D.candidateRaw] });
+  const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
+  g.node("TopK", [masked, g.int64s([top])], { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 }, names: [D.topLogits, D.topIds] });
+  const targets = g.op("Unsqueeze", [D.scoreTargets, g.int64s([2])]);
+  g.node("Squeeze", [g.op("GatherElements", [masked, targets], { attributes: { axis: -1 } }), g.int64s([2])], { names: [D.targetLogits] });
+  writePools(ctx, h);
+  ctx.choices.push({
+    what: "device head",
+    choice: `top ${k} candidates after the constraint bitset and logit adjustments, top ${top} masked logits and the log-normalizer per position`,
+    exact: true,
+    why: "only these small tensors leave the device; sampling draws among the candidates (the mass beyond them is left out)",
+  });
+}
+
+/** The logits with tokens whose `token_mask` bit is clear at -inf, [rows, positions, vocab]. */
+function maskedLogits(ctx: BlockContext, logits: string, vocab: number): string {
+  const g = ctx.g;
+  // Bit j of a word is floor(word / 2^j) mod 2 on its unsigned value: plain division and
+  // multiplication, which the WebGPU provider implements for uint32 (it has no bitwise operators).
+  const words = g.op("Unsqueeze", [g.op("Cast", [D.tokenMask], { attributes: { to: DataType.UINT32 } }), g.int64s([2])]);
+  const powers = new Uint32Array(MASK_WORD_BITS).map((_, j) => 2 ** j);
+  const shifted = g.op("Div", [words, g.constant(DataType.UINT32, [MASK_WORD_BITS], powers, "u32")]);
+  const two = g.constant(DataType.UINT32, [], Uint32Array.of(2), "u32");
+  const bits = g.op("Sub", [shifted, g.op("Mul", [g.op("Div", [shifted, two]), two])]);
+  const flat = g.op("Reshape", [bits, g.int64s([0, -1])]);
+  const perToken = g.op("Slice", [flat, g.int64s([0]), g.int64s([vocab]), g.int64s([1])]);
+  const allowed = g.op("Unsqueeze", [g.op("Equal", [perToken, g.constant(DataType.UINT32, [], Uint32Array.of(1), "u32")]), g.int64s([1])]);
+  return g.op("Where", [allowed, logits, g.constant(DataType.FLOAT, [], Float32Array.of(-Infinity), "f32")]);
+}
+
+/**
+ * The masked logits with each row's adjustments applied at their ids, in the CPU sampler's order:
+ * bias added, repetition_penalty, then presence and frequency subtracted. A masked token stays -inf.
+ */
+function adjustedLogits(ctx: BlockContext, masked: string): string {
+  const g = ctx.g;
+  // [rows, n] -> [rows, positions, n]: the same adjustments at every computed position.
+  const positions = g.op("Shape", [masked], { attributes: { start: 1, end: 2 } });
+  const along = g.op("Concat", [g.int64s([1]), positions, g.int64s([1])], { attributes: { axis: 0 } });
+  const perPosition = (x: string) => g.op("Expand", [g.op("Unsqueeze", [x, g.int64s([1])]), along]);
+  const ids = perPosition(D.adjustIds);
+  const biased = g.op("Add", [g.op("GatherElements", [masked, ids], { attributes: { axis: -1 } }), perPosition(D.adjustBias)]);
+  const repetition = perPosition(D.adjustRepetition);
+  const zero = g.constant(DataType.FLOAT, [], Float32Array.of(0), "f32");
+  const repeated = g.op("Where", [g.op("Greater", [biased, zero]), g.op("Div", [biased, repetition]), g.op("Mul", [biased, repetition])]);
+  const value = g.op("Sub", [repeated, perPosition(D.adjustSubtract)]);
+  return g.op("ScatterElements", [masked, ids, value], { attributes: { axis: -1 } });
+}
+
+/** Each layer's pools with the step's new keys and values written at [slot, position] (ScatterND). */
+function writePools(ctx: BlockContext, h: ModelShape): void {
+  const g = ctx.g;
+  const [start] = slotRange(g);
+  const rows = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
+  const int64 = (v: bigint) => g.constant(DataType.INT64, [], BigInt64Array.of(v), "i64");
+  const slots = g.op("Add", [g.op("Range", [int64(0n), g.op("Squeeze", [rows, g.int64s([0])]), int64(1n)]), start]);
+  const grid = g.op("Expand", [g.op("Unsqueeze", [slots, g.int64s([1])]), g.op("Shape", [D.positionIds])]);
+  const at = (x: string) => g.op("Unsqueeze", [x, g.int64s([2])]);
+  const indices = g.op("Concat", [at(grid), at(D.positionIds)], { attributes: { axis: 2 } });
+  for (let l = 0; l < h.layers; l++) {
+    const perPosition = (x: string) => g.op("Transpose", [x], { attributes: { perm: [0, 2, 1, 3] } });
+    g.node("ScatterND", [D.keyPool(l), indices, perPosition(IO.presentKey(l))], { names: [D.keyPoolOut(l)] });
+    g.node("ScatterND", [D.valuePool(l), indices, perPosition(IO.presentValue(l))], { names: [D.valuePoolOut(l)] });
+  }
+}

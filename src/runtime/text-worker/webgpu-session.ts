@@ -1,0 +1,184 @@
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import {
+  ARTIFACT_FILES,
+  type ArtifactManifest,
+  checkDeviceGraphIo,
+  DEVICE_GRAPH as D,
+  deviceGraphIo,
+  maskWords,
+  readManifest,
+  slotCopyGraphIo,
+} from "../artifact/index.js";
+import { executionProvidersFor } from "../device/execution-providers.js";
+import { DeviceKvPool } from "./device-kv-pool.js";
+import type { TextSessionOptions } from "./protocol.js";
+
+/** Positions each slot of a device KV pool holds when the options do not say: the model's context, at most this. */
+export const DEFAULT_DEVICE_KV_POSITIONS = 1024;
+
+/** What a device step takes beside the tokens: per row, the constraint bits and logit adjustments; per position, a scored token. */
+export interface DeviceStepInputs {
+  /** Return every position's results (prompt scoring), not only the last one's. */
+  allPositions: boolean;
+  /** [rows, maskWords(vocab)] allowed-token bits. */
+  tokenMask: Int32Array;
+  /** [rows, n] adjustment entries (see DEVICE_GRAPH.adjustIds), n >= 1. */
+  adjustIds: BigInt64Array;
+  adjustBias: Float32Array;
+  adjustRepetition: Float32Array;
+  adjustSubtract: Float32Array;
+  /** [rows, positions] tokens whose masked logit is returned per position (positions: tokensPerRow with allPositions, else 1). */
+  scoreTargets: BigInt64Array;
+}
+
+/** A device step's results, [rows, positions, ...] row-major (see DEVICE_GRAPH's outputs). */
+export interface DeviceStepOutputs {
+  positions: number;
+  candidates: number;
+  top: number;
+  candidateLogits: Float32Array;
+  candidateIds: BigInt64Array;
+  candidateRaw: Float32Array;
+  topLogits: Float32Array;
+  topIds: BigInt64Array;
+  logNormalizer: Float32Array;
+  targetLogits: Float32Array;
+}
+
+/**
+ * The text session of a GPU artifact: its step graph and slot-copy graph on onnxruntime's WebGPU
+ * provider, and the device KV pool they update. `forward` runs one step for `rows` consecutive slots
+ * and returns only each row's candidates, alternatives and log-normalizer; the cache stays on the
+ * device and JavaScript never reads a device tensor.
+ */
+export class WebGpuTextSession {
+  /** Milliseconds of the most recent `forward`'s session.run. */
+  lastRunMs = 0;
+
+  private constructor(
+    readonly manifest: ArtifactManifest,
+    private readonly session: ort.InferenceSession,
+    private readonly slotCopy: ort.InferenceSession,
+    readonly kv: DeviceKvPool,
+  ) {}
+
+  static async load(artifactDir: string, options: TextSessionOptions = {}): Promise<WebGpuTextSession> {
+    const manifest = readManifest(artifactDir);
+    if (manifest.device !== "webgpu") throw new Error(`the artifact ${manifest.id} was not built for webgpu (its device: ${manifest.device ?? "cpu"})`);
+    const { layers } = manifest.shape;
+    checkDeviceGraphIo(manifest.io, deviceGraphIo(layers), `the artifact ${manifest.id}`);
+    const session = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.graph), deviceGraphIo(layers).outputs, options);
+    const slotCopy = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.slotCopyGraph), slotCopyGraphIo(layers).outputs, options);
+    checkDeviceGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, deviceGraphIo(layers), `the graph of ${manifest.id}`);
+    checkDeviceGraphIo(
+      { inputs: [...slotCopy.inputNames], outputs: [...slotCopy.outputNames] },
+      slotCopyGraphIo(layers),
+      `the slot-copy graph of ${manifest.id}`,
+    );
+    const capacity = options.deviceKvPositions ?? Math.min(manifest.shape.contextLength, DEFAULT_DEVICE_KV_POSITIONS);
+    const kv = new DeviceKvPool(manifest.shape, options.slots ?? 1, capacity, slotCopy);
+    return new WebGpuTextSession(manifest, session, slotCopy, kv);
+  }
+
+  get vocab(): number {
+    return this.manifest.shape.vocab;
+  }
+
+  /** Words of one row's constraint mask. */
+  get maskWords(): number {
+    return maskWords(this.vocab);
+  }
+
+  /** One step over slots [firstSlot, firstSlot + rows), each taking `tokensPerRow` of `tokens`. */
+  async forward(firstSlot: number, rows: number, tokensPerRow: number, tokens: ArrayLike<number>, inputs: DeviceStepInputs): Promise<DeviceStepOutputs> {
+    const { shape } = this.manifest;
+    const { kv } = this;
+    let longest = 0;
+    for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
+    if (longest > shape.contextLength) throw new RangeError(`step would reach ${longest} positions, past the context of ${shape.contextLength}`);
+    if (!kv.fits(longest)) throw new RangeError(`step would reach ${longest} positions, past the device KV pool's ${kv.capacity} per slot`);
+    const cap = kv.capacity;
+    const ids = new BigInt64Array(rows * tokensPerRow);
+    const positions = new BigInt64Array(rows * tokensPerRow);
+    // The whole fixed capacity is always fed (never a zero-length past): what a row has not cached is masked.
+    const pastMask = new Float32Array(rows * cap).fill(-Infinity);
+    for (let r = 0; r < rows; r++) {
+      const past = kv.lengths[firstSlot + r];
+      pastMask.fill(0, r * cap, r * cap + past);
+      for (let s = 0; s < tokensPerRow; s++) {
+        ids[r * tokensPerRow + s] = BigInt(tokens[r * tokensPerRow + s]);
+        positions[r * tokensPerRow + s] = BigInt(past + s);
+      }
+    }
+    const group = shape.heads / shape.kvHeads;
+    const adjustments = inputs.adjustIds.length / rows;
+    const scored = inputs.allPositions ? tokensPerRow : 1;
+    const feeds: Record<string, ort.Tensor> = {
+      [D.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
+      [D.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
+      [D.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
+      [D.newMask]: new ort.Tensor("float32", causalMask(group, tokensPerRow), [1, 1, group * tokensPerRow, tokensPerRow]),
+      [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(inputs.allPositions ? 0n : -1n), [1]),
+      [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(BigInt(firstSlot)), [1]),
+      [D.tokenMask]: new ort.Tensor("int32", inputs.tokenMask, [rows, this.maskWords]),
+      [D.adjustIds]: new ort.Tensor("int64", inputs.adjustIds, [rows, adjustments]),
+      [D.adjustBias]: new ort.Tensor("float32", inputs.adjustBias, [rows, adjustments]),
+      [D.adjustRepetition]: new ort.Tensor("float32", inputs.adjustRepetition, [rows, adjustments]),
+      [D.adjustSubtract]: new ort.Tensor("float32", inputs.adjustSubtract, [rows, adjustments]),
+      [D.scoreTargets]: new ort.Tensor("int64", inputs.scoreTargets, [rows, scored]),
+    };
+    kv.feedPools(feeds);
+    const t0 = performance.now();
+    const out = await this.session.run(feeds);
+    this.lastRunMs = performance.now() - t0;
+    kv.replacePools(out);
+    kv.advance(firstSlot, rows, tokensPerRow);
+    const host = (name: string) => out[name].data; // only the outputs that live on the CPU (see createDeviceSession)
+    const candidates = out[D.candidateIds].dims[2];
+    return {
+      positions: scored,
+      candidates,
+      top: out[D.topIds].dims[2],
+      candidateLogits: host(D.candidateLogits) as Float32Array,
+      candidateIds: host(D.candidateIds) as BigInt64Array,
+      candidateRaw: host(D.candidateRaw) as Float32Array,
+      topLogits: host(D.topLogits) as Float32Array,
+      topIds: host(D.topIds) as BigInt64Array,
+      logNormalizer: host(D.logNormalizer) as Float32Array,
+      targetLogits: host(D.targetLogits) as Float32Array,
+    };
+  }
+
+  async release(): Promise<void> {
+    this.kv.dispose();
+    await this.session.release();
+    await this.slotCopy.release();
+  }
+}
+
+/** A WebGPU session whose KV pool outputs stay on the device and whose other outputs come to the CPU. */
+async function createDeviceSession(path: string, outputs: string[], options: TextSessionOptions): Promise<ort.InferenceSession> {
+  const location: Record<string, ort.Tensor.DataLocation> = {};
+  for (const name of outputs) location[name] = name.startsWith("kv_") ? "gpu-buffer" : "cpu";
+  return ort.InferenceSession.create(path, {
+    executionProviders: executionProvidersFor("webgpu"),
+    intraOpNumThreads: options.threads ?? 2,
+    interOpNumThreads: 1,
+    graphOptimizationLevel: options.graphOptimizationLevel ?? "all",
+    executionMode: "sequential",
+    preferredOutputLocation: location,
+  });
+}
+
+/** [group*S, S] additive mask: query row (g, s) sees new keys 0..s. */
+function causalMask(group: number, tokensPerRow: number): Float32Array {
+  const mask = new Float32Array(group * tokensPerRow * tokensPerRow);
+  for (let g = 0; g < group; g++) {
+    for (let s = 0; s < tokensPerRow; s++) {
+      const row = (g * tokensPerRow + s) * tokensPerRow;
+      for (let t = s + 1; t < tokensPerRow; t++) mask[row + t] = -Infinity;
+    }
+  }
+  return mask;
+}
