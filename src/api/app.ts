@@ -16,6 +16,7 @@ import { assertPlainBody } from "./content-encoding.js";
 import { allowCrossOrigin, type AllowedOrigins } from "./cors.js";
 import { apiError, toApiError } from "./errors.js";
 import { KilnMetrics } from "./metrics/kiln-metrics.js";
+import { CPU_DEVICE, type ServerDevice } from "./device.js";
 import { requestIdFrom } from "./request-id.js";
 import { capConnections, clientErrorHandler, serverTimeoutOptions, timeoutsPastStalls, type CurrentExchanges, type ServerLimits } from "./server-limits.js";
 import { chatCompletionsRoute } from "./routes/chat-completions.js";
@@ -63,6 +64,8 @@ export interface AppOptions extends ServerLimits {
   tracks?: TrackRecords;
   /** Cloud mode's ledger, for the console's usage page; default none. */
   usageReport?: UsageReport;
+  /** The device the models run on, named by /health and /metrics; default the CPU. */
+  device?: ServerDevice;
 }
 
 /** Methods whose requests are answered from their body: an empty one is the client's mistake. */
@@ -82,6 +85,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     startedAt: Math.floor(Date.now() / 1000),
     sse: options.sse ?? {},
     warnings: options.warnings ?? [],
+    device: options.device ?? CPU_DEVICE,
     responses: options.responses ?? new ResponseStore(openDatabase({ path: ":memory:", seed: false })),
   };
   const exchanges: CurrentExchanges = new WeakMap();

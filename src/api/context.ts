@@ -4,6 +4,7 @@ import type { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import type { CloudGate } from "./cloud-gate.js";
 import type { UsageRecorder } from "./cloud-port.js";
+import type { ServerDevice } from "./device.js";
 import type { KilnMetrics } from "./metrics/kiln-metrics.js";
 import type { SseOptions } from "./sse.js";
 
@@ -76,4 +77,6 @@ export interface ApiContext {
   warnings: readonly string[];
   /** The Responses API's stored responses (`store`, `previous_response_id`, GET /v1/responses/{id}). */
   responses: ResponseStore;
+  /** The device the models run on (/health, /metrics). */
+  device: ServerDevice;
 }

@@ -7,6 +7,7 @@ import type { FastifyInstance } from "fastify";
 import { authHook, type AuthMode } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { engineSnapshots } from "../metrics/engine-metrics.js";
+import { renderDeviceInfo } from "../metrics/device-metrics.js";
 import { PROMETHEUS_CONTENT_TYPE } from "../metrics/prometheus.js";
 
 export function healthRoutes(app: FastifyInstance, ctx: ApiContext, auth: AuthMode): void {
@@ -14,10 +15,11 @@ export function healthRoutes(app: FastifyInstance, ctx: ApiContext, auth: AuthMo
     const models = Object.fromEntries(ctx.models.all().map((s) => [s.slug, s.status === "loading" ? `loading (${s.stage})` : s.status]));
     const status = ctx.lifecycle.draining ? "draining" : ctx.models.ready ? "ok" : "loading";
     const warnings = ctx.warnings.length > 0 ? { warnings: ctx.warnings } : {};
-    return reply.code(status === "ok" ? 200 : 503).send({ status, models, ...warnings });
+    const { device, adapter, software } = ctx.device;
+    return reply.code(status === "ok" ? 200 : 503).send({ status, models, device: { name: device, adapter, software }, ...warnings });
   });
 
   app.get("/metrics", { onRequest: auth.mode === "cloud" ? authHook(auth) : [] }, async (_request, reply) =>
-    reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.render(() => engineSnapshots(ctx.models))),
+    reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.render(() => engineSnapshots(ctx.models)) + renderDeviceInfo(ctx.device)),
   );
 }

@@ -51,11 +51,11 @@ describe("/health and /metrics", () => {
     const { app } = await fakeApp({ models });
     const loading = await app.inject({ method: "GET", url: "/health" });
     expect(loading.statusCode).toBe(503);
-    expect(loading.json()).toEqual({ status: "loading", models: { [SLUG]: "loading (compiling)" } });
+    expect(loading.json()).toEqual({ status: "loading", models: { [SLUG]: "loading (compiling)" }, device: { name: "cpu", adapter: null, software: false } });
     models.serve(fakeModel().model);
     const ok = await app.inject({ method: "GET", url: "/health" });
     expect(ok.statusCode).toBe(200);
-    expect(ok.json()).toEqual({ status: "ok", models: { [SLUG]: "serving" } });
+    expect(ok.json()).toEqual({ status: "ok", models: { [SLUG]: "serving" }, device: { name: "cpu", adapter: null, software: false } });
   });
 
   it("/metrics exposes requests, tokens, latency histograms and cancellations in Prometheus format", async () => {
@@ -75,6 +75,15 @@ describe("/health and /metrics", () => {
     expect(text).toContain('kiln_requests_cancelled_total{model="smollm2-135m-instruct"} 0');
     expect(text).toContain("# TYPE kiln_time_to_first_token_seconds histogram");
     for (const line of text.trimEnd().split("\n")) expect(line).toMatch(/^(# (HELP|TYPE) \w+ .+|\w+(\{[^}]*\})? [-+0-9.eE]+|\w+(\{[^}]*\})? \+Inf)$/);
+    expect(text).toContain('kiln_device_info{adapter="",device="cpu",software="false"} 1');
+  });
+
+  it("/health and /metrics name the device and its adapter", async () => {
+    const { app } = await fakeApp({ device: { device: "webgpu", adapter: "Mesa lavapipe", software: true } });
+    expect((await app.inject({ method: "GET", url: "/health" })).json().device).toEqual({ name: "webgpu", adapter: "Mesa lavapipe", software: true });
+    const metrics = (await app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(metrics).toContain("# TYPE kiln_device_info gauge");
+    expect(metrics).toContain('kiln_device_info{adapter="Mesa lavapipe",device="webgpu",software="true"} 1');
   });
 });
 
