@@ -67,7 +67,9 @@ export async function loadModel(slug: string, options: LoadModelOptions = {}): P
   if (kind !== "text") throw new WrongKindError(slug, kind, "a text model (chat and completions)");
   const warn = options.onWarning ?? ((message: string) => process.stderr.write(`kiln: WARNING: ${message}\n`));
   const home = options.home ?? kilnHome();
-  const promotion = options.compile !== undefined ? null : options.promotion === undefined ? readPromotion(slug, home, warn) : options.promotion;
+  // Promotions name CPU artifacts (the track measures on the CPU): a GPU model serves its default compile.
+  const onDevice = options.session?.device === "webgpu";
+  const promotion = options.compile !== undefined || onDevice ? null : options.promotion === undefined ? readPromotion(slug, home, warn) : options.promotion;
   if (promotion) {
     try {
       options.onStage?.(`verifying the promoted artifact ${promotion.artifactId}`);
@@ -80,7 +82,11 @@ export async function loadModel(slug: string, options: LoadModelOptions = {}): P
       );
     }
   }
-  const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
+  const compiled = await provisionArtifact(slug, {
+    ...options,
+    device: options.session?.device,
+    pull: { ...options.pull, signal: options.signal ?? options.pull?.signal },
+  });
   return serveArtifact(compiled.dir, null, options, warn);
 }
 

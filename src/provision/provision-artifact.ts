@@ -9,6 +9,7 @@ import { CT2_WHISPER_SOURCE_FILES, compileCt2Whisper } from "../compiler/compile
 import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult, SourceChangedError } from "../compiler/compile.js";
 import { isFirstOrOnlyGguf, isShardName } from "../compiler/gguf/split.js";
 import { type ArtifactProblem, describeProblems, verifyArtifact } from "../runtime/artifact/index.js";
+import type { ComputeDevice } from "../runtime/device/index.js";
 import { recordCompileFailure, recordCompileFinish, recordCompileStart } from "./compile-records.js";
 
 export class NotCompilableError extends Error {
@@ -47,6 +48,11 @@ export class SourceHashError extends Error {
 export interface ProvisionOptions {
   /** Compile options (part of the artifact id). Default: the compiler's defaults. */
   compile?: CompileOptions;
+  /**
+   * The device a text model's artifact is built for: "webgpu" compiles (once, then reuses) the GPU
+   * target, its own artifact beside the CPU one. Speech models ignore it. Default "cpu".
+   */
+  device?: ComputeDevice;
   /** Root of kiln's store. Default `kilnHome()`. */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. Default false. */
@@ -82,7 +88,17 @@ const ggufCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
   const ggufPath = join(pulled.dir, gguf.path);
   return {
     compile: (force) =>
-      compileGguf({ slug, ggufPath, sourceSha256: gguf.sha256, shardSha256, options: opts.compile, home: opts.home, force, onStage: opts.onStage }),
+      compileGguf({
+        slug,
+        ggufPath,
+        sourceSha256: gguf.sha256,
+        shardSha256,
+        options: opts.compile,
+        device: opts.device,
+        home: opts.home,
+        force,
+        onStage: opts.onStage,
+      }),
   };
 };
 
@@ -131,7 +147,7 @@ export async function provisionArtifact(slug: string, opts: ProvisionOptions = {
   let source = await pull(false);
   const db = openRecords(home);
   // Compile options shape only the text compiler's graphs; a speech compile records none.
-  const recordId = db && recordCompileStart(db, slug, COMPILER_VERSION, entry.kind === "text" ? (opts.compile ?? {}) : {});
+  const recordId = db && recordCompileStart(db, slug, COMPILER_VERSION, entry.kind === "text" ? recordedOptions(opts) : {});
   let failed = false;
   try {
     const compile = (force: boolean) => source.compile(force);
@@ -163,6 +179,11 @@ export async function provisionArtifact(slug: string, opts: ProvisionOptions = {
   } finally {
     if (db) closeDatabase(db, failed);
   }
+}
+
+/** A text compile's options as its record keeps them: the device among them when it is not the CPU. */
+function recordedOptions(opts: ProvisionOptions): object {
+  return { ...opts.compile, ...(opts.device && opts.device !== "cpu" ? { device: opts.device } : {}) };
 }
 
 /**

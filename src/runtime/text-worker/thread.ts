@@ -8,12 +8,14 @@ import { readTokenizerSpec } from "../artifact/index.js";
 import { applyTokenMask, ConstraintEngine, type TokenMatcher } from "../constrain/index.js";
 import { scorePositions, SequenceSampler, type PositionScores } from "../sampling/index.js";
 import { TextSession } from "./session.js";
+import { runDeviceStep } from "./webgpu-step.js";
+import { WebGpuTextSession } from "./webgpu-session.js";
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** The thread's whole state: one text session, the samplers of its open sequences, and their constraints' matchers. */
 class TextThreadState {
-  session: TextSession | null = null;
+  session: TextSession | WebGpuTextSession | null = null;
   artifactDir = "";
   readonly samplers = new Map<number, SequenceSampler>();
   readonly matchers = new Map<number, TokenMatcher>();
@@ -42,7 +44,7 @@ class TextThreadState {
     this.engine = null;
   }
 
-  requireSession(): TextSession {
+  requireSession(): TextSession | WebGpuTextSession {
     if (!this.session) throw new Error("worker: no model loaded");
     return this.session;
   }
@@ -59,7 +61,7 @@ class TextThreadState {
           this.matchers.delete(op.seqId);
           if (op.constraint) this.matchers.set(op.seqId, (await this.constraintEngine()).matcher(op.constraint));
         } else if (op.op === "copy") {
-          kv.copyPrefix(op.from, op.to, op.length);
+          await kv.copyPrefix(op.from, op.to, op.length);
         } else {
           this.samplers.delete(op.seqId);
           this.matchers.get(op.seqId)?.dispose();
@@ -77,6 +79,13 @@ class TextThreadState {
     await this.applyOps(req.ops, failed);
     if (req.rows === 0) return { samples: [], failed, runMs: 0, sampleMs: 0 };
     const session = this.requireSession();
+    if (session instanceof WebGpuTextSession) {
+      // The device applies the masks, so they are computed before its forward pass.
+      if (this.matchers.size > 0) await this.constraintEngine();
+      const masks = await nextMasks(this.matchers, req, failed);
+      const ctx = { session, samplers: this.samplers, matchers: this.matchers, freeTextBans: () => this.engine!.freeTextBans };
+      return runDeviceStep(ctx, req, masks, failed);
+    }
     const t0 = performance.now();
     let logits: Float32Array;
     let masks: Map<number, Int32Array | null>;
@@ -203,7 +212,8 @@ export default async function handle(req: TextWorkerRequest): Promise<TextLoadRe
   if (req.op === "step") return state.step(req);
   await state.session?.release();
   state.reset();
-  state.session = await TextSession.load(req.artifactDir, req.options);
+  state.session =
+    req.options.device === "webgpu" ? await WebGpuTextSession.load(req.artifactDir, req.options) : await TextSession.load(req.artifactDir, req.options);
   state.artifactDir = req.artifactDir;
   const m = state.session.manifest;
   return { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.session.kv.slots };
