@@ -126,6 +126,7 @@ export async function serveArtifact(
       kvMemoryBytes,
     });
     served.promotion = promotion;
+    served.device = options.session?.device ?? "cpu";
     return served;
   } catch (err) {
     await loaded.close();

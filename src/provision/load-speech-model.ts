@@ -1,4 +1,5 @@
 /** Pull -> compile -> record -> load -> serve for a speech model. */
+import type { ComputeDevice } from "../runtime/device/index.js";
 import { LoadedSpeechModel } from "../runtime/loaded-speech-model.js";
 import { type ServedSpeechModel, serveSpeechModel, type SpeechServeOptions } from "../scheduler/speech/index.js";
 import { getModel } from "../catalogue/catalogue.js";
@@ -7,6 +8,8 @@ import { provisionArtifact, type ProvisionOptions, WrongKindError } from "./prov
 export interface LoadSpeechModelOptions extends ProvisionOptions, SpeechServeOptions {
   /** ONNX Runtime threads of the model's sessions. Default 2. */
   threads?: number;
+  /** Where the encoder and decoder run (`kiln serve --device`, resolved). Default "cpu". */
+  device?: ComputeDevice;
   /** Aborting stops after the current stage; a model already loaded is closed again. */
   signal?: AbortSignal;
 }
@@ -24,11 +27,14 @@ export async function loadSpeechModel(slug: string, options: LoadSpeechModelOpti
   const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
   options.signal?.throwIfAborted();
   options.onStage?.("loading the model");
+  const device = options.device ?? "cpu";
   const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
-  const loaded = await LoadedSpeechModel.load(compiled.dir, { threads: options.threads ?? 2, slots });
+  const loaded = await LoadedSpeechModel.load(compiled.dir, { device, threads: options.threads ?? 2, slots });
   if (options.signal?.aborted) {
     await loaded.close();
     options.signal.throwIfAborted();
   }
-  return serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots, gate: options.gate });
+  const served = serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots, gate: options.gate });
+  served.device = device;
+  return served;
 }

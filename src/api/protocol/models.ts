@@ -1,17 +1,11 @@
 /** GET /v1/models and /v1/models/{id}: a catalogue entry plus its serving state, as the wire shows it. */
 import type { Promotion } from "../../catalogue/promotions.js";
 import type { ModelEntry } from "../../catalogue/types.js";
+import type { ComputeDevice } from "../../runtime/device/index.js";
 import type { ModelAvailability, ModelState } from "../../scheduler/index.js";
 
-/** The devices a served model may run on. */
-export type ServedDevice = "cpu";
-
-/**
- * Every model kiln serves runs on onnxruntime's CPU execution provider (the text and speech
- * workers' sessions in src/runtime/ name no other): when a model can be placed on another device,
- * the served model will say which, and this answer with it.
- */
-const SERVED_DEVICE: ServedDevice = "cpu";
+/** The devices a served model may run on: onnxruntime's CPU provider, or its WebGPU provider. */
+export type ServedDevice = ComputeDevice;
 
 /** kiln's serving state of a model: answering requests, being loaded, failed to load, or only in the catalogue. */
 export type ModelStatus = "serving" | "loading" | "failed" | "available";
@@ -44,7 +38,7 @@ export interface ModelObject {
    * unless the server pulls on demand).
    */
   availability?: ModelAvailability;
-  /** Where the model runs on this server: `cpu` (the only device kiln runs on today); served models only. */
+  /** Where the model runs on this server, as it was loaded: `cpu` or `webgpu`; served models only. */
   device?: ServedDevice;
   /** The GGUF file a model served from a local file (`kiln serve --model ./file.gguf`) was compiled from; such models only. */
   local_path?: string;
@@ -121,7 +115,7 @@ export function modelObject(
     pricing,
     status: state?.status ?? "available",
     ...(availability ? { availability } : {}),
-    ...(serving ? { device: SERVED_DEVICE, artifact_id: serving.artifactId } : {}),
+    ...(serving ? { device: serving.device ?? "cpu", artifact_id: serving.artifactId } : {}),
     ...(text ? { measured_output_tokens_per_second: measuredTps, ...optimizationOf(text.promotion ?? null) } : {}),
   };
 }

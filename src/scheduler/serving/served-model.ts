@@ -4,6 +4,7 @@
  * tests build one over a fake step runner.
  */
 import { kvBytesPerPosition, servedContextLength } from "../../runtime/artifact/index.js";
+import type { ComputeDevice } from "../../runtime/device/index.js";
 import type { LoadedModel } from "../../runtime/loaded-model.js";
 import type { ComputeGate } from "../compute-gate.js";
 import { BatchEngine } from "../engine/batch-engine.js";
@@ -19,6 +20,8 @@ export interface ServedModel {
   slug: string;
   /** Id of the compiled artifact in service (the API's `system_fingerprint`). */
   artifactId: string;
+  /** Where its graphs run, as provisioning loaded it. Absent: the CPU (test fakes). */
+  device?: ComputeDevice;
   /** When that artifact was built (ISO 8601). */
   artifactCreatedAt: string;
   /**

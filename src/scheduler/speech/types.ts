@@ -2,6 +2,7 @@
  * What the API sees of a served speech model: transcribe 16 kHz mono samples into segments.
  * Audio decoding (ffmpeg) happens before, in the route; the transcript's formatting after.
  */
+import type { ComputeDevice } from "../../runtime/device/index.js";
 
 /** One decoded stretch of speech, as `verbose_json` reports it. Times in seconds from the file's start. */
 export interface TranscriptSegment {
@@ -62,6 +63,8 @@ export interface ServedSpeechModel {
   kind: "transcription";
   slug: string;
   artifactId: string;
+  /** Where its encoder and decoder run, as provisioning loaded it. Absent: the CPU (test fakes). */
+  device?: ComputeDevice;
   artifactCreatedAt: string;
   /** Whether the model knows more than English (language detection, `language`). */
   multilingual: boolean;

@@ -44,6 +44,13 @@ describe("models", () => {
     expect(body.data.find((m: any) => m.id === "whisper-large-v3").pricing).toEqual({ usd_per_audio_minute: 0.02 });
   });
 
+  it("says the device each served model was loaded on", async () => {
+    const fake = fakeModel();
+    fake.model.device = "webgpu";
+    const { app } = await fakeApp({ fake });
+    expect((await app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json()).toMatchObject({ status: "serving", device: "webgpu" });
+  });
+
   it("advertises tools and json_schema where kiln serves them, and nothing it does not serve", async () => {
     const { app } = await fakeApp();
     const body = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json();
