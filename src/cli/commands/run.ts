@@ -2,6 +2,7 @@
 import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
 import type { ServedModel } from "../../scheduler/index.js";
 import { defineCommand } from "../command.js";
+import { chooseDevice, describeDevice, deviceOption } from "../device-option.js";
 import { option, UsageError } from "../options.js";
 
 export default defineCommand({
@@ -20,6 +21,7 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
     temperature: option.number({ min: 0, max: 2, default: 0.7, description: "sampling temperature; 0 is greedy" }),
     seed: option.integer({ description: "sampling seed, for reproducible output; a random one when absent" }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
+    device: deviceOption,
   },
   async run({ options, positionals, given }, io) {
     const [slug, ...promptWords] = options.model !== undefined ? [options.model, ...positionals] : positionals;
@@ -29,7 +31,9 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
       // The same path as `kiln serve`: one KV slot, the batch engine, the model's chat template.
       // A promoted artifact's thread count stands in for the default, not for a --threads given.
       const threads = given.has("threads") ? options.threads : undefined;
-      const load: LoadModelOptions = { threads, maxRunning: 1, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) };
+      const device = await chooseDevice("run", options.device, io);
+      io.stderr.write(`${slug}: on ${describeDevice(device)}\n`);
+      const load: LoadModelOptions = { threads, maxRunning: 1, session: { device: device.device }, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) };
       model = isLocalModelPath(slug) ? await loadLocalGguf(await checkLocalGguf(slug), load) : await loadModel(slug, load);
       const messages = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: promptWords.join(" ") }];
       const sampling = { temperature: options.temperature, seed: options.seed };

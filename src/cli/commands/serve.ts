@@ -55,6 +55,8 @@ import {
 } from "../../scheduler/index.js";
 import { machineMemoryBytes } from "../../compiler/compilability.js";
 import { defineCommand, type CommandIO } from "../command.js";
+import { chooseDevice, describeDevice, deviceOption, serverDevice } from "../device-option.js";
+import type { DeviceDecision } from "../../runtime/device/choose.js";
 import { checkLocalModels, splitModelArgs } from "../local-models.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 import { startNightly, trackHistory, trend } from "../../track/index.js";
@@ -109,6 +111,7 @@ const options = {
     description: "cloud mode: a replica silent this long is taken for dead, and the requests it was serving are charged from their reservations",
   }),
   threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads per model" }),
+  device: deviceOption,
   maxRunning: option.integer({
     min: 1,
     max: 256,
@@ -256,6 +259,8 @@ type ServeArgs = OptionValues<typeof options> & {
   locals: LocalGguf[];
   origins: string[];
   given: ReadonlySet<keyof typeof options>;
+  /** What --device resolved to on this machine: the device every model loads on, and its adapter. */
+  resolvedDevice: DeviceDecision;
 };
 
 /** `--allowed-origins`, each given and each comma-separated one, checked as origins; a usage error names the first that is not. */
@@ -282,6 +287,7 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
     maxRunning: given("maxRunning"),
     prefillChunk: given("prefillChunk"),
     prefixReuse: given("prefixReuse"),
+    session: { device: o.resolvedDevice.device },
     maxWaiting: o.maxWaiting,
     kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
     gate,
@@ -294,8 +300,9 @@ function promotionNote(model: ServedModel, tried: Promotion | null): string {
   return tried ? `NOT the promoted ${tried.artifactId}, which cannot be served` : "default compile";
 }
 
-function serve(o: ServeArgs, io: CommandIO): Promise<number> {
-  return new ServeSession(o, io).run();
+async function serve(o: Omit<ServeArgs, "resolvedDevice">, io: CommandIO): Promise<number> {
+  const resolvedDevice = await chooseDevice("serve", o.device, io);
+  return new ServeSession({ ...o, resolvedDevice }, io).run();
 }
 
 /**
@@ -372,7 +379,7 @@ class ServeSession {
     const loader = new OnDemandLoader({
       pullOnDemand: o.pullOnDemand,
       text: { ...textLoadOptions(o, this.gate), onWarning: (message) => this.tell("warn")({}, message) },
-      speech: { threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate },
+      speech: { device: o.resolvedDevice.device, threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate },
       memoryBudgetBytes: budgetBytes,
       reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + (m.kvMemoryBytes ?? 0), 0),
       onStage: (slug, stage) => this.logger.info({ model: slug }, `${slug}: ${stage} (on demand)`),
@@ -420,6 +427,7 @@ class ServeSession {
       cloud: this.cloud?.meter,
       lifecycle: this.lifecycle,
       warnings: warning ? [warning] : [],
+      device: serverDevice(o.resolvedDevice),
       // In the records database beside the promotions; in memory, for this process only, when it cannot be opened or only read.
       responses: new ResponseStore(this.promotionsDb && !this.promotionsDb.readonly ? this.promotionsDb : openDatabase({ path: ":memory:", seed: false }), {
         maxCount: o.storedResponses,
@@ -460,7 +468,7 @@ class ServeSession {
     const port = typeof address === "object" && address ? address.port : o.port;
     this.url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
     io.stderr.write(
-      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}); ${o.slugs.length + o.locals.length > 0 ? `loading ${[...o.slugs, ...o.locals.map((l) => l.slug)].join(", ")}` : "models load on their first request"}\n`,
+      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}; models on ${describeDevice(o.resolvedDevice)}); ${o.slugs.length + o.locals.length > 0 ? `loading ${[...o.slugs, ...o.locals.map((l) => l.slug)].join(", ")}` : "models load on their first request"}\n`,
     );
     return true;
   }
@@ -496,6 +504,7 @@ class ServeSession {
             onStage,
             signal: this.loading.signal,
             pull: { onProgress: printer },
+            device: o.resolvedDevice.device,
             threads: o.threads,
             maxWaiting: o.maxWaiting,
             gate,

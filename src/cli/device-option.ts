@@ -1,0 +1,35 @@
+/** `--device auto|cpu|webgpu`, shared by the commands that run models, and its resolution on this machine. */
+import type { ServerDevice } from "../api/device.js";
+import { type DeviceDecision, describeDevice, DeviceUnavailableError, resolveDevice } from "../runtime/device/choose.js";
+import { DEVICE_CHOICES, type DeviceChoice } from "../runtime/device/index.js";
+import type { CommandIO } from "./command.js";
+import { option } from "./options.js";
+
+export const deviceOption = option.choice(DEVICE_CHOICES, {
+  env: "KILN_DEVICE",
+  default: "auto",
+  description:
+    "where the models run: webgpu (onnxruntime's WebGPU provider, Dawn over Vulkan, on any adapter that works, a software one such as Mesa's lavapipe included), cpu, or auto: webgpu on a GPU, else the CPU (saying why on stderr)",
+});
+
+/**
+ * Resolves `--device` for command `command`: auto's fallback to the CPU is said in one line on
+ * stderr; webgpu with no working adapter throws an Error whose message is that one line.
+ */
+export async function chooseDevice(command: string, choice: DeviceChoice, io: CommandIO): Promise<DeviceDecision> {
+  try {
+    const decision = await resolveDevice(choice);
+    if (decision.note) io.stderr.write(`kiln ${command}: ${decision.note}\n`);
+    return decision;
+  } catch (err) {
+    if (err instanceof DeviceUnavailableError) throw new Error(err.message);
+    throw err;
+  }
+}
+
+/** How the HTTP layer names a decision (/health, /metrics). */
+export function serverDevice(decision: DeviceDecision): ServerDevice {
+  return { device: decision.device, adapter: decision.adapter?.name ?? null, software: decision.adapter?.software ?? false };
+}
+
+export { describeDevice };
