@@ -14,6 +14,9 @@ export interface LoadSpeechModelOptions extends ProvisionOptions, SpeechServeOpt
   signal?: AbortSignal;
 }
 
+/** Default beams of a transcription's beam search (faster-whisper's); 1 is greedy decoding. */
+export const DEFAULT_BEAM_SIZE = 5;
+
 /** Default transcriptions decoded at once per speech model. */
 export const DEFAULT_SPEECH_SLOTS = 4;
 
@@ -29,12 +32,14 @@ export async function loadSpeechModel(slug: string, options: LoadSpeechModelOpti
   options.onStage?.("loading the model");
   const device = options.device ?? "cpu";
   const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
-  const loaded = await LoadedSpeechModel.load(compiled.dir, { device, threads: options.threads ?? 2, slots });
+  const beamSize = options.beamSize ?? DEFAULT_BEAM_SIZE;
+  // Each running transcription holds a decoder row per beam.
+  const loaded = await LoadedSpeechModel.load(compiled.dir, { device, threads: options.threads ?? 2, slots: slots * beamSize });
   if (options.signal?.aborted) {
     await loaded.close();
     options.signal.throwIfAborted();
   }
-  const served = serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots, gate: options.gate });
+  const served = serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots, gate: options.gate, beamSize });
   served.device = device;
   return served;
 }

@@ -220,6 +220,38 @@ export class KvPool {
     this.lengths[to] = length;
   }
 
+  /**
+   * Applies several {@link copyPrefix} moves as if at once: each `to` gets what its `from` held
+   * before any of them (beams taking over each other's caches, a permutation included).
+   */
+  copyPrefixes(moves: ReadonlyArray<{ from: number; to: number; length: number }>): void {
+    const moving = moves.filter((m) => m.from !== m.to);
+    const overwritten = new Set(moving.map((m) => m.to));
+    // A source that another move overwrites is first moved aside whole.
+    const aside = new Map<number, { keys: Float32Array[]; values: Float32Array[]; length: number; intactFrom: number }>();
+    for (const m of moving) {
+      if (!overwritten.has(m.from) || aside.has(m.from)) continue;
+      if (m.length > this.lengths[m.from] || !this.canKeep(m.from, m.length)) throw new RangeError(`slot ${m.from} cannot give ${m.length} positions`);
+      const keys = this.keys.map((k, l) => k.slice(m.from * this.layerStride(l), (m.from + 1) * this.layerStride(l)));
+      const values = this.values.map((v, l) => v.slice(m.from * this.layerStride(l), (m.from + 1) * this.layerStride(l)));
+      aside.set(m.from, { keys, values, length: this.lengths[m.from], intactFrom: this.intactFrom[m.from] });
+    }
+    for (const m of moving) {
+      const saved = aside.get(m.from);
+      if (!saved) {
+        this.copyPrefix(m.from, m.to, m.length);
+        continue;
+      }
+      for (let l = 0; l < this.shape.layers; l++) {
+        this.keys[l].set(saved.keys[l], m.to * this.layerStride(l));
+        this.values[l].set(saved.values[l], m.to * this.layerStride(l));
+      }
+      this.intactFrom[m.to] = m.length === 0 ? 0 : saved.intactFrom;
+      this.lengths[m.to] = m.length;
+    }
+    for (const m of moves) if (m.from === m.to) this.truncate(m.to, m.length);
+  }
+
   /** Copies one slot's whole cache into another. */
   copySlot(from: number, to: number): void {
     this.copyPrefix(from, to, this.lengths[from]);

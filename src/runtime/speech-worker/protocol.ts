@@ -12,7 +12,10 @@ export interface SpeechSessionOptions {
   device?: ComputeDevice;
   /** ONNX Runtime intra-op threads. Default 2. */
   threads?: number;
-  /** Transcriptions decoded at once: KV and cross-attention slots. Default 4. */
+  /**
+   * Decoder rows: KV and cross-attention slots. A transcription takes as many as it decodes
+   * hypotheses at once (its beams, or its sampled candidates). Default 4.
+   */
   slots?: number;
 }
 
@@ -35,6 +38,8 @@ export interface EncodeRequest {
   slot: number;
   /** Log-mel features [melBins, 3000]. */
   mel: Float32Array;
+  /** Slots `slot .. slot + copies - 1` all receive the window (one per beam or candidate). Default 1. */
+  copies?: number;
 }
 
 export interface EncodeResult {
@@ -69,9 +74,19 @@ export interface DecodeRow {
   slot: number;
   /** Cached positions of the slot that this row continues from (the rest is forgotten). */
   past: number;
+  /**
+   * The slot whose first `past` cached positions this row continues from, as that slot held them
+   * before this call (a beam taking over another beam's cache). Default: the row's own slot.
+   */
+  from?: number;
   tokens: number[];
   /** Choose the next token after the last one; null to only run (prompt prefix, or an idle row). */
   sample: WhisperSampling | null;
+  /**
+   * Instead of choosing a token, report the `candidates` likeliest tokens under the rules, likeliest
+   * first (beam search); `sample` must be set, for the rules.
+   */
+  candidates?: number;
   /** Report the probability of <|nocaptions|> after the last token (it must be <|startoftranscript|>). */
   noSpeech?: boolean;
   /** Report the most likely language token after the last token (multilingual models). */
@@ -93,6 +108,8 @@ export interface DecodeRowResult {
   /** The chosen token and its log-probability under the rules' distribution (temperature 1). */
   token?: number;
   logprob?: number;
+  /** When `candidates` was asked: the likeliest tokens and their log-probabilities, likeliest first (ties: lower id first). */
+  candidates?: { tokens: number[]; logprobs: number[] };
   noSpeechProb?: number;
   /** Language code and its probability. */
   language?: { code: string; probability: number };

@@ -81,21 +81,25 @@ export class SpeechSession {
     return this.kv.slots;
   }
 
-  /** Encodes one window [melBins, 3000] and keeps its cross-attention keys and values in `slot`. */
-  async encode(slot: number, mel: Float32Array): Promise<void> {
+  /** Encodes one window [melBins, 3000] and keeps its cross-attention keys and values in slots `slot .. slot + copies - 1`. */
+  async encode(slot: number, mel: Float32Array, copies = 1): Promise<void> {
     const shape = this.manifest.speech;
     if (mel.length !== shape.melBins * WINDOW_FRAMES) throw new RangeError(`a window has ${shape.melBins}x${WINDOW_FRAMES} features, not ${mel.length}`);
     const out = await this.encoder.run({ [E.mel]: new ort.Tensor("float32", mel, [1, shape.melBins, WINDOW_FRAMES]) });
     const perSlot = shape.heads * shape.headDim * shape.audioContext;
+    if (slot < 0 || copies < 1 || slot + copies > this.slots) throw new RangeError(`slots ${slot}..${slot + copies - 1} are not all among the ${this.slots}`);
     for (let l = 0; l < shape.decoderLayers; l++) {
-      this.crossKeys[l].set(out[E.crossKey(l)].data as Float32Array, slot * perSlot);
-      this.crossValues[l].set(out[E.crossValue(l)].data as Float32Array, slot * perSlot);
+      for (let c = 0; c < copies; c++) {
+        this.crossKeys[l].set(out[E.crossKey(l)].data as Float32Array, (slot + c) * perSlot);
+        this.crossValues[l].set(out[E.crossValue(l)].data as Float32Array, (slot + c) * perSlot);
+      }
     }
   }
 
   /**
    * Runs the decoder for consecutive slots `firstSlot ..`, each row taking `tokensPerRow` new tokens after
-   * `past[r]` cached positions. Rows with `keep[r]` false (gap fillers) end with the cache they had.
+   * the first `past[r]` cached positions of slot `from[r]` (default its own; all taken as they were
+   * before this call). Rows with `keep[r]` false (gap fillers) end with the cache they had.
    */
   async decode(
     firstSlot: number,
@@ -104,16 +108,17 @@ export class SpeechSession {
     tokensPerRow: number,
     tokens: ArrayLike<number>,
     alignment = false,
+    from?: readonly number[],
   ): Promise<DecoderOutput> {
     const { kv } = this;
     const shape = this.manifest.speech;
     const rows = past.length;
     const before = Array.from({ length: rows }, (_, r) => kv.lengths[firstSlot + r]);
+    const moves: Array<{ from: number; to: number; length: number }> = [];
+    for (let r = 0; r < rows; r++) if (keep[r]) moves.push({ from: from?.[r] ?? firstSlot + r, to: firstSlot + r, length: past[r] });
+    kv.copyPrefixes(moves);
     let longest = 0;
-    for (let r = 0; r < rows; r++) {
-      if (keep[r]) kv.truncate(firstSlot + r, past[r]);
-      longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
-    }
+    for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
     if (longest > shape.textContext) throw new RangeError(`a window's tokens would reach ${longest} positions, past the decoder's ${shape.textContext}`);
     kv.ensure(longest);
     const cap = kv.capacity;

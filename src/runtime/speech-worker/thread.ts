@@ -23,7 +23,7 @@ class SpeechThreadState {
 
   async encode(req: EncodeRequest): Promise<EncodeResult> {
     const t0 = performance.now();
-    await this.requireSession().encode(req.slot, req.mel);
+    await this.requireSession().encode(req.slot, req.mel, req.copies ?? 1);
     return { runMs: performance.now() - t0 };
   }
 
@@ -42,6 +42,8 @@ class SpeechThreadState {
       rows.map((row) => row !== null),
       tokensPerRow,
       tokens,
+      false,
+      rows.map((row, r) => row?.from ?? req.firstSlot + r),
     );
     const runMs = performance.now() - t0;
     const vocab = session.manifest.speech.vocab;

@@ -78,6 +78,26 @@ export function chooseToken(logits: Float32Array, rule: WhisperSampling): { toke
   return { token, logprob: logits[token] - logZ };
 }
 
+/**
+ * The `n` likeliest tokens of rule-filtered logits with their log-probabilities, likeliest first; on
+ * equal logits the lower id comes first (the order beam search breaks ties in).
+ */
+export function likeliestTokens(logits: Float32Array, n: number): { tokens: number[]; logprobs: number[] } {
+  const count = Math.min(n, logits.length);
+  const tokens: number[] = [];
+  // Insertion into a short sorted list: n is a few beams, the vocabulary tens of thousands.
+  for (let i = 0; i < logits.length; i++) {
+    const x = logits[i];
+    if (tokens.length === count && !(x > logits[tokens[count - 1]])) continue;
+    let at = tokens.length === count ? count - 1 : tokens.length;
+    while (at > 0 && x > logits[tokens[at - 1]]) at--;
+    if (tokens.length === count) tokens.pop();
+    tokens.splice(at, 0, i);
+  }
+  const logZ = logSumExp(logits, 0, logits.length);
+  return { tokens, logprobs: tokens.map((t) => logits[t] - logZ) };
+}
+
 /** Probability of the no-speech token in the raw logits after <|startoftranscript|>. */
 export function noSpeechProbability(logits: Float32Array, tokens: WhisperTokens): number {
   return Math.exp(logits[tokens.noSpeech] - logSumExp(logits, 0, logits.length));
@@ -101,7 +121,7 @@ export function likeliestLanguage(logits: Float32Array, tokens: WhisperTokens): 
 /** Everything a decode row asks of its logits row: language, no-speech probability, then the rules and the choice. */
 export function readRow(
   row: Float32Array,
-  want: { sample: WhisperSampling | null; noSpeech?: boolean; detectLanguage?: boolean },
+  want: { sample: WhisperSampling | null; candidates?: number; noSpeech?: boolean; detectLanguage?: boolean },
   tokens: WhisperTokens,
   suppressed: readonly number[],
 ): DecodeRowResult {
@@ -111,7 +131,8 @@ export function readRow(
   if (want.sample) {
     const logits = Float32Array.from(row);
     applyWhisperRules(logits, want.sample, tokens, suppressed);
-    Object.assign(result, chooseToken(logits, want.sample));
+    if (want.candidates) result.candidates = likeliestTokens(logits, want.candidates);
+    else Object.assign(result, chooseToken(logits, want.sample));
   }
   return result;
 }

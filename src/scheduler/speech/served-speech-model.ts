@@ -13,6 +13,11 @@ export interface SpeechServeOptions {
   maxRunning?: number;
   /** Turns on the machine shared with the other models of this process. Default: none. */
   gate?: ComputeGate;
+  /**
+   * Beams of a transcription's beam search unless it asks otherwise, and the most it may ask for:
+   * each running transcription holds this many of the worker's slots. 1 is greedy decoding. Default 1.
+   */
+  beamSize?: number;
 }
 
 export function serveSpeechModel(loaded: LoadedSpeechModel, options: SpeechServeOptions = {}): ServedSpeechModel & { engine: SpeechEngine } {
@@ -36,8 +41,15 @@ export function serveSpeechRunner(
   meta: { slug: string; artifactId: string; artifactCreatedAt: string; model: ConstructorParameters<typeof Transcriber>[1]; close: () => Promise<void> },
   options: SpeechServeOptions = {},
 ): ServedSpeechModel & { engine: SpeechEngine } {
-  const engine = new SpeechEngine(runner, { name: meta.slug, maxWaiting: options.maxWaiting, maxRunning: options.maxRunning, gate: options.gate });
-  const transcriber = new Transcriber(engine, meta.model);
+  const beamSize = options.beamSize ?? 1;
+  const engine = new SpeechEngine(runner, {
+    name: meta.slug,
+    maxWaiting: options.maxWaiting,
+    maxRunning: options.maxRunning,
+    gate: options.gate,
+    rowsPerTranscription: beamSize,
+  });
+  const transcriber = new Transcriber(engine, meta.model, { beamSize: Math.min(beamSize, engine.rowsPerTranscription) });
   const languages = meta.model.multilingual ? Object.keys(meta.model.tokens.languages) : ["en"];
   return {
     kind: "transcription",
@@ -46,6 +58,8 @@ export function serveSpeechRunner(
     artifactCreatedAt: meta.artifactCreatedAt,
     multilingual: meta.model.multilingual,
     languages,
+    beamSize: Math.min(beamSize, engine.rowsPerTranscription),
+    maxBeamSize: transcriber.maxBeamSize,
     engine,
     transcribe: (samples, options) => transcriber.transcribe(samples, options),
     async close() {

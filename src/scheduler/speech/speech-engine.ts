@@ -31,8 +31,13 @@ export interface SpeechEngineOptions {
   name: string;
   /** Transcriptions waiting for a slot before new ones get `OverloadedError`. Default 64. */
   maxWaiting?: number;
-  /** Transcriptions running at once (at most the runner's slots). Default: the runner's slots. */
+  /** Transcriptions running at once (at most the runner's slots / `rowsPerTranscription`). Default: as many as fit. */
   maxRunning?: number;
+  /**
+   * The runner's slots (decoder rows) each running transcription holds, consecutive: the most
+   * hypotheses it decodes at once (beams, or sampled candidates). Default 1.
+   */
+  rowsPerTranscription?: number;
   /** Turns on the machine shared with the process's other models (see `ComputeGate`). Default: none. */
   gate?: ComputeGate;
 }
@@ -69,25 +74,30 @@ export class SpeechEngine {
   private idle: Array<() => void> = [];
   readonly stats: SpeechEngineStats = { running: 0, waiting: 0, encodeCalls: 0, decodeCalls: 0, decodeRows: 0, alignCalls: 0 };
   private readonly maxWaiting: number;
+  /** Consecutive runner slots each transcription holds. */
+  readonly rowsPerTranscription: number;
 
   constructor(
     private readonly runner: SpeechRunner,
     private readonly options: SpeechEngineOptions,
   ) {
-    const running = Math.max(1, Math.min(options.maxRunning ?? runner.slots, runner.slots));
+    this.rowsPerTranscription = Math.max(1, Math.min(options.rowsPerTranscription ?? 1, runner.slots));
+    const fit = Math.floor(runner.slots / this.rowsPerTranscription);
+    const running = Math.max(1, Math.min(options.maxRunning ?? fit, fit));
     this.freeSlots = Array.from({ length: running }, (_, i) => running - 1 - i);
     this.maxWaiting = options.maxWaiting ?? 64;
   }
 
   /**
-   * Runs `work` with a slot of its own once one is free. Rejects at once with `OverloadedError` when
-   * the waiting queue is full, and with the signal's reason when aborted while waiting.
+   * Runs `work` with slots of its own once they are free: `slot .. slot + rowsPerTranscription - 1`.
+   * Rejects at once with `OverloadedError` when the waiting queue is full, and with the signal's
+   * reason when aborted while waiting.
    */
   async withSlot<T>(work: (slot: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
     const slot = await this.acquire(signal);
     this.stats.running++;
     try {
-      return await work(slot);
+      return await work(slot * this.rowsPerTranscription);
     } finally {
       this.stats.running--;
       this.release(slot);

@@ -8,12 +8,12 @@
 import { deflateSync } from "node:zlib";
 import { contentFrames, logMelAsync, melWindow } from "../../runtime/audio/index.js";
 import { HOP_LENGTH, SAMPLE_RATE, WINDOW_FRAMES, type WhisperShape, type WhisperTokens } from "../../runtime/artifact/index.js";
-import type { DecodeRowResult, WhisperSampling } from "../../runtime/speech-worker/protocol.js";
 import { languageName } from "../../runtime/speech/index.js";
 import type { Tokenizer } from "../../runtime/text/index.js";
 import { joinSegmentTexts, splitWindow } from "./segments.js";
 import type { SpeechEngine } from "./speech-engine.js";
 import type { TranscribeOptions, Transcript, TranscriptSegment, TranscriptWord } from "./types.js";
+import { type DecodingOptions, WHISPER_DECODING, WindowDecoder, type WindowDecoding, type WindowRequest } from "./window-decoding.js";
 import { wordsOfWindow } from "./words.js";
 
 /** Whisper's decoding thresholds (openai-whisper and faster-whisper defaults). */
@@ -49,19 +49,53 @@ export interface TranscriberModel {
   multilingual: boolean;
 }
 
+/** A window's encoding in a transcription's rows: in the first, spread to more on demand by encoding again. */
+class EncodedWindow {
+  private rows = 0;
+
+  constructor(
+    private readonly engine: SpeechEngine,
+    readonly slot: number,
+    private readonly mel: Float32Array,
+  ) {}
+
+  /** Makes sure the first `rows` rows hold the window. */
+  async spread(rows: number): Promise<void> {
+    if (rows <= this.rows) return;
+    // A copy each time: the worker takes the buffer it is given.
+    await this.engine.encode({ slot: this.slot, mel: this.mel.slice(), copies: rows });
+    this.rows = rows;
+  }
+}
+
 export class Transcriber {
   private readonly sampleLength: number;
+  private readonly decoder: WindowDecoder;
+  private readonly decoding: DecodingOptions;
 
   constructor(
     private readonly engine: SpeechEngine,
     private readonly model: TranscriberModel,
+    /** Defaults of every transcription (faster-whisper's when not given); `beamSize` at most the engine's rows per transcription. */
+    decoding: Partial<DecodingOptions> = {},
   ) {
     this.sampleLength = Math.floor(model.shape.textContext / 2);
+    this.decoder = new WindowDecoder(engine, model.tokens);
+    this.decoding = { ...WHISPER_DECODING, beamSize: Math.min(WHISPER_DECODING.beamSize, engine.rowsPerTranscription), ...decoding };
+    this.checkBeamSize(this.decoding.beamSize);
+  }
+
+  /** The widest beam a transcription may ask for: the rows the engine gives each. */
+  get maxBeamSize(): number {
+    return this.engine.rowsPerTranscription;
   }
 
   async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<Transcript> {
     const signal = options.signal;
     const duration = samples.length / SAMPLE_RATE;
+    const decoding: DecodingOptions = { ...this.decoding, ...(options.beamSize !== undefined ? { beamSize: options.beamSize } : {}) };
+    this.checkBeamSize(decoding.beamSize);
+    const temperature = options.temperature ?? 0;
     return this.engine.withSlot(async (slot) => {
       // Computed once admitted, so queued transcriptions hold only their samples.
       const mel = await logMelAsync(samples, this.model.shape.melBins, signal);
@@ -75,11 +109,12 @@ export class Transcriber {
         signal?.throwIfAborted();
         const windowFrames = Math.min(WINDOW_FRAMES, frames - seek);
         const offset = (seek * HOP_LENGTH) / SAMPLE_RATE;
-        await this.engine.encode({ slot, mel: melWindow(mel, this.model.shape.melBins, seek) });
+        const window = new EncodedWindow(this.engine, slot, melWindow(mel, this.model.shape.melBins, seek));
+        await window.spread(this.rowsFor(temperature, decoding));
         signal?.throwIfAborted();
         if (language === undefined) language = await this.detectLanguage(slot);
         const prompt = history.slice(promptFrom);
-        const attempt = await this.decodeWithFallback(slot, seek, prompt, language, options.temperature ?? 0, signal);
+        const attempt = await this.decodeWithFallback(window, seek, prompt, language, temperature, decoding, signal);
         if (isSilence(attempt)) {
           seek += windowFrames;
           continue;
@@ -96,6 +131,11 @@ export class Transcriber {
       }
       return { language: languageName(language ?? "en"), duration, text: joinSegmentTexts(segments), segments };
     }, signal);
+  }
+
+  private checkBeamSize(beamSize: number): void {
+    if (!Number.isInteger(beamSize) || beamSize < 1 || beamSize > this.maxBeamSize)
+      throw new RangeError(`the beam size is a whole number from 1 to ${this.maxBeamSize} here, not ${beamSize}`);
   }
 
   private segment(id: number, seek: number, offset: number, piece: { tokens: number[]; start: number; end: number }, attempt: Attempt): TranscriptSegment {
@@ -133,18 +173,19 @@ export class Transcriber {
    * last, most random one.
    */
   private async decodeWithFallback(
-    slot: number,
+    window: EncodedWindow,
     seek: number,
     prompt: number[],
     language: string | undefined,
     temperature: number,
+    decoding: DecodingOptions,
     signal?: AbortSignal,
   ): Promise<Attempt> {
     const attempts: Attempt[] = [];
     for (let t = temperature, i = 0; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep, i++) {
       signal?.throwIfAborted();
       // Seeded by position, so the same audio gives the same transcript (streamed or not).
-      const attempt = await this.decodeWindow(slot, prompt, language, Math.round(t * 100) / 100, seek * 7 + i, signal);
+      const attempt = await this.decodeWindow(window, prompt, language, Math.round(t * 100) / 100, seek * 7 + i, decoding, signal);
       if (!needsFallback(attempt)) return attempt;
       attempts.push(attempt);
     }
@@ -154,59 +195,48 @@ export class Transcriber {
     return { ...best, temperature: attempts[attempts.length - 1].temperature };
   }
 
-  /** One decoding attempt of the encoded window in `slot`. */
+  /**
+   * One decoding attempt of the window encoded in `slot` (and in the rows after it that the attempt
+   * takes: its beams or its sampled candidates, encoded there on demand).
+   */
   private async decodeWindow(
-    slot: number,
+    window: EncodedWindow,
     prompt: number[],
     language: string | undefined,
     temperature: number,
     seed: number,
+    decoding: DecodingOptions,
     signal?: AbortSignal,
   ): Promise<Attempt> {
     const t = this.model.tokens;
     const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
     const start = this.startSequence(language);
-    const tokens: number[] = [];
-    const logprobs: number[] = [];
-    const rule = (): WhisperSampling => {
-      const n = tokens.length;
-      const stamps = tokens.filter((x) => x >= t.timestampBegin);
-      return {
-        temperature,
-        seed,
-        timestamps: true,
-        sampled: n,
-        lastWasTimestamp: n >= 1 && tokens[n - 1] >= t.timestampBegin,
-        penultimateWasTimestamp: n < 2 || tokens[n - 2] >= t.timestampBegin,
-        lastTimestamp: stamps.length > 0 ? stamps[stamps.length - 1] : -1,
-        maxInitialTimestampIndex: Math.round(WHISPER_DEFAULTS.maxInitialTimestamp / 0.02),
-      };
+    const request: WindowRequest = {
+      slot: window.slot,
+      previous,
+      start,
+      limit: Math.min(this.sampleLength, this.model.shape.textContext - previous.length - start.length - 1),
+      temperature,
+      seed,
+      maxInitialTimestampIndex: Math.round(WHISPER_DEFAULTS.maxInitialTimestamp / 0.02),
+      signal,
     };
-    // The no-speech probability is read right after <|startoftranscript|>; the rest of the start sequence follows.
-    const head = [...previous, start[0]];
-    const rest = start.slice(1);
-    let result: DecodeRowResult = await this.engine.decode({ slot, past: 0, tokens: head, sample: rest.length === 0 ? rule() : null, noSpeech: true });
-    const noSpeechProb = result.noSpeechProb ?? 0;
-    let length = head.length;
-    if (rest.length > 0) {
-      result = await this.engine.decode({ slot, past: length, tokens: rest, sample: rule() });
-      length += rest.length;
-    }
-    const limit = Math.min(this.sampleLength, this.model.shape.textContext - length - 1);
-    while (result.token !== undefined) {
-      logprobs.push(result.logprob ?? 0);
-      if (result.token === t.endOfText || tokens.length + 1 >= limit) {
-        if (result.token !== t.endOfText) tokens.push(result.token);
-        break;
-      }
-      tokens.push(result.token);
-      signal?.throwIfAborted();
-      result = await this.engine.decode({ slot, past: length, tokens: [result.token], sample: rule() });
-      length += 1;
-    }
+    const rows = this.rowsFor(temperature, decoding);
+    await window.spread(rows);
+    let decoded: WindowDecoding;
+    if (temperature > 0 && decoding.bestOf > 1) decoded = await this.decoder.sampled(request, decoding.bestOf, rows, decoding);
+    else if (temperature === 0 && decoding.beamSize > 1) decoded = await this.decoder.beams(request, decoding);
+    else decoded = await this.decoder.greedy(request);
+    const { tokens, logprobs, noSpeechProb } = decoded;
     const text = this.model.tokenizer.decode(tokens.filter((x) => x < t.endOfText));
     const sum = logprobs.reduce((a, b) => a + b, 0);
     return { tokens, logprobs, temperature, avgLogprob: sum / (tokens.length + 1), compressionRatio: compressionRatio(text), noSpeechProb, text };
+  }
+
+  /** Rows an attempt decodes in at once: its beams, or as many of its candidates as the transcription's rows hold. */
+  private rowsFor(temperature: number, decoding: DecodingOptions): number {
+    if (temperature > 0) return Math.min(decoding.bestOf, this.engine.rowsPerTranscription);
+    return decoding.beamSize;
   }
 
   private async addWords(

@@ -40,6 +40,11 @@ export interface TranscribeOptions {
   prompt?: string;
   /** Starting sampling temperature, 0..1; Whisper falls back to higher ones when a window fails. Default 0. */
   temperature?: number;
+  /**
+   * Beams of the beam search at temperature 0; 1 is greedy decoding. Default: the served model's
+   * (`kiln serve --beam-size`), which is also the most a transcription may ask for.
+   */
+  beamSize?: number;
   /** Compute each word's start and end from cross-attention alignment. Default false. */
   wordTimestamps?: boolean;
   /** Aborts the work (client gone); the promise rejects with the signal's reason. */
@@ -70,6 +75,10 @@ export interface ServedSpeechModel {
   multilingual: boolean;
   /** ISO-639-1 codes the model accepts for `language`. */
   languages: readonly string[];
+  /** The beam width transcriptions get by default (1: greedy decoding). */
+  beamSize: number;
+  /** The widest beam a transcription may ask for (`TranscribeOptions.beamSize`). */
+  maxBeamSize: number;
   /**
    * Transcribes audio (16 kHz mono float samples in -1..1). Rejects with `OverloadedError` when the
    * queue is full, with the signal's reason when aborted.

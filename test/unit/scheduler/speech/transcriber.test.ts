@@ -97,7 +97,8 @@ function transcriber(windows: Attempt[][], tokens = TOKENS) {
   const { runner, heads, rests } = scripted(windows);
   const engine = new SpeechEngine(runner, { name: "fake" });
   const multilingual = Object.keys(tokens.languages).length > 0;
-  return { t: new Transcriber(engine, { shape: SHAPE, tokens, tokenizer, multilingual }), heads, rests };
+  // One sampled candidate per temperature: the scripts answer one attempt per temperature.
+  return { t: new Transcriber(engine, { shape: SHAPE, tokens, tokenizer, multilingual }, { bestOf: 1 }), heads, rests };
 }
 
 const seconds = (s: number) => new Float32Array(s * 16000);
