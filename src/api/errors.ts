@@ -4,7 +4,7 @@
  * Routes throw `apiError(code, message, param)`; the app's error handler turns anything thrown
  * (ours, fastify's, the scheduler's) into one of these answers.
  */
-import { ChatTemplateError, EngineClosedError, ModelTooLargeError, OverloadedError } from "../scheduler/index.js";
+import { ChatTemplateError, EngineClosedError, ModelTooLargeError, OverloadedError, VadUnavailableError } from "../scheduler/index.js";
 import { UnknownModelError } from "../catalogue/catalogue.js";
 
 interface ErrorSpec {
@@ -59,6 +59,8 @@ export const ERRORS = {
   internal_error: { status: 500, type: "server_error", code: null },
   // The server cannot decode audio at all (ffmpeg not installed): the operator's to fix, not the client's.
   audio_decoder_missing: { status: 500, type: "server_error", code: "audio_decoder_missing" },
+  // A transcription asked to skip silence, and the server's voice activity detector could not be had (its model not pulled, not loadable): the operator's to fix.
+  vad_unavailable: { status: 500, type: "server_error", code: "vad_unavailable" },
   overloaded: { status: 503, type: "server_error", code: "overloaded", retryAfter: 1 },
   model_loading: { status: 503, type: "server_error", code: "overloaded", retryAfter: 5 },
   model_unavailable: { status: 503, type: "server_error", code: "model_unavailable" },
@@ -130,6 +132,12 @@ export function toApiError(err: unknown, requestId: string): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof OverloadedError) return apiError("overloaded", err.message);
   if (err instanceof EngineClosedError) return apiError("shutting_down", err.message);
+  if (err instanceof VadUnavailableError)
+    return apiError(
+      "vad_unavailable",
+      `The server cannot skip silence: ${err.message}. Send the request without vad_filter or chunking_strategy.`,
+      "vad_filter",
+    );
   if (err instanceof ModelTooLargeError)
     return apiError("model_too_large", `The model '${err.slug}' cannot be served on this server: ${err.message}.`, "model");
   if (err instanceof UnknownModelError) return apiError("model_not_found", `The model '${err.slug}' does not exist.`, "model");

@@ -32,5 +32,6 @@ export { ChatTemplateError } from "../runtime/text/index.js";
 export type * from "./types.js";
 export type * from "./speech/types.js";
 export { joinSegmentTexts } from "./speech/segments.js";
+export { VadUnavailableError } from "./speech/vad-filter.js";
 export type { ToolCallParser, ToolFunction, ToolOutputPiece, ToolUse } from "./tools/types.js";
 export { CallParser, chooseToolDialect, toolConstraint, type CallSyntax, type ToolDialect } from "./tools/index.js";

@@ -19,11 +19,11 @@ export function formatTranscript(
   transcript: Transcript,
   format: TranscriptionResponseFormat,
   usage: DurationUsage,
-  options: { words: boolean },
+  options: { words: boolean; logprobs?: boolean },
 ): FormattedTranscript {
   switch (format) {
     case "json":
-      return { contentType: JSON_CONTENT_TYPE, body: jsonAnswer(transcript, usage) };
+      return { contentType: JSON_CONTENT_TYPE, body: jsonAnswer(transcript, usage, options.logprobs ?? false) };
     case "verbose_json":
       return { contentType: JSON_CONTENT_TYPE, body: verboseAnswer(transcript, usage, options.words) };
     case "text":
@@ -35,13 +35,14 @@ export function formatTranscript(
   }
 }
 
-export function jsonAnswer(transcript: Transcript, usage: DurationUsage): TranscriptionJson {
-  return { text: joinSegmentTexts(transcript.segments), usage };
+export function jsonAnswer(transcript: Transcript, usage: DurationUsage, withLogprobs = false): TranscriptionJson {
+  const logprobs = withLogprobs ? transcript.segments.flatMap((s) => s.logprobs ?? []) : null;
+  return { text: joinSegmentTexts(transcript.segments), ...(logprobs ? { logprobs } : {}), usage };
 }
 
 export function verboseAnswer(transcript: Transcript, usage: DurationUsage, withWords: boolean): TranscriptionVerbose {
   return {
-    task: "transcribe",
+    task: transcript.task ?? "transcribe",
     language: transcript.language,
     duration: transcript.duration,
     text: joinSegmentTexts(transcript.segments),

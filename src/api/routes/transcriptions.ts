@@ -1,5 +1,6 @@
 /**
- * POST /v1/audio/transcriptions: multipart form -> fields checked -> speech model -> audio decoded
+ * POST /v1/audio/transcriptions and /v1/audio/translations (the same work with Whisper's translate
+ * task): multipart form -> fields checked -> speech model -> audio decoded
  * (ffmpeg) -> transcript -> the asked format, or server-sent text events. The upload is read with
  * bounded memory (at most {@link MAX_FILE_BYTES} of file, small fields); a client that goes away
  * aborts the decoding and the transcription; every transcription that reached its model is
@@ -15,6 +16,7 @@ import { EngineClosedError, joinSegmentTexts, OverloadedError } from "../../sche
 import { formatTranscript } from "../protocol/transcription-formats.js";
 import {
   parseTranscriptionRequest,
+  parseTranslationRequest,
   type DurationUsage,
   type FormFields,
   type TranscriptionRequest,
@@ -51,21 +53,28 @@ interface Upload {
  */
 export async function transcriptionsRoute(app: FastifyInstance, ctx: ApiContext): Promise<void> {
   await app.register(multipart, { limits: MULTIPART_LIMITS, throwFileSizeLimit: true });
-  app.post("/audio/transcriptions", async (request, reply) => {
-    const { fields, upload } = await readForm(request);
-    const body = parseTranscriptionRequest(fields);
-    const model = await lookupServedModel(ctx, request, body.model, "transcription");
-    assertLanguage(model, body.language);
-    const file = requireFile(upload);
-    assertUsageKept(ctx);
-    const transcription = new Transcription(ctx, request, reply, model);
-    try {
-      return await answerTranscription(ctx, request, reply, transcription, body, file);
-    } finally {
-      transcription.end();
-    }
-  });
+  app.post("/audio/transcriptions", (request, reply) => speechToText(ctx, request, reply, "transcribe"));
+  app.post("/audio/translations", (request, reply) => speechToText(ctx, request, reply, "translate"));
 }
+
+/** Either route: the form read and checked, the model found, then the work. */
+async function speechToText(ctx: ApiContext, request: FastifyRequest, reply: FastifyReply, task: SpeechTask): Promise<unknown> {
+  const { fields, upload } = await readForm(request);
+  const body = task === "translate" ? parseTranslationRequest(fields) : parseTranscriptionRequest(fields);
+  const model = await lookupServedModel(ctx, request, body.model, "transcription");
+  assertLanguage(model, body.language);
+  assertTask(model, task);
+  const file = requireFile(upload);
+  assertUsageKept(ctx);
+  const transcription = new Transcription(ctx, request, reply, model);
+  try {
+    return await answerTranscription(ctx, request, reply, transcription, body, file, task);
+  } finally {
+    transcription.end();
+  }
+}
+
+type SpeechTask = "transcribe" | "translate";
 
 // ---------------------------------------------------------------------------------------------
 // The form
@@ -175,6 +184,16 @@ function assertLanguage(model: ServedSpeechModel, language: string | undefined):
   );
 }
 
+/** Translation needs a multilingual model: an English-only one has no translate task token. */
+function assertTask(model: ServedSpeechModel, task: SpeechTask): void {
+  if (task !== "translate" || model.multilingual) return;
+  throw apiError(
+    "unsupported_value",
+    `The model '${model.slug}' is English-only and cannot translate: use a multilingual Whisper model (one without '.en' in its name), or /v1/audio/transcriptions.`,
+    "model",
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The work
 
@@ -255,6 +274,7 @@ async function answerTranscription(
   transcription: Transcription,
   body: TranscriptionRequest,
   file: Upload,
+  task: SpeechTask,
 ): Promise<unknown> {
   const samples = await decode(request, transcription, file);
   if (transcription.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
@@ -268,11 +288,14 @@ async function answerTranscription(
     audioMs: billedSeconds(samples.length) * 1000,
   });
   const usage = transcription.started(samples);
-  const options = {
+  const options: TranscribeOptions = {
     language: body.language,
     prompt: body.prompt,
     temperature: body.temperature,
     wordTimestamps: body.timestamp_granularities.includes("word"),
+    task,
+    logprobs: body.include.includes("logprobs"),
+    vadFilter: vadFilterOf(body),
     signal: transcription.signal,
   };
   if (body.stream) {
@@ -286,8 +309,26 @@ async function answerTranscription(
     if (transcription.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
     throw transcription.failure(err);
   }
-  const answer = formatTranscript(transcript, body.response_format, usage, { words: options.wordTimestamps });
+  const answer = formatTranscript(transcript, body.response_format, usage, { words: options.wordTimestamps ?? false, logprobs: options.logprobs ?? false });
   return reply.type(answer.contentType).send(answer.body);
+}
+
+/**
+ * Whether (and how) silence is skipped: `chunking_strategy` (the reference API's, "auto" or a
+ * server_vad object, mapped onto the detector's options) first, then kiln's `vad_filter`; neither
+ * leaves it to the server's default.
+ */
+export function vadFilterOf(body: Pick<TranscriptionRequest, "chunking_strategy" | "vad_filter">): TranscribeOptions["vadFilter"] {
+  const strategy = body.chunking_strategy;
+  if (strategy === "auto") return true;
+  if (strategy) {
+    return {
+      ...(strategy.threshold !== undefined ? { threshold: strategy.threshold } : {}),
+      ...(strategy.silence_duration_ms !== undefined ? { minSilenceDurationMs: strategy.silence_duration_ms } : {}),
+      ...(strategy.prefix_padding_ms !== undefined ? { speechPadMs: strategy.prefix_padding_ms } : {}),
+    };
+  }
+  return body.vad_filter;
 }
 
 /** The upload as 16 kHz mono samples; a file ffmpeg cannot read is the client's 400, a missing ffmpeg the server's 500. */
