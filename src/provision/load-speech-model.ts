@@ -1,22 +1,12 @@
 /** Pull -> compile -> record -> load -> serve for a speech model. */
 import type { ComputeDevice } from "../runtime/device/index.js";
 import { LoadedSpeechModel } from "../runtime/loaded-speech-model.js";
-import {
-  type ServedSpeechModel,
-  serveSpeechModel,
-  type SpeechServeOptions,
-} from "../scheduler/speech/index.js";
+import { type ServedSpeechModel, serveSpeechModel, type SpeechServeOptions } from "../scheduler/speech/index.js";
 import { getModel } from "../catalogue/catalogue.js";
-import {
-  provisionArtifact,
-  type ProvisionOptions,
-  WrongKindError,
-} from "./provision-artifact.js";
+import { provisionArtifact, type ProvisionOptions, WrongKindError } from "./provision-artifact.js";
 import { loadVad, speechVad } from "./vad.js";
 
-export interface LoadSpeechModelOptions
-  extends ProvisionOptions,
-    SpeechServeOptions {
+export interface LoadSpeechModelOptions extends ProvisionOptions, SpeechServeOptions {
   /** ONNX Runtime threads of the model's sessions. Default 2. */
   threads?: number;
   /** Where the encoder and decoder run (`kiln serve --device`, resolved). Default "cpu". */
@@ -27,6 +17,9 @@ export interface LoadSpeechModelOptions
   vadFilter?: boolean;
 }
 
+/** Default beams of a transcription's beam search (faster-whisper's); 1 is greedy decoding. */
+export const DEFAULT_BEAM_SIZE = 5;
+
 /** Default transcriptions decoded at once per speech model. */
 export const DEFAULT_SPEECH_SLOTS = 4;
 
@@ -34,26 +27,17 @@ export const DEFAULT_SPEECH_SLOTS = 4;
  * Provisions a speech model's artifact and serves it: encoder and decoder on their own worker
  * thread, `maxRunning` transcriptions (default {@link DEFAULT_SPEECH_SLOTS}) decoded together.
  */
-export async function loadSpeechModel(
-  slug: string,
-  options: LoadSpeechModelOptions = {},
-): Promise<ServedSpeechModel> {
+export async function loadSpeechModel(slug: string, options: LoadSpeechModelOptions = {}): Promise<ServedSpeechModel> {
   const { kind } = getModel(slug);
-  if (kind !== "transcription")
-    throw new WrongKindError(slug, kind, "a transcription model");
-  const compiled = await provisionArtifact(slug, {
-    ...options,
-    pull: { ...options.pull, signal: options.signal ?? options.pull?.signal },
-  });
+  if (kind !== "transcription") throw new WrongKindError(slug, kind, "a transcription model");
+  const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
   options.signal?.throwIfAborted();
   options.onStage?.("loading the model");
   const device = options.device ?? "cpu";
   const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
-  const loaded = await LoadedSpeechModel.load(compiled.dir, {
-    device,
-    threads: options.threads ?? 2,
-    slots,
-  });
+  const beamSize = options.beamSize ?? DEFAULT_BEAM_SIZE;
+  // Each running transcription holds a decoder row per beam.
+  const loaded = await LoadedSpeechModel.load(compiled.dir, { device, threads: options.threads ?? 2, slots: slots * beamSize });
   if (options.signal?.aborted) {
     await loaded.close();
     options.signal.throwIfAborted();
@@ -64,12 +48,7 @@ export async function loadSpeechModel(
     await loadVad(options.home);
   }
   const vad = speechVad(options.vadFilter ?? false, options.home);
-  const served = serveSpeechModel(loaded, {
-    maxWaiting: options.maxWaiting,
-    maxRunning: slots,
-    gate: options.gate,
-    vad,
-  });
+  const served = serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots, gate: options.gate, vad, beamSize });
   served.device = device;
   return served;
 }

@@ -6,33 +6,15 @@
  * the speech engine, which decides when it runs.
  */
 import { deflateSync } from "node:zlib";
-import {
-  contentFrames,
-  logMelAsync,
-  melWindow,
-} from "../../runtime/audio/index.js";
-import {
-  HOP_LENGTH,
-  SAMPLE_RATE,
-  WINDOW_FRAMES,
-  type WhisperShape,
-  type WhisperTokens,
-} from "../../runtime/artifact/index.js";
-import type {
-  DecodeRowResult,
-  WhisperSampling,
-} from "../../runtime/speech-worker/protocol.js";
+import { contentFrames, logMelAsync, melWindow } from "../../runtime/audio/index.js";
+import { HOP_LENGTH, SAMPLE_RATE, WINDOW_FRAMES, type WhisperShape, type WhisperTokens } from "../../runtime/artifact/index.js";
 import { languageName } from "../../runtime/speech/index.js";
 import type { Tokenizer } from "../../runtime/text/index.js";
 import { joinSegmentTexts, splitWindow } from "./segments.js";
 import { textTokenLogprobs } from "./token-logprobs.js";
 import type { SpeechEngine } from "./speech-engine.js";
-import type {
-  TranscribeOptions,
-  Transcript,
-  TranscriptSegment,
-  TranscriptWord,
-} from "./types.js";
+import type { TranscribeOptions, Transcript, TranscriptSegment, TranscriptWord } from "./types.js";
+import { type DecodingOptions, WHISPER_DECODING, WindowDecoder, type WindowDecoding, type WindowRequest } from "./window-decoding.js";
 import { wordsOfWindow } from "./words.js";
 
 /** Whisper's decoding thresholds (openai-whisper and faster-whisper defaults). */
@@ -74,107 +56,97 @@ export interface TranscriberModel {
   multilingual: boolean;
 }
 
+/** A window's encoding in a transcription's rows: in the first, spread to more on demand by encoding again. */
+class EncodedWindow {
+  private rows = 0;
+
+  constructor(
+    private readonly engine: SpeechEngine,
+    readonly slot: number,
+    private readonly mel: Float32Array,
+  ) {}
+
+  /** Makes sure the first `rows` rows hold the window. */
+  async spread(rows: number): Promise<void> {
+    if (rows <= this.rows) return;
+    // A copy each time: the worker takes the buffer it is given.
+    await this.engine.encode({ slot: this.slot, mel: this.mel.slice(), copies: rows });
+    this.rows = rows;
+  }
+}
+
 export class Transcriber {
   private readonly sampleLength: number;
+  private readonly decoder: WindowDecoder;
+  private readonly decoding: DecodingOptions;
 
   constructor(
     private readonly engine: SpeechEngine,
     private readonly model: TranscriberModel,
+    /** Defaults of every transcription (faster-whisper's when not given); `beamSize` at most the engine's rows per transcription. */
+    decoding: Partial<DecodingOptions> = {},
   ) {
     this.sampleLength = Math.floor(model.shape.textContext / 2);
+    this.decoder = new WindowDecoder(engine, model.tokens);
+    this.decoding = { ...WHISPER_DECODING, beamSize: Math.min(WHISPER_DECODING.beamSize, engine.rowsPerTranscription), ...decoding };
+    this.checkBeamSize(this.decoding.beamSize);
   }
 
-  async transcribe(
-    samples: Float32Array,
-    options: TranscribeOptions = {},
-  ): Promise<Transcript> {
+  /** The widest beam a transcription may ask for: the rows the engine gives each. */
+  get maxBeamSize(): number {
+    return this.engine.rowsPerTranscription;
+  }
+
+  async transcribe(samples: Float32Array, options: TranscribeOptions = {}): Promise<Transcript> {
     const signal = options.signal;
     const duration = samples.length / SAMPLE_RATE;
+    const decoding: DecodingOptions = { ...this.decoding, ...(options.beamSize !== undefined ? { beamSize: options.beamSize } : {}) };
+    this.checkBeamSize(decoding.beamSize);
+    const temperature = options.temperature ?? 0;
     return this.engine.withSlot(async (slot) => {
       // Computed once admitted, so queued transcriptions hold only their samples.
       const mel = await logMelAsync(samples, this.model.shape.melBins, signal);
       const frames = contentFrames(mel);
       const segments: TranscriptSegment[] = [];
-      let language =
-        options.language ?? (this.model.multilingual ? undefined : "en");
+      let language = options.language ?? (this.model.multilingual ? undefined : "en");
       const task = options.task ?? "transcribe";
-      const history: number[] = options.prompt?.trim()
-        ? this.model.tokenizer.encode(" " + options.prompt.trim())
-        : [];
+      const history: number[] = options.prompt?.trim() ? this.model.tokenizer.encode(" " + options.prompt.trim()) : [];
       let promptFrom = 0;
       let seek = 0;
       while (seek < frames) {
         signal?.throwIfAborted();
         const windowFrames = Math.min(WINDOW_FRAMES, frames - seek);
         const offset = (seek * HOP_LENGTH) / SAMPLE_RATE;
-        await this.engine.encode({
-          slot,
-          mel: melWindow(mel, this.model.shape.melBins, seek),
-        });
+        const window = new EncodedWindow(this.engine, slot, melWindow(mel, this.model.shape.melBins, seek));
+        await window.spread(this.rowsFor(temperature, decoding));
         signal?.throwIfAborted();
         if (language === undefined) language = await this.detectLanguage(slot);
         const prompt = history.slice(promptFrom);
-        const attempt = await this.decodeWithFallback(
-          slot,
-          seek,
-          prompt,
-          { language, task },
-          options.temperature ?? 0,
-          signal,
-        );
+        const attempt = await this.decodeWithFallback(window, seek, prompt, { language, task }, temperature, decoding, signal);
         if (isSilence(attempt)) {
           seek += windowFrames;
           continue;
         }
-        const split = splitWindow(
-          attempt.tokens,
-          this.model.tokens.timestampBegin,
-          windowFrames,
-          (windowFrames * HOP_LENGTH) / SAMPLE_RATE,
-        );
+        const split = splitWindow(attempt.tokens, this.model.tokens.timestampBegin, windowFrames, (windowFrames * HOP_LENGTH) / SAMPLE_RATE);
         let at = 0;
         const found = split.segments
-          .map((s) =>
-            this.segment(
-              segments.length,
-              seek,
-              offset,
-              s,
-              attempt,
-              options.logprobs
-                ? attempt.logprobs.slice(at, (at += s.tokens.length))
-                : null,
-            ),
-          )
+          .map((s) => this.segment(segments.length, seek, offset, s, attempt, options.logprobs ? attempt.logprobs.slice(at, (at += s.tokens.length)) : null))
           .filter((s) => s.text.trim() !== "" && s.end > s.start);
         found.forEach((s, i) => (s.id = segments.length + i));
-        if (options.wordTimestamps && found.length > 0)
-          await this.addWords(
-            slot,
-            found,
-            attempt,
-            { language, task },
-            windowFrames,
-            offset,
-          );
+        if (options.wordTimestamps && found.length > 0) await this.addWords(slot, found, attempt, { language, task }, windowFrames, offset);
         segments.push(...found);
-        for (const s of found)
-          history.push(
-            ...s.tokens.filter((t) => t < this.model.tokens.endOfText),
-          );
-        if (attempt.temperature > WHISPER_DEFAULTS.promptResetTemperature)
-          promptFrom = history.length;
+        for (const s of found) history.push(...s.tokens.filter((t) => t < this.model.tokens.endOfText));
+        if (attempt.temperature > WHISPER_DEFAULTS.promptResetTemperature) promptFrom = history.length;
         seek += split.advance;
         if (found.length > 0) options.onSegments?.(found);
       }
-      return {
-        task,
-        language: languageName(language ?? "en"),
-        duration,
-        text: joinSegmentTexts(segments),
-        segments,
-      };
+      return { task, language: languageName(language ?? "en"), duration, text: joinSegmentTexts(segments), segments };
     }, signal);
+  }
+
+  private checkBeamSize(beamSize: number): void {
+    if (!Number.isInteger(beamSize) || beamSize < 1 || beamSize > this.maxBeamSize)
+      throw new RangeError(`the beam size is a whole number from 1 to ${this.maxBeamSize} here, not ${beamSize}`);
   }
 
   private segment(
@@ -185,20 +157,9 @@ export class Transcriber {
     attempt: Attempt,
     logprobs: number[] | null,
   ): TranscriptSegment {
-    const textTokens = piece.tokens.filter(
-      (t) => t < this.model.tokens.endOfText,
-    );
+    const textTokens = piece.tokens.filter((t) => t < this.model.tokens.endOfText);
     return {
-      ...(logprobs
-        ? {
-            logprobs: textTokenLogprobs(
-              this.model.tokenizer,
-              piece.tokens,
-              logprobs,
-              this.model.tokens.endOfText,
-            ),
-          }
-        : {}),
+      ...(logprobs ? { logprobs: textTokenLogprobs(this.model.tokenizer, piece.tokens, logprobs, this.model.tokens.endOfText) } : {}),
       id,
       seek,
       start: round2(offset + piece.start),
@@ -218,19 +179,11 @@ export class Transcriber {
     if (!this.model.multilingual) return [t.startOfTranscript];
     const lang = t.languages[language ?? "en"] ?? t.languages.en;
     const taskToken = task === "translate" ? t.translate : t.transcribe;
-    return [t.startOfTranscript, lang, taskToken ?? t.startOfTranscript].filter(
-      (x) => x !== undefined && x !== null,
-    );
+    return [t.startOfTranscript, lang, taskToken ?? t.startOfTranscript].filter((x) => x !== undefined && x !== null);
   }
 
   private async detectLanguage(slot: number): Promise<string> {
-    const r = await this.engine.decode({
-      slot,
-      past: 0,
-      tokens: [this.model.tokens.startOfTranscript],
-      sample: null,
-      detectLanguage: true,
-    });
+    const r = await this.engine.decode({ slot, past: 0, tokens: [this.model.tokens.startOfTranscript], sample: null, detectLanguage: true });
     return r.language?.code ?? "en";
   }
 
@@ -240,129 +193,70 @@ export class Transcriber {
    * last, most random one.
    */
   private async decodeWithFallback(
-    slot: number,
+    window: EncodedWindow,
     seek: number,
     prompt: number[],
     conditioning: Conditioning,
     temperature: number,
+    decoding: DecodingOptions,
     signal?: AbortSignal,
   ): Promise<Attempt> {
     const attempts: Attempt[] = [];
-    for (
-      let t = temperature, i = 0;
-      t <= 1 + 1e-9;
-      t += WHISPER_DEFAULTS.temperatureStep, i++
-    ) {
+    for (let t = temperature, i = 0; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep, i++) {
       signal?.throwIfAborted();
       // Seeded by position, so the same audio gives the same transcript (streamed or not).
-      const attempt = await this.decodeWindow(
-        slot,
-        prompt,
-        conditioning,
-        Math.round(t * 100) / 100,
-        seek * 7 + i,
-        signal,
-      );
+      const attempt = await this.decodeWindow(window, prompt, conditioning, Math.round(t * 100) / 100, seek * 7 + i, decoding, signal);
       if (!needsFallback(attempt)) return attempt;
       attempts.push(attempt);
     }
-    const plausible = attempts.filter(
-      (a) => a.compressionRatio <= WHISPER_DEFAULTS.compressionRatioThreshold,
-    );
-    const best = (plausible.length > 0 ? plausible : attempts).reduce((a, b) =>
-      b.avgLogprob > a.avgLogprob ? b : a,
-    );
+    const plausible = attempts.filter((a) => a.compressionRatio <= WHISPER_DEFAULTS.compressionRatioThreshold);
+    const best = (plausible.length > 0 ? plausible : attempts).reduce((a, b) => (b.avgLogprob > a.avgLogprob ? b : a));
     // The temperature reached decides whether the next window is prompted with this text.
     return { ...best, temperature: attempts[attempts.length - 1].temperature };
   }
 
-  /** One decoding attempt of the encoded window in `slot`. */
+  /**
+   * One decoding attempt of the window encoded in `slot` (and in the rows after it that the attempt
+   * takes: its beams or its sampled candidates, encoded there on demand).
+   */
   private async decodeWindow(
-    slot: number,
+    window: EncodedWindow,
     prompt: number[],
     conditioning: Conditioning,
     temperature: number,
     seed: number,
+    decoding: DecodingOptions,
     signal?: AbortSignal,
   ): Promise<Attempt> {
     const t = this.model.tokens;
-    const previous =
-      prompt.length > 0
-        ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))]
-        : [];
+    const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
     const start = this.startSequence(conditioning);
-    const tokens: number[] = [];
-    const logprobs: number[] = [];
-    const rule = (): WhisperSampling => {
-      const n = tokens.length;
-      const stamps = tokens.filter((x) => x >= t.timestampBegin);
-      return {
-        temperature,
-        seed,
-        timestamps: true,
-        sampled: n,
-        lastWasTimestamp: n >= 1 && tokens[n - 1] >= t.timestampBegin,
-        penultimateWasTimestamp: n < 2 || tokens[n - 2] >= t.timestampBegin,
-        lastTimestamp: stamps.length > 0 ? stamps[stamps.length - 1] : -1,
-        maxInitialTimestampIndex: Math.round(
-          WHISPER_DEFAULTS.maxInitialTimestamp / 0.02,
-        ),
-      };
-    };
-    // The no-speech probability is read right after <|startoftranscript|>; the rest of the start sequence follows.
-    const head = [...previous, start[0]];
-    const rest = start.slice(1);
-    let result: DecodeRowResult = await this.engine.decode({
-      slot,
-      past: 0,
-      tokens: head,
-      sample: rest.length === 0 ? rule() : null,
-      noSpeech: true,
-    });
-    const noSpeechProb = result.noSpeechProb ?? 0;
-    let length = head.length;
-    if (rest.length > 0) {
-      result = await this.engine.decode({
-        slot,
-        past: length,
-        tokens: rest,
-        sample: rule(),
-      });
-      length += rest.length;
-    }
-    const limit = Math.min(
-      this.sampleLength,
-      this.model.shape.textContext - length - 1,
-    );
-    while (result.token !== undefined) {
-      logprobs.push(result.logprob ?? 0);
-      if (result.token === t.endOfText || tokens.length + 1 >= limit) {
-        if (result.token !== t.endOfText) tokens.push(result.token);
-        break;
-      }
-      tokens.push(result.token);
-      signal?.throwIfAborted();
-      result = await this.engine.decode({
-        slot,
-        past: length,
-        tokens: [result.token],
-        sample: rule(),
-      });
-      length += 1;
-    }
-    const text = this.model.tokenizer.decode(
-      tokens.filter((x) => x < t.endOfText),
-    );
-    const sum = logprobs.reduce((a, b) => a + b, 0);
-    return {
-      tokens,
-      logprobs,
+    const request: WindowRequest = {
+      slot: window.slot,
+      previous,
+      start,
+      limit: Math.min(this.sampleLength, this.model.shape.textContext - previous.length - start.length - 1),
       temperature,
-      avgLogprob: sum / (tokens.length + 1),
-      compressionRatio: compressionRatio(text),
-      noSpeechProb,
-      text,
+      seed,
+      maxInitialTimestampIndex: Math.round(WHISPER_DEFAULTS.maxInitialTimestamp / 0.02),
+      signal,
     };
+    const rows = this.rowsFor(temperature, decoding);
+    await window.spread(rows);
+    let decoded: WindowDecoding;
+    if (temperature > 0 && decoding.bestOf > 1) decoded = await this.decoder.sampled(request, decoding.bestOf, rows, decoding);
+    else if (temperature === 0 && decoding.beamSize > 1) decoded = await this.decoder.beams(request, decoding);
+    else decoded = await this.decoder.greedy(request);
+    const { tokens, logprobs, noSpeechProb } = decoded;
+    const text = this.model.tokenizer.decode(tokens.filter((x) => x < t.endOfText));
+    const sum = logprobs.reduce((a, b) => a + b, 0);
+    return { tokens, logprobs, temperature, avgLogprob: sum / (tokens.length + 1), compressionRatio: compressionRatio(text), noSpeechProb, text };
+  }
+
+  /** Rows an attempt decodes in at once: its beams, or as many of its candidates as the transcription's rows hold. */
+  private rowsFor(temperature: number, decoding: DecodingOptions): number {
+    if (temperature > 0) return Math.min(decoding.bestOf, this.engine.rowsPerTranscription);
+    return decoding.beamSize;
   }
 
   private async addWords(
@@ -374,16 +268,9 @@ export class Transcriber {
     offset: number,
   ): Promise<void> {
     const t = this.model.tokens;
-    const textTokens = found.flatMap((s) =>
-      s.tokens.filter((x) => x < t.endOfText),
-    );
+    const textTokens = found.flatMap((s) => s.tokens.filter((x) => x < t.endOfText));
     if (textTokens.length === 0) return;
-    const { starts } = await this.engine.align({
-      slot,
-      prefix: [...this.startSequence(conditioning), t.noTimestamps],
-      textTokens,
-      frames,
-    });
+    const { starts } = await this.engine.align({ slot, prefix: [...this.startSequence(conditioning), t.noTimestamps], textTokens, frames });
     const probabilities = attempt.tokens
       .map((tok, i) => ({ tok, p: Math.exp(attempt.logprobs[i] ?? 0) }))
       .filter((x) => x.tok < t.endOfText)
@@ -396,11 +283,7 @@ export class Transcriber {
         textTokens.slice(at, at + count),
         starts.slice(at, at + count + 1),
         probabilities.slice(at, at + count),
-      ).map((w) => ({
-        ...w,
-        start: clamp(round2(offset + w.start), s.start, s.end),
-        end: clamp(round2(offset + w.end), s.start, s.end),
-      }));
+      ).map((w) => ({ ...w, start: clamp(round2(offset + w.start), s.start, s.end), end: clamp(round2(offset + w.end), s.start, s.end) }));
       s.words = words;
       at += count;
     }
@@ -409,17 +292,11 @@ export class Transcriber {
 
 function needsFallback(a: Attempt): boolean {
   if (isSilence(a)) return false;
-  return (
-    a.compressionRatio > WHISPER_DEFAULTS.compressionRatioThreshold ||
-    a.avgLogprob < WHISPER_DEFAULTS.logprobThreshold
-  );
+  return a.compressionRatio > WHISPER_DEFAULTS.compressionRatioThreshold || a.avgLogprob < WHISPER_DEFAULTS.logprobThreshold;
 }
 
 function isSilence(a: Attempt): boolean {
-  return (
-    a.noSpeechProb > WHISPER_DEFAULTS.noSpeechThreshold &&
-    a.avgLogprob < WHISPER_DEFAULTS.logprobThreshold
-  );
+  return a.noSpeechProb > WHISPER_DEFAULTS.noSpeechThreshold && a.avgLogprob < WHISPER_DEFAULTS.logprobThreshold;
 }
 
 /** How much the text compresses (zlib), Whisper's repetition detector. */
@@ -430,5 +307,4 @@ export function compressionRatio(text: string): number {
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
-const clamp = (x: number, lo: number, hi: number) =>
-  Math.min(hi, Math.max(lo, x));
+const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x));

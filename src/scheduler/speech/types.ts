@@ -2,8 +2,8 @@
  * What the API sees of a served speech model: transcribe 16 kHz mono samples into segments.
  * Audio decoding (ffmpeg) happens before, in the route; the transcript's formatting after.
  */
-import type { VadOptions } from "../../runtime/audio/index.js";
 import type { ComputeDevice } from "../../runtime/device/index.js";
+import type { VadOptions } from "../../runtime/audio/index.js";
 
 /** One decoded stretch of speech, as `verbose_json` reports it. Times in seconds from the file's start. */
 export interface TranscriptSegment {
@@ -52,6 +52,11 @@ export interface TranscribeOptions {
   prompt?: string;
   /** Starting sampling temperature, 0..1; Whisper falls back to higher ones when a window fails. Default 0. */
   temperature?: number;
+  /**
+   * Beams of the beam search at temperature 0; 1 is greedy decoding. Default: the served model's
+   * (`kiln serve --beam-size`), which is also the most a transcription may ask for.
+   */
+  beamSize?: number;
   /** Compute each word's start and end from cross-attention alignment. Default false. */
   wordTimestamps?: boolean;
   /** "translate": decode English text from speech in any language (multilingual models). Default "transcribe". */
@@ -93,14 +98,15 @@ export interface ServedSpeechModel {
   multilingual: boolean;
   /** ISO-639-1 codes the model accepts for `language`. */
   languages: readonly string[];
+  /** The beam width transcriptions get by default (1: greedy decoding). */
+  beamSize: number;
+  /** The widest beam a transcription may ask for (`TranscribeOptions.beamSize`). */
+  maxBeamSize: number;
   /**
    * Transcribes audio (16 kHz mono float samples in -1..1). Rejects with `OverloadedError` when the
    * queue is full, with the signal's reason when aborted.
    */
-  transcribe(
-    samples: Float32Array,
-    options?: TranscribeOptions,
-  ): Promise<Transcript>;
+  transcribe(samples: Float32Array, options?: TranscribeOptions): Promise<Transcript>;
   /** Lets running transcriptions finish, then frees the model. */
   close(): Promise<void>;
 }
