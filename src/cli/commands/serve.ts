@@ -112,6 +112,10 @@ const options = {
   }),
   threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads per model" }),
   device: deviceOption,
+  vadFilter: option.flag({
+    description:
+      "skip silence before decoding in every transcription and translation that does not say otherwise (form field vad_filter, or chunking_strategy): Silero VAD with faster-whisper's defaults (threshold 0.5, 2 s of silence ends speech, 400 ms kept around it). Off by default, as in faster-whisper's WhisperModel and the reference API (which cuts at silences only when chunking_strategy asks); the detector's model (2.3 MB) is pulled at start with this flag, else on the first request that asks for it",
+  }),
   maxRunning: option.integer({
     min: 1,
     max: 256,
@@ -379,7 +383,7 @@ class ServeSession {
     const loader = new OnDemandLoader({
       pullOnDemand: o.pullOnDemand,
       text: { ...textLoadOptions(o, this.gate), onWarning: (message) => this.tell("warn")({}, message) },
-      speech: { device: o.resolvedDevice.device, threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate },
+      speech: { device: o.resolvedDevice.device, threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate, vadFilter: o.vadFilter },
       memoryBudgetBytes: budgetBytes,
       reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + (m.kvMemoryBytes ?? 0), 0),
       onStage: (slug, stage) => this.logger.info({ model: slug }, `${slug}: ${stage} (on demand)`),
@@ -508,6 +512,7 @@ class ServeSession {
             threads: o.threads,
             maxWaiting: o.maxWaiting,
             gate,
+            vadFilter: o.vadFilter,
           });
           printer.done();
           registry.serve(model);
