@@ -79,6 +79,25 @@ describe("KvPool", () => {
     expect(() => pool.copyPrefix(1, 0, 4)).toThrow(RangeError);
   });
 
+  it("applies several prefix copies as if at once (beams swapping caches, one forking to two)", () => {
+    const pool = new KvPool(shape, 3, 4);
+    for (let l = 0; l < shape.layers; l++) pool.append(l, 0, 3, 3, step(3, 3, l * 10000), step(3, 3, 50000 + l * 10000));
+    pool.advance(0, 3, 3);
+    const was = (slot: number) => [key(pool, 1, slot, 1, 2, 2), value(pool, 1, slot, 0, 1, 1)];
+    const [k0, k1, k2] = [was(0), was(1), was(2)];
+    // 0 takes 1's, 1 takes 0's, 2 takes 1's prefix of two positions.
+    pool.copyPrefixes([
+      { from: 1, to: 0, length: 3 },
+      { from: 0, to: 1, length: 3 },
+      { from: 1, to: 2, length: 2 },
+    ]);
+    expect(was(0)).toEqual(k1);
+    expect(was(1)).toEqual(k0);
+    expect(value(pool, 1, 2, 0, 1, 1)).toBe(k1[1]);
+    expect(k2).not.toEqual(k1);
+    expect([...pool.lengths]).toEqual([3, 3, 2]);
+  });
+
   it("reports its memory", () => {
     const pool = new KvPool(shape, 2, 4);
     expect(pool.bytes()).toBe(2 * 2 * 2 * 2 * 3 * 4 * 4);
