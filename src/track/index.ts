@@ -21,6 +21,16 @@ export {
   type TrackJob,
   type Workload,
 } from "./job.js";
+export {
+  assertSameDevice,
+  CrossDeviceComparisonError,
+  GPU_DEFAULT_SETTINGS,
+  type GpuPresence,
+  type GpuProbe,
+  probeHardwareGpu,
+  skippedReason,
+  wasSkipped,
+} from "./devices.js";
 export { createModelMeasurer, type ModelMeasurerOptions } from "./measure.js";
 export { kilnBin, spawnTrackRun, startNightly, TRACK_NICENESS, type NightlyOptions, type SpawnTrackOptions } from "./nightly.js";
 export { PROBE_TEXT, PROBE_TEXT_SHA256 } from "./probe-text.js";

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import cron from "node-cron";
 import { z } from "zod";
 import { getModel, hasModel } from "../catalogue/catalogue.js";
-import { GATE_UP_LAYOUTS, GRAPH_OPTIMIZATION_LEVELS, LM_HEAD_WEIGHTS, MIN_FOLDS } from "./settings.js";
+import { GATE_UP_LAYOUTS, GPU_BLOCK_SIZES, GPU_SHAPES, GPU_WEIGHT_BITS, GRAPH_OPTIMIZATION_LEVELS, LM_HEAD_WEIGHTS, MIN_FOLDS } from "./settings.js";
 
 /** Speed metrics a promotion may be decided on; `batch<N>_tokens_per_second` for each batch size N > 1. */
 export const BASE_METRICS = ["decode_tokens_per_second", "prefill_tokens_per_second", "ttft_ms"] as const;
@@ -32,6 +32,22 @@ const searchSpaceSchema = z
     gateUp: distinct(z.enum(GATE_UP_LAYOUTS)).optional(),
     threads: distinct(positiveInt(256)).optional(),
     graphOptimizationLevel: distinct(z.enum(GRAPH_OPTIMIZATION_LEVELS)).optional(),
+    prefillChunk: distinct(positiveInt(8192)).optional(),
+    maxRunning: distinct(positiveInt(256)).optional(),
+    stepTokens: distinct(positiveInt(65_536)).optional(),
+  })
+  .strict();
+
+/**
+ * What the GPU lane may try around the WebGPU incumbent: the GPU compile and runtime settings, and
+ * the serving settings. Measured only where a hardware WebGPU adapter is present.
+ */
+const gpuSearchSpaceSchema = z
+  .object({
+    weightBits: distinct(z.union(GPU_WEIGHT_BITS.map((b) => z.literal(b)) as [z.ZodLiteral<4>, z.ZodLiteral<8>, z.ZodLiteral<16>])).optional(),
+    blockSize: distinct(z.union(GPU_BLOCK_SIZES.map((b) => z.literal(b)) as [z.ZodLiteral<32>, z.ZodLiteral<64>, z.ZodLiteral<128>])).optional(),
+    shapes: distinct(z.enum(GPU_SHAPES)).optional(),
+    graphCapture: distinct(z.boolean()).optional(),
     prefillChunk: distinct(positiveInt(8192)).optional(),
     maxRunning: distinct(positiveInt(256)).optional(),
     stepTokens: distinct(positiveInt(65_536)).optional(),
@@ -117,6 +133,8 @@ const jobSchema = z
         remeasureEvery: 4,
       }),
     searchSpace: searchSpaceSchema,
+    /** The GPU lane's search space; absent: the track measures on the CPU only. */
+    gpuSearchSpace: gpuSearchSpaceSchema.optional(),
   })
   .strict()
   .superRefine((job, ctx) => {
@@ -138,7 +156,8 @@ const jobSchema = z
   });
 
 export type TrackJob = z.output<typeof jobSchema>;
-export type SearchSpace = z.output<typeof searchSpaceSchema>;
+/** A lane's search space: the CPU's (`searchSpace`) or the GPU's (`gpuSearchSpace`). */
+export type SearchSpace = z.output<typeof searchSpaceSchema> & z.output<typeof gpuSearchSpaceSchema>;
 export type Workload = TrackJob["workload"];
 export type QualityBudget = TrackJob["quality"];
 export type PromotionPolicy = TrackJob["promotion"];

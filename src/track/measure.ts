@@ -231,6 +231,8 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
 
   async function artifactFor(settings: TrackSettings, artifactId: string | undefined): Promise<string> {
     if (artifactId && existsSync(join(artifactDir(artifactId), "manifest.json"))) return artifactDir(artifactId);
+    // Provisioning builds CPU artifacts; a GPU candidate fails here (recorded) until it builds for the device too.
+    if (settings.device !== "cpu") throw new Error(`the track cannot build ${settings.device} artifacts yet (provisioning compiles for the CPU)`);
     const compiled = await provisionArtifact(slug, { home, compile: compileOptionsOf(settings) });
     return compiled.dir;
   }
@@ -337,7 +339,7 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
       }
       signal.throwIfAborted();
       const quality = await qualityOf(dir, manifest.id, settings, threads, signal);
-      return { artifactId: manifest.id, metrics, quality };
+      return { artifactId: manifest.id, metrics, quality, device: manifest.device ?? "cpu" };
     },
 
     async measurePair(incumbentRequest: MeasureRequest, candidateRequest: Omit<MeasureRequest, "signal">): Promise<PairedMeasurement> {

@@ -9,8 +9,10 @@
 import { randomUUID } from "node:crypto";
 import type { KilnDatabase } from "../catalogue/db.js";
 import { currentPromotion, promoteArtifact, type Promotion } from "../catalogue/promotions.js";
+import type { ComputeDevice } from "../runtime/device/index.js";
 import { builtOnLoser, generateCandidates } from "./candidates.js";
-import type { TrackJob } from "./job.js";
+import { assertSameDevice, GPU_DEFAULT_SETTINGS, type GpuPresence, type GpuProbe, probeHardwareGpu, skippedReason } from "./devices.js";
+import type { SearchSpace, TrackJob } from "./job.js";
 import {
   claimRun,
   finishCandidate,
@@ -43,6 +45,8 @@ export interface Measurement {
   artifactId: string;
   metrics: SpeedMetrics;
   quality: QualityMetrics;
+  /** The device the artifact was built for and measured on (its manifest's); absent: the CPU. */
+  device?: ComputeDevice;
 }
 
 export interface MeasureRequest {
@@ -100,6 +104,12 @@ export interface RunTrackOptions {
   cleanupGraceSeconds?: number;
   /** Whether a process id is alive (tells a dead run's 'running' rows from a live one's). */
   isAlive?: (pid: number) => boolean;
+  /**
+   * Asks whether a hardware WebGPU adapter is here, for a job with a `gpuSearchSpace`: then the GPU
+   * lane is measured too (the budget split between the lanes), else its candidates are recorded as
+   * skipped. Default {@link probeHardwareGpu}.
+   */
+  gpuProbe?: GpuProbe;
 }
 
 export interface TrackRunSummary {
@@ -114,6 +124,23 @@ export interface TrackRunSummary {
   /** Why the run ended ("budget", "nothing left to try", ...). */
   ended: string;
   seconds: number;
+  /** For a job with a GPU search space: whether the GPU lane was measured, on which adapter or why not, and how it ended. */
+  gpu?: { measured: boolean; detail: string; ended?: string; runId?: string };
+}
+
+/**
+ * One device's part of a run: where candidates are built and measured, what is searched, the
+ * incumbent it starts from (absent: the model's current promotion, else the default compile) and
+ * whether its winners are promoted.
+ */
+interface Lane {
+  device: ComputeDevice;
+  space: SearchSpace;
+  incumbent?: TrackSettings;
+  /** A promotion serves on every device, so only the CPU lane's winners are promoted; the GPU lane's are recorded as confirmed. */
+  promotes: boolean;
+  /** Recorded with each measurement (the GPU adapter's name). */
+  machine?: Record<string, unknown>;
 }
 
 /** A measurement that ran past its time slice. */
@@ -184,9 +211,57 @@ function closestPair(repeats: readonly Measurement[], rule: PromotionRule): { re
   return best && { repeats: best.repeats, spread: best.spread };
 }
 
-/** Runs one night of `job`'s track now. Never throws for a candidate's failure; throws when the run cannot start. */
+/**
+ * Runs one night of `job`'s track now: the CPU lane, and for a job with a GPU search space the GPU
+ * lane where a hardware WebGPU adapter is present (each with half the budget), else its candidates
+ * recorded as skipped. Never throws for a candidate's failure; throws when the run cannot start.
+ */
 export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise<TrackRunSummary> {
-  return new TrackRun(job, options).run();
+  const cpuLane: Lane = { device: "cpu", space: job.searchSpace, promotes: true, machine: { device: "cpu" } };
+  if (!job.gpuSearchSpace) return new TrackRun(job, options, cpuLane).run();
+  const presence = await (options.gpuProbe ?? probeHardwareGpu)();
+  if (!presence.present) {
+    const cpu = await new TrackRun(job, options, cpuLane).run();
+    const skipped = recordSkippedGpuCandidates(job, options, cpu.runId, presence, job.gpuSearchSpace);
+    options.log?.(`${job.slug}: GPU lane: ${skipped.length} candidate(s) ${skippedReason(presence)}`);
+    return { ...cpu, records: [...cpu.records, ...skipped], gpu: { measured: false, detail: presence.reason } };
+  }
+  const half = { ...options, budgetMinutes: (options.budgetMinutes ?? job.budgetMinutes) / 2 };
+  const cpu = await new TrackRun(job, half, cpuLane).run();
+  if (options.signal?.aborted) return { ...cpu, gpu: { measured: false, detail: "the run was stopped before the GPU lane" } };
+  const gpuLane: Lane = {
+    device: "webgpu",
+    space: job.gpuSearchSpace,
+    incumbent: GPU_DEFAULT_SETTINGS,
+    promotes: false,
+    machine: { device: "webgpu", adapter: presence.adapter },
+  };
+  const gpu = await new TrackRun(job, half, gpuLane).run();
+  return {
+    ...cpu,
+    records: [...cpu.records, ...gpu.records],
+    seconds: cpu.seconds + gpu.seconds,
+    gpu: { measured: true, detail: presence.adapter, ended: gpu.ended, runId: gpu.runId },
+  };
+}
+
+/** The GPU lane's incumbent and candidates, each a row saying why it was not measured. */
+function recordSkippedGpuCandidates(
+  job: TrackJob,
+  options: RunTrackOptions,
+  runId: string,
+  presence: Extract<GpuPresence, { present: false }>,
+  space: SearchSpace,
+): CandidateRecord[] {
+  const threadBudget = options.threadBudget ?? job.threadBudget;
+  const candidates = generateCandidates(GPU_DEFAULT_SETTINGS, space, { threadBudget, limit: options.maxCandidates ?? job.maxCandidates });
+  const machine = { ...(options.measurer.machine?.() ?? {}), pid: process.pid, threadBudget, device: "webgpu" };
+  const ids = [GPU_DEFAULT_SETTINGS, ...candidates].map((settings) => {
+    const id = startCandidate(options.db, { runId, slug: job.slug, settings, change: describeChange(GPU_DEFAULT_SETTINGS, settings), machine });
+    finishCandidate(options.db, id, { verdict: "rejected", reason: skippedReason(presence) });
+    return id;
+  });
+  return listCandidates(options.db, job.slug).filter((r) => ids.includes(r.id));
 }
 
 /**
@@ -232,6 +307,7 @@ class TrackRun {
   constructor(
     private readonly job: TrackJob,
     private readonly options: RunTrackOptions,
+    private readonly lane: Lane,
   ) {
     this.db = options.db;
     this.measurer = options.measurer;
@@ -245,18 +321,20 @@ class TrackRun {
     this.sliceMs = job.candidateMinutes * 60_000;
     this.graceMs = (options.cleanupGraceSeconds ?? 30) * 1000;
     this.slug = job.slug;
-    this.machineBase = { ...(this.measurer.machine?.() ?? {}), pid: process.pid, threadBudget: this.threadBudget };
+    this.machineBase = { ...(this.measurer.machine?.() ?? {}), ...lane.machine, pid: process.pid, threadBudget: this.threadBudget };
     this.sideBySide = this.measurer.measurePair !== undefined;
   }
 
   async run(): Promise<TrackRunSummary> {
     const { db, slug, runId } = this;
-    const current = currentPromotion(db, slug);
-    const settings = completeSettings({ ...(current ? this.measurer.compileSettingsOf?.(current.artifactId) : {}), ...current?.settings });
+    // The model's promotion is the CPU's; another lane starts from its own incumbent.
+    const current = this.lane.incumbent ? null : currentPromotion(db, slug);
+    const settings =
+      this.lane.incumbent ?? completeSettings({ ...(current ? this.measurer.compileSettingsOf?.(current.artifactId) : {}), ...current?.settings });
     const artifactId = current?.artifactId;
     const firstRow = claimRun(db, { runId, slug, settings, change: "", machine: this.machineFor(settings), artifactId }, this.options.isAlive);
     this.log(
-      `${slug}: track run ${runId.slice(0, 8)}: budget ${this.options.budgetMinutes ?? this.job.budgetMinutes} min, ${this.threadBudget} thread(s); incumbent ${current ? `${current.artifactId} (promoted ${current.createdAt})` : "the default compile"}`,
+      `${slug}: track run ${runId.slice(0, 8)} on ${this.lane.device}: budget ${this.options.budgetMinutes ?? this.job.budgetMinutes} min, ${this.threadBudget} thread(s); incumbent ${current ? `${current.artifactId} (promoted ${current.createdAt})` : "the default compile"}`,
     );
     try {
       if (!(await this.measureIncumbent(settings, artifactId, firstRow))) return this.summary();
@@ -371,7 +449,7 @@ class TrackRun {
   /** Rounds until nothing is left to try, no candidate wins, or a round stops early; each round's best winner is promoted. */
   private async rounds(): Promise<void> {
     for (;;) {
-      const candidates = generateCandidates(this.measuredIncumbent.settings, this.job.searchSpace, {
+      const candidates = generateCandidates(this.measuredIncumbent.settings, this.lane.space, {
         threadBudget: this.threadBudget,
         tried: this.tried,
         losers: this.losers,
@@ -427,6 +505,7 @@ class TrackRun {
   private async screen(settings: TrackSettings): Promise<Screened | null> {
     const { db, runId, slug, rule } = this;
     const incumbent = this.measuredIncumbent;
+    assertSameDevice(incumbent.settings, settings);
     this.measured++;
     this.sinceIncumbent++;
     const change = describeChange(incumbent.settings, settings);
@@ -577,6 +656,7 @@ class TrackRun {
     const { db, slug } = this;
     winners.sort((a, b) => b.score - a.score);
     const [best, ...rest] = winners;
+    if (!this.lane.promotes) return this.adoptUnpromoted(best, rest);
     for (const other of rest)
       finishCandidate(db, other.id, { verdict: "rejected", reason: `won (${other.reason}), but ${best.change} gained more and was promoted` });
     const reason = `track: ${best.change}: ${best.reason}${this.sideBySide ? "" : " (mean of 2 measurements)"}`;
@@ -591,6 +671,27 @@ class TrackRun {
     this.promoted.push(promotion);
     finishCandidate(db, best.id, { verdict: "promoted", reason: best.reason });
     this.log(`${slug}: promoted ${best.artifactId} with ${best.change}: ${best.reason}`);
+    this.adopt(best);
+  }
+
+  /**
+   * A lane whose winners are not promoted (the GPU's: a promotion serves on every device) records
+   * the round's best as confirmed and goes on from it as its own incumbent.
+   */
+  private adoptUnpromoted(best: Winner, rest: Winner[]): void {
+    const { db, slug, lane } = this;
+    for (const other of rest)
+      finishCandidate(db, other.id, { verdict: "rejected", reason: `won on ${lane.device} (${other.reason}), but ${best.change} gained more` });
+    finishCandidate(db, best.id, {
+      verdict: "rejected",
+      reason: `confirmed on ${lane.device}, not promoted (a promotion serves on every device): ${best.reason}`,
+    });
+    this.log(`${slug}: ${lane.device}: confirmed ${best.artifactId} with ${best.change}: ${best.reason}; the lane goes on from it`);
+    this.adopt(best);
+  }
+
+  /** The next round starts from `best`. */
+  private adopt(best: Winner): void {
     this.incumbent = {
       artifactId: best.artifactId,
       settings: best.settings,
@@ -631,12 +732,21 @@ class TrackRun {
   // ── measuring within the time slices ──
 
   private machineFor(settings: TrackSettings): Record<string, unknown> & { pid: number } {
-    return { ...this.machineBase, threads: measuredThreads(settings, this.threadBudget) };
+    return { ...this.machineBase, device: settings.device, threads: measuredThreads(settings, this.threadBudget) };
   }
 
-  /** One measurement within its slice (and the run's budget); aborted and given up on when it overruns. */
-  private measureOnce(settings: TrackSettings, artifactId?: string): Promise<Measurement> {
-    return this.withinSlice(1, (signal) => this.measurer.measure({ settings, artifactId, threads: measuredThreads(settings, this.threadBudget), signal }));
+  /**
+   * One measurement within its slice (and the run's budget); aborted and given up on when it
+   * overruns. An artifact built for another device than the settings' fails it: its figures would
+   * be compared with the wrong incumbent.
+   */
+  private async measureOnce(settings: TrackSettings, artifactId?: string): Promise<Measurement> {
+    const m = await this.withinSlice(1, (signal) =>
+      this.measurer.measure({ settings, artifactId, threads: measuredThreads(settings, this.threadBudget), signal }),
+    );
+    const built = m.device ?? "cpu";
+    if (built !== settings.device) throw new Error(`the artifact ${m.artifactId} was built for ${built}, not ${settings.device}`);
+    return m;
   }
 
   /** The incumbent and a candidate side by side (Measurer.measurePair), within two slices. */

@@ -5,16 +5,31 @@
  */
 import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type GateUpLayout, type LmHeadWeight, type MinFold } from "../compiler/compile.js";
 import type { ArtifactManifest } from "../runtime/artifact/index.js";
+import type { ComputeDevice } from "../runtime/device/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../scheduler/index.js";
 
 export const MIN_FOLDS = ["matmul", "8bit", "block-means"] as const satisfies ReadonlyArray<MinFold>;
 export const LM_HEAD_WEIGHTS = ["source", "4bit", "4bit-rescored"] as const satisfies ReadonlyArray<LmHeadWeight>;
 export const GATE_UP_LAYOUTS = ["fused", "separate"] as const satisfies ReadonlyArray<GateUpLayout>;
 
+/** GPU compile: bits per weight of the WebGPU graph's MatMulNBits (16: fp16 dense matmuls). */
+export const GPU_WEIGHT_BITS = [4, 8, 16] as const;
+/** GPU compile: weights per quantization block. */
+export const GPU_BLOCK_SIZES = [32, 64, 128] as const;
+/** GPU compile: graph shapes fixed at compile time ("static": one decode row count, a fixed cache) or symbolic ("dynamic"). */
+export const GPU_SHAPES = ["dynamic", "static"] as const;
+export type GpuShapes = (typeof GPU_SHAPES)[number];
+
 export const GRAPH_OPTIMIZATION_LEVELS = ["disabled", "basic", "extended", "all"] as const;
 export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];
 
 export interface TrackSettings {
+  /**
+   * Where the candidate is built for and measured: "cpu" (onnxruntime's CPU provider) or "webgpu".
+   * Never varied by a candidate: each device has its own incumbent, and a candidate is judged only
+   * against the incumbent of its device.
+   */
+  device: ComputeDevice;
   /** Compile: MatMulNBits accuracy level (4 int8 activations, 0 float). */
   accuracyLevel: number;
   /** Compile: "fast" or llama.cpp's rounding ("llama.cpp", the quality reference). */
@@ -25,6 +40,14 @@ export interface TrackSettings {
   lmHead: LmHeadWeight;
   /** Compile: a gated MLP's gate and up projections as one matmul and a Split ("fused") or one matmul each ("separate"). */
   gateUp: GateUpLayout;
+  /** GPU compile: bits per weight (4, 8; 16 for fp16 dense). Ignored on the CPU. */
+  weightBits: number;
+  /** GPU compile: weights per quantization block. Ignored on the CPU. */
+  blockSize: number;
+  /** GPU compile: static or dynamic graph shapes. Ignored on the CPU. */
+  shapes: GpuShapes;
+  /** GPU runtime: the WebGPU provider's graph capture (replays the recorded dispatches). Ignored on the CPU. */
+  graphCapture: boolean;
   /** Runtime: onnxruntime intra-op threads of the model's session. */
   threads: number;
   /** Runtime: onnxruntime graph optimizations applied when the session loads. */
@@ -44,7 +67,11 @@ export const SETTING_NAMES = [
   "minFold",
   "lmHead",
   "gateUp",
+  "weightBits",
+  "blockSize",
+  "shapes",
   "graphOptimizationLevel",
+  "graphCapture",
   "threads",
   "prefillChunk",
   "maxRunning",
@@ -53,15 +80,32 @@ export const SETTING_NAMES = [
 export type SettingName = (typeof SETTING_NAMES)[number];
 
 /** Settings that change the artifact (everything else is applied when it is loaded and served). */
-export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set(["accuracyLevel", "numerics", "minFold", "lmHead", "gateUp"]);
+export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set([
+  "accuracyLevel",
+  "numerics",
+  "minFold",
+  "lmHead",
+  "gateUp",
+  "weightBits",
+  "blockSize",
+  "shapes",
+]);
+
+/** Settings that mean something on the GPU only: left at their defaults, and out of promotions, on the CPU. */
+export const GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["weightBits", "blockSize", "shapes", "graphCapture"]);
 
 /** What `kiln serve` does without a promotion: the default compile and its default flags. */
 export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
+  device: "cpu",
   accuracyLevel: DEFAULT_COMPILE_OPTIONS.accuracyLevel,
   numerics: DEFAULT_COMPILE_OPTIONS.numerics,
   minFold: DEFAULT_COMPILE_OPTIONS.minFold,
   lmHead: DEFAULT_COMPILE_OPTIONS.lmHead,
   gateUp: DEFAULT_COMPILE_OPTIONS.gateUp,
+  weightBits: 4,
+  blockSize: 32,
+  shapes: "dynamic",
+  graphCapture: false,
   threads: 2,
   graphOptimizationLevel: "all",
   prefillChunk: DEFAULT_PREFILL_CHUNK,
@@ -75,7 +119,9 @@ export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
  * manifest records them), so they are left out.
  */
 export function servingSettings(settings: TrackSettings): Record<string, unknown> {
-  return Object.fromEntries(SETTING_NAMES.filter((name) => !COMPILE_SETTINGS.has(name)).map((name) => [name, settings[name]]));
+  const gpu = settings.device !== "cpu";
+  const names = SETTING_NAMES.filter((name) => !COMPILE_SETTINGS.has(name) && (gpu || !GPU_SETTINGS.has(name)));
+  return { ...(gpu ? { device: settings.device } : {}), ...Object.fromEntries(names.map((name) => [name, settings[name]])) };
 }
 
 export function compileOptionsOf(settings: TrackSettings): Required<CompileOptions> {
@@ -116,6 +162,11 @@ export function compileOptionsOfManifest(manifest: ArtifactManifest): CompileOpt
 export function completeSettings(partial: Record<string, unknown> | null | undefined, base: Readonly<TrackSettings> = DEFAULT_SETTINGS): TrackSettings {
   const out: TrackSettings = { ...base };
   if (!partial) return out;
+  if (partial.device === "cpu" || partial.device === "webgpu") out.device = partial.device;
+  if ((GPU_WEIGHT_BITS as readonly unknown[]).includes(partial.weightBits)) out.weightBits = partial.weightBits as number;
+  if ((GPU_BLOCK_SIZES as readonly unknown[]).includes(partial.blockSize)) out.blockSize = partial.blockSize as number;
+  if ((GPU_SHAPES as readonly unknown[]).includes(partial.shapes)) out.shapes = partial.shapes as GpuShapes;
+  if (typeof partial.graphCapture === "boolean") out.graphCapture = partial.graphCapture;
   const int = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v > 0;
   if (typeof partial.accuracyLevel === "number" && Number.isInteger(partial.accuracyLevel) && partial.accuracyLevel >= 0 && partial.accuracyLevel <= 4)
     out.accuracyLevel = partial.accuracyLevel;
@@ -134,14 +185,15 @@ export function completeSettings(partial: Record<string, unknown> | null | undef
 
 /** A stable text form, equal for equal settings (for "was this tried already"). */
 export function settingsKey(settings: TrackSettings): string {
-  return SETTING_NAMES.map((name) => `${name}=${settings[name]}`).join(",");
+  return [`device=${settings.device}`, ...SETTING_NAMES.map((name) => `${name}=${settings[name]}`)].join(",");
 }
 
 /** The settings that differ, as "prefillChunk 256→128, threads 2→1"; "" when none. */
 export function describeChange(from: TrackSettings, to: TrackSettings): string {
-  return SETTING_NAMES.filter((name) => from[name] !== to[name])
-    .map((name) => `${name} ${from[name]}→${to[name]}`)
-    .join(", ");
+  return [
+    ...(from.device !== to.device ? [`device ${from.device}→${to.device}`] : []),
+    ...SETTING_NAMES.filter((name) => from[name] !== to[name]).map((name) => `${name} ${from[name]}→${to[name]}`),
+  ].join(", ");
 }
 
 /** The threads a measurement really uses: the settings' own, within the run's thread budget. */

@@ -80,6 +80,7 @@ export function fakeMeasurer(
           ...fig.metrics,
         },
         quality: { kl_divergence: 0.01, perplexity_ratio: 1.001, ...fig.quality },
+        device: fig.device ?? request.settings.device,
       };
     },
   };
