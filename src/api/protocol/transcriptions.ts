@@ -73,6 +73,8 @@ export const transcriptionRequestSchema = z.object({
   include: z.array(z.enum(TRANSCRIPTION_INCLUDES)).default([]),
   chunking_strategy: chunkingStrategySchema.optional(),
   vad_filter: z.preprocess(booleanFromString, z.boolean()).optional(),
+  /** kiln's: beams of the beam search (1 = greedy decoding); default the server's `--beam-size`, which is also the most allowed. */
+  beam_size: z.preprocess(numberFromString, z.number().int().min(1).max(16)).optional(),
 });
 
 export type TranscriptionRequest = z.output<typeof transcriptionRequestSchema>;
@@ -83,7 +85,7 @@ export type TranscriptionRequest = z.output<typeof transcriptionRequestSchema>;
  * transcription's, so the same answer formats come back.
  */
 export const translationRequestSchema = transcriptionRequestSchema
-  .pick({ model: true, prompt: true, response_format: true, temperature: true, vad_filter: true })
+  .pick({ model: true, prompt: true, response_format: true, temperature: true, vad_filter: true, beam_size: true })
   .transform((body) => ({
     ...body,
     language: undefined,

@@ -64,6 +64,7 @@ async function speechToText(ctx: ApiContext, request: FastifyRequest, reply: Fas
   const model = await lookupServedModel(ctx, request, body.model, "transcription");
   assertLanguage(model, body.language);
   assertTask(model, task);
+  assertBeamSize(model, body.beam_size);
   const file = requireFile(upload);
   assertUsageKept(ctx);
   const transcription = new Transcription(ctx, request, reply, model);
@@ -184,6 +185,11 @@ function assertLanguage(model: ServedSpeechModel, language: string | undefined):
   );
 }
 
+function assertBeamSize(model: ServedSpeechModel, beamSize: number | undefined): void {
+  if (beamSize === undefined || beamSize <= model.maxBeamSize) return;
+  throw apiError("invalid_value", `'beam_size' is at most ${model.maxBeamSize} on this server (kiln serve --beam-size sets it), not ${beamSize}.`, "beam_size");
+}
+
 /** Translation needs a multilingual model: an English-only one has no translate task token. */
 function assertTask(model: ServedSpeechModel, task: SpeechTask): void {
   if (task !== "translate" || model.multilingual) return;
@@ -292,6 +298,7 @@ async function answerTranscription(
     language: body.language,
     prompt: body.prompt,
     temperature: body.temperature,
+    beamSize: body.beam_size,
     wordTimestamps: body.timestamp_granularities.includes("word"),
     task,
     logprobs: body.include.includes("logprobs"),

@@ -35,6 +35,7 @@ import { createProgressPrinter } from "../../catalogue/pull/progress.js";
 import type { Promotion } from "../../catalogue/promotions.js";
 import { DEFAULT_MAX_STORED_RESPONSES, DEFAULT_STORED_RESPONSE_DAYS, ResponseStore } from "../../catalogue/stored-responses.js";
 import {
+  DEFAULT_BEAM_SIZE,
   DEFAULT_SPEECH_SLOTS,
   loadLocalGguf,
   type LocalGguf,
@@ -115,6 +116,13 @@ const options = {
   vadFilter: option.flag({
     description:
       "skip silence before decoding in every transcription and translation that does not say otherwise (form field vad_filter, or chunking_strategy): Silero VAD with faster-whisper's defaults (threshold 0.5, 2 s of silence ends speech, 400 ms kept around it). Off by default, as in faster-whisper's WhisperModel and the reference API (which cuts at silences only when chunking_strategy asks); the detector's model (2.3 MB) is pulled at start with this flag, else on the first request that asks for it",
+  }),
+  beamSize: option.integer({
+    min: 1,
+    max: 16,
+    default: DEFAULT_BEAM_SIZE,
+    description:
+      "beams of each transcription's beam search, with faster-whisper's patience 1 and length penalty 1 (a sampled retry after a failed window keeps 5 candidates); 1 is greedy decoding, faster and a little less accurate. A running transcription holds this many decoder rows; a request's beam_size form field may ask for fewer",
   }),
   maxRunning: option.integer({
     min: 1,
@@ -236,8 +244,8 @@ anyone on the network in: kiln warns about it on stderr and in GET /health. A te
 promoted artifact when it has one, with the promotion's settings where no flag is given here (a
 given flag wins); a promotion or rollback while serving switches it live within seconds, failing no
 request. Text and transcription models can be served side by side (-m smollm2-135m-instruct
--m whisper-tiny-en); a speech model takes --threads and --max-waiting, and decodes 4 transcriptions
-at once. Every other pulled model of the catalogue is loaded on its first request (which waits up
+-m whisper-tiny-en); a speech model takes --threads, --max-waiting and --beam-size, and decodes 4
+transcriptions at once. Every other pulled model of the catalogue is loaded on its first request (which waits up
 to 60 s for it, then gets 503 model_loading with retry-after), unloaded after --keep-alive without
 requests, and the least recently used ones are unloaded to make room under --memory-budget; the
 --model ones stay loaded. A model never pulled is a 404 model_not_pulled, unless --pull-on-demand.`,
@@ -383,7 +391,7 @@ class ServeSession {
     const loader = new OnDemandLoader({
       pullOnDemand: o.pullOnDemand,
       text: { ...textLoadOptions(o, this.gate), onWarning: (message) => this.tell("warn")({}, message) },
-      speech: { device: o.resolvedDevice.device, threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate, vadFilter: o.vadFilter },
+      speech: { device: o.resolvedDevice.device, threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate, vadFilter: o.vadFilter, beamSize: o.beamSize },
       memoryBudgetBytes: budgetBytes,
       reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + (m.kvMemoryBytes ?? 0), 0),
       onStage: (slug, stage) => this.logger.info({ model: slug }, `${slug}: ${stage} (on demand)`),
@@ -513,10 +521,11 @@ class ServeSession {
             maxWaiting: o.maxWaiting,
             gate,
             vadFilter: o.vadFilter,
+            beamSize: o.beamSize,
           });
           printer.done();
           registry.serve(model);
-          io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together)\n`);
+          io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together, beam ${o.beamSize})\n`);
           continue;
         }
         let promotion: Promotion | null | undefined;

@@ -48,6 +48,8 @@ export function fakeSpeechModel(options: FakeSpeechOptions = {}): FakeSpeechMode
     artifactCreatedAt: "2025-02-03T04:05:06.000Z",
     multilingual: languages.length > 1,
     languages,
+    beamSize: 5,
+    maxBeamSize: 5,
     async transcribe(samples, opts = {}) {
       calls.push({ ...opts, samples: samples.length });
       if (options.fail) throw options.fail;

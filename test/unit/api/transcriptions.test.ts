@@ -237,6 +237,13 @@ describe("response formats", () => {
     expect(res.json().text).toBe(FULL_TEXT);
     expect(speech.calls[0]).toMatchObject({ language: "fr", prompt: "Bonjour.", temperature: 0.3 });
   });
+
+  it("passes beam_size on, and leaves it to the model's default when not given", async () => {
+    const { speech } = await transcribe(base([["beam_size", "1"]]));
+    expect(speech.calls[0].beamSize).toBe(1);
+    const { speech: other } = await transcribe(base([]));
+    expect(other.calls[0].beamSize).toBeUndefined();
+  });
 });
 
 describe("streaming", () => {
@@ -369,6 +376,12 @@ describe("bad requests", () => {
     }
   });
 
+  it("a beam wider than the server allows: 400 param beam_size naming the limit", async () => {
+    const { res, speech } = await transcribe(base([["beam_size", "6"]]));
+    expectError(res, 400, "beam_size", /at most 5.*--beam-size/);
+    expect(speech.calls).toHaveLength(0);
+  });
+
   it("bad values: 400 naming the field", async () => {
     const cases: Array<[Part, string]> = [
       [["temperature", "hot"], "temperature"],
@@ -376,6 +389,9 @@ describe("bad requests", () => {
       [["response_format", "docx"], "response_format"],
       [["timestamp_granularities[]", "sentence"], "timestamp_granularities[0]"],
       [["stream", "yes"], "stream"],
+      [["beam_size", "0"], "beam_size"],
+      [["beam_size", "2.5"], "beam_size"],
+      [["beam_size", "wide"], "beam_size"],
     ];
     for (const [part, param] of cases) {
       const { res } = await transcribe(base([part]));
