@@ -27,25 +27,16 @@
  * llama.cpp with attention, norms and the runtime costing nothing.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
 import { pullModel } from "../src/catalogue/pull/index.js";
-import { compileGguf, DEFAULT_COMPILE_OPTIONS, type MinFold } from "../src/compiler/compile.js";
-import { resolveArchitecture } from "../src/compiler/graph/architectures.js";
-import { qkvProjection } from "../src/compiler/graph/blocks/attention.js";
-import { blockContext } from "../src/compiler/graph/blocks/context.js";
-import { lmHead } from "../src/compiler/graph/blocks/decoder.js";
-import { project } from "../src/compiler/graph/blocks/linear.js";
-import { gatedMlp } from "../src/compiler/graph/blocks/mlp.js";
-import { readGguf } from "../src/compiler/gguf/reader.js";
-import { GgufWeights } from "../src/compiler/gguf-weights.js";
-import { GraphBuilder } from "../src/compiler/onnx/graph-builder.js";
-import { DataType } from "../src/compiler/onnx/onnx-proto.js";
+import { compileGguf, type MinFold } from "../src/compiler/compile.js";
 import { MIN_FOLDS } from "../src/track/settings.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
+import { buildFloorGraph as buildFloorGraphOf } from "./floor-graph.js";
 import { GENAI_PYTHON, GENAI_ROOT } from "./peers/genai.js";
 import { findNative, nativeDecode } from "./peers/llama-native.js";
 
@@ -87,22 +78,8 @@ const scratch = mkdtempSync(join(tmpdir(), "kiln-floor-"));
 
 /** The floor graph of `minFold`: the weight products only, chained layer to layer; returns its path. */
 async function buildFloorGraph(minFold: MinFold): Promise<string> {
-  const file = await readGguf(ggufPath!);
-  const weights = new GgufWeights(file);
-  const { hyper: h } = resolveArchitecture(file, weights);
-  if (!("ffn" in h) || !weights.has("blk.0.ffn_gate.weight")) throw new Error(`bench floor covers the Llama family's gated MLP; ${h.architecture} is not one`);
   const path = join(scratch, `floor-${minFold}.onnx`);
-  const g = new GraphBuilder(`${path}.data`);
-  const ctx = blockContext(g, weights, { ...DEFAULT_COMPILE_OPTIONS, minFold });
-  g.input("x", DataType.FLOAT, [1, 1, h.hidden]);
-  let x = "x";
-  for (let layer = 0; layer < h.layers; layer++) {
-    const { q } = await qkvProjection(ctx, layer, x, h, 1);
-    const attn = await project(ctx, q, `blk.${layer}.attn_output.weight`, `blk.${layer}.attn_output`);
-    x = await gatedMlp(ctx, layer, attn, (h as { ffn: number }).ffn);
-  }
-  g.output(await lmHead(ctx, x), DataType.FLOAT, [1, 1, h.vocab]);
-  writeFileSync(path, g.finish("floor", "bench", {}));
+  await buildFloorGraphOf(ggufPath!, path, { minFold });
   return path;
 }
 

@@ -9,6 +9,7 @@
  *   peers  kiln vs onnxruntime-genai's own int4/int8 builds: speed and fidelity against the float reference (bench/peers.ts; needs scripts/peers/genai.sh)
  *   lm-eval  lm-evaluation-harness on a small local task against `kiln serve` (bench/lm-eval.ts; needs scripts/peers/genai.sh)
  *   floor  kernel floor of decode: the compiled model's weight products alone vs its whole step and native llama.cpp (bench/floor.ts)
+ *   gpu    per model shape on a device: TTFT, decode at 1/16/64 sequences through the engine, the bare graph, the weight-product floor, PyTorch, the CPU engine (bench/gpu.ts)
  *   attention  kiln's attention block vs onnxruntime's fused GroupQueryAttention at decode (bench/attention.ts)
  *   cloud  overhead of cloud mode (auth + limits + ledger) on a fleet behind nginx at a steady request rate, ledger write rate (bench/cloud.ts)
  * With no subcommand text and serve run, one after the other, each in its own process with its
@@ -29,6 +30,7 @@ const SUBCOMMANDS: Record<string, string> = {
   "lm-eval": "./lm-eval.ts",
   attention: "./attention.ts",
   floor: "./floor.ts",
+  gpu: "./gpu.ts",
 };
 const sub = process.argv[2];
 
@@ -42,6 +44,8 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
     if (r.status !== 0) process.exit(r.status ?? 1);
   }
 } else {
-  process.stderr.write(`usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|floor [options]]  (unknown: ${sub})\n`);
+  process.stderr.write(
+    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|floor|gpu [options]]  (unknown: ${sub})\n`,
+  );
   process.exit(2);
 }

@@ -8,10 +8,11 @@ import { statSync } from "node:fs";
 import { basename, isAbsolute, resolve } from "node:path";
 import { hasModel } from "../catalogue/catalogue.js";
 import { kilnHome } from "../catalogue/paths.js";
-import { compileGguf, type CompileOptions, type CompileResult } from "../compiler/compile.js";
+import { compileGguf, type CompileOptions, type CompileRequest, type CompileResult } from "../compiler/compile.js";
 import { GgufError, readGguf } from "../compiler/gguf/index.js";
 import { architectureFor } from "../compiler/graph/architectures.js";
 import { architectureName } from "../compiler/hyper.js";
+import type { ComputeDevice } from "../runtime/device/index.js";
 import type { ServedModel } from "../scheduler/index.js";
 import { type LoadModelOptions, serveArtifact } from "./load-model.js";
 
@@ -110,6 +111,8 @@ export interface LocalProvisionOptions {
   force?: boolean;
   /** Progress, as short phrases ("hashing source", "compiling"...). */
   onStage?: (stage: string) => void;
+  /** The device the artifact is built for (its own artifact, beside the CPU's). Default "cpu". */
+  device?: ComputeDevice;
 }
 
 /**
@@ -118,14 +121,17 @@ export interface LocalProvisionOptions {
  * rows belong to catalogue models.
  */
 export function provisionLocalGguf(local: LocalGguf, opts: LocalProvisionOptions = {}): Promise<CompileResult> {
-  return compileGguf({
+  // Named only off the CPU: the CPU artifact's request, and so its id, carries no device.
+  const request: CompileRequest & { device?: ComputeDevice } = {
     slug: local.slug,
     ggufPath: local.path,
     options: opts.compile,
     home: opts.home ?? kilnHome(),
     force: opts.force,
     onStage: opts.onStage,
-  });
+    ...(opts.device && opts.device !== "cpu" ? { device: opts.device } : {}),
+  };
+  return compileGguf(request);
 }
 
 /**
@@ -134,7 +140,13 @@ export function provisionLocalGguf(local: LocalGguf, opts: LocalProvisionOptions
  */
 export async function loadLocalGguf(local: LocalGguf, options: LoadModelOptions = {}): Promise<ServedModel> {
   options.onStage?.(`compiling ${local.path}`);
-  const compiled = await provisionLocalGguf(local, { compile: options.compile, home: options.home, force: options.force, onStage: options.onStage });
+  const compiled = await provisionLocalGguf(local, {
+    compile: options.compile,
+    home: options.home,
+    force: options.force,
+    onStage: options.onStage,
+    device: options.session?.device,
+  });
   options.signal?.throwIfAborted();
   const warn = options.onWarning ?? ((message: string) => process.stderr.write(`kiln: WARNING: ${message}\n`));
   const served = await serveArtifact(compiled.dir, null, options, warn);
