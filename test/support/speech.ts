@@ -257,3 +257,41 @@ function wavFile(pcm: Buffer, sampleRate: number): Buffer {
   header.writeUInt32LE(pcm.length, 40);
   return Buffer.concat([header, pcm]);
 }
+
+export interface PaddedSpeech {
+  /** A 16 kHz mono 16-bit WAV: silence, the sentence, silence. */
+  path: string;
+  text: string;
+  /** Where the speech starts and ends, in seconds from the file's start. */
+  speechStart: number;
+  speechEnd: number;
+  seconds: number;
+}
+
+/** One of the sentences between `leadSeconds` and `tailSeconds` of digital silence (voice activity detection tests). */
+export function paddedSpeech(name: string, leadSeconds: number, tailSeconds: number): PaddedSpeech {
+  const utterance = SENTENCES.find((u) => u.name === name);
+  if (!utterance) throw new Error(`no sentence named ${name}`);
+  const key = `padded-${name}-${leadSeconds}-${tailSeconds}-${definitionsHash(null)}`;
+  const { dir, index } = cached(key, (temp) => {
+    const wav = join(temp, "sentence.wav");
+    const raw = join(temp, "sentence.raw");
+    speak(utterance, wav);
+    run("ffmpeg", [...FFMPEG_QUIET, "-i", wav, "-f", "s16le", "-ac", "1", "-ar", "16000", raw]);
+    const speech = readFileSync(raw);
+    rmSync(wav);
+    rmSync(raw);
+    const lead = Buffer.alloc(Math.round(leadSeconds * 16000) * 2);
+    const tail = Buffer.alloc(Math.round(tailSeconds * 16000) * 2);
+    writeFileSync(join(temp, "padded.wav"), wavFile(Buffer.concat([lead, speech, tail]), 16000));
+    const speechSeconds = speech.length / 32000;
+    return {
+      path: "padded.wav",
+      text: utterance.text,
+      speechStart: leadSeconds,
+      speechEnd: leadSeconds + speechSeconds,
+      seconds: leadSeconds + speechSeconds + tailSeconds,
+    };
+  });
+  return { ...index, path: join(dir, index.path) };
+}

@@ -121,4 +121,16 @@ describe("logMel against faster-whisper", () => {
     console.log(`log-mel of ${(samples.length / SAMPLE_RATE).toFixed(1)} s: ${ms.toFixed(1)} ms, max |kiln - faster-whisper| = ${maxDiff.toExponential(2)}`);
     expect(maxDiff).toBeLessThan(1e-4);
   });
+
+  it.skipIf(!referenceAvailable())("matches FeatureExtractor(feature_size=128), large-v3's 128-bin filter bank", async () => {
+    const samples = await decodeFile(speechFixture("lighthouse").files.flac);
+    const mel = logMel(samples, 128);
+    const reference = await referenceLogMel(samples, 128);
+    expect(mel.frames).toBe(reference.frames);
+    expect(mel.data.length).toBe(128 * mel.frames);
+    let maxDiff = 0;
+    for (let i = 0; i < reference.data.length; i++) maxDiff = Math.max(maxDiff, Math.abs(mel.data[i] - reference.data[i]));
+    console.log(`log-mel with 128 bins: max |kiln - faster-whisper| = ${maxDiff.toExponential(2)}`);
+    expect(maxDiff).toBeLessThan(1e-4);
+  });
 });
