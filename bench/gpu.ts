@@ -33,6 +33,7 @@ import * as ort from "onnxruntime-node";
 import { checkLocalGguf, loadLocalGguf, provisionLocalGguf, type LocalGguf } from "../src/provision/index.js";
 import type { ComputeDevice } from "../src/runtime/device/index.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
+import { type DeviceStepInputs, WebGpuTextSession } from "../src/runtime/text-worker/webgpu-session.js";
 import type { GenerationRequest, ServedModel } from "../src/scheduler/index.js";
 import { buildFloorGraph } from "./floor-graph.js";
 import { ensureSyntheticGguf, type ModelShapeSpec, shapesNamed } from "./synthetic-gguf.js";
@@ -159,12 +160,13 @@ async function measureBare(local: LocalGguf, on: ComputeDevice): Promise<Record<
   const { dir } = await provisionLocalGguf(local, { device: on });
   const out: Record<number, StepFigures[]> = {};
   for (const n of rowCounts) {
-    const s = await TextSession.load(dir, { threads, slots: n, device: on });
+    const s = on === "webgpu" ? await WebGpuTextSession.load(dir, { threads, slots: n, device: on }) : await TextSession.load(dir, { threads, slots: n });
     try {
       const tokens = Array.from({ length: n }, (_, i) => 300 + i);
+      const inputs = s instanceof WebGpuTextSession ? unconstrainedInputs(n, s.maskWords) : null;
       const step = async () => {
         for (let i = 0; i < n; i++) s.kv.lengths[i] = DECODE_CONTEXT; // the same context every step
-        await s.forward(0, n, 1, tokens);
+        await (inputs ? (s as WebGpuTextSession).forward(0, n, 1, tokens, inputs) : (s as TextSession).forward(0, n, 1, tokens));
       };
       for (let r = 0; r < runs; r++) (out[n] ??= []).push(await timeSteps(step, n));
     } finally {
@@ -172,6 +174,19 @@ async function measureBare(local: LocalGguf, on: ComputeDevice): Promise<Record<
     }
   }
   return medianRows(out);
+}
+
+/** A device step's inputs for `rows` unconstrained rows: every token allowed, one adjustment that changes nothing, no scores. */
+function unconstrainedInputs(rows: number, words: number): DeviceStepInputs {
+  return {
+    allPositions: false,
+    tokenMask: new Int32Array(rows * words).fill(-1),
+    adjustIds: new BigInt64Array(rows),
+    adjustBias: new Float32Array(rows),
+    adjustRepetition: new Float32Array(rows).fill(1),
+    adjustSubtract: new Float32Array(rows),
+    scoreTargets: new BigInt64Array(rows),
+  };
 }
 
 /** ms per step and rows/s of `step` over `steps` calls after one untimed call. */
@@ -193,6 +208,7 @@ async function measureFloor(gguf: string, on: ComputeDevice, scratch: string): P
     const { hidden } = await buildFloorGraph(gguf, path, on === "webgpu" ? { accuracyLevel: 0 } : {}, n, true);
     const session = await ort.InferenceSession.create(path, {
       executionProviders: [on],
+      logSeverityLevel: 3, // not the provider's note on shape ops kept on the CPU, once per session
       intraOpNumThreads: threads,
       interOpNumThreads: 1,
       enableCpuMemArena: false,
