@@ -273,7 +273,7 @@ export class SequenceSampler {
    * log-normalizer. Records the token as generated.
    */
   sampleCandidates(row: CandidateRow, vocab: number): SampleResult {
-    if (row.ids.length === 0) throw new RangeError("cannot sample from no candidates");
+    if (row.ids.length === 0) throw new RangeError("cannot sample from no candidates (every token masked)");
     const p = this.params;
     let token: number;
     if (p.temperature === 0) {

@@ -121,18 +121,29 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
   return { allPositions: req.score !== undefined, tokenMask, adjustIds, adjustBias, adjustRepetition, adjustSubtract, scoreTargets };
 }
 
-/** Row `row`'s results at computed position `p`, as the sampler takes them. */
+/**
+ * How many of `ids` are tokens: the WebGPU provider's TopK reports a masked (-inf) entry as id -1
+ * (with -FLT_MAX), and such entries come last.
+ */
+function tokensAmong(ids: BigInt64Array): number {
+  let n = 0;
+  while (n < ids.length && ids[n] >= 0n) n++;
+  return n;
+}
+
+/** Row `row`'s results at computed position `p`, as the sampler takes them (masked entries left out). */
 function candidateRow(out: DeviceStepOutputs, row: number, p: number): CandidateRow {
   const at = row * out.positions + p;
-  const k = out.candidates;
-  const top = out.top;
+  const k = tokensAmong(out.candidateIds.subarray(at * out.candidates, (at + 1) * out.candidates));
+  const top = tokensAmong(out.topIds.subarray(at * out.top, (at + 1) * out.top));
+  const from = at * out.candidates;
   return {
-    ids: Array.from(out.candidateIds.subarray(at * k, (at + 1) * k), Number),
-    adjusted: out.candidateLogits.subarray(at * k, (at + 1) * k),
-    raw: out.candidateRaw.subarray(at * k, (at + 1) * k),
+    ids: Array.from(out.candidateIds.subarray(from, from + k), Number),
+    adjusted: out.candidateLogits.subarray(from, from + k),
+    raw: out.candidateRaw.subarray(from, from + k),
     logNormalizer: out.logNormalizer[at],
-    topIds: Array.from(out.topIds.subarray(at * top, (at + 1) * top), Number),
-    topLogits: out.topLogits.subarray(at * top, (at + 1) * top),
+    topIds: Array.from(out.topIds.subarray(at * out.top, at * out.top + top), Number),
+    topLogits: out.topLogits.subarray(at * out.top, at * out.top + top),
   };
 }
 
@@ -145,9 +156,11 @@ function scoreRow(out: DeviceStepOutputs, req: StepRequest, score: NonNullable<S
     const at = score.row * out.positions + p;
     const lse = out.logNormalizer[at];
     result.logprobs[p] = out.targetLogits[at] - lse;
+    const found = tokensAmong(out.topIds.subarray(at * out.top, (at + 1) * out.top));
     for (let i = 0; i < k; i++) {
-      result.topIds[p * k + i] = Number(out.topIds[at * out.top + i]);
-      result.topLogprobs[p * k + i] = out.topLogits[at * out.top + i] - lse;
+      // As on the CPU: fewer tokens than asked read as impossible ones.
+      result.topIds[p * k + i] = i < found ? Number(out.topIds[at * out.top + i]) : 0;
+      result.topLogprobs[p * k + i] = i < found ? out.topLogits[at * out.top + i] - lse : -Infinity;
     }
   }
   return result;
@@ -157,6 +170,7 @@ function scoreRow(out: DeviceStepOutputs, req: StepRequest, score: NonNullable<S
 function topLogits(out: DeviceStepOutputs, row: number, p: number, n: number): Array<{ token: number; logit: number }> {
   const at = row * out.positions + p;
   const best: Array<{ token: number; logit: number }> = [];
-  for (let i = 0; i < Math.min(n, out.top); i++) best.push({ token: Number(out.topIds[at * out.top + i]), logit: out.topLogits[at * out.top + i] });
+  const found = tokensAmong(out.topIds.subarray(at * out.top, (at + 1) * out.top));
+  for (let i = 0; i < Math.min(n, found); i++) best.push({ token: Number(out.topIds[at * out.top + i]), logit: out.topLogits[at * out.top + i] });
   return best;
 }
