@@ -31,10 +31,12 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
       // The same path as `kiln serve`: one KV slot, the batch engine, the model's chat template.
       // A promoted artifact's thread count stands in for the default, not for a --threads given.
       const threads = given.has("threads") ? options.threads : undefined;
+      // A file kiln cannot serve is refused before anything else is said or probed.
+      const local = isLocalModelPath(slug) ? await checkLocalGguf(slug) : null;
       const device = await chooseDevice("run", options.device, io);
       io.stderr.write(`${slug}: on ${describeDevice(device)}\n`);
       const load: LoadModelOptions = { threads, maxRunning: 1, session: { device: device.device }, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) };
-      model = isLocalModelPath(slug) ? await loadLocalGguf(await checkLocalGguf(slug), load) : await loadModel(slug, load);
+      model = local ? await loadLocalGguf(local, load) : await loadModel(slug, load);
       const messages = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: promptWords.join(" ") }];
       const sampling = { temperature: options.temperature, seed: options.seed };
       const stream = model.engine.submit({ promptIds: model.chatPrompt(messages), maxTokens: options.maxTokens, sampling });
