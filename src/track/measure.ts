@@ -22,7 +22,8 @@ import { batchMetric, type Workload } from "./job.js";
 import { PROBE_TEXT, PROBE_TEXT_SHA256 } from "./probe-text.js";
 import { medianMetrics, type QualityMetrics, type SpeedMetrics } from "./rule.js";
 import type { Measurement, MeasureRequest, Measurer, PairedMeasurement } from "./run.js";
-import { compileOptionsOf, compileOptionsOfManifest, type GraphOptimizationLevel, type TrackSettings } from "./settings.js";
+import { probeOnDevice, topTokensKl } from "./device-quality.js";
+import { compileOptionsOf, compileOptionsOfManifest, DEFAULT_SETTINGS, GPU_SETTINGS, type GraphOptimizationLevel, type TrackSettings } from "./settings.js";
 
 export interface ModelMeasurerOptions {
   slug: string;
@@ -178,7 +179,12 @@ interface Served {
 
 /** Serves the artifact in `dir` the way `kiln serve` would, with the candidate's settings and prefix reuse off. */
 async function serve(dir: string, settings: TrackSettings, threads: number): Promise<Served> {
-  const loaded = await LoadedModel.load(dir, { threads, slots: settings.maxRunning, graphOptimizationLevel: settings.graphOptimizationLevel });
+  const loaded = await LoadedModel.load(dir, {
+    device: settings.device,
+    threads,
+    slots: settings.maxRunning,
+    graphOptimizationLevel: settings.graphOptimizationLevel,
+  });
   try {
     const served = serveLoadedModel(loaded, {
       maxRunning: settings.maxRunning,
@@ -215,6 +221,26 @@ function onnxruntimeVersion(): string {
   }
 }
 
+/** The quality of a GPU artifact against the reference: perplexity and top-1 exact, KL over its top tokens (`device-quality.ts`). */
+async function deviceQualityOf(dir: string, ref: Reference, threads: number, signal: AbortSignal): Promise<QualityMetrics> {
+  let kl = 0;
+  let nll = 0;
+  let agree = 0;
+  await probeOnDevice(dir, ref.tokens, threads, signal, (p, scores) => {
+    const row = ref.logprobs.subarray(p * ref.vocab, (p + 1) * ref.vocab);
+    kl += topTokensKl(row, scores);
+    nll -= scores.target;
+    if (scores.topIds[0] === argmax(row)) agree++;
+  });
+  const positions = ref.tokens.length - 1;
+  return {
+    kl_divergence: kl / positions,
+    perplexity_ratio: Math.exp(nll / positions - ref.meanNll),
+    top1_agreement: agree / positions,
+    tokens: positions,
+  };
+}
+
 /** A {@link Measurer} that loads the real model (see the module comment). */
 export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
   const home = options.home ?? kilnHome();
@@ -231,9 +257,13 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
 
   async function artifactFor(settings: TrackSettings, artifactId: string | undefined): Promise<string> {
     if (artifactId && existsSync(join(artifactDir(artifactId), "manifest.json"))) return artifactDir(artifactId);
-    // Provisioning builds CPU artifacts; a GPU candidate fails here (recorded) until it builds for the device too.
-    if (settings.device !== "cpu") throw new Error(`the track cannot build ${settings.device} artifacts yet (provisioning compiles for the CPU)`);
-    const compiled = await provisionArtifact(slug, { home, compile: compileOptionsOf(settings) });
+    // The GPU compile target and session take none of the GPU settings yet: only their defaults can be measured.
+    const unsupported = [...GPU_SETTINGS].filter((name) => settings[name] !== DEFAULT_SETTINGS[name]);
+    if (unsupported.length > 0)
+      throw new Error(
+        `the ${settings.device} target takes no ${unsupported.join(", ")} option yet (only ${unsupported.map((n) => `${n} ${DEFAULT_SETTINGS[n]}`).join(", ")})`,
+      );
+    const compiled = await provisionArtifact(slug, { home, compile: compileOptionsOf(settings), device: settings.device });
     return compiled.dir;
   }
 
@@ -262,6 +292,11 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
     const cached = qualityCache.get(key);
     if (cached) return cached;
     const ref = await referenceFor(threads, signal);
+    if (settings.device === "webgpu") {
+      const quality = await deviceQualityOf(dir, ref, threads, signal);
+      qualityCache.set(key, quality);
+      return quality;
+    }
     let kl = 0;
     let nll = 0;
     let agree = 0;
