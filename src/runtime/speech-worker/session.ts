@@ -50,8 +50,8 @@ export class SpeechSession {
     // self-attention cache as an input and returns only the new positions, so the cache lives in the
     // KV pool in JavaScript, and an output left on the device could not be read back (getData() on a
     // gpu-buffer tensor aborts the process).
+    const device = options.device ?? "cpu";
     const sessionOptions: ort.InferenceSession.SessionOptions = {
-      executionProviders: executionProvidersFor(options.device ?? "cpu"),
       intraOpNumThreads: options.threads ?? 2,
       interOpNumThreads: 1,
       graphOptimizationLevel: "all",
@@ -59,8 +59,10 @@ export class SpeechSession {
       // Idle pool threads sleep instead of spinning, so a text model's worker beside this one keeps its cores.
       extra: { session: { intra_op: { allow_spinning: "0" } } },
     };
-    const encoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.encoder), sessionOptions);
-    const decoder = await ort.InferenceSession.create(join(artifactDir, SPEECH_FILES.decoder), sessionOptions);
+    const graphSession = (file: string) =>
+      ort.InferenceSession.create(file, { ...sessionOptions, executionProviders: executionProvidersFor(device, file) });
+    const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder));
+    const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder));
     checkSpeechGraphIo(
       {
         encoder: { inputs: [...encoder.inputNames], outputs: [...encoder.outputNames] },
