@@ -162,7 +162,7 @@ async function createDeviceSession(path: string, outputs: string[], options: Tex
   const location: Record<string, ort.Tensor.DataLocation> = {};
   for (const name of outputs) location[name] = name.startsWith("kv_") ? "gpu-buffer" : "cpu";
   return ort.InferenceSession.create(path, {
-    executionProviders: executionProvidersFor("webgpu"),
+    executionProviders: executionProvidersFor("webgpu", path),
     intraOpNumThreads: options.threads ?? 2,
     interOpNumThreads: 1,
     graphOptimizationLevel: options.graphOptimizationLevel ?? "all",
