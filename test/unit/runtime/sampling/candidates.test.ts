@@ -1,0 +1,76 @@
+// Claim: a sequence sampled from a device's candidates (the top 64 after its own logit adjustments,
+// as the GPU graph returns them) picks what the CPU sampler picks from the whole row, with the same
+// log-probabilities, whenever top_k keeps no more than the candidates: greedy and seeded, with
+// logit_bias, repetition, presence and frequency penalties; and its adjustments merge per token.
+import { describe, expect, it } from "vitest";
+import { type CandidateRow, SequenceSampler, type SamplingParams } from "../../../../src/runtime/sampling/index.js";
+import { Xoshiro128ss } from "../../../../src/runtime/sampling/prng.js";
+
+const VOCAB = 500;
+const K = 64;
+
+function randomRow(seed: number): Float32Array {
+  const rng = Xoshiro128ss.fromSeed(seed, 0);
+  return Float32Array.from({ length: VOCAB }, () => (rng.nextFloat() - 0.5) * 12);
+}
+
+/** What the device computes for a row: adjustments applied as the graph does, then its top K, top 20 and normalizer. */
+function deviceRow(logits: Float32Array, sampler: SequenceSampler): CandidateRow {
+  const a = sampler.logitAdjustments(VOCAB);
+  const adjusted = logits.slice();
+  for (let i = 0; i < a.ids.length; i++) {
+    const v = logits[a.ids[i]] + a.bias[i];
+    adjusted[a.ids[i]] = (v > 0 ? v / a.repetition[i] : v * a.repetition[i]) - a.subtract[i];
+  }
+  const byAdjusted = [...adjusted.keys()].sort((x, y) => adjusted[y] - adjusted[x] || x - y).slice(0, K);
+  const byRaw = [...logits.keys()].sort((x, y) => logits[y] - logits[x] || x - y).slice(0, 20);
+  let max = -Infinity;
+  for (const v of logits) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of logits) sum += Math.exp(v - max);
+  return {
+    ids: byAdjusted,
+    adjusted: byAdjusted.map((i) => adjusted[i]),
+    raw: byAdjusted.map((i) => logits[i]),
+    logNormalizer: max + Math.log(sum),
+    topIds: byRaw,
+    topLogits: byRaw.map((i) => logits[i]),
+  };
+}
+
+describe("sampling from device candidates", () => {
+  const cases: Array<[string, SamplingParams]> = [
+    ["greedy", { temperature: 0 }],
+    ["seeded top_k", { temperature: 0.9, top_k: 40, seed: 3 }],
+    ["seeded top_k + top_p + min_p", { temperature: 1.2, top_k: 50, top_p: 0.9, min_p: 0.01, seed: 11 }],
+    [
+      "penalties and bias",
+      { temperature: 0.7, top_k: 30, seed: 5, presence_penalty: 1.5, frequency_penalty: 0.5, repetition_penalty: 1.3, logit_bias: { 7: 5, 9: -100 } },
+    ],
+  ];
+  for (const [name, params] of cases) {
+    it(`draws what the CPU sampler draws: ${name}`, () => {
+      const cpu = new SequenceSampler({ ...params, logprobs: true, top_logprobs: 5 }, { promptIds: [1, 2, 3] });
+      const gpu = new SequenceSampler({ ...params, logprobs: true, top_logprobs: 5 }, { promptIds: [1, 2, 3] });
+      for (let step = 0; step < 30; step++) {
+        const logits = randomRow(step);
+        const want = cpu.sample(logits.slice());
+        const got = gpu.sampleCandidates(deviceRow(logits, gpu), VOCAB);
+        expect(got.token, `step ${step}`).toBe(want.token);
+        expect(got.logprob).toBeCloseTo(want.logprob!, 6);
+        expect(got.top!.map((t) => t.token)).toEqual(want.top!.map((t) => t.token));
+      }
+    });
+  }
+
+  it("merges bias, repetition and penalties into one entry per token", () => {
+    const s = new SequenceSampler({ logit_bias: { 4: 2 }, repetition_penalty: 1.5, presence_penalty: 1, frequency_penalty: 0.25 }, { promptIds: [4, 8] });
+    s.accept(4);
+    s.accept(4);
+    const a = s.logitAdjustments(VOCAB);
+    const at = a.ids.indexOf(4);
+    expect(a.ids.filter((id) => id === 4)).toHaveLength(1);
+    expect([a.bias[at], a.repetition[at], a.subtract[at]]).toEqual([2, 1.5, 1 + 0.25 * 2]);
+    expect(a.repetition[a.ids.indexOf(8)]).toBe(1.5);
+  });
+});
