@@ -15,10 +15,12 @@ export function shortArtifact(artifact: string): string {
 
 /** One row per measurement, oldest first; the reason, the only long column, last and unpadded. */
 export function formatTrackTable(candidates: readonly HistoryCandidate[]): string {
-  const header = ["WHEN (UTC)", "ARTIFACT", "CHANGE", "DECODE", "PREFILL", "BATCH16", "TTFT ms", "RSS MB", "KL", "PPL x", "VERDICT", "REASON"];
+  const header = ["WHEN (UTC)", "ARTIFACT", "DEVICE", "CHANGE", "DECODE", "PREFILL", "BATCH16", "TTFT ms", "RSS MB", "KL", "PPL x", "VERDICT", "REASON"];
   const rows = candidates.map((c) => [
     when(c.created_at),
     shortArtifact(c.artifact),
+    // Rows recorded before the track knew devices are the CPU's.
+    typeof c.settings.device === "string" ? c.settings.device : "cpu",
     c.verdict === "incumbent" || c.change === "" ? "(incumbent)" : c.change,
     num(c.metrics.decode_tokens_per_second, 1),
     num(c.metrics.prefill_tokens_per_second, 0),
@@ -32,7 +34,7 @@ export function formatTrackTable(candidates: readonly HistoryCandidate[]): strin
   ]);
   const all = [header, ...rows];
   const widths = header.map((_, i) => Math.max(...all.map((r) => r[i].length)));
-  const numeric = new Set([3, 4, 5, 6, 7, 8, 9]);
+  const numeric = new Set([4, 5, 6, 7, 8, 9, 10]);
   return all
     .map((r) =>
       r

@@ -100,11 +100,11 @@ describe("kiln tracks", () => {
     expect(await tracks.run([SLUG], c.io)).toBe(0);
     const lines = c.out.stdout.trimEnd().split("\n");
     expect(lines[0]).toBe(SLUG);
-    expect(lines[1]).toMatch(/^WHEN \(UTC\)\s+ARTIFACT\s+CHANGE\s+DECODE\s+PREFILL\s+BATCH16\s+TTFT ms\s+RSS MB\s+KL\s+PPL x\s+VERDICT\s+REASON$/);
+    expect(lines[1]).toMatch(/^WHEN \(UTC\)\s+ARTIFACT\s+DEVICE\s+CHANGE\s+DECODE\s+PREFILL\s+BATCH16\s+TTFT ms\s+RSS MB\s+KL\s+PPL x\s+VERDICT\s+REASON$/);
     // Each run's two repeats, and the incumbent measured again beside each of the second run's two winners.
     expect(lines.filter((l) => l.includes("(incumbent)"))).toHaveLength(6);
     expect(lines.find((l) => l.includes("prefillChunk 256→128") && l.includes("promoted"))).toMatch(
-      /acc4\s+prefillChunk 256→128\s+110\.0\s+1000\s+400\.0\s+50\s+500\s+0\.0100\s+1\.0010\s+promoted\s+faster: decode \+10\.0%/,
+      /acc4\s+cpu\s+prefillChunk 256→128\s+110\.0\s+1000\s+400\.0\s+50\s+500\s+0\.0100\s+1\.0010\s+promoted\s+faster: decode \+10\.0%/,
     );
     expect(lines.at(-2)).toMatch(/^serving: acc4 \(smollm2-135m-instruct-acc4\), promoted \d{4}-.*: track: prefillChunk 256→128: /);
     expect(lines.at(-1)).toMatch(
