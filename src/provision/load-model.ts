@@ -1,8 +1,9 @@
 /** Pull -> compile -> record -> load -> serve: one catalogue model, ready for requests. */
 import { freemem, totalmem } from "node:os";
-import { defaultKvMemoryBytes, type MemoryAvailability } from "../runtime/artifact/index.js";
+import { defaultKvMemoryBytes, kvBytesPerPosition, type MemoryAvailability, readManifest } from "../runtime/artifact/index.js";
 import { LoadedModel } from "../runtime/loaded-model.js";
 import type { TextSessionOptions } from "../runtime/text-worker/protocol.js";
+import { deviceKvPositions } from "../runtime/text-worker/webgpu-session.js";
 import { DEFAULT_MAX_RUNNING, serveLoadedModel, type ServedModel, type ServeOptions } from "../scheduler/index.js";
 import { getModel } from "../catalogue/catalogue.js";
 import { openDatabase } from "../catalogue/db.js";
@@ -105,6 +106,8 @@ export async function serveArtifact(
   options.onStage?.("loading the model");
   const slots = options.maxRunning ?? settings.maxRunning ?? DEFAULT_MAX_RUNNING;
   const session = { graphOptimizationLevel: settings.graphOptimizationLevel, ...options.session };
+  // A device KV pool is allocated whole at load: sized from the KV budget, and the budget then says what it holds.
+  if (session.device === "webgpu") session.deviceKvPositions ??= deviceKvPositions(readManifest(dir).shape, slots, options.kvMemoryBytes);
   const loaded = await LoadedModel.load(dir, { ...session, threads: options.threads ?? settings.threads ?? 2, slots });
   if (options.signal?.aborted) {
     await loaded.close();
@@ -115,7 +118,10 @@ export async function serveArtifact(
     if (kvMemoryBytes === undefined) {
       const memory = memoryAvailability();
       memory.availableBytes -= options.kvMemoryReservedBytes ?? 0;
-      kvMemoryBytes = defaultKvMemoryBytes(loaded.manifest.shape, loaded.worker.slots, memory);
+      kvMemoryBytes =
+        session.device === "webgpu" && session.deviceKvPositions !== undefined
+          ? kvBytesPerPosition(loaded.manifest.shape) * loaded.worker.slots * session.deviceKvPositions
+          : defaultKvMemoryBytes(loaded.manifest.shape, loaded.worker.slots, memory);
     }
     const served = serveLoadedModel(loaded, {
       ...options,

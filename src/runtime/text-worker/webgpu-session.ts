@@ -7,7 +7,9 @@ import {
   DEVICE_GRAPH as D,
   deviceGraphIo,
   maskWords,
+  type ModelShape,
   readManifest,
+  servedContextLength,
   slotCopyGraphIo,
 } from "../artifact/index.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
@@ -16,6 +18,16 @@ import type { TextSessionOptions } from "./protocol.js";
 
 /** Positions each slot of a device KV pool holds when the options do not say: the model's context, at most this. */
 export const DEFAULT_DEVICE_KV_POSITIONS = 1024;
+
+/**
+ * Positions per slot of a device KV pool: those a KV budget of `kvMemoryBytes` gives every one of
+ * `slots` slots (as on the CPU, `servedContextLength`), or without a budget the model's context, at
+ * most {@link DEFAULT_DEVICE_KV_POSITIONS}. The pool is float32, as the CPU one, so the same budget
+ * holds the same positions.
+ */
+export function deviceKvPositions(shape: ModelShape, slots: number, kvMemoryBytes?: number): number {
+  return kvMemoryBytes === undefined ? Math.min(shape.contextLength, DEFAULT_DEVICE_KV_POSITIONS) : servedContextLength(shape, slots, kvMemoryBytes);
+}
 
 /** What a device step takes beside the tokens: per row, the constraint bits and logit adjustments; per position, a scored token. */
 export interface DeviceStepInputs {
@@ -76,7 +88,7 @@ export class WebGpuTextSession {
       slotCopyGraphIo(layers),
       `the slot-copy graph of ${manifest.id}`,
     );
-    const capacity = options.deviceKvPositions ?? Math.min(manifest.shape.contextLength, DEFAULT_DEVICE_KV_POSITIONS);
+    const capacity = options.deviceKvPositions ?? deviceKvPositions(manifest.shape, options.slots ?? 1);
     const kv = new DeviceKvPool(manifest.shape, options.slots ?? 1, capacity, slotCopy);
     return new WebGpuTextSession(manifest, session, slotCopy, kv);
   }
