@@ -2,13 +2,15 @@
  * Speech benchmark: kiln's Whisper against faster-whisper (CTranslate2) on the same tiny.en
  * weights, the same audio files and the same thread count (docs/benchmarks.md).
  *
- *   npm run bench -- speech [--threads 2] [--seconds 60] [--repeats 2] [--beam-size 1] [--sharing-seconds 600] [--skip-peer] [--skip-sharing]
+ *   npm run bench -- speech [--threads 2] [--seconds 60] [--repeats 2] [--beam-size 1,5] [--sharing-seconds 600] [--skip-peer] [--skip-sharing]
  *
  * 1. Real-time factor (processing seconds / audio seconds; lower is better, "x real time" is its
  *    inverse) per file, warm (each engine transcribes the file list once before timing), decoding of
  *    the file included on both sides (ffmpeg for kiln, PyAV for faster-whisper). kiln runs in-process
- *    through its served model (engine + worker); faster-whisper in float32 and int8, greedy (beam 1)
- *    like kiln unless --beam-size says otherwise, no VAD, English.
+ *    through its served model (engine + worker); faster-whisper in float32 and int8; both sides
+ *    with each beam width of --beam-size (default greedy and faster-whisper's 5), no VAD, English;
+ *    word error rate against the spoken text per side, and kiln's time over faster-whisper's per
+ *    file and in all.
  * 2. TTFT of a streamed transcription of a `--seconds` file over HTTP (`kiln serve`): time from the
  *    request to the first `transcript.text.delta`, and to the end.
  * 3. Sharing the machine: chat TTFT p50 (sequential short requests to the text model of the same
@@ -33,7 +35,7 @@ const { values: args } = parseArgs({
     threads: { type: "string", default: "2" },
     seconds: { type: "string", default: "60" },
     repeats: { type: "string", default: "2" },
-    "beam-size": { type: "string", default: "1" },
+    "beam-size": { type: "string", default: "1,5" },
     "sharing-seconds": { type: "string", default: "600" },
     "skip-peer": { type: "boolean", default: false },
     "skip-sharing": { type: "boolean", default: false },
@@ -41,6 +43,7 @@ const { values: args } = parseArgs({
 });
 const threads = Number(args.threads);
 const repeats = Number(args.repeats);
+const beamSizes = args["beam-size"].split(",").map(Number);
 const now = () => performance.now();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const log = (line: string) => process.stdout.write(line + "\n");
@@ -63,15 +66,15 @@ log(
   `# speech bench: ${SLUG}, ${threads} threads, ${files.length} files (${files.map((f) => `${f.name} ${f.seconds.toFixed(1)} s`).join(", ")}); load ${loadavg()[0].toFixed(2)}`,
 );
 
-async function kilnRuns(): Promise<FileRun[]> {
-  const model = await loadSpeechModel(SLUG, { threads });
+async function kilnRuns(beamSize: number): Promise<FileRun[]> {
+  const model = await loadSpeechModel(SLUG, { threads, beamSize });
   try {
     const once = async () => {
       const out: FileRun[] = [];
       for (const f of files) {
         const t0 = now();
         const samples = await decodeAudio(readFileSync(f.path));
-        const transcript = await model.transcribe(samples);
+        const transcript = await model.transcribe(samples, { beamSize });
         out.push({ name: f.name, audioSeconds: f.seconds, seconds: (now() - t0) / 1000, text: transcript.text, reference: f.text });
       }
       return out;
@@ -85,11 +88,11 @@ async function kilnRuns(): Promise<FileRun[]> {
   }
 }
 
-async function peerRuns(computeType: "float32" | "int8"): Promise<FileRun[]> {
+async function peerRuns(computeType: "float32" | "int8", beamSize: number): Promise<FileRun[]> {
   const modelDir = (await pullModel(SLUG)).dir;
   const paths = files.map((f) => f.path);
   const list = Array.from({ length: repeats + 1 }, () => paths).flat();
-  const { results } = await referenceTranscribe(modelDir, list, { computeType, threads, beamSize: Number(args["beam-size"]) });
+  const { results } = await referenceTranscribe(modelDir, list, { computeType, threads, beamSize });
   return files.map((f, i) => {
     const timed = Array.from({ length: repeats }, (_, r) => results[(r + 1) * files.length + i]);
     return { name: f.name, audioSeconds: f.seconds, seconds: median(timed.map((t) => t.seconds)), text: timed[0].text, reference: f.text };
@@ -109,18 +112,21 @@ function table(rows: Array<{ engine: string; runs: FileRun[] }>): void {
   }
 }
 
-const rows: Array<{ engine: string; runs: FileRun[] }> = [{ engine: "kiln (float32)", runs: await kilnRuns() }];
-if (!args["skip-peer"]) {
-  if (!referenceAvailable()) log("faster-whisper is not installed (run scripts/setup.sh): peer skipped");
-  else {
-    rows.push({ engine: `faster-whisper float32 (beam ${args["beam-size"]})`, runs: await peerRuns("float32") });
-    rows.push({ engine: `faster-whisper int8 (beam ${args["beam-size"]})`, runs: await peerRuns("int8") });
+const peer = !args["skip-peer"] && referenceAvailable();
+if (!args["skip-peer"] && !peer) log("faster-whisper is not installed (run scripts/setup.sh): peer skipped");
+for (const beamSize of beamSizes) {
+  const rows: Array<{ engine: string; runs: FileRun[] }> = [{ engine: `kiln float32 (beam ${beamSize})`, runs: await kilnRuns(beamSize) }];
+  if (peer) {
+    rows.push({ engine: `faster-whisper float32 (beam ${beamSize})`, runs: await peerRuns("float32", beamSize) });
+    rows.push({ engine: `faster-whisper int8 (beam ${beamSize})`, runs: await peerRuns("int8", beamSize) });
+  }
+  table(rows);
+  const spent = (runs: FileRun[]) => runs.reduce((a, r) => a + r.seconds, 0);
+  for (const row of rows.slice(1)) {
+    const perFile = rows[0].runs.map((r, i) => `${r.name} ${(r.seconds / row.runs[i].seconds).toFixed(2)}`).join(", ");
+    log(`kiln / ${row.engine} time ratio: ${(spent(rows[0].runs) / spent(row.runs)).toFixed(2)} in all; per file ${perFile} (below 1: kiln faster)`);
   }
 }
-table(rows);
-const base = rows[0].runs.reduce((a, r) => a + r.seconds, 0);
-for (const row of rows.slice(1))
-  log(`kiln / ${row.engine} time ratio: ${(base / row.runs.reduce((a, r) => a + r.seconds, 0)).toFixed(2)} (below 1: kiln faster)`);
 
 // --- streaming TTFT and sharing, over HTTP ------------------------------------------------------
 async function transcribeOverHttp(baseURL: string, path: string): Promise<{ ttft: number; total: number; text: string }> {

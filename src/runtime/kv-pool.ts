@@ -13,6 +13,14 @@ import { KV_GROWTH_POSITIONS, type ModelShape, NO_POSITION, slidingCacheCapacity
  * {@link slidingCacheCapacity}(window) positions: position p at index p % {@link ringCapacity}.
  * Until capacity reaches the ring's size the ring is capacity long and never wraps (index = position).
  */
+/** One slot's cache set aside while a cycle of moves overwrites it. */
+interface SavedSlot {
+  keys: Float32Array[];
+  values: Float32Array[];
+  length: number;
+  intactFrom: number;
+}
+
 export class KvPool {
   readonly keys: Float32Array[] = [];
   readonly values: Float32Array[] = [];
@@ -225,31 +233,39 @@ export class KvPool {
    * before any of them (beams taking over each other's caches, a permutation included).
    */
   copyPrefixes(moves: ReadonlyArray<{ from: number; to: number; length: number }>): void {
-    const moving = moves.filter((m) => m.from !== m.to);
-    const overwritten = new Set(moving.map((m) => m.to));
-    // A source that another move overwrites is first moved aside whole.
-    const aside = new Map<number, { keys: Float32Array[]; values: Float32Array[]; length: number; intactFrom: number }>();
-    for (const m of moving) {
-      if (!overwritten.has(m.from) || aside.has(m.from)) continue;
-      if (m.length > this.lengths[m.from] || !this.canKeep(m.from, m.length)) throw new RangeError(`slot ${m.from} cannot give ${m.length} positions`);
-      const keys = this.keys.map((k, l) => k.slice(m.from * this.layerStride(l), (m.from + 1) * this.layerStride(l)));
-      const values = this.values.map((v, l) => v.slice(m.from * this.layerStride(l), (m.from + 1) * this.layerStride(l)));
-      aside.set(m.from, { keys, values, length: this.lengths[m.from], intactFrom: this.intactFrom[m.from] });
-    }
-    for (const m of moving) {
-      const saved = aside.get(m.from);
-      if (!saved) {
-        this.copyPrefix(m.from, m.to, m.length);
-        continue;
+    const pending: Array<{ from: number | SavedSlot; to: number; length: number }> = moves.filter((m) => m.from !== m.to);
+    // A slot is overwritten only once no other move still reads it; a cycle of moves sets one slot aside first.
+    while (pending.length > 0) {
+      let at = pending.findIndex((m) => !pending.some((o) => o !== m && o.from === m.to));
+      if (at < 0) {
+        const saved = this.save(pending[0].to);
+        for (const o of pending) if (o.from === pending[0].to) o.from = saved;
+        at = 0;
       }
-      for (let l = 0; l < this.shape.layers; l++) {
-        this.keys[l].set(saved.keys[l], m.to * this.layerStride(l));
-        this.values[l].set(saved.values[l], m.to * this.layerStride(l));
-      }
-      this.intactFrom[m.to] = m.length === 0 ? 0 : saved.intactFrom;
-      this.lengths[m.to] = m.length;
+      const [m] = pending.splice(at, 1);
+      if (typeof m.from === "number") this.copyPrefix(m.from, m.to, m.length);
+      else this.restore(m.from, m.to, m.length);
     }
     for (const m of moves) if (m.from === m.to) this.truncate(m.to, m.length);
+  }
+
+  private save(slot: number): SavedSlot {
+    return {
+      keys: this.keys.map((k, l) => k.slice(slot * this.layerStride(l), (slot + 1) * this.layerStride(l))),
+      values: this.values.map((v, l) => v.slice(slot * this.layerStride(l), (slot + 1) * this.layerStride(l))),
+      length: this.lengths[slot],
+      intactFrom: this.intactFrom[slot],
+    };
+  }
+
+  private restore(saved: SavedSlot, to: number, length: number): void {
+    if (length > saved.length) throw new RangeError(`the slot set aside holds ${saved.length} positions, not ${length}`);
+    for (let l = 0; l < this.shape.layers; l++) {
+      this.keys[l].set(saved.keys[l], to * this.layerStride(l));
+      this.values[l].set(saved.values[l], to * this.layerStride(l));
+    }
+    this.intactFrom[to] = length === 0 ? 0 : saved.intactFrom;
+    this.lengths[to] = length;
   }
 
   /** Copies one slot's whole cache into another. */
