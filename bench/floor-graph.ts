@@ -15,11 +15,11 @@ import { gatedMlp } from "../src/compiler/graph/blocks/mlp.js";
 import { readGguf } from "../src/compiler/gguf/reader.js";
 import { GgufWeights } from "../src/compiler/gguf-weights.js";
 import { GraphBuilder } from "../src/compiler/onnx/graph-builder.js";
-import { DataType } from "../src/compiler/onnx/onnx-proto.js";
+import { DataType, type Dim } from "../src/compiler/onnx/onnx-proto.js";
 
 /**
  * Writes the floor graph of `ggufPath` to `path` (weights beside it, `<path>.data`): input `x`
- * [rows, 1, hidden], output the LM head's logits [rows, 1, vocab], or with `tinyOutput` their
+ * [rows, 1, hidden] (`rows` a number, or a name for any count), output the LM head's logits [rows, 1, vocab], or with `tinyOutput` their
  * maximum alone, [1, 1, 1] (a device's floor then reads one float back per step, not the logits).
  * Returns the model's hidden width and vocabulary.
  */
@@ -27,7 +27,7 @@ export async function buildFloorGraph(
   ggufPath: string,
   path: string,
   options: CompileOptions = {},
-  rows = 1,
+  rows: Dim = 1,
   tinyOutput = false,
 ): Promise<{ hidden: number; vocab: number }> {
   const file = await readGguf(ggufPath);

@@ -202,30 +202,30 @@ async function timeSteps(step: () => Promise<unknown>, rows: number): Promise<St
 
 async function measureFloor(gguf: string, on: ComputeDevice, scratch: string): Promise<Record<number, StepFigures>> {
   const out: Record<number, StepFigures[]> = {};
-  for (const n of rowCounts) {
-    const path = join(scratch, `floor-${n}.onnx`);
-    // The WebGPU provider has no int8-activation path: its floor takes float activations, as its graphs do.
-    const { hidden } = await buildFloorGraph(gguf, path, on === "webgpu" ? { accuracyLevel: 0 } : {}, n, true);
-    const session = await ort.InferenceSession.create(path, {
-      executionProviders: [on],
-      logSeverityLevel: 3, // not the provider's note on shape ops kept on the CPU, once per session
-      intraOpNumThreads: threads,
-      interOpNumThreads: 1,
-      enableCpuMemArena: false,
-      enableMemPattern: false,
-    });
-    try {
+  const path = join(scratch, "floor.onnx");
+  // The WebGPU provider has no int8-activation path: its floor takes float activations, as its graphs do.
+  const { hidden } = await buildFloorGraph(gguf, path, on === "webgpu" ? { accuracyLevel: 0 } : {}, "rows", true);
+  const session = await ort.InferenceSession.create(path, {
+    executionProviders: [on],
+    logSeverityLevel: 3, // not the provider's note on shape ops kept on the CPU, once per session
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    enableCpuMemArena: false,
+    enableMemPattern: false,
+  });
+  try {
+    for (const n of rowCounts) {
       const x = new ort.Tensor(
         "float32",
         Float32Array.from({ length: n * hidden }, (_, i) => Math.sin(i) * 0.5),
         [n, 1, hidden],
       );
       for (let r = 0; r < runs; r++) (out[n] ??= []).push(await timeSteps(() => session.run({ x }), n));
-    } finally {
-      await session.release();
-      rmSync(path, { force: true });
-      rmSync(`${path}.data`, { force: true });
     }
+  } finally {
+    await session.release();
+    rmSync(path, { force: true });
+    rmSync(`${path}.data`, { force: true });
   }
   return medianRows(out);
 }
