@@ -62,7 +62,8 @@ export const transcriptionRequestSchema = z.object({
   model: z.string().min(1),
   language: z
     .string()
-    .regex(/^[A-Za-z]{2}$/, { message: "Invalid 'language': expected an ISO-639-1 code of two letters (e.g. 'en')." })
+    // Whisper's two languages without an ISO-639-1 code go by three letters: haw (Hawaiian), yue (Cantonese, large-v3).
+    .regex(/^[A-Za-z]{2,3}$/, { message: "Invalid 'language': expected an ISO-639-1 code of two letters (e.g. 'en'), or Whisper's 'haw' or 'yue'." })
     .transform((s) => s.toLowerCase())
     .optional(),
   prompt: z.string().optional(),

@@ -136,6 +136,22 @@ describe("include[]=logprobs", () => {
   });
 });
 
+describe("language", () => {
+  it("takes Whisper's three-letter codes where the model knows them (Cantonese on large-v3), and names the field otherwise", async () => {
+    const known = await transcribe([["language", "yue"]], { languages: ["en", "zh", "yue"] });
+    expect(known.res.statusCode).toBe(200);
+    expect(known.calls[0].language).toBe("yue");
+    for (const [language, languages] of [
+      ["yue", ["en", "zh"]],
+      ["cant", ["en", "yue"]],
+    ] as const) {
+      const { res } = await transcribe([["language", language]], { languages });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error.param).toBe("language");
+    }
+  });
+});
+
 describe("POST /v1/audio/translations", () => {
   it("runs the translate task on a multilingual model, with the reference API's fields", async () => {
     const { res, calls } = await post("/v1/audio/translations", [
