@@ -36,7 +36,7 @@ describe("execution providers by device", () => {
     const path = attentionGraph();
     const [webgpu, cpu] = executionProvidersFor("webgpu", path);
     expect(cpu).toBe("cpu");
-    const names = (webgpu as { forceCpuNodeNames: string[] }).forceCpuNodeNames;
+    const names = (webgpu as unknown as { forceCpuNodeNames: string[] }).forceCpuNodeNames;
     expect(names).toHaveLength(2);
     expect(webgpu).toEqual({ name: "webgpu", forceCpuNodeNames: names });
     expect(nodeNamesOf(readFileSync(path), "Add")).toHaveLength(2);
