@@ -10,6 +10,9 @@
 #   sqlite3 (an operator's reads beside a running server, test/unit/catalogue/db-locks.test.ts), and
 #   chromium (the web console checked in a real browser, test/model/console/), when missing,
 #   through scripts/apt-install.sh;
+# - the Vulkan loader and Mesa's Vulkan drivers, recent enough that onnxruntime's WebGPU provider
+#   runs on lavapipe (a software Vulkan device), so the GPU tests run without a GPU, through
+#   scripts/vulkan-install.sh (on Debian 12, from its bookworm-backports suite);
 # - needs no TTY and prints one line per step.
 set -euo pipefail
 
@@ -57,5 +60,8 @@ fi
 # chromium is the headless browser puppeteer-core drives through the web console.
 APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx sqlite3 chromium
 log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx, sqlite3, chromium)"
+
+# --- Vulkan for --device webgpu without a GPU (test/model/api/webgpu-speech.test.ts) -------------
+APT_LOG_PREFIX=setup bash scripts/vulkan-install.sh
 
 log "done"
