@@ -46,8 +46,13 @@ export function chooseDevice(choice: DeviceChoice, adapters: readonly Adapter[])
  * Decides the device for `choice` on this machine: lists the adapters, then proves the chosen one
  * computes through onnxruntime's WebGPU provider (a driver can be installed and still fail). On
  * `auto` a failure falls back to the CPU with a note; on `webgpu` it throws {@link DeviceUnavailableError}.
+ * `confirm` is that proof (null when the provider computes, else why not); unit tests give their own.
  */
-export async function resolveDevice(choice: DeviceChoice, host: HostView = { env: process.env }): Promise<DeviceDecision> {
+export async function resolveDevice(
+  choice: DeviceChoice,
+  host: HostView = { env: process.env },
+  confirm: () => Promise<string | null> = confirmWebGpu,
+): Promise<DeviceDecision> {
   if (choice === "cpu") return { device: "cpu", adapter: null };
   const adapters = listAdapters(host);
   let decision: DeviceDecision;
@@ -55,11 +60,11 @@ export async function resolveDevice(choice: DeviceChoice, host: HostView = { env
     decision = chooseDevice(choice, adapters);
   } catch (err) {
     // No driver kiln recognises: the provider may still find one (the loader looks in places kiln does not).
-    if (!(err instanceof DeviceUnavailableError) || (await confirmWebGpu()) !== null) throw err;
+    if (!(err instanceof DeviceUnavailableError) || (await confirm()) !== null) throw err;
     return { device: "webgpu", adapter: UNNAMED_ADAPTER };
   }
   if (decision.device === "cpu") return decision;
-  const problem = await confirmWebGpu();
+  const problem = await confirm();
   if (problem === null) return decision;
   if (choice === "auto") return { device: "cpu", adapter: null, note: `the WebGPU provider failed on ${decision.adapter!.name} (${problem}); the CPU serves` };
   throw new DeviceUnavailableError(noAdapterMessage(`the WebGPU provider failed on ${decision.adapter!.name}: ${problem}`));

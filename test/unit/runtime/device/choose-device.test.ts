@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { chooseDevice, describeDevice, DeviceUnavailableError } from "../../../../src/runtime/device/choose.js";
+import { chooseDevice, describeDevice, DeviceUnavailableError, resolveDevice } from "../../../../src/runtime/device/choose.js";
 import { type HostView, listAdapters, vulkanDriverManifests } from "../../../../src/runtime/device/vulkan-drivers.js";
 
 /** A fake machine: Vulkan driver manifests, PCI devices and NVIDIA driver files under a temporary root. */
@@ -116,5 +116,59 @@ describe("choosing the device", () => {
     expect(describeDevice({ device: "webgpu", adapter: h100 })).toBe("webgpu on NVIDIA H100 80GB HBM3");
     expect(describeDevice({ device: "webgpu", adapter: lavapipe })).toBe("webgpu on Mesa lavapipe (software, on the CPU)");
     expect(describeDevice({ device: "cpu", adapter: null })).toBe("cpu");
+  });
+});
+
+describe("resolving the device on a machine", () => {
+  /** The provider's proof, as the test says it goes; counts its calls. */
+  function provider(problem: string | null) {
+    const calls = { count: 0 };
+    return { calls, confirm: async () => (calls.count++, problem) };
+  }
+  const NO_ADAPTER = "Failed to get a WebGPU adapter: No supported adapters";
+
+  beforeEach(() => {
+    mesaDrivers();
+    driver("etc/vulkan/icd.d", "nvidia_icd.json", "libGLX_nvidia.so.0");
+  });
+
+  it("auto takes a GPU that computes, and falls back to the CPU, saying why, when it does not", async () => {
+    nvidiaGpu("NVIDIA H100 80GB HBM3");
+    const works = provider(null);
+    expect(await resolveDevice("auto", host(), works.confirm)).toMatchObject({ device: "webgpu", adapter: { name: "NVIDIA H100 80GB HBM3" } });
+    expect(works.calls.count).toBe(1);
+    expect(await resolveDevice("auto", host(), provider(NO_ADAPTER).confirm)).toEqual({
+      device: "cpu",
+      adapter: null,
+      note: `the WebGPU provider failed on NVIDIA H100 80GB HBM3 (${NO_ADAPTER}); the CPU serves`,
+    });
+  });
+
+  it("auto beside a software adapter only never starts the provider", async () => {
+    const untouched = provider(null);
+    expect(await resolveDevice("auto", host(), untouched.confirm)).toMatchObject({ device: "cpu", note: expect.stringContaining("Mesa lavapipe") });
+    expect(untouched.calls.count).toBe(0);
+  });
+
+  it("webgpu takes lavapipe when it computes, and fails in one line when it does not", async () => {
+    expect(await resolveDevice("webgpu", host(), provider(null).confirm)).toMatchObject({
+      device: "webgpu",
+      adapter: { name: "Mesa lavapipe", software: true },
+    });
+    await expect(resolveDevice("webgpu", host(), provider(NO_ADAPTER).confirm)).rejects.toThrow(
+      `--device webgpu: no WebGPU adapter (the WebGPU provider failed on Mesa lavapipe: ${NO_ADAPTER}); install a Vulkan driver (scripts/setup.sh installs Mesa's lavapipe) or use --device cpu`,
+    );
+  });
+
+  it("webgpu with no driver kiln knows still runs where the provider finds an adapter, unnamed", async () => {
+    const none = host({ VK_DRIVER_FILES: join(root, "nowhere.json") });
+    expect(await resolveDevice("webgpu", none, provider(null).confirm)).toMatchObject({ device: "webgpu", adapter: { software: false } });
+    await expect(resolveDevice("webgpu", none, provider(NO_ADAPTER).confirm)).rejects.toThrow(DeviceUnavailableError);
+  });
+
+  it("cpu probes nothing", async () => {
+    const untouched = provider(null);
+    expect(await resolveDevice("cpu", host(), untouched.confirm)).toEqual({ device: "cpu", adapter: null });
+    expect(untouched.calls.count).toBe(0);
   });
 });
