@@ -1,8 +1,9 @@
 /**
  * Which artifact serves a model, as the optimization track and the operator decide it: the
- * `artifacts_promoted` table. The latest row of a slug with `promoted = 1` is current; promoting
+ * `artifacts_promoted` table. Promotions are per device (the settings' `device`, the CPU where they
+ * name none): the latest row of a slug and device with `promoted = 1` is current there; promoting
  * adds a row, rolling back clears the current row's flag (history is kept either way). A model with
- * no promotion serves its default compile.
+ * no promotion on a device serves its default compile there.
  */
 import { randomUUID } from "node:crypto";
 import type { KilnDatabase } from "./db.js";
@@ -49,11 +50,19 @@ function fromRow(row: PromotionRow): Promotion {
   };
 }
 
-/** The promotion in service for `slug`, or null (the default compile serves). */
-export function currentPromotion(db: KilnDatabase, slug: string): Promotion | null {
-  const row = db.prepare(`SELECT * FROM artifacts_promoted WHERE slug = ? AND promoted = 1 ORDER BY created_at DESC, rowid DESC LIMIT 1`).get(slug) as
-    | PromotionRow
-    | undefined;
+/** The device a promotion serves on: its settings' `device`, the CPU where they name none. */
+export function promotionDevice(settings: Record<string, unknown>): string {
+  return typeof settings.device === "string" ? settings.device : "cpu";
+}
+
+/** The promotion in service for `slug` on `device` (default the CPU), or null (the default compile serves there). */
+export function currentPromotion(db: KilnDatabase, slug: string, device = "cpu"): Promotion | null {
+  const row = db
+    .prepare(
+      `SELECT * FROM artifacts_promoted WHERE slug = ? AND promoted = 1 AND coalesce(json_extract(settings_json, '$.device'), 'cpu') = ?
+       ORDER BY created_at DESC, rowid DESC LIMIT 1`,
+    )
+    .get(slug, device) as PromotionRow | undefined;
   return row ? fromRow(row) : null;
 }
 
@@ -71,7 +80,7 @@ export interface PromoteInput {
   reason: string;
 }
 
-/** Makes `artifactId` (with its settings) the one serving `input.slug`. */
+/** Makes `artifactId` (with its settings) the one serving `input.slug` on the device its settings name. */
 export function promoteArtifact(db: KilnDatabase, input: PromoteInput): Promotion {
   const id = randomUUID();
   db.prepare(
@@ -86,16 +95,16 @@ export function promoteArtifact(db: KilnDatabase, input: PromoteInput): Promotio
     JSON.stringify(input.quality ?? {}),
     input.reason,
   );
-  return currentPromotion(db, input.slug)!;
+  return currentPromotion(db, input.slug, promotionDevice(input.settings ?? {}))!;
 }
 
 /**
- * Takes the current promotion of `slug` out of service; returns the one serving now (the previous
- * promotion, or null for the default compile). Throws when nothing is promoted.
+ * Takes the current promotion of `slug` on `device` (default the CPU) out of service; returns the one
+ * serving there now (the previous promotion, or null for the default compile). Throws when nothing is promoted there.
  */
-export function rollbackPromotion(db: KilnDatabase, slug: string): Promotion | null {
-  const current = currentPromotion(db, slug);
-  if (!current) throw new Error(`${slug} has no promoted artifact to roll back`);
+export function rollbackPromotion(db: KilnDatabase, slug: string, device = "cpu"): Promotion | null {
+  const current = currentPromotion(db, slug, device);
+  if (!current) throw new Error(`${slug} has no promoted artifact to roll back${device === "cpu" ? "" : ` on ${device}`}`);
   db.prepare(`UPDATE artifacts_promoted SET promoted = 0 WHERE id = ?`).run(current.id);
-  return currentPromotion(db, slug);
+  return currentPromotion(db, slug, device);
 }

@@ -31,6 +31,8 @@ export interface PromotionWatcherOptions {
   load(slug: string, promotion: Promotion | null, signal: AbortSignal, current: ServedModel): Promise<ServedModel>;
   /** Milliseconds between reads of the promotions. Default {@link DEFAULT_PROMOTION_POLL_MS}. */
   intervalMs?: number;
+  /** The device the server's models run on: its promotions are the ones followed. Default "cpu". */
+  device?: string;
   log?: SwitchLog;
 }
 
@@ -65,7 +67,7 @@ export class PromotionWatcher {
    * on, so a promotion made while it loads is switched to at the first poll.
    */
   claim(slug: string): Promotion | null {
-    const promotion = currentPromotion(this.options.db, slug);
+    const promotion = currentPromotion(this.options.db, slug, this.options.device);
     this.handled.set(slug, promotion?.id ?? null);
     return promotion;
   }
@@ -110,7 +112,7 @@ export class PromotionWatcher {
   /** The current promotion, or undefined when the database cannot be read now (reported once until it can). */
   private read(slug: string): Promotion | null | undefined {
     try {
-      const promotion = currentPromotion(this.options.db, slug);
+      const promotion = currentPromotion(this.options.db, slug, this.options.device);
       this.unreadable = false;
       return promotion;
     } catch (err) {

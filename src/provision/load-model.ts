@@ -68,9 +68,9 @@ export async function loadModel(slug: string, options: LoadModelOptions = {}): P
   if (kind !== "text") throw new WrongKindError(slug, kind, "a text model (chat and completions)");
   const warn = options.onWarning ?? ((message: string) => process.stderr.write(`kiln: WARNING: ${message}\n`));
   const home = options.home ?? kilnHome();
-  // Promotions name CPU artifacts (the track measures on the CPU): a GPU model serves its default compile.
-  const onDevice = options.session?.device === "webgpu";
-  const promotion = options.compile !== undefined || onDevice ? null : options.promotion === undefined ? readPromotion(slug, home, warn) : options.promotion;
+  // Promotions are per device: a GPU model serves the GPU's promotion (a GPU artifact), else its default GPU compile.
+  const device = options.session?.device ?? "cpu";
+  const promotion = options.compile !== undefined ? null : options.promotion === undefined ? readPromotion(slug, home, device, warn) : options.promotion;
   if (promotion) {
     try {
       options.onStage?.(`verifying the promoted artifact ${promotion.artifactId}`);
@@ -141,11 +141,11 @@ export async function serveArtifact(
 }
 
 /** The model's current promotion; a database that cannot be read serves the default compile, with a warning. */
-function readPromotion(slug: string, home: string, warn: (message: string) => void): Promotion | null {
+function readPromotion(slug: string, home: string, device: string, warn: (message: string) => void): Promotion | null {
   try {
     const db = openDatabase({ home, readOnlyFallback: true });
     try {
-      return currentPromotion(db, slug);
+      return currentPromotion(db, slug, device);
     } finally {
       db.close();
     }

@@ -50,6 +50,8 @@ export function promotedSettings(settings: Record<string, unknown>): { settings:
   const applied: Record<string, unknown> = {};
   const ignored: string[] = [];
   for (const [name, value] of Object.entries(settings)) {
+    // The device chose the promotion (promotions are per device); it is not a setting to apply.
+    if (name === "device") continue;
     const accepts = (ACCEPTS as Record<string, ((v: unknown) => boolean) | undefined>)[name];
     if (accepts?.(value)) applied[name] = value;
     else ignored.push(`${name}=${JSON.stringify(value)}`);

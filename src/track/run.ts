@@ -37,7 +37,7 @@ import {
   type QualityMetrics,
   type SpeedMetrics,
 } from "./rule.js";
-import { completeSettings, describeChange, measuredThreads, servingSettings, settingsKey, type TrackSettings } from "./settings.js";
+import { completeSettings, DEFAULT_SETTINGS, describeChange, measuredThreads, servingSettings, settingsKey, type TrackSettings } from "./settings.js";
 
 /** What one measurement gives. */
 export interface Measurement {
@@ -129,16 +129,14 @@ export interface TrackRunSummary {
 }
 
 /**
- * One device's part of a run: where candidates are built and measured, what is searched, the
- * incumbent it starts from (absent: the model's current promotion, else the default compile) and
- * whether its winners are promoted.
+ * One device's part of a run: where candidates are built and measured, what is searched, and the
+ * settings its default compile serves with (the incumbent when the device has no promotion). Its
+ * incumbent is the device's own promotion, and its winners are promoted on that device.
  */
 interface Lane {
   device: ComputeDevice;
   space: SearchSpace;
-  incumbent?: TrackSettings;
-  /** A promotion serves on every device, so only the CPU lane's winners are promoted; the GPU lane's are recorded as confirmed. */
-  promotes: boolean;
+  defaults: Readonly<TrackSettings>;
   /** Recorded with each measurement (the GPU adapter's name). */
   machine?: Record<string, unknown>;
 }
@@ -217,7 +215,7 @@ function closestPair(repeats: readonly Measurement[], rule: PromotionRule): { re
  * recorded as skipped. Never throws for a candidate's failure; throws when the run cannot start.
  */
 export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise<TrackRunSummary> {
-  const cpuLane: Lane = { device: "cpu", space: job.searchSpace, promotes: true, machine: { device: "cpu" } };
+  const cpuLane: Lane = { device: "cpu", space: job.searchSpace, defaults: DEFAULT_SETTINGS, machine: { device: "cpu" } };
   if (!job.gpuSearchSpace) return new TrackRun(job, options, cpuLane).run();
   const presence = await (options.gpuProbe ?? probeHardwareGpu)();
   if (!presence.present) {
@@ -232,14 +230,14 @@ export async function runTrack(job: TrackJob, options: RunTrackOptions): Promise
   const gpuLane: Lane = {
     device: "webgpu",
     space: job.gpuSearchSpace,
-    incumbent: GPU_DEFAULT_SETTINGS,
-    promotes: false,
+    defaults: GPU_DEFAULT_SETTINGS,
     machine: { device: "webgpu", adapter: presence.adapter },
   };
   const gpu = await new TrackRun(job, half, gpuLane).run();
   return {
     ...cpu,
     records: [...cpu.records, ...gpu.records],
+    promoted: [...cpu.promoted, ...gpu.promoted],
     seconds: cpu.seconds + gpu.seconds,
     gpu: { measured: true, detail: presence.adapter, ended: gpu.ended, runId: gpu.runId },
   };
@@ -327,10 +325,12 @@ class TrackRun {
 
   async run(): Promise<TrackRunSummary> {
     const { db, slug, runId } = this;
-    // The model's promotion is the CPU's; another lane starts from its own incumbent.
-    const current = this.lane.incumbent ? null : currentPromotion(db, slug);
-    const settings =
-      this.lane.incumbent ?? completeSettings({ ...(current ? this.measurer.compileSettingsOf?.(current.artifactId) : {}), ...current?.settings });
+    // Each device's incumbent is its own promotion, else its default compile.
+    const current = currentPromotion(db, slug, this.lane.device);
+    const settings = completeSettings(
+      { ...(current ? this.measurer.compileSettingsOf?.(current.artifactId) : {}), ...current?.settings, device: this.lane.device },
+      this.lane.defaults,
+    );
     const artifactId = current?.artifactId;
     const firstRow = claimRun(db, { runId, slug, settings, change: "", machine: this.machineFor(settings), artifactId }, this.options.isAlive);
     this.log(
@@ -656,10 +656,11 @@ class TrackRun {
     const { db, slug } = this;
     winners.sort((a, b) => b.score - a.score);
     const [best, ...rest] = winners;
-    if (!this.lane.promotes) return this.adoptUnpromoted(best, rest);
+    assertSameDevice(this.measuredIncumbent.settings, best.settings);
     for (const other of rest)
       finishCandidate(db, other.id, { verdict: "rejected", reason: `won (${other.reason}), but ${best.change} gained more and was promoted` });
-    const reason = `track: ${best.change}: ${best.reason}${this.sideBySide ? "" : " (mean of 2 measurements)"}`;
+    const where = this.lane.device === "cpu" ? "" : ` on ${this.lane.device}`;
+    const reason = `track${where}: ${best.change}: ${best.reason}${this.sideBySide ? "" : " (mean of 2 measurements)"}`;
     const promotion = promoteArtifact(db, {
       slug,
       artifactId: best.artifactId,
@@ -670,23 +671,7 @@ class TrackRun {
     });
     this.promoted.push(promotion);
     finishCandidate(db, best.id, { verdict: "promoted", reason: best.reason });
-    this.log(`${slug}: promoted ${best.artifactId} with ${best.change}: ${best.reason}`);
-    this.adopt(best);
-  }
-
-  /**
-   * A lane whose winners are not promoted (the GPU's: a promotion serves on every device) records
-   * the round's best as confirmed and goes on from it as its own incumbent.
-   */
-  private adoptUnpromoted(best: Winner, rest: Winner[]): void {
-    const { db, slug, lane } = this;
-    for (const other of rest)
-      finishCandidate(db, other.id, { verdict: "rejected", reason: `won on ${lane.device} (${other.reason}), but ${best.change} gained more` });
-    finishCandidate(db, best.id, {
-      verdict: "rejected",
-      reason: `confirmed on ${lane.device}, not promoted (a promotion serves on every device): ${best.reason}`,
-    });
-    this.log(`${slug}: ${lane.device}: confirmed ${best.artifactId} with ${best.change}: ${best.reason}; the lane goes on from it`);
+    this.log(`${slug}: promoted ${best.artifactId}${where} with ${best.change}: ${best.reason}`);
     this.adopt(best);
   }
 

@@ -44,25 +44,27 @@ otherwise the defaults.`,
  */
 export function promote(db: KilnDatabase, slug: string, artifact: string, reason: string): string {
   if (getModel(slug).kind !== "text") throw new UsageError(`${slug} is a ${getModel(slug).kind} model; only text models are promoted`);
-  const artifactId = resolveArtifact(slug, artifact);
+  const { artifactId, device } = resolveArtifact(slug, artifact);
   const measured = latestRecordOfArtifact(db, slug, artifactId);
-  const before = currentPromotion(db, slug);
+  // A GPU artifact is promoted on the GPU (promotions are per device), whatever the record says.
+  const settings = { ...(measured ? servingSettings(measured.settings) : {}), ...(device !== "cpu" ? { device } : {}) };
+  const before = currentPromotion(db, slug, device);
   const promotion = promoteArtifact(db, {
     slug,
     artifactId,
-    settings: measured ? servingSettings(measured.settings) : {},
+    settings,
     metrics: measured?.metrics ?? {},
     quality: { ...(measured?.quality ?? {}) },
     reason,
   });
-  const settings = Object.entries(promotion.settings)
+  const said = Object.entries(promotion.settings)
     .map(([k, v]) => `${k}=${String(v)}`)
     .join(", ");
-  return `${slug}: serving ${artifactId}${settings ? ` with ${settings}` : " with the default settings"} (before: ${before ? before.artifactId : "the default compile"})`;
+  return `${slug}: serving ${artifactId}${said ? ` with ${said}` : " with the default settings"} (before: ${before ? before.artifactId : "the default compile"})`;
 }
 
-/** The full id of `slug`'s compiled artifact named by `text` (the whole id, or a unique end of it). */
-function resolveArtifact(slug: string, text: string): string {
+/** The full id of `slug`'s compiled artifact named by `text` (the whole id, or a unique end of it), and the device it was built for. */
+function resolveArtifact(slug: string, text: string): { artifactId: string; device: string } {
   let ids: string[];
   try {
     ids = readdirSync(artifactsDir(slug), { withFileTypes: true })
@@ -84,5 +86,5 @@ function resolveArtifact(slug: string, text: string): string {
   }
   if (manifest.id !== id || manifest.slug !== slug)
     throw new Error(`${join(artifactsDir(slug), id)} holds ${manifest.id} of ${manifest.slug}, not ${id} of ${slug}`);
-  return id;
+  return { artifactId: id, device: manifest.device ?? "cpu" };
 }

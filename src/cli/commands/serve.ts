@@ -497,6 +497,7 @@ class ServeSession {
       this.watcher = new PromotionWatcher({
         db: this.promotionsDb,
         registry,
+        device: o.resolvedDevice.device,
         // A replacement keeps the KV budget of the model it replaces, whose memory it takes over once that one has drained.
         load: (slug, promotion, signal, current) =>
           loadModel(slug, { ...textOptions, kvMemoryBytes: textOptions.kvMemoryBytes ?? current.kvMemoryBytes, promotion, fallback: false, signal, onWarning }),

@@ -64,7 +64,7 @@ describe("kiln", () => {
   it("shows a command's help for `kiln help <command>`", async () => {
     const { out, io } = capture();
     expect(await main(["help", "compile"], io)).toBe(0);
-    expect(out.stdout).toMatch(/^Usage: kiln compile <slug> \[options\]/);
+    expect(out.stdout).toMatch(/^Usage: kiln compile <slug\|file\.gguf> \[options\]/);
   });
 
   it("a missing or unknown command is a usage error", async () => {

@@ -1,7 +1,8 @@
 /**
  * The track knows the device: with a GPU search space, GPU candidates are measured only where the
- * probe finds a hardware WebGPU adapter, against a WebGPU incumbent, never against the CPU's; without
- * one they are recorded as skipped with the probe's reason. Over a fake measurer and a fake probe.
+ * probe finds a hardware WebGPU adapter, against the GPU's own incumbent, never against the CPU's, and
+ * promoted on the GPU only; without one they are recorded as skipped with the probe's reason. Over a
+ * fake measurer and a fake probe.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openDatabase, type KilnDatabase } from "../../../src/catalogue/db.js";
@@ -57,7 +58,7 @@ describe("the GPU lane", () => {
     expect(summary.records).toHaveLength(listCandidates(db, SLUG).length);
   });
 
-  it("with one, measures GPU candidates on the GPU against the GPU incumbent, and promotes none of them over the CPU's", async () => {
+  it("with one, measures GPU candidates on the GPU against the GPU incumbent, and promotes the GPU's winner on the GPU only", async () => {
     const measurer = fakeMeasurer(figures);
     const summary = await runTrack(gpuJob(), { db, measurer, gpuProbe: h100 });
 
@@ -68,18 +69,35 @@ describe("the GPU lane", () => {
     // Ten times the CPU's figures never make a GPU candidate the CPU's winner: the CPU lane promoted nothing.
     expect(cpu.some((r) => r.verdict === "promoted")).toBe(false);
     expect(currentPromotion(db, SLUG)).toBeNull();
-    expect(summary.promoted).toEqual([]);
+    expect(summary.promoted).toHaveLength(1);
+    expect(currentPromotion(db, SLUG, "webgpu")).toMatchObject({
+      // The compile settings are the artifact itself; the device chooses which promotions a server follows.
+      settings: { device: "webgpu", graphCapture: false },
+      reason: expect.stringMatching(/^track on webgpu: weightBits 4→8: faster: decode \+20\.0%/),
+    });
     // The GPU lane: its incumbent is the WebGPU default compile, measured on the GPU with the adapter recorded.
     expect(gpu[0]).toMatchObject({ change: "", verdict: "incumbent", machine: { device: "webgpu", adapter: "NVIDIA H100 80GB HBM3" } });
     expect(gpu[0].settings).toEqual(GPU_DEFAULT_SETTINGS);
-    // 8-bit weights gain 20% over the GPU incumbent (not 12x over the CPU's): confirmed, recorded, not promoted.
+    // 8-bit weights gain 20% over the GPU incumbent (not 12x over the CPU's): promoted on the GPU.
     const eightBit = gpu.find((r) => r.change === "weightBits 4→8")!;
-    expect(eightBit.verdict).toBe("rejected");
-    expect(eightBit.reason).toMatch(/^confirmed on webgpu, not promoted \(a promotion serves on every device\): faster: decode \+20\.0%/);
+    expect(eightBit.verdict).toBe("promoted");
+    expect(eightBit.reason).toMatch(/^faster: decode \+20\.0%/);
     expect(gpu.filter((r) => r.change !== "").every((r) => !wasSkipped(r.reason))).toBe(true);
     // Each lane's measurements ran on its own device.
     const devices = measurer.requests.map((r) => r.settings.device);
     expect(devices.indexOf("webgpu")).toBeGreaterThan(devices.lastIndexOf("cpu"));
+  });
+
+  it("starts each lane from its own device's promotion", async () => {
+    const measurer = fakeMeasurer(figures);
+    await runTrack(gpuJob(), { db, measurer, gpuProbe: h100 });
+    const before = listCandidates(db, SLUG).length;
+    await runTrack(gpuJob(), { db, measurer, gpuProbe: h100 });
+    const second = listCandidates(db, SLUG).slice(before);
+    const firstOf = (device: string) => second.find((r) => r.settings.device === device && r.verdict === "incumbent")!;
+    expect(firstOf("cpu").settings).toMatchObject({ device: "cpu", weightBits: 4 });
+    expect(firstOf("webgpu").settings).toMatchObject({ device: "webgpu" });
+    expect(currentPromotion(db, SLUG)).toBeNull();
   });
 
   it("fails a measurement whose artifact was built for another device than its candidate's", async () => {
