@@ -16,9 +16,9 @@ import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
 import { buildTextGraph, resolveArchitecture } from "./graph/architectures.js";
-import type { BuildDevice, BuildOptions, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
+import type { BuildDevice, BuildOptions, DeviceActivations, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
 
-export type { BuildDevice, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
+export type { BuildDevice, DeviceActivations, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { buildSlotCopyGraph } from "./graph/slot-copy.js";
@@ -61,13 +61,19 @@ export interface CompileRequest {
   ggufPath: string;
   options?: CompileOptions;
   /**
-   * The device the artifact is built for: "cpu" (default) or "webgpu", the GPU target: float
-   * activations (accuracy_level 0, whatever `accuracyLevel` says: WebGPU has no int8-activation
-   * path), the KV cache in a device-resident pool and each position's top candidates returned
+   * The device the artifact is built for: "cpu" (default) or "webgpu", the GPU target: float32 (or
+   * float16, `deviceActivations`) activations at accuracy_level 0 whatever `accuracyLevel` says
+   * (WebGPU has no int8-activation path), the KV cache in a device-resident pool and each position's top candidates returned
    * instead of its logits (`runtime/artifact/device-graph.ts`), plus a slot-copy graph. Its own
    * artifact beside the CPU one: the device is part of the id when not "cpu".
    */
   device?: BuildDevice;
+  /**
+   * The GPU target's activations: "float32" (default) or "float16" (see BuildOptions.activations);
+   * part of its id. Ignored on the CPU. float16 is exact to within its rounding on lavapipe but runs
+   * there several times slower than float32 (software half floats); a hardware GPU is where it pays.
+   */
+  deviceActivations?: DeviceActivations;
   /** Root of kiln's store (default `kilnHome()`). */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. */
@@ -117,7 +123,8 @@ export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = {
 function resolvedOptions(
   options: CompileOptions = {},
   device: BuildDevice = "cpu",
-): CompileOptions & Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> & { device?: BuildDevice } {
+  activations: DeviceActivations = "float32",
+): CompileOptions & Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> & { device?: BuildDevice; activations?: DeviceActivations } {
   const minFold = options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold;
   const embedding = options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding;
   const lmHead = options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead;
@@ -129,14 +136,14 @@ function resolvedOptions(
     ...(embedding !== DEFAULT_COMPILE_OPTIONS.embedding ? { embedding } : {}),
     ...(lmHead !== DEFAULT_COMPILE_OPTIONS.lmHead ? { lmHead } : {}),
     ...(gateUp !== DEFAULT_COMPILE_OPTIONS.gateUp ? { gateUp } : {}),
-    ...(device !== "cpu" ? { device } : {}),
+    ...(device !== "cpu" ? { device, activations } : {}),
   };
 }
 
 /** Compiles a GGUF text model of a supported architecture (`graph/architectures.ts`) into an artifact folder (graph, weights, tokenizer, template, manifest). */
 export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   const started = Date.now();
-  const options = resolvedOptions(req.options, req.device);
+  const options = resolvedOptions(req.options, req.device, req.deviceActivations);
   const stage = req.onStage ?? (() => {});
   stage("hashing source");
   const source = await digestGgufSource(req.ggufPath, { ...req.shardSha256, [basename(req.ggufPath)]: req.sourceSha256 });
@@ -167,7 +174,9 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
       lmHead: options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
       gateUp: options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
       device: options.device ?? "cpu",
+      activations: options.activations ?? "float32",
     };
+    builder.halfFloats = build.device === "webgpu" && build.activations === "float16";
     const choices = await buildTextGraph(builder, weights, resolved, build);
     const io = { inputs: builder.inputs.map((i) => i.name), outputs: builder.outputs.map((o) => o.name) };
     const onDevice = build.device === "webgpu";

@@ -6,7 +6,7 @@ import { kilnHome } from "../catalogue/paths.js";
 import { pullModel, type PulledModel, type PullOptions } from "../catalogue/pull/index.js";
 import type { WeightSource } from "../catalogue/types.js";
 import { CT2_WHISPER_SOURCE_FILES, compileCt2Whisper } from "../compiler/compile-whisper.js";
-import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult, SourceChangedError } from "../compiler/compile.js";
+import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult, type DeviceActivations, SourceChangedError } from "../compiler/compile.js";
 import { isFirstOrOnlyGguf, isShardName } from "../compiler/gguf/split.js";
 import { type ArtifactProblem, describeProblems, verifyArtifact } from "../runtime/artifact/index.js";
 import type { ComputeDevice } from "../runtime/device/index.js";
@@ -53,6 +53,8 @@ export interface ProvisionOptions {
    * target, its own artifact beside the CPU one. Speech models ignore it. Default "cpu".
    */
   device?: ComputeDevice;
+  /** The GPU target's activations (`compileGguf`'s `deviceActivations`): "float32" (default) or "float16". */
+  deviceActivations?: DeviceActivations;
   /** Root of kiln's store. Default `kilnHome()`. */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. Default false. */
@@ -95,6 +97,7 @@ const ggufCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
         shardSha256,
         options: opts.compile,
         device: opts.device,
+        deviceActivations: opts.deviceActivations,
         home: opts.home,
         force,
         onStage: opts.onStage,
@@ -183,7 +186,8 @@ export async function provisionArtifact(slug: string, opts: ProvisionOptions = {
 
 /** A text compile's options as its record keeps them: the device among them when it is not the CPU. */
 function recordedOptions(opts: ProvisionOptions): object {
-  return { ...opts.compile, ...(opts.device && opts.device !== "cpu" ? { device: opts.device } : {}) };
+  if (!opts.device || opts.device === "cpu") return { ...opts.compile };
+  return { ...opts.compile, device: opts.device, deviceActivations: opts.deviceActivations ?? "float32" };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { floatsToHalves } from "../quant/fp16.js";
 import { type AttributeValue, DataType, type Dim, encodeModel, type ExternalTensor, type InlineTensor, type NodeDef, type ValueInfo } from "./onnx-proto.js";
 
 /** Weights start on this boundary in the data file, so the runtime can map them aligned. */
@@ -36,6 +37,12 @@ export class GraphBuilder {
   private readonly inline: InlineTensor[] = [];
   private readonly constantsByKey = new Map<string, string>();
   private counter = 0;
+  /**
+   * While true, float32 weights and constants are stored as float16, and a Cast to float32 casts to
+   * float16 instead: the part of a graph built meanwhile computes in half precision (the GPU
+   * target's activations). Graph inputs and outputs are declared as given. Default false.
+   */
+  halfFloats = false;
   private dataFd: number;
   private dataOffset = 0;
   private dataName: string;
@@ -87,6 +94,7 @@ export class GraphBuilder {
 
   /** Appends a weight to the external data. */
   weight(name: string, type: DataType, dims: number[], data: ArrayBufferView): string {
+    if (this.halfFloats && type === DataType.FLOAT) [type, data] = [DataType.FLOAT16, floatsToHalves(asFloats(data))];
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     this.placeWeight(bytes.length);
     writeAll(this.dataFd, bytes);
@@ -100,6 +108,7 @@ export class GraphBuilder {
    * so a weight larger than memory (a 70B model's float32 embedding table) is never whole in it.
    */
   async weightFromChunks(name: string, type: DataType, dims: number[], byteLength: number, chunks: AsyncIterable<ArrayBufferView>): Promise<string> {
+    if (this.halfFloats && type === DataType.FLOAT) return this.weightFromChunks(name, DataType.FLOAT16, dims, byteLength / 2, halvedChunks(chunks));
     this.placeWeight(byteLength);
     const start = this.dataOffset;
     for await (const chunk of chunks) {
@@ -113,6 +122,7 @@ export class GraphBuilder {
 
   /** A small constant kept in the graph file; identical constants are shared. */
   constant(type: DataType, dims: number[], data: ArrayBufferView, hint = "const"): string {
+    if (this.halfFloats && type === DataType.FLOAT) [type, data] = [DataType.FLOAT16, floatsToHalves(asFloats(data))];
     const raw = new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
     const key = `${type}:${dims.join(",")}:${Buffer.from(raw).toString("base64")}`;
     const existing = this.constantsByKey.get(key);
@@ -129,6 +139,8 @@ export class GraphBuilder {
 
   /** Adds a node and returns its output names. */
   node(op: string, inputs: string[], options: NodeOptions = {}): string[] {
+    if (this.halfFloats && op === "Cast" && options.attributes?.to === DataType.FLOAT)
+      options = { ...options, attributes: { ...options.attributes, to: DataType.FLOAT16 } };
     const id = this.counter++;
     const count = options.names?.length ?? options.outputs ?? 1;
     const outputs = options.names ?? Array.from({ length: count }, (_, i) => `${op}_${id}_out${i}`);
@@ -166,4 +178,13 @@ export class GraphBuilder {
       metadata,
     });
   }
+}
+
+/** A float32 view of float data given as any view of its bytes. */
+function asFloats(data: ArrayBufferView): Float32Array {
+  return data instanceof Float32Array ? data : new Float32Array(data.buffer, data.byteOffset, data.byteLength / 4);
+}
+
+async function* halvedChunks(chunks: AsyncIterable<ArrayBufferView>): AsyncIterable<ArrayBufferView> {
+  for await (const chunk of chunks) yield floatsToHalves(asFloats(chunk));
 }

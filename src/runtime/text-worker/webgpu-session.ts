@@ -73,6 +73,8 @@ export class WebGpuTextSession {
     private readonly session: ort.InferenceSession,
     private readonly slotCopy: ort.InferenceSession,
     readonly kv: DeviceKvPool,
+    /** The attention masks' type: the model's activations' (float16 on a half-precision artifact). */
+    private readonly maskType: "float32" | "float16",
   ) {}
 
   static async load(artifactDir: string, options: TextSessionOptions = {}): Promise<WebGpuTextSession> {
@@ -90,7 +92,9 @@ export class WebGpuTextSession {
     );
     const capacity = options.deviceKvPositions ?? deviceKvPositions(manifest.shape, options.slots ?? 1);
     const kv = new DeviceKvPool(manifest.shape, options.slots ?? 1, capacity, slotCopy);
-    return new WebGpuTextSession(manifest, session, slotCopy, kv);
+    const pastMask = session.inputMetadata.find((m) => m.name === D.pastMask);
+    const maskType = pastMask && "type" in pastMask && pastMask.type === "float16" ? "float16" : "float32";
+    return new WebGpuTextSession(manifest, session, slotCopy, kv, maskType);
   }
 
   get vocab(): number {
@@ -129,8 +133,8 @@ export class WebGpuTextSession {
     const feeds: Record<string, ort.Tensor> = {
       [D.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
       [D.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
-      [D.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
-      [D.newMask]: new ort.Tensor("float32", causalMask(group, tokensPerRow), [1, 1, group * tokensPerRow, tokensPerRow]),
+      [D.pastMask]: this.mask(pastMask, [rows, 1, 1, cap]),
+      [D.newMask]: this.mask(causalMask(group, tokensPerRow), [1, 1, group * tokensPerRow, tokensPerRow]),
       [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(inputs.allPositions ? 0n : -1n), [1]),
       [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(BigInt(firstSlot)), [1]),
       [D.tokenMask]: new ort.Tensor("int32", inputs.tokenMask, [rows, this.maskWords]),
@@ -162,12 +166,23 @@ export class WebGpuTextSession {
     };
   }
 
+  /** An additive mask (0 or -inf) as a tensor of the graph's mask type. */
+  private mask(values: Float32Array, dims: number[]): ort.Tensor {
+    if (this.maskType === "float32") return new ort.Tensor("float32", values, dims);
+    const halves = new Uint16Array(values.length);
+    for (let i = 0; i < values.length; i++) halves[i] = values[i] === 0 ? 0 : HALF_NEGATIVE_INFINITY;
+    return new ort.Tensor("float16", halves, dims);
+  }
+
   async release(): Promise<void> {
     this.kv.dispose();
     await this.session.release();
     await this.slotCopy.release();
   }
 }
+
+/** -Infinity as an IEEE half's bits. */
+const HALF_NEGATIVE_INFINITY = 0xfc00;
 
 /** A WebGPU session whose KV pool outputs stay on the device and whose other outputs come to the CPU. */
 async function createDeviceSession(path: string, outputs: string[], options: TextSessionOptions): Promise<ort.InferenceSession> {

@@ -58,7 +58,16 @@ export interface BuildOptions {
    * (`runtime/artifact/device-graph.ts`).
    */
   device?: BuildDevice;
+  /**
+   * The GPU target's activations: "float16" computes the model in half precision (weights' scales,
+   * norms and constants stored as float16), from the embedding to the logits, which the device head
+   * takes in float32; "float32" keeps everything float32. Ignored on the CPU. Default "float32".
+   */
+  activations?: DeviceActivations;
 }
+
+/** See {@link BuildOptions.activations}. */
+export type DeviceActivations = "float32" | "float16";
 
 /** See {@link BuildOptions.device}. */
 export type BuildDevice = NonNullable<ArtifactManifest["device"]>;

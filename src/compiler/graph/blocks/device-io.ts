@@ -9,6 +9,11 @@ import { DataType } from "../../onnx/onnx-proto.js";
 import type { GraphBuilder } from "../../onnx/graph-builder.js";
 import type { BlockContext } from "./context.js";
 
+/** The float type the model's activations have: float16 where the GPU target computes in half precision. */
+function activationType(ctx: BlockContext): DataType {
+  return ctx.options.activations === "float16" ? DataType.FLOAT16 : DataType.FLOAT;
+}
+
 /** Whether the graph is built for the GPU target. */
 export function buildsForDevice(ctx: BlockContext): boolean {
   return ctx.options.device === "webgpu";
@@ -26,8 +31,10 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   const g = ctx.g;
   g.input(D.inputIds, DataType.INT64, ["rows", "seq"]);
   g.input(D.positionIds, DataType.INT64, ["rows", "seq"]);
-  g.input(D.pastMask, DataType.FLOAT, ["rows", 1, 1, "capacity"]);
-  g.input(D.newMask, DataType.FLOAT, [1, 1, "group_seq", "seq"]);
+  // The masks are added to the attention scores, in the activations' type.
+  const act = activationType(ctx);
+  g.input(D.pastMask, act, ["rows", 1, 1, "capacity"]);
+  g.input(D.newMask, act, [1, 1, "group_seq", "seq"]);
   g.input(D.logitsFrom, DataType.INT64, [1]);
   g.input(D.firstSlot, DataType.INT64, [1]);
   g.input(D.tokenMask, DataType.INT32, ["rows", maskWords(h.vocab)]);
@@ -55,7 +62,11 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   }
   const [start, end] = slotRange(g);
   for (let l = 0; l < h.layers; l++) {
-    const rowsOf = (pool: string) => g.op("Slice", [pool, start, end, g.int64s([0])]);
+    // The pools stay float32; a half-precision model reads its slots as float16.
+    const rowsOf = (pool: string) => {
+      const rows = g.op("Slice", [pool, start, end, g.int64s([0])]);
+      return act === DataType.FLOAT ? rows : g.op("Cast", [rows], { attributes: { to: act } });
+    };
     g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: [0, 2, 3, 1] }, names: [IO.pastKey(l)] });
     g.node("Transpose", [rowsOf(D.valuePool(l))], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.pastValue(l)] });
   }
@@ -80,7 +91,10 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
   const g = ctx.g;
   const h = shapes.get(ctx);
   if (!h) throw new Error("emitDeviceOutputs before declareDeviceIo");
-  const masked = maskedLogits(ctx, logits, h.vocab);
+  // The head runs in float32 whatever the activations: log-normalizers and log-probabilities need its precision.
+  g.halfFloats = false;
+  const half = activationType(ctx) === DataType.FLOAT16;
+  const masked = maskedLogits(ctx, half ? g.op("Cast", [logits], { attributes: { to: DataType.FLOAT } }) : logits, h.vocab);
   g.node("ReduceLogSumExp", [masked, g.int64s([-1])], { attributes: { keepdims: 0 }, names: [D.logNormalizer] });
   const adjusted = adjustedLogits(ctx, masked);
   const k = Math.min(DEVICE_CANDIDATES, h.vocab);
@@ -94,10 +108,10 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
   g.node("TopK", [masked, g.int64s([top])], { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 }, names: [D.topLogits, D.topIds] });
   const targets = g.op("Unsqueeze", [D.scoreTargets, g.int64s([2])]);
   g.node("Squeeze", [g.op("GatherElements", [masked, targets], { attributes: { axis: -1 } }), g.int64s([2])], { names: [D.targetLogits] });
-  writePools(ctx, h);
+  writePools(ctx, h, half);
   ctx.choices.push({
     what: "device head",
-    choice: `top ${k} candidates after the constraint bitset and logit adjustments, top ${top} masked logits and the log-normalizer per position`,
+    choice: `${half ? "float16" : "float32"} activations; float32 head: top ${k} candidates after the constraint bitset and logit adjustments, top ${top} masked logits and the log-normalizer per position`,
     exact: true,
     why: "only these small tensors leave the device; sampling draws among the candidates (the mass beyond them is left out)",
   });
@@ -139,7 +153,7 @@ function adjustedLogits(ctx: BlockContext, masked: string): string {
 }
 
 /** Each layer's pools with the step's new keys and values written at [slot, position] (ScatterND). */
-function writePools(ctx: BlockContext, h: ModelShape): void {
+function writePools(ctx: BlockContext, h: ModelShape, half: boolean): void {
   const g = ctx.g;
   const [start] = slotRange(g);
   const rows = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
@@ -149,7 +163,10 @@ function writePools(ctx: BlockContext, h: ModelShape): void {
   const at = (x: string) => g.op("Unsqueeze", [x, g.int64s([2])]);
   const indices = g.op("Concat", [at(grid), at(D.positionIds)], { attributes: { axis: 2 } });
   for (let l = 0; l < h.layers; l++) {
-    const perPosition = (x: string) => g.op("Transpose", [x], { attributes: { perm: [0, 2, 1, 3] } });
+    const perPosition = (x: string) => {
+      const float = half ? g.op("Cast", [x], { attributes: { to: DataType.FLOAT } }) : x;
+      return g.op("Transpose", [float], { attributes: { perm: [0, 2, 1, 3] } });
+    };
     g.node("ScatterND", [D.keyPool(l), indices, perPosition(IO.presentKey(l))], { names: [D.keyPoolOut(l)] });
     g.node("ScatterND", [D.valuePool(l), indices, perPosition(IO.presentValue(l))], { names: [D.valuePoolOut(l)] });
   }
