@@ -5,7 +5,9 @@
  * whisper-v3-synthetic.py writes the CTranslate2 folder and CTranslate2's own numerics on it; kiln
  * compiles the folder and must give the same logits, detect the same language (the argmax over the
  * language tokens after <|startoftranscript|>) and put the translate task token in the decoder's
- * prompt when asked to translate.
+ * prompt when asked to translate. KILN_TEST_WHISPER_V3_DIMS=1280,20,5120,1,1 runs the layout and
+ * numerics checks at large-v3's own width (one layer each; about 0.5 GB of weights, 3 minutes on 2
+ * cores; max |logit diff| 2.4e-4 on 2026-11-27), leaving out the runtime's whole-window decoding.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -26,6 +28,9 @@ import { speechFixture } from "../../support/speech.js";
 
 const PYTHON = process.env.KILN_TEST_PYTHON ?? resolve(".cache/pyclient/bin/python");
 const STEPS = 8;
+/** width,heads,ffn,encoder layers,decoder layers of the synthetic model. */
+const DIMS = process.env.KILN_TEST_WHISPER_V3_DIMS ?? "128,2,512,2,2";
+const NARROW = process.env.KILN_TEST_WHISPER_V3_DIMS === undefined;
 const D = SPEECH_GRAPH.decoder;
 
 interface PromptReference {
@@ -81,7 +86,7 @@ describe("Whisper large-v3 layout on synthetic weights, against CTranslate2", ()
     const tiny = await pullModel("whisper-tiny-en");
     const folder = join(work, "model");
     wav = speechFixture("lighthouse").files.wav;
-    execFileSync(PYTHON, [resolve("test/model/compiler/whisper-v3-synthetic.py"), tiny.dir, folder, wav, join(work, "ref.json"), String(STEPS)], {
+    execFileSync(PYTHON, [resolve("test/model/compiler/whisper-v3-synthetic.py"), tiny.dir, folder, wav, join(work, "ref.json"), String(STEPS), DIMS], {
       stdio: ["ignore", "ignore", "inherit"],
     });
     reference = JSON.parse(readFileSync(join(work, "ref.json"), "utf8")) as Reference;
@@ -148,41 +153,45 @@ describe("Whisper large-v3 layout on synthetic weights, against CTranslate2", ()
     }
   }, 120_000);
 
-  it("through the runtime: a translation detects CTranslate2's language and decodes with <|translate|> in the prompt", async () => {
-    const loaded = await LoadedSpeechModel.load(artifact.dir, { threads: 2, slots: 1 });
-    const prompts: number[][] = [];
-    const runner: SpeechRunner = {
-      slots: loaded.worker.slots,
-      encode: (r) => loaded.worker.encode(r),
-      decode: (r) => {
-        for (const row of r.rows) if (row) prompts.push([...row.tokens]);
-        return loaded.worker.decode(r);
-      },
-      align: (r) => loaded.worker.align(r),
-    };
-    const m = manifest;
-    const served = serveSpeechRunner(runner, {
-      slug: "whisper-large-v3",
-      artifactId: m.id,
-      artifactCreatedAt: m.createdAt,
-      model: { shape: m.speech, tokens: m.tokens, tokenizer: loaded.tokenizer, multilingual: true },
-      close: () => loaded.close(),
-    });
-    try {
-      const samples = await decodeAudio(readFileSync(wav), { filename: wav });
-      // Temperature 1: one sampled attempt per window, as random weights never pass Whisper's checks.
-      const transcript = await served.transcribe(samples, { task: "translate", temperature: 1 });
-      const detected = reference.languages[0][0].slice(2, -2);
-      expect(transcript.task).toBe("translate");
-      expect(transcript.language).toBe(languageName(detected));
-      const t = m.tokens;
-      const start = [t.startOfTranscript, t.languages[detected], t.translate!];
-      // The decoder's rows in the order they were run (a prompt may go in several rows): the start sequence is among them.
-      const fed = prompts.flat();
-      expect(`,${fed.join(",")},`, JSON.stringify(prompts.slice(0, 6))).toContain(`,${start.join(",")},`);
-      expect(fed).not.toContain(t.transcribe);
-    } finally {
-      await served.close();
-    }
-  }, 120_000);
+  it.runIf(NARROW)(
+    "through the runtime: a translation detects CTranslate2's language and decodes with <|translate|> in the prompt",
+    async () => {
+      const loaded = await LoadedSpeechModel.load(artifact.dir, { threads: 2, slots: 1 });
+      const prompts: number[][] = [];
+      const runner: SpeechRunner = {
+        slots: loaded.worker.slots,
+        encode: (r) => loaded.worker.encode(r),
+        decode: (r) => {
+          for (const row of r.rows) if (row) prompts.push([...row.tokens]);
+          return loaded.worker.decode(r);
+        },
+        align: (r) => loaded.worker.align(r),
+      };
+      const m = manifest;
+      const served = serveSpeechRunner(runner, {
+        slug: "whisper-large-v3",
+        artifactId: m.id,
+        artifactCreatedAt: m.createdAt,
+        model: { shape: m.speech, tokens: m.tokens, tokenizer: loaded.tokenizer, multilingual: true },
+        close: () => loaded.close(),
+      });
+      try {
+        const samples = await decodeAudio(readFileSync(wav), { filename: wav });
+        // Temperature 1: one sampled attempt per window, as random weights never pass Whisper's checks.
+        const transcript = await served.transcribe(samples, { task: "translate", temperature: 1 });
+        const detected = reference.languages[0][0].slice(2, -2);
+        expect(transcript.task).toBe("translate");
+        expect(transcript.language).toBe(languageName(detected));
+        const t = m.tokens;
+        const start = [t.startOfTranscript, t.languages[detected], t.translate!];
+        // The decoder's rows in the order they were run (a prompt may go in several rows): the start sequence is among them.
+        const fed = prompts.flat();
+        expect(`,${fed.join(",")},`, JSON.stringify(prompts.slice(0, 6))).toContain(`,${start.join(",")},`);
+        expect(fed).not.toContain(t.transcribe);
+      } finally {
+        await served.close();
+      }
+    },
+    120_000,
+  );
 });

@@ -3,7 +3,7 @@ multilingual vocabulary of 51,866 ids with 100 languages and the shifted special
 narrow layers of seeded random weights, written as a CTranslate2 folder; then CTranslate2's own
 numerics on it as the reference.
 
-Usage: whisper-v3-synthetic.py TINY_EN_DIR OUT_DIR WAV OUT_JSON STEPS
+Usage: whisper-v3-synthetic.py TINY_EN_DIR OUT_DIR WAV OUT_JSON STEPS [WIDTH,HEADS,FFN,ENCODER_LAYERS,DECODER_LAYERS]
 TINY_EN_DIR lends its byte-level BPE (regular tokens) and the spec's scalar attributes. Writes OUT_DIR
 (model.bin, config.json, tokenizer.json, vocabulary.txt), OUT_JSON (language probabilities after
 <|startoftranscript|>, and for the transcribe and translate prompts CTranslate2's greedy tokens and
@@ -22,7 +22,9 @@ from faster_whisper.feature_extractor import FeatureExtractor
 tiny_dir, out_dir, wav, out_json, steps = sys.argv[1:6]
 steps = int(steps)
 
-MELS, WIDTH, HEADS, FFN, ENC_LAYERS, DEC_LAYERS = 128, 128, 2, 512, 2, 2
+MELS = 128
+# Narrow by default; large-v3's own width is 1280,20,5120 (32 layers each).
+WIDTH, HEADS, FFN, ENC_LAYERS, DEC_LAYERS = (int(x) for x in (sys.argv[6] if len(sys.argv) > 6 else "128,2,512,2,2").split(","))
 AUDIO_CTX, TEXT_CTX = 1500, 448
 # whisper/tokenizer.py's LANGUAGES order: large-v3 adds Cantonese last.
 LANGUAGES = (
@@ -176,7 +178,7 @@ write_model_bin(os.path.join(out_dir, "model.bin"), variables(np.random.default_
 write_tokenizer(tiny_dir, out_dir)
 with open(os.path.join(out_dir, "config.json"), "w") as f:
     json.dump({
-        "alignment_heads": [[1, 0], [1, 1]],
+        "alignment_heads": [[DEC_LAYERS - 1, 0], [DEC_LAYERS - 1, 1]],
         "lang_ids": [ID[f"<|{l}|>"] for l in LANGUAGES],
         "suppress_ids": [1, 2, 7, 8, 9, 10, 14, 25, 26, 27, 28, 29, 31, 58, 59, 60, 61, 62, 63, 90, 91, 92, 93, 359, 503, 522, 542, 873, 893, 902, 918, 922, 931, 1350, 1853, 1982, 2460, 2627],
         "suppress_ids_begin": [220, ID["<|endoftext|>"]],
