@@ -70,6 +70,7 @@ export class DeviceKvPool {
    * just truncates.
    */
   async copyPrefix(from: number, to: number, length: number): Promise<void> {
+    for (const slot of [from, to]) if (!(slot >= 0 && slot < this.slots)) throw new RangeError(`slot ${slot} is not among the pool's ${this.slots}`);
     if (length > this.lengths[from]) throw new RangeError(`slot ${from} holds ${this.lengths[from]} positions, not ${length}`);
     if (from !== to && length > 0) {
       const feeds: Record<string, ort.Tensor> = {

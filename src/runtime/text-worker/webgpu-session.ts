@@ -110,6 +110,13 @@ export class WebGpuTextSession {
   async forward(firstSlot: number, rows: number, tokensPerRow: number, tokens: ArrayLike<number>, inputs: DeviceStepInputs): Promise<DeviceStepOutputs> {
     const { shape } = this.manifest;
     const { kv } = this;
+    // Checked here: out of range on the device is no error but a wrong write or a crash of the process.
+    if (rows < 1 || tokensPerRow < 1) throw new RangeError(`a device step needs at least one row and one token (asked ${rows} x ${tokensPerRow})`);
+    if (firstSlot < 0 || firstSlot + rows > kv.slots)
+      throw new RangeError(`slots ${firstSlot}..${firstSlot + rows - 1} are not all among the pool's ${kv.slots}`);
+    for (let i = 0; i < rows * tokensPerRow; i++) {
+      if (!(tokens[i] >= 0 && tokens[i] < shape.vocab)) throw new RangeError(`token id ${tokens[i]} is outside the vocabulary (0..${shape.vocab - 1})`);
+    }
     let longest = 0;
     for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
     if (longest > shape.contextLength) throw new RangeError(`step would reach ${longest} positions, past the context of ${shape.contextLength}`);

@@ -1,0 +1,154 @@
+/**
+ * The GPU compile target without a GPU: its graphs are plain ONNX, so onnxruntime's CPU provider
+ * runs them here on a tiny random model. The target is its own artifact with the device contract;
+ * its candidates are the CPU graph's logits, masked and adjusted as asked; its pools carry a
+ * sequence from step to step and from slot to slot.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileGguf, type CompileResult } from "../../../../src/compiler/compile.js";
+import { ARTIFACT_FILES, DEVICE_GRAPH as D, deviceGraphIo, maskWords, SLOT_COPY_GRAPH } from "../../../../src/runtime/artifact/index.js";
+import { TextSession } from "../../../../src/runtime/text-worker/session.js";
+import { writeTinyGguf } from "../../provision/tiny-gguf.js";
+
+let home: string;
+let cpu: CompileResult;
+let gpu: CompileResult;
+let step: ort.InferenceSession;
+let copy: ort.InferenceSession;
+const SLOTS = 2;
+const CAPACITY = 16;
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), "kiln-device-target-"));
+  const ggufPath = join(home, "tiny.gguf");
+  await writeTinyGguf(ggufPath);
+  cpu = await compileGguf({ slug: "tiny", ggufPath, home });
+  gpu = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu" });
+  step = await ort.InferenceSession.create(join(gpu.dir, ARTIFACT_FILES.graph));
+  copy = await ort.InferenceSession.create(join(gpu.dir, ARTIFACT_FILES.slotCopyGraph));
+});
+
+afterAll(async () => {
+  await step?.release();
+  await copy?.release();
+  rmSync(home, { recursive: true, force: true });
+});
+
+/** A device step's feeds for `tokens` of one row in slot `slot` after `past` cached positions. */
+function feeds(
+  pools: Record<string, ort.Tensor>,
+  slot: number,
+  past: number,
+  tokens: number[],
+  options: { mask?: Int32Array; adjust?: [number, number, number, number] } = {},
+) {
+  const shape = gpu.manifest.shape;
+  const s = tokens.length;
+  const group = shape.heads / shape.kvHeads;
+  const pastMask = new Float32Array(CAPACITY).fill(-Infinity).fill(0, 0, past);
+  const newMask = new Float32Array(group * s * s);
+  for (let g = 0; g < group; g++) for (let q = 0; q < s; q++) for (let k = q + 1; k < s; k++) newMask[(g * s + q) * s + k] = -Infinity;
+  const [id, bias, repetition, subtract] = options.adjust ?? [0, 0, 1, 0];
+  return {
+    [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(tokens, BigInt), [1, s]),
+    [D.positionIds]: new ort.Tensor(
+      "int64",
+      BigInt64Array.from(tokens, (_, i) => BigInt(past + i)),
+      [1, s],
+    ),
+    [D.pastMask]: new ort.Tensor("float32", pastMask, [1, 1, 1, CAPACITY]),
+    [D.newMask]: new ort.Tensor("float32", newMask, [1, 1, group * s, s]),
+    [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(-1n), [1]),
+    [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(BigInt(slot)), [1]),
+    [D.tokenMask]: new ort.Tensor("int32", options.mask ?? new Int32Array(maskWords(shape.vocab)).fill(-1), [1, maskWords(shape.vocab)]),
+    [D.adjustIds]: new ort.Tensor("int64", BigInt64Array.of(BigInt(id)), [1, 1]),
+    [D.adjustBias]: new ort.Tensor("float32", Float32Array.of(bias), [1, 1]),
+    [D.adjustRepetition]: new ort.Tensor("float32", Float32Array.of(repetition), [1, 1]),
+    [D.adjustSubtract]: new ort.Tensor("float32", Float32Array.of(subtract), [1, 1]),
+    [D.scoreTargets]: new ort.Tensor("int64", new BigInt64Array(1), [1, 1]),
+    ...pools,
+  };
+}
+
+function emptyPools(): Record<string, ort.Tensor> {
+  const { layers, kvHeads, headDim } = gpu.manifest.shape;
+  const pools: Record<string, ort.Tensor> = {};
+  for (let l = 0; l < layers; l++) {
+    for (const name of [D.keyPool(l), D.valuePool(l)])
+      pools[name] = new ort.Tensor("float32", new Float32Array(SLOTS * CAPACITY * kvHeads * headDim), [SLOTS, CAPACITY, kvHeads, headDim]);
+  }
+  return pools;
+}
+
+/** The output pools of a run, as the next run's input pools. */
+function poolsOf(out: ort.InferenceSession.OnnxValueMapType): Record<string, ort.Tensor> {
+  const pools: Record<string, ort.Tensor> = {};
+  for (let l = 0; l < gpu.manifest.shape.layers; l++) {
+    pools[D.keyPool(l)] = out[D.keyPoolOut(l)] as ort.Tensor;
+    pools[D.valuePool(l)] = out[D.valuePoolOut(l)] as ort.Tensor;
+  }
+  return pools;
+}
+
+/** The CPU graph's logits, descending, as [id, logit]. */
+function ranked(logits: Float32Array): Array<[number, number]> {
+  return [...logits].map((v, i) => [i, v] as [number, number]).sort((a, b) => b[1] - a[1] || a[0] - b[0]);
+}
+
+describe("the GPU compile target", () => {
+  it("is its own artifact, with the device contract and a slot-copy graph", () => {
+    expect(gpu.dir).not.toBe(cpu.dir);
+    expect(cpu.manifest.device).toBeUndefined();
+    expect(gpu.manifest.device).toBe("webgpu");
+    expect(gpu.manifest.io).toEqual(deviceGraphIo(gpu.manifest.shape.layers));
+    expect(gpu.manifest.files.map((f) => f.path)).toContain(ARTIFACT_FILES.slotCopyGraph);
+  });
+
+  it("returns the CPU graph's logits as ranked candidates and its normalizer, step after step, slot to slot", async () => {
+    const reference = await TextSession.load(cpu.dir, { slots: 1 });
+    try {
+      const prompt = [3, 7, 1, 12];
+      const want = ranked(await reference.forward(0, 1, prompt.length, prompt));
+      const first = await step.run(feeds(emptyPools(), 1, 0, prompt));
+      const ids = Array.from(first[D.candidateIds].data as BigInt64Array, Number);
+      expect(ids).toEqual(want.map(([id]) => id));
+      want.forEach(([, logit], i) => expect((first[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(logit, 4));
+      const lse = Math.log(want.reduce((sum, [, v]) => sum + Math.exp(v), 0));
+      expect((first[D.logNormalizer].data as Float32Array)[0]).toBeCloseTo(lse, 4);
+      // Slot 1's cache, copied to slot 0 on the "device", continues there as the CPU cache does.
+      const moved = await copy.run({
+        [SLOT_COPY_GRAPH.from]: new ort.Tensor("int64", BigInt64Array.of(1n), [1]),
+        [SLOT_COPY_GRAPH.to]: new ort.Tensor("int64", BigInt64Array.of(0n), [1]),
+        ...poolsOf(first),
+      });
+      const next = ranked(await reference.forward(0, 1, 1, [want[0][0]]));
+      const second = await step.run(feeds(poolsOf(moved), 0, prompt.length, [want[0][0]]));
+      expect(Number((second[D.candidateIds].data as BigInt64Array)[0])).toBe(next[0][0]);
+      expect((second[D.candidateLogits].data as Float32Array)[0]).toBeCloseTo(next[0][1], 4);
+    } finally {
+      await reference.release();
+    }
+  });
+
+  it("masks by the bitset and adjusts before ranking; log-probabilities keep the masked logit", async () => {
+    const prompt = [5, 2];
+    const free = await step.run(feeds(emptyPools(), 0, 0, prompt));
+    const best = Number((free[D.candidateIds].data as BigInt64Array)[0]);
+    const bestLogit = (free[D.candidateLogits].data as Float32Array)[0];
+    const mask = new Int32Array(maskWords(gpu.manifest.shape.vocab)).fill(-1);
+    mask[best >>> 5] &= ~(1 << (best & 31));
+    const masked = await step.run(feeds(emptyPools(), 0, 0, prompt, { mask }));
+    expect(Array.from(masked[D.candidateIds].data as BigInt64Array, Number).slice(0, -1)).not.toContain(best);
+    expect((masked[D.candidateLogits].data as Float32Array).at(-1)).toBe(-Infinity);
+    const penalized = await step.run(feeds(emptyPools(), 0, 0, prompt, { adjust: [best, 0.5, 2, 30] }));
+    const ids = Array.from(penalized[D.candidateIds].data as BigInt64Array, Number);
+    const at = ids.indexOf(best);
+    const expected = (bestLogit + 0.5 > 0 ? (bestLogit + 0.5) / 2 : (bestLogit + 0.5) * 2) - 30;
+    expect((penalized[D.candidateLogits].data as Float32Array)[at]).toBeCloseTo(expected, 4);
+    expect((penalized[D.candidateRaw].data as Float32Array)[at]).toBeCloseTo(bestLogit, 4);
+  });
+});
