@@ -304,6 +304,38 @@ describe("the engine on a GPU model", () => {
     }
   }, 480_000);
 
+  it("scores a prompt through the worker (echo with logprobs) as the exact-numerics reference does", async () => {
+    const promptIds = tokenizer.encode(TEXT).slice(0, 24); // prefilled in 16-token chunks, each scored
+    const scored = async (served: ServedModel) => {
+      for await (const e of served.engine.submit({ promptIds, maxTokens: 1, sampling: { temperature: 0 }, promptLogprobs: { top: 3 } })) {
+        if (e.type === "prompt") return e.logprobs;
+      }
+      throw new Error("no prompt event");
+    };
+    const reference = serveLoadedModel(await LoadedModel.load((await compiledArtifact({ numerics: "llama.cpp" })).dir, { slots: 1 }), { prefillChunk: 16 });
+    let want;
+    try {
+      want = await scored(reference);
+    } finally {
+      await reference.close();
+    }
+    const got = await scored(model);
+    expect(got).toHaveLength(promptIds.length);
+    expect(got[0].logprob).toBeNull();
+    let moved = 0;
+    let sameTop = 0;
+    for (let p = 1; p < got.length; p++) {
+      moved += Math.abs(got[p].logprob! - want[p].logprob!);
+      if (got[p].top![0].token === want[p].top![0].token) sameTop++;
+    }
+    console.log(
+      `prompt scoring through the worker: mean |logprob - reference| ${(moved / (got.length - 1)).toFixed(4)} nats, same top token at ${sameTop}/${got.length - 1}`,
+    );
+    // Per token, float32 against Q8-rounded activations (see QUALITY): a few hundredths of a nat on average.
+    expect(moved / (got.length - 1)).toBeLessThan(0.1);
+    expect(sameTop / (got.length - 1)).toBeGreaterThan(0.9);
+  }, 300_000);
+
   it("holds a JSON schema and a forced tool call (masks as bitsets on the device)", async () => {
     const schema = { type: "object", properties: { city: { type: "string", maxLength: 12 } }, required: ["city"], additionalProperties: false };
     const json = await run(
