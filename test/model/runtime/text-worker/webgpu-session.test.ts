@@ -331,8 +331,10 @@ describe("the engine on a GPU model", () => {
     console.log(
       `prompt scoring through the worker: mean |logprob - reference| ${(moved / (got.length - 1)).toFixed(4)} nats, same top token at ${sameTop}/${got.length - 1}`,
     );
-    // Per token, float32 against Q8-rounded activations (see QUALITY): a few hundredths of a nat on average.
-    expect(moved / (got.length - 1)).toBeLessThan(0.1);
+    // Per token, float32 against Q8-rounded activations (see QUALITY) moves a log-probability by
+    // about 0.09 nats on average here (measured 0.093, mostly cancelling: the perplexity ratio above
+    // is within 2%); a position scored against the wrong token or a stale cache is off by nats.
+    expect(moved / (got.length - 1)).toBeLessThan(0.2);
     expect(sameTop / (got.length - 1)).toBeGreaterThan(0.9);
   }, 300_000);
 
