@@ -60,8 +60,8 @@ function feeds(
       BigInt64Array.from(tokens, (_, i) => BigInt(past + i)),
       [1, s],
     ),
-    [D.pastMask]: new ort.Tensor("float32", pastMask, [1, 1, 1, CAPACITY]),
-    [D.newMask]: new ort.Tensor("float32", newMask, [1, 1, group * s, s]),
+    [D.pastMask]: additive(pastMask, [1, 1, 1, CAPACITY], options.half),
+    [D.newMask]: additive(newMask, [1, 1, group * s, s], options.half),
     [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(-1n), [1]),
     [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(BigInt(slot)), [1]),
     [D.tokenMask]: new ort.Tensor("int32", options.mask ?? new Int32Array(maskWords(shape.vocab)).fill(-1), [1, maskWords(shape.vocab)]),
@@ -72,6 +72,16 @@ function feeds(
     [D.scoreTargets]: new ort.Tensor("int64", new BigInt64Array(1), [1, 1]),
     ...pools,
   };
+}
+
+/** A 0 / -inf mask as float32, or as float16 for a half-precision graph. */
+function additive(values: Float32Array, dims: number[], half = false): ort.Tensor {
+  if (!half) return new ort.Tensor("float32", values, dims);
+  return new ort.Tensor(
+    "float16",
+    Uint16Array.from(values, (v) => (v === 0 ? 0 : 0xfc00)),
+    dims,
+  );
 }
 
 function emptyPools(): Record<string, ort.Tensor> {
@@ -150,5 +160,24 @@ describe("the GPU compile target", () => {
     const expected = (bestLogit + 0.5 > 0 ? (bestLogit + 0.5) / 2 : (bestLogit + 0.5) * 2) - 30;
     expect((penalized[D.candidateLogits].data as Float32Array)[at]).toBeCloseTo(expected, 4);
     expect((penalized[D.candidateRaw].data as Float32Array)[at]).toBeCloseTo(bestLogit, 4);
+  });
+
+  it("with float16 activations gives the float32 graph's candidates within half-precision rounding", async () => {
+    const ggufPath = join(home, "tiny.gguf");
+    const half = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", deviceActivations: "float16" });
+    expect(half.dir).not.toBe(gpu.dir);
+    const session = await ort.InferenceSession.create(join(half.dir, ARTIFACT_FILES.graph));
+    try {
+      const prompt = [3, 7, 1, 12];
+      const want = await step.run(feeds(emptyPools(), 0, 0, prompt));
+      const got = await session.run(feeds(emptyPools(), 0, 0, prompt, { half: true }));
+      const wantLogits = want[D.candidateLogits].data as Float32Array;
+      const gotIds = Array.from(got[D.candidateIds].data as BigInt64Array, Number);
+      const wantIds = Array.from(want[D.candidateIds].data as BigInt64Array, Number);
+      expect(gotIds[0]).toBe(wantIds[0]);
+      gotIds.forEach((id, i) => expect((got[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(wantLogits[wantIds.indexOf(id)], 1));
+    } finally {
+      await session.release();
+    }
   });
 });
