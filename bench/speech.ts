@@ -2,7 +2,7 @@
  * Speech benchmark: kiln's Whisper against faster-whisper (CTranslate2) on the same tiny.en
  * weights, the same audio files and the same thread count (docs/benchmarks.md).
  *
- *   npm run bench -- speech [--threads 2] [--seconds 60] [--repeats 2] [--beam-size 1,5] [--sharing-seconds 600] [--skip-peer] [--skip-sharing]
+ *   npm run bench -- speech [--threads 2] [--seconds 60] [--repeats 3] [--beam-size 1,5] [--sharing-seconds 600] [--skip-peer] [--skip-sharing]
  *
  * 1. Real-time factor (processing seconds / audio seconds; lower is better, "x real time" is its
  *    inverse) per file, warm (each engine transcribes the file list once before timing), decoding of
@@ -10,7 +10,8 @@
  *    through its served model (engine + worker); faster-whisper in float32 and int8; both sides
  *    with each beam width of --beam-size (default greedy and faster-whisper's 5), no VAD, English;
  *    word error rate against the spoken text per side, and kiln's time over faster-whisper's per
- *    file and in all.
+ *    file and in all. The engines take turns, `--repeats` rounds (a machine shared with other work
+ *    loads both alike); times are the rounds' medians, with the range of the rounds' speeds.
  * 2. TTFT of a streamed transcription of a `--seconds` file over HTTP (`kiln serve`): time from the
  *    request to the first `transcript.text.delta`, and to the end.
  * 3. Sharing the machine: chat TTFT p50 (sequential short requests to the text model of the same
@@ -23,6 +24,7 @@ import { parseArgs } from "node:util";
 import { pullModel } from "../src/catalogue/pull/index.js";
 import { loadSpeechModel } from "../src/provision/index.js";
 import { decodeAudio } from "../src/runtime/audio/index.js";
+import type { ServedSpeechModel } from "../src/scheduler/speech/index.js";
 import { referenceAvailable, referenceTranscribe } from "../test/support/faster-whisper.js";
 import { startServer, stopServer } from "../test/support/server.js";
 import { longSpeech, speechFixtures } from "../test/support/speech.js";
@@ -34,7 +36,7 @@ const { values: args } = parseArgs({
   options: {
     threads: { type: "string", default: "2" },
     seconds: { type: "string", default: "60" },
-    repeats: { type: "string", default: "2" },
+    repeats: { type: "string", default: "3" },
     "beam-size": { type: "string", default: "1,5" },
     "sharing-seconds": { type: "string", default: "600" },
     "skip-peer": { type: "boolean", default: false },
@@ -66,66 +68,81 @@ log(
   `# speech bench: ${SLUG}, ${threads} threads, ${files.length} files (${files.map((f) => `${f.name} ${f.seconds.toFixed(1)} s`).join(", ")}); load ${loadavg()[0].toFixed(2)}`,
 );
 
-async function kilnRuns(beamSize: number): Promise<FileRun[]> {
-  const model = await loadSpeechModel(SLUG, { threads, beamSize });
-  try {
-    const once = async () => {
-      const out: FileRun[] = [];
-      for (const f of files) {
-        const t0 = now();
-        const samples = await decodeAudio(readFileSync(f.path));
-        const transcript = await model.transcribe(samples, { beamSize });
-        out.push({ name: f.name, audioSeconds: f.seconds, seconds: (now() - t0) / 1000, text: transcript.text, reference: f.text });
-      }
-      return out;
-    };
-    await once(); // warm-up
-    const runs: FileRun[][] = [];
-    for (let r = 0; r < repeats; r++) runs.push(await once());
-    return runs[0].map((run, i) => ({ ...run, seconds: median(runs.map((rs) => rs[i].seconds)) }));
-  } finally {
-    await model.close();
+/** kiln's served model, warm, transcribing the files one after another at `beamSize`. */
+async function kilnPass(model: ServedSpeechModel, beamSize: number): Promise<FileRun[]> {
+  const out: FileRun[] = [];
+  for (const f of files) {
+    const t0 = now();
+    const samples = await decodeAudio(readFileSync(f.path));
+    const transcript = await model.transcribe(samples, { beamSize });
+    out.push({ name: f.name, audioSeconds: f.seconds, seconds: (now() - t0) / 1000, text: transcript.text, reference: f.text });
   }
+  return out;
 }
 
-async function peerRuns(computeType: "float32" | "int8", beamSize: number): Promise<FileRun[]> {
+/** faster-whisper transcribing the files twice in one process; the second pass, warm, is timed. */
+async function peerPass(computeType: "float32" | "int8", beamSize: number): Promise<FileRun[]> {
   const modelDir = (await pullModel(SLUG)).dir;
   const paths = files.map((f) => f.path);
-  const list = Array.from({ length: repeats + 1 }, () => paths).flat();
-  const { results } = await referenceTranscribe(modelDir, list, { computeType, threads, beamSize });
-  return files.map((f, i) => {
-    const timed = Array.from({ length: repeats }, (_, r) => results[(r + 1) * files.length + i]);
-    return { name: f.name, audioSeconds: f.seconds, seconds: median(timed.map((t) => t.seconds)), text: timed[0].text, reference: f.text };
-  });
+  const { results } = await referenceTranscribe(modelDir, [...paths, ...paths], { computeType, threads, beamSize });
+  return files.map((f, i) => ({
+    name: f.name,
+    audioSeconds: f.seconds,
+    seconds: results[files.length + i].seconds,
+    text: results[files.length + i].text,
+    reference: f.text,
+  }));
 }
 
-function table(rows: Array<{ engine: string; runs: FileRun[] }>): void {
-  log("\n| engine | " + files.map((f) => `${f.name} RTF`).join(" | ") + " | total x real time | WER vs spoken text |");
+/** Per file, the median of the rounds' times; the text of the first round. */
+function medianRuns(rounds: FileRun[][]): FileRun[] {
+  return rounds[0].map((run, i) => ({ ...run, seconds: median(rounds.map((r) => r[i].seconds)) }));
+}
+
+const spentOf = (runs: FileRun[]) => runs.reduce((a, r) => a + r.seconds, 0);
+
+function table(rows: Array<{ engine: string; rounds: FileRun[][] }>): void {
+  log("\n| engine | " + files.map((f) => `${f.name} RTF`).join(" | ") + " | total x real time (rounds' range) | WER vs spoken text |");
   log("|---|" + files.map(() => "---").join("|") + "|---|---|");
-  for (const { engine, runs } of rows) {
+  for (const { engine, rounds } of rows) {
+    const runs = medianRuns(rounds);
     const audio = runs.reduce((a, r) => a + r.audioSeconds, 0);
-    const spent = runs.reduce((a, r) => a + r.seconds, 0);
+    const speeds = rounds.map((r) => audio / spentOf(r));
     const wer = wordErrorRate(runs.map((r) => r.reference).join(" "), runs.map((r) => r.text).join(" "));
     log(
-      `| ${engine} | ${runs.map((r) => (r.seconds / r.audioSeconds).toFixed(4)).join(" | ")} | ${(audio / spent).toFixed(1)}x | ${(100 * wer).toFixed(1)}% |`,
+      `| ${engine} | ${runs.map((r) => (r.seconds / r.audioSeconds).toFixed(4)).join(" | ")} | ${(audio / spentOf(runs)).toFixed(1)}x (${Math.min(...speeds).toFixed(1)}-${Math.max(...speeds).toFixed(1)}) | ${(100 * wer).toFixed(1)}% |`,
     );
   }
 }
 
 const peer = !args["skip-peer"] && referenceAvailable();
 if (!args["skip-peer"] && !peer) log("faster-whisper is not installed (run scripts/setup.sh): peer skipped");
-for (const beamSize of beamSizes) {
-  const rows: Array<{ engine: string; runs: FileRun[] }> = [{ engine: `kiln float32 (beam ${beamSize})`, runs: await kilnRuns(beamSize) }];
-  if (peer) {
-    rows.push({ engine: `faster-whisper float32 (beam ${beamSize})`, runs: await peerRuns("float32", beamSize) });
-    rows.push({ engine: `faster-whisper int8 (beam ${beamSize})`, runs: await peerRuns("int8", beamSize) });
+// One model holds a row per beam of the widest beam asked for; narrower beams use fewer of them.
+const model = await loadSpeechModel(SLUG, { threads, beamSize: Math.max(...beamSizes) });
+try {
+  for (const beamSize of beamSizes) {
+    await kilnPass(model, beamSize); // warm-up
+    // Rounds alternate between the engines, so that load from elsewhere falls on both alike.
+    const rows: Array<{ engine: string; rounds: FileRun[][] }> = [{ engine: `kiln float32 (beam ${beamSize})`, rounds: [] }];
+    if (peer) rows.push({ engine: `faster-whisper float32 (beam ${beamSize})`, rounds: [] }, { engine: `faster-whisper int8 (beam ${beamSize})`, rounds: [] });
+    for (let r = 0; r < repeats; r++) {
+      rows[0].rounds.push(await kilnPass(model, beamSize));
+      if (peer) {
+        rows[1].rounds.push(await peerPass("float32", beamSize));
+        rows[2].rounds.push(await peerPass("int8", beamSize));
+      }
+    }
+    table(rows);
+    const kiln = medianRuns(rows[0].rounds);
+    for (const row of rows.slice(1)) {
+      const other = medianRuns(row.rounds);
+      const perFile = kiln.map((k, i) => `${k.name} ${(k.seconds / other[i].seconds).toFixed(2)}`).join(", ");
+      const perRound = row.rounds.map((o, i) => (spentOf(rows[0].rounds[i]) / spentOf(o)).toFixed(2)).join(", ");
+      log(`kiln / ${row.engine} time: ${(spentOf(kiln) / spentOf(other)).toFixed(2)} in all (rounds ${perRound}); per file ${perFile} (below 1: kiln faster)`);
+    }
   }
-  table(rows);
-  const spent = (runs: FileRun[]) => runs.reduce((a, r) => a + r.seconds, 0);
-  for (const row of rows.slice(1)) {
-    const perFile = rows[0].runs.map((r, i) => `${r.name} ${(r.seconds / row.runs[i].seconds).toFixed(2)}`).join(", ");
-    log(`kiln / ${row.engine} time ratio: ${(spent(rows[0].runs) / spent(row.runs)).toFixed(2)} in all; per file ${perFile} (below 1: kiln faster)`);
-  }
+} finally {
+  await model.close();
 }
 
 // --- streaming TTFT and sharing, over HTTP ------------------------------------------------------

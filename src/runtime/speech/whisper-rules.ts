@@ -14,14 +14,17 @@ export function alwaysSuppressed(tokens: WhisperTokens): number[] {
   return [...new Set([...tokens.suppress, ...control.filter((t): t is number => t !== null && t >= 0)])];
 }
 
-/** Applies the rules to `logits` in place (disallowed tokens become -Infinity). */
-export function applyWhisperRules(logits: Float32Array, rule: WhisperSampling, tokens: WhisperTokens, suppressed: readonly number[]): void {
+/**
+ * Applies the rules to `logits` in place (disallowed tokens become -Infinity) and returns the
+ * log-sum-exp of what is left, the normaliser of the log-probabilities the choice reports.
+ */
+export function applyWhisperRules(logits: Float32Array, rule: WhisperSampling, tokens: WhisperTokens, suppressed: readonly number[]): number {
   const tsBegin = tokens.timestampBegin;
   for (const t of suppressed) logits[t] = -Infinity;
   if (rule.sampled === 0) for (const t of tokens.suppressAtBegin) logits[t] = -Infinity;
   if (!rule.timestamps) {
     logits.fill(-Infinity, tsBegin);
-    return;
+    return logSumExp(logits, 0, logits.length);
   }
   logits[tokens.noTimestamps] = -Infinity;
   if (rule.sampled > 0 && rule.lastWasTimestamp) {
@@ -37,25 +40,39 @@ export function applyWhisperRules(logits: Float32Array, rule: WhisperSampling, t
     logits.fill(-Infinity, 0, tsBegin);
     if (rule.maxInitialTimestampIndex >= 0) logits.fill(-Infinity, tsBegin + rule.maxInitialTimestampIndex + 1);
   }
-  const logZ = logSumExp(logits, 0, logits.length);
-  const timestampMass = logSumExp(logits, tsBegin, logits.length) - logZ;
-  let bestText = -Infinity;
-  for (let i = 0; i < tsBegin; i++) if (logits[i] > bestText) bestText = logits[i];
-  if (timestampMass > bestText - logZ) logits.fill(-Infinity, 0, tsBegin);
+  // Timestamps are forced when their total probability beats the likeliest text token's
+  // (openai-whisper compares the two log-probabilities; the normaliser cancels out).
+  const text = maxAndLogSumExp(logits, 0, tsBegin);
+  const stamps = maxAndLogSumExp(logits, tsBegin, logits.length);
+  if (stamps.logSumExp > text.max) {
+    logits.fill(-Infinity, 0, tsBegin);
+    return stamps.logSumExp;
+  }
+  return addLogs(text.logSumExp, stamps.logSumExp);
+}
+
+function maxAndLogSumExp(x: Float32Array, from: number, to: number): { max: number; logSumExp: number } {
+  let max = -Infinity;
+  for (let i = from; i < to; i++) if (x[i] > max) max = x[i];
+  if (max === -Infinity) return { max, logSumExp: -Infinity };
+  let sum = 0;
+  for (let i = from; i < to; i++) sum += Math.exp(x[i] - max);
+  return { max, logSumExp: max + Math.log(sum) };
 }
 
 function logSumExp(x: Float32Array, from: number, to: number): number {
-  let max = -Infinity;
-  for (let i = from; i < to; i++) if (x[i] > max) max = x[i];
+  return maxAndLogSumExp(x, from, to).logSumExp;
+}
+
+/** log(e^a + e^b). */
+function addLogs(a: number, b: number): number {
+  const max = Math.max(a, b);
   if (max === -Infinity) return -Infinity;
-  let sum = 0;
-  for (let i = from; i < to; i++) sum += Math.exp(x[i] - max);
-  return max + Math.log(sum);
+  return max + Math.log(Math.exp(a - max) + Math.exp(b - max));
 }
 
 /** Picks the next token from rule-filtered logits: argmax at temperature 0, else a seeded draw from softmax(logits / T). */
-export function chooseToken(logits: Float32Array, rule: WhisperSampling): { token: number; logprob: number } {
-  const logZ = logSumExp(logits, 0, logits.length);
+export function chooseToken(logits: Float32Array, rule: WhisperSampling, logZ = logSumExp(logits, 0, logits.length)): { token: number; logprob: number } {
   let token = 0;
   if (rule.temperature <= 0) {
     for (let i = 1; i < logits.length; i++) if (logits[i] > logits[token]) token = i;
@@ -82,7 +99,7 @@ export function chooseToken(logits: Float32Array, rule: WhisperSampling): { toke
  * The `n` likeliest tokens of rule-filtered logits with their log-probabilities, likeliest first; on
  * equal logits the lower id comes first (the order beam search breaks ties in).
  */
-export function likeliestTokens(logits: Float32Array, n: number): { tokens: number[]; logprobs: number[] } {
+export function likeliestTokens(logits: Float32Array, n: number, logZ = logSumExp(logits, 0, logits.length)): { tokens: number[]; logprobs: number[] } {
   const count = Math.min(n, logits.length);
   const tokens: number[] = [];
   // Insertion into a short sorted list: n is a few beams, the vocabulary tens of thousands.
@@ -94,7 +111,6 @@ export function likeliestTokens(logits: Float32Array, n: number): { tokens: numb
     if (tokens.length === count) tokens.pop();
     tokens.splice(at, 0, i);
   }
-  const logZ = logSumExp(logits, 0, logits.length);
   return { tokens, logprobs: tokens.map((t) => logits[t] - logZ) };
 }
 
@@ -129,10 +145,10 @@ export function readRow(
   if (want.noSpeech) result.noSpeechProb = noSpeechProbability(row, tokens);
   if (want.detectLanguage) result.language = likeliestLanguage(row, tokens);
   if (want.sample) {
-    const logits = Float32Array.from(row);
-    applyWhisperRules(logits, want.sample, tokens, suppressed);
-    if (want.candidates) result.candidates = likeliestTokens(logits, want.candidates);
-    else Object.assign(result, chooseToken(logits, want.sample));
+    const logits = row.slice();
+    const logZ = applyWhisperRules(logits, want.sample, tokens, suppressed);
+    if (want.candidates) result.candidates = likeliestTokens(logits, want.candidates, logZ);
+    else Object.assign(result, chooseToken(logits, want.sample, logZ));
   }
   return result;
 }
