@@ -132,7 +132,7 @@ export async function serveArtifact(
       kvMemoryBytes,
     });
     served.promotion = promotion;
-    served.device = options.session?.device ?? "cpu";
+    served.device = loaded.worker.info.device;
     return served;
   } catch (err) {
     await loaded.close();

@@ -127,6 +127,8 @@ export interface TextLoadResult {
   artifactId: string;
   stopTokenIds: number[];
   slots: number;
+  /** Where the loaded session computes: what the server reports, rather than what was asked. */
+  device: ComputeDevice;
 }
 
 export interface RowSample extends SampleResult {

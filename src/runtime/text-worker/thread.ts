@@ -216,5 +216,6 @@ export default async function handle(req: TextWorkerRequest): Promise<TextLoadRe
     req.options.device === "webgpu" ? await WebGpuTextSession.load(req.artifactDir, req.options) : await TextSession.load(req.artifactDir, req.options);
   state.artifactDir = req.artifactDir;
   const m = state.session.manifest;
-  return { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.session.kv.slots };
+  const device = state.session instanceof WebGpuTextSession ? "webgpu" : "cpu";
+  return { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.session.kv.slots, device };
 }
