@@ -123,7 +123,7 @@ describe("the GPU lane", () => {
 describe("settings across devices", () => {
   it("never compares a candidate with an incumbent of another device", () => {
     expect(() => assertSameDevice(DEFAULT_SETTINGS, GPU_DEFAULT_SETTINGS)).toThrow(CrossDeviceComparisonError);
-    expect(() => assertSameDevice(GPU_DEFAULT_SETTINGS, { ...GPU_DEFAULT_SETTINGS, weightBits: 8 })).not.toThrow();
+    expect(() => assertSameDevice(GPU_DEFAULT_SETTINGS, { ...GPU_DEFAULT_SETTINGS, weightBits: 8 } as typeof GPU_DEFAULT_SETTINGS)).not.toThrow();
   });
 
   it("keeps the device in the key, and GPU settings out of a CPU promotion", () => {

@@ -44,7 +44,7 @@ function feeds(
   slot: number,
   past: number,
   tokens: number[],
-  options: { mask?: Int32Array; adjust?: [number, number, number, number] } = {},
+  options: { mask?: Int32Array; adjust?: [number, number, number, number]; half?: boolean } = {},
 ) {
   const shape = gpu.manifest.shape;
   const s = tokens.length;
