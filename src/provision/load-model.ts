@@ -1,5 +1,6 @@
 /** Pull -> compile -> record -> load -> serve: one catalogue model, ready for requests. */
 import { freemem, totalmem } from "node:os";
+import type { AdapterMemory } from "../runtime/device/gpu-memory.js";
 import { defaultKvMemoryBytes, kvBytesPerPosition, type MemoryAvailability, readManifest } from "../runtime/artifact/index.js";
 import { LoadedModel } from "../runtime/loaded-model.js";
 import type { TextSessionOptions } from "../runtime/text-worker/protocol.js";
@@ -38,6 +39,12 @@ export interface LoadModelOptions extends ProvisionOptions, ServeOptions {
   fallback?: boolean;
   /** Where problems that do not stop the load are reported. Default: a line on stderr. */
   onWarning?: (message: string) => void;
+  /**
+   * Reads the WebGPU adapter's memory now, where the device probe knows how (an NVIDIA GPU): on
+   * webgpu without `kvMemoryBytes` the device KV pool is then sized from its free memory less the
+   * weights (see `deviceKvPositions`). Default: none, the pool takes the model's context up to 1024 positions.
+   */
+  adapterMemory?: () => AdapterMemory | null;
 }
 
 /**
@@ -107,7 +114,13 @@ export async function serveArtifact(
   const slots = options.maxRunning ?? settings.maxRunning ?? DEFAULT_MAX_RUNNING;
   const session = { graphOptimizationLevel: settings.graphOptimizationLevel, ...options.session };
   // A device KV pool is allocated whole at load: sized from the KV budget, and the budget then says what it holds.
-  if (session.device === "webgpu") session.deviceKvPositions ??= deviceKvPositions(readManifest(dir).shape, slots, options.kvMemoryBytes);
+  if (session.device === "webgpu" && session.deviceKvPositions === undefined) {
+    const manifest = readManifest(dir);
+    // Read at load, not at startup: the models loaded since then hold their part of the adapter.
+    const memory = options.kvMemoryBytes === undefined ? options.adapterMemory?.() : null;
+    const room = memory ? { memory, weightsBytes: manifest.files.reduce((n, f) => n + f.bytes, 0) } : undefined;
+    session.deviceKvPositions = deviceKvPositions(manifest.shape, slots, options.kvMemoryBytes, room);
+  }
   const loaded = await LoadedModel.load(dir, { ...session, threads: options.threads ?? settings.threads ?? 2, slots });
   if (options.signal?.aborted) {
     await loaded.close();

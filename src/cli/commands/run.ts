@@ -35,7 +35,13 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
       const local = isLocalModelPath(slug) ? await checkLocalGguf(slug) : null;
       const device = await chooseDevice("run", options.device, io);
       io.stderr.write(`${slug}: on ${describeDevice(device)}\n`);
-      const load: LoadModelOptions = { threads, maxRunning: 1, session: { device: device.device }, onStage: (s) => io.stderr.write(`${slug}: ${s}\n`) };
+      const load: LoadModelOptions = {
+        threads,
+        maxRunning: 1,
+        session: { device: device.device },
+        adapterMemory: device.adapter?.memory,
+        onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
+      };
       model = local ? await loadLocalGguf(local, load) : await loadModel(slug, load);
       const messages = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: promptWords.join(" ") }];
       const sampling = { temperature: options.temperature, seed: options.seed };

@@ -300,6 +300,7 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
     prefillChunk: given("prefillChunk"),
     prefixReuse: given("prefixReuse"),
     session: { device: o.resolvedDevice.device },
+    adapterMemory: o.resolvedDevice.adapter?.memory,
     maxWaiting: o.maxWaiting,
     kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
     gate,

@@ -5,12 +5,15 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, delimiter, join } from "node:path";
+import { type AdapterMemory, readNvidiaMemory } from "./gpu-memory.js";
 
 /** What the probe reads: the environment and the filesystem root ("/" except in unit tests). */
 export interface HostView {
   env: Record<string, string | undefined>;
   /** Prefix of the system paths read (/usr/share, /etc, /sys, /proc). Default "/". */
   root?: string;
+  /** Reads the NVIDIA GPU's memory. Default: nvidia-smi on the real system (no `root`), none under a fake root. */
+  nvidiaMemory?: () => AdapterMemory | null;
 }
 
 /** One installed Vulkan driver, from its manifest. */
@@ -130,6 +133,8 @@ export interface Adapter {
   software: boolean;
   /** The Vulkan driver manifest it comes through. */
   manifest: string;
+  /** Reads the adapter's memory now (null when that fails); absent where kiln has no way to know it (only NVIDIA's driver says). */
+  memory?: () => AdapterMemory | null;
 }
 
 /**
@@ -156,9 +161,11 @@ export function listAdapters(host: HostView): Adapter[] {
           ? nvidiaVisible
           : gpus.pciVendors.has(VENDORS[kind.vendor].pci);
     if (!present) continue;
-    const model = kind.vendor === "nvidia" && kind.driverName === "NVIDIA driver" ? gpus.nvidiaModels[0] : undefined;
+    const nvidiaDriver = kind.vendor === "nvidia" && kind.driverName === "NVIDIA driver";
+    const model = nvidiaDriver ? gpus.nvidiaModels[0] : undefined;
     const name = model ?? `${kind.vendor ? VENDORS[kind.vendor].label : "a"} GPU, ${kind.driverName}`;
-    adapters.push({ name, software: false, manifest });
+    const memory = nvidiaDriver ? (host.nvidiaMemory ?? (host.root === undefined ? readNvidiaMemory : undefined)) : undefined;
+    adapters.push({ name, software: false, manifest, ...(memory ? { memory } : {}) });
   }
   return [...adapters.filter((a) => !a.software), ...adapters.filter((a) => a.software)];
 }

@@ -6,6 +6,8 @@ import {
   checkDeviceGraphIo,
   DEVICE_GRAPH as D,
   deviceGraphIo,
+  KV_GROWTH_POSITIONS,
+  kvBytesPerPosition,
   maskWords,
   type ModelShape,
   readManifest,
@@ -13,6 +15,7 @@ import {
   slotCopyGraphIo,
 } from "../artifact/index.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
+import type { AdapterMemory } from "../device/gpu-memory.js";
 import { DeviceKvPool } from "./device-kv-pool.js";
 import type { TextSessionOptions } from "./protocol.js";
 
@@ -20,13 +23,35 @@ import type { TextSessionOptions } from "./protocol.js";
 export const DEFAULT_DEVICE_KV_POSITIONS = 1024;
 
 /**
- * Positions per slot of a device KV pool: those a KV budget of `kvMemoryBytes` gives every one of
- * `slots` slots (as on the CPU, `servedContextLength`), or without a budget the model's context, at
- * most {@link DEFAULT_DEVICE_KV_POSITIONS}. The pool is float32, as the CPU one, so the same budget
- * holds the same positions.
+ * Share of an adapter's free memory, less the model's weights, that the device KV pools take when
+ * no KV budget is given: a step holds the pools twice (its inputs, and the outputs the pool writes
+ * go to, out of place), and the rest is left to activations and the provider's buffer cache.
  */
-export function deviceKvPositions(shape: ModelShape, slots: number, kvMemoryBytes?: number): number {
-  return kvMemoryBytes === undefined ? Math.min(shape.contextLength, DEFAULT_DEVICE_KV_POSITIONS) : servedContextLength(shape, slots, kvMemoryBytes);
+export const DEVICE_KV_FREE_SHARE = 0.4;
+
+/** The adapter's memory as read at load, and the bytes of weights the model is about to add to it. */
+export interface AdapterRoom {
+  memory: AdapterMemory;
+  weightsBytes: number;
+}
+
+/** The device KV budget an adapter's memory gives, in bytes: (total - used - weights) x `share` (default {@link DEVICE_KV_FREE_SHARE}), at least 0. */
+export function adapterKvMemoryBytes(room: AdapterRoom, share = DEVICE_KV_FREE_SHARE): number {
+  return Math.max(0, Math.floor((room.memory.totalBytes - room.memory.usedBytes - room.weightsBytes) * share));
+}
+
+/**
+ * Positions per slot of a device KV pool: those a KV budget of `kvMemoryBytes` gives every one of
+ * `slots` slots (as on the CPU, `servedContextLength`); without a budget, those the adapter's free
+ * memory gives ({@link adapterKvMemoryBytes}) when `room` says it and it holds a growth step for
+ * every slot; else the model's context, at most {@link DEFAULT_DEVICE_KV_POSITIONS}. The pool is
+ * float32, as the CPU one, so the same budget holds the same positions.
+ */
+export function deviceKvPositions(shape: ModelShape, slots: number, kvMemoryBytes?: number, room?: AdapterRoom): number {
+  if (kvMemoryBytes !== undefined) return servedContextLength(shape, slots, kvMemoryBytes);
+  const fromAdapter = room === undefined ? 0 : adapterKvMemoryBytes(room);
+  if (fromAdapter >= kvBytesPerPosition(shape) * slots * KV_GROWTH_POSITIONS) return servedContextLength(shape, slots, fromAdapter);
+  return Math.min(shape.contextLength, DEFAULT_DEVICE_KV_POSITIONS);
 }
 
 /** What a device step takes beside the tokens: per row, the constraint bits and logit adjustments; per position, a scored token. */

@@ -64,6 +64,18 @@ describe("the adapters a machine's Vulkan drivers give", () => {
     ]);
   });
 
+  it("an NVIDIA adapter reads its memory from nvidia-smi; other adapters have no memory reader", () => {
+    mesaDrivers();
+    driver("etc/vulkan/icd.d", "nvidia_icd.json", "libGLX_nvidia.so.0");
+    nvidiaGpu("NVIDIA H100 80GB HBM3");
+    const memory = { totalBytes: 80 * 2 ** 30, usedBytes: 2 ** 30 };
+    const [gpu, lavapipe] = listAdapters({ ...host(), nvidiaMemory: () => memory });
+    expect(gpu.memory?.()).toEqual(memory);
+    expect(lavapipe.memory).toBeUndefined();
+    // Under a fake root nvidia-smi is never run.
+    expect(listAdapters(host())[0].memory).toBeUndefined();
+  });
+
   it("an AMD display controller makes RADV's adapter", () => {
     mesaDrivers();
     pciDevice("0000:03:00.0", "0x030000", "0x1002");
