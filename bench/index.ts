@@ -11,6 +11,7 @@
  *   floor  kernel floor of decode: the compiled model's weight products alone vs its whole step and native llama.cpp (bench/floor.ts)
  *   gpu    per model shape on a device: TTFT, decode at 1/16/64 sequences through the engine, the bare graph, the weight-product floor, PyTorch, the CPU engine (bench/gpu.ts)
  *   attention  kiln's attention block vs onnxruntime's fused GroupQueryAttention at decode (bench/attention.ts)
+ *   gpu-attention  decode attention on WebGPU over a device-resident cache: the GPU target's pool and explicit attention, GroupQueryAttention with its presents fed back, and with past and present one buffer (bench/gpu-attention.ts)
  *   cloud  overhead of cloud mode (auth + limits + ledger) on a fleet behind nginx at a steady request rate, ledger write rate (bench/cloud.ts)
  * With no subcommand text and serve run, one after the other, each in its own process with its
  * defaults (the soak takes ten minutes and only runs when asked for).
@@ -29,6 +30,7 @@ const SUBCOMMANDS: Record<string, string> = {
   peers: "./peers.ts",
   "lm-eval": "./lm-eval.ts",
   attention: "./attention.ts",
+  "gpu-attention": "./gpu-attention.ts",
   floor: "./floor.ts",
   gpu: "./gpu.ts",
 };
@@ -45,7 +47,7 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
   }
 } else {
   process.stderr.write(
-    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|floor|gpu [options]]  (unknown: ${sub})\n`,
+    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|gpu-attention|floor|gpu [options]]  (unknown: ${sub})\n`,
   );
   process.exit(2);
 }

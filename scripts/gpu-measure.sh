@@ -3,7 +3,9 @@
 # (node, the packed node_modules and the NVIDIA Vulkan driver; see docs/benchmarks.md, "On a GPU").
 # It writes the synthetic GGUFs of the three shapes there (the weights cannot travel), then runs
 # `npm run bench -- gpu` within a total under 8 minutes, and leaves everything under $OUT:
-#   nvidia-smi.txt, gguf.log, bench-gpu.txt / bench-gpu.json (SmolLM2-135M and Llama-3.2-1B shapes,
+#   nvidia-smi.txt, gguf.log, bench-gpu-attention.txt (decode attention alone at the Llama-3.2-1B
+#   geometry: the target's pool against GroupQueryAttention, bench/gpu-attention.ts),
+#   bench-gpu.txt / bench-gpu.json (SmolLM2-135M and Llama-3.2-1B shapes,
 #   every peer), bench-gpu-8b.txt / bench-gpu-8b.json (Llama-3.1-8B shape, with the time left).
 #
 #   source .device/on-device.sh && bash scripts/gpu-measure.sh
@@ -23,13 +25,18 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 threads=$(nproc)
 if [ "${QUICK:-0}" = 1 ]; then
   small=(--quick) big=(--quick --skip-cpu) shapes=tiny
+  attention=(--shape tiny --rows 1,4 --capacity 64 --past 20 --steps 5 --repeats 2)
 else
+  attention=(--shape llama-3.2-1b --rows 1,16,64 --capacity 1024 --past 512 --steps 20 --repeats 3)
   small=(--shapes smollm2-135m,llama-3.2-1b --rows 1,16,64 --steps 32 --runs 2 --budget-minutes 4)
   big=(--shapes llama-3.1-8b --rows 1,16,64 --steps 16 --runs 1 --skip-cpu)
   shapes=smollm2-135m,llama-3.2-1b,llama-3.1-8b
 fi
 node --import tsx bench/synthetic-gguf.ts --shapes "$shapes" --out .cache/gguf > "$OUT/gguf.log" 2>&1
 cat "$OUT/gguf.log"
+
+# Decode attention alone, three ways over the same device-resident cache: about a minute at most.
+timeout 75 node --import tsx bench/gpu-attention.ts "${attention[@]}" 2>&1 | grep -v "W:onnxruntime" | tee "$OUT/bench-gpu-attention.txt"
 
 # The two small shapes with every peer: about 4-5 minutes. Shapes not started by 4 minutes are skipped.
 timeout "$(( $(left) - 90 ))" node --import tsx bench/gpu.ts --device webgpu "${small[@]}" --threads "$threads" \
