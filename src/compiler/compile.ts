@@ -16,9 +16,18 @@ import { endOfGenerationIds } from "./eog.js";
 import { GgufWeights } from "./gguf-weights.js";
 import { readGguf } from "./gguf/reader.js";
 import { buildTextGraph, resolveArchitecture } from "./graph/architectures.js";
-import type { BuildDevice, BuildOptions, DeviceActivations, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold } from "./graph/blocks/context.js";
+import type {
+  BuildDevice,
+  BuildOptions,
+  DeviceActivations,
+  DeviceAttention,
+  EmbeddingLookup,
+  GateUpLayout,
+  LmHeadWeight,
+  MinFold,
+} from "./graph/blocks/context.js";
 
-export type { BuildDevice, DeviceActivations, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
+export type { BuildDevice, DeviceActivations, DeviceAttention, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { buildSlotCopyGraph } from "./graph/slot-copy.js";
@@ -74,6 +83,11 @@ export interface CompileRequest {
    * there several times slower than float32 (software half floats); a hardware GPU is where it pays.
    */
   deviceActivations?: DeviceActivations;
+  /**
+   * The GPU target's attention: "explicit" (default) or "gqa" (see BuildOptions.deviceAttention);
+   * part of its id when not the default. Ignored on the CPU.
+   */
+  deviceAttention?: DeviceAttention;
   /** Root of kiln's store (default `kilnHome()`). */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. */
@@ -124,7 +138,9 @@ function resolvedOptions(
   options: CompileOptions = {},
   device: BuildDevice = "cpu",
   activations: DeviceActivations = "float32",
-): CompileOptions & Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> & { device?: BuildDevice; activations?: DeviceActivations } {
+  attention: DeviceAttention = "explicit",
+): CompileOptions &
+  Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> & { device?: BuildDevice; activations?: DeviceActivations; attention?: DeviceAttention } {
   const minFold = options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold;
   const embedding = options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding;
   const lmHead = options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead;
@@ -136,14 +152,14 @@ function resolvedOptions(
     ...(embedding !== DEFAULT_COMPILE_OPTIONS.embedding ? { embedding } : {}),
     ...(lmHead !== DEFAULT_COMPILE_OPTIONS.lmHead ? { lmHead } : {}),
     ...(gateUp !== DEFAULT_COMPILE_OPTIONS.gateUp ? { gateUp } : {}),
-    ...(device !== "cpu" ? { device, activations } : {}),
+    ...(device !== "cpu" ? { device, activations, ...(attention !== "explicit" ? { attention } : {}) } : {}),
   };
 }
 
 /** Compiles a GGUF text model of a supported architecture (`graph/architectures.ts`) into an artifact folder (graph, weights, tokenizer, template, manifest). */
 export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
   const started = Date.now();
-  const options = resolvedOptions(req.options, req.device, req.deviceActivations);
+  const options = resolvedOptions(req.options, req.device, req.deviceActivations, req.deviceAttention);
   const stage = req.onStage ?? (() => {});
   stage("hashing source");
   const source = await digestGgufSource(req.ggufPath, { ...req.shardSha256, [basename(req.ggufPath)]: req.sourceSha256 });
@@ -175,6 +191,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
       gateUp: options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
       device: options.device ?? "cpu",
       activations: options.activations ?? "float32",
+      deviceAttention: options.attention ?? "explicit",
     };
     builder.halfFloats = build.device === "webgpu" && build.activations === "float16";
     const choices = await buildTextGraph(builder, weights, resolved, build);

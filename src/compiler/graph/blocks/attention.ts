@@ -2,6 +2,7 @@ import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import { scaleRows } from "../../quant/linear-weight.js";
 import { type BlockContext, emulatesLlamaCpp, f16 } from "./context.js";
+import { deviceGqa, gqaLengths } from "./device-io.js";
 import { fusedLinear, loadLinears, project } from "./linear.js";
 import { headRmsNorm } from "./norm.js";
 import { applyRotary, type RopeSpec } from "./rotary.js";
@@ -105,6 +106,7 @@ export function cachedAttention(
   shape: AttentionShape,
   options: CachedAttentionOptions = {},
 ): string {
+  if (deviceGqa(ctx)) return groupQueryAttention(ctx, layer, q, k, v, shape, options);
   const g = ctx.g;
   const { heads, kvHeads, headDim } = shape;
   const group = heads / kvHeads;
@@ -142,6 +144,40 @@ export function cachedAttention(
   // [B, kv_heads, group, S, head_dim] -> [B, S, heads * head_dim]
   const m5 = g.op("Transpose", [mixed], { attributes: { perm: [0, 3, 1, 2, 4] } });
   return g.op("Reshape", [m5, g.int64s([0, 0, heads * headDim])]);
+}
+
+/**
+ * The GPU target's attention as onnxruntime's GroupQueryAttention over the pooled rows
+ * (`past_key_t.<l>` / `past_value.<l>`, both [rows, kv_heads, capacity, head_dim] there): the kernel
+ * writes the new keys and values into its own copy of the past at each row's length and attends
+ * only the valid positions, causally among the new ones. The new keys and values are also returned
+ * as `present_key.<l>` / `present_value.<l>` ([B, kv_heads, S, head_dim]) for the pool writes.
+ */
+function groupQueryAttention(
+  ctx: BlockContext,
+  layer: number,
+  q: string,
+  k: string,
+  v: string,
+  shape: AttentionShape,
+  options: CachedAttentionOptions,
+): string {
+  if (options.softcap !== undefined || options.pastMask !== undefined || options.newMask !== undefined)
+    throw new Error("the webgpu target's GroupQueryAttention builds neither soft-capped nor sliding-window attention");
+  const g = ctx.g;
+  const { heads, kvHeads, headDim } = shape;
+  const perPosition = (x: string, name: string) =>
+    g.node("Transpose", [g.op("Reshape", [x, g.int64s([0, 0, kvHeads, headDim])])], { attributes: { perm: [0, 2, 1, 3] }, names: [name] });
+  perPosition(k, IO.presentKey(layer));
+  perPosition(v, IO.presentValue(layer));
+  const [seqlensK, total] = gqaLengths(ctx);
+  const [mixed] = g.node("GroupQueryAttention", [q, k, v, IO.pastKey(layer), IO.pastValue(layer), seqlensK, total], {
+    domain: "com.microsoft",
+    outputs: 3,
+    // q arrives scaled by 1/sqrt(head_dim), as for the explicit attention.
+    attributes: { num_heads: heads, kv_num_heads: kvHeads, scale: { float: options.scoreScale ?? 1 } },
+  });
+  return mixed;
 }
 
 /** [past, S] split sizes, per graph, by past mask: layers with the same mask have caches of the same length. */

@@ -64,10 +64,20 @@ export interface BuildOptions {
    * takes in float32; "float32" keeps everything float32. Ignored on the CPU. Default "float32".
    */
   activations?: DeviceActivations;
+  /**
+   * The GPU target's attention over the pooled cache: "explicit" (default), the CPU graph's
+   * attention over the whole capacity, masked; "gqa", onnxruntime's com.microsoft
+   * GroupQueryAttention over the slot rows, the valid lengths taken from the position ids (it runs
+   * a multi-token step after a past only at one row, as the engine's prefill steps are). Ignored on the CPU.
+   */
+  deviceAttention?: DeviceAttention;
 }
 
 /** See {@link BuildOptions.activations}. */
 export type DeviceActivations = "float32" | "float16";
+
+/** See {@link BuildOptions.deviceAttention}. */
+export type DeviceAttention = "explicit" | "gqa";
 
 /** See {@link BuildOptions.device}. */
 export type BuildDevice = NonNullable<ArtifactManifest["device"]>;

@@ -19,9 +19,34 @@ export function buildsForDevice(ctx: BlockContext): boolean {
   return ctx.options.device === "webgpu";
 }
 
+/** Whether the GPU target's attention is GroupQueryAttention (`BuildOptions.deviceAttention`). */
+export function deviceGqa(ctx: BlockContext): boolean {
+  return buildsForDevice(ctx) && ctx.options.deviceAttention === "gqa";
+}
+
+/** GroupQueryAttention's `seqlens_k` and `total_sequence_length`, per graph. */
+const gqaLengthsByGraph = new WeakMap<BlockContext, [string, string]>();
+
+/**
+ * GroupQueryAttention's lengths from the position ids: a row's last position is its total length
+ * less one (`seqlens_k`, [rows] int32, as a row's positions are its cache indices from 0), and the
+ * longest row's total is `total_sequence_length` (an int32 scalar). Built once per graph.
+ */
+export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string] {
+  const done = gqaLengthsByGraph.get(ctx);
+  if (done) return done;
+  const g = ctx.g;
+  const last = g.op("Gather", [D.positionIds, g.constant(DataType.INT64, [], BigInt64Array.of(-1n), "i64")], { attributes: { axis: 1 } });
+  const seqlens = g.op("Cast", [last], { attributes: { to: DataType.INT32 } });
+  const total = g.op("Add", [g.op("ReduceMax", [seqlens], { attributes: { keepdims: 0 } }), g.constant(DataType.INT32, [], Int32Array.of(1), "i32")]);
+  const lengths: [string, string] = [seqlens, total];
+  gqaLengthsByGraph.set(ctx, lengths);
+  return lengths;
+}
+
 /**
  * Declares the device graph's inputs and outputs, and names each layer's past keys (transposed,
- * [rows, kv_heads, head_dim, capacity]) and values ([rows, kv_heads, capacity, head_dim]) as the
+ * [rows, kv_heads, head_dim, capacity], or as the values for GroupQueryAttention) and values ([rows, kv_heads, capacity, head_dim]) as the
  * CPU graph's `past_key_t.<l>` / `past_value.<l>`, sliced from the pools, so the attention blocks
  * build the same way for both targets.
  */
@@ -67,7 +92,8 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
       const rows = g.op("Slice", [pool, start, end, g.int64s([0])]);
       return act === DataType.FLOAT ? rows : g.op("Cast", [rows], { attributes: { to: act } });
     };
-    g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: [0, 2, 3, 1] }, names: [IO.pastKey(l)] });
+    // GroupQueryAttention reads keys as values, [rows, kv_heads, capacity, head_dim]; the explicit attention transposed.
+    g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: deviceGqa(ctx) ? [0, 2, 1, 3] : [0, 2, 3, 1] }, names: [IO.pastKey(l)] });
     g.node("Transpose", [rowsOf(D.valuePool(l))], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.pastValue(l)] });
   }
 }

@@ -74,6 +74,27 @@ function feeds(
   };
 }
 
+/** A decode step of slots 0 and 1, one token each after `pasts` cached positions. */
+function twoRows(pools: Record<string, ort.Tensor>, pasts: [number, number], tokens: [number, number]) {
+  const words = maskWords(gpu.manifest.shape.vocab);
+  const group = gpu.manifest.shape.heads / gpu.manifest.shape.kvHeads;
+  const pastMask = new Float32Array(2 * CAPACITY).fill(-Infinity);
+  pasts.forEach((past, r) => pastMask.fill(0, r * CAPACITY, r * CAPACITY + past));
+  return {
+    ...feeds(pools, 0, 0, [0]),
+    [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(tokens, BigInt), [2, 1]),
+    [D.positionIds]: new ort.Tensor("int64", BigInt64Array.from(pasts, BigInt), [2, 1]),
+    [D.pastMask]: new ort.Tensor("float32", pastMask, [2, 1, 1, CAPACITY]),
+    [D.newMask]: new ort.Tensor("float32", new Float32Array(group), [1, 1, group, 1]),
+    [D.tokenMask]: new ort.Tensor("int32", new Int32Array(2 * words).fill(-1), [2, words]),
+    [D.adjustIds]: new ort.Tensor("int64", new BigInt64Array(2), [2, 1]),
+    [D.adjustBias]: new ort.Tensor("float32", new Float32Array(2), [2, 1]),
+    [D.adjustRepetition]: new ort.Tensor("float32", new Float32Array(2).fill(1), [2, 1]),
+    [D.adjustSubtract]: new ort.Tensor("float32", new Float32Array(2), [2, 1]),
+    [D.scoreTargets]: new ort.Tensor("int64", new BigInt64Array(2), [2, 1]),
+  };
+}
+
 /** A 0 / -inf mask as float32, or as float16 for a half-precision graph. */
 function additive(values: Float32Array, dims: number[], half = false): ort.Tensor {
   if (!half) return new ort.Tensor("float32", values, dims);
@@ -160,6 +181,36 @@ describe("the GPU compile target", () => {
     const expected = (bestLogit + 0.5 > 0 ? (bestLogit + 0.5) / 2 : (bestLogit + 0.5) * 2) - 30;
     expect((penalized[D.candidateLogits].data as Float32Array)[at]).toBeCloseTo(expected, 4);
     expect((penalized[D.candidateRaw].data as Float32Array)[at]).toBeCloseTo(bestLogit, 4);
+  });
+
+  it("with GroupQueryAttention gives the explicit attention's candidates: a prompt, a chunk after it, decode steps of two rows at different lengths", async () => {
+    const gqa = await compileGguf({ slug: "tiny", ggufPath: join(home, "tiny.gguf"), home, device: "webgpu", deviceAttention: "gqa" });
+    expect(gqa.dir).not.toBe(gpu.dir);
+    expect(gqa.manifest.io).toEqual(deviceGraphIo(gqa.manifest.shape.layers));
+    const session = await ort.InferenceSession.create(join(gqa.dir, ARTIFACT_FILES.graph));
+    try {
+      let explicitPools = emptyPools();
+      let gqaPools = emptyPools();
+      /** One step on both graphs from their own pools; their candidates must agree. */
+      const both = async (stepFeeds: (pools: Record<string, ort.Tensor>) => Record<string, ort.Tensor>) => {
+        const want = await step.run(stepFeeds(explicitPools));
+        const got = await session.run(stepFeeds(gqaPools));
+        [explicitPools, gqaPools] = [poolsOf(want), poolsOf(got)];
+        const wantLogits = want[D.candidateLogits].data as Float32Array;
+        const gotLogits = got[D.candidateLogits].data as Float32Array;
+        expect(Array.from(got[D.candidateIds].data as BigInt64Array).slice(0, 5)).toEqual(Array.from(want[D.candidateIds].data as BigInt64Array).slice(0, 5));
+        gotLogits.forEach((v, i) => expect(v).toBeCloseTo(wantLogits[i], 4));
+        Array.from(got[D.logNormalizer].data as Float32Array).forEach((v, i) => expect(v).toBeCloseTo((want[D.logNormalizer].data as Float32Array)[i], 4));
+      };
+      await both((pools) => feeds(pools, 0, 0, [3, 7, 1, 12]));
+      await both((pools) => feeds(pools, 0, 4, [9, 4, 6]));
+      await both((pools) => feeds(pools, 1, 0, [5, 2]));
+      // Slots 0 and 1 decode together, at 7 and 2 cached positions.
+      await both((pools) => twoRows(pools, [7, 2], [8, 11]));
+      await both((pools) => twoRows(pools, [8, 3], [13, 1]));
+    } finally {
+      await session.release();
+    }
   });
 
   it("with float16 activations gives the float32 graph's candidates within half-precision rounding", async () => {
