@@ -8,7 +8,7 @@ import { statSync } from "node:fs";
 import { basename, isAbsolute, resolve } from "node:path";
 import { hasModel } from "../catalogue/catalogue.js";
 import { kilnHome } from "../catalogue/paths.js";
-import { compileGguf, type CompileOptions, type CompileRequest, type CompileResult } from "../compiler/compile.js";
+import { compileGguf, type CompileOptions, type CompileRequest, type CompileResult, type DeviceAttention } from "../compiler/compile.js";
 import { GgufError, readGguf } from "../compiler/gguf/index.js";
 import { architectureFor } from "../compiler/graph/architectures.js";
 import { architectureName } from "../compiler/hyper.js";
@@ -105,6 +105,8 @@ export async function checkLocalGguf(arg: string): Promise<LocalGguf> {
 export interface LocalProvisionOptions {
   /** Compile options (part of the artifact id). Default: the compiler's defaults. */
   compile?: CompileOptions;
+  /** The GPU target's attention (`compileGguf`'s `deviceAttention`): "explicit" (default) or "gqa". Ignored on the CPU. */
+  deviceAttention?: DeviceAttention;
   /** Root of kiln's store. Default `kilnHome()`. */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. Default false. */
@@ -129,7 +131,7 @@ export function provisionLocalGguf(local: LocalGguf, opts: LocalProvisionOptions
     home: opts.home ?? kilnHome(),
     force: opts.force,
     onStage: opts.onStage,
-    ...(opts.device && opts.device !== "cpu" ? { device: opts.device } : {}),
+    ...(opts.device && opts.device !== "cpu" ? { device: opts.device, ...(opts.deviceAttention ? { deviceAttention: opts.deviceAttention } : {}) } : {}),
   };
   return compileGguf(request);
 }
