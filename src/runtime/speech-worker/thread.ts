@@ -5,11 +5,23 @@
 import type { WhisperTokens } from "../artifact/index.js";
 import { alignRows } from "../speech/alignment.js";
 import { SpeechSession } from "./session.js";
-import type { AlignRequest, AlignResult, DecodeRequest, DecodeResult, EncodeRequest, EncodeResult, SpeechLoadResult, SpeechWorkerRequest } from "./protocol.js";
-import { alwaysSuppressed, readRow } from "../speech/whisper-rules.js";
+import type {
+  AlignRequest,
+  AlignResult,
+  DecodeRequest,
+  DecodeResult,
+  DecodeRowResult,
+  EncodeRequest,
+  EncodeResult,
+  SpeechLoadResult,
+  SpeechWorkerRequest,
+} from "./protocol.js";
+import { alwaysSuppressed, filterByWhisperRules, likeliestId, likeliestIds, readRow } from "../speech/whisper-rules.js";
+import { LogSoftmax } from "./log-softmax.js";
 
 class SpeechThreadState {
   session: SpeechSession | null = null;
+  logSoftmax: LogSoftmax | null = null;
   suppressed: number[] = [];
 
   requireSession(): SpeechSession {
@@ -46,9 +58,42 @@ class SpeechThreadState {
       rows.map((row, r) => row?.from ?? req.firstSlot + r),
     );
     const runMs = performance.now() - t0;
-    const vocab = session.manifest.speech.vocab;
-    const results = rows.map((row, r) => (row ? readRow(logits.subarray(r * vocab, (r + 1) * vocab), row, this.tokens, this.suppressed) : null));
-    return { rows: results, runMs };
+    return { rows: await this.readRows(logits, rows, session.manifest.speech.vocab), runMs };
+  }
+
+  /**
+   * Each row's answer from its logits (changed in place). Greedy and beam rows: the rules in
+   * JavaScript, their log-probabilities from one ONNX Runtime log-softmax over the call's rows;
+   * sampled rows wholly in JavaScript (their draw passes over the row anyway).
+   */
+  private async readRows(logits: Float32Array, rows: DecodeRequest["rows"], vocab: number): Promise<Array<DecodeRowResult | null>> {
+    const rowOf = (r: number) => logits.subarray(r * vocab, (r + 1) * vocab);
+    const normalised = rows.map((row) => row?.sample != null && row.sample.temperature <= 0);
+    const results = rows.map((row, r) => {
+      if (!row || normalised[r])
+        return row ? readRow(rowOf(r), { sample: null, noSpeech: row.noSpeech, detectLanguage: row.detectLanguage }, this.tokens, this.suppressed) : null;
+      return readRow(rowOf(r), row, this.tokens, this.suppressed);
+    });
+    if (!normalised.includes(true)) return results;
+    rows.forEach((row, r) => normalised[r] && filterByWhisperRules(rowOf(r), row!.sample!, this.tokens, this.suppressed));
+    const logprobs = await this.requireLogSoftmax().run(logits, rows.length, vocab);
+    rows.forEach((row, r) => {
+      if (!normalised[r]) return;
+      const at = r * vocab;
+      if (row!.candidates) {
+        const tokens = likeliestIds(rowOf(r), row!.candidates);
+        results[r]!.candidates = { tokens, logprobs: tokens.map((t) => logprobs[at + t]) };
+      } else {
+        const token = likeliestId(rowOf(r));
+        Object.assign(results[r]!, { token, logprob: logprobs[at + token] });
+      }
+    });
+    return results;
+  }
+
+  private requireLogSoftmax(): LogSoftmax {
+    if (!this.logSoftmax) throw new Error("speech worker: no model loaded");
+    return this.logSoftmax;
   }
 
   async align(req: AlignRequest): Promise<AlignResult> {
@@ -85,7 +130,9 @@ export default async function handle(req: SpeechWorkerRequest): Promise<SpeechLo
       return state.align(req);
     case "load": {
       await state.session?.release();
+      await state.logSoftmax?.release();
       state.session = await SpeechSession.load(req.artifactDir, req.options);
+      state.logSoftmax = await LogSoftmax.create(req.options.threads ?? 2);
       state.suppressed = alwaysSuppressed(state.session.manifest.tokens);
       const m = state.session.manifest;
       return { artifactId: m.id, slots: state.session.slots, shape: m.speech, tokens: m.tokens };

@@ -19,12 +19,18 @@ export function alwaysSuppressed(tokens: WhisperTokens): number[] {
  * log-sum-exp of what is left, the normaliser of the log-probabilities the choice reports.
  */
 export function applyWhisperRules(logits: Float32Array, rule: WhisperSampling, tokens: WhisperTokens, suppressed: readonly number[]): number {
+  filterByWhisperRules(logits, rule, tokens, suppressed);
+  return logSumExp(logits, 0, logits.length);
+}
+
+/** Applies the rules to `logits` in place (disallowed tokens become -Infinity). */
+export function filterByWhisperRules(logits: Float32Array, rule: WhisperSampling, tokens: WhisperTokens, suppressed: readonly number[]): void {
   const tsBegin = tokens.timestampBegin;
   for (const t of suppressed) logits[t] = -Infinity;
   if (rule.sampled === 0) for (const t of tokens.suppressAtBegin) logits[t] = -Infinity;
   if (!rule.timestamps) {
     logits.fill(-Infinity, tsBegin);
-    return logSumExp(logits, 0, logits.length);
+    return;
   }
   logits[tokens.noTimestamps] = -Infinity;
   if (rule.sampled > 0 && rule.lastWasTimestamp) {
@@ -42,13 +48,9 @@ export function applyWhisperRules(logits: Float32Array, rule: WhisperSampling, t
   }
   // Timestamps are forced when their total probability beats the likeliest text token's
   // (openai-whisper compares the two log-probabilities; the normaliser cancels out).
-  const text = maxAndLogSumExp(logits, 0, tsBegin);
-  const stamps = maxAndLogSumExp(logits, tsBegin, logits.length);
-  if (stamps.logSumExp > text.max) {
-    logits.fill(-Infinity, 0, tsBegin);
-    return stamps.logSumExp;
-  }
-  return addLogs(text.logSumExp, stamps.logSumExp);
+  let bestText = -Infinity;
+  for (let i = 0; i < tsBegin; i++) if (logits[i] > bestText) bestText = logits[i];
+  if (logSumExp(logits, tsBegin, logits.length) > bestText) logits.fill(-Infinity, 0, tsBegin);
 }
 
 function maxAndLogSumExp(x: Float32Array, from: number, to: number): { max: number; logSumExp: number } {
@@ -64,18 +66,11 @@ function logSumExp(x: Float32Array, from: number, to: number): number {
   return maxAndLogSumExp(x, from, to).logSumExp;
 }
 
-/** log(e^a + e^b). */
-function addLogs(a: number, b: number): number {
-  const max = Math.max(a, b);
-  if (max === -Infinity) return -Infinity;
-  return max + Math.log(Math.exp(a - max) + Math.exp(b - max));
-}
-
 /** Picks the next token from rule-filtered logits: argmax at temperature 0, else a seeded draw from softmax(logits / T). */
 export function chooseToken(logits: Float32Array, rule: WhisperSampling, logZ = logSumExp(logits, 0, logits.length)): { token: number; logprob: number } {
   let token = 0;
   if (rule.temperature <= 0) {
-    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[token]) token = i;
+    token = likeliestId(logits);
   } else {
     const inv = 1 / rule.temperature;
     let max = -Infinity;
@@ -100,6 +95,12 @@ export function chooseToken(logits: Float32Array, rule: WhisperSampling, logZ = 
  * equal logits the lower id comes first (the order beam search breaks ties in).
  */
 export function likeliestTokens(logits: Float32Array, n: number, logZ = logSumExp(logits, 0, logits.length)): { tokens: number[]; logprobs: number[] } {
+  const tokens = likeliestIds(logits, n);
+  return { tokens, logprobs: tokens.map((t) => logits[t] - logZ) };
+}
+
+/** The ids of the `n` highest logits, highest first; on equal logits the lower id first. */
+export function likeliestIds(logits: Float32Array, n: number): number[] {
   const count = Math.min(n, logits.length);
   const tokens: number[] = [];
   // Insertion into a short sorted list: n is a few beams, the vocabulary tens of thousands.
@@ -111,7 +112,14 @@ export function likeliestTokens(logits: Float32Array, n: number, logZ = logSumEx
     if (tokens.length === count) tokens.pop();
     tokens.splice(at, 0, i);
   }
-  return { tokens, logprobs: tokens.map((t) => logits[t] - logZ) };
+  return tokens;
+}
+
+/** The id of the highest logit (the lowest such id on a tie): greedy decoding's choice. */
+export function likeliestId(logits: Float32Array): number {
+  let token = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[token]) token = i;
+  return token;
 }
 
 /** Probability of the no-speech token in the raw logits after <|startoftranscript|>. */
