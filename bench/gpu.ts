@@ -13,9 +13,9 @@
  *   the engine (greedy, end-of-generation tokens banned, counted once every sequence has its first
  *   token), medians of `--runs`;
  * - the bare graph: the artifact's session stepped in a loop over the same rows (no scheduler, no
- *   sampling), so engine / bare is what the serving path costs; on webgpu `--bare-attention
- *   explicit,gqa` also steps the artifact built with GroupQueryAttention (`deviceAttention: "gqa"`,
- *   its own compile) over the same rows, printed as "gqa ms" beside the default build's "bare ms";
+ *   sampling), so engine / bare is what the serving path costs; on webgpu `--bare-attention explicit`
+ *   (or gqa) also steps the artifact built with that attention (`deviceAttention`, its own compile)
+ *   over the same rows, printed as "explicit ms" beside the default build's "bare ms";
  * - the weight-product floor of the same shape on the same device (bench/floor-graph.ts, one float
  *   read back per step), so floor / engine is the share of the kernels' speed a step reaches;
  * - PyTorch (transformers `generate`, bf16, eager, random weights of the same shape, batch = rows)
@@ -56,10 +56,13 @@ const { values: args } = parseArgs({
     "skip-torch": { type: "boolean", default: false },
     "skip-cpu": { type: "boolean", default: false },
     quick: { type: "boolean", default: false },
-    "bare-attention": { type: "string", default: "explicit" },
+    "bare-attention": { type: "string" },
   },
 });
 const log = (s: string) => process.stderr.write(`${s}\n`);
+/** The attention of the second bare build (`--bare-attention`), beside the default build's. */
+const otherAttention = args["bare-attention"] as DeviceAttention | undefined;
+if (otherAttention !== undefined && otherAttention !== "explicit" && otherAttention !== "gqa") throw new Error("--bare-attention: explicit or gqa");
 const ints = (name: string, v: string) =>
   v.split(",").map((x) => {
     const n = Number(x);
@@ -103,8 +106,8 @@ interface ShapeResult {
   device: ComputeDevice;
   engine?: EngineFigures | { error: string };
   bare?: Record<number, StepFigures> | { error: string };
-  /** The bare graph of the GroupQueryAttention build (`--bare-attention` with gqa, on webgpu). */
-  bareGqa?: Record<number, StepFigures> | { error: string };
+  /** The bare graph of the `--bare-attention` build (on webgpu). */
+  bareOther?: Record<number, StepFigures> | { error: string };
   floor?: Record<number, StepFigures> | { error: string };
   torch?: { ttftMs: number; rows: Record<number, StepFigures> } | { skipped: string };
   cpuEngine?: EngineFigures | { error: string };
@@ -162,7 +165,7 @@ function medianRows(rows: Record<number, StepFigures[]>): Record<number, StepFig
 
 // ── the bare graph: the artifact's session stepped in a loop ──
 
-async function measureBare(local: LocalGguf, on: ComputeDevice, deviceAttention: DeviceAttention = "explicit"): Promise<Record<number, StepFigures>> {
+async function measureBare(local: LocalGguf, on: ComputeDevice, deviceAttention?: DeviceAttention): Promise<Record<number, StepFigures>> {
   const { dir } = await provisionLocalGguf(local, { device: on, deviceAttention });
   const out: Record<number, StepFigures[]> = {};
   for (const n of rowCounts) {
@@ -261,14 +264,14 @@ const figuresOf = <T extends object>(x: T | { error: string } | { skipped: strin
 function printShape(res: ShapeResult, spec: ModelShapeSpec): void {
   const engine = figuresOf<EngineFigures>(res.engine);
   const bare = figuresOf<Record<number, StepFigures>>(res.bare);
-  const bareGqa = figuresOf<Record<number, StepFigures>>(res.bareGqa);
+  const bareOther = figuresOf<Record<number, StepFigures>>(res.bareOther);
   const floor = figuresOf<Record<number, StepFigures>>(res.floor);
   const torch = figuresOf<{ ttftMs: number; rows: Record<number, StepFigures> }>(res.torch);
   const cpu = figuresOf<EngineFigures>(res.cpuEngine);
   const lines = [
     `\n${spec.name} (${spec.layers} layers, hidden ${spec.hidden}, ${spec.heads}/${spec.kvHeads} heads, ffn ${spec.ffn}, vocab ${spec.vocab}; synthetic Q4_0 GGUF ${(res.weightsBytes / 2 ** 20).toFixed(0)} MiB), kiln on ${res.device}, ${threads} thread(s), medians of ${runs}:`,
     `  TTFT of a ${promptTokens}-token prompt: kiln ${fmt(engine?.ttftMs, 0)} ms; PyTorch ${fmt(torch?.ttftMs, 0)} ms (kiln/PyTorch time ${ratio(engine?.ttftMs, torch?.ttftMs)}); CPU engine ${fmt(cpu?.ttftMs, 0)} ms`,
-    `  ${"rows".padEnd(6)}${"engine ms/step".padStart(15)}${"tok/s".padStart(9)}${"bare ms".padStart(9)}${"engine/bare".padStart(12)}${"gqa ms".padStart(8)}${"floor ms".padStart(10)}${"floor/engine".padStart(13)}${"PyTorch tok/s".padStart(14)}${"kiln/PyTorch".padStart(13)}${"CPU tok/s".padStart(10)}${"kiln/CPU".padStart(9)}`,
+    `  ${"rows".padEnd(6)}${"engine ms/step".padStart(15)}${"tok/s".padStart(9)}${"bare ms".padStart(9)}${"engine/bare".padStart(12)}${`${otherAttention ?? "—"} ms`.padStart(12)}${"floor ms".padStart(10)}${"floor/engine".padStart(13)}${"PyTorch tok/s".padStart(14)}${"kiln/PyTorch".padStart(13)}${"CPU tok/s".padStart(10)}${"kiln/CPU".padStart(9)}`,
   ];
   for (const n of rowCounts) {
     const e = engine?.rows[n];
@@ -277,13 +280,13 @@ function printShape(res: ShapeResult, spec: ModelShapeSpec): void {
     const t = torch?.rows[n];
     const c = cpu?.rows[n];
     lines.push(
-      `  ${String(n).padEnd(6)}${fmt(e?.msPerStep, 2).padStart(15)}${fmt(e?.tokensPerSecond).padStart(9)}${fmt(b?.msPerStep, 2).padStart(9)}${ratio(e?.msPerStep, b?.msPerStep).padStart(12)}${fmt(bareGqa?.[n]?.msPerStep, 2).padStart(8)}${fmt(f?.msPerStep, 2).padStart(10)}${ratio(f?.msPerStep, e?.msPerStep).padStart(13)}${fmt(t?.tokensPerSecond).padStart(14)}${ratio(e?.tokensPerSecond, t?.tokensPerSecond).padStart(13)}${fmt(c?.tokensPerSecond).padStart(10)}${ratio(e?.tokensPerSecond, c?.tokensPerSecond).padStart(9)}`,
+      `  ${String(n).padEnd(6)}${fmt(e?.msPerStep, 2).padStart(15)}${fmt(e?.tokensPerSecond).padStart(9)}${fmt(b?.msPerStep, 2).padStart(9)}${ratio(e?.msPerStep, b?.msPerStep).padStart(12)}${fmt(bareOther?.[n]?.msPerStep, 2).padStart(12)}${fmt(f?.msPerStep, 2).padStart(10)}${ratio(f?.msPerStep, e?.msPerStep).padStart(13)}${fmt(t?.tokensPerSecond).padStart(14)}${ratio(e?.tokensPerSecond, t?.tokensPerSecond).padStart(13)}${fmt(c?.tokensPerSecond).padStart(10)}${ratio(e?.tokensPerSecond, c?.tokensPerSecond).padStart(9)}`,
     );
   }
   for (const [what, x] of Object.entries({
     engine: res.engine,
     bare: res.bare,
-    "bare gqa": res.bareGqa,
+    [`bare ${otherAttention}`]: res.bareOther,
     floor: res.floor,
     PyTorch: res.torch,
     "CPU engine": res.cpuEngine,
@@ -327,8 +330,8 @@ try {
     const res: ShapeResult = { shape: spec.name, weightsBytes: statSync(gguf).size, device };
     res.engine = await attempt(`${spec.name}: engine on ${device}`, () => measureEngine(local, device));
     res.bare = await attempt(`${spec.name}: bare graph on ${device}`, () => measureBare(local, device));
-    if (device === "webgpu" && args["bare-attention"]!.split(",").includes("gqa"))
-      res.bareGqa = await attempt(`${spec.name}: bare GroupQueryAttention graph on ${device}`, () => measureBare(local, device, "gqa"));
+    if (device === "webgpu" && otherAttention)
+      res.bareOther = await attempt(`${spec.name}: bare ${otherAttention} attention graph on ${device}`, () => measureBare(local, device, otherAttention));
     res.floor = await attempt(`${spec.name}: floor on ${device}`, () => measureFloor(gguf, device, scratch));
     res.torch = device === "webgpu" ? measureTorch(spec) : { skipped: "the device is the CPU" };
     if (device !== "cpu" && !args["skip-cpu"]) res.cpuEngine = await attempt(`${spec.name}: engine on the CPU`, () => measureEngine(local, "cpu"));
@@ -338,7 +341,7 @@ try {
   }
   console.log(
     "\n  engine: the served model (local-GGUF provisioning, batch engine, worker), decode steps once every sequence has its first token;" +
-      "\n  bare: the artifact's session stepped in a loop, no scheduler or sampling; gqa: the same with the GroupQueryAttention build; floor: its weight products alone on the same device;" +
+      "\n  bare: the artifact's session stepped in a loop, no scheduler or sampling; explicit (or gqa) ms: the same with that attention's build (--bare-attention); floor: its weight products alone on the same device;" +
       "\n  PyTorch: transformers generate, bf16, eager, random weights of the same shape, batch = rows; CPU: the engine with --device cpu.",
   );
   if (args.json) {

@@ -84,8 +84,8 @@ export interface CompileRequest {
    */
   deviceActivations?: DeviceActivations;
   /**
-   * The GPU target's attention: "explicit" (default) or "gqa" (see BuildOptions.deviceAttention);
-   * part of its id when not the default. Ignored on the CPU.
+   * The GPU target's attention: "gqa" (default) or "explicit" (see BuildOptions.deviceAttention);
+   * part of its id when "gqa" (explicit artifacts keep the ids they had before the option). Ignored on the CPU.
    */
   deviceAttention?: DeviceAttention;
   /** Root of kiln's store (default `kilnHome()`). */
@@ -138,7 +138,7 @@ function resolvedOptions(
   options: CompileOptions = {},
   device: BuildDevice = "cpu",
   activations: DeviceActivations = "float32",
-  attention: DeviceAttention = "explicit",
+  attention: DeviceAttention = "gqa",
 ): CompileOptions &
   Required<Pick<CompileOptions, "accuracyLevel" | "numerics">> & { device?: BuildDevice; activations?: DeviceActivations; attention?: DeviceAttention } {
   const minFold = options.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold;

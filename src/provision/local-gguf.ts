@@ -105,7 +105,7 @@ export async function checkLocalGguf(arg: string): Promise<LocalGguf> {
 export interface LocalProvisionOptions {
   /** Compile options (part of the artifact id). Default: the compiler's defaults. */
   compile?: CompileOptions;
-  /** The GPU target's attention (`compileGguf`'s `deviceAttention`): "explicit" (default) or "gqa". Ignored on the CPU. */
+  /** The GPU target's attention (`compileGguf`'s `deviceAttention`): "gqa" (default) or "explicit". Ignored on the CPU. */
   deviceAttention?: DeviceAttention;
   /** Root of kiln's store. Default `kilnHome()`. */
   home?: string;

@@ -65,10 +65,10 @@ export interface BuildOptions {
    */
   activations?: DeviceActivations;
   /**
-   * The GPU target's attention over the pooled cache: "explicit" (default), the CPU graph's
-   * attention over the whole capacity, masked; "gqa", onnxruntime's com.microsoft
+   * The GPU target's attention over the pooled cache: "gqa" (default), onnxruntime's com.microsoft
    * GroupQueryAttention over the slot rows, the valid lengths taken from the position ids (it runs
-   * a multi-token step after a past only at one row, as the engine's prefill steps are). Ignored on the CPU.
+   * a multi-token step after a past only at one row, as the engine's prefill steps are); "explicit",
+   * the CPU graph's attention over the whole capacity, masked. Ignored on the CPU.
    */
   deviceAttention?: DeviceAttention;
 }

@@ -21,7 +21,7 @@ export function buildsForDevice(ctx: BlockContext): boolean {
 
 /** Whether the GPU target's attention is GroupQueryAttention (`BuildOptions.deviceAttention`). */
 export function deviceGqa(ctx: BlockContext): boolean {
-  return buildsForDevice(ctx) && ctx.options.deviceAttention === "gqa";
+  return buildsForDevice(ctx) && ctx.options.deviceAttention !== "explicit";
 }
 
 /** GroupQueryAttention's `seqlens_k` and `total_sequence_length`, per graph. */

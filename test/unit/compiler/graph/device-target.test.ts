@@ -183,18 +183,19 @@ describe("the GPU compile target", () => {
     expect((penalized[D.candidateRaw].data as Float32Array)[at]).toBeCloseTo(bestLogit, 4);
   });
 
-  it("with GroupQueryAttention gives the explicit attention's candidates: a prompt, a chunk after it, decode steps of two rows at different lengths", async () => {
-    const gqa = await compileGguf({ slug: "tiny", ggufPath: join(home, "tiny.gguf"), home, device: "webgpu", deviceAttention: "gqa" });
-    expect(gqa.dir).not.toBe(gpu.dir);
-    expect(gqa.manifest.io).toEqual(deviceGraphIo(gqa.manifest.shape.layers));
-    const session = await ort.InferenceSession.create(join(gqa.dir, ARTIFACT_FILES.graph));
+  it("with GroupQueryAttention (the default) gives the explicit attention's candidates: a prompt, a chunk after it, decode steps of two rows at different lengths", async () => {
+    const explicit = await compileGguf({ slug: "tiny", ggufPath: join(home, "tiny.gguf"), home, device: "webgpu", deviceAttention: "explicit" });
+    expect(explicit.dir).not.toBe(gpu.dir);
+    expect(explicit.manifest.io).toEqual(gpu.manifest.io);
+    expect(gpu.manifest.choices.find((c) => c.what === "options")?.choice).toContain('"attention":"gqa"');
+    const session = await ort.InferenceSession.create(join(explicit.dir, ARTIFACT_FILES.graph));
     try {
       let explicitPools = emptyPools();
       let gqaPools = emptyPools();
       /** One step on both graphs from their own pools; their candidates must agree. */
       const both = async (stepFeeds: (pools: Record<string, ort.Tensor>) => Record<string, ort.Tensor>) => {
-        const want = await step.run(stepFeeds(explicitPools));
-        const got = await session.run(stepFeeds(gqaPools));
+        const want = await session.run(stepFeeds(explicitPools));
+        const got = await step.run(stepFeeds(gqaPools));
         [explicitPools, gqaPools] = [poolsOf(want), poolsOf(got)];
         const wantLogits = want[D.candidateLogits].data as Float32Array;
         const gotLogits = got[D.candidateLogits].data as Float32Array;
