@@ -29,6 +29,15 @@ export const DEFAULT_DEVICE_KV_POSITIONS = 1024;
  */
 export const DEVICE_KV_FREE_SHARE = 0.4;
 
+/**
+ * The most positions per slot an adapter's free memory alone gives the device KV pool. The pool has a
+ * fixed capacity and every step slices its rows and writes the pool out of place, so a step's cost
+ * grows with the capacity, not with what is cached: a large GPU would otherwise get pools of the
+ * model's whole context (131,072 positions for Llama-3.2-1B) that every step copies. A longer
+ * context is served by asking for it with `--kv-memory-mb`.
+ */
+export const MAX_ADAPTER_KV_POSITIONS = 4096;
+
 /** The adapter's memory as read at load, and the bytes of weights the model is about to add to it. */
 export interface AdapterRoom {
   memory: AdapterMemory;
@@ -43,14 +52,15 @@ export function adapterKvMemoryBytes(room: AdapterRoom, share = DEVICE_KV_FREE_S
 /**
  * Positions per slot of a device KV pool: those a KV budget of `kvMemoryBytes` gives every one of
  * `slots` slots (as on the CPU, `servedContextLength`); without a budget, those the adapter's free
- * memory gives ({@link adapterKvMemoryBytes}) when `room` says it and it holds a growth step for
- * every slot; else the model's context, at most {@link DEFAULT_DEVICE_KV_POSITIONS}. The pool is
+ * memory gives ({@link adapterKvMemoryBytes}, at most {@link MAX_ADAPTER_KV_POSITIONS}) when `room`
+ * says it and it holds a growth step for every slot; else the model's context, at most {@link DEFAULT_DEVICE_KV_POSITIONS}. The pool is
  * float32, as the CPU one, so the same budget holds the same positions.
  */
 export function deviceKvPositions(shape: ModelShape, slots: number, kvMemoryBytes?: number, room?: AdapterRoom): number {
   if (kvMemoryBytes !== undefined) return servedContextLength(shape, slots, kvMemoryBytes);
   const fromAdapter = room === undefined ? 0 : adapterKvMemoryBytes(room);
-  if (fromAdapter >= kvBytesPerPosition(shape) * slots * KV_GROWTH_POSITIONS) return servedContextLength(shape, slots, fromAdapter);
+  if (fromAdapter >= kvBytesPerPosition(shape) * slots * KV_GROWTH_POSITIONS)
+    return Math.min(servedContextLength(shape, slots, fromAdapter), MAX_ADAPTER_KV_POSITIONS);
   return Math.min(shape.contextLength, DEFAULT_DEVICE_KV_POSITIONS);
 }
 

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { parseNvidiaSmiMemory } from "../../../../src/runtime/device/gpu-memory.js";
-import { adapterKvMemoryBytes, DEFAULT_DEVICE_KV_POSITIONS, deviceKvPositions } from "../../../../src/runtime/text-worker/webgpu-session.js";
+import {
+  adapterKvMemoryBytes,
+  DEFAULT_DEVICE_KV_POSITIONS,
+  deviceKvPositions,
+  MAX_ADAPTER_KV_POSITIONS,
+} from "../../../../src/runtime/text-worker/webgpu-session.js";
 
 const MIB = 2 ** 20;
 
@@ -26,10 +31,11 @@ describe("the device KV pool's positions", () => {
     expect(adapterKvMemoryBytes(room(100 * MIB, 200 * MIB))).toBe(0);
   });
 
-  it("are those the adapter's budget gives every slot, in growth steps, at most the model's context", () => {
+  it("are those the adapter's budget gives every slot, in growth steps, at most the model's context and the adapter cap", () => {
     // 4 slots: 0.4 x 640 MiB / (16 KiB x 4) = 4096 positions.
     expect(deviceKvPositions(shape, 4, undefined, room(840 * MIB, 200 * MIB))).toBe(4096);
-    expect(deviceKvPositions(shape, 4, undefined, room(80 * 2 ** 30))).toBe(8192);
+    // 80 GiB free would give the whole 8192-position context; each step copies the pool, so it stops at the cap.
+    expect(deviceKvPositions(shape, 4, undefined, room(80 * 2 ** 30))).toBe(MAX_ADAPTER_KV_POSITIONS);
     // 1 slot, budget for 200 positions: rounded down to 128.
     expect(deviceKvPositions(shape, 1, undefined, room(Math.ceil((200 * perPosition) / 0.4)))).toBe(128);
   });
@@ -39,7 +45,8 @@ describe("the device KV pool's positions", () => {
     expect(deviceKvPositions(shape, 4)).toBe(DEFAULT_DEVICE_KV_POSITIONS);
   });
 
-  it("follow a given KV budget before the adapter's memory", () => {
+  it("follow a given KV budget before the adapter's memory, past the adapter cap too", () => {
     expect(deviceKvPositions(shape, 2, 256 * perPosition * 2, room(80 * 2 ** 30))).toBe(256);
+    expect(deviceKvPositions(shape, 1, 8192 * perPosition, room(80 * 2 ** 30))).toBe(8192);
   });
 });
