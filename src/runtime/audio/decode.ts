@@ -8,6 +8,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { SAMPLE_RATE } from "../artifact/speech-graph.js";
+import { decodeWav } from "./wav.js";
 
 /** Why audio could not be decoded. */
 export type AudioProblem = "empty" | "unsupported" | "corrupt" | "ffmpeg_missing";
@@ -36,10 +37,16 @@ function ffmpegCommand(): string {
 /** stderr kept for the error message and classification; ffmpeg at `-loglevel error` says little. */
 const MAX_STDERR_CHARS = 8192;
 
-/** Decodes any audio file ffmpeg reads into 16 kHz mono float32 samples in -1..1. */
+/**
+ * Decodes any audio file ffmpeg reads into 16 kHz mono float32 samples in -1..1. Plain 16 kHz PCM
+ * WAVs are decoded in-process ({@link decodeWav}) into the same samples; everything else runs ffmpeg.
+ */
 export async function decodeAudio(bytes: Uint8Array, options: DecodeOptions = {}): Promise<Float32Array> {
   if (bytes.length === 0) throw new AudioDecodeError("empty", "the file is empty");
   options.signal?.throwIfAborted();
+  // Plain 16 kHz PCM WAVs need no resampling: decoding them in-process saves ffmpeg's start.
+  const wav = decodeWav(bytes);
+  if (wav) return wav;
   const dir = await mkdtemp(join(tmpdir(), "kiln-audio-"));
   try {
     const input = join(dir, `input${safeExtension(options.filename)}`);

@@ -434,7 +434,24 @@ describe("bad requests", () => {
     const saved = process.env.KILN_FFMPEG;
     process.env.KILN_FFMPEG = join(dir, "no-such-ffmpeg");
     try {
-      const { res } = await transcribe(base());
+      // A 16 kHz PCM WAV is decoded without ffmpeg; FLAC needs it.
+      const flac = execFileSync("ffmpeg", [
+        "-nostdin",
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-i",
+        join(dir, "tone.wav"),
+        "-c:a",
+        "flac",
+        "-f",
+        "flac",
+        "pipe:1",
+      ]);
+      const { res } = await transcribe([
+        ["file", { filename: "speech.flac", data: flac, type: "audio/flac" }],
+        ["model", SPEECH_SLUG],
+      ]);
       expect(expectError(res, 500, null, /ffmpeg is not installed/).type).toBe("server_error");
     } finally {
       if (saved === undefined) delete process.env.KILN_FFMPEG;
