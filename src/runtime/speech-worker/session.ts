@@ -59,8 +59,7 @@ export class SpeechSession {
       // Idle pool threads sleep instead of spinning, so a text model's worker beside this one keeps its cores.
       extra: { session: { intra_op: { allow_spinning: "0" } } },
     };
-    const graphSession = (file: string) =>
-      ort.InferenceSession.create(file, { ...sessionOptions, executionProviders: executionProvidersFor(device, file) });
+    const graphSession = (file: string) => ort.InferenceSession.create(file, { ...sessionOptions, executionProviders: executionProvidersFor(device, file) });
     const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder));
     const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder));
     checkSpeechGraphIo(
