@@ -172,6 +172,13 @@ class WhisperDecoder {
   /** Per decoder layer, the cross-attention probabilities of its alignment heads, in config order. */
   private readonly alignment: string[] = [];
   private splitSizes = "";
+  private seqLen = "";
+  /** Decoder rows (the batch) and cross-attention groups: windows the rows read, rows / groups each. */
+  private batch = "";
+  private groups = "";
+  /** [groups, rows per group * seq, heads, head_dim] and [rows, seq, width]. */
+  private groupedQueryShape = "";
+  private rowShape = "";
   constructor(private readonly o: WhisperOps) {}
 
   private get scale(): number {
@@ -204,16 +211,31 @@ class WhisperDecoder {
     const scope = `decoder/layer_${layer}/attention`;
     const normed = o.layerNorm(x, `${scope}/layer_norm`);
     const q = o.linear(normed, `${scope}/linear_0`, { scale: this.scale, rows: o.h.width });
-    const q4 = g.op("Transpose", [o.splitHeads(q)], { attributes: { perm: [0, 2, 1, 3] } });
+    // Rows that share a window (a transcription's beams or candidates) read its keys and values once:
+    // the queries of each group's rows are stacked as one [rows x head_dim] matrix per head.
+    const grouped = g.op("Reshape", [q, this.groupedQueryShape]);
+    const q4 = g.op("Transpose", [grouped], { attributes: { perm: [0, 2, 1, 3] } });
     const probs = g.op("Softmax", [g.op("MatMul", [q4, D.crossKey(layer)])], { attributes: { axis: -1 } });
     this.collectAlignment(probs, layer);
-    return o.linear(o.mergeHeads(g.op("MatMul", [probs, D.crossValue(layer)])), `${scope}/linear_2`);
+    const mixed = g.op("Transpose", [g.op("MatMul", [probs, D.crossValue(layer)])], { attributes: { perm: [0, 2, 1, 3] } });
+    return o.linear(g.op("Reshape", [mixed, this.rowShape]), `${scope}/linear_2`);
   }
 
   private collectAlignment(probs: string, layer: number): void {
     const heads = this.o.h.alignmentHeads.filter(([l]) => l === layer).map(([, head]) => head);
     if (heads.length === 0) return;
-    this.alignment[layer] = this.o.g.op("Gather", [probs, this.o.g.int64s(heads)], { attributes: { axis: 1 } });
+    const g = this.o.g;
+    // [groups, heads, rows per group * seq, audio] -> [rows, heads, seq, audio].
+    const picked = g.op("Gather", [probs, g.int64s(heads)], { attributes: { axis: 1 } });
+    const split = g.op("Reshape", [
+      picked,
+      g.op("Concat", [this.groups, g.int64s([heads.length, -1]), this.seqLen, g.int64s([this.o.h.audioContext])], { attributes: { axis: 0 } }),
+    ]);
+    const rowsFirst = g.op("Transpose", [split], { attributes: { perm: [0, 2, 1, 3, 4] } });
+    this.alignment[layer] = g.op("Reshape", [
+      rowsFirst,
+      g.op("Concat", [this.batch, g.int64s([heads.length]), this.seqLen, g.int64s([this.o.h.audioContext])], { attributes: { axis: 0 } }),
+    ]);
   }
 
   /** The alignment heads' probabilities concatenated in config order (a Gather per layer, then a reorder if needed). */
@@ -245,8 +267,8 @@ class WhisperDecoder {
       g.input(D.pastValue(l), DataType.FLOAT, ["batch", h.heads, "past", h.headDim]);
     }
     for (let l = 0; l < h.decoderLayers; l++) {
-      g.input(D.crossKey(l), DataType.FLOAT, ["batch", h.heads, h.headDim, h.audioContext]);
-      g.input(D.crossValue(l), DataType.FLOAT, ["batch", h.heads, h.audioContext, h.headDim]);
+      g.input(D.crossKey(l), DataType.FLOAT, ["groups", h.heads, h.headDim, h.audioContext]);
+      g.input(D.crossValue(l), DataType.FLOAT, ["groups", h.heads, h.audioContext, h.headDim]);
     }
     g.output(D.logits, DataType.FLOAT, ["batch", h.vocab]);
     for (let l = 0; l < h.decoderLayers; l++) {
@@ -255,8 +277,12 @@ class WhisperDecoder {
     }
     g.output(D.alignment, DataType.FLOAT, ["batch", h.alignmentHeads.length, "seq", h.audioContext]);
     const pastLen = g.op("Shape", [D.pastKey(0)], { attributes: { start: 3, end: 4 } });
-    const seqLen = g.op("Shape", [D.inputIds], { attributes: { start: 1, end: 2 } });
-    this.splitSizes = g.op("Concat", [pastLen, seqLen], { attributes: { axis: 0 } });
+    this.seqLen = g.op("Shape", [D.inputIds], { attributes: { start: 1, end: 2 } });
+    this.batch = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
+    this.groups = g.op("Shape", [D.crossKey(0)], { attributes: { start: 0, end: 1 } });
+    this.splitSizes = g.op("Concat", [pastLen, this.seqLen], { attributes: { axis: 0 } });
+    this.groupedQueryShape = g.op("Concat", [this.groups, g.int64s([-1, h.heads, h.headDim])], { attributes: { axis: 0 } });
+    this.rowShape = g.op("Concat", [this.batch, this.seqLen, g.int64s([h.width])], { attributes: { axis: 0 } });
   }
 
   build(): Choice[] {

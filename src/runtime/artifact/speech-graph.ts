@@ -52,7 +52,11 @@ export const SPEECH_GRAPH = {
     pastKey: (layer: number) => `past_key_t.${layer}`,
     /** float32 [batch, heads, past, head_dim]: one layer's cached self-attention values. */
     pastValue: (layer: number) => `past_value.${layer}`,
-    /** The encoder's outputs of the same names, fed back per row. */
+    /**
+     * The encoder's outputs of the same names, fed back per group of rows: [groups, ...], the batch's
+     * rows split evenly into `groups` runs that each read one window (1 when every row reads the same
+     * window, as a transcription's beams do; else one per row).
+     */
     crossKey: (layer: number) => `cross_key_t.${layer}`,
     crossValue: (layer: number) => `cross_value.${layer}`,
     /** float32 [batch, vocab]: the last position's logits. */

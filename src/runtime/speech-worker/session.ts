@@ -40,7 +40,12 @@ export class SpeechSession {
     private readonly crossKeys: Float32Array[],
     /** Per decoder layer: [slots, heads, audio_ctx, head_dim]. */
     private readonly crossValues: Float32Array[],
+    /** Per slot, which encoded window its cross-attention keys and values hold (-1: none yet). */
+    private readonly windowOf: Int32Array,
   ) {}
+
+  /** Counts encoded windows, so that slots filled by one encode call are known to share theirs. */
+  private windows = 0;
 
   static async load(artifactDir: string, options: SpeechSessionOptions = {}): Promise<SpeechSession> {
     const manifest = readSpeechManifest(artifactDir);
@@ -75,7 +80,7 @@ export class SpeechSession {
     const perSlot = shape.heads * shape.headDim * shape.audioContext;
     const crossKeys = Array.from({ length: shape.decoderLayers }, () => new Float32Array(slots * perSlot));
     const crossValues = Array.from({ length: shape.decoderLayers }, () => new Float32Array(slots * perSlot));
-    return new SpeechSession(manifest, encoder, decoder, kv, crossKeys, crossValues);
+    return new SpeechSession(manifest, encoder, decoder, kv, crossKeys, crossValues, new Int32Array(slots).fill(-1));
   }
 
   get slots(): number {
@@ -95,6 +100,18 @@ export class SpeechSession {
         this.crossValues[l].set(out[E.crossValue(l)].data as Float32Array, (slot + c) * perSlot);
       }
     }
+    this.windowOf.fill(this.windows++, slot, slot + copies);
+  }
+
+  /**
+   * The slot whose window every kept row of a call reads, when they all read the same one (a
+   * transcription's beams or candidates), else -1. Gap fillers' outputs are dropped, so any window serves them.
+   */
+  private sharedWindowSlot(firstSlot: number, keep: readonly boolean[]): number {
+    const kept = keep.flatMap((k, r) => (k ? [firstSlot + r] : []));
+    if (kept.length === 0) return firstSlot;
+    const window = this.windowOf[kept[0]];
+    return window >= 0 && kept.every((slot) => this.windowOf[slot] === window) ? kept[0] : -1;
   }
 
   /**
@@ -142,6 +159,9 @@ export class SpeechSession {
     };
     const stride = kv.slotStride;
     const perSlot = shape.heads * shape.headDim * shape.audioContext;
+    // One group of rows when all read one window (its keys and values read once per step), else a group per row.
+    const shared = this.sharedWindowSlot(firstSlot, keep);
+    const [crossFrom, groups] = shared >= 0 ? [shared, 1] : [firstSlot, rows];
     for (let l = 0; l < shape.decoderLayers; l++) {
       feeds[D.pastKey(l)] = new ort.Tensor("float32", kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [
         rows,
@@ -155,14 +175,14 @@ export class SpeechSession {
         cap,
         shape.headDim,
       ]);
-      feeds[D.crossKey(l)] = new ort.Tensor("float32", this.crossKeys[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [
-        rows,
+      feeds[D.crossKey(l)] = new ort.Tensor("float32", this.crossKeys[l].subarray(crossFrom * perSlot, (crossFrom + groups) * perSlot), [
+        groups,
         shape.heads,
         shape.headDim,
         shape.audioContext,
       ]);
-      feeds[D.crossValue(l)] = new ort.Tensor("float32", this.crossValues[l].subarray(firstSlot * perSlot, (firstSlot + rows) * perSlot), [
-        rows,
+      feeds[D.crossValue(l)] = new ort.Tensor("float32", this.crossValues[l].subarray(crossFrom * perSlot, (crossFrom + groups) * perSlot), [
+        groups,
         shape.heads,
         shape.audioContext,
         shape.headDim,

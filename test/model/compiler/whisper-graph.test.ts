@@ -178,4 +178,57 @@ describe("compiled Whisper tiny.en against CTranslate2", () => {
       expect(Math.abs(sum - 1)).toBeLessThan(1e-4);
     }
   });
+
+  it("reads a window shared by several rows once, with the same outputs as one window per row", async () => {
+    const s = manifest.speech;
+    const encoder = await ort.InferenceSession.create(join(artifact.dir, SPEECH_FILES.encoder), options);
+    const decoder = await ort.InferenceSession.create(join(artifact.dir, SPEECH_FILES.decoder), options);
+    const cross = await encoder.run({ [SPEECH_GRAPH.encoder.mel]: new ort.Tensor("float32", mel, [1, s.melBins, 3000]) });
+    const rows = 3;
+    const seq = 2;
+    const t = manifest.tokens;
+    // Each row its own two tokens after a shared cached position, so rows differ in every layer.
+    const ids = [t.startOfTranscript, t.noTimestamps, t.startOfTranscript, 464, t.startOfTranscript, 1002];
+    const past = 1;
+    const pastKeys = Float32Array.from({ length: rows * s.heads * s.headDim * past }, (_, i) => Math.sin(i));
+    const pastValues = Float32Array.from({ length: rows * s.heads * past * s.headDim }, (_, i) => Math.cos(i));
+    const repeated = (tensor: ort.Tensor) => {
+      const data = tensor.data as Float32Array;
+      const out = new Float32Array(rows * data.length);
+      for (let r = 0; r < rows; r++) out.set(data, r * data.length);
+      return new ort.Tensor("float32", out, [rows, ...tensor.dims.slice(1)]);
+    };
+    const run = async (perRow: boolean) => {
+      const feeds: Record<string, ort.Tensor> = {
+        [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(ids.map(BigInt)), [rows, seq]),
+        [D.positionIds]: new ort.Tensor("int64", BigInt64Array.from(ids.map((_, i) => BigInt(past + (i % seq)))), [rows, seq]),
+        [D.pastMask]: new ort.Tensor("float32", new Float32Array(rows * past), [rows, 1, 1, past]),
+        [D.newMask]: new ort.Tensor("float32", causalMask(seq), [1, 1, seq, seq]),
+      };
+      for (let l = 0; l < s.decoderLayers; l++) {
+        feeds[D.pastKey(l)] = new ort.Tensor("float32", pastKeys, [rows, s.heads, s.headDim, past]);
+        feeds[D.pastValue(l)] = new ort.Tensor("float32", pastValues, [rows, s.heads, past, s.headDim]);
+        const key = cross[SPEECH_GRAPH.encoder.crossKey(l)];
+        const value = cross[SPEECH_GRAPH.encoder.crossValue(l)];
+        feeds[D.crossKey(l)] = perRow ? repeated(key) : key;
+        feeds[D.crossValue(l)] = perRow ? repeated(value) : value;
+      }
+      return decoder.run(feeds);
+    };
+    const [grouped, perRow] = [await run(false), await run(true)];
+    const maxDiff = (name: string) => {
+      const [a, b] = [grouped[name].data as Float32Array, perRow[name].data as Float32Array];
+      expect(grouped[name].dims).toEqual(perRow[name].dims);
+      let worst = 0;
+      for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+      return worst;
+    };
+    expect(grouped[D.alignment].dims).toEqual([rows, s.alignmentHeads.length, seq, s.audioContext]);
+    expect(maxDiff(D.logits)).toBeLessThan(1e-3);
+    expect(maxDiff(D.alignment)).toBeLessThan(1e-6);
+    for (let l = 0; l < s.decoderLayers; l++) expect(maxDiff(D.presentKey(l))).toBeLessThan(1e-4);
+    // The rows really differ: the test would not see rows mixed up between groups otherwise.
+    const logits = grouped[D.logits].data as Float32Array;
+    expect(argmax(logits.subarray(0, s.vocab))).not.toBe(argmax(logits.subarray(s.vocab, 2 * s.vocab)));
+  });
 });
