@@ -16,12 +16,12 @@ import type {
   SpeechLoadResult,
   SpeechWorkerRequest,
 } from "./protocol.js";
-import { alwaysSuppressed, filterByWhisperRules, likeliestId, likeliestIds, readRow } from "../speech/whisper-rules.js";
-import { LogSoftmax } from "./log-softmax.js";
+import { alwaysSuppressed, filterByWhisperRules, readRow } from "../speech/whisper-rules.js";
+import { TopLogprobs } from "./top-logprobs.js";
 
 class SpeechThreadState {
   session: SpeechSession | null = null;
-  logSoftmax: LogSoftmax | null = null;
+  topLogprobs: TopLogprobs | null = null;
   suppressed: number[] = [];
 
   requireSession(): SpeechSession {
@@ -63,37 +63,37 @@ class SpeechThreadState {
 
   /**
    * Each row's answer from its logits (changed in place). Greedy and beam rows: the rules in
-   * JavaScript, their log-probabilities from one ONNX Runtime log-softmax over the call's rows;
-   * sampled rows wholly in JavaScript (their draw passes over the row anyway).
+   * JavaScript, then their likeliest tokens and log-probabilities from one ONNX Runtime run over the
+   * call's rows; sampled rows wholly in JavaScript (their draw passes over the row anyway).
    */
   private async readRows(logits: Float32Array, rows: DecodeRequest["rows"], vocab: number): Promise<Array<DecodeRowResult | null>> {
     const rowOf = (r: number) => logits.subarray(r * vocab, (r + 1) * vocab);
-    const normalised = rows.map((row) => row?.sample != null && row.sample.temperature <= 0);
+    const ranked = rows.map((row) => row?.sample != null && row.sample.temperature <= 0);
     const results = rows.map((row, r) => {
-      if (!row || normalised[r])
+      if (!row || ranked[r])
         return row ? readRow(rowOf(r), { sample: null, noSpeech: row.noSpeech, detectLanguage: row.detectLanguage }, this.tokens, this.suppressed) : null;
       return readRow(rowOf(r), row, this.tokens, this.suppressed);
     });
-    if (!normalised.includes(true)) return results;
-    rows.forEach((row, r) => normalised[r] && filterByWhisperRules(rowOf(r), row!.sample!, this.tokens, this.suppressed));
-    const logprobs = await this.requireLogSoftmax().run(logits, rows.length, vocab);
+    if (!ranked.includes(true)) return results;
+    rows.forEach((row, r) => ranked[r] && filterByWhisperRules(rowOf(r), row!.sample!, this.tokens, this.suppressed));
+    const k = Math.max(...rows.map((row, r) => (ranked[r] ? (row!.candidates ?? 1) : 1)));
+    const top = await this.requireTopLogprobs().run(logits, rows.length, vocab, k);
     rows.forEach((row, r) => {
-      if (!normalised[r]) return;
-      const at = r * vocab;
+      if (!ranked[r]) return;
+      const at = r * top.k;
       if (row!.candidates) {
-        const tokens = likeliestIds(rowOf(r), row!.candidates);
-        results[r]!.candidates = { tokens, logprobs: tokens.map((t) => logprobs[at + t]) };
+        const n = Math.min(row!.candidates, top.k);
+        results[r]!.candidates = { tokens: Array.from(top.tokens.subarray(at, at + n)), logprobs: Array.from(top.logprobs.subarray(at, at + n)) };
       } else {
-        const token = likeliestId(rowOf(r));
-        Object.assign(results[r]!, { token, logprob: logprobs[at + token] });
+        Object.assign(results[r]!, { token: top.tokens[at], logprob: top.logprobs[at] });
       }
     });
     return results;
   }
 
-  private requireLogSoftmax(): LogSoftmax {
-    if (!this.logSoftmax) throw new Error("speech worker: no model loaded");
-    return this.logSoftmax;
+  private requireTopLogprobs(): TopLogprobs {
+    if (!this.topLogprobs) throw new Error("speech worker: no model loaded");
+    return this.topLogprobs;
   }
 
   async align(req: AlignRequest): Promise<AlignResult> {
@@ -130,9 +130,9 @@ export default async function handle(req: SpeechWorkerRequest): Promise<SpeechLo
       return state.align(req);
     case "load": {
       await state.session?.release();
-      await state.logSoftmax?.release();
+      await state.topLogprobs?.release();
       state.session = await SpeechSession.load(req.artifactDir, req.options);
-      state.logSoftmax = await LogSoftmax.create(req.options.threads ?? 2);
+      state.topLogprobs = await TopLogprobs.create(req.options.threads ?? 2);
       state.suppressed = alwaysSuppressed(state.session.manifest.tokens);
       const m = state.session.manifest;
       return { artifactId: m.id, slots: state.session.slots, shape: m.speech, tokens: m.tokens };
