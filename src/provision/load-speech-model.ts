@@ -37,7 +37,7 @@ export async function loadSpeechModel(slug: string, options: LoadSpeechModelOpti
   const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
   const beamSize = options.beamSize ?? DEFAULT_BEAM_SIZE;
   // Each running transcription holds a decoder row per beam.
-  const loaded = await LoadedSpeechModel.load(compiled.dir, { device, threads: options.threads ?? 2, slots: slots * beamSize });
+  const loaded = await LoadedSpeechModel.load(compiled.dir, { device, threads: options.threads ?? 2, slots: slots * beamSize, rowsPerWindow: beamSize });
   if (options.signal?.aborted) {
     await loaded.close();
     options.signal.throwIfAborted();

@@ -13,10 +13,16 @@ export interface SpeechSessionOptions {
   /** ONNX Runtime intra-op threads. Default 2. */
   threads?: number;
   /**
-   * Decoder rows: KV and cross-attention slots. A transcription takes as many as it decodes
-   * hypotheses at once (its beams, or its sampled candidates). Default 4.
+   * Decoder rows: self-attention KV slots. A transcription takes as many as it decodes hypotheses at
+   * once (its beams, or its sampled candidates). Default 4.
    */
   slots?: number;
+  /**
+   * Consecutive slots that share one encoded window (a transcription's rows): slots are grouped in
+   * runs of this many, each run holding one window's cross-attention keys and values, which all its
+   * rows read. A divisor of `slots`. Default 1.
+   */
+  rowsPerWindow?: number;
 }
 
 export interface SpeechLoadRequest {
@@ -32,14 +38,15 @@ export interface SpeechLoadResult {
   tokens: WhisperTokens;
 }
 
-/** Runs the encoder on one 30 s window and keeps its cross-attention keys and values in `slot`. */
+/**
+ * Runs the encoder on one 30 s window and keeps its cross-attention keys and values for the run of
+ * `rowsPerWindow` slots that holds `slot`: every row there reads it.
+ */
 export interface EncodeRequest {
   op: "encode";
   slot: number;
   /** Log-mel features [melBins, 3000]. */
   mel: Float32Array;
-  /** Slots `slot .. slot + copies - 1` all receive the window (one per beam or candidate). Default 1. */
-  copies?: number;
 }
 
 export interface EncodeResult {

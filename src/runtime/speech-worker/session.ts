@@ -17,6 +17,14 @@ const NEG_INF = -Infinity;
 const D = SPEECH_GRAPH.decoder;
 const E = SPEECH_GRAPH.encoder;
 
+/** One row of a decoder run: the cached positions it continues from (of slot `from`), whether it keeps its new ones, and its new tokens. */
+interface DecoderRow {
+  past: number;
+  keep: boolean;
+  from: number;
+  tokens: number[];
+}
+
 /** What one decoder call returns: the last position's logits per row, and the alignment heads' weights when asked. */
 export interface DecoderOutput {
   /** [rows, vocab]. */
@@ -27,7 +35,8 @@ export interface DecoderOutput {
 
 /**
  * The speech session on the worker thread: the compiled encoder and decoder, the decoder's
- * self-attention KV pool, and each slot's cross-attention keys and values (one 30 s window's worth).
+ * self-attention KV pool, and the cross-attention keys and values of one 30 s window per run of
+ * `rowsPerWindow` consecutive slots (a transcription's rows: its beams or candidates read one window).
  * It runs what it is told for the slots it is told; it never decides who runs.
  */
 export class SpeechSession {
@@ -36,21 +45,22 @@ export class SpeechSession {
     private readonly encoder: ort.InferenceSession,
     private readonly decoder: ort.InferenceSession,
     readonly kv: KvPool,
-    /** Per decoder layer: [slots, heads, head_dim, audio_ctx]. */
+    /** Consecutive slots that read one window. */
+    readonly rowsPerWindow: number,
+    /** Per decoder layer: [windows, heads, head_dim, audio_ctx]. */
     private readonly crossKeys: Float32Array[],
-    /** Per decoder layer: [slots, heads, audio_ctx, head_dim]. */
+    /** Per decoder layer: [windows, heads, audio_ctx, head_dim]. */
     private readonly crossValues: Float32Array[],
-    /** Per slot, which encoded window its cross-attention keys and values hold (-1: none yet). */
-    private readonly windowOf: Int32Array,
   ) {}
-
-  /** Counts encoded windows, so that slots filled by one encode call are known to share theirs. */
-  private windows = 0;
 
   static async load(artifactDir: string, options: SpeechSessionOptions = {}): Promise<SpeechSession> {
     const manifest = readSpeechManifest(artifactDir);
     const shape = manifest.speech;
     checkSpeechGraphIo(manifest.speechIo, shape, `the artifact ${manifest.id}`);
+    const slots = options.slots ?? 4;
+    const rowsPerWindow = options.rowsPerWindow ?? 1;
+    if (!Number.isInteger(rowsPerWindow) || rowsPerWindow < 1 || slots % rowsPerWindow !== 0)
+      throw new RangeError(`${slots} slots cannot be grouped in runs of ${rowsPerWindow} rows per window`);
     // Inputs and outputs stay on the CPU on either device: the decoder's graph takes its whole
     // self-attention cache as an input and returns only the new positions, so the cache lives in the
     // KV pool in JavaScript, and an output left on the device could not be read back (getData() on a
@@ -75,43 +85,29 @@ export class SpeechSession {
       shape,
       `the graphs of ${manifest.id}`,
     );
-    const slots = options.slots ?? 4;
     const kv = new KvPool(manifest.shape, slots, KV_GROWTH_POSITIONS);
-    const perSlot = shape.heads * shape.headDim * shape.audioContext;
-    const crossKeys = Array.from({ length: shape.decoderLayers }, () => new Float32Array(slots * perSlot));
-    const crossValues = Array.from({ length: shape.decoderLayers }, () => new Float32Array(slots * perSlot));
-    return new SpeechSession(manifest, encoder, decoder, kv, crossKeys, crossValues, new Int32Array(slots).fill(-1));
+    const windows = slots / rowsPerWindow;
+    const perWindow = shape.heads * shape.headDim * shape.audioContext;
+    const crossKeys = Array.from({ length: shape.decoderLayers }, () => new Float32Array(windows * perWindow));
+    const crossValues = Array.from({ length: shape.decoderLayers }, () => new Float32Array(windows * perWindow));
+    return new SpeechSession(manifest, encoder, decoder, kv, rowsPerWindow, crossKeys, crossValues);
   }
 
   get slots(): number {
     return this.kv.slots;
   }
 
-  /** Encodes one window [melBins, 3000] and keeps its cross-attention keys and values in slots `slot .. slot + copies - 1`. */
-  async encode(slot: number, mel: Float32Array, copies = 1): Promise<void> {
+  /** Encodes one window [melBins, 3000] and keeps its cross-attention keys and values for every slot of `slot`'s run. */
+  async encode(slot: number, mel: Float32Array): Promise<void> {
     const shape = this.manifest.speech;
     if (mel.length !== shape.melBins * WINDOW_FRAMES) throw new RangeError(`a window has ${shape.melBins}x${WINDOW_FRAMES} features, not ${mel.length}`);
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.slots) throw new RangeError(`slot ${slot} is not among the ${this.slots}`);
     const out = await this.encoder.run({ [E.mel]: new ort.Tensor("float32", mel, [1, shape.melBins, WINDOW_FRAMES]) });
-    const perSlot = shape.heads * shape.headDim * shape.audioContext;
-    if (slot < 0 || copies < 1 || slot + copies > this.slots) throw new RangeError(`slots ${slot}..${slot + copies - 1} are not all among the ${this.slots}`);
+    const at = Math.floor(slot / this.rowsPerWindow) * shape.heads * shape.headDim * shape.audioContext;
     for (let l = 0; l < shape.decoderLayers; l++) {
-      for (let c = 0; c < copies; c++) {
-        this.crossKeys[l].set(out[E.crossKey(l)].data as Float32Array, (slot + c) * perSlot);
-        this.crossValues[l].set(out[E.crossValue(l)].data as Float32Array, (slot + c) * perSlot);
-      }
+      this.crossKeys[l].set(out[E.crossKey(l)].data as Float32Array, at);
+      this.crossValues[l].set(out[E.crossValue(l)].data as Float32Array, at);
     }
-    this.windowOf.fill(this.windows++, slot, slot + copies);
-  }
-
-  /**
-   * The slot whose window every kept row of a call reads, when they all read the same one (a
-   * transcription's beams or candidates), else -1. Gap fillers' outputs are dropped, so any window serves them.
-   */
-  private sharedWindowSlot(firstSlot: number, keep: readonly boolean[]): number {
-    const kept = keep.flatMap((k, r) => (k ? [firstSlot + r] : []));
-    if (kept.length === 0) return firstSlot;
-    const window = this.windowOf[kept[0]];
-    return window >= 0 && kept.every((slot) => this.windowOf[slot] === window) ? kept[0] : -1;
   }
 
   /**
@@ -128,17 +124,66 @@ export class SpeechSession {
     alignment = false,
     from?: readonly number[],
   ): Promise<DecoderOutput> {
+    const rows = past.length;
+    const runLength = this.rowsPerWindow;
+    const firstWindow = Math.floor(firstSlot / runLength);
+    const lastWindow = Math.floor((firstSlot + rows - 1) / runLength);
+    const rowsOf = (r: number) => ({
+      past: past[r],
+      keep: keep[r],
+      from: from?.[r] ?? firstSlot + r,
+      tokens: Array.from({ length: tokensPerRow }, (_, s) => tokens[r * tokensPerRow + s]),
+    });
+    if (firstWindow === lastWindow)
+      return this.run(
+        firstSlot,
+        Array.from({ length: rows }, (_, r) => rowsOf(r)),
+        tokensPerRow,
+        alignment,
+        firstWindow,
+        1,
+      );
+    // Rows of several windows: the call widens to their whole runs, the added rows as gap fillers, so
+    // that each window's rows form one group of the decoder's cross-attention.
+    const start = firstWindow * runLength;
+    const widened = Array.from({ length: (lastWindow + 1) * runLength - start }, (_, i) => {
+      const r = start + i - firstSlot;
+      if (r >= 0 && r < rows) return rowsOf(r);
+      return { past: this.kv.lengths[start + i], keep: false, from: start + i, tokens: new Array<number>(tokensPerRow).fill(0) };
+    });
+    const out = await this.run(start, widened, tokensPerRow, alignment, firstWindow, lastWindow - firstWindow + 1);
+    const offset = firstSlot - start;
+    const perRow = (data: Float32Array) => data.length / widened.length;
+    return {
+      logits: out.logits.subarray(offset * perRow(out.logits), (offset + rows) * perRow(out.logits)),
+      ...(out.alignment ? { alignment: out.alignment.subarray(offset * perRow(out.alignment), (offset + rows) * perRow(out.alignment)) } : {}),
+    };
+  }
+
+  /** One decoder run over consecutive slots from `firstSlot`, whose rows read windows `firstWindow ..` in `groups` equal runs. */
+  private async run(
+    firstSlot: number,
+    rowList: readonly DecoderRow[],
+    tokensPerRow: number,
+    alignment: boolean,
+    firstWindow: number,
+    groups: number,
+  ): Promise<DecoderOutput> {
     const { kv } = this;
     const shape = this.manifest.speech;
-    const rows = past.length;
-    const before = Array.from({ length: rows }, (_, r) => kv.lengths[firstSlot + r]);
-    const moves: Array<{ from: number; to: number; length: number }> = [];
-    for (let r = 0; r < rows; r++) if (keep[r]) moves.push({ from: from?.[r] ?? firstSlot + r, to: firstSlot + r, length: past[r] });
-    kv.copyPrefixes(moves);
+    const rows = rowList.length;
+    const before = rowList.map((_, r) => kv.lengths[firstSlot + r]);
+    kv.copyPrefixes(rowList.flatMap((row, r) => (row.keep ? [{ from: row.from, to: firstSlot + r, length: row.past }] : [])));
     let longest = 0;
-    for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
+    let furthest = 0;
+    for (let r = 0; r < rows; r++) {
+      const reach = kv.lengths[firstSlot + r] + tokensPerRow;
+      furthest = Math.max(furthest, reach);
+      if (rowList[r].keep) longest = Math.max(longest, reach);
+    }
     if (longest > shape.textContext) throw new RangeError(`a window's tokens would reach ${longest} positions, past the decoder's ${shape.textContext}`);
-    kv.ensure(longest);
+    // A gap filler's positions are dropped again, so it may pass the context for this one call.
+    kv.ensure(furthest);
     const cap = kv.capacity;
     const ids = new BigInt64Array(rows * tokensPerRow);
     const positions = new BigInt64Array(rows * tokensPerRow);
@@ -147,7 +192,7 @@ export class SpeechSession {
       const at = kv.lengths[firstSlot + r];
       pastMask.fill(0, r * cap, r * cap + at);
       for (let s = 0; s < tokensPerRow; s++) {
-        ids[r * tokensPerRow + s] = BigInt(tokens[r * tokensPerRow + s]);
+        ids[r * tokensPerRow + s] = BigInt(rowList[r].tokens[s]);
         positions[r * tokensPerRow + s] = BigInt(Math.min(at + s, shape.textContext - 1));
       }
     }
@@ -158,35 +203,14 @@ export class SpeechSession {
       [D.newMask]: new ort.Tensor("float32", causalMask(tokensPerRow), [1, 1, tokensPerRow, tokensPerRow]),
     };
     const stride = kv.slotStride;
-    const perSlot = shape.heads * shape.headDim * shape.audioContext;
-    // One group of rows when all read one window (its keys and values read once per step), else a group per row.
-    const shared = this.sharedWindowSlot(firstSlot, keep);
-    const [crossFrom, groups] = shared >= 0 ? [shared, 1] : [firstSlot, rows];
+    const perWindow = shape.heads * shape.headDim * shape.audioContext;
+    const windows = (data: Float32Array) => data.subarray(firstWindow * perWindow, (firstWindow + groups) * perWindow);
     for (let l = 0; l < shape.decoderLayers; l++) {
-      feeds[D.pastKey(l)] = new ort.Tensor("float32", kv.keys[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [
-        rows,
-        shape.heads,
-        shape.headDim,
-        cap,
-      ]);
-      feeds[D.pastValue(l)] = new ort.Tensor("float32", kv.values[l].subarray(firstSlot * stride, (firstSlot + rows) * stride), [
-        rows,
-        shape.heads,
-        cap,
-        shape.headDim,
-      ]);
-      feeds[D.crossKey(l)] = new ort.Tensor("float32", this.crossKeys[l].subarray(crossFrom * perSlot, (crossFrom + groups) * perSlot), [
-        groups,
-        shape.heads,
-        shape.headDim,
-        shape.audioContext,
-      ]);
-      feeds[D.crossValue(l)] = new ort.Tensor("float32", this.crossValues[l].subarray(crossFrom * perSlot, (crossFrom + groups) * perSlot), [
-        groups,
-        shape.heads,
-        shape.audioContext,
-        shape.headDim,
-      ]);
+      const cache = (data: Float32Array) => data.subarray(firstSlot * stride, (firstSlot + rows) * stride);
+      feeds[D.pastKey(l)] = new ort.Tensor("float32", cache(kv.keys[l]), [rows, shape.heads, shape.headDim, cap]);
+      feeds[D.pastValue(l)] = new ort.Tensor("float32", cache(kv.values[l]), [rows, shape.heads, cap, shape.headDim]);
+      feeds[D.crossKey(l)] = new ort.Tensor("float32", windows(this.crossKeys[l]), [groups, shape.heads, shape.headDim, shape.audioContext]);
+      feeds[D.crossValue(l)] = new ort.Tensor("float32", windows(this.crossValues[l]), [groups, shape.heads, shape.audioContext, shape.headDim]);
     }
     const fetches: string[] = [D.logits];
     for (let l = 0; l < shape.decoderLayers; l++) fetches.push(D.presentKey(l), D.presentValue(l));
@@ -196,7 +220,7 @@ export class SpeechSession {
       kv.append(l, firstSlot, rows, tokensPerRow, out[D.presentKey(l)].data as Float32Array, out[D.presentValue(l)].data as Float32Array);
     }
     kv.advance(firstSlot, rows, tokensPerRow);
-    for (let r = 0; r < rows; r++) if (!keep[r]) kv.truncate(firstSlot + r, before[r]);
+    for (let r = 0; r < rows; r++) if (!rowList[r].keep) kv.truncate(firstSlot + r, before[r]);
     return { logits: out[D.logits].data as Float32Array, ...(alignment ? { alignment: out[D.alignment].data as Float32Array } : {}) };
   }
 

@@ -35,7 +35,7 @@ class SpeechThreadState {
 
   async encode(req: EncodeRequest): Promise<EncodeResult> {
     const t0 = performance.now();
-    await this.requireSession().encode(req.slot, req.mel, req.copies ?? 1);
+    await this.requireSession().encode(req.slot, req.mel);
     return { runMs: performance.now() - t0 };
   }
 

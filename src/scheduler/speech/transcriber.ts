@@ -56,25 +56,6 @@ export interface TranscriberModel {
   multilingual: boolean;
 }
 
-/** A window's encoding in a transcription's rows: in the first, spread to more on demand by encoding again. */
-class EncodedWindow {
-  private rows = 0;
-
-  constructor(
-    private readonly engine: SpeechEngine,
-    readonly slot: number,
-    private readonly mel: Float32Array,
-  ) {}
-
-  /** Makes sure the first `rows` rows hold the window. */
-  async spread(rows: number): Promise<void> {
-    if (rows <= this.rows) return;
-    // A copy each time: the worker takes the buffer it is given.
-    await this.engine.encode({ slot: this.slot, mel: this.mel.slice(), copies: rows });
-    this.rows = rows;
-  }
-}
-
 export class Transcriber {
   private readonly sampleLength: number;
   private readonly decoder: WindowDecoder;
@@ -117,12 +98,12 @@ export class Transcriber {
         signal?.throwIfAborted();
         const windowFrames = Math.min(WINDOW_FRAMES, frames - seek);
         const offset = (seek * HOP_LENGTH) / SAMPLE_RATE;
-        const window = new EncodedWindow(this.engine, slot, melWindow(mel, this.model.shape.melBins, seek));
-        await window.spread(this.rowsFor(temperature, decoding));
+        // Once per window: every row of the transcription (its beams, its candidates at a fallback) reads it.
+        await this.engine.encode({ slot, mel: melWindow(mel, this.model.shape.melBins, seek) });
         signal?.throwIfAborted();
         if (language === undefined) language = await this.detectLanguage(slot);
         const prompt = history.slice(promptFrom);
-        const attempt = await this.decodeWithFallback(window, seek, prompt, { language, task }, temperature, decoding, signal);
+        const attempt = await this.decodeWithFallback(slot, seek, prompt, { language, task }, temperature, decoding, signal);
         if (isSilence(attempt)) {
           seek += windowFrames;
           continue;
@@ -193,7 +174,7 @@ export class Transcriber {
    * last, most random one.
    */
   private async decodeWithFallback(
-    window: EncodedWindow,
+    slot: number,
     seek: number,
     prompt: number[],
     conditioning: Conditioning,
@@ -205,7 +186,7 @@ export class Transcriber {
     for (let t = temperature, i = 0; t <= 1 + 1e-9; t += WHISPER_DEFAULTS.temperatureStep, i++) {
       signal?.throwIfAborted();
       // Seeded by position, so the same audio gives the same transcript (streamed or not).
-      const attempt = await this.decodeWindow(window, prompt, conditioning, Math.round(t * 100) / 100, seek * 7 + i, decoding, signal);
+      const attempt = await this.decodeWindow(slot, prompt, conditioning, Math.round(t * 100) / 100, seek * 7 + i, decoding, signal);
       if (!needsFallback(attempt)) return attempt;
       attempts.push(attempt);
     }
@@ -215,12 +196,9 @@ export class Transcriber {
     return { ...best, temperature: attempts[attempts.length - 1].temperature };
   }
 
-  /**
-   * One decoding attempt of the window encoded in `slot` (and in the rows after it that the attempt
-   * takes: its beams or its sampled candidates, encoded there on demand).
-   */
+  /** One decoding attempt of the window encoded for the transcription's rows, which start at `slot`. */
   private async decodeWindow(
-    window: EncodedWindow,
+    slot: number,
     prompt: number[],
     conditioning: Conditioning,
     temperature: number,
@@ -232,7 +210,7 @@ export class Transcriber {
     const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
     const start = this.startSequence(conditioning);
     const request: WindowRequest = {
-      slot: window.slot,
+      slot,
       previous,
       start,
       limit: Math.min(this.sampleLength, this.model.shape.textContext - previous.length - start.length - 1),
@@ -242,7 +220,6 @@ export class Transcriber {
       signal,
     };
     const rows = this.rowsFor(temperature, decoding);
-    await window.spread(rows);
     let decoded: WindowDecoding;
     if (temperature > 0 && decoding.bestOf > 1) decoded = await this.decoder.sampled(request, decoding.bestOf, rows, decoding);
     else if (temperature === 0 && decoding.beamSize > 1) decoded = await this.decoder.beams(request, decoding);

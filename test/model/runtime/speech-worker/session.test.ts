@@ -1,0 +1,67 @@
+/**
+ * The speech session on the real whisper tiny.en artifact: slots grouped in runs that share one
+ * encoded window, and decoder calls whose rows span several runs (widened with gap fillers so each
+ * run's rows read their window once) give every row what it gets in a call of its own.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { provisionArtifact } from "../../../../src/provision/index.js";
+import { WINDOW_FRAMES } from "../../../../src/runtime/artifact/index.js";
+import { SpeechSession } from "../../../../src/runtime/speech-worker/session.js";
+
+const RUN = 2;
+const SLOTS = 6;
+
+/** A deterministic stand-in for a window's log-mel features (the decoder only needs windows that differ). */
+function features(melBins: number, seed: number): Float32Array {
+  let state = seed;
+  return Float32Array.from({ length: melBins * WINDOW_FRAMES }, () => ((state = (state * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) * 2 - 1);
+}
+
+describe("SpeechSession windows shared by runs of slots", () => {
+  let dir: string;
+  const sessions: SpeechSession[] = [];
+  const open = async () => {
+    const session = await SpeechSession.load(dir, { threads: 2, slots: SLOTS, rowsPerWindow: RUN });
+    sessions.push(session);
+    const { melBins } = session.manifest.speech;
+    // Three runs, three windows: slots 0-1 read the first, 2-3 the second, 4-5 the third.
+    for (let run = 0; run < SLOTS / RUN; run++) await session.encode(run * RUN + (run % RUN), features(melBins, run + 1));
+    const t = session.manifest.tokens;
+    const prefix = [t.startOfTranscript, t.noTimestamps];
+    await session.decode(0, new Array(SLOTS).fill(0), new Array(SLOTS).fill(true), prefix.length, Array.from({ length: SLOTS }, () => prefix).flat());
+    return session;
+  };
+
+  beforeAll(async () => {
+    dir = (await provisionArtifact("whisper-tiny-en")).dir;
+  }, 600_000);
+  afterAll(async () => {
+    for (const s of sessions) await s.release();
+  });
+
+  it("refuses slots that do not split into whole runs", async () => {
+    await expect(SpeechSession.load(dir, { slots: 5, rowsPerWindow: 2 })).rejects.toThrow(/runs of 2/);
+  });
+
+  it("gives rows spanning several runs the logits each gets alone, and keeps the other rows' caches", async () => {
+    const together = await open();
+    const alone = await open();
+    const vocab = together.manifest.speech.vocab;
+    const tokens = [464, 1002, 2068];
+    // Slots 1..3: the end of the first run, the whole second run; slot 0 is not in the call, slot 4 not either.
+    const lengthsBefore = Array.from(together.kv.lengths);
+    const { logits } = await together.decode(1, [2, 2, 2], [true, true, true], 1, tokens);
+    for (let r = 0; r < 3; r++) {
+      const single = await alone.decode(1 + r, [2], [true], 1, [tokens[r]]);
+      let worst = 0;
+      for (let i = 0; i < vocab; i++) worst = Math.max(worst, Math.abs(logits[r * vocab + i] - single.logits[i]));
+      expect(worst, `row ${r}`).toBeLessThan(1e-3);
+    }
+    // Rows of different windows differ (a mix-up of windows would not go unseen).
+    let differs = 0;
+    for (let i = 0; i < vocab; i++) differs = Math.max(differs, Math.abs(logits[i] - logits[vocab + i]));
+    expect(differs).toBeGreaterThan(0.1);
+    // The gap filler (slot 0) and the slots outside the call keep their caches.
+    expect(Array.from(together.kv.lengths)).toEqual(lengthsBefore.map((n, s) => (s >= 1 && s <= 3 ? 3 : n)));
+  });
+});
