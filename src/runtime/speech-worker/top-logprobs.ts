@@ -6,43 +6,26 @@
  * log-probability, as CTranslate2 ranks them.
  */
 import * as ort from "onnxruntime-node";
+import { ElementType, smallGraphBytes } from "../onnx/small-graph.js";
 
-const FLOAT = 1;
-const INT64 = 7;
-
-/** A two-node ONNX model, `values, indices = TopK(LogSoftmax(x), k)` over each row, encoded by hand. */
+/** A two-node graph: `values, indices = TopK(LogSoftmax(x), k)` over each row. */
 function topLogprobsModel(): Uint8Array {
-  const bytes = (...parts: Array<number[] | Uint8Array>) => parts.flatMap((p) => [...p]);
-  const varint = (n: number) => {
-    const out: number[] = [];
-    while (n > 127) {
-      out.push((n & 127) | 128);
-      n = Math.floor(n / 128);
-    }
-    out.push(n);
-    return out;
-  };
-  const str = (s: string) => [...new TextEncoder().encode(s)];
-  const field = (num: number, payload: number[]) => bytes(varint((num << 3) | 2), varint(payload.length), payload);
-  const int = (num: number, value: number) => bytes(varint(num << 3), varint(value));
-  const dim = (name: string) => field(1, field(2, str(name)));
-  const fixedDim = (size: number) => field(1, int(1, size));
-  const tensorType = (elem: number, dims: number[][]) => field(2, field(1, bytes(int(1, elem), field(2, bytes(...dims)))));
-  const valueInfo = (name: string, elem: number, dims: number[][]) => bytes(field(1, str(name)), tensorType(elem, dims));
-  const attribute = (name: string, value: number) => bytes(field(1, str(name)), int(3, value), int(20, 2 /* INT */));
-  const node = (inputs: string[], outputs: string[], op: string, attributes: number[][] = []) =>
-    bytes(...inputs.map((i) => field(1, str(i))), ...outputs.map((o) => field(2, str(o))), field(4, str(op)), ...attributes.map((a) => field(5, a)));
-  const graph = bytes(
-    field(1, node(["x"], ["logprobs"], "LogSoftmax")),
-    // Largest first; equal values keep the lower index first (ONNX's TopK contract), as beam search breaks ties.
-    field(1, node(["logprobs", "k"], ["values", "indices"], "TopK", [attribute("axis", 1), attribute("largest", 1), attribute("sorted", 1)])),
-    field(2, str("top_logprobs")),
-    field(11, valueInfo("x", FLOAT, [dim("rows"), dim("vocab")])),
-    field(11, valueInfo("k", INT64, [fixedDim(1)])),
-    field(12, valueInfo("values", FLOAT, [dim("rows"), dim("k")])),
-    field(12, valueInfo("indices", INT64, [dim("rows"), dim("k")])),
-  );
-  return new Uint8Array(bytes(int(1, 8), field(8, int(2, 13)), field(7, graph)));
+  return smallGraphBytes({
+    name: "top_logprobs",
+    nodes: [
+      { op: "LogSoftmax", inputs: ["x"], outputs: ["logprobs"], attributes: { axis: 1 } },
+      // Largest first; equal values keep the lower index first (ONNX's TopK contract), as beam search breaks ties.
+      { op: "TopK", inputs: ["logprobs", "k"], outputs: ["values", "indices"], attributes: { axis: 1, largest: 1, sorted: 1 } },
+    ],
+    inputs: [
+      { name: "x", type: ElementType.float, dims: ["rows", "vocab"] },
+      { name: "k", type: ElementType.int64, dims: [1] },
+    ],
+    outputs: [
+      { name: "values", type: ElementType.float, dims: ["rows", "k"] },
+      { name: "indices", type: ElementType.int64, dims: ["rows", "k"] },
+    ],
+  });
 }
 
 /** Each row's `k` likeliest tokens, likeliest first, with their log-probabilities. */
