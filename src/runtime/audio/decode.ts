@@ -38,15 +38,27 @@ function ffmpegCommand(): string {
 const MAX_STDERR_CHARS = 8192;
 
 /**
- * Decodes any audio file ffmpeg reads into 16 kHz mono float32 samples in -1..1. Plain 16 kHz PCM
- * WAVs are decoded in-process ({@link decodeWav}) into the same samples; everything else runs ffmpeg.
+ * Decodes any audio file ffmpeg reads into 16 kHz mono float32 samples in -1..1. Plain PCM WAVs at
+ * 16 kHz or at a rate resampled exactly as ffmpeg does (8 to 48 kHz among others) are decoded
+ * in-process ({@link decodeWav}) into the same samples; everything else runs ffmpeg.
  */
 export async function decodeAudio(bytes: Uint8Array, options: DecodeOptions = {}): Promise<Float32Array> {
   if (bytes.length === 0) throw new AudioDecodeError("empty", "the file is empty");
   options.signal?.throwIfAborted();
-  // Plain 16 kHz PCM WAVs need no resampling: decoding them in-process saves ffmpeg's start.
+  // Plain PCM WAVs decode in-process, resampled as ffmpeg would when not at 16 kHz, saving ffmpeg's start.
   const wav = decodeWav(bytes);
-  if (wav) return wav;
+  if (wav) {
+    // Too short for one resampling filter: ffmpeg gives no samples either.
+    if (wav.length === 0) throw new AudioDecodeError("empty", "the file holds no audio samples");
+    return wav;
+  }
+  return decodeWithFfmpeg(bytes, options);
+}
+
+/** Decodes `bytes` with kiln's ffmpeg command, whatever they hold (the in-process WAV path is checked against it). */
+export async function decodeWithFfmpeg(bytes: Uint8Array, options: DecodeOptions = {}): Promise<Float32Array> {
+  if (bytes.length === 0) throw new AudioDecodeError("empty", "the file is empty");
+  options.signal?.throwIfAborted();
   const dir = await mkdtemp(join(tmpdir(), "kiln-audio-"));
   try {
     const input = join(dir, `input${safeExtension(options.filename)}`);
