@@ -11,7 +11,9 @@ import {
 } from "../artifact/index.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import { KvPool } from "../kv-pool.js";
+import { DeviceWindowStore } from "./device-window-store.js";
 import type { SpeechSessionOptions } from "./protocol.js";
+import { HostWindowStore, type WindowStore } from "./window-store.js";
 
 const NEG_INF = -Infinity;
 const D = SPEECH_GRAPH.decoder;
@@ -47,10 +49,7 @@ export class SpeechSession {
     readonly kv: KvPool,
     /** Consecutive slots that read one window. */
     readonly rowsPerWindow: number,
-    /** Per decoder layer: [windows, heads, head_dim, audio_ctx]. */
-    private readonly crossKeys: Float32Array[],
-    /** Per decoder layer: [windows, heads, audio_ctx, head_dim]. */
-    private readonly crossValues: Float32Array[],
+    private readonly windows: WindowStore,
   ) {}
 
   static async load(artifactDir: string, options: SpeechSessionOptions = {}): Promise<SpeechSession> {
@@ -61,11 +60,8 @@ export class SpeechSession {
     const rowsPerWindow = options.rowsPerWindow ?? 1;
     if (!Number.isInteger(rowsPerWindow) || rowsPerWindow < 1 || slots % rowsPerWindow !== 0)
       throw new RangeError(`${slots} slots cannot be grouped in runs of ${rowsPerWindow} rows per window`);
-    // Inputs and outputs stay on the CPU on either device: the decoder's graph takes its whole
-    // self-attention cache as an input and returns only the new positions, so the cache lives in the
-    // KV pool in JavaScript, and an output left on the device could not be read back (getData() on a
-    // gpu-buffer tensor aborts the process).
     const device = options.device ?? "cpu";
+    const windows = device === "cpu" ? new HostWindowStore(shape, slots / rowsPerWindow) : new DeviceWindowStore(shape, slots / rowsPerWindow, device);
     const sessionOptions: ort.InferenceSession.SessionOptions = {
       intraOpNumThreads: options.threads ?? 2,
       interOpNumThreads: 1,
@@ -74,8 +70,15 @@ export class SpeechSession {
       // Idle pool threads sleep instead of spinning, so a text model's worker beside this one keeps its cores.
       extra: { session: { intra_op: { allow_spinning: "0" } } },
     };
-    const graphSession = (file: string) => ort.InferenceSession.create(file, { ...sessionOptions, executionProviders: executionProvidersFor(device, file) });
-    const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder));
+    const graphSession = (file: string, extra: ort.InferenceSession.SessionOptions = {}) =>
+      ort.InferenceSession.create(file, { ...sessionOptions, ...extra, executionProviders: executionProvidersFor(device, file) });
+    // The encoder's outputs go where the windows are kept. The decoder's all come back to the CPU: its
+    // graph takes the whole self-attention cache as an input and returns only the new positions, so
+    // the cache lives in the KV pool in JavaScript.
+    const encoderOutputs = [...Array(shape.decoderLayers).keys()].flatMap((l) => [E.crossKey(l), E.crossValue(l)]);
+    const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder), {
+      preferredOutputLocation: Object.fromEntries(encoderOutputs.map((name) => [name, windows.encoderOutputs])),
+    });
     const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder));
     checkSpeechGraphIo(
       {
@@ -86,11 +89,7 @@ export class SpeechSession {
       `the graphs of ${manifest.id}`,
     );
     const kv = new KvPool(manifest.shape, slots, KV_GROWTH_POSITIONS);
-    const windows = slots / rowsPerWindow;
-    const perWindow = shape.heads * shape.headDim * shape.audioContext;
-    const crossKeys = Array.from({ length: shape.decoderLayers }, () => new Float32Array(windows * perWindow));
-    const crossValues = Array.from({ length: shape.decoderLayers }, () => new Float32Array(windows * perWindow));
-    return new SpeechSession(manifest, encoder, decoder, kv, rowsPerWindow, crossKeys, crossValues);
+    return new SpeechSession(manifest, encoder, decoder, kv, rowsPerWindow, windows);
   }
 
   get slots(): number {
@@ -103,11 +102,7 @@ export class SpeechSession {
     if (mel.length !== shape.melBins * WINDOW_FRAMES) throw new RangeError(`a window has ${shape.melBins}x${WINDOW_FRAMES} features, not ${mel.length}`);
     if (!Number.isInteger(slot) || slot < 0 || slot >= this.slots) throw new RangeError(`slot ${slot} is not among the ${this.slots}`);
     const out = await this.encoder.run({ [E.mel]: new ort.Tensor("float32", mel, [1, shape.melBins, WINDOW_FRAMES]) });
-    const at = Math.floor(slot / this.rowsPerWindow) * shape.heads * shape.headDim * shape.audioContext;
-    for (let l = 0; l < shape.decoderLayers; l++) {
-      this.crossKeys[l].set(out[E.crossKey(l)].data as Float32Array, at);
-      this.crossValues[l].set(out[E.crossValue(l)].data as Float32Array, at);
-    }
+    this.windows.keep(Math.floor(slot / this.rowsPerWindow), out);
   }
 
   /**
@@ -203,19 +198,21 @@ export class SpeechSession {
       [D.newMask]: new ort.Tensor("float32", causalMask(tokensPerRow), [1, 1, tokensPerRow, tokensPerRow]),
     };
     const stride = kv.slotStride;
-    const perWindow = shape.heads * shape.headDim * shape.audioContext;
-    const windows = (data: Float32Array) => data.subarray(firstWindow * perWindow, (firstWindow + groups) * perWindow);
     for (let l = 0; l < shape.decoderLayers; l++) {
       const cache = (data: Float32Array) => data.subarray(firstSlot * stride, (firstSlot + rows) * stride);
       feeds[D.pastKey(l)] = new ort.Tensor("float32", cache(kv.keys[l]), [rows, shape.heads, shape.headDim, cap]);
       feeds[D.pastValue(l)] = new ort.Tensor("float32", cache(kv.values[l]), [rows, shape.heads, cap, shape.headDim]);
-      feeds[D.crossKey(l)] = new ort.Tensor("float32", windows(this.crossKeys[l]), [groups, shape.heads, shape.headDim, shape.audioContext]);
-      feeds[D.crossValue(l)] = new ort.Tensor("float32", windows(this.crossValues[l]), [groups, shape.heads, shape.audioContext, shape.headDim]);
     }
     const fetches: string[] = [D.logits];
     for (let l = 0; l < shape.decoderLayers; l++) fetches.push(D.presentKey(l), D.presentValue(l));
     if (alignment) fetches.push(D.alignment);
-    const out = await this.decoder.run(feeds, fetches);
+    const windows = await this.windows.feeds(firstWindow, groups);
+    let out: ort.InferenceSession.ReturnType;
+    try {
+      out = await this.decoder.run({ ...feeds, ...windows.tensors }, fetches);
+    } finally {
+      windows.release();
+    }
     for (let l = 0; l < shape.decoderLayers; l++) {
       kv.append(l, firstSlot, rows, tokensPerRow, out[D.presentKey(l)].data as Float32Array, out[D.presentValue(l)].data as Float32Array);
     }
@@ -225,6 +222,7 @@ export class SpeechSession {
   }
 
   async release(): Promise<void> {
+    await this.windows.dispose();
     await this.encoder.release();
     await this.decoder.release();
   }

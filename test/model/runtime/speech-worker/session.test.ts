@@ -1,8 +1,11 @@
 /**
  * The speech session on the real whisper tiny.en artifact: slots grouped in runs that share one
  * encoded window, and decoder calls whose rows span several runs (widened with gap fillers so each
- * run's rows read their window once) give every row what it gets in a call of its own.
+ * run's rows read their window once) give every row what it gets in a call of its own. On the WebGPU
+ * device (lavapipe here) the windows stay device tensors, never read by JavaScript, and the rows get
+ * the CPU's logits.
  */
+import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provisionArtifact } from "../../../../src/provision/index.js";
 import { WINDOW_FRAMES } from "../../../../src/runtime/artifact/index.js";
@@ -20,8 +23,8 @@ function features(melBins: number, seed: number): Float32Array {
 describe("SpeechSession windows shared by runs of slots", () => {
   let dir: string;
   const sessions: SpeechSession[] = [];
-  const open = async () => {
-    const session = await SpeechSession.load(dir, { threads: 2, slots: SLOTS, rowsPerWindow: RUN });
+  const open = async (device: "cpu" | "webgpu" = "cpu") => {
+    const session = await SpeechSession.load(dir, { device, threads: 2, slots: SLOTS, rowsPerWindow: RUN });
     sessions.push(session);
     const { melBins } = session.manifest.speech;
     // Three runs, three windows: slots 0-1 read the first, 2-3 the second, 4-5 the third.
@@ -64,4 +67,37 @@ describe("SpeechSession windows shared by runs of slots", () => {
     // The gap filler (slot 0) and the slots outside the call keep their caches.
     expect(Array.from(together.kv.lengths)).toEqual(lengthsBefore.map((n, s) => (s >= 1 && s <= 3 ? 3 : n)));
   });
+
+  it("keeps the windows on the WebGPU device, joins them there for a call spanning runs, and gives the CPU's logits", async () => {
+    const deviceReads: string[] = [];
+    const dataGetter = Object.getOwnPropertyDescriptor(ort.Tensor.prototype, "data")!.get!;
+    Object.defineProperty(ort.Tensor.prototype, "data", {
+      configurable: true,
+      get(this: ort.Tensor) {
+        if (this.location === "gpu-buffer") deviceReads.push(`data of a gpu-buffer tensor [${this.dims.join(", ")}]`);
+        return dataGetter.call(this);
+      },
+    });
+    try {
+      const onCpu = await open("cpu");
+      const onDevice = await open("webgpu");
+      const vocab = onCpu.manifest.speech.vocab;
+      const tokens = [464, 1002, 2068];
+      const expected = await onCpu.decode(1, [2, 2, 2], [true, true, true], 1, tokens);
+      const got = await onDevice.decode(1, [2, 2, 2], [true, true, true], 1, tokens);
+      let worst = 0;
+      for (let i = 0; i < 3 * vocab; i++) worst = Math.max(worst, Math.abs(expected.logits[i] - got.logits[i]));
+      console.log(`webgpu windows: max |logit diff| against the CPU over 3 rows of 2 windows: ${worst.toExponential(2)}`);
+      expect(worst).toBeLessThan(1e-2);
+      // One window: fed as the device tensor it is.
+      const single = await onDevice.decode(2, [3, 3], [true, true], 1, [11, 12]);
+      const reference = await onCpu.decode(2, [3, 3], [true, true], 1, [11, 12]);
+      worst = 0;
+      for (let i = 0; i < 2 * vocab; i++) worst = Math.max(worst, Math.abs(single.logits[i] - reference.logits[i]));
+      expect(worst).toBeLessThan(1e-2);
+      expect(deviceReads).toEqual([]);
+    } finally {
+      Object.defineProperty(ort.Tensor.prototype, "data", { configurable: true, get: dataGetter });
+    }
+  }, 300_000);
 });
