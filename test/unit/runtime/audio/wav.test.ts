@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { AudioDecodeError, decodeAudio } from "../../../../src/runtime/audio/decode.js";
-import { decodeWav } from "../../../../src/runtime/audio/wav.js";
+import { decodeWav, MAX_RESAMPLED_SAMPLES } from "../../../../src/runtime/audio/wav.js";
 
 const hasFfmpeg = spawnSync("ffmpeg", ["-hide_banner", "-version"], { stdio: "ignore" }).status === 0;
 
@@ -184,6 +184,7 @@ describe.skipIf(!hasFfmpeg)("decodeWav against ffmpeg", () => {
   const left: Array<[string, WavSpec]> = [
     ["44,056 Hz (more resampling phases than swr computes exactly)", { encoding: "s16", channels: 1, frames: 4000, rate: 44056 }],
     ["16,001 Hz", { encoding: "s16", channels: 1, frames: 4000, rate: 16001 }],
+    ["22.05 kHz stereo past the in-process resampling limit", { encoding: "s16", channels: 2, frames: MAX_RESAMPLED_SAMPLES / 2 + 1, rate: 22050 }],
     ["three channels", { encoding: "s16", channels: 3, frames: 4000 }],
     ["six channels", { encoding: "f32", channels: 6, frames: 4000 }],
     ["extensible stereo with a back-left/back-right mask", { encoding: "s16", channels: 2, frames: 4000, extensible: 0x30 }],
