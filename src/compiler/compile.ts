@@ -21,13 +21,14 @@ import type {
   BuildOptions,
   DeviceActivations,
   DeviceAttention,
+  DeviceWeights,
   EmbeddingLookup,
   GateUpLayout,
   LmHeadWeight,
   MinFold,
 } from "./graph/blocks/context.js";
 
-export type { BuildDevice, DeviceActivations, DeviceAttention, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
+export type { BuildDevice, DeviceActivations, DeviceAttention, DeviceWeights, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 import { buildSlotCopyGraph } from "./graph/slot-copy.js";
@@ -45,7 +46,7 @@ import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
  * `minFold` option. 0.6.1: attention as one matmul per query head over a broadcast cache (0.6.0
  * artifacts built before 0.6.1 carry the earlier attention under the same id). The `lmHead`
  * option (no version change: it is in the id only when not the default, whose graph is unchanged).
- * `lmHead: "4bit-rescored"`, the `gateUp` option and `minFold: "block-means"` likewise.
+ * `lmHead: "4bit-rescored"`, the `gateUp` option, `minFold: "block-means"` and `deviceWeights` likewise.
  */
 export const COMPILER_VERSION = "0.6.1";
 
@@ -63,6 +64,13 @@ export interface CompileOptions {
   lmHead?: LmHeadWeight;
   /** Gate and up projections as one fused matmul ("fused", default) or one each ("separate"); see BuildOptions.gateUp. */
   gateUp?: GateUpLayout;
+  /**
+   * The GPU target's linear weights: "source" (default), the GGUF's own blocks; `{ bits: 4 | 8,
+   * blockSize: 32 | 64 | 128 }` each re-quantized to MatMulNBits blocks of that many bits and weights
+   * (one stored so is kept); `{ bits: 16 }` dense float MatMul weights (see BuildOptions.deviceWeights).
+   * Part of the GPU artifact's id when not "source"; ignored on the CPU.
+   */
+  deviceWeights?: DeviceWeights;
 }
 
 export interface CompileRequest {
@@ -128,6 +136,7 @@ export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = {
   embedding: "quantized",
   lmHead: "source",
   gateUp: "fused",
+  deviceWeights: "source",
 };
 
 /**
@@ -145,6 +154,7 @@ function resolvedOptions(
   const embedding = options.embedding ?? DEFAULT_COMPILE_OPTIONS.embedding;
   const lmHead = options.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead;
   const gateUp = options.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp;
+  const deviceWeights = checkedDeviceWeights(options.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights);
   return {
     accuracyLevel: device === "webgpu" ? 0 : (options.accuracyLevel ?? DEFAULT_COMPILE_OPTIONS.accuracyLevel),
     numerics: options.numerics ?? DEFAULT_COMPILE_OPTIONS.numerics,
@@ -152,8 +162,18 @@ function resolvedOptions(
     ...(embedding !== DEFAULT_COMPILE_OPTIONS.embedding ? { embedding } : {}),
     ...(lmHead !== DEFAULT_COMPILE_OPTIONS.lmHead ? { lmHead } : {}),
     ...(gateUp !== DEFAULT_COMPILE_OPTIONS.gateUp ? { gateUp } : {}),
-    ...(device !== "cpu" ? { device, activations, ...(attention !== "explicit" ? { attention } : {}) } : {}),
+    ...(device !== "cpu"
+      ? { device, activations, ...(attention !== "explicit" ? { attention } : {}), ...(deviceWeights !== "source" ? { deviceWeights } : {}) }
+      : {}),
   };
+}
+
+/** `deviceWeights` checked, as the id records it: 16 bits take no block size, so an untyped caller's is dropped (one id per graph). */
+function checkedDeviceWeights(w: DeviceWeights): DeviceWeights {
+  if (w === "source") return w;
+  if (w.bits === 16) return { bits: 16 };
+  if ((w.bits === 4 || w.bits === 8) && [32, 64, 128].includes(w.blockSize)) return { bits: w.bits, blockSize: w.blockSize };
+  throw new Error(`deviceWeights: ${JSON.stringify(w)} is not "source", { bits: 16 } or { bits: 4 or 8, blockSize: 32, 64 or 128 }`);
 }
 
 /** Compiles a GGUF text model of a supported architecture (`graph/architectures.ts`) into an artifact folder (graph, weights, tokenizer, template, manifest). */
@@ -192,6 +212,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
       device: options.device ?? "cpu",
       activations: options.activations ?? "float32",
       deviceAttention: options.attention ?? "explicit",
+      deviceWeights: options.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights,
     };
     builder.halfFloats = build.device === "webgpu" && build.activations === "float16";
     const choices = await buildTextGraph(builder, weights, resolved, build);

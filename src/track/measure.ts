@@ -23,7 +23,15 @@ import { PROBE_TEXT, PROBE_TEXT_SHA256 } from "./probe-text.js";
 import { medianMetrics, type QualityMetrics, type SpeedMetrics } from "./rule.js";
 import type { Measurement, MeasureRequest, Measurer, PairedMeasurement } from "./run.js";
 import { probeOnDevice, topTokensKl } from "./device-quality.js";
-import { compileOptionsOf, compileOptionsOfManifest, DEFAULT_SETTINGS, GPU_SETTINGS, type GraphOptimizationLevel, type TrackSettings } from "./settings.js";
+import {
+  compileOptionsOf,
+  compileOptionsOfManifest,
+  compileSettingsOfOptions,
+  DEFAULT_SETTINGS,
+  type GraphOptimizationLevel,
+  type TrackSettings,
+  UNSUPPORTED_GPU_SETTINGS,
+} from "./settings.js";
 
 export interface ModelMeasurerOptions {
   slug: string;
@@ -257,8 +265,8 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
 
   async function artifactFor(settings: TrackSettings, artifactId: string | undefined): Promise<string> {
     if (artifactId && existsSync(join(artifactDir(artifactId), "manifest.json"))) return artifactDir(artifactId);
-    // The GPU compile target and session take none of the GPU settings yet: only their defaults can be measured.
-    const unsupported = [...GPU_SETTINGS].filter((name) => settings[name] !== DEFAULT_SETTINGS[name]);
+    // The GPU compile target and session do not take these yet: only their defaults can be measured.
+    const unsupported = [...UNSUPPORTED_GPU_SETTINGS].filter((name) => settings[name] !== DEFAULT_SETTINGS[name]);
     if (unsupported.length > 0)
       throw new Error(
         `the ${settings.device} target takes no ${unsupported.join(", ")} option yet (only ${unsupported.map((n) => `${n} ${DEFAULT_SETTINGS[n]}`).join(", ")})`,
@@ -340,7 +348,8 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
 
     compileSettingsOf(artifactId) {
       try {
-        return compileOptionsOfManifest(readManifest(artifactDir(artifactId))) as Partial<TrackSettings> | null;
+        const options = compileOptionsOfManifest(readManifest(artifactDir(artifactId)));
+        return options && compileSettingsOfOptions(options);
       } catch {
         return null;
       }

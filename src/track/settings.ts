@@ -3,7 +3,7 @@
  * serving settings. A promotion stores these settings beside the artifact, so that the server runs
  * the artifact the way the track measured it.
  */
-import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type GateUpLayout, type LmHeadWeight, type MinFold } from "../compiler/compile.js";
+import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type DeviceWeights, type GateUpLayout, type LmHeadWeight, type MinFold } from "../compiler/compile.js";
 import type { ArtifactManifest } from "../runtime/artifact/index.js";
 import type { ComputeDevice } from "../runtime/device/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../scheduler/index.js";
@@ -12,7 +12,7 @@ export const MIN_FOLDS = ["matmul", "8bit", "block-means"] as const satisfies Re
 export const LM_HEAD_WEIGHTS = ["source", "4bit", "4bit-rescored"] as const satisfies ReadonlyArray<LmHeadWeight>;
 export const GATE_UP_LAYOUTS = ["fused", "separate"] as const satisfies ReadonlyArray<GateUpLayout>;
 
-/** GPU compile: bits per weight of the WebGPU graph's MatMulNBits (16: fp16 dense matmuls). */
+/** GPU compile: bits per weight of the WebGPU graph's MatMulNBits (16: dense float matmuls, in the activations' type). */
 export const GPU_WEIGHT_BITS = [4, 8, 16] as const;
 /** GPU compile: weights per quantization block. */
 export const GPU_BLOCK_SIZES = [32, 64, 128] as const;
@@ -40,9 +40,14 @@ export interface TrackSettings {
   lmHead: LmHeadWeight;
   /** Compile: a gated MLP's gate and up projections as one matmul and a Split ("fused") or one matmul each ("separate"). */
   gateUp: GateUpLayout;
-  /** GPU compile: bits per weight (4, 8; 16 for fp16 dense). Ignored on the CPU. */
+  /**
+   * GPU compile: bits per weight (4, 8; 16 for dense float weights), with `blockSize` the compile's
+   * `deviceWeights`. Both at their defaults (4 and 32), the weights stay the GGUF's own blocks (4-bit
+   * blocks of 32 in a Q4_0 or Q4_1 file, a Q8_0 head as it is); any other pair re-quantizes every
+   * linear weight to it. Ignored on the CPU.
+   */
   weightBits: number;
-  /** GPU compile: weights per quantization block. Ignored on the CPU. */
+  /** GPU compile: weights per quantization block (see `weightBits`; none at 16 bits). Ignored on the CPU. */
   blockSize: number;
   /** GPU compile: static or dynamic graph shapes. Ignored on the CPU. */
   shapes: GpuShapes;
@@ -94,6 +99,9 @@ export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set([
 /** Settings that mean something on the GPU only: left at their defaults, and out of promotions, on the CPU. */
 export const GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["weightBits", "blockSize", "shapes", "graphCapture"]);
 
+/** GPU settings that the GPU compile target and session do not take yet: a candidate may only leave them at their defaults. */
+export const UNSUPPORTED_GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["shapes", "graphCapture"]);
+
 /** What `kiln serve` does without a promotion: the default compile and its default flags. */
 export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
   device: "cpu",
@@ -133,7 +141,32 @@ export function compileOptionsOf(settings: TrackSettings): Required<CompileOptio
     embedding: DEFAULT_COMPILE_OPTIONS.embedding,
     lmHead: settings.lmHead,
     gateUp: settings.gateUp,
+    deviceWeights: settings.device === "cpu" ? DEFAULT_COMPILE_OPTIONS.deviceWeights : deviceWeightsOf(settings),
   };
+}
+
+/** `weightBits` and `blockSize` as the GPU compile's `deviceWeights`: their defaults together are the GGUF's own blocks ("source"). */
+export function deviceWeightsOf(settings: Pick<TrackSettings, "weightBits" | "blockSize">): DeviceWeights {
+  const { weightBits, blockSize } = settings;
+  if (weightBits === DEFAULT_SETTINGS.weightBits && blockSize === DEFAULT_SETTINGS.blockSize) return "source";
+  if (weightBits === 16) return { bits: 16 };
+  if ((weightBits === 4 || weightBits === 8) && (blockSize === 32 || blockSize === 64 || blockSize === 128)) return { bits: weightBits, blockSize };
+  throw new Error(
+    `weightBits ${weightBits} with blockSize ${blockSize} is not a GPU weight form (bits ${GPU_WEIGHT_BITS.join(", ")}; blocks ${GPU_BLOCK_SIZES.join(", ")})`,
+  );
+}
+
+/** The `weightBits` and `blockSize` that compile to `deviceWeights` (16 bits take the default block size: they have none). */
+function weightSettingsOf(deviceWeights: DeviceWeights): Pick<TrackSettings, "weightBits" | "blockSize"> {
+  if (deviceWeights === "source") return { weightBits: DEFAULT_SETTINGS.weightBits, blockSize: DEFAULT_SETTINGS.blockSize };
+  if (deviceWeights.bits === 16) return { weightBits: 16, blockSize: DEFAULT_SETTINGS.blockSize };
+  return { weightBits: deviceWeights.bits, blockSize: deviceWeights.blockSize };
+}
+
+/** The track settings an artifact's compile options stand for (its GPU weight form as `weightBits` and `blockSize`). */
+export function compileSettingsOfOptions(options: CompileOptions): Partial<TrackSettings> {
+  const { accuracyLevel, numerics, minFold, lmHead, gateUp } = options;
+  return { accuracyLevel, numerics, minFold, lmHead, gateUp, ...weightSettingsOf(options.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights) };
 }
 
 /** The compile options an artifact was built with, as its manifest records them (null when it does not say). */
@@ -142,13 +175,14 @@ export function compileOptionsOfManifest(manifest: ArtifactManifest): CompileOpt
   if (!recorded) return null;
   try {
     const parsed = JSON.parse(recorded.choice) as CompileOptions;
-    // An artifact whose options omit minFold, lmHead or gateUp was built with the default.
+    // An artifact whose options omit minFold, lmHead, gateUp or deviceWeights was built with the default.
     return {
       accuracyLevel: parsed.accuracyLevel,
       numerics: parsed.numerics,
       minFold: parsed.minFold ?? DEFAULT_COMPILE_OPTIONS.minFold,
       lmHead: parsed.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
       gateUp: parsed.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
+      deviceWeights: parsed.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights,
     };
   } catch {
     return null;

@@ -71,7 +71,22 @@ export interface BuildOptions {
    * the CPU graph's attention over the whole capacity, masked. Ignored on the CPU.
    */
   deviceAttention?: DeviceAttention;
+  /**
+   * The GPU target's linear weights (every matmul's, the LM head's included; the embedding lookup
+   * keeps the GGUF's blocks, as it reads one row per token): "source" (default) MatMulNBits over
+   * the GGUF's own blocks; `{ bits: 4 | 8, blockSize: 32 | 64 | 128 }` every weight re-quantized
+   * from its dequantized values to MatMulNBits blocks of that many bits and weights, with zero points
+   * (a weight stored at exactly that width and block size is kept as it is); `{ bits: 16 }` dense
+   * MatMul weights in the activations' float type (float16 under float16 activations; float32 under
+   * float32, as a MatMul takes one type and onnxruntime would fold a Cast of float16 weights into a
+   * float32 copy at load anyway). Where set, `lmHead` is ignored. Ignored on the CPU and in
+   * "llama.cpp" numerics.
+   */
+  deviceWeights?: DeviceWeights;
 }
+
+/** See {@link BuildOptions.deviceWeights}. */
+export type DeviceWeights = "source" | { bits: 4 | 8; blockSize: 32 | 64 | 128 } | { bits: 16 };
 
 /** See {@link BuildOptions.activations}. */
 export type DeviceActivations = "float32" | "float16";

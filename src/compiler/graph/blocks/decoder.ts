@@ -6,8 +6,8 @@ import { foldMinsTo8Bit } from "../../quant/fold-mins.js";
 import type { LinearWeight, NbitsWeight } from "../../quant/linear-weight.js";
 import { requantizeTo4Bit } from "../../quant/requantize.js";
 import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
-import { buildsForDevice, declareDeviceIo, emitDeviceOutputs } from "./device-io.js";
-import { linear } from "./linear.js";
+import { buildsForDevice, declareDeviceIo, deviceWeightForm, emitDeviceOutputs } from "./device-io.js";
+import { inWeightForm, linear } from "./linear.js";
 import { rmsNorm, skipRmsNorm } from "./norm.js";
 import type { RopeSpec } from "./rotary.js";
 
@@ -163,9 +163,20 @@ export const LM_HEAD_RESCORED_TOP = 128;
 export async function lmHead(ctx: BlockContext, x: string): Promise<string> {
   const name = ctx.w.has("output.weight") ? "output.weight" : "token_embd.weight";
   const source = await ctx.w.linear(name);
+  const tied = name === "output.weight" ? "own weight" : "tied to token_embd";
+  const form = deviceWeightForm(ctx);
+  if (form !== "source") {
+    const weight = inWeightForm(source, form);
+    ctx.choices.push({
+      what: "lm head",
+      choice: `${tied}, ${weight.mapping}`,
+      exact: weight === source,
+      why: "the GPU target's deviceWeights take lmHead's place",
+    });
+    return linear(ctx, x, weight, "lm_head");
+  }
   const mode = emulatesLlamaCpp(ctx) ? "source" : (ctx.options.lmHead ?? "source");
   const weight = mode === "source" ? source : requantizeTo4Bit(source);
-  const tied = name === "output.weight" ? "own weight" : "tied to token_embd";
   if (weight === source) {
     ctx.choices.push({ what: "lm head", choice: tied, exact: true, why: "as stored in the GGUF" });
     return linear(ctx, x, weight, "lm_head");

@@ -7,7 +7,7 @@ import type { ModelShape } from "../../../runtime/artifact/index.js";
 import { DEVICE_CANDIDATES, DEVICE_GRAPH as D, DEVICE_TOP_LOGPROBS, maskWords, MASK_WORD_BITS, TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import type { GraphBuilder } from "../../onnx/graph-builder.js";
-import type { BlockContext } from "./context.js";
+import { type BlockContext, type DeviceWeights, emulatesLlamaCpp } from "./context.js";
 
 /** The float type the model's activations have: float16 where the GPU target computes in half precision. */
 function activationType(ctx: BlockContext): DataType {
@@ -22,6 +22,18 @@ export function buildsForDevice(ctx: BlockContext): boolean {
 /** Whether the GPU target's attention is GroupQueryAttention (`BuildOptions.deviceAttention`). */
 export function deviceGqa(ctx: BlockContext): boolean {
   return buildsForDevice(ctx) && ctx.options.deviceAttention !== "explicit";
+}
+
+/** The form every linear weight takes in this graph (`BuildOptions.deviceWeights`): "source" on the CPU and in "llama.cpp" numerics. */
+export function deviceWeightForm(ctx: BlockContext): DeviceWeights {
+  if (!buildsForDevice(ctx) || emulatesLlamaCpp(ctx)) return "source";
+  return ctx.options.deviceWeights ?? "source";
+}
+
+/** The manifest's words for a weight form other than "source". */
+function describeWeightForm(form: Exclude<DeviceWeights, "source">, half: boolean): string {
+  if (form.bits === 16) return `every linear weight dequantized to a dense ${half ? "float16" : "float32"} MatMul`;
+  return `every linear weight re-quantized to MatMulNBits ${form.bits}-bit blocks of ${form.blockSize} with zero points (those stored so kept as they are)`;
 }
 
 /** GroupQueryAttention's `seqlens_k` and `total_sequence_length`, per graph. */
@@ -53,6 +65,15 @@ export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string]
 export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   if (h.slidingWindow) throw new Error("the webgpu target does not build sliding-window attention yet");
   shapes.set(ctx, h);
+  const form = deviceWeightForm(ctx);
+  if (form !== "source") {
+    ctx.choices.push({
+      what: "device weights",
+      choice: `${describeWeightForm(form, activationType(ctx) === DataType.FLOAT16)}; the embedding lookup keeps the GGUF's blocks`,
+      exact: false,
+      why: "the bytes a step reads per weight against its rounding, as the optimization track measures them",
+    });
+  }
   const g = ctx.g;
   g.input(D.inputIds, DataType.INT64, ["rows", "seq"]);
   g.input(D.positionIds, DataType.INT64, ["rows", "seq"]);

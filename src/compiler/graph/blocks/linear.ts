@@ -1,12 +1,16 @@
 import { DataType } from "../../onnx/onnx-proto.js";
 import { foldMinsTo8Bit, foldMinsToBlockMeans } from "../../quant/fold-mins.js";
 import { concatRows, fusable, type LinearWeight } from "../../quant/linear-weight.js";
+import { dequantizeToFloat, requantize } from "../../quant/requantize.js";
 import { emulatedActivation } from "./activation.js";
-import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
+import { type BlockContext, type DeviceWeights, emulatesLlamaCpp, MS } from "./context.js";
+import { deviceWeightForm } from "./device-io.js";
 
 /** x @ W^T for one weight, as MatMulNBits (plus the block-minimum term) or a float MatMul; `name` prefixes its initializers. */
 export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name: string): string {
   const g = ctx.g;
+  // Before the minimum folds: a re-quantized weight has zero points and no minimums to fold.
+  weight = inWeightForm(weight, deviceWeightForm(ctx));
   // Folded per linear, after fusion, so a fused QKV or gate|up is folded once.
   if (weight.kind === "nbits" && weight.mins && !emulatesLlamaCpp(ctx)) {
     if (ctx.options.minFold === "8bit") weight = foldMinsTo8Bit(weight);
@@ -47,6 +51,13 @@ export function linear(ctx: BlockContext, x: string, weight: LinearWeight, name:
   return y;
 }
 
+/** A weight in the GPU target's weight form (`BuildOptions.deviceWeights`); unchanged for "source" and where it is stored so. */
+export function inWeightForm(weight: LinearWeight, form: DeviceWeights): LinearWeight {
+  if (form === "source") return weight;
+  if (form.bits === 16) return dequantizeToFloat(weight);
+  return requantize(weight, form);
+}
+
 /** Inputs already given their block means, per graph, by input and block size: gate and up, or Q, K and V, read the same. */
 const withMeans = new WeakMap<BlockContext, Map<string, string>>();
 
@@ -80,6 +91,9 @@ export async function project(ctx: BlockContext, x: string, tensor: string, labe
  * matmul when their encodings allow, else one matmul each and a Concat (recorded as a choice).
  */
 export function fusedLinear(ctx: BlockContext, x: string, ws: LinearWeight[], label: string): string {
+  // In the GPU target's weight form first: weights stored in different blocks may fuse once re-quantized alike.
+  const form = deviceWeightForm(ctx);
+  ws = ws.map((wt) => inWeightForm(wt, form));
   // One fused matmul gets one activation rounding, so in "llama.cpp" numerics fuse only like with like.
   const like = ws.every((wt) => fusable(ws[0], wt) && (!emulatesLlamaCpp(ctx) || wt.activation === ws[0].activation));
   if (like) return linear(ctx, x, ws.length === 1 ? ws[0] : concatRows(ws), label);

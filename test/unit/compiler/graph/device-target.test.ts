@@ -2,9 +2,10 @@
  * The GPU compile target without a GPU: its graphs are plain ONNX, so onnxruntime's CPU provider
  * runs them here on a tiny random model. The target is its own artifact with the device contract;
  * its candidates are the CPU graph's logits, masked and adjusted as asked; its pools carry a
- * sequence from step to step and from slot to slot.
+ * sequence from step to step and from slot to slot; its weight forms (`deviceWeights`) are
+ * MatMulNBits of the asked bits and blocks, or dense.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
@@ -13,6 +14,7 @@ import { compileGguf, type CompileResult } from "../../../../src/compiler/compil
 import { ARTIFACT_FILES, DEVICE_GRAPH as D, deviceGraphIo, maskWords, SLOT_COPY_GRAPH } from "../../../../src/runtime/artifact/index.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { writeTinyGguf } from "../../provision/tiny-gguf.js";
+import { decodeMessage, messages, text } from "../support.js";
 
 let home: string;
 let cpu: CompileResult;
@@ -125,6 +127,25 @@ function poolsOf(out: ort.InferenceSession.OnnxValueMapType): Record<string, ort
   return pools;
 }
 
+/** The `bits` and `block_size` of each MatMulNBits node of an artifact's step graph (ModelProto.graph 7, GraphProto.node 1, NodeProto op_type 4 and attribute 5). */
+function matMulNBits(dir: string): Array<{ bits: number; blockSize: number }> {
+  const graph = decodeMessage(messages(decodeMessage(readFileSync(join(dir, ARTIFACT_FILES.graph))), 7)[0]);
+  return messages(graph, 1)
+    .map((node) => decodeMessage(node))
+    .filter((node) => text(messages(node, 4)[0]) === "MatMulNBits")
+    .map((node) => {
+      // AttributeProto: name 1, i 3.
+      const ints = Object.fromEntries(
+        messages(node, 5).map((a) => {
+          const fields = decodeMessage(a);
+          const i = fields.find((f) => f.field === 3);
+          return [text(messages(fields, 1)[0]), i ? Number(i.value) : undefined];
+        }),
+      );
+      return { bits: ints.bits!, blockSize: ints.block_size! };
+    });
+}
+
 /** The CPU graph's logits, descending, as [id, logit]. */
 function ranked(logits: Float32Array): Array<[number, number]> {
   return [...logits].map((v, i) => [i, v] as [number, number]).sort((a, b) => b[1] - a[1] || a[0] - b[0]);
@@ -211,6 +232,44 @@ describe("the GPU compile target", () => {
       await both((pools) => twoRows(pools, [8, 3], [13, 1]));
     } finally {
       await session.release();
+    }
+  });
+
+  it("with deviceWeights re-quantizes every linear to MatMulNBits of those bits and blocks, near the float graph; 16 bits are its dense weights", async () => {
+    const ggufPath = join(home, "tiny.gguf");
+    // The default form is the source's: the same artifact, its options silent about it; the CPU ignores the option.
+    expect((await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", options: { deviceWeights: "source" } })).dir).toBe(gpu.dir);
+    expect(gpu.manifest.choices.find((c) => c.what === "options")?.choice).not.toContain("deviceWeights");
+    expect((await compileGguf({ slug: "tiny", ggufPath, home, options: { deviceWeights: { bits: 8, blockSize: 64 } } })).dir).toBe(cpu.dir);
+    // The tiny model's weights are F32: its default GPU graph has dense matmuls only.
+    expect(matMulNBits(gpu.dir)).toEqual([]);
+    const eight = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", options: { deviceWeights: { bits: 8, blockSize: 64 } } });
+    expect(eight.dir).not.toBe(gpu.dir);
+    expect(eight.manifest.choices.find((c) => c.what === "options")?.choice).toContain('"deviceWeights":{"bits":8,"blockSize":64}');
+    // QKV, the attention output, gate|up, down and the LM head (K = 32 of the hidden width pads one block of 64).
+    expect(matMulNBits(eight.dir)).toEqual(Array.from({ length: 5 }, () => ({ bits: 8, blockSize: 64 })));
+    const four = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", options: { deviceWeights: { bits: 4, blockSize: 32 } } });
+    expect(matMulNBits(four.dir)).toEqual(Array.from({ length: 5 }, () => ({ bits: 4, blockSize: 32 })));
+    const dense = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", options: { deviceWeights: { bits: 16 } } });
+    expect(dense.manifest.choices.find((c) => c.what === "options")?.choice).toContain('"deviceWeights":{"bits":16}');
+    expect(matMulNBits(dense.dir)).toEqual([]);
+    const prompt = [3, 7, 1, 12];
+    const want = await step.run(feeds(emptyPools(), 0, 0, prompt));
+    const wantLogits = want[D.candidateLogits].data as Float32Array;
+    const wantIds = Array.from(want[D.candidateIds].data as BigInt64Array, Number);
+    for (const [artifact, digits] of [
+      [dense, 5],
+      [eight, 1],
+    ] as const) {
+      const session = await ort.InferenceSession.create(join(artifact.dir, ARTIFACT_FILES.graph));
+      try {
+        const got = await session.run(feeds(emptyPools(), 0, 0, prompt));
+        const gotIds = Array.from(got[D.candidateIds].data as BigInt64Array, Number);
+        expect(gotIds[0]).toBe(wantIds[0]);
+        gotIds.forEach((id, i) => expect((got[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(wantLogits[wantIds.indexOf(id)], digits));
+      } finally {
+        await session.release();
+      }
     }
   });
 

@@ -1,0 +1,76 @@
+/**
+ * The track's GPU weight settings reach the GPU compile as `deviceWeights` and come back from an
+ * artifact's manifest; only `shapes` and `graphCapture` are still refused by the measurer.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import type { ArtifactManifest } from "../../../src/runtime/artifact/index.js";
+import { GPU_DEFAULT_SETTINGS } from "../../../src/track/devices.js";
+import { createModelMeasurer } from "../../../src/track/measure.js";
+import type { Workload } from "../../../src/track/job.js";
+import {
+  compileOptionsOf,
+  compileOptionsOfManifest,
+  compileSettingsOfOptions,
+  DEFAULT_SETTINGS,
+  deviceWeightsOf,
+  type TrackSettings,
+  UNSUPPORTED_GPU_SETTINGS,
+} from "../../../src/track/settings.js";
+
+const gpu = (change: Partial<TrackSettings>): TrackSettings => ({ ...GPU_DEFAULT_SETTINGS, ...change });
+
+/** A manifest that records `options` as compileGguf does. */
+function manifestWith(options: object): ArtifactManifest {
+  return { choices: [{ what: "options", choice: JSON.stringify(options), exact: true, why: "compile options" }] } as unknown as ArtifactManifest;
+}
+
+describe("weightBits and blockSize as the GPU compile's deviceWeights", () => {
+  it("their defaults are the GGUF's own blocks; any other pair is its form; 16 bits take no block", () => {
+    expect(compileOptionsOf(GPU_DEFAULT_SETTINGS).deviceWeights).toBe("source");
+    expect(compileOptionsOf(gpu({ weightBits: 8, blockSize: 64 })).deviceWeights).toEqual({ bits: 8, blockSize: 64 });
+    expect(compileOptionsOf(gpu({ weightBits: 4, blockSize: 128 })).deviceWeights).toEqual({ bits: 4, blockSize: 128 });
+    expect(compileOptionsOf(gpu({ weightBits: 8, blockSize: 32 })).deviceWeights).toEqual({ bits: 8, blockSize: 32 });
+    expect(compileOptionsOf(gpu({ weightBits: 16, blockSize: 64 })).deviceWeights).toEqual({ bits: 16 });
+    expect(compileOptionsOf(DEFAULT_SETTINGS).deviceWeights).toBe("source");
+    expect(() => deviceWeightsOf({ weightBits: 2, blockSize: 32 })).toThrow(/not a GPU weight form/);
+  });
+
+  it("come back from the manifest's options; an artifact that names none was built from the source blocks", () => {
+    for (const [weightBits, blockSize] of [
+      [8, 64],
+      [4, 128],
+      [16, 32],
+      [4, 32],
+    ]) {
+      const options = compileOptionsOf(gpu({ weightBits, blockSize }));
+      // The options JSON of a default form omits it, as compileGguf's resolved options do.
+      const recorded = compileOptionsOfManifest(manifestWith(options.deviceWeights === "source" ? { ...options, deviceWeights: undefined } : options))!;
+      expect(compileSettingsOfOptions(recorded)).toMatchObject({ weightBits, blockSize });
+    }
+    expect(compileSettingsOfOptions(compileOptionsOfManifest(manifestWith({ accuracyLevel: 4, numerics: "fast" }))!)).toMatchObject({
+      weightBits: 4,
+      blockSize: 32,
+    });
+  });
+});
+
+describe("the measurer's GPU settings", () => {
+  const home = mkdtempSync(join(tmpdir(), "kiln-track-settings-"));
+  afterAll(() => rmSync(home, { recursive: true, force: true }));
+  const measurer = createModelMeasurer({ slug: "no-such-model", home, workload: {} as Workload, probeTokens: 8 });
+  const measure = (settings: TrackSettings) => measurer.measure({ settings, threads: 1, signal: new AbortController().signal });
+
+  it("refuses shapes and graphCapture other than their defaults, and only those", async () => {
+    expect([...UNSUPPORTED_GPU_SETTINGS].sort()).toEqual(["graphCapture", "shapes"]);
+    await expect(measure(gpu({ shapes: "static" }))).rejects.toThrow("the webgpu target takes no shapes option yet (only shapes dynamic)");
+    await expect(measure(gpu({ graphCapture: true, weightBits: 8 }))).rejects.toThrow("the webgpu target takes no graphCapture option yet");
+  });
+
+  it("takes weightBits and blockSize on to the compile (here: to provisioning, which knows no such model)", async () => {
+    await expect(measure(gpu({ weightBits: 8, blockSize: 64 }))).rejects.toThrow(/no-such-model/);
+    await expect(measure(gpu({ weightBits: 8, blockSize: 64 }))).rejects.not.toThrow(/takes no/);
+  });
+});
