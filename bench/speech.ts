@@ -9,7 +9,7 @@
  *    the file included on both sides (kiln's in-process path for PCM WAVs, ffmpeg for the rest;
  *    PyAV for faster-whisper). kiln runs in-process through its served model (engine + worker);
  *    faster-whisper in float32 and int8; both sides with each beam width of --beam-size (default
- *    greedy and faster-whisper's 5), no VAD, English; the short clips also as MP3s;
+ *    greedy and faster-whisper's 5), no VAD, English; the short clips also as WebM, one as MP3;
  *    word error rate against the spoken text per side, and kiln's time over faster-whisper's per
  *    file and in all. The engines take turns, `--repeats` rounds (a machine shared with other work
  *    loads both alike); times are the rounds' medians, with the range of the rounds' speeds.
@@ -63,12 +63,14 @@ const long = longSpeech(Number(args.seconds));
 const fixtures = speechFixtures().filter((f) => f.name === "long" || f.name === "lighthouse" || f.name === "weather");
 /**
  * The fixtures' WAVs keep espeak-ng's 22050 Hz, which kiln resamples in-process; each short file is
- * also measured as an MP3 (the same speech, made by the fixtures), which kiln decodes with ffmpeg
- * (its process start included) and faster-whisper with PyAV.
+ * also measured as a WebM/Opus (what browsers record), which kiln decodes on its spare ffmpeg, and
+ * one as an MP3, which kiln decodes with an ffmpeg started for it (its start included);
+ * faster-whisper decodes all of them with PyAV, in-process.
  */
 const files = [
   ...fixtures.map((f) => ({ name: f.name, path: f.files.wav, text: f.text, seconds: f.seconds })),
-  ...fixtures.filter((f) => f.name !== "long").map((f) => ({ name: `${f.name}-mp3`, path: f.files.mp3, text: f.text, seconds: f.seconds })),
+  ...fixtures.filter((f) => f.name !== "long").map((f) => ({ name: `${f.name}-webm`, path: f.files.webm, text: f.text, seconds: f.seconds })),
+  ...fixtures.filter((f) => f.name === "lighthouse").map((f) => ({ name: `${f.name}-mp3`, path: f.files.mp3, text: f.text, seconds: f.seconds })),
   { name: `speech-${args.seconds}s`, path: long.path, text: long.text, seconds: long.seconds },
 ];
 log(

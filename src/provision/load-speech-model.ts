@@ -1,5 +1,6 @@
 /** Pull -> compile -> record -> load -> serve for a speech model. */
 import type { ComputeDevice } from "../runtime/device/index.js";
+import { prepareFfmpeg } from "../runtime/audio/index.js";
 import { LoadedSpeechModel } from "../runtime/loaded-speech-model.js";
 import { type ServedSpeechModel, serveSpeechModel, type SpeechServeOptions } from "../scheduler/speech/index.js";
 import { getModel } from "../catalogue/catalogue.js";
@@ -47,6 +48,8 @@ export async function loadSpeechModel(slug: string, options: LoadSpeechModelOpti
     options.onStage?.("loading the voice activity detector");
     await loadVad(options.home);
   }
+  // The first upload's decoding then finds an ffmpeg already started.
+  prepareFfmpeg();
   const vad = speechVad(options.vadFilter ?? false, options.home);
   const served = serveSpeechModel(loaded, { maxWaiting: options.maxWaiting, maxRunning: slots, gate: options.gate, vad, beamSize });
   served.device = device;

@@ -93,11 +93,44 @@ describe("decodeAudio", () => {
     const saved = process.env.KILN_FFMPEG;
     process.env.KILN_FFMPEG = join(scratch, "no-such-ffmpeg");
     try {
-      expect(await reasonOf(readFileSync(speechFixture("lighthouse").files.wav))).toBe("ffmpeg_missing");
+      // An MP3: a WAV may decode in-process, without ffmpeg.
+      expect(await reasonOf(readFileSync(speechFixture("lighthouse").files.mp3))).toBe("ffmpeg_missing");
     } finally {
       if (saved === undefined) delete process.env.KILN_FFMPEG;
       else process.env.KILN_FFMPEG = saved;
     }
+  });
+
+  it("decodes piped uploads on the spare ffmpeg to the samples of an ffmpeg started on the file", async () => {
+    const fixture = speechFixture("bakery");
+    const fastStart = join(scratch, "fast-start.m4a");
+    expect(spawnSync("ffmpeg", ["-nostdin", "-loglevel", "error", "-i", fixture.files.m4a, "-c", "copy", "-movflags", "+faststart", fastStart]).status).toBe(0);
+    const files = [...(["mp3", "flac", "ogg", "webm", "mpga", "m4a"] as const).map((f) => fixture.files[f]), fastStart];
+    for (const path of files) {
+      const fromFile = spawnSync(
+        "ffmpeg",
+        ["-nostdin", "-hide_banner", "-loglevel", "error", "-i", path, "-vn", "-f", "f32le", "-ac", "1", "-ar", "16000", "pipe:1"],
+        {
+          maxBuffer: 1 << 26,
+        },
+      );
+      expect(fromFile.status).toBe(0);
+      const expected = new Float32Array(Uint8Array.from(fromFile.stdout).buffer);
+      // Twice: the first may find no spare waiting; the second takes the one the first started.
+      for (let i = 0; i < 2; i++) expect(Array.from(await decodeFile(path)), `${path} (${i})`).toEqual(Array.from(expected));
+    }
+  });
+
+  it("leaves no spare ffmpeg holding a process open", () => {
+    const script = `import { decodeAudio } from ${JSON.stringify(join(process.cwd(), "src/runtime/audio/index.ts"))};
+      import { readFileSync } from "node:fs";
+      const samples = await decodeAudio(readFileSync(${JSON.stringify(speechFixture("lighthouse").files.mp3)}));
+      console.log(samples.length > 0 ? "decoded" : "empty");`;
+    const started = performance.now();
+    const run = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { encoding: "utf8", timeout: 60_000 });
+    expect(run.stdout.trim(), run.stderr).toBe("decoded");
+    expect(run.status).toBe(0);
+    expect(performance.now() - started).toBeLessThan(30_000);
   });
 
   it("stops on abort", async () => {
