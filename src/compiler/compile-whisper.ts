@@ -35,7 +35,7 @@ export interface Ct2CompileRequest {
 }
 
 /** Options that shape the graphs (part of the artifact id); only float32 weights today. */
-const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped" } as const;
+const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: "in-graph" } as const;
 
 export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<CompileResult> {
   const started = Date.now();

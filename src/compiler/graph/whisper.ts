@@ -256,6 +256,24 @@ class WhisperDecoder {
     });
   }
 
+  /**
+   * Each row's likeliest tokens under Whisper's rules, so that a greedy or beam step returns k values
+   * a row instead of its vocabulary: the runtime's mask, then the timestamp rule (timestamps forced
+   * when their total probability beats the likeliest text token's), log-softmax, top k.
+   */
+  private emitTopLogprobs(): void {
+    const { g } = this.o;
+    const masked = g.op("Add", [D.logits, D.ruleMask]);
+    const rowAxis = g.int64s([1]);
+    const text = g.op("Slice", [masked, g.int64s([0]), D.textTokens, rowAxis]);
+    const stamps = g.op("Slice", [masked, D.textTokens, g.int64s([Number.MAX_SAFE_INTEGER]), rowAxis]);
+    const bestText = g.op("ReduceMax", [text, rowAxis], { attributes: { keepdims: 1 } });
+    const stampMass = g.op("ReduceLogSumExp", [stamps, rowAxis], { attributes: { keepdims: 1 } });
+    const forced = g.op("Where", [g.op("Greater", [stampMass, bestText]), g.constant(DataType.FLOAT, [], Float32Array.of(-Infinity), "minus_infinity"), text]);
+    const logprobs = g.op("LogSoftmax", [g.op("Concat", [forced, stamps], { attributes: { axis: 1 } })], { attributes: { axis: 1 } });
+    g.node("TopK", [logprobs, D.topK], { outputs: 2, names: [D.topLogprobs, D.topIds], attributes: { axis: 1, largest: 1, sorted: 1 } });
+  }
+
   declareIo(): void {
     const { g, h } = this.o;
     g.input(D.inputIds, DataType.INT64, ["batch", "seq"]);
@@ -275,7 +293,12 @@ class WhisperDecoder {
       g.output(D.presentKey(l), DataType.FLOAT, ["batch", h.heads, "seq", h.headDim]);
       g.output(D.presentValue(l), DataType.FLOAT, ["batch", h.heads, "seq", h.headDim]);
     }
+    g.input(D.ruleMask, DataType.FLOAT, ["batch", h.vocab]);
+    g.input(D.textTokens, DataType.INT64, [1]);
+    g.input(D.topK, DataType.INT64, [1]);
     g.output(D.alignment, DataType.FLOAT, ["batch", h.alignmentHeads.length, "seq", h.audioContext]);
+    g.output(D.topLogprobs, DataType.FLOAT, ["batch", "top_k"]);
+    g.output(D.topIds, DataType.INT64, ["batch", "top_k"]);
     const pastLen = g.op("Shape", [D.pastKey(0)], { attributes: { start: 3, end: 4 } });
     this.seqLen = g.op("Shape", [D.inputIds], { attributes: { start: 1, end: 2 } });
     this.batch = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
@@ -304,6 +327,7 @@ class WhisperDecoder {
     const normed = o.layerNorm(last, "decoder/layer_norm");
     // Gemm with transB reads the embedding table as stored, so the tied projection costs no second copy.
     g.node("Gemm", [normed, table], { names: [D.logits], attributes: { transB: 1 } });
+    this.emitTopLogprobs();
     return [
       {
         what: "lm head",

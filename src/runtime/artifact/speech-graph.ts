@@ -59,8 +59,24 @@ export const SPEECH_GRAPH = {
      */
     crossKey: (layer: number) => `cross_key_t.${layer}`,
     crossValue: (layer: number) => `cross_value.${layer}`,
-    /** float32 [batch, vocab]: the last position's logits. */
+    /**
+     * float32 [batch, vocab]: each row's decoding rules as an additive mask (0 where a token may
+     * come, -inf where it may not), added to the logits before the top log-probabilities are taken.
+     */
+    ruleMask: "rule_mask",
+    /** int64 [1]: the first timestamp token's id; tokens below it are text (for the timestamp rule). */
+    textTokens: "text_tokens",
+    /** int64 [1]: how many of each row's likeliest tokens {@link topIds} returns. */
+    topK: "top_k",
+    /** float32 [batch, vocab]: the last position's logits (fetched only when a row needs them whole). */
     logits: "logits",
+    /**
+     * float32 [batch, top_k]: each row's likeliest log-probabilities under its rules (the mask, then
+     * timestamps forced where they are jointly likelier than any text token), likeliest first.
+     */
+    topLogprobs: "top_logprobs",
+    /** int64 [batch, top_k]: their token ids (on equal log-probabilities the lower id first). */
+    topIds: "top_ids",
     /** float32 [batch, heads, seq, head_dim]: one layer's new self-attention keys. */
     presentKey: (layer: number) => `present_key.${layer}`,
     /** float32 [batch, heads, seq, head_dim]: one layer's new self-attention values. */
@@ -139,8 +155,11 @@ export function speechGraphIo(shape: Pick<WhisperShape, "decoderLayers">): { enc
         d.newMask,
         ...layers.flatMap((l) => [d.pastKey(l), d.pastValue(l)]),
         ...layers.flatMap((l) => [d.crossKey(l), d.crossValue(l)]),
+        d.ruleMask,
+        d.textTokens,
+        d.topK,
       ],
-      outputs: [d.logits, ...layers.flatMap((l) => [d.presentKey(l), d.presentValue(l)]), d.alignment],
+      outputs: [d.logits, ...layers.flatMap((l) => [d.presentKey(l), d.presentValue(l)]), d.alignment, d.topLogprobs, d.topIds],
     },
   };
 }

@@ -27,12 +27,24 @@ interface DecoderRow {
   tokens: number[];
 }
 
-/** What one decoder call returns: the last position's logits per row, and the alignment heads' weights when asked. */
+/** What a decoder call fetches. */
+export interface DecodeOutputs {
+  /** Each row's logits [rows, vocab]. Default true. */
+  logits?: boolean;
+  /** The alignment heads' cross-attention weights. Default false. */
+  alignment?: boolean;
+  /** Each row's `k` likeliest tokens under its rules: `mask` [rows, vocab] is added to the logits (0 or -inf). Default: none. */
+  top?: { mask: Float32Array; k: number };
+}
+
+/** What one decoder call returns, as {@link DecodeOutputs} asked. */
 export interface DecoderOutput {
   /** [rows, vocab]. */
-  logits: Float32Array;
-  /** [rows, alignment heads, tokensPerRow, audio context], when `alignment` was asked. */
+  logits?: Float32Array;
+  /** [rows, alignment heads, tokensPerRow, audio context]. */
   alignment?: Float32Array;
+  /** [rows, k] token ids and their log-probabilities, likeliest first. */
+  top?: { k: number; tokens: Int32Array; logprobs: Float32Array };
 }
 
 /**
@@ -116,7 +128,7 @@ export class SpeechSession {
     keep: readonly boolean[],
     tokensPerRow: number,
     tokens: ArrayLike<number>,
-    alignment = false,
+    outputs: DecodeOutputs = {},
     from?: readonly number[],
   ): Promise<DecoderOutput> {
     const rows = past.length;
@@ -134,7 +146,7 @@ export class SpeechSession {
         firstSlot,
         Array.from({ length: rows }, (_, r) => rowsOf(r)),
         tokensPerRow,
-        alignment,
+        outputs,
         firstWindow,
         1,
       );
@@ -146,12 +158,23 @@ export class SpeechSession {
       if (r >= 0 && r < rows) return rowsOf(r);
       return { past: this.kv.lengths[start + i], keep: false, from: start + i, tokens: new Array<number>(tokensPerRow).fill(0) };
     });
-    const out = await this.run(start, widened, tokensPerRow, alignment, firstWindow, lastWindow - firstWindow + 1);
     const offset = firstSlot - start;
-    const perRow = (data: Float32Array) => data.length / widened.length;
+    const vocab = this.manifest.speech.vocab;
+    let widenedOutputs = outputs;
+    if (outputs.top) {
+      const mask = new Float32Array(widened.length * vocab);
+      mask.set(outputs.top.mask.subarray(0, rows * vocab), offset * vocab);
+      widenedOutputs = { ...outputs, top: { mask, k: outputs.top.k } };
+    }
+    const out = await this.run(start, widened, tokensPerRow, widenedOutputs, firstWindow, lastWindow - firstWindow + 1);
+    const ours = <T extends Float32Array | Int32Array>(data: T): T => {
+      const perRow = data.length / widened.length;
+      return data.subarray(offset * perRow, (offset + rows) * perRow) as T;
+    };
     return {
-      logits: out.logits.subarray(offset * perRow(out.logits), (offset + rows) * perRow(out.logits)),
-      ...(out.alignment ? { alignment: out.alignment.subarray(offset * perRow(out.alignment), (offset + rows) * perRow(out.alignment)) } : {}),
+      ...(out.logits ? { logits: ours(out.logits) } : {}),
+      ...(out.alignment ? { alignment: ours(out.alignment) } : {}),
+      ...(out.top ? { top: { k: out.top.k, tokens: ours(out.top.tokens), logprobs: ours(out.top.logprobs) } } : {}),
     };
   }
 
@@ -160,7 +183,7 @@ export class SpeechSession {
     firstSlot: number,
     rowList: readonly DecoderRow[],
     tokensPerRow: number,
-    alignment: boolean,
+    outputs: DecodeOutputs,
     firstWindow: number,
     groups: number,
   ): Promise<DecoderOutput> {
@@ -203,9 +226,15 @@ export class SpeechSession {
       feeds[D.pastKey(l)] = new ort.Tensor("float32", cache(kv.keys[l]), [rows, shape.heads, shape.headDim, cap]);
       feeds[D.pastValue(l)] = new ort.Tensor("float32", cache(kv.values[l]), [rows, shape.heads, cap, shape.headDim]);
     }
-    const fetches: string[] = [D.logits];
+    // The rules' inputs are fed on every call; a call that asks for no top tokens gets an all-zero mask.
+    feeds[D.ruleMask] = new ort.Tensor("float32", outputs.top?.mask.subarray(0, rows * shape.vocab) ?? this.zeroMask(rows * shape.vocab), [rows, shape.vocab]);
+    feeds[D.textTokens] = new ort.Tensor("int64", BigInt64Array.of(BigInt(this.manifest.tokens.timestampBegin)), [1]);
+    feeds[D.topK] = new ort.Tensor("int64", BigInt64Array.of(BigInt(Math.min(outputs.top?.k ?? 1, shape.vocab))), [1]);
+    const fetches: string[] = [];
+    if (outputs.logits ?? true) fetches.push(D.logits);
     for (let l = 0; l < shape.decoderLayers; l++) fetches.push(D.presentKey(l), D.presentValue(l));
-    if (alignment) fetches.push(D.alignment);
+    if (outputs.alignment) fetches.push(D.alignment);
+    if (outputs.top) fetches.push(D.topLogprobs, D.topIds);
     const windows = await this.windows.feeds(firstWindow, groups);
     let out: ort.InferenceSession.ReturnType;
     try {
@@ -218,8 +247,23 @@ export class SpeechSession {
     }
     kv.advance(firstSlot, rows, tokensPerRow);
     for (let r = 0; r < rows; r++) if (!rowList[r].keep) kv.truncate(firstSlot + r, before[r]);
-    return { logits: out[D.logits].data as Float32Array, ...(alignment ? { alignment: out[D.alignment].data as Float32Array } : {}) };
+    const result: DecoderOutput = {};
+    if (outputs.logits ?? true) result.logits = out[D.logits].data as Float32Array;
+    if (outputs.alignment) result.alignment = out[D.alignment].data as Float32Array;
+    if (outputs.top) {
+      const ids = out[D.topIds];
+      result.top = { k: ids.dims[1], tokens: Int32Array.from(ids.data as BigInt64Array, Number), logprobs: out[D.topLogprobs].data as Float32Array };
+    }
+    return result;
   }
+
+  /** An all-zero rule mask of `length` floats (never written: a view of one shared buffer). */
+  private zeroMask(length: number): Float32Array {
+    if (this.zeros.length < length) this.zeros = new Float32Array(length);
+    return this.zeros.subarray(0, length);
+  }
+
+  private zeros = new Float32Array(0);
 
   async release(): Promise<void> {
     await this.windows.dispose();

@@ -16,12 +16,12 @@ import type {
   SpeechLoadResult,
   SpeechWorkerRequest,
 } from "./protocol.js";
-import { alwaysSuppressed, filterByWhisperRules, readRow } from "../speech/whisper-rules.js";
-import { TopLogprobs } from "./top-logprobs.js";
+import { alwaysSuppressed, maskByWhisperRules, readRow } from "../speech/whisper-rules.js";
 
 class SpeechThreadState {
   session: SpeechSession | null = null;
-  topLogprobs: TopLogprobs | null = null;
+  /** The rule mask's buffer, reused call after call. */
+  mask = new Float32Array(0);
   suppressed: number[] = [];
 
   requireSession(): SpeechSession {
@@ -47,53 +47,48 @@ class SpeechThreadState {
     const tokens = rows.flatMap((row) => row?.tokens ?? new Array<number>(tokensPerRow).fill(endOfText));
     if (rows.some((row) => row !== null && row.tokens.length !== tokensPerRow))
       throw new RangeError(`every row of a decoder call takes ${tokensPerRow} tokens`);
+    const vocab = session.manifest.speech.vocab;
+    // Greedy and beam rows get their likeliest tokens from the decoder under their rules (a mask
+    // built here); sampled rows, and the first step's no-speech and language questions, read logits.
+    const ranked = rows.map((row) => row?.sample != null && row.sample.temperature <= 0);
+    const wantsLogits = rows.some((row, r) => row !== null && (!ranked[r] || row.noSpeech || row.detectLanguage));
+    const top = ranked.includes(true)
+      ? { mask: this.ruleMask(rows, ranked, vocab), k: Math.max(...rows.map((row, r) => (ranked[r] ? (row!.candidates ?? 1) : 1))) }
+      : undefined;
     const t0 = performance.now();
-    const { logits } = await session.decode(
+    const out = await session.decode(
       req.firstSlot,
       past,
       rows.map((row) => row !== null),
       tokensPerRow,
       tokens,
-      false,
+      { logits: wantsLogits, top },
       rows.map((row, r) => row?.from ?? req.firstSlot + r),
     );
     const runMs = performance.now() - t0;
-    return { rows: await this.readRows(logits, rows, session.manifest.speech.vocab), runMs };
+    const rowOf = (r: number) => out.logits!.subarray(r * vocab, (r + 1) * vocab);
+    const results = rows.map((row, r): DecodeRowResult | null => {
+      if (!row) return null;
+      if (!ranked[r]) return readRow(rowOf(r), row, this.tokens, this.suppressed);
+      const result =
+        row.noSpeech || row.detectLanguage
+          ? readRow(rowOf(r), { sample: null, noSpeech: row.noSpeech, detectLanguage: row.detectLanguage }, this.tokens, this.suppressed)
+          : {};
+      const at = r * out.top!.k;
+      const n = Math.min(row.candidates ?? 1, out.top!.k);
+      const tokens = Array.from(out.top!.tokens.subarray(at, at + n));
+      const logprobs = Array.from(out.top!.logprobs.subarray(at, at + n));
+      return row.candidates ? { ...result, candidates: { tokens, logprobs } } : { ...result, token: tokens[0], logprob: logprobs[0] };
+    });
+    return { rows: results, runMs };
   }
 
-  /**
-   * Each row's answer from its logits (changed in place). Greedy and beam rows: the rules in
-   * JavaScript, then their likeliest tokens and log-probabilities from one ONNX Runtime run over the
-   * call's rows; sampled rows wholly in JavaScript (their draw passes over the row anyway).
-   */
-  private async readRows(logits: Float32Array, rows: DecodeRequest["rows"], vocab: number): Promise<Array<DecodeRowResult | null>> {
-    const rowOf = (r: number) => logits.subarray(r * vocab, (r + 1) * vocab);
-    const ranked = rows.map((row) => row?.sample != null && row.sample.temperature <= 0);
-    const results = rows.map((row, r) => {
-      if (!row || ranked[r])
-        return row ? readRow(rowOf(r), { sample: null, noSpeech: row.noSpeech, detectLanguage: row.detectLanguage }, this.tokens, this.suppressed) : null;
-      return readRow(rowOf(r), row, this.tokens, this.suppressed);
-    });
-    if (!ranked.includes(true)) return results;
-    rows.forEach((row, r) => ranked[r] && filterByWhisperRules(rowOf(r), row!.sample!, this.tokens, this.suppressed));
-    const k = Math.max(...rows.map((row, r) => (ranked[r] ? (row!.candidates ?? 1) : 1)));
-    const top = await this.requireTopLogprobs().run(logits, rows.length, vocab, k);
-    rows.forEach((row, r) => {
-      if (!ranked[r]) return;
-      const at = r * top.k;
-      if (row!.candidates) {
-        const n = Math.min(row!.candidates, top.k);
-        results[r]!.candidates = { tokens: Array.from(top.tokens.subarray(at, at + n)), logprobs: Array.from(top.logprobs.subarray(at, at + n)) };
-      } else {
-        Object.assign(results[r]!, { token: top.tokens[at], logprob: top.logprobs[at] });
-      }
-    });
-    return results;
-  }
-
-  private requireTopLogprobs(): TopLogprobs {
-    if (!this.topLogprobs) throw new Error("speech worker: no model loaded");
-    return this.topLogprobs;
+  /** The call's rule mask [rows, vocab]: each ranked row's rules as 0 / -inf, the other rows all 0. */
+  private ruleMask(rows: DecodeRequest["rows"], ranked: boolean[], vocab: number): Float32Array {
+    if (this.mask.length < rows.length * vocab) this.mask = new Float32Array(rows.length * vocab);
+    const mask = this.mask.subarray(0, rows.length * vocab).fill(0);
+    rows.forEach((row, r) => ranked[r] && maskByWhisperRules(mask.subarray(r * vocab, (r + 1) * vocab), row!.sample!, this.tokens, this.suppressed));
+    return mask;
   }
 
   async align(req: AlignRequest): Promise<AlignResult> {
@@ -101,7 +96,7 @@ class SpeechThreadState {
     const shape = session.manifest.speech;
     const ids = [...req.prefix, ...req.textTokens, this.tokens.endOfText];
     const t0 = performance.now();
-    const { alignment } = await session.decode(req.slot, [0], [true], ids.length, ids, true);
+    const { alignment } = await session.decode(req.slot, [0], [true], ids.length, ids, { logits: false, alignment: true });
     const runMs = performance.now() - t0;
     if (!alignment) throw new Error("the decoder returned no alignment weights");
     // Rows from <|notimestamps|> (which predicts the first text token) to the last text token (which predicts the end).
@@ -130,9 +125,7 @@ export default async function handle(req: SpeechWorkerRequest): Promise<SpeechLo
       return state.align(req);
     case "load": {
       await state.session?.release();
-      await state.topLogprobs?.release();
       state.session = await SpeechSession.load(req.artifactDir, req.options);
-      state.topLogprobs = await TopLogprobs.create(req.options.threads ?? 2);
       state.suppressed = alwaysSuppressed(state.session.manifest.tokens);
       const m = state.session.manifest;
       return { artifactId: m.id, slots: state.session.slots, shape: m.speech, tokens: m.tokens };

@@ -25,12 +25,21 @@ export function applyWhisperRules(logits: Float32Array, rule: WhisperSampling, t
 
 /** Applies the rules to `logits` in place (disallowed tokens become -Infinity). */
 export function filterByWhisperRules(logits: Float32Array, rule: WhisperSampling, tokens: WhisperTokens, suppressed: readonly number[]): void {
+  if (maskByWhisperRules(logits, rule, tokens, suppressed)) forceTimestamps(logits, tokens.timestampBegin);
+}
+
+/**
+ * The rules that depend only on the tokens so far: disallowed tokens of `logits` become -Infinity
+ * (on a row of zeros, that makes the additive mask the decoder graph takes). Returns whether the
+ * timestamp rule ({@link forceTimestamps}) applies after them.
+ */
+export function maskByWhisperRules(logits: Float32Array, rule: WhisperSampling, tokens: WhisperTokens, suppressed: readonly number[]): boolean {
   const tsBegin = tokens.timestampBegin;
   for (const t of suppressed) logits[t] = -Infinity;
   if (rule.sampled === 0) for (const t of tokens.suppressAtBegin) logits[t] = -Infinity;
   if (!rule.timestamps) {
     logits.fill(-Infinity, tsBegin);
-    return;
+    return false;
   }
   logits[tokens.noTimestamps] = -Infinity;
   if (rule.sampled > 0 && rule.lastWasTimestamp) {
@@ -46,8 +55,14 @@ export function filterByWhisperRules(logits: Float32Array, rule: WhisperSampling
     logits.fill(-Infinity, 0, tsBegin);
     if (rule.maxInitialTimestampIndex >= 0) logits.fill(-Infinity, tsBegin + rule.maxInitialTimestampIndex + 1);
   }
-  // Timestamps are forced when their total probability beats the likeliest text token's
-  // (openai-whisper compares the two log-probabilities; the normaliser cancels out).
+  return true;
+}
+
+/**
+ * Timestamps are forced when their total probability beats the likeliest text token's
+ * (openai-whisper compares the two log-probabilities; the normaliser cancels out).
+ */
+export function forceTimestamps(logits: Float32Array, tsBegin: number): void {
   let bestText = -Infinity;
   for (let i = 0; i < tsBegin; i++) if (logits[i] > bestText) bestText = logits[i];
   if (logSumExp(logits, tsBegin, logits.length) > bestText) logits.fill(-Infinity, 0, tsBegin);

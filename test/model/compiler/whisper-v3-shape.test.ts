@@ -25,6 +25,7 @@ import { languageName } from "../../../src/runtime/speech/index.js";
 import type { SpeechRunner } from "../../../src/scheduler/speech/index.js";
 import { serveSpeechRunner } from "../../../src/scheduler/speech/index.js";
 import { speechFixture } from "../../support/speech.js";
+import { ruleFeeds } from "../../support/whisper-feeds.js";
 
 const PYTHON = process.env.KILN_TEST_PYTHON ?? resolve(".cache/pyclient/bin/python");
 const STEPS = 8;
@@ -52,7 +53,13 @@ const argmax = (a: ArrayLike<number>) => {
 };
 
 /** Runs the decoder over `tokens` in one call from an empty cache: the logits after the last. */
-async function decodeAll(decoder: ort.InferenceSession, cross: ort.InferenceSession.OnnxValueMapType, s: SpeechArtifactManifest["speech"], tokens: number[]) {
+async function decodeAll(
+  decoder: ort.InferenceSession,
+  cross: ort.InferenceSession.OnnxValueMapType,
+  s: SpeechArtifactManifest["speech"],
+  timestampBegin: number,
+  tokens: number[],
+) {
   const seq = tokens.length;
   const mask = new Float32Array(seq * seq);
   for (let i = 0; i < seq; i++) for (let j = i + 1; j < seq; j++) mask[i * seq + j] = -Infinity;
@@ -68,6 +75,7 @@ async function decodeAll(decoder: ort.InferenceSession, cross: ort.InferenceSess
     feeds[D.crossKey(l)] = cross[SPEECH_GRAPH.encoder.crossKey(l)] as ort.Tensor;
     feeds[D.crossValue(l)] = cross[SPEECH_GRAPH.encoder.crossValue(l)] as ort.Tensor;
   }
+  Object.assign(feeds, ruleFeeds(1, s.vocab, timestampBegin));
   const out = await decoder.run(feeds, [D.logits]);
   return out[D.logits];
 }
@@ -117,7 +125,7 @@ describe("Whisper large-v3 layout on synthetic weights, against CTranslate2", ()
     try {
       const cross = await encoder.run({ [SPEECH_GRAPH.encoder.mel]: new ort.Tensor("float32", mel, [1, s.melBins, 3000]) });
       // The language: the argmax over the language tokens after <|startoftranscript|> alone.
-      const first = (await decodeAll(decoder, cross, s, [manifest.tokens.startOfTranscript])).data as Float32Array;
+      const first = (await decodeAll(decoder, cross, s, manifest.tokens.timestampBegin, [manifest.tokens.startOfTranscript])).data as Float32Array;
       const ids = Object.values(manifest.tokens.languages);
       const codes = Object.keys(manifest.tokens.languages);
       const detected = codes[argmax(ids.map((id) => first[id]))];
@@ -136,7 +144,7 @@ describe("Whisper large-v3 layout on synthetic weights, against CTranslate2", ()
         ]);
         // Teacher-forced on CTranslate2's tokens: each step's prefix from an empty cache (the graph gives the last position's logits).
         for (const [step, row] of ref.logits.entries()) {
-          const mine = (await decodeAll(decoder, cross, s, [...ref.prompt, ...ref.tokens.slice(0, step)])).data as Float32Array;
+          const mine = (await decodeAll(decoder, cross, s, manifest.tokens.timestampBegin, [...ref.prompt, ...ref.tokens.slice(0, step)])).data as Float32Array;
           for (let i = 0; i < s.vocab; i++) maxDiff = Math.max(maxDiff, Math.abs(mine[i] - row[i]));
           steps++;
           if (argmax(mine) === argmax(row)) agreeing++;
