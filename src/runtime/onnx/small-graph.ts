@@ -1,6 +1,6 @@
 /**
- * ONNX ModelProto bytes for the runtime's own small helper graphs (a device probe, the top
- * log-probabilities of a row, joining windows on a device), written here because the runtime
+ * ONNX ModelProto bytes for the runtime's own small helper graphs (a device probe, joining speech
+ * windows on a device), written here because the runtime
  * imports no compiler and these graphs need no file on disk. Only what they use: nodes with integer
  * attributes, and typed inputs and outputs whose dimensions are fixed or named.
  */
