@@ -1,7 +1,7 @@
 """The reference kiln's speech tests compare with: faster-whisper (CTranslate2) on the CPU.
 
 Modes (one JSON document on stdout):
-  transcribe --model DIR [--compute-type float32|int8] [--threads N] [--beam-size N]
+  transcribe --model DIR [--compute-type float32|int8] [--threads N] [--beam-size N] [--seed N]
              [--word-timestamps] FILE...
       -> {"results": [{"file", "text", "segments": [{"start", "end", "text", "words"?}],
                         "duration", "seconds"}], "load_seconds"}
@@ -32,7 +32,7 @@ def transcribe(args):
     for path in args.files:
         # CTranslate2 seeds its sampling (the temperature fallback) at random unless told: a fixed
         # seed per file makes the reference the same on every run and in any file order.
-        ctranslate2.set_random_seed(1)
+        ctranslate2.set_random_seed(args.seed)
         started = time.perf_counter()
         segments, info = model.transcribe(
             path,
@@ -82,6 +82,7 @@ def main():
     t.add_argument("--compute-type", default="float32")
     t.add_argument("--threads", type=int, default=0)
     t.add_argument("--beam-size", type=int, default=1)
+    t.add_argument("--seed", type=int, default=1, help="CTranslate2's random seed, set before each file")
     t.add_argument("--word-timestamps", action="store_true")
     t.add_argument("--no-condition-on-previous-text", dest="condition_on_previous_text", action="store_false")
     t.add_argument("files", nargs="+")

@@ -33,6 +33,8 @@ export interface ReferenceOptions {
   wordTimestamps?: boolean;
   /** Feed the previous window's text as the prompt (faster-whisper's default). Default true. */
   conditionOnPreviousText?: boolean;
+  /** CTranslate2's random seed for the temperature fallback's sampling, set before each file. Default 1. */
+  seed?: number;
 }
 
 export interface ReferenceSegment {
@@ -69,6 +71,8 @@ export async function referenceTranscribe(
     String(options.threads ?? 0),
     "--beam-size",
     String(options.beamSize ?? 1),
+    "--seed",
+    String(options.seed ?? 1),
   ];
   if (options.wordTimestamps) args.push("--word-timestamps");
   if (options.conditionOnPreviousText === false) args.push("--no-condition-on-previous-text");

@@ -47,16 +47,26 @@ describe("transcription over HTTP on the real model", () => {
     const kilnWer = wordErrorRate(spoken, kiln.join(" "));
     expect(referenceAvailable(), `faster-whisper is missing at ${referencePython()}: run scripts/setup.sh`).toBe(true);
     const modelDir = (await pullModel(SLUG)).dir;
-    const { results } = await referenceTranscribe(
-      modelDir,
-      cases.map((c) => c.path),
+    // Clips that fail Whisper's checks at temperature 0 are decoded again by sampling, which is
+    // random on both sides: faster-whisper's WER here ranged 11.0-13.5% over CTranslate2's seeds. So
+    // kiln is held to the median of faster-whisper's over three seeds.
+    const peer: Array<{ wer: number; texts: string[] }> = [];
+    for (const seed of [1, 2, 3]) {
       // kiln serve's default beam is faster-whisper's: 5.
-      { threads: 2, beamSize: 5 },
-    );
-    const peerWer = wordErrorRate(spoken, results.map((r) => r.text).join(" "));
-    const agreement = wordErrorRate(results.map((r) => r.text).join(" "), kiln.join(" "));
+      const { results } = await referenceTranscribe(
+        modelDir,
+        cases.map((c) => c.path),
+        { threads: 2, beamSize: 5, seed },
+      );
+      const texts = results.map((r) => r.text);
+      peer.push({ wer: wordErrorRate(spoken, texts.join(" ")), texts });
+    }
+    peer.sort((a, b) => a.wer - b.wer);
+    const median = peer[Math.floor(peer.length / 2)];
+    const peerWer = median.wer;
+    const agreement = wordErrorRate(median.texts.join(" "), kiln.join(" "));
     console.log(
-      `speech WER against the spoken text: kiln ${(100 * kilnWer).toFixed(1)}%, faster-whisper ${(100 * peerWer).toFixed(1)}%; kiln against faster-whisper ${(100 * agreement).toFixed(1)}%`,
+      `speech WER against the spoken text: kiln ${(100 * kilnWer).toFixed(1)}%, faster-whisper ${(100 * peerWer).toFixed(1)}% (median; seeds ${peer.map((p) => (100 * p.wer).toFixed(1)).join(", ")}%); kiln against faster-whisper ${(100 * agreement).toFixed(1)}%`,
     );
     expect(kilnWer).toBeLessThanOrEqual(peerWer + 0.01);
     expect(kilnWer).toBeLessThan(0.25);
