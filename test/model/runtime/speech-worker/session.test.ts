@@ -53,11 +53,11 @@ describe("SpeechSession windows shared by runs of slots", () => {
     const tokens = [464, 1002, 2068];
     // Slots 1..3: the end of the first run, the whole second run; slot 0 is not in the call, slot 4 not either.
     const lengthsBefore = Array.from(together.kv.lengths);
-    const { logits } = await together.decode(1, [2, 2, 2], [true, true, true], 1, tokens);
+    const logits = (await together.decode(1, [2, 2, 2], [true, true, true], 1, tokens)).logits!;
     for (let r = 0; r < 3; r++) {
       const single = await alone.decode(1 + r, [2], [true], 1, [tokens[r]]);
       let worst = 0;
-      for (let i = 0; i < vocab; i++) worst = Math.max(worst, Math.abs(logits[r * vocab + i] - single.logits[i]));
+      for (let i = 0; i < vocab; i++) worst = Math.max(worst, Math.abs(logits[r * vocab + i] - single.logits![i]));
       expect(worst, `row ${r}`).toBeLessThan(1e-3);
     }
     // Rows of different windows differ (a mix-up of windows would not go unseen).
@@ -86,14 +86,14 @@ describe("SpeechSession windows shared by runs of slots", () => {
       const expected = await onCpu.decode(1, [2, 2, 2], [true, true, true], 1, tokens);
       const got = await onDevice.decode(1, [2, 2, 2], [true, true, true], 1, tokens);
       let worst = 0;
-      for (let i = 0; i < 3 * vocab; i++) worst = Math.max(worst, Math.abs(expected.logits[i] - got.logits[i]));
+      for (let i = 0; i < 3 * vocab; i++) worst = Math.max(worst, Math.abs(expected.logits![i] - got.logits![i]));
       console.log(`webgpu windows: max |logit diff| against the CPU over 3 rows of 2 windows: ${worst.toExponential(2)}`);
       expect(worst).toBeLessThan(1e-2);
       // One window: fed as the device tensor it is.
       const single = await onDevice.decode(2, [3, 3], [true, true], 1, [11, 12]);
       const reference = await onCpu.decode(2, [3, 3], [true, true], 1, [11, 12]);
       worst = 0;
-      for (let i = 0; i < 2 * vocab; i++) worst = Math.max(worst, Math.abs(single.logits[i] - reference.logits[i]));
+      for (let i = 0; i < 2 * vocab; i++) worst = Math.max(worst, Math.abs(single.logits![i] - reference.logits![i]));
       expect(worst).toBeLessThan(1e-2);
       expect(deviceReads).toEqual([]);
     } finally {
