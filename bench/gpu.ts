@@ -4,6 +4,7 @@
  *   npm run bench -- gpu [--device webgpu|cpu] [--shapes smollm2-135m,llama-3.2-1b,llama-3.1-8b]
  *                        [--rows 1,16,64] [--steps 32] [--prompt 512] [--threads N] [--runs 3]
  *                        [--budget-minutes M] [--json out.json] [--skip-torch] [--skip-cpu] [--quick]
+ *                        [--bare explicit,float16,...]
  *
  * Each shape is a synthetic GGUF (bench/synthetic-gguf.ts: random Q4_0 weights, written here when
  * missing), served the way a user serves a local file (`kiln serve --model ./file.gguf`: the
@@ -15,7 +16,9 @@
  * - the bare graph: the artifact's session stepped in a loop over the same rows (no scheduler, no
  *   sampling), so engine / bare is what the serving path costs; on webgpu `--bare-attention explicit`
  *   (or gqa) also steps the artifact built with that attention (`deviceAttention`, its own compile)
- *   over the same rows, printed as "explicit ms" beside the default build's "bare ms";
+ *   over the same rows, printed as "explicit ms" beside the default build's "bare ms"; `--bare` takes
+ *   a list of such builds, each an attention and/or `float16` activations joined by "+" (e.g.
+ *   `--bare explicit,float16,explicit+float16`), one column each;
  * - the weight-product floor of the same shape on the same device (bench/floor-graph.ts, one float
  *   read back per step), so floor / engine is the share of the kernels' speed a step reaches;
  * - PyTorch (transformers `generate`, bf16, eager, random weights of the same shape, batch = rows)
@@ -32,7 +35,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
-import type { DeviceAttention } from "../src/compiler/compile.js";
+import type { DeviceActivations, DeviceAttention } from "../src/compiler/compile.js";
 import { checkLocalGguf, loadLocalGguf, provisionLocalGguf, type LocalGguf } from "../src/provision/index.js";
 import type { ComputeDevice } from "../src/runtime/device/index.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
@@ -57,12 +60,29 @@ const { values: args } = parseArgs({
     "skip-cpu": { type: "boolean", default: false },
     quick: { type: "boolean", default: false },
     "bare-attention": { type: "string" },
+    bare: { type: "string" },
   },
 });
 const log = (s: string) => process.stderr.write(`${s}\n`);
-/** The attention of the second bare build (`--bare-attention`), beside the default build's. */
-const otherAttention = args["bare-attention"] as DeviceAttention | undefined;
-if (otherAttention !== undefined && otherAttention !== "explicit" && otherAttention !== "gqa") throw new Error("--bare-attention: explicit or gqa");
+/** A GPU build other than the default whose bare graph is stepped beside the default's. */
+interface BareBuild {
+  name: string;
+  attention?: DeviceAttention;
+  activations?: DeviceActivations;
+}
+/** The other bare builds (`--bare`, or `--bare-attention` for one attention). */
+const otherBuilds: BareBuild[] = (args.bare ?? args["bare-attention"] ?? "")
+  .split(",")
+  .filter(Boolean)
+  .map((name) => {
+    const build: BareBuild = { name };
+    for (const part of name.split("+")) {
+      if (part === "explicit" || part === "gqa") build.attention = part;
+      else if (part === "float16" || part === "float32") build.activations = part;
+      else throw new Error(`--bare: each build is explicit, gqa, float16 or float32 joined by "+", not ${name}`);
+    }
+    return build;
+  });
 const ints = (name: string, v: string) =>
   v.split(",").map((x) => {
     const n = Number(x);
@@ -106,8 +126,8 @@ interface ShapeResult {
   device: ComputeDevice;
   engine?: EngineFigures | { error: string };
   bare?: Record<number, StepFigures> | { error: string };
-  /** The bare graph of the `--bare-attention` build (on webgpu). */
-  bareOther?: Record<number, StepFigures> | { error: string };
+  /** The bare graph of each `--bare` build (on webgpu), by its name. */
+  bareOther?: Record<string, Record<number, StepFigures> | { error: string }>;
   floor?: Record<number, StepFigures> | { error: string };
   torch?: { ttftMs: number; rows: Record<number, StepFigures> } | { skipped: string };
   cpuEngine?: EngineFigures | { error: string };
@@ -165,8 +185,8 @@ function medianRows(rows: Record<number, StepFigures[]>): Record<number, StepFig
 
 // ── the bare graph: the artifact's session stepped in a loop ──
 
-async function measureBare(local: LocalGguf, on: ComputeDevice, deviceAttention?: DeviceAttention): Promise<Record<number, StepFigures>> {
-  const { dir } = await provisionLocalGguf(local, { device: on, deviceAttention });
+async function measureBare(local: LocalGguf, on: ComputeDevice, build: BareBuild = { name: "default" }): Promise<Record<number, StepFigures>> {
+  const { dir } = await provisionLocalGguf(local, { device: on, deviceAttention: build.attention, deviceActivations: build.activations });
   const out: Record<number, StepFigures[]> = {};
   for (const n of rowCounts) {
     const s = on === "webgpu" ? await WebGpuTextSession.load(dir, { threads, slots: n, device: on }) : await TextSession.load(dir, { threads, slots: n });
@@ -264,14 +284,14 @@ const figuresOf = <T extends object>(x: T | { error: string } | { skipped: strin
 function printShape(res: ShapeResult, spec: ModelShapeSpec): void {
   const engine = figuresOf<EngineFigures>(res.engine);
   const bare = figuresOf<Record<number, StepFigures>>(res.bare);
-  const bareOther = figuresOf<Record<number, StepFigures>>(res.bareOther);
+  const bareOther = otherBuilds.map((b) => figuresOf<Record<number, StepFigures>>(res.bareOther?.[b.name]));
   const floor = figuresOf<Record<number, StepFigures>>(res.floor);
   const torch = figuresOf<{ ttftMs: number; rows: Record<number, StepFigures> }>(res.torch);
   const cpu = figuresOf<EngineFigures>(res.cpuEngine);
   const lines = [
     `\n${spec.name} (${spec.layers} layers, hidden ${spec.hidden}, ${spec.heads}/${spec.kvHeads} heads, ffn ${spec.ffn}, vocab ${spec.vocab}; synthetic Q4_0 GGUF ${(res.weightsBytes / 2 ** 20).toFixed(0)} MiB), kiln on ${res.device}, ${threads} thread(s), medians of ${runs}:`,
     `  TTFT of a ${promptTokens}-token prompt: kiln ${fmt(engine?.ttftMs, 0)} ms; PyTorch ${fmt(torch?.ttftMs, 0)} ms (kiln/PyTorch time ${ratio(engine?.ttftMs, torch?.ttftMs)}); CPU engine ${fmt(cpu?.ttftMs, 0)} ms`,
-    `  ${"rows".padEnd(6)}${"engine ms/step".padStart(15)}${"tok/s".padStart(9)}${"bare ms".padStart(9)}${"engine/bare".padStart(12)}${`${otherAttention ?? "—"} ms`.padStart(12)}${"floor ms".padStart(10)}${"floor/engine".padStart(13)}${"PyTorch tok/s".padStart(14)}${"kiln/PyTorch".padStart(13)}${"CPU tok/s".padStart(10)}${"kiln/CPU".padStart(9)}`,
+    `  ${"rows".padEnd(6)}${"engine ms/step".padStart(15)}${"tok/s".padStart(9)}${"bare ms".padStart(9)}${"engine/bare".padStart(12)}${otherBuilds.map((b) => `${b.name} ms`.padStart(Math.max(12, b.name.length + 4))).join("")}${"floor ms".padStart(10)}${"floor/engine".padStart(13)}${"PyTorch tok/s".padStart(14)}${"kiln/PyTorch".padStart(13)}${"CPU tok/s".padStart(10)}${"kiln/CPU".padStart(9)}`,
   ];
   for (const n of rowCounts) {
     const e = engine?.rows[n];
@@ -280,13 +300,13 @@ function printShape(res: ShapeResult, spec: ModelShapeSpec): void {
     const t = torch?.rows[n];
     const c = cpu?.rows[n];
     lines.push(
-      `  ${String(n).padEnd(6)}${fmt(e?.msPerStep, 2).padStart(15)}${fmt(e?.tokensPerSecond).padStart(9)}${fmt(b?.msPerStep, 2).padStart(9)}${ratio(e?.msPerStep, b?.msPerStep).padStart(12)}${fmt(bareOther?.[n]?.msPerStep, 2).padStart(12)}${fmt(f?.msPerStep, 2).padStart(10)}${ratio(f?.msPerStep, e?.msPerStep).padStart(13)}${fmt(t?.tokensPerSecond).padStart(14)}${ratio(e?.tokensPerSecond, t?.tokensPerSecond).padStart(13)}${fmt(c?.tokensPerSecond).padStart(10)}${ratio(e?.tokensPerSecond, c?.tokensPerSecond).padStart(9)}`,
+      `  ${String(n).padEnd(6)}${fmt(e?.msPerStep, 2).padStart(15)}${fmt(e?.tokensPerSecond).padStart(9)}${fmt(b?.msPerStep, 2).padStart(9)}${ratio(e?.msPerStep, b?.msPerStep).padStart(12)}${otherBuilds.map((b, i) => fmt(bareOther[i]?.[n]?.msPerStep, 2).padStart(Math.max(12, b.name.length + 4))).join("")}${fmt(f?.msPerStep, 2).padStart(10)}${ratio(f?.msPerStep, e?.msPerStep).padStart(13)}${fmt(t?.tokensPerSecond).padStart(14)}${ratio(e?.tokensPerSecond, t?.tokensPerSecond).padStart(13)}${fmt(c?.tokensPerSecond).padStart(10)}${ratio(e?.tokensPerSecond, c?.tokensPerSecond).padStart(9)}`,
     );
   }
   for (const [what, x] of Object.entries({
     engine: res.engine,
     bare: res.bare,
-    [`bare ${otherAttention}`]: res.bareOther,
+    ...Object.fromEntries(otherBuilds.map((b) => [`bare ${b.name}`, res.bareOther?.[b.name]])),
     floor: res.floor,
     PyTorch: res.torch,
     "CPU engine": res.cpuEngine,
@@ -330,8 +350,9 @@ try {
     const res: ShapeResult = { shape: spec.name, weightsBytes: statSync(gguf).size, device };
     res.engine = await attempt(`${spec.name}: engine on ${device}`, () => measureEngine(local, device));
     res.bare = await attempt(`${spec.name}: bare graph on ${device}`, () => measureBare(local, device));
-    if (device === "webgpu" && otherAttention)
-      res.bareOther = await attempt(`${spec.name}: bare ${otherAttention} attention graph on ${device}`, () => measureBare(local, device, otherAttention));
+    if (device === "webgpu")
+      for (const build of otherBuilds)
+        (res.bareOther ??= {})[build.name] = await attempt(`${spec.name}: bare ${build.name} graph on ${device}`, () => measureBare(local, device, build));
     res.floor = await attempt(`${spec.name}: floor on ${device}`, () => measureFloor(gguf, device, scratch));
     res.torch = device === "webgpu" ? measureTorch(spec) : { skipped: "the device is the CPU" };
     if (device !== "cpu" && !args["skip-cpu"]) res.cpuEngine = await attempt(`${spec.name}: engine on the CPU`, () => measureEngine(local, "cpu"));
@@ -341,7 +362,7 @@ try {
   }
   console.log(
     "\n  engine: the served model (local-GGUF provisioning, batch engine, worker), decode steps once every sequence has its first token;" +
-      "\n  bare: the artifact's session stepped in a loop, no scheduler or sampling; explicit (or gqa) ms: the same with that attention's build (--bare-attention); floor: its weight products alone on the same device;" +
+      "\n  bare: the artifact's session stepped in a loop, no scheduler or sampling; <build> ms: the same with that build (--bare: attention and/or float16 activations); floor: its weight products alone on the same device;" +
       "\n  PyTorch: transformers generate, bf16, eager, random weights of the same shape, batch = rows; CPU: the engine with --device cpu.",
   );
   if (args.json) {

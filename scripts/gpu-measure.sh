@@ -6,7 +6,7 @@
 #   nvidia-smi.txt, gguf.log, bench-gpu-attention.txt (decode attention alone at the Llama-3.2-1B
 #   geometry: the target's pool against GroupQueryAttention, bench/gpu-attention.ts),
 #   bench-gpu.txt / bench-gpu.json (SmolLM2-135M and Llama-3.2-1B shapes, every peer, the bare
-#   step of the default GroupQueryAttention build and of the explicit one), bench-gpu-8b.txt /
+#   step of the default GroupQueryAttention build, the explicit one and the float16 one), bench-gpu-8b.txt /
 #   bench-gpu-8b.json (Llama-3.1-8B shape, with the time left).
 #
 #   source .device/on-device.sh && bash scripts/gpu-measure.sh
@@ -25,11 +25,11 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 
 threads=$(nproc)
 if [ "${QUICK:-0}" = 1 ]; then
-  small=(--quick --bare-attention explicit) big=(--quick --skip-cpu) shapes=tiny
+  small=(--quick --bare explicit,float16) big=(--quick --skip-cpu) shapes=tiny
   attention=(--shape tiny --rows 1,4 --capacity 64 --past 20 --steps 5 --repeats 2)
 else
   attention=(--shape llama-3.2-1b --rows 1,16,64 --capacity 1024 --past 512 --steps 20 --repeats 3)
-  small=(--shapes smollm2-135m,llama-3.2-1b --rows 1,16,64 --steps 32 --runs 2 --budget-minutes 4 --bare-attention explicit)
+  small=(--shapes smollm2-135m,llama-3.2-1b --rows 1,16,64 --steps 32 --runs 2 --budget-minutes 4 --bare explicit,float16)
   big=(--shapes llama-3.1-8b --rows 1,16,64 --steps 16 --runs 1 --skip-cpu)
   shapes=smollm2-135m,llama-3.2-1b,llama-3.1-8b
 fi

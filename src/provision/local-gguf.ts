@@ -8,7 +8,14 @@ import { statSync } from "node:fs";
 import { basename, isAbsolute, resolve } from "node:path";
 import { hasModel } from "../catalogue/catalogue.js";
 import { kilnHome } from "../catalogue/paths.js";
-import { compileGguf, type CompileOptions, type CompileRequest, type CompileResult, type DeviceAttention } from "../compiler/compile.js";
+import {
+  compileGguf,
+  type CompileOptions,
+  type CompileRequest,
+  type CompileResult,
+  type DeviceActivations,
+  type DeviceAttention,
+} from "../compiler/compile.js";
 import { GgufError, readGguf } from "../compiler/gguf/index.js";
 import { architectureFor } from "../compiler/graph/architectures.js";
 import { architectureName } from "../compiler/hyper.js";
@@ -107,6 +114,8 @@ export interface LocalProvisionOptions {
   compile?: CompileOptions;
   /** The GPU target's attention (`compileGguf`'s `deviceAttention`): "gqa" (default) or "explicit". Ignored on the CPU. */
   deviceAttention?: DeviceAttention;
+  /** The GPU target's activations (`compileGguf`'s `deviceActivations`): "float32" (default) or "float16". Ignored on the CPU. */
+  deviceActivations?: DeviceActivations;
   /** Root of kiln's store. Default `kilnHome()`. */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. Default false. */
@@ -131,7 +140,13 @@ export function provisionLocalGguf(local: LocalGguf, opts: LocalProvisionOptions
     home: opts.home ?? kilnHome(),
     force: opts.force,
     onStage: opts.onStage,
-    ...(opts.device && opts.device !== "cpu" ? { device: opts.device, ...(opts.deviceAttention ? { deviceAttention: opts.deviceAttention } : {}) } : {}),
+    ...(opts.device && opts.device !== "cpu"
+      ? {
+          device: opts.device,
+          ...(opts.deviceAttention ? { deviceAttention: opts.deviceAttention } : {}),
+          ...(opts.deviceActivations ? { deviceActivations: opts.deviceActivations } : {}),
+        }
+      : {}),
   };
   return compileGguf(request);
 }
