@@ -14,7 +14,7 @@
  *   the engine (greedy, end-of-generation tokens banned, counted once every sequence has its first
  *   token), medians of `--runs`;
  * - the bare graph: the artifact's session stepped in a loop over the same rows (no scheduler, no
- *   sampling), so engine / bare is what the serving path costs; on webgpu `--bare-attention explicit`
+ *   sampling), so engine / bare is what the serving path costs; on webgpu `--bare explicit`
  *   (or gqa) also steps the artifact built with that attention (`deviceAttention`, its own compile)
  *   over the same rows, printed as "explicit ms" beside the default build's "bare ms"; `--bare` takes
  *   a list of such builds, each an attention and/or `float16` activations joined by "+" (e.g.
@@ -59,7 +59,6 @@ const { values: args } = parseArgs({
     "skip-torch": { type: "boolean", default: false },
     "skip-cpu": { type: "boolean", default: false },
     quick: { type: "boolean", default: false },
-    "bare-attention": { type: "string" },
     bare: { type: "string" },
   },
 });
@@ -70,8 +69,8 @@ interface BareBuild {
   attention?: DeviceAttention;
   activations?: DeviceActivations;
 }
-/** The other bare builds (`--bare`, or `--bare-attention` for one attention). */
-const otherBuilds: BareBuild[] = (args.bare ?? args["bare-attention"] ?? "")
+/** The other bare builds (`--bare`). */
+const otherBuilds: BareBuild[] = (args.bare ?? "")
   .split(",")
   .filter(Boolean)
   .map((name) => {

@@ -10,6 +10,7 @@
  *   lm-eval  lm-evaluation-harness on a small local task against `kiln serve` (bench/lm-eval.ts; needs scripts/peers/genai.sh)
  *   floor  kernel floor of decode: the compiled model's weight products alone vs its whole step and native llama.cpp (bench/floor.ts)
  *   gpu    per model shape on a device: TTFT, decode at 1/16/64 sequences through the engine, the bare graph, the weight-product floor, PyTorch, the CPU engine (bench/gpu.ts)
+ *   gpu-profile  where a GPU decode step's time goes: wall, device and host time per build and row count, the costliest operators (bench/gpu-profile.ts)
  *   attention  kiln's attention block vs onnxruntime's fused GroupQueryAttention at decode (bench/attention.ts)
  *   gpu-attention  decode attention on WebGPU over a device-resident cache: the GPU target's pool and explicit attention, GroupQueryAttention with its presents fed back, and with past and present one buffer (bench/gpu-attention.ts)
  *   cloud  overhead of cloud mode (auth + limits + ledger) on a fleet behind nginx at a steady request rate, ledger write rate (bench/cloud.ts)
@@ -33,6 +34,7 @@ const SUBCOMMANDS: Record<string, string> = {
   "gpu-attention": "./gpu-attention.ts",
   floor: "./floor.ts",
   gpu: "./gpu.ts",
+  "gpu-profile": "./gpu-profile.ts",
 };
 const sub = process.argv[2];
 

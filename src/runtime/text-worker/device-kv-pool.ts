@@ -1,5 +1,7 @@
 import * as ort from "onnxruntime-node";
 import { DEVICE_GRAPH, type ModelShape, SLOT_COPY_GRAPH } from "../artifact/index.js";
+import { DeviceZeros } from "../device/device-zeros.js";
+import type { ComputeDevice } from "../device/index.js";
 
 /**
  * The KV cache of a GPU session, resident on the device: per layer one key pool and one value pool
@@ -7,27 +9,45 @@ import { DEVICE_GRAPH, type ModelShape, SLOT_COPY_GRAPH } from "../artifact/inde
  * with its new positions written; they replace the old ones (which are disposed), so the cache
  * never crosses to JavaScript. Only the lengths live here.
  *
- * Until the first step every pool is one shared zero array on the CPU, uploaded by that step; from
- * then on they are the device tensors the graphs returned (`gpu-buffer`), never read from here.
+ * Until the first step every pool is one shared zero tensor made on the device (never uploaded:
+ * see DeviceZeros); from then on they are the device tensors the graphs returned (`gpu-buffer`),
+ * never read from here.
  */
 export class DeviceKvPool {
   readonly lengths: Int32Array;
   private keys: ort.Tensor[];
   private values: ort.Tensor[];
 
-  constructor(
+  /** The shared zeros every pool starts as, until the first graph replaces them (then disposed once). */
+  private zeros: ort.Tensor | undefined;
+
+  private constructor(
     readonly shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">,
     readonly slots: number,
     /** Positions each slot holds, fixed. */
     readonly capacity: number,
     private readonly slotCopy: ort.InferenceSession,
+    private readonly zerosMaker: DeviceZeros,
+    zeros: ort.Tensor,
   ) {
-    if (slots < 1 || capacity < 1) throw new RangeError(`a device KV pool needs at least one slot and one position (asked ${slots} x ${capacity})`);
     this.lengths = new Int32Array(slots);
-    const dims = [slots, capacity, shape.kvHeads, shape.headDim];
-    const zeros = new ort.Tensor("float32", new Float32Array(slots * capacity * shape.kvHeads * shape.headDim), dims);
+    this.zeros = zeros;
     this.keys = Array.from({ length: shape.layers }, () => zeros);
     this.values = Array.from({ length: shape.layers }, () => zeros);
+  }
+
+  /** A pool of `slots` x `capacity` positions, all zero, made on `device` (the slot-copy graph's). */
+  static async create(
+    shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">,
+    slots: number,
+    capacity: number,
+    slotCopy: ort.InferenceSession,
+    device: ComputeDevice,
+  ): Promise<DeviceKvPool> {
+    if (slots < 1 || capacity < 1) throw new RangeError(`a device KV pool needs at least one slot and one position (asked ${slots} x ${capacity})`);
+    // The maker lives as long as the pool: a session released while its device output is in use crashes the process.
+    const maker = await DeviceZeros.open(device);
+    return new DeviceKvPool(shape, slots, capacity, slotCopy, maker, await maker.make([slots, capacity, shape.kvHeads, shape.headDim]));
   }
 
   /** Adds every layer's pools to a graph's feeds. */
@@ -43,11 +63,22 @@ export class DeviceKvPool {
     for (let l = 0; l < this.shape.layers; l++) {
       const key = out[DEVICE_GRAPH.keyPoolOut(l)] as ort.Tensor;
       const value = out[DEVICE_GRAPH.valuePoolOut(l)] as ort.Tensor;
-      releaseDeviceTensor(this.keys[l]);
-      releaseDeviceTensor(this.values[l]);
+      this.releasePool(this.keys[l]);
+      this.releasePool(this.values[l]);
       this.keys[l] = key;
       this.values[l] = value;
     }
+    this.releaseZeros();
+  }
+
+  /** Disposes a pool tensor the graphs returned (the shared zeros go once, in releaseZeros). */
+  private releasePool(t: ort.Tensor): void {
+    if (t !== this.zeros) releaseDeviceTensor(t);
+  }
+
+  private releaseZeros(): void {
+    if (this.zeros) releaseDeviceTensor(this.zeros);
+    this.zeros = undefined;
   }
 
   /** Whether every slot can take `positions` positions. */
@@ -89,15 +120,17 @@ export class DeviceKvPool {
   }
 
   /** Frees the device pools. */
-  dispose(): void {
+  async dispose(): Promise<void> {
     for (let l = 0; l < this.shape.layers; l++) {
-      releaseDeviceTensor(this.keys[l]);
-      releaseDeviceTensor(this.values[l]);
+      this.releasePool(this.keys[l]);
+      this.releasePool(this.values[l]);
     }
+    this.releaseZeros();
+    await this.zerosMaker.release();
   }
 }
 
-/** Disposes a tensor the device holds; a CPU tensor (the initial zeros) is left to the garbage collector. */
+/** Disposes a tensor the device holds; a CPU tensor (zeros made for the CPU provider) is left to the garbage collector. */
 function releaseDeviceTensor(t: ort.Tensor): void {
   if (t.location === "gpu-buffer") t.dispose();
 }

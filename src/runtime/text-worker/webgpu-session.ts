@@ -126,7 +126,7 @@ export class WebGpuTextSession {
       `the slot-copy graph of ${manifest.id}`,
     );
     const capacity = options.deviceKvPositions ?? deviceKvPositions(manifest.shape, options.slots ?? 1);
-    const kv = new DeviceKvPool(manifest.shape, options.slots ?? 1, capacity, slotCopy);
+    const kv = await DeviceKvPool.create(manifest.shape, options.slots ?? 1, capacity, slotCopy, options.device ?? "webgpu");
     const pastMask = session.inputMetadata.find((m) => m.name === D.pastMask);
     const maskType = pastMask && "type" in pastMask && pastMask.type === "float16" ? "float16" : "float32";
     return new WebGpuTextSession(manifest, session, slotCopy, kv, maskType);
@@ -216,8 +216,14 @@ export class WebGpuTextSession {
     return new ort.Tensor("float16", halves, dims);
   }
 
+  /** Ends a profile started with `profileFilePrefix` (the step graph's; the slot-copy graph's too). */
+  endProfiling(): void {
+    this.session.endProfiling();
+    this.slotCopy.endProfiling();
+  }
+
   async release(): Promise<void> {
-    this.kv.dispose();
+    await this.kv.dispose();
     await this.session.release();
     await this.slotCopy.release();
   }
@@ -237,6 +243,7 @@ async function createDeviceSession(path: string, outputs: string[], options: Tex
     graphOptimizationLevel: options.graphOptimizationLevel ?? "all",
     executionMode: "sequential",
     preferredOutputLocation: location,
+    ...(options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: options.profileFilePrefix } : {}),
   });
 }
 
