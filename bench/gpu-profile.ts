@@ -5,12 +5,14 @@
  *
  *   npm run bench -- gpu-profile [--shape smollm2-135m] [--builds gqa,explicit,float16,explicit+float16]
  *                                [--rows 1,16,64] [--steps 16] [--capacity 1024] [--context 16] [--out dir]
+ *                                [--buffer-cache bucket|simple]
  *
  * Per build and row count it prints: wall ms per step; device ms per step (the kernels' summed
  * times); host ms per step (onnxruntime's own time per node, mostly recording the dispatches); the
- * kernels a step runs; and the operators taking the most device time. Wall minus device time is what
+ * kernels a step runs; the operators taking the most device time, and those taking the most host time. Wall minus device time is what
  * a step spends off the GPU (dispatch, transfers, synchronisation). `--out`: the raw profiles are
- * kept there. The synthetic GGUF is written as `bench gpu` writes it (bench/synthetic-gguf.ts).
+ * kept there. `--buffer-cache`: the provider's storage buffer cache (TextSessionOptions.webgpuBufferCache,
+ * one per process; default onnxruntime's "bucket"). The synthetic GGUF is written as `bench gpu` writes it (bench/synthetic-gguf.ts).
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,6 +20,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { DeviceActivations, DeviceAttention } from "../src/compiler/compile.js";
 import { checkLocalGguf, provisionLocalGguf } from "../src/provision/index.js";
+import type { WebGpuBufferCache } from "../src/runtime/device/execution-providers.js";
 import { type DeviceStepInputs, WebGpuTextSession } from "../src/runtime/text-worker/webgpu-session.js";
 import { ensureSyntheticGguf, shapesNamed } from "./synthetic-gguf.js";
 
@@ -31,6 +34,7 @@ const { values: args } = parseArgs({
     context: { type: "string", default: "16" },
     top: { type: "string", default: "8" },
     out: { type: "string" },
+    "buffer-cache": { type: "string" },
     "gguf-dir": { type: "string", default: ".cache/gguf" },
   },
 });
@@ -40,6 +44,8 @@ const steps = Number(args.steps);
 const capacity = Number(args.capacity);
 const context = Number(args.context);
 const top = Number(args.top);
+const bufferCache = args["buffer-cache"] as WebGpuBufferCache | undefined;
+if (bufferCache !== undefined && bufferCache !== "bucket" && bufferCache !== "simple") throw new Error("--buffer-cache: bucket or simple");
 
 interface Build {
   name: string;
@@ -79,7 +85,13 @@ function inputsFor(rows: number, words: number): DeviceStepInputs {
 
 /** Loads, takes one untimed step, then `steps` timed ones; returns wall ms per step. */
 async function stepSession(dir: string, rows: number, profileFilePrefix?: string): Promise<number> {
-  const s = await WebGpuTextSession.load(dir, { slots: rows, device: "webgpu", deviceKvPositions: capacity, profileFilePrefix });
+  const s = await WebGpuTextSession.load(dir, {
+    slots: rows,
+    device: "webgpu",
+    deviceKvPositions: capacity,
+    profileFilePrefix,
+    webgpuBufferCache: bufferCache,
+  });
   try {
     const tokens = Array.from({ length: rows }, (_, i) => 300 + i);
     const inputs = inputsFor(rows, s.maskWords);
@@ -120,8 +132,16 @@ function summarize(events: TraceEvent[]) {
   }
   const deviceMs = kernels.reduce((s, e) => s + e.dur, 0) / 1000 / steps;
   const hostMs = nodes.reduce((s, e) => s + e.dur, 0) / 1000 / steps;
-  const ops = [...byOp.entries()].sort((a, b) => b[1].us - a[1].us).map(([op, o]) => ({ op, ms: o.us / 1000 / steps, perStep: o.count / steps }));
-  return { deviceMs, hostMs, kernelsPerStep: kernels.length / steps, nodesPerStep: nodes.length / steps, ops };
+  const hostByOp = new Map<string, { us: number; count: number }>();
+  for (const n of nodes) {
+    const o = hostByOp.get(opOf(n)) ?? { us: 0, count: 0 };
+    o.us += n.dur;
+    o.count++;
+    hostByOp.set(opOf(n), o);
+  }
+  const ranked = (m: Map<string, { us: number; count: number }>) =>
+    [...m.entries()].sort((a, b) => b[1].us - a[1].us).map(([op, o]) => ({ op, ms: o.us / 1000 / steps, perStep: o.count / steps }));
+  return { deviceMs, hostMs, kernelsPerStep: kernels.length / steps, nodesPerStep: nodes.length / steps, ops: ranked(byOp), hostOps: ranked(hostByOp) };
 }
 
 const out = args.out ?? mkdtempSync(join(tmpdir(), "kiln-gpu-profile-"));
@@ -129,7 +149,7 @@ mkdirSync(out, { recursive: true });
 const gguf = ensureSyntheticGguf(spec, args["gguf-dir"]!);
 const local = await checkLocalGguf(gguf);
 console.log(
-  `GPU step profile, ${spec.name} (synthetic Q4_0): bare decode steps of ${context} cached positions in pools of ${capacity}, ${steps} timed steps after one untimed`,
+  `GPU step profile, ${spec.name} (synthetic Q4_0): bare decode steps of ${context} cached positions in pools of ${capacity}, ${steps} timed steps after one untimed, buffer cache ${bufferCache ?? "bucket (default)"}`,
 );
 try {
   for (const build of builds) {
@@ -146,10 +166,11 @@ try {
       console.log(
         `\n${build.name}, ${rows} row(s): wall ${wall.toFixed(2)} ms/step (profiled ${profiledWall.toFixed(2)}); device ${s.deviceMs.toFixed(2)} ms in ${s.kernelsPerStep.toFixed(0)} kernels; host ${s.hostMs.toFixed(2)} ms over ${s.nodesPerStep.toFixed(0)} nodes; off the device ${(wall - s.deviceMs).toFixed(2)} ms`,
       );
-      for (const o of s.ops.slice(0, top))
-        console.log(
-          `  ${o.op.padEnd(30)}${o.ms.toFixed(3).padStart(9)} ms${`${((100 * o.ms) / s.deviceMs).toFixed(0)}%`.padStart(6)}${o.perStep.toFixed(0).padStart(6)} kernels`,
-        );
+      const line = (o: { op: string; ms: number; perStep: number }, of: number, what: string) =>
+        `  ${o.op.padEnd(34)}${o.ms.toFixed(3).padStart(9)} ms${`${((100 * o.ms) / of).toFixed(0)}%`.padStart(6)}${o.perStep.toFixed(0).padStart(6)} ${what}`;
+      for (const o of s.ops.slice(0, top)) console.log(line(o, s.deviceMs, "kernels"));
+      console.log("  host time by operator:");
+      for (const o of s.hostOps.slice(0, Math.ceil(top / 2))) console.log(line(o, s.hostMs, "nodes"));
     }
   }
 } finally {

@@ -4,7 +4,7 @@
  *   npm run bench -- gpu [--device webgpu|cpu] [--shapes smollm2-135m,llama-3.2-1b,llama-3.1-8b]
  *                        [--rows 1,16,64] [--steps 32] [--prompt 512] [--threads N] [--runs 3]
  *                        [--budget-minutes M] [--json out.json] [--skip-torch] [--skip-cpu] [--quick]
- *                        [--bare explicit,float16,...]
+ *                        [--bare explicit,float16,...] [--buffer-cache bucket|simple]
  *
  * Each shape is a synthetic GGUF (bench/synthetic-gguf.ts: random Q4_0 weights, written here when
  * missing), served the way a user serves a local file (`kiln serve --model ./file.gguf`: the
@@ -26,7 +26,8 @@
  * - the CPU engine on this machine's cores (`--device cpu`), unless `--skip-cpu` or the device is the CPU.
  * Ratios are printed against each peer measured in the same run. `--quick`: the tiny shape, rows
  * 1,4, 8 steps, a 64-token prompt, one run (minutes on lavapipe). `--budget-minutes`: shapes not
- * started by then are skipped (said so), for a device lent by the minute.
+ * started by then are skipped (said so), for a device lent by the minute. `--buffer-cache`: the WebGPU
+ * provider's storage buffer cache for the engine and the bare graphs (TextSessionOptions.webgpuBufferCache).
  */
 import { spawnSync } from "node:child_process";
 import { availableParallelism } from "node:os";
@@ -37,6 +38,7 @@ import { parseArgs } from "node:util";
 import * as ort from "onnxruntime-node";
 import type { DeviceActivations, DeviceAttention } from "../src/compiler/compile.js";
 import { checkLocalGguf, loadLocalGguf, provisionLocalGguf, type LocalGguf } from "../src/provision/index.js";
+import type { WebGpuBufferCache } from "../src/runtime/device/execution-providers.js";
 import type { ComputeDevice } from "../src/runtime/device/index.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
 import { type DeviceStepInputs, WebGpuTextSession } from "../src/runtime/text-worker/webgpu-session.js";
@@ -60,6 +62,7 @@ const { values: args } = parseArgs({
     "skip-cpu": { type: "boolean", default: false },
     quick: { type: "boolean", default: false },
     bare: { type: "string" },
+    "buffer-cache": { type: "string" },
   },
 });
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -69,6 +72,8 @@ interface BareBuild {
   attention?: DeviceAttention;
   activations?: DeviceActivations;
 }
+const bufferCache = args["buffer-cache"] as WebGpuBufferCache | undefined;
+if (bufferCache !== undefined && bufferCache !== "bucket" && bufferCache !== "simple") throw new Error("--buffer-cache: bucket or simple");
 /** The other bare builds (`--bare`). */
 const otherBuilds: BareBuild[] = (args.bare ?? "")
   .split(",")
@@ -143,7 +148,13 @@ async function tokenTimes(model: ServedModel, request: GenerationRequest): Promi
 
 async function measureEngine(local: LocalGguf, on: ComputeDevice): Promise<EngineFigures> {
   const maxRows = Math.max(...rowCounts);
-  const model = await loadLocalGguf(local, { threads, maxRunning: maxRows, prefixReuse: "off", session: { device: on }, onStage: (s) => log(`  ${on}: ${s}`) });
+  const model = await loadLocalGguf(local, {
+    threads,
+    maxRunning: maxRows,
+    prefixReuse: "off",
+    session: { device: on, webgpuBufferCache: bufferCache },
+    onStage: (s) => log(`  ${on}: ${s}`),
+  });
   try {
     const stop = await stopTokensOf(local, on);
     const sampling = { temperature: 0, logit_bias: Object.fromEntries(stop.map((id) => [String(id), -100])) };
@@ -188,7 +199,10 @@ async function measureBare(local: LocalGguf, on: ComputeDevice, build: BareBuild
   const { dir } = await provisionLocalGguf(local, { device: on, deviceAttention: build.attention, deviceActivations: build.activations });
   const out: Record<number, StepFigures[]> = {};
   for (const n of rowCounts) {
-    const s = on === "webgpu" ? await WebGpuTextSession.load(dir, { threads, slots: n, device: on }) : await TextSession.load(dir, { threads, slots: n });
+    const s =
+      on === "webgpu"
+        ? await WebGpuTextSession.load(dir, { threads, slots: n, device: on, webgpuBufferCache: bufferCache })
+        : await TextSession.load(dir, { threads, slots: n });
     try {
       const tokens = Array.from({ length: n }, (_, i) => 300 + i);
       const inputs = s instanceof WebGpuTextSession ? unconstrainedInputs(n, s.maskWords) : null;

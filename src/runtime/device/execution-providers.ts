@@ -17,11 +17,25 @@ const WRONG_ON_WEBGPU: ReadonlyArray<readonly [string, string]> = [["com.microso
  * it rather than failing the load; and when `graphPath` (the .onnx file, its weights kept apart) is
  * given, its nodes of {@link WRONG_ON_WEBGPU} are sent to it.
  */
-export function executionProvidersFor(device: ComputeDevice, graphPath?: string): InferenceSession.ExecutionProviderConfig[] {
+export function executionProvidersFor(device: ComputeDevice, graphPath?: string, bufferCache?: WebGpuBufferCache): InferenceSession.ExecutionProviderConfig[] {
   if (device === "cpu") return ["cpu"];
   const graph = graphPath === undefined ? null : readFileSync(graphPath);
   const forceCpuNodeNames = graph ? WRONG_ON_WEBGPU.flatMap(([domain, op]) => nodeNamesOf(graph, op, domain)) : [];
   // onnxruntime-node takes the provider's options beside its name; its typings know only some providers'.
-  const webgpu = { name: "webgpu", ...(forceCpuNodeNames.length > 0 ? { forceCpuNodeNames } : {}) } as InferenceSession.ExecutionProviderConfig;
+  const webgpu = {
+    name: "webgpu",
+    ...(forceCpuNodeNames.length > 0 ? { forceCpuNodeNames } : {}),
+    ...(bufferCache ? { storageBufferCacheMode: bufferCache } : {}),
+  } as InferenceSession.ExecutionProviderConfig;
   return [webgpu, "cpu"];
 }
+
+/**
+ * How the WebGPU provider keeps the storage buffers its kernels release: "bucket" (onnxruntime's
+ * default) keeps a few of each of its size buckets up to 160 MB and gives the rest back to the
+ * device, so a step that writes KV pools of tens of MB per layer creates them anew every step;
+ * "simple" keeps every released buffer for reuse at its exact size, which holds memory for every
+ * shape a session has run. One mode per process: the provider's device context takes the first
+ * session's.
+ */
+export type WebGpuBufferCache = "bucket" | "simple";

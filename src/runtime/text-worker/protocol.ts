@@ -5,6 +5,7 @@
  * answers with one sample per sampled row. Typed arrays travel by structured clone.
  */
 import type { ModelShape } from "../artifact/index.js";
+import type { WebGpuBufferCache } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
 import type { ConstraintSpec } from "../constrain/index.js";
 import type { PositionScores, SampleResult, SamplingParams } from "../sampling/index.js";
@@ -32,6 +33,8 @@ export interface TextSessionOptions {
    * mark) for no difference beyond noise at decode, prefill or 16 sequences.
    */
   memoryArena?: boolean;
+  /** On "webgpu": how the provider keeps released storage buffers (see WebGpuBufferCache). Default: onnxruntime's, "bucket". */
+  webgpuBufferCache?: WebGpuBufferCache;
   /** Write an onnxruntime profile (JSON) with this path prefix; see `endProfiling`. Default: off. */
   profileFilePrefix?: string;
 }

@@ -237,7 +237,7 @@ async function createDeviceSession(path: string, outputs: string[], options: Tex
   const location: Record<string, ort.Tensor.DataLocation> = {};
   for (const name of outputs) location[name] = name.startsWith("kv_") ? "gpu-buffer" : "cpu";
   return ort.InferenceSession.create(path, {
-    executionProviders: executionProvidersFor("webgpu", path),
+    executionProviders: executionProvidersFor("webgpu", path, options.webgpuBufferCache),
     intraOpNumThreads: options.threads ?? 2,
     interOpNumThreads: 1,
     graphOptimizationLevel: options.graphOptimizationLevel ?? "all",
