@@ -6,6 +6,7 @@ import {
   type ArtifactManifest,
   checkDeviceGraphIo,
   checkTextGraphIo,
+  DEVICE_POOL_LAYOUT,
   deviceGraphIo,
   type ModelShape,
   readManifest,
@@ -163,7 +164,13 @@ function resolvedOptions(
     ...(lmHead !== DEFAULT_COMPILE_OPTIONS.lmHead ? { lmHead } : {}),
     ...(gateUp !== DEFAULT_COMPILE_OPTIONS.gateUp ? { gateUp } : {}),
     ...(device !== "cpu"
-      ? { device, activations, ...(attention !== "explicit" ? { attention } : {}), ...(deviceWeights !== "source" ? { deviceWeights } : {}) }
+      ? {
+          device,
+          activations,
+          ...(attention !== "explicit" ? { attention } : {}),
+          ...(deviceWeights !== "source" ? { deviceWeights } : {}),
+          pools: DEVICE_POOL_LAYOUT,
+        }
       : {}),
   };
 }

@@ -1,4 +1,4 @@
-import { DEVICE_GRAPH as D, type ModelShape, SLOT_COPY_GRAPH as S } from "../../runtime/artifact/index.js";
+import { DEVICE_GRAPH as D, devicePoolDims, type ModelShape, SLOT_COPY_GRAPH as S } from "../../runtime/artifact/index.js";
 import { DataType } from "../onnx/onnx-proto.js";
 import type { GraphBuilder } from "../onnx/graph-builder.js";
 
@@ -11,7 +11,7 @@ import type { GraphBuilder } from "../onnx/graph-builder.js";
 export function buildSlotCopyGraph(g: GraphBuilder, h: Pick<ModelShape, "layers" | "kvHeads" | "headDim">): void {
   g.input(S.from, DataType.INT64, [1]);
   g.input(S.to, DataType.INT64, [1]);
-  const pool = ["slots", "capacity", h.kvHeads, h.headDim];
+  const pool = devicePoolDims("slots", "capacity", h);
   for (let l = 0; l < h.layers; l++) {
     g.input(D.keyPool(l), DataType.FLOAT, pool);
     g.input(D.valuePool(l), DataType.FLOAT, pool);

@@ -3,7 +3,7 @@
  * its inputs and outputs, and the layout of the KV cache it keeps on the device.
  *
  * The cache is a pool of `slots` sequences at a fixed capacity, per layer keys and values
- * [slots, capacity, kv_heads, head_dim], fed as inputs and returned, updated with the step's new
+ * [slots, kv_heads, capacity, head_dim] ({@link devicePoolDims}), fed as inputs and returned, updated with the step's new
  * positions, as outputs that stay on the device and are fed back as the next step's inputs. A step
  * computes the consecutive slots [first_slot, first_slot + rows). It returns no logits row: per
  * computed position, the top candidates after the constraint mask and logit adjustments (for
@@ -14,6 +14,17 @@
  * another's, on the device.
  */
 import type { GraphIo } from "./manifest.js";
+
+/** The pools' layout, part of a GPU artifact's id: an artifact built with another is another artifact. */
+export const DEVICE_POOL_LAYOUT = "slots-kvheads-positions";
+
+/**
+ * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention
+ * reads its past in, so a step reads a slot's rows without transposing them.
+ */
+export function devicePoolDims<T extends number | string>(slots: T, capacity: T, shape: { kvHeads: number; headDim: number }): [T, number, T, number] {
+  return [slots, shape.kvHeads, capacity, shape.headDim];
+}
 
 /** Candidates per position the graph returns for sampling: top_k and top_p choose among these. */
 export const DEVICE_CANDIDATES = 64;
@@ -53,9 +64,9 @@ export const DEVICE_GRAPH = {
   adjustSubtract: "adjust_subtract",
   /** int64 [rows, positions]: per computed position, the token whose masked logit `target_logits` returns (0 when none is wanted). */
   scoreTargets: "score_targets",
-  /** float32 [slots, capacity, kv_heads, head_dim]: one layer's key pool. */
+  /** float32 [slots, kv_heads, capacity, head_dim]: one layer's key pool. */
   keyPool: (layer: number) => `kv_key.${layer}`,
-  /** float32 [slots, capacity, kv_heads, head_dim]: one layer's value pool. */
+  /** float32 [slots, kv_heads, capacity, head_dim]: one layer's value pool. */
   valuePool: (layer: number) => `kv_value.${layer}`,
   /** float32 [rows, positions, DEVICE_CANDIDATES]: the highest logits after mask and adjustments, descending (lowest id first on ties). */
   candidateLogits: "candidate_logits",

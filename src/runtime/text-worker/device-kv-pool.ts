@@ -1,11 +1,11 @@
 import * as ort from "onnxruntime-node";
-import { DEVICE_GRAPH, type ModelShape, SLOT_COPY_GRAPH } from "../artifact/index.js";
+import { DEVICE_GRAPH, devicePoolDims, type ModelShape, SLOT_COPY_GRAPH } from "../artifact/index.js";
 import { DeviceZeros } from "../device/device-zeros.js";
 import type { ComputeDevice } from "../device/index.js";
 
 /**
  * The KV cache of a GPU session, resident on the device: per layer one key pool and one value pool
- * [slots, capacity, kv_heads, head_dim] at a fixed capacity. Each step's graph returns the pools
+ * [slots, kv_heads, capacity, head_dim] (devicePoolDims) at a fixed capacity. Each step's graph returns the pools
  * with its new positions written; they replace the old ones (which are disposed), so the cache
  * never crosses to JavaScript. Only the lengths live here.
  *
@@ -47,7 +47,7 @@ export class DeviceKvPool {
     if (slots < 1 || capacity < 1) throw new RangeError(`a device KV pool needs at least one slot and one position (asked ${slots} x ${capacity})`);
     // The maker lives as long as the pool: a session released while its device output is in use crashes the process.
     const maker = await DeviceZeros.open(device);
-    return new DeviceKvPool(shape, slots, capacity, slotCopy, maker, await maker.make([slots, capacity, shape.kvHeads, shape.headDim]));
+    return new DeviceKvPool(shape, slots, capacity, slotCopy, maker, await maker.make(devicePoolDims(slots, capacity, shape)));
   }
 
   /** Adds every layer's pools to a graph's feeds. */

@@ -4,7 +4,15 @@
  * returns each position's top candidates and log-normalizer instead of its logits row.
  */
 import type { ModelShape } from "../../../runtime/artifact/index.js";
-import { DEVICE_CANDIDATES, DEVICE_GRAPH as D, DEVICE_TOP_LOGPROBS, maskWords, MASK_WORD_BITS, TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
+import {
+  DEVICE_CANDIDATES,
+  DEVICE_GRAPH as D,
+  DEVICE_TOP_LOGPROBS,
+  devicePoolDims,
+  maskWords,
+  MASK_WORD_BITS,
+  TEXT_GRAPH as IO,
+} from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import type { GraphBuilder } from "../../onnx/graph-builder.js";
 import { type BlockContext, type DeviceWeights, emulatesLlamaCpp } from "./context.js";
@@ -90,8 +98,8 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.input(D.adjustSubtract, DataType.FLOAT, ["rows", "adjustments"]);
   g.input(D.scoreTargets, DataType.INT64, ["rows", "positions"]);
   for (let l = 0; l < h.layers; l++) {
-    g.input(D.keyPool(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
-    g.input(D.valuePool(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
+    g.input(D.keyPool(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
+    g.input(D.valuePool(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
   }
   const k = Math.min(DEVICE_CANDIDATES, h.vocab);
   const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
@@ -103,8 +111,8 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.output(D.logNormalizer, DataType.FLOAT, ["rows", "positions"]);
   g.output(D.targetLogits, DataType.FLOAT, ["rows", "positions"]);
   for (let l = 0; l < h.layers; l++) {
-    g.output(D.keyPoolOut(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
-    g.output(D.valuePoolOut(l), DataType.FLOAT, ["slots", "capacity", h.kvHeads, h.headDim]);
+    g.output(D.keyPoolOut(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
+    g.output(D.valuePoolOut(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
   }
   const [start, end] = slotRange(g);
   for (let l = 0; l < h.layers; l++) {
@@ -113,9 +121,10 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
       const rows = g.op("Slice", [pool, start, end, g.int64s([0])]);
       return act === DataType.FLOAT ? rows : g.op("Cast", [rows], { attributes: { to: act } });
     };
-    // GroupQueryAttention reads keys as values, [rows, kv_heads, capacity, head_dim]; the explicit attention transposed.
-    g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: deviceGqa(ctx) ? [0, 2, 1, 3] : [0, 2, 3, 1] }, names: [IO.pastKey(l)] });
-    g.node("Transpose", [rowsOf(D.valuePool(l))], { attributes: { perm: [0, 2, 1, 3] }, names: [IO.pastValue(l)] });
+    // The pools are in the layout GroupQueryAttention reads, [rows, kv_heads, capacity, head_dim]; the explicit attention's keys transposed.
+    if (deviceGqa(ctx)) g.node("Identity", [rowsOf(D.keyPool(l))], { names: [IO.pastKey(l)] });
+    else g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: [0, 1, 3, 2] }, names: [IO.pastKey(l)] });
+    g.node("Identity", [rowsOf(D.valuePool(l))], { names: [IO.pastValue(l)] });
   }
 }
 
@@ -205,11 +214,17 @@ function writePools(ctx: BlockContext, h: ModelShape, half: boolean): void {
   const [start] = slotRange(g);
   const rows = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
   const int64 = (v: bigint) => g.constant(DataType.INT64, [], BigInt64Array.of(v), "i64");
-  const slots = g.op("Add", [g.op("Range", [int64(0n), g.op("Squeeze", [rows, g.int64s([0])]), int64(1n)]), start]);
-  const grid = g.op("Expand", [g.op("Unsqueeze", [slots, g.int64s([1])]), g.op("Shape", [D.positionIds])]);
-  const at = (x: string) => g.op("Unsqueeze", [x, g.int64s([2])]);
-  const indices = g.op("Concat", [at(grid), at(D.positionIds)], { attributes: { axis: 2 } });
+  const count = (n: string) => g.op("Squeeze", [n, g.int64s([0])]);
+  // Each new key's index into the pool, (slot, kv head, position), in the order [rows, seq, kv_heads, 3]
+  // of the keys before the attention blocks transposed them: the transpose back cancels theirs.
+  const slots = g.op("Add", [g.op("Range", [int64(0n), count(rows), int64(1n)]), start]);
+  const heads = g.op("Range", [int64(0n), int64(BigInt(h.kvHeads)), int64(1n)]);
+  const seq = g.op("Shape", [D.positionIds], { attributes: { start: 1, end: 2 } });
+  const grid = g.op("Concat", [rows, seq, g.int64s([h.kvHeads])], { attributes: { axis: 0 } });
+  const along = (x: string, axes: number[]) => g.op("Unsqueeze", [g.op("Expand", [g.op("Unsqueeze", [x, g.int64s(axes)]), grid]), g.int64s([3])]);
+  const indices = g.op("Concat", [along(slots, [1, 2]), along(heads, [0, 1]), along(D.positionIds, [2])], { attributes: { axis: 3 } });
   for (let l = 0; l < h.layers; l++) {
+    // The attention blocks' presents are [rows, kv_heads, seq, head_dim]; the pool takes them per position.
     const perPosition = (x: string) => {
       const float = half ? g.op("Cast", [x], { attributes: { to: DataType.FLOAT } }) : x;
       return g.op("Transpose", [float], { attributes: { perm: [0, 2, 1, 3] } });

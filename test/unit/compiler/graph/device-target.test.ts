@@ -11,7 +11,7 @@ import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf, type CompileResult } from "../../../../src/compiler/compile.js";
-import { ARTIFACT_FILES, DEVICE_GRAPH as D, deviceGraphIo, maskWords, SLOT_COPY_GRAPH } from "../../../../src/runtime/artifact/index.js";
+import { ARTIFACT_FILES, DEVICE_GRAPH as D, deviceGraphIo, devicePoolDims, maskWords, SLOT_COPY_GRAPH } from "../../../../src/runtime/artifact/index.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { writeTinyGguf } from "../../provision/tiny-gguf.js";
 import { decodeMessage, messages, text } from "../support.js";
@@ -112,7 +112,7 @@ function emptyPools(): Record<string, ort.Tensor> {
   const pools: Record<string, ort.Tensor> = {};
   for (let l = 0; l < layers; l++) {
     for (const name of [D.keyPool(l), D.valuePool(l)])
-      pools[name] = new ort.Tensor("float32", new Float32Array(SLOTS * CAPACITY * kvHeads * headDim), [SLOTS, CAPACITY, kvHeads, headDim]);
+      pools[name] = new ort.Tensor("float32", new Float32Array(SLOTS * CAPACITY * kvHeads * headDim), devicePoolDims(SLOTS, CAPACITY, { kvHeads, headDim }));
   }
   return pools;
 }
