@@ -2,7 +2,8 @@
  * Decode attention on the WebGPU provider over a device-resident KV cache, the three ways measured
  * so far, as a chain of `--layers` attention layers (each layer's output is the next one's query),
  * one new token per row, every cache a gpu-buffer tensor that never leaves the device:
- * - "pool": what the GPU target builds today: per layer a pool [rows, capacity, kv_heads, head_dim]
+ * - "pool": the GPU target's explicit build as it was first written: per layer a pool [rows,
+ *   capacity, kv_heads, head_dim] (the target's pools are [slots, kv_heads, capacity, head_dim] now)
  *   read through a Slice at slot 0 and transposes, kiln's explicit attention block (the CPU graph's,
  *   masked over the whole capacity), and the new position written by ScatterND into a new pool
  *   (out of place: the whole pool is copied every step), which is fed back;
