@@ -32,6 +32,7 @@ import type {
 export type { BuildDevice, DeviceActivations, DeviceAttention, DeviceWeights, EmbeddingLookup, GateUpLayout, LmHeadWeight, MinFold };
 import type { Choice } from "./graph/weights.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
+import { DataType } from "./onnx/onnx-proto.js";
 import { buildSlotCopyGraph } from "./graph/slot-copy.js";
 import { digestGgufSource, type SourceDigest } from "./source-digest.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
@@ -229,7 +230,7 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
     else checkTextGraphIo(io, hyper.layers, `the graph built for ${req.slug}`, hyper.slidingWindow !== undefined);
     const graph = builder.finish(`${req.slug}`, COMPILER_VERSION, { kiln_artifact: id });
     writeFileSync(folder.path(ARTIFACT_FILES.graph), graph);
-    if (onDevice) writeSlotCopyGraph(folder, req.slug, id, hyper);
+    if (onDevice) writeSlotCopyGraph(folder, req.slug, id, hyper, build.activations === "float16" ? DataType.FLOAT16 : DataType.FLOAT);
     stage("writing tokenizer");
     const spec = tokenizerSpec(file);
     folder.writeTokenizer(spec, chatTemplate(file));
@@ -258,9 +259,9 @@ export async function compileGguf(req: CompileRequest): Promise<CompileResult> {
 }
 
 /** The GPU target's slot-copy graph, beside its step graph (it has no weights: its data file stays empty). */
-function writeSlotCopyGraph(folder: ArtifactFolder, slug: string, id: string, shape: ModelShape): void {
+function writeSlotCopyGraph(folder: ArtifactFolder, slug: string, id: string, shape: ModelShape, poolType: DataType): void {
   const g = new GraphBuilder(folder.path(ARTIFACT_FILES.slotCopyWeights));
-  buildSlotCopyGraph(g, shape);
+  buildSlotCopyGraph(g, shape, poolType);
   const io = { inputs: g.inputs.map((i) => i.name), outputs: g.outputs.map((o) => o.name) };
   checkDeviceGraphIo(io, slotCopyGraphIo(shape.layers), `the slot-copy graph built for ${slug}`);
   writeFileSync(folder.path(ARTIFACT_FILES.slotCopyGraph), g.finish(`${slug}.slot-copy`, COMPILER_VERSION, { kiln_artifact: id }));

@@ -4,21 +4,21 @@ import type { GraphBuilder } from "../onnx/graph-builder.js";
 
 /**
  * The GPU target's slot-copy graph: every layer's key and value pools with slot `to_slot` set to
- * slot `from_slot` (the whole slot: positions past the length the runtime keeps are masked, so
+ * slot `from_slot`, pools of `poolType` (the model's activations' type; float32 by default) (the whole slot: positions past the length the runtime keeps are masked, so
  * copying them is harmless and spares a length input). Runs on the device, so a prefix reuse or a
  * moved sequence never brings the cache to JavaScript.
  */
-export function buildSlotCopyGraph(g: GraphBuilder, h: Pick<ModelShape, "layers" | "kvHeads" | "headDim">): void {
+export function buildSlotCopyGraph(g: GraphBuilder, h: Pick<ModelShape, "layers" | "kvHeads" | "headDim">, poolType: DataType = DataType.FLOAT): void {
   g.input(S.from, DataType.INT64, [1]);
   g.input(S.to, DataType.INT64, [1]);
   const pool = devicePoolDims("slots", "capacity", h);
   for (let l = 0; l < h.layers; l++) {
-    g.input(D.keyPool(l), DataType.FLOAT, pool);
-    g.input(D.valuePool(l), DataType.FLOAT, pool);
+    g.input(D.keyPool(l), poolType, pool);
+    g.input(D.valuePool(l), poolType, pool);
   }
   for (let l = 0; l < h.layers; l++) {
-    g.output(D.keyPoolOut(l), DataType.FLOAT, pool);
-    g.output(D.valuePoolOut(l), DataType.FLOAT, pool);
+    g.output(D.keyPoolOut(l), poolType, pool);
+    g.output(D.valuePoolOut(l), poolType, pool);
   }
   const to = g.op("Unsqueeze", [S.to, g.int64s([1])]); // [1, 1]: one index into the slots axis
   const copy = (pool: string, out: string) => g.node("ScatterND", [pool, to, g.op("Gather", [pool, S.from], { attributes: { axis: 0 } })], { names: [out] });

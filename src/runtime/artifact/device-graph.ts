@@ -15,8 +15,8 @@
  */
 import type { GraphIo } from "./manifest.js";
 
-/** The pools' layout, part of a GPU artifact's id: an artifact built with another is another artifact. */
-export const DEVICE_POOL_LAYOUT = "slots-kvheads-positions";
+/** The pools' layout and type, part of a GPU artifact's id: an artifact built with others is another artifact. */
+export const DEVICE_POOL_LAYOUT = "slots-kvheads-positions, in the activations' type";
 
 /**
  * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention
@@ -64,9 +64,9 @@ export const DEVICE_GRAPH = {
   adjustSubtract: "adjust_subtract",
   /** int64 [rows, positions]: per computed position, the token whose masked logit `target_logits` returns (0 when none is wanted). */
   scoreTargets: "score_targets",
-  /** float32 [slots, kv_heads, capacity, head_dim]: one layer's key pool. */
+  /** [slots, kv_heads, capacity, head_dim] in the activations' type (float32, or float16 on a half-precision artifact): one layer's key pool. */
   keyPool: (layer: number) => `kv_key.${layer}`,
-  /** float32 [slots, kv_heads, capacity, head_dim]: one layer's value pool. */
+  /** [slots, kv_heads, capacity, head_dim] in the activations' type: one layer's value pool. */
   valuePool: (layer: number) => `kv_value.${layer}`,
   /** float32 [rows, positions, DEVICE_CANDIDATES]: the highest logits after mask and adjustments, descending (lowest id first on ties). */
   candidateLogits: "candidate_logits",

@@ -6,7 +6,7 @@
  */
 
 /** ONNX element types used by the helper graphs. */
-export const ElementType = { float: 1, int64: 7 } as const;
+export const ElementType = { float: 1, int64: 7, float16: 10 } as const;
 export type ElementType = (typeof ElementType)[keyof typeof ElementType];
 
 /** A graph input or output: its name, element type and dimensions (a number is fixed, a string named). */

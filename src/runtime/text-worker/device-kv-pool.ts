@@ -1,6 +1,6 @@
 import * as ort from "onnxruntime-node";
 import { DEVICE_GRAPH, devicePoolDims, type ModelShape, SLOT_COPY_GRAPH } from "../artifact/index.js";
-import { DeviceZeros } from "../device/device-zeros.js";
+import { DeviceZeros, type ZerosType } from "../device/device-zeros.js";
 import type { ComputeDevice } from "../device/index.js";
 
 /**
@@ -43,10 +43,12 @@ export class DeviceKvPool {
     capacity: number,
     slotCopy: ort.InferenceSession,
     device: ComputeDevice,
+    /** The pools' element type: the graph's (float16 on a half-precision artifact). */
+    type: ZerosType = "float32",
   ): Promise<DeviceKvPool> {
     if (slots < 1 || capacity < 1) throw new RangeError(`a device KV pool needs at least one slot and one position (asked ${slots} x ${capacity})`);
     // The maker lives as long as the pool: a session released while its device output is in use crashes the process.
-    const maker = await DeviceZeros.open(device);
+    const maker = await DeviceZeros.open(device, type);
     return new DeviceKvPool(shape, slots, capacity, slotCopy, maker, await maker.make(devicePoolDims(slots, capacity, shape)));
   }
 
@@ -114,9 +116,10 @@ export class DeviceKvPool {
     this.lengths[to] = length;
   }
 
-  /** Bytes the pools hold on the device (float32 keys and values of every layer). */
+  /** Bytes the pools hold on the device (keys and values of every layer, 4 bytes an element, or 2 in float16). */
   bytes(): number {
-    return 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * Float32Array.BYTES_PER_ELEMENT;
+    const element = this.zerosMaker.type === "float16" ? 2 : 4;
+    return 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * element;
   }
 
   /** Frees the device pools. */

@@ -53,8 +53,8 @@ export function adapterKvMemoryBytes(room: AdapterRoom, share = DEVICE_KV_FREE_S
  * Positions per slot of a device KV pool: those a KV budget of `kvMemoryBytes` gives every one of
  * `slots` slots (as on the CPU, `servedContextLength`); without a budget, those the adapter's free
  * memory gives ({@link adapterKvMemoryBytes}, at most {@link MAX_ADAPTER_KV_POSITIONS}) when `room`
- * says it and it holds a growth step for every slot; else the model's context, at most {@link DEFAULT_DEVICE_KV_POSITIONS}. The pool is
- * float32, as the CPU one, so the same budget holds the same positions.
+ * says it and it holds a growth step for every slot; else the model's context, at most {@link DEFAULT_DEVICE_KV_POSITIONS}. Positions
+ * are counted at float32's 4 bytes, as on the CPU: a float16 artifact's pool takes half the budget.
  */
 export function deviceKvPositions(shape: ModelShape, slots: number, kvMemoryBytes?: number, room?: AdapterRoom): number {
   if (kvMemoryBytes !== undefined) return servedContextLength(shape, slots, kvMemoryBytes);
@@ -126,9 +126,10 @@ export class WebGpuTextSession {
       `the slot-copy graph of ${manifest.id}`,
     );
     const capacity = options.deviceKvPositions ?? deviceKvPositions(manifest.shape, options.slots ?? 1);
-    const kv = await DeviceKvPool.create(manifest.shape, options.slots ?? 1, capacity, slotCopy, options.device ?? "webgpu");
     const pastMask = session.inputMetadata.find((m) => m.name === D.pastMask);
     const maskType = pastMask && "type" in pastMask && pastMask.type === "float16" ? "float16" : "float32";
+    // The pools are in the activations' type, as the masks are.
+    const kv = await DeviceKvPool.create(manifest.shape, options.slots ?? 1, capacity, slotCopy, options.device ?? "webgpu", maskType);
     return new WebGpuTextSession(manifest, session, slotCopy, kv, maskType);
   }
 

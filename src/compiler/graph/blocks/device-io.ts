@@ -97,9 +97,10 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.input(D.adjustRepetition, DataType.FLOAT, ["rows", "adjustments"]);
   g.input(D.adjustSubtract, DataType.FLOAT, ["rows", "adjustments"]);
   g.input(D.scoreTargets, DataType.INT64, ["rows", "positions"]);
+  // The pools hold keys and values in the activations' type: a half-precision model's are float16 already.
   for (let l = 0; l < h.layers; l++) {
-    g.input(D.keyPool(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
-    g.input(D.valuePool(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
+    g.input(D.keyPool(l), act, devicePoolDims("slots", "capacity", h));
+    g.input(D.valuePool(l), act, devicePoolDims("slots", "capacity", h));
   }
   const k = Math.min(DEVICE_CANDIDATES, h.vocab);
   const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
@@ -111,16 +112,12 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.output(D.logNormalizer, DataType.FLOAT, ["rows", "positions"]);
   g.output(D.targetLogits, DataType.FLOAT, ["rows", "positions"]);
   for (let l = 0; l < h.layers; l++) {
-    g.output(D.keyPoolOut(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
-    g.output(D.valuePoolOut(l), DataType.FLOAT, devicePoolDims("slots", "capacity", h));
+    g.output(D.keyPoolOut(l), act, devicePoolDims("slots", "capacity", h));
+    g.output(D.valuePoolOut(l), act, devicePoolDims("slots", "capacity", h));
   }
   const [start, end] = slotRange(g);
   for (let l = 0; l < h.layers; l++) {
-    // The pools stay float32; a half-precision model reads its slots as float16.
-    const rowsOf = (pool: string) => {
-      const rows = g.op("Slice", [pool, start, end, g.int64s([0])]);
-      return act === DataType.FLOAT ? rows : g.op("Cast", [rows], { attributes: { to: act } });
-    };
+    const rowsOf = (pool: string) => g.op("Slice", [pool, start, end, g.int64s([0])]);
     // The pools are in the layout GroupQueryAttention reads, [rows, kv_heads, capacity, head_dim]; the explicit attention's keys transposed.
     if (deviceGqa(ctx)) g.node("Identity", [rowsOf(D.keyPool(l))], { names: [IO.pastKey(l)] });
     else g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: [0, 1, 3, 2] }, names: [IO.pastKey(l)] });
@@ -164,7 +161,7 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
   g.node("TopK", [masked, g.int64s([top])], { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 }, names: [D.topLogits, D.topIds] });
   const targets = g.op("Unsqueeze", [D.scoreTargets, g.int64s([2])]);
   g.node("Squeeze", [g.op("GatherElements", [masked, targets], { attributes: { axis: -1 } }), g.int64s([2])], { names: [D.targetLogits] });
-  writePools(ctx, h, half);
+  writePools(ctx, h);
   ctx.choices.push({
     what: "device head",
     choice: `${half ? "float16" : "float32"} activations; float32 head: top ${k} candidates after the constraint bitset and logit adjustments, top ${top} masked logits and the log-normalizer per position`,
@@ -209,7 +206,7 @@ function adjustedLogits(ctx: BlockContext, masked: string): string {
 }
 
 /** Each layer's pools with the step's new keys and values written at [slot, position] (ScatterND). */
-function writePools(ctx: BlockContext, h: ModelShape, half: boolean): void {
+function writePools(ctx: BlockContext, h: ModelShape): void {
   const g = ctx.g;
   const [start] = slotRange(g);
   const rows = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
@@ -224,11 +221,8 @@ function writePools(ctx: BlockContext, h: ModelShape, half: boolean): void {
   const along = (x: string, axes: number[]) => g.op("Unsqueeze", [g.op("Expand", [g.op("Unsqueeze", [x, g.int64s(axes)]), grid]), g.int64s([3])]);
   const indices = g.op("Concat", [along(slots, [1, 2]), along(heads, [0, 1]), along(D.positionIds, [2])], { attributes: { axis: 3 } });
   for (let l = 0; l < h.layers; l++) {
-    // The attention blocks' presents are [rows, kv_heads, seq, head_dim]; the pool takes them per position.
-    const perPosition = (x: string) => {
-      const float = half ? g.op("Cast", [x], { attributes: { to: DataType.FLOAT } }) : x;
-      return g.op("Transpose", [float], { attributes: { perm: [0, 2, 1, 3] } });
-    };
+    // The attention blocks' presents are [rows, kv_heads, seq, head_dim], in the pools' type; the pool takes them per position.
+    const perPosition = (x: string) => g.op("Transpose", [x], { attributes: { perm: [0, 2, 1, 3] } });
     g.node("ScatterND", [D.keyPool(l), indices, perPosition(IO.presentKey(l))], { names: [D.keyPoolOut(l)] });
     g.node("ScatterND", [D.valuePool(l), indices, perPosition(IO.presentValue(l))], { names: [D.valuePoolOut(l)] });
   }

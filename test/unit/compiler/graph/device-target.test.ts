@@ -107,12 +107,15 @@ function additive(values: Float32Array, dims: number[], half = false): ort.Tenso
   );
 }
 
-function emptyPools(): Record<string, ort.Tensor> {
+/** Zero pools, float32 or (for a half-precision graph, whose pools are in its activations' type) float16. */
+function emptyPools(half = false): Record<string, ort.Tensor> {
   const { layers, kvHeads, headDim } = gpu.manifest.shape;
   const pools: Record<string, ort.Tensor> = {};
+  const n = SLOTS * CAPACITY * kvHeads * headDim;
+  const dims = devicePoolDims(SLOTS, CAPACITY, { kvHeads, headDim });
   for (let l = 0; l < layers; l++) {
     for (const name of [D.keyPool(l), D.valuePool(l)])
-      pools[name] = new ort.Tensor("float32", new Float32Array(SLOTS * CAPACITY * kvHeads * headDim), devicePoolDims(SLOTS, CAPACITY, { kvHeads, headDim }));
+      pools[name] = half ? new ort.Tensor("float16", new Uint16Array(n), dims) : new ort.Tensor("float32", new Float32Array(n), dims);
   }
   return pools;
 }
@@ -273,7 +276,7 @@ describe("the GPU compile target", () => {
     }
   });
 
-  it("with float16 activations gives the float32 graph's candidates within half-precision rounding", async () => {
+  it("with float16 activations (and float16 pools) gives the float32 graph's candidates within half-precision rounding, a prompt and a step after it", async () => {
     const ggufPath = join(home, "tiny.gguf");
     const half = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", deviceActivations: "float16" });
     expect(half.dir).not.toBe(gpu.dir);
@@ -281,12 +284,25 @@ describe("the GPU compile target", () => {
     try {
       const prompt = [3, 7, 1, 12];
       const want = await step.run(feeds(emptyPools(), 0, 0, prompt));
-      const got = await session.run(feeds(emptyPools(), 0, 0, prompt, { half: true }));
+      const got = await session.run(feeds(emptyPools(true), 0, 0, prompt, { half: true }));
       const wantLogits = want[D.candidateLogits].data as Float32Array;
       const gotIds = Array.from(got[D.candidateIds].data as BigInt64Array, Number);
       const wantIds = Array.from(want[D.candidateIds].data as BigInt64Array, Number);
       expect(gotIds[0]).toBe(wantIds[0]);
       gotIds.forEach((id, i) => expect((got[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(wantLogits[wantIds.indexOf(id)], 1));
+      // Its pools are float16, and a decode step reads the prompt back from them.
+      expect(got[D.keyPoolOut(0)].type).toBe("float16");
+      const next = [wantIds[0]];
+      const wantNext = await step.run(feeds(poolsOf(want), 0, prompt.length, next));
+      const gotNext = await session.run(feeds(poolsOf(got), 0, prompt.length, next, { half: true }));
+      const wantNextIds = Array.from(wantNext[D.candidateIds].data as BigInt64Array, Number);
+      expect(Number((gotNext[D.candidateIds].data as BigInt64Array)[0])).toBe(wantNextIds[0]);
+      Array.from(gotNext[D.candidateIds].data as BigInt64Array, Number).forEach((id, i) =>
+        expect((gotNext[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(
+          (wantNext[D.candidateLogits].data as Float32Array)[wantNextIds.indexOf(id)],
+          1,
+        ),
+      );
     } finally {
       await session.release();
     }
