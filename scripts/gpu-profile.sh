@@ -5,8 +5,9 @@
 # Llama-3.2-1B synthetic GGUFs, then leaves under $OUT: gpu-memory.csv (nvidia-smi's memory use each
 # second), profile-<shape>-<cache>.txt (bench gpu-profile: wall, device and host time per step, per
 # build and row count, the costliest operators; "bucket" is onnxruntime's default, "simple" keeps
-# every released buffer), and engine-smollm2.txt (bench gpu through the engine with the simple
-# cache, the bare graph and the floor, no peers).
+# every released buffer), and engine-<shape>-<cache>.txt (bench gpu through the engine, the bare graph
+# and the floor, no peers: with the simple cache at every row count, then with the default cache at
+# all but the largest, a smaller pool).
 #
 #   source .device/on-device.sh && bash scripts/gpu-profile.sh
 #
@@ -34,11 +35,15 @@ profile() { # shape builds cache seconds
     --rows "$rows" --steps 8 --capacity "$capacity" --top 8 2>&1 | quiet > "$OUT/profile-$1-$3.txt"
   grep "row(s)" "$OUT/profile-$1-$3.txt"
 }
-profile "$small" gqa,explicit bucket 60
-profile "$small" gqa,explicit simple 60
-timeout "$(cap 60)" node --import tsx bench/gpu.ts --device webgpu --shapes "$small" --rows "$rows" --steps 16 --runs 1 --skip-torch --skip-cpu \
-  --buffer-cache simple 2>&1 | quiet > "$OUT/engine-$small.txt"
-tail -9 "$OUT/engine-$small.txt" | head -5
+profile "$small" gqa,float16,explicit bucket 60
+profile "$small" gqa,float16,explicit simple 60
+engine() { # cache rows seconds
+  timeout "$(cap "$3")" node --import tsx bench/gpu.ts --device webgpu --shapes "$small" --rows "$2" --steps 16 --runs 1 --skip-torch --skip-cpu \
+    --buffer-cache "$1" 2>&1 | quiet > "$OUT/engine-$small-$1.txt"
+  grep -A4 "engine ms/step" "$OUT/engine-$small-$1.txt"; grep "failed" "$OUT/engine-$small-$1.txt" | head -2
+}
+engine simple "$rows" 50
+engine bucket "${rows%,*}" 40
 [ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 bucket 45
 [ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 simple 45
 echo "gpu-profile: done in ${SECONDS} s"
