@@ -6,7 +6,7 @@ import {
   type ArtifactManifest,
   checkDeviceGraphIo,
   checkTextGraphIo,
-  DEVICE_POOL_LAYOUT,
+  DEVICE_GRAPH_REVISION,
   deviceGraphIo,
   type ModelShape,
   readManifest,
@@ -170,7 +170,7 @@ function resolvedOptions(
           activations,
           ...(attention !== "explicit" ? { attention } : {}),
           ...(deviceWeights !== "source" ? { deviceWeights } : {}),
-          pools: DEVICE_POOL_LAYOUT,
+          revision: DEVICE_GRAPH_REVISION,
         }
       : {}),
   };

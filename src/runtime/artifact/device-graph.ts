@@ -15,8 +15,12 @@
  */
 import type { GraphIo } from "./manifest.js";
 
-/** The pools' layout and type, part of a GPU artifact's id: an artifact built with others is another artifact. */
-export const DEVICE_POOL_LAYOUT = "slots-kvheads-positions, in the activations' type";
+/**
+ * The GPU graph's revision, part of a GPU artifact's id: raised whenever what the target builds for
+ * the same options changes (its pools' layout or type, its head), so an artifact built before is
+ * never taken for one built now.
+ */
+export const DEVICE_GRAPH_REVISION = 2;
 
 /**
  * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention

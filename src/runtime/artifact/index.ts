@@ -28,7 +28,7 @@ export {
   checkDeviceGraphIo,
   DEVICE_CANDIDATES,
   DEVICE_GRAPH,
-  DEVICE_POOL_LAYOUT,
+  DEVICE_GRAPH_REVISION,
   DEVICE_TOP_LOGPROBS,
   deviceGraphIo,
   devicePoolDims,

@@ -149,16 +149,15 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
   const half = activationType(ctx) === DataType.FLOAT16;
   const masked = maskedLogits(ctx, half ? g.op("Cast", [logits], { attributes: { to: DataType.FLOAT } }) : logits, h.vocab);
   g.node("ReduceLogSumExp", [masked, g.int64s([-1])], { attributes: { keepdims: 0 }, names: [D.logNormalizer] });
-  const adjusted = adjustedLogits(ctx, masked);
+  const { adjusted, ids: adjustIds } = adjustedLogits(ctx, masked);
   const k = Math.min(DEVICE_CANDIDATES, h.vocab);
-  const [, candIds] = g.node("TopK", [adjusted, g.int64s([k])], {
-    outputs: 2,
-    attributes: { axis: -1, largest: 1, sorted: 1 },
-    names: [D.candidateLogits, D.candidateIds],
-  });
-  g.node("GatherElements", [masked, candIds], { attributes: { axis: -1 }, names: [D.candidateRaw] });
   const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
-  g.node("TopK", [masked, g.int64s([top])], { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 }, names: [D.topLogits, D.topIds] });
+  const [rawIds, rawValues] = rawTop(ctx, masked, adjustIds, k, h.vocab);
+  const lastAxis = g.int64s([-1]);
+  g.node("Slice", [rawValues, g.int64s([0]), g.int64s([top]), lastAxis], { names: [D.topLogits] });
+  g.node("Slice", [rawIds, g.int64s([0]), g.int64s([top]), lastAxis], { names: [D.topIds] });
+  const candIds = candidatesAmong(ctx, adjusted, rawIds, adjustIds, k);
+  g.node("GatherElements", [masked, candIds], { attributes: { axis: -1 }, names: [D.candidateRaw] });
   const targets = g.op("Unsqueeze", [D.scoreTargets, g.int64s([2])]);
   g.node("Squeeze", [g.op("GatherElements", [masked, targets], { attributes: { axis: -1 } }), g.int64s([2])], { names: [D.targetLogits] });
   writePools(ctx, h);
@@ -187,10 +186,64 @@ function maskedLogits(ctx: BlockContext, logits: string, vocab: number): string 
 }
 
 /**
+ * The highest masked logits before adjustments, [rows, positions, k + n] ids and values (n: the
+ * adjustments per row, so at most the whole vocabulary), sorted descending: the one sort over the
+ * vocabulary a step runs (the provider's TopK is a sort in about 136 passes over 49,152 entries,
+ * whatever k). Its first DEVICE_TOP_LOGPROBS are the top alternatives, and the top k after
+ * adjustments are among these and the adjusted ids (see candidatesAmong).
+ */
+function rawTop(ctx: BlockContext, masked: string, adjustIds: string, k: number, vocab: number): [ids: string, values: string] {
+  const g = ctx.g;
+  const n = g.op("Shape", [adjustIds], { attributes: { start: 2, end: 3 } });
+  const count = g.op("Min", [g.op("Add", [n, g.int64s([k])]), g.int64s([vocab])]);
+  const [values, ids] = g.node("TopK", [masked, count], { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 } });
+  return [ids, values];
+}
+
+/**
+ * The top `k` ids after adjustments, sorted by adjusted logit descending, without a second sort of
+ * the vocabulary: an id outside the raw top k + n that is not adjusted has at least k + n raw
+ * logits above it, of which at most n moved below it, so it is not in the adjusted top k. So the
+ * adjusted top k is the top k of the raw top k + n and the adjusted ids. An adjusted id already
+ * among the raw ones, or repeated (the runtime pads a row's entries by repeating its first), is
+ * kept once: its other copies are set to -inf (they can only come after every finite candidate).
+ */
+function candidatesAmong(ctx: BlockContext, adjusted: string, rawIds: string, adjustIds: string, k: number): string {
+  const g = ctx.g;
+  const f32 = (v: number) => g.constant(DataType.FLOAT, [], Float32Array.of(v), "f32");
+  const axis = (x: string, at: number) => g.op("Unsqueeze", [x, g.int64s([at])]);
+  // Compared as int32 and counted as floats: the forms the WebGPU provider runs these operators in.
+  const int32 = (x: string) => g.op("Cast", [x], { attributes: { to: DataType.INT32 } });
+  const asFloat = (x: string) => g.op("Cast", [x], { attributes: { to: DataType.FLOAT } });
+  const adjust32 = int32(adjustIds);
+  // [rows, positions, n, k + n]: entry j of the adjusted ids against the raw ids.
+  const inRaw = asFloat(g.op("Equal", [axis(adjust32, 3), axis(int32(rawIds), 2)]));
+  // [rows, positions, n, n]: entry j against an earlier entry i of the same row.
+  const n = g.op("Squeeze", [g.op("Shape", [adjustIds], { attributes: { start: 2, end: 3 } }), g.int64s([0])]);
+  const entries = g.op("Range", [g.constant(DataType.INT64, [], BigInt64Array.of(0n), "i64"), n, g.constant(DataType.INT64, [], BigInt64Array.of(1n), "i64")]);
+  const earlier = asFloat(g.op("Less", [axis(int32(entries), 0), axis(int32(entries), 1)])); // [n, n]: 1 where i < j, at [j, i]
+  const repeated = g.op("Mul", [asFloat(g.op("Equal", [axis(adjust32, 3), axis(adjust32, 2)])), earlier]);
+  const count = (x: string) => g.op("ReduceMax", [x, g.int64s([-1])], { attributes: { keepdims: 0 } });
+  const dropped = g.op("Greater", [g.op("Add", [count(inRaw), count(repeated)]), f32(0)]);
+  const adjustedAt = (ids: string) => g.op("GatherElements", [adjusted, ids], { attributes: { axis: -1 } });
+  const values = g.op("Concat", [adjustedAt(rawIds), g.op("Where", [dropped, f32(-Infinity), adjustedAt(adjustIds)])], { attributes: { axis: -1 } });
+  // Ids gathered as floats (exact below 2^24): int64 ones would be gathered on the CPU, a transfer mid-step.
+  const ids = g.op("Concat", [asFloat(rawIds), asFloat(adjustIds)], { attributes: { axis: -1 } });
+  const [, at] = g.node("TopK", [values, g.int64s([k])], {
+    outputs: 2,
+    attributes: { axis: -1, largest: 1, sorted: 1 },
+    names: [D.candidateLogits, "candidate_at"],
+  });
+  const chosen = g.op("GatherElements", [ids, at], { attributes: { axis: -1 } });
+  return g.op("Cast", [chosen], { attributes: { to: DataType.INT64 }, names: [D.candidateIds] });
+}
+
+/**
  * The masked logits with each row's adjustments applied at their ids, in the CPU sampler's order:
  * bias added, repetition_penalty, then presence and frequency subtracted. A masked token stays -inf.
+ * Also returns the ids, [rows, positions, n].
  */
-function adjustedLogits(ctx: BlockContext, masked: string): string {
+function adjustedLogits(ctx: BlockContext, masked: string): { adjusted: string; ids: string } {
   const g = ctx.g;
   // [rows, n] -> [rows, positions, n]: the same adjustments at every computed position.
   const positions = g.op("Shape", [masked], { attributes: { start: 1, end: 2 } });
@@ -202,7 +255,7 @@ function adjustedLogits(ctx: BlockContext, masked: string): string {
   const zero = g.constant(DataType.FLOAT, [], Float32Array.of(0), "f32");
   const repeated = g.op("Where", [g.op("Greater", [biased, zero]), g.op("Div", [biased, repetition]), g.op("Mul", [biased, repetition])]);
   const value = g.op("Sub", [repeated, perPosition(D.adjustSubtract)]);
-  return g.op("ScatterElements", [masked, ids, value], { attributes: { axis: -1 } });
+  return { adjusted: g.op("ScatterElements", [masked, ids, value], { attributes: { axis: -1 } }), ids };
 }
 
 /** Each layer's pools with the step's new keys and values written at [slot, position] (ScatterND). */

@@ -1,0 +1,192 @@
+/**
+ * The GPU target's head on a vocabulary wider than its candidates: one sort of the vocabulary gives
+ * the top alternatives, and the candidates after the logit adjustments are taken from it and the
+ * adjusted ids. Checked against the CPU graph's logits with the adjustments applied in JavaScript
+ * (onnxruntime's CPU provider runs the GPU graph): adjustments that lift tokens from the bottom of
+ * the vocabulary, penalties on the best ones, a row's entries padded by repetition as the runtime
+ * pads them, more adjustments than candidates, and a constraint mask that leaves fewer tokens than
+ * candidates.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileGguf, type CompileResult } from "../../../../src/compiler/compile.js";
+import {
+  ARTIFACT_FILES,
+  DEVICE_CANDIDATES,
+  DEVICE_GRAPH as D,
+  DEVICE_TOP_LOGPROBS,
+  devicePoolDims,
+  maskWords,
+} from "../../../../src/runtime/artifact/index.js";
+import { TextSession } from "../../../../src/runtime/text-worker/session.js";
+import { writeTinyGguf } from "../../provision/tiny-gguf.js";
+
+const VOCAB = 300;
+const CAPACITY = 16;
+const PROMPT = [3, 7, 1, 12];
+
+let home: string;
+let gpu: CompileResult;
+let step: ort.InferenceSession;
+/** The CPU graph's logits after PROMPT. */
+let logits: Float32Array;
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), "kiln-device-head-"));
+  const ggufPath = join(home, "tiny.gguf");
+  await writeTinyGguf(ggufPath, 3, VOCAB);
+  const cpu = await compileGguf({ slug: "tiny", ggufPath, home });
+  gpu = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu" });
+  step = await ort.InferenceSession.create(join(gpu.dir, ARTIFACT_FILES.graph));
+  const reference = await TextSession.load(cpu.dir, { slots: 1 });
+  try {
+    logits = Float32Array.from(await reference.forward(0, 1, PROMPT.length, PROMPT));
+  } finally {
+    await reference.release();
+  }
+});
+
+afterAll(async () => {
+  await step?.release();
+  rmSync(home, { recursive: true, force: true });
+});
+
+/** One adjustment entry: [id, bias, repetition, subtract]. */
+type Entry = [number, number, number, number];
+
+/** The prompt step's feeds with these adjustment entries (in order, repeats included) and mask. */
+function feeds(entries: Entry[], mask?: Int32Array): Record<string, ort.Tensor> {
+  const shape = gpu.manifest.shape;
+  const s = PROMPT.length;
+  const group = shape.heads / shape.kvHeads;
+  const newMask = new Float32Array(group * s * s);
+  for (let g = 0; g < group; g++) for (let q = 0; q < s; q++) for (let k = q + 1; k < s; k++) newMask[(g * s + q) * s + k] = -Infinity;
+  const n = entries.length;
+  const pools: Record<string, ort.Tensor> = {};
+  const dims = devicePoolDims(1, CAPACITY, shape);
+  for (let l = 0; l < shape.layers; l++)
+    for (const name of [D.keyPool(l), D.valuePool(l)]) pools[name] = new ort.Tensor("float32", new Float32Array(dims.reduce((a, b) => a * b)), dims);
+  return {
+    [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(PROMPT, BigInt), [1, s]),
+    [D.positionIds]: new ort.Tensor(
+      "int64",
+      BigInt64Array.from(PROMPT, (_, i) => BigInt(i)),
+      [1, s],
+    ),
+    [D.pastMask]: new ort.Tensor("float32", new Float32Array(CAPACITY).fill(-Infinity), [1, 1, 1, CAPACITY]),
+    [D.newMask]: new ort.Tensor("float32", newMask, [1, 1, group * s, s]),
+    [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(-1n), [1]),
+    [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(0n), [1]),
+    [D.tokenMask]: new ort.Tensor("int32", mask ?? new Int32Array(maskWords(VOCAB)).fill(-1), [1, maskWords(VOCAB)]),
+    [D.adjustIds]: new ort.Tensor(
+      "int64",
+      BigInt64Array.from(entries, (e) => BigInt(e[0])),
+      [1, n],
+    ),
+    [D.adjustBias]: new ort.Tensor(
+      "float32",
+      Float32Array.from(entries, (e) => e[1]),
+      [1, n],
+    ),
+    [D.adjustRepetition]: new ort.Tensor(
+      "float32",
+      Float32Array.from(entries, (e) => e[2]),
+      [1, n],
+    ),
+    [D.adjustSubtract]: new ort.Tensor(
+      "float32",
+      Float32Array.from(entries, (e) => e[3]),
+      [1, n],
+    ),
+    [D.scoreTargets]: new ort.Tensor("int64", new BigInt64Array(1), [1, 1]),
+    ...pools,
+  };
+}
+
+/** The reference: the masked logits, adjusted as the CPU sampler adjusts them (one entry per id). */
+function reference(entries: Entry[], mask?: Int32Array): { masked: Float32Array; adjusted: Float32Array } {
+  const allowed = (id: number) => !mask || (mask[id >>> 5] & (1 << (id & 31))) !== 0;
+  const masked = logits.map((v, id) => (allowed(id) ? v : -Infinity));
+  const adjusted = Float32Array.from(masked);
+  for (const [id, bias, repetition, subtract] of new Map(entries.map((e) => [e[0], e])).values()) {
+    const biased = masked[id] + bias;
+    adjusted[id] = (biased > 0 ? biased / repetition : biased * repetition) - subtract;
+  }
+  return { masked, adjusted };
+}
+
+/** Ids by value descending, lowest id first on ties. */
+const rankedIds = (values: Float32Array) => [...values.keys()].sort((a, b) => values[b] - values[a] || a - b);
+
+/** Runs the step and checks its candidates and top alternatives against the reference. */
+async function expectHeadMatches(entries: Entry[], mask?: Int32Array): Promise<void> {
+  const out = await step.run(feeds(entries, mask));
+  const { masked, adjusted } = reference(entries, mask);
+  const ids = Array.from(out[D.candidateIds].data as BigInt64Array, Number);
+  const values = out[D.candidateLogits].data as Float32Array;
+  const raw = out[D.candidateRaw].data as Float32Array;
+  expect(ids).toHaveLength(DEVICE_CANDIDATES);
+  const finite = adjusted.filter(Number.isFinite).length;
+  const want = rankedIds(adjusted).slice(0, Math.min(DEVICE_CANDIDATES, finite));
+  expect(ids.slice(0, want.length)).toEqual(want);
+  want.forEach((id, i) => {
+    expect(values[i]).toBeCloseTo(adjusted[id], 4);
+    expect(raw[i]).toBeCloseTo(masked[id], 4);
+  });
+  // Past the finite candidates every value is -inf.
+  for (let i = want.length; i < DEVICE_CANDIDATES; i++) expect(values[i]).toBe(-Infinity);
+  const topIds = Array.from(out[D.topIds].data as BigInt64Array, Number);
+  const topFinite = Math.min(DEVICE_TOP_LOGPROBS, masked.filter(Number.isFinite).length);
+  expect(topIds).toHaveLength(DEVICE_TOP_LOGPROBS);
+  expect(topIds.slice(0, topFinite)).toEqual(rankedIds(masked).slice(0, topFinite));
+  topIds.slice(0, topFinite).forEach((id, i) => expect((out[D.topLogits].data as Float32Array)[i]).toBeCloseTo(masked[id], 4));
+}
+
+describe("the GPU target's head", () => {
+  it("has a vocabulary wider than its candidates, so the test means something", () => {
+    expect(gpu.manifest.shape.vocab).toBe(VOCAB);
+    expect(VOCAB).toBeGreaterThan(DEVICE_CANDIDATES + 100);
+  });
+
+  it("with no adjustment (the runtime's neutral entry) ranks the CPU graph's logits", async () => {
+    await expectHeadMatches([[0, 0, 1, 0]]);
+  });
+
+  it("lifts tokens from the bottom of the vocabulary and pushes the best ones down, with padded repeats", async () => {
+    const order = rankedIds(logits);
+    const worst = order.slice(-3);
+    const best = order.slice(0, 2);
+    const entries: Entry[] = [
+      [worst[0], 40, 1, 0],
+      [best[0], 0, 1.5, 5],
+      [worst[1], 25, 1, 0],
+      [best[1], -3, 1, 0],
+      [worst[2], 0, 1, -30],
+    ];
+    await expectHeadMatches([...entries, entries[0], entries[0], entries[0]]);
+  });
+
+  it("with more adjustments than candidates (penalties on the top 100 tokens)", async () => {
+    const entries = rankedIds(logits)
+      .slice(0, 100)
+      .map((id, i): Entry => [id, 0, 1.3, i % 3 === 0 ? 0.8 : 0.2]);
+    await expectHeadMatches(entries);
+  });
+
+  it("under a mask that leaves fewer tokens than candidates, an adjusted token among them counted once", async () => {
+    const mask = new Int32Array(maskWords(VOCAB));
+    const allowed = [5, 40, 77, 128, 199, 250, 251, 299];
+    for (const id of allowed) mask[id >>> 5] |= 1 << (id & 31);
+    await expectHeadMatches(
+      [
+        [77, 12, 1, 0],
+        [6, 50, 1, 0], // masked: stays -inf
+        [77, 12, 1, 0],
+      ],
+      mask,
+    );
+  });
+});
