@@ -25,8 +25,11 @@ function tokenizer(vocab: number): Array<[string, MetaValue]> {
   ];
 }
 
-/** Writes a tiny random-weight llama GGUF (`seed` picks the weights; `vocab` tokens, default 16) to `path`. */
-export async function writeTinyGguf(path: string, seed = 1, vocab = LETTERS.length): Promise<void> {
+/**
+ * Writes a tiny random-weight llama GGUF (`seed` picks the weights; `vocab` tokens, default 16;
+ * `heads` query and `kvHeads` key/value heads over a hidden size of 32, default 4 and 2) to `path`.
+ */
+export async function writeTinyGguf(path: string, seed = 1, vocab = LETTERS.length, heads = 4, kvHeads = 2): Promise<void> {
   const f32 = GgmlType.F32;
   await writeTinyModel(
     path,
@@ -35,8 +38,8 @@ export async function writeTinyGguf(path: string, seed = 1, vocab = LETTERS.leng
       seed,
       layers: 1,
       hidden: 32,
-      heads: 4,
-      kvHeads: 2,
+      heads,
+      kvHeads,
       ffn: 64,
       contextLength: 64,
       ropeTheta: 10000,

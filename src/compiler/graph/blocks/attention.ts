@@ -2,7 +2,7 @@ import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import { scaleRows } from "../../quant/linear-weight.js";
 import { type BlockContext, emulatesLlamaCpp, f16 } from "./context.js";
-import { deviceGqa, gqaLengths } from "./device-io.js";
+import { deviceGqa, gqaLengths, markPresentsAsRows } from "./device-io.js";
 import { fusedLinear, loadLinears, project } from "./linear.js";
 import { headRmsNorm } from "./norm.js";
 import { applyRotary, type RopeSpec } from "./rotary.js";
@@ -21,6 +21,26 @@ export interface Qkv {
   q: string;
   k: string;
   v: string;
+  /** The three as one [B, S, (heads + 2*kvHeads)*headDim] tensor, where the projection made them so. */
+  packed?: string;
+}
+
+/** `qkv` split into Q, K and V on first use: a graph that takes the packed tensor never has the Split. */
+function splitLazily(ctx: BlockContext, qkv: string, sizes: [number, number, number]): Qkv {
+  let parts: string[] | undefined;
+  const part = (i: number) => (parts ??= ctx.g.node("Split", [qkv, ctx.g.int64s(sizes)], { outputs: 3, attributes: { axis: -1 } }))[i];
+  return {
+    get q() {
+      return part(0);
+    },
+    get k() {
+      return part(1);
+    },
+    get v() {
+      return part(2);
+    },
+    packed: qkv,
+  };
 }
 
 /**
@@ -59,8 +79,7 @@ export async function qkvProjection(ctx: BlockContext, layer: number, x: string,
     for (let i = 0; i < qDim; i++) bias[i] *= qScale;
     qkv = g.op("Add", [qkv, g.weight(`${p}.qkv.bias`, DataType.FLOAT, [bias.length], bias)]);
   }
-  const [q, k, v] = g.node("Split", [qkv, g.int64s([qDim, kvDim, kvDim])], { outputs: 3, attributes: { axis: -1 } });
-  return { q, k, v };
+  return splitLazily(ctx, qkv, [qDim, kvDim, kvDim]);
 }
 
 /** Per-head RMS norms of Q and K (`attn_q_norm` / `attn_k_norm`, Qwen3 and Gemma 3), with `qScale` folded into Q's gamma. */
@@ -87,6 +106,12 @@ export interface CachedAttentionOptions {
   /** Additive masks: past [B, 1, group*S, past] (default the graph's `past_mask`, [B, 1, 1, past]) and new [B|1, 1, group*S, S] (default `new_mask`). */
   pastMask?: string;
   newMask?: string;
+  /**
+   * The GPU target's GroupQueryAttention only: q and k arrive unrotated and the kernel rotates them
+   * with these cos/sin tables ([context, head_dim/2]), `packed` (Q, K and V in one tensor) taking
+   * their place where given. Default none (q and k arrive rotated).
+   */
+  rotary?: { cos: string; sin: string; interleaved: boolean; packed?: string };
 }
 
 /**
@@ -166,11 +191,34 @@ function groupQueryAttention(
     throw new Error("the webgpu target's GroupQueryAttention builds neither soft-capped nor sliding-window attention");
   const g = ctx.g;
   const { heads, kvHeads, headDim } = shape;
+  const [seqlensK, total] = gqaLengths(ctx);
+  const rotary = options.rotary;
+  if (rotary) {
+    // Its presents are the rows' whole caches with the new keys (rotated) and values written: the pool takes them as they are.
+    markPresentsAsRows(ctx);
+    const query = rotary.packed ?? q;
+    const [mixed] = g.node(
+      "GroupQueryAttention",
+      [query, rotary.packed ? "" : k, rotary.packed ? "" : v, IO.pastKey(layer), IO.pastValue(layer), seqlensK, total, rotary.cos, rotary.sin],
+      {
+        domain: "com.microsoft",
+        outputs: 3,
+        names: [`gqa_${layer}_out`, IO.presentKey(layer), IO.presentValue(layer)],
+        attributes: {
+          num_heads: heads,
+          kv_num_heads: kvHeads,
+          scale: { float: options.scoreScale ?? 1 },
+          do_rotary: 1,
+          rotary_interleaved: rotary.interleaved ? 1 : 0,
+        },
+      },
+    );
+    return mixed;
+  }
   const perPosition = (x: string, name: string) =>
     g.node("Transpose", [g.op("Reshape", [x, g.int64s([0, 0, kvHeads, headDim])])], { attributes: { perm: [0, 2, 1, 3] }, names: [name] });
   perPosition(k, IO.presentKey(layer));
   perPosition(v, IO.presentValue(layer));
-  const [seqlensK, total] = gqaLengths(ctx);
   const [mixed] = g.node("GroupQueryAttention", [q, k, v, IO.pastKey(layer), IO.pastValue(layer), seqlensK, total], {
     domain: "com.microsoft",
     outputs: 3,
@@ -178,6 +226,15 @@ function groupQueryAttention(
     attributes: { num_heads: heads, kv_num_heads: kvHeads, scale: { float: options.scoreScale ?? 1 } },
   });
   return mixed;
+}
+
+/**
+ * Whether GroupQueryAttention applies `rope` itself: on the GPU target's default attention, for a
+ * rotary over the whole head of a multiple of 16 (onnxruntime's CPU kernel, which runs the same
+ * graph in the tests, refuses other head sizes).
+ */
+function rotatesInAttention(ctx: BlockContext, rope: RopeSpec, headDim: number): boolean {
+  return deviceGqa(ctx) && rope.dims === headDim && headDim % 16 === 0;
 }
 
 /** [past, S] split sizes, per graph, by past mask: layers with the same mask have caches of the same length. */
@@ -254,6 +311,7 @@ export async function selfAttention(
 ): Promise<string> {
   const scale = options.scale ?? 1 / Math.sqrt(shape.headDim);
   let qkv: Qkv;
+  let packed = true;
   let scoreScale: number | undefined;
   if (options.qkNormEps !== undefined) {
     // The scale cannot go into the Q rows (the head norm would undo it). In "fast" numerics it goes
@@ -262,12 +320,21 @@ export async function selfAttention(
     const foldScale = !emulatesLlamaCpp(ctx);
     qkv = await qkNorms(ctx, layer, await qkvProjection(ctx, layer, x, shape, 1), shape, options.qkNormEps, foldScale ? scale : 1);
     scoreScale = foldScale ? undefined : scale;
+    packed = false;
   } else {
     qkv = await qkvProjection(ctx, layer, x, shape, scale);
   }
-  const q = applyRotary(ctx, qkv.q, IO.positionIds, shape.heads, shape.headDim, caches, rope);
-  const k = applyRotary(ctx, qkv.k, IO.positionIds, shape.kvHeads, shape.headDim, caches, rope);
-  const mixed = cachedAttention(ctx, layer, q, k, qkv.v, shape, scoreScale === undefined ? {} : { scoreScale });
+  const scored = scoreScale === undefined ? {} : { scoreScale };
+  let mixed: string;
+  if (rotatesInAttention(ctx, rope, shape.headDim)) {
+    // GroupQueryAttention rotates q and k itself (one kernel for what were two RotaryEmbeddings and a Split).
+    const rotary = { cos: caches[0], sin: caches[1], interleaved: rope.interleaved, ...(packed && qkv.packed ? { packed: qkv.packed } : {}) };
+    mixed = cachedAttention(ctx, layer, rotary.packed ? "" : qkv.q, rotary.packed ? "" : qkv.k, rotary.packed ? "" : qkv.v, shape, { ...scored, rotary });
+  } else {
+    const q = applyRotary(ctx, qkv.q, IO.positionIds, shape.heads, shape.headDim, caches, rope);
+    const k = applyRotary(ctx, qkv.k, IO.positionIds, shape.kvHeads, shape.headDim, caches, rope);
+    mixed = cachedAttention(ctx, layer, q, k, qkv.v, shape, scored);
+  }
   return project(ctx, mixed, `blk.${layer}.attn_output.weight`, `blk.${layer}.attn_output`);
 }
 

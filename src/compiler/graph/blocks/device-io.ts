@@ -44,6 +44,14 @@ function describeWeightForm(form: Exclude<DeviceWeights, "source">, half: boolea
   return `every linear weight re-quantized to MatMulNBits ${form.bits}-bit blocks of ${form.blockSize} with zero points (those stored so kept as they are)`;
 }
 
+/** Graphs whose layers' presents are the rows' whole caches ([rows, kv_heads, capacity, head_dim]), not the new positions. */
+const presentsAreRows = new WeakSet<BlockContext>();
+
+/** Says that the attention blocks of `ctx` return whole cache rows as presents (GroupQueryAttention applying its rotary), so the pools take them as they are. */
+export function markPresentsAsRows(ctx: BlockContext): void {
+  presentsAreRows.add(ctx);
+}
+
 /** GroupQueryAttention's `seqlens_k` and `total_sequence_length`, per graph. */
 const gqaLengthsByGraph = new WeakMap<BlockContext, [string, string]>();
 
@@ -265,9 +273,18 @@ function writePools(ctx: BlockContext, h: ModelShape): void {
   const rows = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
   const int64 = (v: bigint) => g.constant(DataType.INT64, [], BigInt64Array.of(v), "i64");
   const count = (n: string) => g.op("Squeeze", [n, g.int64s([0])]);
+  const slots = g.op("Add", [g.op("Range", [int64(0n), count(rows), int64(1n)]), start]);
+  if (presentsAreRows.has(ctx)) {
+    // The presents are the step's rows whole, [rows, kv_heads, capacity, head_dim]: written at their slots.
+    const at = g.op("Unsqueeze", [slots, g.int64s([1])]);
+    for (let l = 0; l < h.layers; l++) {
+      g.node("ScatterND", [D.keyPool(l), at, IO.presentKey(l)], { names: [D.keyPoolOut(l)] });
+      g.node("ScatterND", [D.valuePool(l), at, IO.presentValue(l)], { names: [D.valuePoolOut(l)] });
+    }
+    return;
+  }
   // Each new key's index into the pool, (slot, kv head, position), in the order [rows, seq, kv_heads, 3]
   // of the keys before the attention blocks transposed them: the transpose back cancels theirs.
-  const slots = g.op("Add", [g.op("Range", [int64(0n), count(rows), int64(1n)]), start]);
   const heads = g.op("Range", [int64(0n), int64(BigInt(h.kvHeads)), int64(1n)]);
   const seq = g.op("Shape", [D.positionIds], { attributes: { start: 1, end: 2 } });
   const grid = g.op("Concat", [rows, seq, g.int64s([h.kvHeads])], { attributes: { axis: 0 } });

@@ -5,7 +5,8 @@
  * (onnxruntime's CPU provider runs the GPU graph): adjustments that lift tokens from the bottom of
  * the vocabulary, penalties on the best ones, a row's entries padded by repetition as the runtime
  * pads them, more adjustments than candidates, and a constraint mask that leaves fewer tokens than
- * candidates.
+ * candidates. With a head size of 16 the default build's GroupQueryAttention applies the rotary
+ * itself, so a prompt and a step after it also check that against the CPU graph's RotaryEmbedding.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -31,19 +32,22 @@ const PROMPT = [3, 7, 1, 12];
 let home: string;
 let gpu: CompileResult;
 let step: ort.InferenceSession;
-/** The CPU graph's logits after PROMPT. */
+/** The CPU graph's logits after PROMPT, and after NEXT following it. */
 let logits: Float32Array;
+let nextLogits: Float32Array;
+const NEXT = 9;
 
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), "kiln-device-head-"));
   const ggufPath = join(home, "tiny.gguf");
-  await writeTinyGguf(ggufPath, 3, VOCAB);
+  await writeTinyGguf(ggufPath, 3, VOCAB, 2, 1);
   const cpu = await compileGguf({ slug: "tiny", ggufPath, home });
   gpu = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu" });
   step = await ort.InferenceSession.create(join(gpu.dir, ARTIFACT_FILES.graph));
   const reference = await TextSession.load(cpu.dir, { slots: 1 });
   try {
     logits = Float32Array.from(await reference.forward(0, 1, PROMPT.length, PROMPT));
+    nextLogits = Float32Array.from(await reference.forward(0, 1, 1, [NEXT]));
   } finally {
     await reference.release();
   }
@@ -146,9 +150,36 @@ async function expectHeadMatches(entries: Entry[], mask?: Int32Array): Promise<v
 }
 
 describe("the GPU target's head", () => {
-  it("has a vocabulary wider than its candidates, so the test means something", () => {
+  it("has a vocabulary wider than its candidates and heads of 16, so the test means something", () => {
     expect(gpu.manifest.shape.vocab).toBe(VOCAB);
     expect(VOCAB).toBeGreaterThan(DEVICE_CANDIDATES + 100);
+    expect(gpu.manifest.shape.headDim).toBe(16);
+  });
+
+  it("continues from its pools as the CPU graph does: GroupQueryAttention's own rotary at the next position", async () => {
+    const first = await step.run(feeds([[0, 0, 1, 0]]));
+    const pools: Record<string, ort.Tensor> = {};
+    for (let l = 0; l < gpu.manifest.shape.layers; l++) {
+      pools[D.keyPool(l)] = first[D.keyPoolOut(l)] as ort.Tensor;
+      pools[D.valuePool(l)] = first[D.valuePoolOut(l)] as ort.Tensor;
+    }
+    const pastMask = new Float32Array(CAPACITY).fill(-Infinity).fill(0, 0, PROMPT.length);
+    const second = await step.run({
+      ...feeds([[0, 0, 1, 0]]),
+      ...pools,
+      [D.inputIds]: new ort.Tensor("int64", BigInt64Array.of(BigInt(NEXT)), [1, 1]),
+      [D.positionIds]: new ort.Tensor("int64", BigInt64Array.of(BigInt(PROMPT.length)), [1, 1]),
+      [D.pastMask]: new ort.Tensor("float32", pastMask, [1, 1, 1, CAPACITY]),
+      [D.newMask]: new ort.Tensor("float32", new Float32Array(gpu.manifest.shape.heads / gpu.manifest.shape.kvHeads), [
+        1,
+        1,
+        gpu.manifest.shape.heads / gpu.manifest.shape.kvHeads,
+        1,
+      ]),
+    });
+    const want = rankedIds(nextLogits).slice(0, DEVICE_CANDIDATES);
+    expect(Array.from(second[D.candidateIds].data as BigInt64Array, Number)).toEqual(want);
+    want.forEach((id, i) => expect((second[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(nextLogits[id], 4));
   });
 
   it("with no adjustment (the runtime's neutral entry) ranks the CPU graph's logits", async () => {
