@@ -5,7 +5,8 @@
  * The cache is a pool of `slots` sequences at a fixed capacity, per layer keys and values
  * [slots, kv_heads, capacity, head_dim] ({@link devicePoolDims}), fed as inputs and returned, updated with the step's new
  * positions, as outputs that stay on the device and are fed back as the next step's inputs. A step
- * computes the consecutive slots [first_slot, first_slot + rows). It returns no logits row: per
+ * computes the consecutive slots [first_slot, first_slot + rows) and reads the first `window`
+ * positions of each (`past_mask`). It returns no logits row: per
  * computed position, the top candidates after the constraint mask and logit adjustments (for
  * sampling), the top alternatives and the log-normalizer of the masked row before adjustments (for
  * log-probabilities), and the masked logit of a given target token (prompt scoring).
@@ -20,7 +21,7 @@ import type { GraphIo } from "./manifest.js";
  * the same options changes (its pools' layout or type, its head), so an artifact built before is
  * never taken for one built now.
  */
-export const DEVICE_GRAPH_REVISION = 3;
+export const DEVICE_GRAPH_REVISION = 4;
 
 /**
  * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention
@@ -44,7 +45,12 @@ export const DEVICE_GRAPH = {
   inputIds: "input_ids",
   /** int64 [rows, seq]: their positions (also where they are written in the pool). */
   positionIds: "position_ids",
-  /** float32 [rows, 1, 1, capacity]: 0 for cached positions a row may see, -inf for the rest. */
+  /**
+   * [rows, 1, 1, window] in the activations' type: 0 for cached positions a row may see, -inf for
+   * the rest. Its length, the window, is how many of each slot's first positions the step reads
+   * (at least the longest row's length after the step, at most the capacity): the graph slices the
+   * pools to it, so a step's cost follows what its rows hold, not the pools' capacity.
+   */
   pastMask: "past_mask",
   /** float32 [1, 1, group * seq, seq]: causal mask among the new tokens. */
   newMask: "new_mask",

@@ -3,6 +3,9 @@ import { DEVICE_GRAPH, devicePoolDims, type ModelShape, SLOT_COPY_GRAPH } from "
 import { DeviceZeros, type ZerosType } from "../device/device-zeros.js";
 import type { ComputeDevice } from "../device/index.js";
 
+/** The fewest positions a step's window reads: smaller windows would only add shapes. */
+const MIN_WINDOW = 64;
+
 /**
  * The KV cache of a GPU session, resident on the device: per layer one key pool and one value pool
  * [slots, kv_heads, capacity, head_dim] (devicePoolDims) at a fixed capacity. Each step's graph returns the pools
@@ -81,6 +84,18 @@ export class DeviceKvPool {
   private releaseZeros(): void {
     if (this.zeros) releaseDeviceTensor(this.zeros);
     this.zeros = undefined;
+  }
+
+  /**
+   * How many of each slot's first positions a step reaching `longest` positions reads: the next
+   * power of two at or above it (at least MIN_WINDOW), at most the capacity. A step then copies and
+   * attends at most twice what its rows hold rather than the whole capacity, and powers of two keep
+   * the steps' shapes few, so the provider reuses its buffers and compiled kernels.
+   */
+  window(longest: number): number {
+    let w = MIN_WINDOW;
+    while (w < longest) w *= 2;
+    return Math.min(w, this.capacity);
   }
 
   /** Whether every slot can take `positions` positions. */

@@ -44,10 +44,10 @@ function describeWeightForm(form: Exclude<DeviceWeights, "source">, half: boolea
   return `every linear weight re-quantized to MatMulNBits ${form.bits}-bit blocks of ${form.blockSize} with zero points (those stored so kept as they are)`;
 }
 
-/** Graphs whose layers' presents are the rows' whole caches ([rows, kv_heads, capacity, head_dim]), not the new positions. */
+/** Graphs whose layers' presents are the rows' whole windows ([rows, kv_heads, window, head_dim]), not the new positions. */
 const presentsAreRows = new WeakSet<BlockContext>();
 
-/** Says that the attention blocks of `ctx` return whole cache rows as presents (GroupQueryAttention applying its rotary), so the pools take them as they are. */
+/** Says that the attention blocks of `ctx` return the rows' whole windows as presents (GroupQueryAttention applying its rotary), so the pools take their new positions from them. */
 export function markPresentsAsRows(ctx: BlockContext): void {
   presentsAreRows.add(ctx);
 }
@@ -74,9 +74,11 @@ export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string]
 
 /**
  * Declares the device graph's inputs and outputs, and names each layer's past keys (transposed,
- * [rows, kv_heads, head_dim, capacity], or as the values for GroupQueryAttention) and values ([rows, kv_heads, capacity, head_dim]) as the
- * CPU graph's `past_key_t.<l>` / `past_value.<l>`, sliced from the pools, so the attention blocks
- * build the same way for both targets.
+ * [rows, kv_heads, head_dim, window], or as the values for GroupQueryAttention) and values
+ * ([rows, kv_heads, window, head_dim]) as the CPU graph's `past_key_t.<l>` / `past_value.<l>`,
+ * sliced from the pools, so the attention blocks build the same way for both targets. The window
+ * (`past_mask`'s last axis) is the first positions of each slot a step reads: what its rows hold,
+ * not the pools' whole capacity, so a step copies and attends only those.
  */
 export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   if (h.slidingWindow) throw new Error("the webgpu target does not build sliding-window attention yet");
@@ -95,7 +97,7 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.input(D.positionIds, DataType.INT64, ["rows", "seq"]);
   // The masks are added to the attention scores, in the activations' type.
   const act = activationType(ctx);
-  g.input(D.pastMask, act, ["rows", 1, 1, "capacity"]);
+  g.input(D.pastMask, act, ["rows", 1, 1, "window"]);
   g.input(D.newMask, act, [1, 1, "group_seq", "seq"]);
   g.input(D.logitsFrom, DataType.INT64, [1]);
   g.input(D.firstSlot, DataType.INT64, [1]);
@@ -124,8 +126,12 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
     g.output(D.valuePoolOut(l), act, devicePoolDims("slots", "capacity", h));
   }
   const [start, end] = slotRange(g);
+  const concat = (a: string, b: string) => g.op("Concat", [a, b], { attributes: { axis: 0 } });
+  const from = concat(start, g.int64s([0]));
+  const to = concat(end, stepWindow(g));
+  const axes = g.int64s([0, 2]);
   for (let l = 0; l < h.layers; l++) {
-    const rowsOf = (pool: string) => g.op("Slice", [pool, start, end, g.int64s([0])]);
+    const rowsOf = (pool: string) => g.op("Slice", [pool, from, to, axes]);
     // The pools are in the layout GroupQueryAttention reads, [rows, kv_heads, capacity, head_dim]; the explicit attention's keys transposed.
     if (deviceGqa(ctx)) g.node("Identity", [rowsOf(D.keyPool(l))], { names: [IO.pastKey(l)] });
     else g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: [0, 1, 3, 2] }, names: [IO.pastKey(l)] });
@@ -135,6 +141,11 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
 
 /** The shape each device graph was declared with, for its outputs. */
 const shapes = new WeakMap<BlockContext, ModelShape>();
+
+/** [window]: the positions of each slot the step reads (`past_mask`'s last axis). */
+function stepWindow(g: GraphBuilder): string {
+  return g.op("Shape", [D.pastMask], { attributes: { start: 3, end: 4 } });
+}
 
 /** [first_slot], [first_slot + rows]: the pool slots this step computes. */
 function slotRange(g: GraphBuilder): [string, string] {
@@ -275,11 +286,25 @@ function writePools(ctx: BlockContext, h: ModelShape): void {
   const count = (n: string) => g.op("Squeeze", [n, g.int64s([0])]);
   const slots = g.op("Add", [g.op("Range", [int64(0n), count(rows), int64(1n)]), start]);
   if (presentsAreRows.has(ctx)) {
-    // The presents are the step's rows whole, [rows, kv_heads, capacity, head_dim]: written at their slots.
-    const at = g.op("Unsqueeze", [slots, g.int64s([1])]);
+    // The presents are the rows' whole windows, [rows, kv_heads, window, head_dim]: their new
+    // positions are gathered (the presents seen as one row of head_dim per (row, head, position))
+    // and written at (slot, head, position), so a step writes only what it computed.
+    const heads = g.op("Range", [int64(0n), int64(BigInt(h.kvHeads)), int64(1n)]);
+    const rowIds = g.op("Unsqueeze", [g.op("Range", [int64(0n), count(rows), int64(1n)]), g.int64s([1, 2])]);
+    const headIds = g.op("Unsqueeze", [heads, g.int64s([0, 2])]);
+    const positions = g.op("Unsqueeze", [D.positionIds, g.int64s([1])]);
+    const window = stepWindow(g);
+    // [rows, kv_heads, seq]: ((row * kv_heads + head) * window + position).
+    const flat = g.op("Add", [g.op("Mul", [g.op("Add", [g.op("Mul", [rowIds, int64(BigInt(h.kvHeads))]), headIds]), window]), positions]);
+    const grid = g.op("Shape", [flat]);
+    const along = (x: string) => g.op("Unsqueeze", [g.op("Expand", [x, grid]), g.int64s([3])]);
+    const slotIds = g.op("Unsqueeze", [slots, g.int64s([1, 2])]);
+    const at = g.op("Concat", [along(slotIds), along(headIds), along(positions)], { attributes: { axis: 3 } });
+    const byPosition = g.int64s([-1, h.headDim]);
+    const newOf = (present: string) => g.op("Gather", [g.op("Reshape", [present, byPosition]), flat], { attributes: { axis: 0 } });
     for (let l = 0; l < h.layers; l++) {
-      g.node("ScatterND", [D.keyPool(l), at, IO.presentKey(l)], { names: [D.keyPoolOut(l)] });
-      g.node("ScatterND", [D.valuePool(l), at, IO.presentValue(l)], { names: [D.valuePoolOut(l)] });
+      g.node("ScatterND", [D.keyPool(l), at, newOf(IO.presentKey(l))], { names: [D.keyPoolOut(l)] });
+      g.node("ScatterND", [D.valuePool(l), at, newOf(IO.presentValue(l))], { names: [D.valuePoolOut(l)] });
     }
     return;
   }

@@ -6,7 +6,9 @@
  * the vocabulary, penalties on the best ones, a row's entries padded by repetition as the runtime
  * pads them, more adjustments than candidates, and a constraint mask that leaves fewer tokens than
  * candidates. With a head size of 16 the default build's GroupQueryAttention applies the rotary
- * itself, so a prompt and a step after it also check that against the CPU graph's RotaryEmbedding.
+ * itself, so a prompt and a step after it also check that against the CPU graph's RotaryEmbedding;
+ * with two KV heads, a step through a window shorter than the pools checks where the new positions
+ * are taken from its presents and written.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -40,7 +42,7 @@ const NEXT = 9;
 beforeAll(async () => {
   home = mkdtempSync(join(tmpdir(), "kiln-device-head-"));
   const ggufPath = join(home, "tiny.gguf");
-  await writeTinyGguf(ggufPath, 3, VOCAB, 2, 1);
+  await writeTinyGguf(ggufPath, 3, VOCAB, 2, 2);
   const cpu = await compileGguf({ slug: "tiny", ggufPath, home });
   gpu = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu" });
   step = await ort.InferenceSession.create(join(gpu.dir, ARTIFACT_FILES.graph));
@@ -180,6 +182,53 @@ describe("the GPU target's head", () => {
     const want = rankedIds(nextLogits).slice(0, DEVICE_CANDIDATES);
     expect(Array.from(second[D.candidateIds].data as BigInt64Array, Number)).toEqual(want);
     want.forEach((id, i) => expect((second[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(nextLogits[id], 4));
+  });
+
+  it("reads a window of its slot and writes only the new positions: slot 1 of two, windows of 4 and 8 of 16 positions", async () => {
+    const shape = gpu.manifest.shape;
+    const dims = devicePoolDims(2, CAPACITY, shape);
+    const zeros = () => new ort.Tensor("float32", new Float32Array(dims.reduce((a, b) => a * b)), dims);
+    const pools: Record<string, ort.Tensor> = {};
+    for (let l = 0; l < shape.layers; l++) [pools[D.keyPool(l)], pools[D.valuePool(l)]] = [zeros(), zeros()];
+    const group = shape.heads / shape.kvHeads;
+    const first = await step.run({
+      ...feeds([[0, 0, 1, 0]]),
+      ...pools,
+      [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(1n), [1]),
+      [D.pastMask]: new ort.Tensor("float32", new Float32Array(PROMPT.length).fill(-Infinity), [1, 1, 1, PROMPT.length]),
+    });
+    for (let l = 0; l < shape.layers; l++)
+      [pools[D.keyPool(l)], pools[D.valuePool(l)]] = [first[D.keyPoolOut(l)] as ort.Tensor, first[D.valuePoolOut(l)] as ort.Tensor];
+    const window = 8;
+    const second = await step.run({
+      ...feeds([[0, 0, 1, 0]]),
+      ...pools,
+      [D.inputIds]: new ort.Tensor("int64", BigInt64Array.of(BigInt(NEXT)), [1, 1]),
+      [D.positionIds]: new ort.Tensor("int64", BigInt64Array.of(BigInt(PROMPT.length)), [1, 1]),
+      [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(1n), [1]),
+      [D.pastMask]: new ort.Tensor("float32", new Float32Array(window).fill(-Infinity).fill(0, 0, PROMPT.length), [1, 1, 1, window]),
+      [D.newMask]: new ort.Tensor("float32", new Float32Array(group), [1, 1, group, 1]),
+    });
+    const want = rankedIds(nextLogits).slice(0, DEVICE_CANDIDATES);
+    expect(Array.from(second[D.candidateIds].data as BigInt64Array, Number)).toEqual(want);
+    want.forEach((id, i) => expect((second[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(nextLogits[id], 4));
+    // Per layer and pool: slot 0 untouched, slot 1 written at its 5 positions and nowhere else.
+    const [, kvHeads, capacity, headDim] = dims;
+    for (let l = 0; l < shape.layers; l++) {
+      for (const name of [D.keyPoolOut(l), D.valuePoolOut(l)]) {
+        const pool = second[name].data as Float32Array;
+        const written = (slot: number, head: number, position: number) => {
+          const at = ((slot * kvHeads + head) * capacity + position) * headDim;
+          return pool.subarray(at, at + headDim).some((v) => v !== 0);
+        };
+        for (let head = 0; head < kvHeads; head++) {
+          for (let position = 0; position < capacity; position++) {
+            expect(written(0, head, position)).toBe(false);
+            expect(written(1, head, position)).toBe(position <= PROMPT.length);
+          }
+        }
+      }
+    }
   });
 
   it("with no adjustment (the runtime's neutral entry) ranks the CPU graph's logits", async () => {
