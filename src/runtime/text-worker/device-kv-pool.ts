@@ -7,6 +7,19 @@ import type { ComputeDevice } from "../device/index.js";
 const MIN_WINDOW = 64;
 
 /**
+ * How many of each slot's first positions a step reaching `longest` positions reads, of pools of
+ * `capacity` a slot: the next power of two at or above it (at least MIN_WINDOW), at most the
+ * capacity. A step then copies and attends at most twice what its rows hold rather than the whole
+ * capacity, and powers of two keep the steps' shapes few, so the provider reuses its buffers and
+ * compiled kernels.
+ */
+export function stepWindow(longest: number, capacity: number): number {
+  let w = MIN_WINDOW;
+  while (w < longest) w *= 2;
+  return Math.min(w, capacity);
+}
+
+/**
  * The KV cache of a GPU session, resident on the device: per layer one key pool and one value pool
  * [slots, kv_heads, capacity, head_dim] (devicePoolDims) at a fixed capacity. Each step's graph returns the pools
  * with its new positions written; they replace the old ones (which are disposed), so the cache
@@ -86,16 +99,9 @@ export class DeviceKvPool {
     this.zeros = undefined;
   }
 
-  /**
-   * How many of each slot's first positions a step reaching `longest` positions reads: the next
-   * power of two at or above it (at least MIN_WINDOW), at most the capacity. A step then copies and
-   * attends at most twice what its rows hold rather than the whole capacity, and powers of two keep
-   * the steps' shapes few, so the provider reuses its buffers and compiled kernels.
-   */
+  /** How many of each slot's first positions a step reaching `longest` positions reads (see stepWindow). */
   window(longest: number): number {
-    let w = MIN_WINDOW;
-    while (w < longest) w *= 2;
-    return Math.min(w, this.capacity);
+    return stepWindow(longest, this.capacity);
   }
 
   /** Whether every slot can take `positions` positions. */
