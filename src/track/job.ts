@@ -9,7 +9,16 @@ import { fileURLToPath } from "node:url";
 import cron from "node-cron";
 import { z } from "zod";
 import { getModel, hasModel } from "../catalogue/catalogue.js";
-import { GATE_UP_LAYOUTS, GPU_BLOCK_SIZES, GPU_SHAPES, GPU_WEIGHT_BITS, GRAPH_OPTIMIZATION_LEVELS, LM_HEAD_WEIGHTS, MIN_FOLDS } from "./settings.js";
+import {
+  GATE_UP_LAYOUTS,
+  GPU_ACTIVATIONS,
+  GPU_BLOCK_SIZES,
+  GPU_SHAPES,
+  GPU_WEIGHT_BITS,
+  GRAPH_OPTIMIZATION_LEVELS,
+  LM_HEAD_WEIGHTS,
+  MIN_FOLDS,
+} from "./settings.js";
 
 /** Speed metrics a promotion may be decided on; `batch<N>_tokens_per_second` for each batch size N > 1. */
 export const BASE_METRICS = ["decode_tokens_per_second", "prefill_tokens_per_second", "ttft_ms"] as const;
@@ -46,6 +55,7 @@ const gpuSearchSpaceSchema = z
   .object({
     weightBits: distinct(z.union(GPU_WEIGHT_BITS.map((b) => z.literal(b)) as [z.ZodLiteral<4>, z.ZodLiteral<8>, z.ZodLiteral<16>])).optional(),
     blockSize: distinct(z.union(GPU_BLOCK_SIZES.map((b) => z.literal(b)) as [z.ZodLiteral<32>, z.ZodLiteral<64>, z.ZodLiteral<128>])).optional(),
+    activations: distinct(z.enum(GPU_ACTIVATIONS)).optional(),
     shapes: distinct(z.enum(GPU_SHAPES)).optional(),
     graphCapture: distinct(z.boolean()).optional(),
     prefillChunk: distinct(positiveInt(8192)).optional(),

@@ -27,6 +27,7 @@ import {
   compileOptionsOf,
   compileOptionsOfManifest,
   compileSettingsOfOptions,
+  deviceActivationsOf,
   DEFAULT_SETTINGS,
   type GraphOptimizationLevel,
   type TrackSettings,
@@ -271,7 +272,12 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
       throw new Error(
         `the ${settings.device} target takes no ${unsupported.join(", ")} option yet (only ${unsupported.map((n) => `${n} ${DEFAULT_SETTINGS[n]}`).join(", ")})`,
       );
-    const compiled = await provisionArtifact(slug, { home, compile: compileOptionsOf(settings), device: settings.device });
+    const compiled = await provisionArtifact(slug, {
+      home,
+      compile: compileOptionsOf(settings),
+      device: settings.device,
+      deviceActivations: deviceActivationsOf(settings),
+    });
     return compiled.dir;
   }
 

@@ -3,7 +3,15 @@
  * serving settings. A promotion stores these settings beside the artifact, so that the server runs
  * the artifact the way the track measured it.
  */
-import { DEFAULT_COMPILE_OPTIONS, type CompileOptions, type DeviceWeights, type GateUpLayout, type LmHeadWeight, type MinFold } from "../compiler/compile.js";
+import {
+  DEFAULT_COMPILE_OPTIONS,
+  type CompileOptions,
+  type DeviceActivations,
+  type DeviceWeights,
+  type GateUpLayout,
+  type LmHeadWeight,
+  type MinFold,
+} from "../compiler/compile.js";
 import type { ArtifactManifest } from "../runtime/artifact/index.js";
 import type { ComputeDevice } from "../runtime/device/index.js";
 import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../scheduler/index.js";
@@ -16,6 +24,8 @@ export const GATE_UP_LAYOUTS = ["fused", "separate"] as const satisfies Readonly
 export const GPU_WEIGHT_BITS = [4, 8, 16] as const;
 /** GPU compile: weights per quantization block. */
 export const GPU_BLOCK_SIZES = [32, 64, 128] as const;
+/** GPU compile: the precision the WebGPU graph computes in (its head is float32 either way). */
+export const GPU_ACTIVATIONS = ["float32", "float16"] as const satisfies ReadonlyArray<DeviceActivations>;
 /** GPU compile: graph shapes fixed at compile time ("static": one decode row count, a fixed cache) or symbolic ("dynamic"). */
 export const GPU_SHAPES = ["dynamic", "static"] as const;
 export type GpuShapes = (typeof GPU_SHAPES)[number];
@@ -49,6 +59,11 @@ export interface TrackSettings {
   weightBits: number;
   /** GPU compile: weights per quantization block (see `weightBits`; none at 16 bits). Ignored on the CPU. */
   blockSize: number;
+  /**
+   * GPU compile: the activations' precision, "float32" or "float16" (half the bytes of activations
+   * and KV pools; the head and its log-probabilities stay float32). Ignored on the CPU.
+   */
+  activations: DeviceActivations;
   /** GPU compile: static or dynamic graph shapes. Ignored on the CPU. */
   shapes: GpuShapes;
   /** GPU runtime: the WebGPU provider's graph capture (replays the recorded dispatches). Ignored on the CPU. */
@@ -74,6 +89,7 @@ export const SETTING_NAMES = [
   "gateUp",
   "weightBits",
   "blockSize",
+  "activations",
   "shapes",
   "graphOptimizationLevel",
   "graphCapture",
@@ -93,11 +109,12 @@ export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set([
   "gateUp",
   "weightBits",
   "blockSize",
+  "activations",
   "shapes",
 ]);
 
 /** Settings that mean something on the GPU only: left at their defaults, and out of promotions, on the CPU. */
-export const GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["weightBits", "blockSize", "shapes", "graphCapture"]);
+export const GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["weightBits", "blockSize", "activations", "shapes", "graphCapture"]);
 
 /** GPU settings that the GPU compile target and session do not take yet: a candidate may only leave them at their defaults. */
 export const UNSUPPORTED_GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["shapes", "graphCapture"]);
@@ -112,6 +129,7 @@ export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
   gateUp: DEFAULT_COMPILE_OPTIONS.gateUp,
   weightBits: 4,
   blockSize: 32,
+  activations: "float32",
   shapes: "dynamic",
   graphCapture: false,
   threads: 2,
@@ -163,18 +181,34 @@ function weightSettingsOf(deviceWeights: DeviceWeights): Pick<TrackSettings, "we
   return { weightBits: deviceWeights.bits, blockSize: deviceWeights.blockSize };
 }
 
+/** An artifact's compile options as its manifest records them, with a GPU artifact's activations. */
+export type RecordedCompileOptions = CompileOptions & { activations?: DeviceActivations };
+
 /** The track settings an artifact's compile options stand for (its GPU weight form as `weightBits` and `blockSize`). */
-export function compileSettingsOfOptions(options: CompileOptions): Partial<TrackSettings> {
+export function compileSettingsOfOptions(options: RecordedCompileOptions): Partial<TrackSettings> {
   const { accuracyLevel, numerics, minFold, lmHead, gateUp } = options;
-  return { accuracyLevel, numerics, minFold, lmHead, gateUp, ...weightSettingsOf(options.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights) };
+  return {
+    accuracyLevel,
+    numerics,
+    minFold,
+    lmHead,
+    gateUp,
+    ...weightSettingsOf(options.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights),
+    activations: options.activations ?? DEFAULT_SETTINGS.activations,
+  };
+}
+
+/** The GPU compile's `deviceActivations` for a candidate: its activations on the GPU, none on the CPU. */
+export function deviceActivationsOf(settings: Pick<TrackSettings, "device" | "activations">): DeviceActivations | undefined {
+  return settings.device === "cpu" ? undefined : settings.activations;
 }
 
 /** The compile options an artifact was built with, as its manifest records them (null when it does not say). */
-export function compileOptionsOfManifest(manifest: ArtifactManifest): CompileOptions | null {
+export function compileOptionsOfManifest(manifest: ArtifactManifest): RecordedCompileOptions | null {
   const recorded = manifest.choices.find((c) => c.what === "options");
   if (!recorded) return null;
   try {
-    const parsed = JSON.parse(recorded.choice) as CompileOptions;
+    const parsed = JSON.parse(recorded.choice) as RecordedCompileOptions;
     // An artifact whose options omit minFold, lmHead, gateUp or deviceWeights was built with the default.
     return {
       accuracyLevel: parsed.accuracyLevel,
@@ -183,6 +217,7 @@ export function compileOptionsOfManifest(manifest: ArtifactManifest): CompileOpt
       lmHead: parsed.lmHead ?? DEFAULT_COMPILE_OPTIONS.lmHead,
       gateUp: parsed.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
       deviceWeights: parsed.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights,
+      ...((GPU_ACTIVATIONS as readonly unknown[]).includes(parsed.activations) ? { activations: parsed.activations } : {}),
     };
   } catch {
     return null;
@@ -199,6 +234,7 @@ export function completeSettings(partial: Record<string, unknown> | null | undef
   if (partial.device === "cpu" || partial.device === "webgpu") out.device = partial.device;
   if ((GPU_WEIGHT_BITS as readonly unknown[]).includes(partial.weightBits)) out.weightBits = partial.weightBits as number;
   if ((GPU_BLOCK_SIZES as readonly unknown[]).includes(partial.blockSize)) out.blockSize = partial.blockSize as number;
+  if ((GPU_ACTIVATIONS as readonly unknown[]).includes(partial.activations)) out.activations = partial.activations as DeviceActivations;
   if ((GPU_SHAPES as readonly unknown[]).includes(partial.shapes)) out.shapes = partial.shapes as GpuShapes;
   if (typeof partial.graphCapture === "boolean") out.graphCapture = partial.graphCapture;
   const int = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v > 0;

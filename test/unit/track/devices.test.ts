@@ -108,6 +108,19 @@ describe("the GPU lane", () => {
     expect(row.reason).toBe(`the artifact ${SLUG}-acc4 was built for cpu, not webgpu`);
   });
 
+  it("varies the GPU activations like any other GPU compile setting", async () => {
+    const measurer = fakeMeasurer((s) =>
+      s.device === "webgpu"
+        ? { metrics: { decode_tokens_per_second: s.activations === "float16" ? 1300 : 1000, prefill_tokens_per_second: 8000, batch16_tokens_per_second: 4000 } }
+        : {},
+    );
+    await runTrack(testJob({ maxCandidates: 2, gpuSearchSpace: { activations: ["float32", "float16"] } }), { db, measurer, gpuProbe: h100 });
+    const half = listCandidates(db, SLUG).find((r) => r.change === "activations float32→float16")!;
+    expect(half.settings).toMatchObject({ device: "webgpu", activations: "float16" });
+    expect(half.verdict).toBe("promoted");
+    expect(currentPromotion(db, SLUG, "webgpu")?.reason).toMatch(/^track on webgpu: activations float32→float16: faster: decode \+30\.0%/);
+  });
+
   it("a job without a GPU search space never asks the probe", async () => {
     let asked = false;
     await runTrack(testJob({ maxCandidates: 1 }), {

@@ -1,11 +1,13 @@
 /**
- * The track's GPU weight settings reach the GPU compile as `deviceWeights` and come back from an
- * artifact's manifest; only `shapes` and `graphCapture` are still refused by the measurer.
+ * The track's GPU weight settings reach the GPU compile as `deviceWeights`, its activations as
+ * `deviceActivations`, and both come back from an artifact's manifest; only `shapes` and
+ * `graphCapture` are still refused by the measurer.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { compileGguf } from "../../../src/compiler/compile.js";
 import type { ArtifactManifest } from "../../../src/runtime/artifact/index.js";
 import { GPU_DEFAULT_SETTINGS } from "../../../src/track/devices.js";
 import { createModelMeasurer } from "../../../src/track/measure.js";
@@ -15,10 +17,12 @@ import {
   compileOptionsOfManifest,
   compileSettingsOfOptions,
   DEFAULT_SETTINGS,
+  deviceActivationsOf,
   deviceWeightsOf,
   type TrackSettings,
   UNSUPPORTED_GPU_SETTINGS,
 } from "../../../src/track/settings.js";
+import { writeTinyGguf } from "../provision/tiny-gguf.js";
 
 const gpu = (change: Partial<TrackSettings>): TrackSettings => ({ ...GPU_DEFAULT_SETTINGS, ...change });
 
@@ -57,6 +61,37 @@ describe("weightBits and blockSize as the GPU compile's deviceWeights", () => {
   });
 });
 
+describe("activations as the GPU compile's deviceActivations", () => {
+  it("go to the GPU compile only", () => {
+    expect(deviceActivationsOf(GPU_DEFAULT_SETTINGS)).toBe("float32");
+    expect(deviceActivationsOf(gpu({ activations: "float16" }))).toBe("float16");
+    expect(deviceActivationsOf({ ...DEFAULT_SETTINGS, activations: "float16" })).toBeUndefined();
+  });
+
+  it("come back from a GPU artifact's manifest as compileGguf records them; float32 where it names none, nothing where it names another", async () => {
+    const home = mkdtempSync(join(tmpdir(), "kiln-track-activations-"));
+    try {
+      const ggufPath = join(home, "tiny.gguf");
+      await writeTinyGguf(ggufPath);
+      const half = await compileGguf({
+        slug: "tiny",
+        ggufPath,
+        home,
+        device: "webgpu",
+        deviceActivations: deviceActivationsOf(gpu({ activations: "float16" })),
+      });
+      expect(compileSettingsOfOptions(compileOptionsOfManifest(half.manifest)!)).toMatchObject({ activations: "float16", weightBits: 4, blockSize: 32 });
+      const full = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", deviceActivations: deviceActivationsOf(GPU_DEFAULT_SETTINGS) });
+      expect(full.dir).not.toBe(half.dir);
+      expect(compileSettingsOfOptions(compileOptionsOfManifest(full.manifest)!)).toMatchObject({ activations: "float32" });
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+    expect(compileSettingsOfOptions(compileOptionsOfManifest(manifestWith({ accuracyLevel: 4, numerics: "fast" }))!)).toMatchObject({ activations: "float32" });
+    expect(compileOptionsOfManifest(manifestWith({ accuracyLevel: 0, numerics: "fast", activations: "float64" }))!.activations).toBeUndefined();
+  });
+});
+
 describe("the measurer's GPU settings", () => {
   const home = mkdtempSync(join(tmpdir(), "kiln-track-settings-"));
   afterAll(() => rmSync(home, { recursive: true, force: true }));
@@ -72,5 +107,9 @@ describe("the measurer's GPU settings", () => {
   it("takes weightBits and blockSize on to the compile (here: to provisioning, which knows no such model)", async () => {
     await expect(measure(gpu({ weightBits: 8, blockSize: 64 }))).rejects.toThrow(/no-such-model/);
     await expect(measure(gpu({ weightBits: 8, blockSize: 64 }))).rejects.not.toThrow(/takes no/);
+  });
+
+  it("takes activations on to the compile as well", async () => {
+    await expect(measure(gpu({ activations: "float16" }))).rejects.toThrow(/no-such-model/);
   });
 });
