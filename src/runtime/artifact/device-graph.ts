@@ -5,7 +5,7 @@
  * The cache is a pool of `slots` sequences at a fixed capacity, per layer keys and values
  * [slots, kv_heads, capacity, head_dim] ({@link devicePoolDims}), fed as inputs and returned, updated with the step's new
  * positions, as outputs that stay on the device and are fed back as the next step's inputs. A step
- * computes the consecutive slots [first_slot, first_slot + rows) and reads the first `window`
+ * computes the consecutive slots [first_slot, first_slot + rows) and reads the first `past_span`
  * positions of each (`past_mask`). It returns no logits row: per
  * computed position, the top candidates after the constraint mask and logit adjustments (for
  * sampling), the top alternatives and the log-normalizer of the masked row before adjustments (for
@@ -46,8 +46,8 @@ export const DEVICE_GRAPH = {
   /** int64 [rows, seq]: their positions (also where they are written in the pool). */
   positionIds: "position_ids",
   /**
-   * [rows, 1, 1, window] in the activations' type: 0 for cached positions a row may see, -inf for
-   * the rest. Its length, the window, is how many of each slot's first positions the step reads
+   * [rows, 1, 1, past_span] in the activations' type: 0 for cached positions a row may see, -inf for
+   * the rest. Its length, the past span, is how many of each slot's first positions the step reads
    * (at least the longest row's length after the step, at most the capacity): the graph slices the
    * pools to it, so a step's cost follows what its rows hold, not the pools' capacity.
    */

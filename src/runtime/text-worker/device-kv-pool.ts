@@ -3,18 +3,18 @@ import { DEVICE_GRAPH, devicePoolDims, type ModelShape, SLOT_COPY_GRAPH } from "
 import { DeviceZeros, type ZerosType } from "../device/device-zeros.js";
 import type { ComputeDevice } from "../device/index.js";
 
-/** The fewest positions a step's window reads: smaller windows would only add shapes. */
-const MIN_WINDOW = 64;
+/** The fewest positions a step's past span reads: shorter ones would only add shapes. */
+const MIN_PAST_SPAN = 64;
 
 /**
  * How many of each slot's first positions a step reaching `longest` positions reads, of pools of
- * `capacity` a slot: the next power of two at or above it (at least MIN_WINDOW), at most the
+ * `capacity` a slot: the next power of two at or above it (at least MIN_PAST_SPAN), at most the
  * capacity. A step then copies and attends at most twice what its rows hold rather than the whole
  * capacity, and powers of two keep the steps' shapes few, so the provider reuses its buffers and
  * compiled kernels.
  */
-export function stepWindow(longest: number, capacity: number): number {
-  let w = MIN_WINDOW;
+export function pastSpan(longest: number, capacity: number): number {
+  let w = MIN_PAST_SPAN;
   while (w < longest) w *= 2;
   return Math.min(w, capacity);
 }
@@ -99,9 +99,9 @@ export class DeviceKvPool {
     this.zeros = undefined;
   }
 
-  /** How many of each slot's first positions a step reaching `longest` positions reads (see stepWindow). */
-  window(longest: number): number {
-    return stepWindow(longest, this.capacity);
+  /** How many of each slot's first positions a step reaching `longest` positions reads (see pastSpan). */
+  pastSpan(longest: number): number {
+    return pastSpan(longest, this.capacity);
   }
 
   /** Whether every slot can take `positions` positions. */

@@ -157,14 +157,14 @@ export class WebGpuTextSession {
     for (let r = 0; r < rows; r++) longest = Math.max(longest, kv.lengths[firstSlot + r] + tokensPerRow);
     if (longest > shape.contextLength) throw new RangeError(`step would reach ${longest} positions, past the context of ${shape.contextLength}`);
     if (!kv.fits(longest)) throw new RangeError(`step would reach ${longest} positions, past the device KV pool's ${kv.capacity} per slot`);
-    // The window covers every row's positions after the step (never a zero-length past): what a row has not cached is masked.
-    const window = kv.window(longest);
+    // The past span covers every row's positions after the step (never a zero-length past): what a row has not cached is masked.
+    const span = kv.pastSpan(longest);
     const ids = new BigInt64Array(rows * tokensPerRow);
     const positions = new BigInt64Array(rows * tokensPerRow);
-    const pastMask = new Float32Array(rows * window).fill(-Infinity);
+    const pastMask = new Float32Array(rows * span).fill(-Infinity);
     for (let r = 0; r < rows; r++) {
       const past = kv.lengths[firstSlot + r];
-      pastMask.fill(0, r * window, r * window + past);
+      pastMask.fill(0, r * span, r * span + past);
       for (let s = 0; s < tokensPerRow; s++) {
         ids[r * tokensPerRow + s] = BigInt(tokens[r * tokensPerRow + s]);
         positions[r * tokensPerRow + s] = BigInt(past + s);
@@ -176,7 +176,7 @@ export class WebGpuTextSession {
     const feeds: Record<string, ort.Tensor> = {
       [D.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
       [D.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
-      [D.pastMask]: this.mask(pastMask, [rows, 1, 1, window]),
+      [D.pastMask]: this.mask(pastMask, [rows, 1, 1, span]),
       [D.newMask]: this.mask(causalMask(group, tokensPerRow), [1, 1, group * tokensPerRow, tokensPerRow]),
       [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(inputs.allPositions ? 0n : -1n), [1]),
       [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(BigInt(firstSlot)), [1]),

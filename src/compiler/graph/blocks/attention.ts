@@ -173,7 +173,7 @@ export function cachedAttention(
 
 /**
  * The GPU target's attention as onnxruntime's GroupQueryAttention over the pooled rows
- * (`past_key_t.<l>` / `past_value.<l>`, both [rows, kv_heads, window, head_dim] there): the kernel
+ * (`past_key_t.<l>` / `past_value.<l>`, both [rows, kv_heads, past_span, head_dim] there): the kernel
  * writes the new keys and values into its own copy of the past at each row's length and attends
  * only the valid positions, causally among the new ones. The new keys and values are also returned
  * as `present_key.<l>` / `present_value.<l>` ([B, kv_heads, S, head_dim]) for the pool writes.

@@ -44,10 +44,10 @@ function describeWeightForm(form: Exclude<DeviceWeights, "source">, half: boolea
   return `every linear weight re-quantized to MatMulNBits ${form.bits}-bit blocks of ${form.blockSize} with zero points (those stored so kept as they are)`;
 }
 
-/** Graphs whose layers' presents are the rows' whole windows ([rows, kv_heads, window, head_dim]), not the new positions. */
+/** Graphs whose layers' presents are the rows' whole past spans ([rows, kv_heads, past_span, head_dim]), not the new positions. */
 const presentsAreRows = new WeakSet<BlockContext>();
 
-/** Says that the attention blocks of `ctx` return the rows' whole windows as presents (GroupQueryAttention applying its rotary), so the pools take their new positions from them. */
+/** Says that the attention blocks of `ctx` return the rows' whole past spans as presents (GroupQueryAttention applying its rotary), so the pools take their new positions from them. */
 export function markPresentsAsRows(ctx: BlockContext): void {
   presentsAreRows.add(ctx);
 }
@@ -74,9 +74,9 @@ export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string]
 
 /**
  * Declares the device graph's inputs and outputs, and names each layer's past keys (transposed,
- * [rows, kv_heads, head_dim, window], or as the values for GroupQueryAttention) and values
- * ([rows, kv_heads, window, head_dim]) as the CPU graph's `past_key_t.<l>` / `past_value.<l>`,
- * sliced from the pools, so the attention blocks build the same way for both targets. The window
+ * [rows, kv_heads, head_dim, past_span], or as the values for GroupQueryAttention) and values
+ * ([rows, kv_heads, past_span, head_dim]) as the CPU graph's `past_key_t.<l>` / `past_value.<l>`,
+ * sliced from the pools, so the attention blocks build the same way for both targets. The past span
  * (`past_mask`'s last axis) is the first positions of each slot a step reads: what its rows hold,
  * not the pools' whole capacity, so a step copies and attends only those.
  */
@@ -97,7 +97,7 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.input(D.positionIds, DataType.INT64, ["rows", "seq"]);
   // The masks are added to the attention scores, in the activations' type.
   const act = activationType(ctx);
-  g.input(D.pastMask, act, ["rows", 1, 1, "window"]);
+  g.input(D.pastMask, act, ["rows", 1, 1, "past_span"]);
   g.input(D.newMask, act, [1, 1, "group_seq", "seq"]);
   g.input(D.logitsFrom, DataType.INT64, [1]);
   g.input(D.firstSlot, DataType.INT64, [1]);
@@ -128,7 +128,7 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   const [start, end] = slotRange(g);
   const concat = (a: string, b: string) => g.op("Concat", [a, b], { attributes: { axis: 0 } });
   const from = concat(start, g.int64s([0]));
-  const to = concat(end, stepWindow(g));
+  const to = concat(end, pastSpan(g));
   const axes = g.int64s([0, 2]);
   for (let l = 0; l < h.layers; l++) {
     const rowsOf = (pool: string) => g.op("Slice", [pool, from, to, axes]);
@@ -142,8 +142,8 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
 /** The shape each device graph was declared with, for its outputs. */
 const shapes = new WeakMap<BlockContext, ModelShape>();
 
-/** [window]: the positions of each slot the step reads (`past_mask`'s last axis). */
-function stepWindow(g: GraphBuilder): string {
+/** [past_span]: the positions of each slot the step reads (`past_mask`'s last axis). */
+function pastSpan(g: GraphBuilder): string {
   return g.op("Shape", [D.pastMask], { attributes: { start: 3, end: 4 } });
 }
 
@@ -286,16 +286,16 @@ function writePools(ctx: BlockContext, h: ModelShape): void {
   const count = (n: string) => g.op("Squeeze", [n, g.int64s([0])]);
   const slots = g.op("Add", [g.op("Range", [int64(0n), count(rows), int64(1n)]), start]);
   if (presentsAreRows.has(ctx)) {
-    // The presents are the rows' whole windows, [rows, kv_heads, window, head_dim]: their new
+    // The presents are the rows' whole past spans, [rows, kv_heads, past_span, head_dim]: their new
     // positions are gathered (the presents seen as one row of head_dim per (row, head, position))
     // and written at (slot, head, position), so a step writes only what it computed.
     const heads = g.op("Range", [int64(0n), int64(BigInt(h.kvHeads)), int64(1n)]);
     const rowIds = g.op("Unsqueeze", [g.op("Range", [int64(0n), count(rows), int64(1n)]), g.int64s([1, 2])]);
     const headIds = g.op("Unsqueeze", [heads, g.int64s([0, 2])]);
     const positions = g.op("Unsqueeze", [D.positionIds, g.int64s([1])]);
-    const window = stepWindow(g);
-    // [rows, kv_heads, seq]: ((row * kv_heads + head) * window + position).
-    const flat = g.op("Add", [g.op("Mul", [g.op("Add", [g.op("Mul", [rowIds, int64(BigInt(h.kvHeads))]), headIds]), window]), positions]);
+    const span = pastSpan(g);
+    // [rows, kv_heads, seq]: ((row * kv_heads + head) * past_span + position).
+    const flat = g.op("Add", [g.op("Mul", [g.op("Add", [g.op("Mul", [rowIds, int64(BigInt(h.kvHeads))]), headIds]), span]), positions]);
     const grid = g.op("Shape", [flat]);
     const along = (x: string) => g.op("Unsqueeze", [g.op("Expand", [x, grid]), g.int64s([3])]);
     const slotIds = g.op("Unsqueeze", [slots, g.int64s([1, 2])]);

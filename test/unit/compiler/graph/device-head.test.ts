@@ -7,7 +7,7 @@
  * pads them, more adjustments than candidates, and a constraint mask that leaves fewer tokens than
  * candidates. With a head size of 16 the default build's GroupQueryAttention applies the rotary
  * itself, so a prompt and a step after it also check that against the CPU graph's RotaryEmbedding;
- * with two KV heads, a step through a window shorter than the pools checks where the new positions
+ * with two KV heads, a step through a past span shorter than the pools checks where the new positions
  * are taken from its presents and written.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -184,7 +184,7 @@ describe("the GPU target's head", () => {
     want.forEach((id, i) => expect((second[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(nextLogits[id], 4));
   });
 
-  it("reads a window of its slot and writes only the new positions: slot 1 of two, windows of 4 and 8 of 16 positions", async () => {
+  it("reads a past span of its slot and writes only the new positions: slot 1 of two, spans of 4 and 8 of 16 positions", async () => {
     const shape = gpu.manifest.shape;
     const dims = devicePoolDims(2, CAPACITY, shape);
     const zeros = () => new ort.Tensor("float32", new Float32Array(dims.reduce((a, b) => a * b)), dims);
@@ -199,14 +199,14 @@ describe("the GPU target's head", () => {
     });
     for (let l = 0; l < shape.layers; l++)
       [pools[D.keyPool(l)], pools[D.valuePool(l)]] = [first[D.keyPoolOut(l)] as ort.Tensor, first[D.valuePoolOut(l)] as ort.Tensor];
-    const window = 8;
+    const span = 8;
     const second = await step.run({
       ...feeds([[0, 0, 1, 0]]),
       ...pools,
       [D.inputIds]: new ort.Tensor("int64", BigInt64Array.of(BigInt(NEXT)), [1, 1]),
       [D.positionIds]: new ort.Tensor("int64", BigInt64Array.of(BigInt(PROMPT.length)), [1, 1]),
       [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(1n), [1]),
-      [D.pastMask]: new ort.Tensor("float32", new Float32Array(window).fill(-Infinity).fill(0, 0, PROMPT.length), [1, 1, 1, window]),
+      [D.pastMask]: new ort.Tensor("float32", new Float32Array(span).fill(-Infinity).fill(0, 0, PROMPT.length), [1, 1, 1, span]),
       [D.newMask]: new ort.Tensor("float32", new Float32Array(group), [1, 1, group, 1]),
     });
     const want = rankedIds(nextLogits).slice(0, DEVICE_CANDIDATES);

@@ -40,19 +40,19 @@ afterAll(async () => {
   rmSync(home, { recursive: true, force: true });
 });
 
-/** A device step's feeds for `tokens` of one row in slot `slot` after `past` cached positions, reading `window` positions of the slot (default: all). */
+/** A device step's feeds for `tokens` of one row in slot `slot` after `past` cached positions, reading `span` positions of the slot (its past span; default: all). */
 function feeds(
   pools: Record<string, ort.Tensor>,
   slot: number,
   past: number,
   tokens: number[],
-  options: { mask?: Int32Array; adjust?: [number, number, number, number]; half?: boolean; window?: number } = {},
+  options: { mask?: Int32Array; adjust?: [number, number, number, number]; half?: boolean; span?: number } = {},
 ) {
   const shape = gpu.manifest.shape;
   const s = tokens.length;
   const group = shape.heads / shape.kvHeads;
-  const window = options.window ?? CAPACITY;
-  const pastMask = new Float32Array(window).fill(-Infinity).fill(0, 0, past);
+  const span = options.span ?? CAPACITY;
+  const pastMask = new Float32Array(span).fill(-Infinity).fill(0, 0, past);
   const newMask = new Float32Array(group * s * s);
   for (let g = 0; g < group; g++) for (let q = 0; q < s; q++) for (let k = q + 1; k < s; k++) newMask[(g * s + q) * s + k] = -Infinity;
   const [id, bias, repetition, subtract] = options.adjust ?? [0, 0, 1, 0];
@@ -63,7 +63,7 @@ function feeds(
       BigInt64Array.from(tokens, (_, i) => BigInt(past + i)),
       [1, s],
     ),
-    [D.pastMask]: additive(pastMask, [1, 1, 1, window], options.half),
+    [D.pastMask]: additive(pastMask, [1, 1, 1, span], options.half),
     [D.newMask]: additive(newMask, [1, 1, group * s, s], options.half),
     [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(-1n), [1]),
     [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(BigInt(slot)), [1]),
@@ -77,17 +77,17 @@ function feeds(
   };
 }
 
-/** A decode step of slots 0 and 1, one token each after `pasts` cached positions, reading `window` positions of each. */
-function twoRows(pools: Record<string, ort.Tensor>, pasts: [number, number], tokens: [number, number], window = CAPACITY) {
+/** A decode step of slots 0 and 1, one token each after `pasts` cached positions, reading `span` positions of each. */
+function twoRows(pools: Record<string, ort.Tensor>, pasts: [number, number], tokens: [number, number], span = CAPACITY) {
   const words = maskWords(gpu.manifest.shape.vocab);
   const group = gpu.manifest.shape.heads / gpu.manifest.shape.kvHeads;
-  const pastMask = new Float32Array(2 * window).fill(-Infinity);
-  pasts.forEach((past, r) => pastMask.fill(0, r * window, r * window + past));
+  const pastMask = new Float32Array(2 * span).fill(-Infinity);
+  pasts.forEach((past, r) => pastMask.fill(0, r * span, r * span + past));
   return {
     ...feeds(pools, 0, 0, [0]),
     [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(tokens, BigInt), [2, 1]),
     [D.positionIds]: new ort.Tensor("int64", BigInt64Array.from(pasts, BigInt), [2, 1]),
-    [D.pastMask]: new ort.Tensor("float32", pastMask, [2, 1, 1, window]),
+    [D.pastMask]: new ort.Tensor("float32", pastMask, [2, 1, 1, span]),
     [D.newMask]: new ort.Tensor("float32", new Float32Array(group), [1, 1, group, 1]),
     [D.tokenMask]: new ort.Tensor("int32", new Int32Array(2 * words).fill(-1), [2, words]),
     [D.adjustIds]: new ort.Tensor("int64", new BigInt64Array(2), [2, 1]),
@@ -182,8 +182,8 @@ describe("the GPU compile target", () => {
         ...poolsOf(first),
       });
       const next = ranked(await reference.forward(0, 1, 1, [want[0][0]]));
-      // Read through a window of the slot's first 8 positions, as the runtime reads a short sequence.
-      const second = await step.run(feeds(poolsOf(moved), 0, prompt.length, [want[0][0]], { window: 8 }));
+      // Read through a past span of the slot's first 8 positions, as the runtime reads a short sequence.
+      const second = await step.run(feeds(poolsOf(moved), 0, prompt.length, [want[0][0]], { span: 8 }));
       expect(Number((second[D.candidateIds].data as BigInt64Array)[0])).toBe(next[0][0]);
       expect((second[D.candidateLogits].data as Float32Array)[0]).toBeCloseTo(next[0][1], 4);
     } finally {
@@ -209,7 +209,7 @@ describe("the GPU compile target", () => {
     expect((penalized[D.candidateRaw].data as Float32Array)[at]).toBeCloseTo(bestLogit, 4);
   });
 
-  it("with GroupQueryAttention (the default) gives the explicit attention's candidates: a prompt, a chunk after it, decode steps of two rows at different lengths, through windows", async () => {
+  it("with GroupQueryAttention (the default) gives the explicit attention's candidates: a prompt, a chunk after it, decode steps of two rows at different lengths, through past spans shorter than the pools", async () => {
     const explicit = await compileGguf({ slug: "tiny", ggufPath: join(home, "tiny.gguf"), home, device: "webgpu", deviceAttention: "explicit" });
     expect(explicit.dir).not.toBe(gpu.dir);
     expect(explicit.manifest.io).toEqual(gpu.manifest.io);
@@ -230,9 +230,9 @@ describe("the GPU compile target", () => {
         Array.from(got[D.logNormalizer].data as Float32Array).forEach((v, i) => expect(v).toBeCloseTo((want[D.logNormalizer].data as Float32Array)[i], 4));
       };
       await both((pools) => feeds(pools, 0, 0, [3, 7, 1, 12]));
-      await both((pools) => feeds(pools, 0, 4, [9, 4, 6], { window: 8 }));
-      await both((pools) => feeds(pools, 1, 0, [5, 2], { window: 2 }));
-      // Slots 0 and 1 decode together, at 7 and 2 cached positions, in windows shorter than the capacity.
+      await both((pools) => feeds(pools, 0, 4, [9, 4, 6], { span: 8 }));
+      await both((pools) => feeds(pools, 1, 0, [5, 2], { span: 2 }));
+      // Slots 0 and 1 decode together, at 7 and 2 cached positions, in past spans shorter than the capacity.
       await both((pools) => twoRows(pools, [7, 2], [8, 11], 8));
       await both((pools) => twoRows(pools, [8, 3], [13, 1], 12));
       await both((pools) => twoRows(pools, [9, 4], [2, 6]));

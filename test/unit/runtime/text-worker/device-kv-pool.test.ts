@@ -1,24 +1,24 @@
-/** The window of a device step: how many of each slot's first positions the step graph reads. */
+/** The past span of a device step: how many of each slot's first positions the step graph reads. */
 import { describe, expect, it } from "vitest";
-import { stepWindow } from "../../../../src/runtime/text-worker/device-kv-pool.js";
+import { pastSpan } from "../../../../src/runtime/text-worker/device-kv-pool.js";
 
-describe("stepWindow", () => {
+describe("pastSpan", () => {
   it("is the next power of two at or above the longest row, at least 64", () => {
-    expect(stepWindow(1, 4096)).toBe(64);
-    expect(stepWindow(64, 4096)).toBe(64);
-    expect(stepWindow(65, 4096)).toBe(128);
-    expect(stepWindow(600, 4096)).toBe(1024);
-    expect(stepWindow(2049, 4096)).toBe(4096);
+    expect(pastSpan(1, 4096)).toBe(64);
+    expect(pastSpan(64, 4096)).toBe(64);
+    expect(pastSpan(65, 4096)).toBe(128);
+    expect(pastSpan(600, 4096)).toBe(1024);
+    expect(pastSpan(2049, 4096)).toBe(4096);
   });
 
   it("never exceeds the capacity, which need not be a power of two", () => {
-    expect(stepWindow(16, 16)).toBe(16);
-    expect(stepWindow(700, 768)).toBe(768);
-    expect(stepWindow(768, 768)).toBe(768);
+    expect(pastSpan(16, 16)).toBe(16);
+    expect(pastSpan(700, 768)).toBe(768);
+    expect(pastSpan(768, 768)).toBe(768);
   });
 
   it("takes few values over a whole context, so the steps' shapes stay few", () => {
-    const windows = new Set(Array.from({ length: 4096 }, (_, i) => stepWindow(i + 1, 4096)));
-    expect([...windows]).toEqual([64, 128, 256, 512, 1024, 2048, 4096]);
+    const spans = new Set(Array.from({ length: 4096 }, (_, i) => pastSpan(i + 1, 4096)));
+    expect([...spans]).toEqual([64, 128, 256, 512, 1024, 2048, 4096]);
   });
 });
