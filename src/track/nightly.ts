@@ -97,7 +97,7 @@ export function startNightly(options: NightlyOptions = {}): () => Promise<void> 
     log(`track: ${job.slug}: scheduled at "${job.schedule}"${next ? ` (next ${next.toISOString()})` : ""}`);
     return task;
   });
-  if (wanted.length === 0) log(`track: no jobs to schedule${options.slugs ? ` for ${options.slugs.join(", ")}` : ""} in ${dir}`);
+  if (wanted.length === 0) log(`track: no jobs to schedule${forWhom(options.slugs)} in ${dir}`);
 
   return async () => {
     for (const task of tasks) task.stop();
@@ -105,6 +105,12 @@ export function startNightly(options: NightlyOptions = {}): () => Promise<void> 
     controller.abort();
     await running?.done;
   };
+}
+
+/** Whose jobs were wanted, for the log: every model's, the named ones', or none when the server names no model (its models load on demand). */
+function forWhom(slugs: readonly string[] | undefined): string {
+  if (!slugs) return "";
+  return slugs.length > 0 ? ` for ${slugs.join(", ")}` : " (the server names no model at startup)";
 }
 
 /** `bin/kiln.mjs`, found by walking up from this module. */

@@ -98,6 +98,16 @@ describe("startNightly", () => {
     cron.fires.get(`track ${SLUG}`)!(); // after stop: nothing starts
   });
 
+  it("says why it schedules nothing: no job for the named models, or no model named", async () => {
+    const log: string[] = [];
+    await startNightly({ jobsDir: dir, slugs: ["no-such-model"], onLog: (l) => log.push(l), runJob: async () => {} })();
+    await startNightly({ jobsDir: dir, slugs: [], onLog: (l) => log.push(l), runJob: async () => {} })();
+    expect(log.filter((l) => l.startsWith("track: no jobs"))).toEqual([
+      `track: no jobs to schedule for no-such-model in ${dir}`,
+      `track: no jobs to schedule (the server names no model at startup) in ${dir}`,
+    ]);
+  });
+
   it("uses node-cron by default", async () => {
     const log: string[] = [];
     const stop = startNightly({ jobsDir: dir, slugs: [SLUG], onLog: (l) => log.push(l), runJob: async () => {} });
