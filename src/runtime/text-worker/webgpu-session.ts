@@ -24,16 +24,18 @@ export const DEFAULT_DEVICE_KV_POSITIONS = 1024;
 
 /**
  * Share of an adapter's free memory, less the model's weights, that the device KV pools take when
- * no KV budget is given: a step holds the pools twice (its inputs, and the outputs the pool writes
- * go to, out of place), and the rest is left to activations and the provider's buffer cache.
+ * no KV budget is given. A step can hold three sets of pools: its inputs, the outputs its pool writes
+ * go to (out of place), and the set the step before released, which the device frees only once the
+ * work that read it is done; the rest is left to activations and the provider's buffer cache.
  */
-export const DEVICE_KV_FREE_SHARE = 0.4;
+export const DEVICE_KV_FREE_SHARE = 0.25;
 
 /**
  * The most positions per slot an adapter's free memory alone gives the device KV pool. The pool has a
- * fixed capacity and every step slices its rows and writes the pool out of place, so a step's cost
- * grows with the capacity, not with what is cached: a large GPU would otherwise get pools of the
- * model's whole context (131,072 positions for Llama-3.2-1B) that every step copies. A longer
+ * fixed capacity and every step writes it out of place (a copy of the whole pool, whatever the
+ * step's past span), so part of a step's cost grows with the capacity, not with what is cached: a
+ * large GPU would otherwise get pools of the model's whole context (131,072 positions for
+ * Llama-3.2-1B) that every step copies. A longer
  * context is served by asking for it with `--kv-memory-mb`.
  */
 export const MAX_ADAPTER_KV_POSITIONS = 4096;

@@ -3,6 +3,7 @@ import { parseNvidiaSmiMemory } from "../../../../src/runtime/device/gpu-memory.
 import {
   adapterKvMemoryBytes,
   DEFAULT_DEVICE_KV_POSITIONS,
+  DEVICE_KV_FREE_SHARE,
   deviceKvPositions,
   MAX_ADAPTER_KV_POSITIONS,
 } from "../../../../src/runtime/text-worker/webgpu-session.js";
@@ -27,17 +28,18 @@ describe("the device KV pool's positions", () => {
   const room = (freeBytes: number, weightsBytes = 0) => ({ memory: { totalBytes: freeBytes + 100 * MIB, usedBytes: 100 * MIB }, weightsBytes });
 
   it("takes a share of the adapter's free memory less the weights", () => {
-    expect(adapterKvMemoryBytes(room(1000 * MIB, 200 * MIB))).toBe(Math.floor(800 * MIB * 0.4));
+    expect(adapterKvMemoryBytes(room(1000 * MIB, 200 * MIB))).toBe(Math.floor(800 * MIB * DEVICE_KV_FREE_SHARE));
     expect(adapterKvMemoryBytes(room(100 * MIB, 200 * MIB))).toBe(0);
   });
 
   it("are those the adapter's budget gives every slot, in growth steps, at most the model's context and the adapter cap", () => {
-    // 4 slots: 0.4 x 640 MiB / (16 KiB x 4) = 4096 positions.
-    expect(deviceKvPositions(shape, 4, undefined, room(840 * MIB, 200 * MIB))).toBe(4096);
+    // 4 slots: 0.25 x 1024 MiB / (16 KiB x 4) = 4096 positions.
+    expect(DEVICE_KV_FREE_SHARE).toBe(0.25);
+    expect(deviceKvPositions(shape, 4, undefined, room(1224 * MIB, 200 * MIB))).toBe(4096);
     // 80 GiB free would give the whole 8192-position context; each step copies the pool, so it stops at the cap.
     expect(deviceKvPositions(shape, 4, undefined, room(80 * 2 ** 30))).toBe(MAX_ADAPTER_KV_POSITIONS);
     // 1 slot, budget for 200 positions: rounded down to 128.
-    expect(deviceKvPositions(shape, 1, undefined, room(Math.ceil((200 * perPosition) / 0.4)))).toBe(128);
+    expect(deviceKvPositions(shape, 1, undefined, room(Math.ceil((200 * perPosition) / DEVICE_KV_FREE_SHARE)))).toBe(128);
   });
 
   it("fall back to today's rule when the adapter leaves less than a growth step per slot, or says nothing", () => {
