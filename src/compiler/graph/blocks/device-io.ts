@@ -174,7 +174,8 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
   const [rawIds, rawValues] = rawTop(ctx, masked, adjustIds, k, h.vocab);
   const lastAxis = g.int64s([-1]);
   g.node("Slice", [rawValues, g.int64s([0]), g.int64s([top]), lastAxis], { names: [D.topLogits] });
-  g.node("Slice", [rawIds, g.int64s([0]), g.int64s([top]), lastAxis], { names: [D.topIds] });
+  const topIds = g.op("Slice", [rawIds, g.int64s([0]), g.int64s([top]), lastAxis]);
+  g.node("Cast", [topIds], { attributes: { to: DataType.INT64 }, names: [D.topIds] });
   const candIds = candidatesAmong(ctx, adjusted, rawIds, adjustIds, k);
   g.node("GatherElements", [masked, candIds], { attributes: { axis: -1 }, names: [D.candidateRaw] });
   const targets = g.op("Unsqueeze", [D.scoreTargets, g.int64s([2])]);
@@ -205,18 +206,63 @@ function maskedLogits(ctx: BlockContext, logits: string, vocab: number): string 
 }
 
 /**
+ * Entries the provider's TopK sorts in one dispatch (a bitonic sort in workgroup memory); a longer
+ * row is sorted in global memory in about log2(n)^2 / 2 dispatches (136 for a 49,152-token row).
+ */
+const ONE_DISPATCH_SORT = 2048;
+
+/**
  * The highest masked logits before adjustments, [rows, positions, k + n] ids and values (n: the
- * adjustments per row, so at most the whole vocabulary), sorted descending: the one sort over the
- * vocabulary a step runs (the provider's TopK is a sort in about 136 passes over 49,152 entries,
- * whatever k). Its first DEVICE_TOP_LOGPROBS are the top alternatives, and the top k after
- * adjustments are among these and the adjusted ids (see candidatesAmong).
+ * adjustments per row, so at most the whole vocabulary), sorted descending, lowest id first on
+ * ties. A vocabulary wider than one dispatch's sort is taken in blocks of ONE_DISPATCH_SORT: the top
+ * k + n of each block, then the top k + n of those (exact: each of the row's top k + n is among its
+ * block's). On a 49,152-token row that is 2 sorts of one dispatch each instead of one sort of 138,
+ * and half the work. Ids are floats (exact below 2^24), taken from an iota by the sorts' indices:
+ * the provider casts no int64 tensor, so int64 ids would be computed on the CPU mid-step. Entries
+ * past the finite ones (masked tokens, the sort's padding) have id -1 and value -inf.
  */
 function rawTop(ctx: BlockContext, masked: string, adjustIds: string, k: number, vocab: number): [ids: string, values: string] {
   const g = ctx.g;
   const n = g.op("Shape", [adjustIds], { attributes: { start: 2, end: 3 } });
   const count = g.op("Min", [g.op("Add", [n, g.int64s([k])]), g.int64s([vocab])]);
-  const [values, ids] = g.node("TopK", [masked, count], { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 } });
-  return [ids, values];
+  const sorted = { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 } };
+  const iota = (length: number) =>
+    g.constant(
+      DataType.FLOAT,
+      [length],
+      Float32Array.from({ length }, (_, i) => i),
+      "f32",
+    );
+  /** The float ids at `at` of rows whose ids are `ids` (a [length] iota broadcast to `like`'s shape). */
+  const idsAt = (ids: string, like: string, at: string) =>
+    g.op("GatherElements", [g.op("Expand", [ids, g.op("Shape", [like])]), at], { attributes: { axis: -1 } });
+  let values: string;
+  let ids: string;
+  if (vocab <= ONE_DISPATCH_SORT) {
+    const [v, at] = g.node("TopK", [masked, count], sorted);
+    [values, ids] = [v, idsAt(iota(vocab), masked, at)];
+  } else {
+    const blocks = Math.ceil(vocab / ONE_DISPATCH_SORT);
+    const width = blocks * ONE_DISPATCH_SORT;
+    // Padded with -inf to whole blocks, [rows, positions, blocks, ONE_DISPATCH_SORT].
+    const padded =
+      width === vocab
+        ? masked
+        : g.op("Pad", [masked, g.int64s([0, 0, 0, 0, 0, width - vocab]), g.constant(DataType.FLOAT, [], Float32Array.of(-Infinity), "f32")]);
+    const byBlock = g.op("Reshape", [padded, g.int64s([0, 0, blocks, ONE_DISPATCH_SORT])]);
+    const [blockValues, blockAt] = g.node("TopK", [byBlock, g.op("Min", [count, g.int64s([ONE_DISPATCH_SORT])])], sorted);
+    const blockIds = idsAt(g.op("Reshape", [iota(width), g.int64s([blocks, ONE_DISPATCH_SORT])]), byBlock, blockAt);
+    const flat = (x: string) => g.op("Reshape", [x, g.int64s([0, 0, -1])]);
+    const [v, at] = g.node("TopK", [flat(blockValues), count], sorted);
+    values = v;
+    ids = g.op("GatherElements", [flat(blockIds), at], { attributes: { axis: -1 } });
+  }
+  // -inf (masked) and the sort's padding (-FLT_MAX, index -1): no token.
+  const none = g.op("Less", [values, g.constant(DataType.FLOAT, [], Float32Array.of(-3.4e38), "f32")]);
+  return [
+    g.op("Where", [none, g.constant(DataType.FLOAT, [], Float32Array.of(-1), "f32"), ids]),
+    g.op("Where", [none, g.constant(DataType.FLOAT, [], Float32Array.of(-Infinity), "f32"), values]),
+  ];
 }
 
 /**
@@ -235,8 +281,9 @@ function candidatesAmong(ctx: BlockContext, adjusted: string, rawIds: string, ad
   const int32 = (x: string) => g.op("Cast", [x], { attributes: { to: DataType.INT32 } });
   const asFloat = (x: string) => g.op("Cast", [x], { attributes: { to: DataType.FLOAT } });
   const adjust32 = int32(adjustIds);
+  const raw32 = int32(rawIds);
   // [rows, positions, n, k + n]: entry j of the adjusted ids against the raw ids.
-  const inRaw = asFloat(g.op("Equal", [axis(adjust32, 3), axis(int32(rawIds), 2)]));
+  const inRaw = asFloat(g.op("Equal", [axis(adjust32, 3), axis(raw32, 2)]));
   // [rows, positions, n, n]: entry j against an earlier entry i of the same row.
   const n = g.op("Squeeze", [g.op("Shape", [adjustIds], { attributes: { start: 2, end: 3 } }), g.int64s([0])]);
   const entries = g.op("Range", [g.constant(DataType.INT64, [], BigInt64Array.of(0n), "i64"), n, g.constant(DataType.INT64, [], BigInt64Array.of(1n), "i64")]);
@@ -245,9 +292,12 @@ function candidatesAmong(ctx: BlockContext, adjusted: string, rawIds: string, ad
   const count = (x: string) => g.op("ReduceMax", [x, g.int64s([-1])], { attributes: { keepdims: 0 } });
   const dropped = g.op("Greater", [g.op("Add", [count(inRaw), count(repeated)]), f32(0)]);
   const adjustedAt = (ids: string) => g.op("GatherElements", [adjusted, ids], { attributes: { axis: -1 } });
-  const values = g.op("Concat", [adjustedAt(rawIds), g.op("Where", [dropped, f32(-Infinity), adjustedAt(adjustIds)])], { attributes: { axis: -1 } });
+  // A raw entry that is no token (id -1) stays -inf, whatever the id -1 gathers.
+  const noToken = g.op("Less", [raw32, g.constant(DataType.INT32, [], Int32Array.of(0), "i32")]);
+  const rawAdjusted = g.op("Where", [noToken, f32(-Infinity), adjustedAt(g.op("Max", [raw32, g.constant(DataType.INT32, [], Int32Array.of(0), "i32")]))]);
+  const values = g.op("Concat", [rawAdjusted, g.op("Where", [dropped, f32(-Infinity), adjustedAt(adjustIds)])], { attributes: { axis: -1 } });
   // Ids gathered as floats (exact below 2^24): int64 ones would be gathered on the CPU, a transfer mid-step.
-  const ids = g.op("Concat", [asFloat(rawIds), asFloat(adjustIds)], { attributes: { axis: -1 } });
+  const ids = g.op("Concat", [rawIds, asFloat(adjustIds)], { attributes: { axis: -1 } });
   const [, at] = g.node("TopK", [values, g.int64s([k])], {
     outputs: 2,
     attributes: { axis: -1, largest: 1, sorted: 1 },
