@@ -2,7 +2,7 @@
  * The GPU target's head on a vocabulary wider than its candidates: one sort of the vocabulary (in
  * blocks, on a vocabulary wider than one dispatch's sort) gives the top alternatives, and the
  * candidates after the logit adjustments are taken from it and the adjusted ids. Over a vocabulary of
- * 300 tokens and one of 5,000 (three blocks, the last padded). Checked against the CPU graph's logits with the adjustments applied in JavaScript
+ * 300 tokens, one of 5,000 (three blocks, the last padded) and one of 40,000 (two stages of blocks). Checked against the CPU graph's logits with the adjustments applied in JavaScript
  * (onnxruntime's CPU provider runs the GPU graph): adjustments that lift tokens from the bottom of
  * the vocabulary, penalties on the best ones, a row's entries padded by repetition as the runtime
  * pads them, more adjustments than candidates, and a constraint mask that leaves fewer tokens than
@@ -35,8 +35,16 @@ function opTypes(path: string): string[] {
   return messages(graph, 1).map((node) => text(messages(decodeMessage(node), 4)[0]));
 }
 
-/** Vocabularies of one sort's width and of three blocks, the last one padded (see rawTop's ONE_DISPATCH_SORT). */
-describe.each([300, 5000])("over %i tokens", (VOCAB) => {
+/**
+ * Vocabularies of one sort's width, of three blocks (the last one padded), and of 20 blocks, whose
+ * tops take a second stage of blocks (see rawTop), with the TopK nodes each builds: the raw sorts
+ * and the candidates' sort.
+ */
+describe.each([
+  [300, 2],
+  [5000, 3],
+  [40_000, 4],
+])("over %i tokens", (VOCAB, topKs) => {
   const CAPACITY = 16;
   const PROMPT = [3, 7, 1, 12];
 
@@ -164,7 +172,7 @@ describe.each([300, 5000])("over %i tokens", (VOCAB) => {
     it("has a vocabulary wider than its candidates and heads of 16, so the test means something; a wide one is sorted in blocks", () => {
       expect(gpu.manifest.shape.vocab).toBe(VOCAB);
       // The raw sort (one, or one per block and one of their tops) and the candidates' sort.
-      expect(opTypes(join(gpu.dir, ARTIFACT_FILES.graph)).filter((op) => op === "TopK")).toHaveLength(VOCAB > 2048 ? 3 : 2);
+      expect(opTypes(join(gpu.dir, ARTIFACT_FILES.graph)).filter((op) => op === "TopK")).toHaveLength(topKs);
       expect(VOCAB).toBeGreaterThan(DEVICE_CANDIDATES + 100);
       expect(gpu.manifest.shape.headDim).toBe(16);
     });
