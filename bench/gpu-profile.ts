@@ -5,14 +5,15 @@
  *
  *   npm run bench -- gpu-profile [--shape smollm2-135m] [--builds gqa,explicit,float16,explicit+float16]
  *                                [--rows 1,16,64] [--steps 16] [--capacity 1024] [--context 16] [--out dir]
- *                                [--buffer-cache bucket|simple]
+ *                                [--buffer-cache bucket|simple] [--pool-writes preallocated|fresh]
  *
  * Per build and row count it prints: wall ms per step; device ms per step (the kernels' summed
  * times); host ms per step (onnxruntime's own time per node, mostly recording the dispatches); the
  * kernels a step runs; the operators taking the most device time, and those taking the most host time. Wall minus device time is what
  * a step spends off the GPU (dispatch, transfers, synchronisation). `--out`: the raw profiles are
  * kept there. `--buffer-cache`: the provider's storage buffer cache (TextSessionOptions.webgpuBufferCache,
- * one per process; default onnxruntime's "bucket"). The synthetic GGUF is written as `bench gpu` writes it (bench/synthetic-gguf.ts).
+ * one per process; default onnxruntime's "bucket"). `--pool-writes`: how a step writes the KV pools
+ * (TextSessionOptions.devicePoolWrites; default "preallocated"). The synthetic GGUF is written as `bench gpu` writes it (bench/synthetic-gguf.ts).
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -21,6 +22,7 @@ import { parseArgs } from "node:util";
 import type { DeviceActivations, DeviceAttention } from "../src/compiler/compile.js";
 import { checkLocalGguf, provisionLocalGguf } from "../src/provision/index.js";
 import type { WebGpuBufferCache } from "../src/runtime/device/execution-providers.js";
+import type { DevicePoolWrites } from "../src/runtime/text-worker/device-kv-pool.js";
 import { type DeviceStepInputs, WebGpuTextSession } from "../src/runtime/text-worker/webgpu-session.js";
 import { ensureSyntheticGguf, shapesNamed } from "./synthetic-gguf.js";
 
@@ -35,6 +37,7 @@ const { values: args } = parseArgs({
     top: { type: "string", default: "8" },
     out: { type: "string" },
     "buffer-cache": { type: "string" },
+    "pool-writes": { type: "string", default: "preallocated" },
     "gguf-dir": { type: "string", default: ".cache/gguf" },
   },
 });
@@ -46,6 +49,8 @@ const context = Number(args.context);
 const top = Number(args.top);
 const bufferCache = args["buffer-cache"] as WebGpuBufferCache | undefined;
 if (bufferCache !== undefined && bufferCache !== "bucket" && bufferCache !== "simple") throw new Error("--buffer-cache: bucket or simple");
+const poolWrites = args["pool-writes"] as DevicePoolWrites;
+if (poolWrites !== "preallocated" && poolWrites !== "fresh") throw new Error("--pool-writes: preallocated or fresh");
 
 interface Build {
   name: string;
@@ -91,6 +96,7 @@ async function stepSession(dir: string, rows: number, profileFilePrefix?: string
     deviceKvPositions: capacity,
     profileFilePrefix,
     webgpuBufferCache: bufferCache,
+    devicePoolWrites: poolWrites,
   });
   try {
     const tokens = Array.from({ length: rows }, (_, i) => 300 + i);
@@ -149,7 +155,7 @@ mkdirSync(out, { recursive: true });
 const gguf = ensureSyntheticGguf(spec, args["gguf-dir"]!);
 const local = await checkLocalGguf(gguf);
 console.log(
-  `GPU step profile, ${spec.name} (synthetic Q4_0): bare decode steps of ${context} cached positions in pools of ${capacity}, ${steps} timed steps after one untimed, buffer cache ${bufferCache ?? "bucket (default)"}`,
+  `GPU step profile, ${spec.name} (synthetic Q4_0): bare decode steps of ${context} cached positions in pools of ${capacity}, ${steps} timed steps after one untimed, buffer cache ${bufferCache ?? "bucket (default)"}, pools ${poolWrites}`,
 );
 try {
   for (const build of builds) {

@@ -5,6 +5,7 @@
  *                        [--rows 1,16,64] [--steps 32] [--prompt 512] [--threads N] [--runs 3]
  *                        [--budget-minutes M] [--json out.json] [--skip-torch] [--skip-cpu] [--quick]
  *                        [--bare explicit,float16,...] [--buffer-cache bucket|simple]
+ *                        [--pool-writes preallocated|fresh]
  *
  * Each shape is a synthetic GGUF (bench/synthetic-gguf.ts: random Q4_0 weights, written here when
  * missing), served the way a user serves a local file (`kiln serve --model ./file.gguf`: the
@@ -28,6 +29,7 @@
  * 1,4, 8 steps, a 64-token prompt, one run (minutes on lavapipe). `--budget-minutes`: shapes not
  * started by then are skipped (said so), for a device lent by the minute. `--buffer-cache`: the WebGPU
  * provider's storage buffer cache for the engine and the bare graphs (TextSessionOptions.webgpuBufferCache).
+ * `--pool-writes`: how their steps write the device KV pools (TextSessionOptions.devicePoolWrites).
  */
 import { spawnSync } from "node:child_process";
 import { availableParallelism } from "node:os";
@@ -41,6 +43,7 @@ import { checkLocalGguf, loadLocalGguf, provisionLocalGguf, type LocalGguf } fro
 import type { WebGpuBufferCache } from "../src/runtime/device/execution-providers.js";
 import type { ComputeDevice } from "../src/runtime/device/index.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
+import type { DevicePoolWrites } from "../src/runtime/text-worker/device-kv-pool.js";
 import { type DeviceStepInputs, WebGpuTextSession } from "../src/runtime/text-worker/webgpu-session.js";
 import type { GenerationRequest, ServedModel } from "../src/scheduler/index.js";
 import { buildFloorGraph } from "./floor-graph.js";
@@ -63,6 +66,7 @@ const { values: args } = parseArgs({
     quick: { type: "boolean", default: false },
     bare: { type: "string" },
     "buffer-cache": { type: "string" },
+    "pool-writes": { type: "string", default: "preallocated" },
   },
 });
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -74,6 +78,8 @@ interface BareBuild {
 }
 const bufferCache = args["buffer-cache"] as WebGpuBufferCache | undefined;
 if (bufferCache !== undefined && bufferCache !== "bucket" && bufferCache !== "simple") throw new Error("--buffer-cache: bucket or simple");
+const poolWrites = args["pool-writes"] as DevicePoolWrites;
+if (poolWrites !== "preallocated" && poolWrites !== "fresh") throw new Error("--pool-writes: preallocated or fresh");
 /** The other bare builds (`--bare`). */
 const otherBuilds: BareBuild[] = (args.bare ?? "")
   .split(",")
@@ -152,7 +158,7 @@ async function measureEngine(local: LocalGguf, on: ComputeDevice): Promise<Engin
     threads,
     maxRunning: maxRows,
     prefixReuse: "off",
-    session: { device: on, webgpuBufferCache: bufferCache },
+    session: { device: on, webgpuBufferCache: bufferCache, devicePoolWrites: poolWrites },
     onStage: (s) => log(`  ${on}: ${s}`),
   });
   try {
@@ -201,7 +207,7 @@ async function measureBare(local: LocalGguf, on: ComputeDevice, build: BareBuild
   for (const n of rowCounts) {
     const s =
       on === "webgpu"
-        ? await WebGpuTextSession.load(dir, { threads, slots: n, device: on, webgpuBufferCache: bufferCache })
+        ? await WebGpuTextSession.load(dir, { threads, slots: n, device: on, webgpuBufferCache: bufferCache, devicePoolWrites: poolWrites })
         : await TextSession.load(dir, { threads, slots: n });
     try {
       const tokens = Array.from({ length: n }, (_, i) => 300 + i);

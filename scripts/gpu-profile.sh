@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # A second prepared command for a lent GPU machine, shorter than gpu-measure.sh (under 5 minutes):
-# where a GPU step's time goes, with the WebGPU provider's two storage buffer caches side by side,
-# and the engine on the device. After `source .device/on-device.sh`, it writes the SmolLM2-135M and
-# Llama-3.2-1B synthetic GGUFs, then leaves under $OUT: gpu-memory.csv (nvidia-smi's memory use each
-# second), engine-<shape>-<cache>.txt (bench gpu through the engine, the bare graph and the floor,
-# no peers, with each cache, first: whether the engine runs on the device), and
-# profile-<shape>-<cache>[-context<n>].txt (bench gpu-profile: wall, device and host time per step,
-# per build and row count, the costliest operators; "bucket" is onnxruntime's default, "simple"
-# keeps every released buffer; at 16 cached positions, and once at 512, where the step's past span
-# covers 512 positions of the pools instead of 64).
+# where a GPU step's time goes, the engine on the device, the KV pools preallocated against written
+# fresh each step, and the WebGPU provider's two storage buffer caches side by side. After
+# `source .device/on-device.sh`, it writes the SmolLM2-135M and Llama-3.2-1B synthetic GGUFs, then
+# leaves under $OUT: gpu-memory.csv (nvidia-smi's memory use each second),
+# engine-<shape>-<cache>-<pools>.txt (bench gpu through the engine, the bare graph and the floor, no
+# peers, first: whether the engine runs on the device), and
+# profile-<shape>-<cache>-<pools>[-context<n>].txt (bench gpu-profile: wall, device and host time per
+# step, per build and row count, the costliest operators; "bucket" is onnxruntime's default cache,
+# "simple" keeps every released buffer; "preallocated" pools are kiln's default, "fresh" the way
+# before; at 16 cached positions, and once at 512, where the step's past span covers 512 positions
+# of the pools instead of 64).
 #
 #   source .device/on-device.sh && bash scripts/gpu-profile.sh
 #
@@ -31,25 +33,27 @@ else
 fi
 node --import tsx bench/synthetic-gguf.ts --shapes "$small,$big" --out .cache/gguf 2>&1 | tail -3
 
-profile() { # shape builds cache seconds [context]
-  local context=${5:-16} tag=$3
-  [ "$context" != 16 ] && tag="$3-context$context"
-  timeout "$(cap "$4")" node --import tsx bench/gpu-profile.ts --shape "$1" --builds "$2" --buffer-cache "$3" \
+profile() { # shape builds cache pools seconds [context]
+  local context=${6:-16} tag=$3-$4
+  [ "$context" != 16 ] && tag="$tag-context$context"
+  echo "== profile $1 $2 $tag"
+  timeout "$(cap "$5")" node --import tsx bench/gpu-profile.ts --shape "$1" --builds "$2" --buffer-cache "$3" --pool-writes "$4" \
     --rows "$rows" --steps 8 --capacity "$capacity" --context "$context" --top 8 2>&1 | quiet > "$OUT/profile-$1-$tag.txt"
   grep "row(s)" "$OUT/profile-$1-$tag.txt"
 }
-engine() { # cache rows seconds
-  timeout "$(cap "$3")" node --import tsx bench/gpu.ts --device webgpu --shapes "$small" --rows "$2" --steps 16 --runs 1 --skip-torch --skip-cpu \
-    --buffer-cache "$1" 2>&1 | quiet > "$OUT/engine-$small-$1.txt"
-  grep -A4 "engine ms/step" "$OUT/engine-$small-$1.txt"; grep "failed" "$OUT/engine-$small-$1.txt" | head -2
+engine() { # cache pools seconds
+  echo "== engine $small $1 $2"
+  timeout "$(cap "$3")" node --import tsx bench/gpu.ts --device webgpu --shapes "$small" --rows "$rows" --steps 16 --runs 1 --skip-torch --skip-cpu \
+    --buffer-cache "$1" --pool-writes "$2" 2>&1 | quiet > "$OUT/engine-$small-$1-$2.txt"
+  grep -A4 "engine ms/step" "$OUT/engine-$small-$1-$2.txt"; grep "failed" "$OUT/engine-$small-$1-$2.txt" | head -2
 }
-# The engine first: whether it runs on the device at all (it ran out of memory there before the past span).
-engine bucket "$rows" 50
-engine simple "$rows" 50
-profile "$small" gqa,float16,explicit bucket 55
-profile "$small" gqa,float16,explicit simple 55
+# The engine first: whether it runs on the device now (with pools written fresh each step, it ran out of memory there).
+engine bucket preallocated 50
+profile "$small" gqa,float16,explicit bucket preallocated 50
+profile "$small" gqa bucket fresh 25
+profile "$small" gqa,float16 simple preallocated 35
 # A longer context: the past span grows with it (16 positions read 64 of the pools, these 512).
-profile "$small" gqa,float16 simple 35 "$context_long"
-[ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 bucket 40
-[ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 simple 40
+profile "$small" gqa,float16 bucket preallocated 30 "$context_long"
+[ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 bucket preallocated 45
+[ "$(left)" -gt 30 ] && engine simple preallocated 40
 echo "gpu-profile: done in ${SECONDS} s"

@@ -20,36 +20,42 @@ export function pastSpan(longest: number, capacity: number): number {
 }
 
 /**
+ * How a device step's graph writes the KV pools it returns:
+ * - "preallocated" (the default): two sets of pools are made once; each step reads one set and writes
+ *   the other as its pre-allocated outputs, then the two swap. A step allocates no pool-sized buffer.
+ * - "fresh": each step's graph allocates the pools it returns and those it read are released. The
+ *   provider's buffer cache keeps at most six released buffers of each large size, so a step then
+ *   allocates pool-sized buffers on the device anew. Kept to measure the difference.
+ */
+export type DevicePoolWrites = "preallocated" | "fresh";
+
+/**
  * The KV cache of a GPU session, resident on the device: per layer one key pool and one value pool
- * [slots, kv_heads, capacity, head_dim] (devicePoolDims) at a fixed capacity. Each step's graph returns the pools
- * with its new positions written; they replace the old ones (which are disposed), so the cache
- * never crosses to JavaScript. Only the lengths live here.
+ * [slots, kv_heads, capacity, head_dim] (devicePoolDims) at a fixed capacity. Each step's graph
+ * returns the pools with its new positions written, and they become the cache (see
+ * DevicePoolWrites), so the cache never crosses to JavaScript. Only the lengths live here.
  *
- * Until the first step every pool is one shared zero tensor made on the device (never uploaded:
- * see DeviceZeros); from then on they are the device tensors the graphs returned (`gpu-buffer`),
- * never read from here.
+ * Every pool starts as zeros made on the device (never uploaded: see DeviceZeros), each its own
+ * buffer: positions no row has cached are masked, but a NaN there would still reach the softmax's
+ * sum, and no two outputs of a graph may share a buffer.
  */
 export class DeviceKvPool {
   readonly lengths: Int32Array;
-  private keys: ort.Tensor[];
-  private values: ort.Tensor[];
-
-  /** The shared zeros every pool starts as, until the first graph replaces them (then disposed once). */
-  private zeros: ort.Tensor | undefined;
 
   private constructor(
     readonly shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">,
     readonly slots: number,
     /** Positions each slot holds, fixed. */
     readonly capacity: number,
+    readonly writes: DevicePoolWrites,
     private readonly slotCopy: ort.InferenceSession,
     private readonly zerosMaker: DeviceZeros,
-    zeros: ort.Tensor,
+    /** The pools the next graph reads. */
+    private current: PoolSet,
+    /** The pools the next graph writes ("preallocated" only). */
+    private spare: PoolSet | undefined,
   ) {
     this.lengths = new Int32Array(slots);
-    this.zeros = zeros;
-    this.keys = Array.from({ length: shape.layers }, () => zeros);
-    this.values = Array.from({ length: shape.layers }, () => zeros);
   }
 
   /** A pool of `slots` x `capacity` positions, all zero, made on `device` (the slot-copy graph's). */
@@ -61,42 +67,50 @@ export class DeviceKvPool {
     device: ComputeDevice,
     /** The pools' element type: the graph's (float16 on a half-precision artifact). */
     type: ZerosType = "float32",
+    writes: DevicePoolWrites = "preallocated",
   ): Promise<DeviceKvPool> {
     if (slots < 1 || capacity < 1) throw new RangeError(`a device KV pool needs at least one slot and one position (asked ${slots} x ${capacity})`);
     // The maker lives as long as the pool: a session released while its device output is in use crashes the process.
     const maker = await DeviceZeros.open(device, type);
-    return new DeviceKvPool(shape, slots, capacity, slotCopy, maker, await maker.make(devicePoolDims(slots, capacity, shape)));
+    const dims = devicePoolDims(slots, capacity, shape);
+    const zeroSet = async (): Promise<PoolSet> => {
+      const set: PoolSet = { keys: [], values: [] };
+      for (let l = 0; l < shape.layers; l++) {
+        set.keys.push(await maker.make(dims));
+        set.values.push(await maker.make(dims));
+      }
+      return set;
+    };
+    const current = await zeroSet();
+    return new DeviceKvPool(shape, slots, capacity, writes, slotCopy, maker, current, writes === "preallocated" ? await zeroSet() : undefined);
   }
 
-  /** Adds every layer's pools to a graph's feeds. */
-  feedPools(feeds: Record<string, ort.Tensor>): void {
+  /** Adds every layer's pools to a graph's feeds and, when preallocated, its output pools to its fetches. */
+  bindPools(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>): void {
     for (let l = 0; l < this.shape.layers; l++) {
-      feeds[DEVICE_GRAPH.keyPool(l)] = this.keys[l];
-      feeds[DEVICE_GRAPH.valuePool(l)] = this.values[l];
+      feeds[DEVICE_GRAPH.keyPool(l)] = this.current.keys[l];
+      feeds[DEVICE_GRAPH.valuePool(l)] = this.current.values[l];
+      fetches[DEVICE_GRAPH.keyPoolOut(l)] = this.spare?.keys[l] ?? null;
+      fetches[DEVICE_GRAPH.valuePoolOut(l)] = this.spare?.values[l] ?? null;
     }
   }
 
-  /** Takes a graph's output pools as the cache and disposes the ones they replace. */
+  /** Takes a graph's output pools as the cache, after a run bound with bindPools. */
   replacePools(out: ort.InferenceSession.OnnxValueMapType): void {
-    for (let l = 0; l < this.shape.layers; l++) {
-      const key = out[DEVICE_GRAPH.keyPoolOut(l)] as ort.Tensor;
-      const value = out[DEVICE_GRAPH.valuePoolOut(l)] as ort.Tensor;
-      this.releasePool(this.keys[l]);
-      this.releasePool(this.values[l]);
-      this.keys[l] = key;
-      this.values[l] = value;
+    const outputs = (l: number) => [out[DEVICE_GRAPH.keyPoolOut(l)] as ort.Tensor, out[DEVICE_GRAPH.valuePoolOut(l)] as ort.Tensor];
+    if (this.spare) {
+      // The outputs are second handles on the spare set's buffers, which the graph wrote: the set's own tensors stay the cache's.
+      for (let l = 0; l < this.shape.layers; l++) for (const handle of outputs(l)) releaseDeviceTensor(handle);
+      [this.current, this.spare] = [this.spare, this.current];
+      return;
     }
-    this.releaseZeros();
-  }
-
-  /** Disposes a pool tensor the graphs returned (the shared zeros go once, in releaseZeros). */
-  private releasePool(t: ort.Tensor): void {
-    if (t !== this.zeros) releaseDeviceTensor(t);
-  }
-
-  private releaseZeros(): void {
-    if (this.zeros) releaseDeviceTensor(this.zeros);
-    this.zeros = undefined;
+    for (let l = 0; l < this.shape.layers; l++) {
+      const [key, value] = outputs(l);
+      releaseDeviceTensor(this.current.keys[l]);
+      releaseDeviceTensor(this.current.values[l]);
+      this.current.keys[l] = key;
+      this.current.values[l] = value;
+    }
   }
 
   /** How many of each slot's first positions a step reaching `longest` positions reads (see pastSpan). */
@@ -131,27 +145,30 @@ export class DeviceKvPool {
         [SLOT_COPY_GRAPH.from]: new ort.Tensor("int64", BigInt64Array.of(BigInt(from)), [1]),
         [SLOT_COPY_GRAPH.to]: new ort.Tensor("int64", BigInt64Array.of(BigInt(to)), [1]),
       };
-      this.feedPools(feeds);
-      this.replacePools(await this.slotCopy.run(feeds));
+      const fetches: Record<string, ort.Tensor | null> = {};
+      this.bindPools(feeds, fetches);
+      this.replacePools(await this.slotCopy.run(feeds, fetches));
     }
     this.lengths[to] = length;
   }
 
-  /** Bytes the pools hold on the device (keys and values of every layer, 4 bytes an element, or 2 in float16). */
+  /** Bytes the pools hold on the device: keys and values of every layer, 4 bytes an element (2 in float16), twice when preallocated. */
   bytes(): number {
     const element = this.zerosMaker.type === "float16" ? 2 : 4;
-    return 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * element;
+    return (this.spare ? 2 : 1) * 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * element;
   }
 
   /** Frees the device pools. */
   async dispose(): Promise<void> {
-    for (let l = 0; l < this.shape.layers; l++) {
-      this.releasePool(this.keys[l]);
-      this.releasePool(this.values[l]);
-    }
-    this.releaseZeros();
+    for (const set of this.spare ? [this.current, this.spare] : [this.current]) for (const t of [...set.keys, ...set.values]) releaseDeviceTensor(t);
     await this.zerosMaker.release();
   }
+}
+
+/** One tensor per layer for keys and one for values. */
+interface PoolSet {
+  keys: ort.Tensor[];
+  values: ort.Tensor[];
 }
 
 /** Disposes a tensor the device holds; a CPU tensor (zeros made for the CPU provider) is left to the garbage collector. */

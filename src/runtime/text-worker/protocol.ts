@@ -9,6 +9,7 @@ import type { WebGpuBufferCache } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
 import type { ConstraintSpec } from "../constrain/index.js";
 import type { PositionScores, SampleResult, SamplingParams } from "../sampling/index.js";
+import type { DevicePoolWrites } from "./device-kv-pool.js";
 
 /** Options of one text session (what `kiln serve` and the tests choose per loaded model). */
 export interface TextSessionOptions {
@@ -35,6 +36,8 @@ export interface TextSessionOptions {
   memoryArena?: boolean;
   /** On "webgpu": how the provider keeps released storage buffers (see WebGpuBufferCache). Default: onnxruntime's, "bucket". */
   webgpuBufferCache?: WebGpuBufferCache;
+  /** On "webgpu": how each step writes the device KV pools (see DevicePoolWrites). Default: "preallocated". */
+  devicePoolWrites?: DevicePoolWrites;
   /** Write an onnxruntime profile (JSON) with this path prefix; see `endProfiling`. Default: off. */
   profileFilePrefix?: string;
 }

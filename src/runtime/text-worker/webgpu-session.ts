@@ -16,24 +16,24 @@ import {
 } from "../artifact/index.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import type { AdapterMemory } from "../device/gpu-memory.js";
-import { DeviceKvPool } from "./device-kv-pool.js";
+import { DeviceKvPool, type DevicePoolWrites } from "./device-kv-pool.js";
 import type { TextSessionOptions } from "./protocol.js";
 
 /** Positions each slot of a device KV pool holds when the options do not say: the model's context, at most this. */
 export const DEFAULT_DEVICE_KV_POSITIONS = 1024;
 
 /**
- * Share of an adapter's free memory, less the model's weights, that the device KV pools take when
- * no KV budget is given. A step can hold three sets of pools: its inputs, the outputs its pool writes
- * go to (out of place), and the set the step before released, which the device frees only once the
- * work that read it is done; the rest is left to activations and the provider's buffer cache.
+ * Share of an adapter's free memory, less the model's weights, that one set of device KV pools
+ * takes when no KV budget is given. The pool keeps two sets (each step reads one and writes the
+ * other: DevicePoolWrites), so they take twice this; the rest is left to activations and the
+ * provider's buffer cache.
  */
 export const DEVICE_KV_FREE_SHARE = 0.25;
 
 /**
  * The most positions per slot an adapter's free memory alone gives the device KV pool. The pool has a
- * fixed capacity and every step writes it out of place (a copy of the whole pool, whatever the
- * step's past span), so part of a step's cost grows with the capacity, not with what is cached: a
+ * fixed capacity and every step writes it whole into the other set (ScatterND copies the whole pool,
+ * whatever the step's past span), so part of a step's cost grows with the capacity, not with what is cached: a
  * large GPU would otherwise get pools of the model's whole context (131,072 positions for
  * Llama-3.2-1B) that every step copies. A longer
  * context is served by asking for it with `--kv-memory-mb`.
@@ -119,8 +119,9 @@ export class WebGpuTextSession {
     if (manifest.device !== "webgpu") throw new Error(`the artifact ${manifest.id} was not built for webgpu (its device: ${manifest.device ?? "cpu"})`);
     const { layers } = manifest.shape;
     checkDeviceGraphIo(manifest.io, deviceGraphIo(layers), `the artifact ${manifest.id}`);
-    const session = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.graph), deviceGraphIo(layers).outputs, options);
-    const slotCopy = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.slotCopyGraph), slotCopyGraphIo(layers).outputs, options);
+    const writes = options.devicePoolWrites ?? "preallocated";
+    const session = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.graph), deviceGraphIo(layers).outputs, writes, options);
+    const slotCopy = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.slotCopyGraph), slotCopyGraphIo(layers).outputs, writes, options);
     checkDeviceGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, deviceGraphIo(layers), `the graph of ${manifest.id}`);
     checkDeviceGraphIo(
       { inputs: [...slotCopy.inputNames], outputs: [...slotCopy.outputNames] },
@@ -131,7 +132,7 @@ export class WebGpuTextSession {
     const pastMask = session.inputMetadata.find((m) => m.name === D.pastMask);
     const maskType = pastMask && "type" in pastMask && pastMask.type === "float16" ? "float16" : "float32";
     // The pools are in the activations' type, as the masks are.
-    const kv = await DeviceKvPool.create(manifest.shape, options.slots ?? 1, capacity, slotCopy, options.device ?? "webgpu", maskType);
+    const kv = await DeviceKvPool.create(manifest.shape, options.slots ?? 1, capacity, slotCopy, options.device ?? "webgpu", maskType, writes);
     return new WebGpuTextSession(manifest, session, slotCopy, kv, maskType);
   }
 
@@ -189,9 +190,10 @@ export class WebGpuTextSession {
       [D.adjustSubtract]: new ort.Tensor("float32", inputs.adjustSubtract, [rows, adjustments]),
       [D.scoreTargets]: new ort.Tensor("int64", inputs.scoreTargets, [rows, scored]),
     };
-    kv.feedPools(feeds);
+    const fetches: Record<string, ort.Tensor | null> = Object.fromEntries(this.session.outputNames.map((name) => [name, null]));
+    kv.bindPools(feeds, fetches);
     const t0 = performance.now();
-    const out = await this.session.run(feeds);
+    const out = await this.session.run(feeds, fetches);
     this.lastRunMs = performance.now() - t0;
     kv.replacePools(out);
     kv.advance(firstSlot, rows, tokensPerRow);
@@ -235,10 +237,14 @@ export class WebGpuTextSession {
 /** -Infinity as an IEEE half's bits. */
 const HALF_NEGATIVE_INFINITY = 0xfc00;
 
-/** A WebGPU session whose KV pool outputs stay on the device and whose other outputs come to the CPU. */
-async function createDeviceSession(path: string, outputs: string[], options: TextSessionOptions): Promise<ort.InferenceSession> {
+/**
+ * A WebGPU session whose KV pool outputs stay on the device and whose other outputs come to the CPU.
+ * Preallocated pools are given to each run as its fetches; onnxruntime-node writes a device tensor
+ * given so only where the output's preferred location is not "gpu-buffer" (there it allocates anew).
+ */
+async function createDeviceSession(path: string, outputs: string[], writes: DevicePoolWrites, options: TextSessionOptions): Promise<ort.InferenceSession> {
   const location: Record<string, ort.Tensor.DataLocation> = {};
-  for (const name of outputs) location[name] = name.startsWith("kv_") ? "gpu-buffer" : "cpu";
+  for (const name of outputs) location[name] = name.startsWith("kv_") && writes === "fresh" ? "gpu-buffer" : "cpu";
   return ort.InferenceSession.create(path, {
     executionProviders: executionProvidersFor("webgpu", path, options.webgpuBufferCache),
     intraOpNumThreads: options.threads ?? 2,

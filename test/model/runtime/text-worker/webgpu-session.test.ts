@@ -177,6 +177,28 @@ describe("the GPU artifact", () => {
     expect(cut.logNormalizer[0]).toBeCloseTo(fresh.logNormalizer[0], 2);
   }, 120_000);
 
+  it("writes the same cache whether a step's pools are preallocated or allocated fresh", async () => {
+    const fresh = await WebGpuTextSession.load(gpuDir, { slots: 1, deviceKvPositions: 64, devicePoolWrites: "fresh" });
+    try {
+      expect(session.kv.writes).toBe("preallocated");
+      session.kv.truncate(0, 0);
+      // A prefill, then decode steps that read what the steps before wrote.
+      for (const [at, take] of [
+        [0, 4],
+        [4, 1],
+        [5, 1],
+      ]) {
+        const tokens = prompt.slice(at, at + take);
+        const a = await session.forward(0, 1, take, tokens, plainInputs(session, 1, 1));
+        const b = await fresh.forward(0, 1, take, tokens, plainInputs(fresh, 1, 1));
+        expect(Array.from(a.candidateIds.slice(0, 5))).toEqual(Array.from(b.candidateIds.slice(0, 5)));
+        expect(a.logNormalizer[0]).toBeCloseTo(b.logNormalizer[0], 4);
+      }
+    } finally {
+      await fresh.release();
+    }
+  }, 120_000);
+
   it("applies the constraint bits and the penalties before the top candidates", async () => {
     const s = session;
     s.kv.truncate(0, 0);
@@ -231,14 +253,15 @@ describe("the GPU artifact", () => {
     console.log(
       `decode on the device: median ${times[steps >> 1].toFixed(0)} ms/step; RSS ${MiB(rss[0])} MiB at step 10, +${MiB(rss[1] - rss[0])} by step ${steps - 20}, +${MiB(rss[2] - rss[1])} over the last 20`,
     );
-    // Every step replaces the 60 pool tensors (3 slots x 64 positions: 5.6 MiB a step); pools left
-    // undisposed would grow 110 MiB over the last 20 steps. Caches warm up in the first 10.
+    // Every step writes the 60 pools (3 slots x 64 positions: 5.6 MiB) of the other of the two sets
+    // made at load; pools allocated each step and never freed would grow 110 MiB over the last 20
+    // steps. Caches warm up in the first 10.
     expect(rss[2] - rss[1]).toBeLessThan(8 * 2 ** 20);
   }, 240_000);
 
   it("never let JavaScript read a device tensor (and the watch does catch one)", () => {
     expect(deviceReads).toEqual([]);
-    const pool = (session.kv as unknown as { keys: ort.Tensor[] }).keys[0];
+    const pool = (session.kv as unknown as { current: { keys: ort.Tensor[] } }).current.keys[0];
     expect(pool.location).toBe("gpu-buffer");
     expect(() => pool.data).toThrow(/device tensor/);
     deviceReads.length = 0;
