@@ -9,7 +9,7 @@ import { artifactsDir, kilnHome, modelDir } from "../catalogue/paths.js";
 import { RECORD_FILE } from "../catalogue/pull/store.js";
 import type { ModelEntry } from "../catalogue/types.js";
 import { type ArtifactManifest, defaultKvMemoryBytes, type MemoryAvailability, readManifest } from "../runtime/artifact/index.js";
-import { DEFAULT_MAX_RUNNING, type AnyServedModel, type ModelLoader } from "../scheduler/index.js";
+import { DEFAULT_MAX_RUNNING, hostKvMemoryBytes, type AnyServedModel, type ModelLoader } from "../scheduler/index.js";
 import { loadModel, memoryAvailability, type LoadModelOptions } from "./load-model.js";
 import { loadSpeechModel, type LoadSpeechModelOptions } from "./load-speech-model.js";
 
@@ -58,7 +58,9 @@ export class OnDemandLoader implements ModelLoader {
     const manifest = newestManifest(artifactsDir(slug, this.home), model?.artifactId);
     const weights = manifest ? manifest.files.reduce((n, f) => n + f.bytes, 0) : entry ? estimatedArtifactBytes(entry) : 0;
     if (entry?.kind === "transcription") return Math.round(weights * (1 + SPEECH_OVERHEAD));
-    if (model?.kind === "text" && model.kvMemoryBytes !== undefined) return weights + model.kvMemoryBytes;
+    // A GPU model's KV pool lives in the adapter's memory, not the host's the budget bounds.
+    if (model?.kind === "text" && (model.device === "webgpu" || model.kvMemoryBytes !== undefined)) return weights + hostKvMemoryBytes(model);
+    if (!model && this.options.text.session?.device === "webgpu") return weights;
     const kv = this.kvMemoryBytes(manifest);
     // Before its first compile the model's shape is unknown: its KV budget is at most an eighth of memory.
     return weights + (kv ?? Math.floor(this.memory().totalBytes / 8));

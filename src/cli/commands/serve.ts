@@ -51,6 +51,7 @@ import {
   DEFAULT_MAX_RUNNING,
   DEFAULT_MAX_WAITING,
   DEFAULT_PREFILL_CHUNK,
+  hostKvMemoryBytes,
   ModelRegistry,
   type ServedModel,
 } from "../../scheduler/index.js";
@@ -394,7 +395,7 @@ class ServeSession {
       text: { ...textLoadOptions(o, this.gate), onWarning: (message) => this.tell("warn")({}, message) },
       speech: { device: o.resolvedDevice.device, threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate, vadFilter: o.vadFilter, beamSize: o.beamSize },
       memoryBudgetBytes: budgetBytes,
-      reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + (m.kvMemoryBytes ?? 0), 0),
+      reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + hostKvMemoryBytes(m), 0),
       onStage: (slug, stage) => this.logger.info({ model: slug }, `${slug}: ${stage} (on demand)`),
     });
     registry = new ModelRegistry({ loader, keepAliveMs: o.keepAlive * 1000, memoryBudgetBytes: budgetBytes ?? machineMemoryBytes() });
@@ -491,7 +492,7 @@ class ServeSession {
     const { o, io, registry } = this;
     const printer = createProgressPrinter(io.stderr);
     const gate = this.gate;
-    let kvMemoryReservedBytes = 0; // KV budgets of the models loaded so far, which their caches grow into later
+    let kvMemoryReservedBytes = 0; // host KV budgets of the models loaded so far, which their caches grow into later
     const textOptions = textLoadOptions(o, gate);
     const onWarning = (message: string) => this.tell("warn")({}, message);
     if (this.promotionsDb) {
@@ -545,7 +546,7 @@ class ServeSession {
           promotion,
           onWarning,
         });
-        kvMemoryReservedBytes += model.kvMemoryBytes ?? 0;
+        kvMemoryReservedBytes += hostKvMemoryBytes(model);
         printer.done();
         registry.serve(model);
         const kv = `KV cache up to ${Math.round((model.kvMemoryBytes ?? 0) / 2 ** 20)} MiB (${o.kvMemoryMb === undefined ? "default" : "--kv-memory-mb"})`;
@@ -563,7 +564,7 @@ class ServeSession {
       if (this.loading.signal.aborted) break;
       await this.loadLocal(local, textOptions, kvMemoryReservedBytes);
       const state = registry.get(local.slug);
-      if (state?.status === "serving" && state.model.kind === "text") kvMemoryReservedBytes += state.model.kvMemoryBytes ?? 0;
+      if (state?.status === "serving" && state.model.kind === "text") kvMemoryReservedBytes += hostKvMemoryBytes(state.model);
     }
   }
 

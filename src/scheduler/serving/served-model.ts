@@ -69,6 +69,14 @@ export interface ServedModel {
 }
 
 /** How a loaded model is served (the `kiln serve` flags). */
+/**
+ * Bytes of a served text model's KV budget held in the host's memory: its budget on the CPU, none
+ * on a GPU, whose KV pool lives in the adapter's memory (sized from it, see deviceKvPositions).
+ */
+export function hostKvMemoryBytes(model: Pick<ServedModel, "device" | "kvMemoryBytes">): number {
+  return model.device === "webgpu" ? 0 : (model.kvMemoryBytes ?? 0);
+}
+
 export interface ServeOptions {
   /** Most requests waiting per model before new ones get 503. Default 64. */
   maxWaiting?: number;

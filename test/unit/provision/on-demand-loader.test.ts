@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { getModel } from "../../../src/catalogue/catalogue.js";
 import { OnDemandLoader } from "../../../src/provision/index.js";
+import type { AnyServedModel } from "../../../src/scheduler/index.js";
 
 const SLUG = "smollm2-135m-instruct";
 const MIB = 2 ** 20;
@@ -44,6 +45,15 @@ describe("OnDemandLoader", () => {
     expect(loader.memoryBytes(SLUG)).toBe(140 * MIB + STEP);
     const flagged = new OnDemandLoader({ home, text: { maxRunning: 16, kvMemoryBytes: 64 * MIB }, speech: {}, memoryBudgetBytes: 300 * MIB });
     expect(flagged.memoryBytes(SLUG)).toBe(140 * MIB + 64 * MIB);
+  });
+
+  it("counts no KV budget for a model on a GPU, whose pool is in the adapter's memory", () => {
+    const loader = new OnDemandLoader({ home: makeHome(), text: { maxRunning: 16, session: { device: "webgpu" } }, speech: {}, memoryBudgetBytes: 300 * MIB });
+    writeArtifact("gpu", "2026-02-01T00:00:00.000Z", [100 * MIB]);
+    expect(loader.memoryBytes(SLUG)).toBe(100 * MIB);
+    const served = { kind: "text", slug: SLUG, artifactId: "gpu", kvMemoryBytes: 64 * MIB } as const;
+    expect(loader.memoryBytes(SLUG, { ...served, device: "webgpu" } as unknown as AnyServedModel)).toBe(100 * MIB);
+    expect(loader.memoryBytes(SLUG, { ...served, device: "cpu" } as unknown as AnyServedModel)).toBe(100 * MIB + 64 * MIB);
   });
 
   it("estimates a model never compiled from the catalogue's pinned sizes", () => {
