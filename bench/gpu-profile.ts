@@ -5,7 +5,7 @@
  *
  *   npm run bench -- gpu-profile [--shape smollm2-135m] [--builds gqa,explicit,float16,explicit+float16]
  *                                [--rows 1,16,64] [--steps 16] [--capacity 1024] [--context 16] [--out dir]
- *                                [--buffer-cache bucket|simple] [--pool-writes preallocated|fresh]
+ *                                [--buffer-cache bucket|simple] [--pool-writes inplace|fresh]
  *
  * Per build and row count it prints: wall ms per step; device ms per step (the kernels' summed
  * times); host ms per step (onnxruntime's own time per node, mostly recording the dispatches); the
@@ -13,7 +13,7 @@
  * a step spends off the GPU (dispatch, transfers, synchronisation). `--out`: the raw profiles are
  * kept there. `--buffer-cache`: the provider's storage buffer cache (TextSessionOptions.webgpuBufferCache,
  * one per process; default onnxruntime's "bucket"). `--pool-writes`: how a step writes the KV pools
- * (TextSessionOptions.devicePoolWrites; default "preallocated"). The synthetic GGUF is written as `bench gpu` writes it (bench/synthetic-gguf.ts).
+ * (TextSessionOptions.devicePoolWrites; default "inplace"). The synthetic GGUF is written as `bench gpu` writes it (bench/synthetic-gguf.ts).
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,7 +37,7 @@ const { values: args } = parseArgs({
     top: { type: "string", default: "8" },
     out: { type: "string" },
     "buffer-cache": { type: "string" },
-    "pool-writes": { type: "string", default: "preallocated" },
+    "pool-writes": { type: "string", default: "inplace" },
     "gguf-dir": { type: "string", default: ".cache/gguf" },
   },
 });
@@ -50,7 +50,7 @@ const top = Number(args.top);
 const bufferCache = args["buffer-cache"] as WebGpuBufferCache | undefined;
 if (bufferCache !== undefined && bufferCache !== "bucket" && bufferCache !== "simple") throw new Error("--buffer-cache: bucket or simple");
 const poolWrites = args["pool-writes"] as DevicePoolWrites;
-if (poolWrites !== "preallocated" && poolWrites !== "fresh") throw new Error("--pool-writes: preallocated or fresh");
+if (poolWrites !== "inplace" && poolWrites !== "fresh") throw new Error("--pool-writes: inplace or fresh");
 
 interface Build {
   name: string;

@@ -5,7 +5,7 @@
  *                        [--rows 1,16,64] [--steps 32] [--prompt 512] [--threads N] [--runs 3]
  *                        [--budget-minutes M] [--json out.json] [--skip-torch] [--skip-cpu] [--quick]
  *                        [--bare explicit,float16,...] [--buffer-cache bucket|simple]
- *                        [--pool-writes preallocated|fresh]
+ *                        [--pool-writes inplace|fresh]
  *
  * Each shape is a synthetic GGUF (bench/synthetic-gguf.ts: random Q4_0 weights, written here when
  * missing), served the way a user serves a local file (`kiln serve --model ./file.gguf`: the
@@ -66,7 +66,7 @@ const { values: args } = parseArgs({
     quick: { type: "boolean", default: false },
     bare: { type: "string" },
     "buffer-cache": { type: "string" },
-    "pool-writes": { type: "string", default: "preallocated" },
+    "pool-writes": { type: "string", default: "inplace" },
   },
 });
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -79,7 +79,7 @@ interface BareBuild {
 const bufferCache = args["buffer-cache"] as WebGpuBufferCache | undefined;
 if (bufferCache !== undefined && bufferCache !== "bucket" && bufferCache !== "simple") throw new Error("--buffer-cache: bucket or simple");
 const poolWrites = args["pool-writes"] as DevicePoolWrites;
-if (poolWrites !== "preallocated" && poolWrites !== "fresh") throw new Error("--pool-writes: preallocated or fresh");
+if (poolWrites !== "inplace" && poolWrites !== "fresh") throw new Error("--pool-writes: inplace or fresh");
 /** The other bare builds (`--bare`). */
 const otherBuilds: BareBuild[] = (args.bare ?? "")
   .split(",")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A second prepared command for a lent GPU machine, shorter than gpu-measure.sh (under 5 minutes):
-# where a GPU step's time goes, the engine on the device, the KV pools preallocated against written
+# where a GPU step's time goes, the engine on the device, the KV pools written in place against written
 # fresh each step, and the WebGPU provider's two storage buffer caches side by side. After
 # `source .device/on-device.sh`, it writes the SmolLM2-135M and Llama-3.2-1B synthetic GGUFs, then
 # leaves under $OUT: gpu-memory.csv (nvidia-smi's memory use each second),
@@ -8,7 +8,7 @@
 # peers, first: whether the engine runs on the device), and
 # profile-<shape>-<cache>-<pools>[-context<n>].txt (bench gpu-profile: wall, device and host time per
 # step, per build and row count, the costliest operators; "bucket" is onnxruntime's default cache,
-# "simple" keeps every released buffer; "preallocated" pools are kiln's default, "fresh" the way
+# "simple" keeps every released buffer; "inplace" pool writes are kiln's default, "fresh" the way
 # before; at 16 cached positions, and once at 512, where the step's past span covers 512 positions
 # of the pools instead of 64).
 #
@@ -48,12 +48,12 @@ engine() { # cache pools seconds
   grep -A4 "engine ms/step" "$OUT/engine-$small-$1-$2.txt"; grep "failed" "$OUT/engine-$small-$1-$2.txt" | head -2
 }
 # The engine first: whether it runs on the device now (with pools written fresh each step, it ran out of memory there).
-engine bucket preallocated 50
-profile "$small" gqa,float16,explicit bucket preallocated 50
+engine bucket inplace 50
+profile "$small" gqa,float16,explicit bucket inplace 50
 profile "$small" gqa bucket fresh 25
-profile "$small" gqa,float16 simple preallocated 35
+profile "$small" gqa,float16 simple inplace 35
 # A longer context: the past span grows with it (16 positions read 64 of the pools, these 512).
-profile "$small" gqa,float16 bucket preallocated 30 "$context_long"
-[ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 bucket preallocated 45
-[ "$(left)" -gt 30 ] && engine simple preallocated 40
+profile "$small" gqa,float16 bucket inplace 30 "$context_long"
+[ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 bucket inplace 45
+[ "$(left)" -gt 30 ] && engine simple inplace 40
 echo "gpu-profile: done in ${SECONDS} s"

@@ -21,19 +21,25 @@ export function pastSpan(longest: number, capacity: number): number {
 
 /**
  * How a device step's graph writes the KV pools it returns:
- * - "preallocated" (the default): two sets of pools are made once; each step reads one set and writes
- *   the other as its pre-allocated outputs, then the two swap. A step allocates no pool-sized buffer.
- * - "fresh": each step's graph allocates the pools it returns and those it read are released. The
- *   provider's buffer cache keeps at most six released buffers of each large size, so a step then
- *   allocates pool-sized buffers on the device anew. Kept to measure the difference.
+ * - "inplace" (the default): the pools a step reads are also given to its run as the outputs its
+ *   pool writes go to, so each layer's ScatterND writes only the step's new positions into them
+ *   (onnxruntime's WebGPU ScatterND copies its input to its output only when they are different
+ *   buffers). A step neither allocates nor copies a pool. Reading them first is safe: a layer's
+ *   ScatterND takes its updates from what attention made of that layer's slice of the pools, so the
+ *   slice is taken before; and a step writes only past each row's cached positions, which no
+ *   attention of the step reads from the pools anyway (the past mask hides them).
+ * - "fresh": each step's graph allocates the pools it returns, copies of those it read with the new
+ *   positions written, and the ones it read are released. The provider's buffer cache keeps at most
+ *   six released buffers of each large size, so a step then allocates pool-sized buffers on the
+ *   device anew, and copies the whole pool. Kept to measure the difference.
  */
-export type DevicePoolWrites = "preallocated" | "fresh";
+export type DevicePoolWrites = "inplace" | "fresh";
 
 /**
  * The KV cache of a GPU session, resident on the device: per layer one key pool and one value pool
  * [slots, kv_heads, capacity, head_dim] (devicePoolDims) at a fixed capacity. Each step's graph
- * returns the pools with its new positions written, and they become the cache (see
- * DevicePoolWrites), so the cache never crosses to JavaScript. Only the lengths live here.
+ * writes the new positions (see DevicePoolWrites), so the cache never crosses to JavaScript. Only
+ * the lengths live here.
  *
  * Every pool starts as zeros made on the device (never uploaded: see DeviceZeros), each its own
  * buffer: positions no row has cached are masked, but a NaN there would still reach the softmax's
@@ -50,10 +56,9 @@ export class DeviceKvPool {
     readonly writes: DevicePoolWrites,
     private readonly slotCopy: ort.InferenceSession,
     private readonly zerosMaker: DeviceZeros,
-    /** The pools the next graph reads. */
-    private current: PoolSet,
-    /** The pools the next graph writes ("preallocated" only). */
-    private spare: PoolSet | undefined,
+    /** Per layer, the key pool and the value pool. */
+    private readonly keys: ort.Tensor[],
+    private readonly values: ort.Tensor[],
   ) {
     this.lengths = new Int32Array(slots);
   }
@@ -67,49 +72,47 @@ export class DeviceKvPool {
     device: ComputeDevice,
     /** The pools' element type: the graph's (float16 on a half-precision artifact). */
     type: ZerosType = "float32",
-    writes: DevicePoolWrites = "preallocated",
+    writes: DevicePoolWrites = "inplace",
   ): Promise<DeviceKvPool> {
     if (slots < 1 || capacity < 1) throw new RangeError(`a device KV pool needs at least one slot and one position (asked ${slots} x ${capacity})`);
     // The maker lives as long as the pool: a session released while its device output is in use crashes the process.
     const maker = await DeviceZeros.open(device, type);
     const dims = devicePoolDims(slots, capacity, shape);
-    const zeroSet = async (): Promise<PoolSet> => {
-      const set: PoolSet = { keys: [], values: [] };
-      for (let l = 0; l < shape.layers; l++) {
-        set.keys.push(await maker.make(dims));
-        set.values.push(await maker.make(dims));
-      }
-      return set;
-    };
-    const current = await zeroSet();
-    return new DeviceKvPool(shape, slots, capacity, writes, slotCopy, maker, current, writes === "preallocated" ? await zeroSet() : undefined);
+    const keys: ort.Tensor[] = [];
+    const values: ort.Tensor[] = [];
+    for (let l = 0; l < shape.layers; l++) {
+      keys.push(await maker.make(dims));
+      values.push(await maker.make(dims));
+    }
+    return new DeviceKvPool(shape, slots, capacity, writes, slotCopy, maker, keys, values);
   }
 
-  /** Adds every layer's pools to a graph's feeds and, when preallocated, its output pools to its fetches. */
+  /** Adds every layer's pools to a graph's feeds and, written in place, to its fetches as the outputs its pool writes go to. */
   bindPools(feeds: Record<string, ort.Tensor>, fetches: Record<string, ort.Tensor | null>): void {
+    const inplace = this.writes === "inplace";
     for (let l = 0; l < this.shape.layers; l++) {
-      feeds[DEVICE_GRAPH.keyPool(l)] = this.current.keys[l];
-      feeds[DEVICE_GRAPH.valuePool(l)] = this.current.values[l];
-      fetches[DEVICE_GRAPH.keyPoolOut(l)] = this.spare?.keys[l] ?? null;
-      fetches[DEVICE_GRAPH.valuePoolOut(l)] = this.spare?.values[l] ?? null;
+      feeds[DEVICE_GRAPH.keyPool(l)] = this.keys[l];
+      feeds[DEVICE_GRAPH.valuePool(l)] = this.values[l];
+      fetches[DEVICE_GRAPH.keyPoolOut(l)] = inplace ? this.keys[l] : null;
+      fetches[DEVICE_GRAPH.valuePoolOut(l)] = inplace ? this.values[l] : null;
     }
   }
 
   /** Takes a graph's output pools as the cache, after a run bound with bindPools. */
   replacePools(out: ort.InferenceSession.OnnxValueMapType): void {
-    const outputs = (l: number) => [out[DEVICE_GRAPH.keyPoolOut(l)] as ort.Tensor, out[DEVICE_GRAPH.valuePoolOut(l)] as ort.Tensor];
-    if (this.spare) {
-      // The outputs are second handles on the spare set's buffers, which the graph wrote: the set's own tensors stay the cache's.
-      for (let l = 0; l < this.shape.layers; l++) for (const handle of outputs(l)) releaseDeviceTensor(handle);
-      [this.current, this.spare] = [this.spare, this.current];
-      return;
-    }
     for (let l = 0; l < this.shape.layers; l++) {
-      const [key, value] = outputs(l);
-      releaseDeviceTensor(this.current.keys[l]);
-      releaseDeviceTensor(this.current.values[l]);
-      this.current.keys[l] = key;
-      this.current.values[l] = value;
+      const key = out[DEVICE_GRAPH.keyPoolOut(l)] as ort.Tensor;
+      const value = out[DEVICE_GRAPH.valuePoolOut(l)] as ort.Tensor;
+      if (this.writes === "inplace") {
+        // Second handles on the pools' own buffers, which the graph wrote: the pools' tensors stay the cache's.
+        releaseDeviceTensor(key);
+        releaseDeviceTensor(value);
+        continue;
+      }
+      releaseDeviceTensor(this.keys[l]);
+      releaseDeviceTensor(this.values[l]);
+      this.keys[l] = key;
+      this.values[l] = value;
     }
   }
 
@@ -152,23 +155,17 @@ export class DeviceKvPool {
     this.lengths[to] = length;
   }
 
-  /** Bytes the pools hold on the device: keys and values of every layer, 4 bytes an element (2 in float16), twice when preallocated. */
+  /** Bytes the pools hold on the device (keys and values of every layer, 4 bytes an element, or 2 in float16). */
   bytes(): number {
     const element = this.zerosMaker.type === "float16" ? 2 : 4;
-    return (this.spare ? 2 : 1) * 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * element;
+    return 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * element;
   }
 
   /** Frees the device pools. */
   async dispose(): Promise<void> {
-    for (const set of this.spare ? [this.current, this.spare] : [this.current]) for (const t of [...set.keys, ...set.values]) releaseDeviceTensor(t);
+    for (const t of [...this.keys, ...this.values]) releaseDeviceTensor(t);
     await this.zerosMaker.release();
   }
-}
-
-/** One tensor per layer for keys and one for values. */
-interface PoolSet {
-  keys: ort.Tensor[];
-  values: ort.Tensor[];
 }
 
 /** Disposes a tensor the device holds; a CPU tensor (zeros made for the CPU provider) is left to the garbage collector. */

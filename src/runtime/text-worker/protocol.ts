@@ -36,7 +36,7 @@ export interface TextSessionOptions {
   memoryArena?: boolean;
   /** On "webgpu": how the provider keeps released storage buffers (see WebGpuBufferCache). Default: onnxruntime's, "bucket". */
   webgpuBufferCache?: WebGpuBufferCache;
-  /** On "webgpu": how each step writes the device KV pools (see DevicePoolWrites). Default: "preallocated". */
+  /** On "webgpu": how each step writes the device KV pools (see DevicePoolWrites). Default: "inplace". */
   devicePoolWrites?: DevicePoolWrites;
   /** Write an onnxruntime profile (JSON) with this path prefix; see `endProfiling`. Default: off. */
   profileFilePrefix?: string;

@@ -23,20 +23,18 @@ import type { TextSessionOptions } from "./protocol.js";
 export const DEFAULT_DEVICE_KV_POSITIONS = 1024;
 
 /**
- * Share of an adapter's free memory, less the model's weights, that one set of device KV pools
- * takes when no KV budget is given. The pool keeps two sets (each step reads one and writes the
- * other: DevicePoolWrites), so they take twice this; the rest is left to activations and the
- * provider's buffer cache.
+ * Share of an adapter's free memory, less the model's weights, that the device KV pools take when
+ * no KV budget is given; the rest is left to activations, the rows' copies of their past span, and
+ * the provider's buffer cache.
  */
 export const DEVICE_KV_FREE_SHARE = 0.25;
 
 /**
- * The most positions per slot an adapter's free memory alone gives the device KV pool. The pool has a
- * fixed capacity and every step writes it whole into the other set (ScatterND copies the whole pool,
- * whatever the step's past span), so part of a step's cost grows with the capacity, not with what is cached: a
- * large GPU would otherwise get pools of the model's whole context (131,072 positions for
- * Llama-3.2-1B) that every step copies. A longer
- * context is served by asking for it with `--kv-memory-mb`.
+ * The most positions per slot an adapter's free memory alone gives the device KV pool: a large GPU
+ * would otherwise get pools of the model's whole context (131,072 positions for Llama-3.2-1B), each
+ * one buffer, beyond what one storage binding of the adapter may hold (Llama-3.1-8B at 64 slots
+ * already takes 1 GiB a pool at 4096 positions), and beyond what "fresh" pool writes copy each step
+ * in reasonable time. A longer context is served by asking for it with `--kv-memory-mb`.
  */
 export const MAX_ADAPTER_KV_POSITIONS = 4096;
 
@@ -119,7 +117,7 @@ export class WebGpuTextSession {
     if (manifest.device !== "webgpu") throw new Error(`the artifact ${manifest.id} was not built for webgpu (its device: ${manifest.device ?? "cpu"})`);
     const { layers } = manifest.shape;
     checkDeviceGraphIo(manifest.io, deviceGraphIo(layers), `the artifact ${manifest.id}`);
-    const writes = options.devicePoolWrites ?? "preallocated";
+    const writes = options.devicePoolWrites ?? "inplace";
     const session = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.graph), deviceGraphIo(layers).outputs, writes, options);
     const slotCopy = await createDeviceSession(join(artifactDir, ARTIFACT_FILES.slotCopyGraph), slotCopyGraphIo(layers).outputs, writes, options);
     checkDeviceGraphIo({ inputs: [...session.inputNames], outputs: [...session.outputNames] }, deviceGraphIo(layers), `the graph of ${manifest.id}`);
@@ -239,7 +237,7 @@ const HALF_NEGATIVE_INFINITY = 0xfc00;
 
 /**
  * A WebGPU session whose KV pool outputs stay on the device and whose other outputs come to the CPU.
- * Preallocated pools are given to each run as its fetches; onnxruntime-node writes a device tensor
+ * Pools written in place are given to each run as its fetches; onnxruntime-node writes a device tensor
  * given so only where the output's preferred location is not "gpu-buffer" (there it allocates anew).
  */
 async function createDeviceSession(path: string, outputs: string[], writes: DevicePoolWrites, options: TextSessionOptions): Promise<ort.InferenceSession> {

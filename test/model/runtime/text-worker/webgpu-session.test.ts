@@ -177,10 +177,10 @@ describe("the GPU artifact", () => {
     expect(cut.logNormalizer[0]).toBeCloseTo(fresh.logNormalizer[0], 2);
   }, 120_000);
 
-  it("writes the same cache whether a step's pools are preallocated or allocated fresh", async () => {
+  it("writes the same cache whether a step writes its pools in place or allocates them fresh", async () => {
     const fresh = await WebGpuTextSession.load(gpuDir, { slots: 1, deviceKvPositions: 64, devicePoolWrites: "fresh" });
     try {
-      expect(session.kv.writes).toBe("preallocated");
+      expect(session.kv.writes).toBe("inplace");
       session.kv.truncate(0, 0);
       // A prefill, then decode steps that read what the steps before wrote.
       for (const [at, take] of [
@@ -253,15 +253,15 @@ describe("the GPU artifact", () => {
     console.log(
       `decode on the device: median ${times[steps >> 1].toFixed(0)} ms/step; RSS ${MiB(rss[0])} MiB at step 10, +${MiB(rss[1] - rss[0])} by step ${steps - 20}, +${MiB(rss[2] - rss[1])} over the last 20`,
     );
-    // Every step writes the 60 pools (3 slots x 64 positions: 5.6 MiB) of the other of the two sets
-    // made at load; pools allocated each step and never freed would grow 110 MiB over the last 20
-    // steps. Caches warm up in the first 10.
+    // Every step writes its new positions into the 60 pools (3 slots x 64 positions: 5.6 MiB) made
+    // at load; pools allocated each step and never freed would grow 110 MiB over the last 20 steps.
+    // Caches warm up in the first 10.
     expect(rss[2] - rss[1]).toBeLessThan(8 * 2 ** 20);
   }, 240_000);
 
   it("never let JavaScript read a device tensor (and the watch does catch one)", () => {
     expect(deviceReads).toEqual([]);
-    const pool = (session.kv as unknown as { current: { keys: ort.Tensor[] } }).current.keys[0];
+    const pool = (session.kv as unknown as { keys: ort.Tensor[] }).keys[0];
     expect(pool.location).toBe("gpu-buffer");
     expect(() => pool.data).toThrow(/device tensor/);
     deviceReads.length = 0;
