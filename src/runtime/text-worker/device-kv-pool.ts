@@ -105,8 +105,8 @@ export class DeviceKvPool {
       const value = out[DEVICE_GRAPH.valuePoolOut(l)] as ort.Tensor;
       if (this.writes === "inplace") {
         // Second handles on the pools' own buffers, which the graph wrote: the pools' tensors stay the cache's.
-        releaseDeviceTensor(key);
-        releaseDeviceTensor(value);
+        if (key !== this.keys[l]) releaseDeviceTensor(key);
+        if (value !== this.values[l]) releaseDeviceTensor(value);
         continue;
       }
       releaseDeviceTensor(this.keys[l]);
