@@ -9,8 +9,8 @@
 # profile-<shape>-<cache>-<pools>[-context<n>].txt (bench gpu-profile: wall, device and host time per
 # step, per build and row count, the costliest operators; "bucket" is onnxruntime's default cache,
 # "simple" keeps every released buffer; "inplace" pool writes are kiln's default, "fresh" the way
-# before; at 16 cached positions, and once at 512, where the step's past span covers 512 positions
-# of the pools instead of 64).
+# before; at 16 cached positions in pools of 1024, once in pools of 4096, and once at 512 cached
+# positions, where the step's past span covers 512 positions of the pools instead of 64).
 #
 #   source .device/on-device.sh && bash scripts/gpu-profile.sh
 #
@@ -27,18 +27,19 @@ quiet() { grep -v "W:onnxruntime\|^Warning: max"; }
 cap() { local want=$1 have; have=$(( $(left) - 5 )); echo $(( have < want ? have : want )); }
 
 if [ "${QUICK:-0}" = 1 ]; then
-  small=tiny big=tiny rows=1,4 capacity=64 context_long=40
+  small=tiny big=tiny rows=1,4 capacity=64 context_long=40 capacity_large=256
 else
-  small=smollm2-135m big=llama-3.2-1b rows=1,16,64 capacity=1024 context_long=512
+  small=smollm2-135m big=llama-3.2-1b rows=1,16,64 capacity=1024 context_long=512 capacity_large=4096
 fi
 node --import tsx bench/synthetic-gguf.ts --shapes "$small,$big" --out .cache/gguf 2>&1 | tail -3
 
-profile() { # shape builds cache pools seconds [context]
-  local context=${6:-16} tag=$3-$4
+profile() { # shape builds cache pools seconds [context] [capacity]
+  local context=${6:-16} positions=${7:-$capacity} tag=$3-$4
   [ "$context" != 16 ] && tag="$tag-context$context"
+  [ "$positions" != "$capacity" ] && tag="$tag-capacity$positions"
   echo "== profile $1 $2 $tag"
   timeout "$(cap "$5")" node --import tsx bench/gpu-profile.ts --shape "$1" --builds "$2" --buffer-cache "$3" --pool-writes "$4" \
-    --rows "$rows" --steps 8 --capacity "$capacity" --context "$context" --top 8 2>&1 | quiet > "$OUT/profile-$1-$tag.txt"
+    --rows "$rows" --steps 8 --capacity "$positions" --context "$context" --top 8 2>&1 | quiet > "$OUT/profile-$1-$tag.txt"
   grep "row(s)" "$OUT/profile-$1-$tag.txt"
 }
 engine() { # cache pools seconds
@@ -51,9 +52,10 @@ engine() { # cache pools seconds
 engine bucket inplace 50
 profile "$small" gqa,float16,explicit bucket inplace 50
 profile "$small" gqa bucket fresh 25
+# Pools four times larger: written in place, a step should cost the same (fresh, it copied them whole).
+profile "$small" gqa bucket inplace 25 16 "$capacity_large"
 profile "$small" gqa,float16 simple inplace 35
 # A longer context: the past span grows with it (16 positions read 64 of the pools, these 512).
 profile "$small" gqa,float16 bucket inplace 30 "$context_long"
 [ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 bucket inplace 45
-[ "$(left)" -gt 30 ] && engine simple inplace 40
 echo "gpu-profile: done in ${SECONDS} s"
