@@ -6,7 +6,15 @@ import { kilnHome } from "../catalogue/paths.js";
 import { pullModel, type PulledModel, type PullOptions } from "../catalogue/pull/index.js";
 import type { WeightSource } from "../catalogue/types.js";
 import { CT2_WHISPER_SOURCE_FILES, compileCt2Whisper } from "../compiler/compile-whisper.js";
-import { COMPILER_VERSION, compileGguf, type CompileOptions, type CompileResult, type DeviceActivations, SourceChangedError } from "../compiler/compile.js";
+import {
+  COMPILER_VERSION,
+  compileGguf,
+  type CompileOptions,
+  type CompileResult,
+  type DeviceActivations,
+  type DeviceAttention,
+  SourceChangedError,
+} from "../compiler/compile.js";
 import { isFirstOrOnlyGguf, isShardName } from "../compiler/gguf/split.js";
 import { type ArtifactProblem, describeProblems, verifyArtifact } from "../runtime/artifact/index.js";
 import type { ComputeDevice } from "../runtime/device/index.js";
@@ -55,6 +63,8 @@ export interface ProvisionOptions {
   device?: ComputeDevice;
   /** The GPU target's activations (`compileGguf`'s `deviceActivations`): "float32" (default) or "float16". */
   deviceActivations?: DeviceActivations;
+  /** The GPU target's attention (`compileGguf`'s `deviceAttention`): "gqa" (default) or "explicit". */
+  deviceAttention?: DeviceAttention;
   /** Root of kiln's store. Default `kilnHome()`. */
   home?: string;
   /** Rebuild even when an artifact with the same id exists. Default false. */
@@ -98,6 +108,7 @@ const ggufCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
         options: opts.compile,
         device: opts.device,
         deviceActivations: opts.deviceActivations,
+        deviceAttention: opts.deviceAttention,
         home: opts.home,
         force,
         onStage: opts.onStage,
@@ -187,7 +198,12 @@ export async function provisionArtifact(slug: string, opts: ProvisionOptions = {
 /** A text compile's options as its record keeps them: the device among them when it is not the CPU. */
 function recordedOptions(opts: ProvisionOptions): object {
   if (!opts.device || opts.device === "cpu") return { ...opts.compile };
-  return { ...opts.compile, device: opts.device, deviceActivations: opts.deviceActivations ?? "float32" };
+  return {
+    ...opts.compile,
+    device: opts.device,
+    deviceActivations: opts.deviceActivations ?? "float32",
+    ...(opts.deviceAttention ? { deviceAttention: opts.deviceAttention } : {}),
+  };
 }
 
 /**

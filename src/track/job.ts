@@ -12,6 +12,7 @@ import { getModel, hasModel } from "../catalogue/catalogue.js";
 import {
   GATE_UP_LAYOUTS,
   GPU_ACTIVATIONS,
+  GPU_ATTENTION,
   GPU_BLOCK_SIZES,
   GPU_SHAPES,
   GPU_WEIGHT_BITS,
@@ -56,6 +57,7 @@ const gpuSearchSpaceSchema = z
     weightBits: distinct(z.union(GPU_WEIGHT_BITS.map((b) => z.literal(b)) as [z.ZodLiteral<4>, z.ZodLiteral<8>, z.ZodLiteral<16>])).optional(),
     blockSize: distinct(z.union(GPU_BLOCK_SIZES.map((b) => z.literal(b)) as [z.ZodLiteral<32>, z.ZodLiteral<64>, z.ZodLiteral<128>])).optional(),
     activations: distinct(z.enum(GPU_ACTIVATIONS)).optional(),
+    attention: distinct(z.enum(GPU_ATTENTION)).optional(),
     shapes: distinct(z.enum(GPU_SHAPES)).optional(),
     graphCapture: distinct(z.boolean()).optional(),
     prefillChunk: distinct(positiveInt(8192)).optional(),

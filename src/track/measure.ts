@@ -28,6 +28,7 @@ import {
   compileOptionsOfManifest,
   compileSettingsOfOptions,
   deviceActivationsOf,
+  deviceAttentionOf,
   DEFAULT_SETTINGS,
   type GraphOptimizationLevel,
   type TrackSettings,
@@ -277,6 +278,7 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
       compile: compileOptionsOf(settings),
       device: settings.device,
       deviceActivations: deviceActivationsOf(settings),
+      deviceAttention: deviceAttentionOf(settings),
     });
     return compiled.dir;
   }

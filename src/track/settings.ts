@@ -7,6 +7,7 @@ import {
   DEFAULT_COMPILE_OPTIONS,
   type CompileOptions,
   type DeviceActivations,
+  type DeviceAttention,
   type DeviceWeights,
   type GateUpLayout,
   type LmHeadWeight,
@@ -26,6 +27,8 @@ export const GPU_WEIGHT_BITS = [4, 8, 16] as const;
 export const GPU_BLOCK_SIZES = [32, 64, 128] as const;
 /** GPU compile: the precision the WebGPU graph computes in (its head is float32 either way). */
 export const GPU_ACTIVATIONS = ["float32", "float16"] as const satisfies ReadonlyArray<DeviceActivations>;
+/** GPU compile: the attention each layer is built with (GroupQueryAttention or the CPU graph's explicit one). */
+export const GPU_ATTENTION = ["gqa", "explicit"] as const satisfies ReadonlyArray<DeviceAttention>;
 /** GPU compile: graph shapes fixed at compile time ("static": one decode row count, a fixed cache) or symbolic ("dynamic"). */
 export const GPU_SHAPES = ["dynamic", "static"] as const;
 export type GpuShapes = (typeof GPU_SHAPES)[number];
@@ -64,6 +67,11 @@ export interface TrackSettings {
    * and KV pools; the head and its log-probabilities stay float32). Ignored on the CPU.
    */
   activations: DeviceActivations;
+  /**
+   * GPU compile: each layer's attention, "gqa" (com.microsoft GroupQueryAttention over the rows' past
+   * span) or "explicit" (the CPU graph's attention, in matmuls and a softmax). Ignored on the CPU.
+   */
+  attention: DeviceAttention;
   /** GPU compile: static or dynamic graph shapes. Ignored on the CPU. */
   shapes: GpuShapes;
   /** GPU runtime: the WebGPU provider's graph capture (replays the recorded dispatches). Ignored on the CPU. */
@@ -90,6 +98,7 @@ export const SETTING_NAMES = [
   "weightBits",
   "blockSize",
   "activations",
+  "attention",
   "shapes",
   "graphOptimizationLevel",
   "graphCapture",
@@ -110,11 +119,12 @@ export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set([
   "weightBits",
   "blockSize",
   "activations",
+  "attention",
   "shapes",
 ]);
 
 /** Settings that mean something on the GPU only: left at their defaults, and out of promotions, on the CPU. */
-export const GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["weightBits", "blockSize", "activations", "shapes", "graphCapture"]);
+export const GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["weightBits", "blockSize", "activations", "attention", "shapes", "graphCapture"]);
 
 /** GPU settings that the GPU compile target and session do not take yet: a candidate may only leave them at their defaults. */
 export const UNSUPPORTED_GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["shapes", "graphCapture"]);
@@ -130,6 +140,7 @@ export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
   weightBits: 4,
   blockSize: 32,
   activations: "float32",
+  attention: "gqa",
   shapes: "dynamic",
   graphCapture: false,
   threads: 2,
@@ -181,8 +192,8 @@ function weightSettingsOf(deviceWeights: DeviceWeights): Pick<TrackSettings, "we
   return { weightBits: deviceWeights.bits, blockSize: deviceWeights.blockSize };
 }
 
-/** An artifact's compile options as its manifest records them, with a GPU artifact's activations. */
-export type RecordedCompileOptions = CompileOptions & { activations?: DeviceActivations };
+/** An artifact's compile options as its manifest records them, with a GPU artifact's activations and attention. */
+export type RecordedCompileOptions = CompileOptions & { activations?: DeviceActivations; attention?: DeviceAttention };
 
 /** The track settings an artifact's compile options stand for (its GPU weight form as `weightBits` and `blockSize`). */
 export function compileSettingsOfOptions(options: RecordedCompileOptions): Partial<TrackSettings> {
@@ -195,12 +206,18 @@ export function compileSettingsOfOptions(options: RecordedCompileOptions): Parti
     gateUp,
     ...weightSettingsOf(options.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights),
     activations: options.activations ?? DEFAULT_SETTINGS.activations,
+    attention: options.attention ?? DEFAULT_SETTINGS.attention,
   };
 }
 
 /** The GPU compile's `deviceActivations` for a candidate: its activations on the GPU, none on the CPU. */
 export function deviceActivationsOf(settings: Pick<TrackSettings, "device" | "activations">): DeviceActivations | undefined {
   return settings.device === "cpu" ? undefined : settings.activations;
+}
+
+/** The GPU compile's `deviceAttention` for a candidate: its attention on the GPU, none on the CPU. */
+export function deviceAttentionOf(settings: Pick<TrackSettings, "device" | "attention">): DeviceAttention | undefined {
+  return settings.device === "cpu" ? undefined : settings.attention;
 }
 
 /** The compile options an artifact was built with, as its manifest records them (null when it does not say). */
@@ -218,10 +235,17 @@ export function compileOptionsOfManifest(manifest: ArtifactManifest): RecordedCo
       gateUp: parsed.gateUp ?? DEFAULT_COMPILE_OPTIONS.gateUp,
       deviceWeights: parsed.deviceWeights ?? DEFAULT_COMPILE_OPTIONS.deviceWeights,
       ...((GPU_ACTIVATIONS as readonly unknown[]).includes(parsed.activations) ? { activations: parsed.activations } : {}),
+      ...(manifest.device === "webgpu" ? recordedAttention(parsed.attention) : {}),
     };
   } catch {
     return null;
   }
+}
+
+/** A GPU artifact's attention as its options record it: the compile names "gqa" and leaves "explicit" out (the ids such artifacts had); another name, nothing. */
+function recordedAttention(attention: unknown): { attention?: DeviceAttention } {
+  if (attention === undefined) return { attention: "explicit" };
+  return (GPU_ATTENTION as readonly unknown[]).includes(attention) ? { attention: attention as DeviceAttention } : {};
 }
 
 /**
@@ -235,6 +259,7 @@ export function completeSettings(partial: Record<string, unknown> | null | undef
   if ((GPU_WEIGHT_BITS as readonly unknown[]).includes(partial.weightBits)) out.weightBits = partial.weightBits as number;
   if ((GPU_BLOCK_SIZES as readonly unknown[]).includes(partial.blockSize)) out.blockSize = partial.blockSize as number;
   if ((GPU_ACTIVATIONS as readonly unknown[]).includes(partial.activations)) out.activations = partial.activations as DeviceActivations;
+  if ((GPU_ATTENTION as readonly unknown[]).includes(partial.attention)) out.attention = partial.attention as DeviceAttention;
   if ((GPU_SHAPES as readonly unknown[]).includes(partial.shapes)) out.shapes = partial.shapes as GpuShapes;
   if (typeof partial.graphCapture === "boolean") out.graphCapture = partial.graphCapture;
   const int = (v: unknown) => typeof v === "number" && Number.isInteger(v) && v > 0;

@@ -14,10 +14,12 @@ import { createModelMeasurer } from "../../../src/track/measure.js";
 import type { Workload } from "../../../src/track/job.js";
 import {
   compileOptionsOf,
+  completeSettings,
   compileOptionsOfManifest,
   compileSettingsOfOptions,
   DEFAULT_SETTINGS,
   deviceActivationsOf,
+  deviceAttentionOf,
   deviceWeightsOf,
   type TrackSettings,
   UNSUPPORTED_GPU_SETTINGS,
@@ -92,6 +94,38 @@ describe("activations as the GPU compile's deviceActivations", () => {
   });
 });
 
+describe("attention as the GPU compile's deviceAttention", () => {
+  it("goes to the GPU compile only", () => {
+    expect(deviceAttentionOf(GPU_DEFAULT_SETTINGS)).toBe("gqa");
+    expect(deviceAttentionOf(gpu({ attention: "explicit" }))).toBe("explicit");
+    expect(deviceAttentionOf({ ...DEFAULT_SETTINGS, attention: "explicit" })).toBeUndefined();
+    expect(completeSettings({ attention: "explicit" }).attention).toBe("explicit");
+    expect(completeSettings({ attention: "flash" }).attention).toBe("gqa");
+  });
+
+  it("comes back from a GPU artifact's manifest: what the compile names, explicit where it names none; nothing on the CPU", async () => {
+    const home = mkdtempSync(join(tmpdir(), "kiln-track-attention-"));
+    try {
+      const ggufPath = join(home, "tiny.gguf");
+      await writeTinyGguf(ggufPath);
+      const explicit = await compileGguf({
+        slug: "tiny",
+        ggufPath,
+        home,
+        device: "webgpu",
+        deviceAttention: deviceAttentionOf(gpu({ attention: "explicit" })),
+      });
+      expect(compileSettingsOfOptions(compileOptionsOfManifest(explicit.manifest)!)).toMatchObject({ attention: "explicit" });
+      const gqa = await compileGguf({ slug: "tiny", ggufPath, home, device: "webgpu", deviceAttention: deviceAttentionOf(GPU_DEFAULT_SETTINGS) });
+      expect(gqa.dir).not.toBe(explicit.dir);
+      expect(compileSettingsOfOptions(compileOptionsOfManifest(gqa.manifest)!)).toMatchObject({ attention: "gqa" });
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+    expect(compileOptionsOfManifest(manifestWith({ accuracyLevel: 4, numerics: "fast" }))!.attention).toBeUndefined();
+  });
+});
+
 describe("the measurer's GPU settings", () => {
   const home = mkdtempSync(join(tmpdir(), "kiln-track-settings-"));
   afterAll(() => rmSync(home, { recursive: true, force: true }));
@@ -109,7 +143,8 @@ describe("the measurer's GPU settings", () => {
     await expect(measure(gpu({ weightBits: 8, blockSize: 64 }))).rejects.not.toThrow(/takes no/);
   });
 
-  it("takes activations on to the compile as well", async () => {
+  it("takes activations and attention on to the compile as well", async () => {
     await expect(measure(gpu({ activations: "float16" }))).rejects.toThrow(/no-such-model/);
+    await expect(measure(gpu({ attention: "explicit" }))).rejects.toThrow(/no-such-model/);
   });
 });
