@@ -2,7 +2,7 @@
  * ONNX ModelProto bytes for the runtime's own small helper graphs (a device probe, joining speech
  * windows on a device), written here because the runtime
  * imports no compiler and these graphs need no file on disk. Only what they use: nodes with integer
- * attributes, and typed inputs and outputs whose dimensions are fixed or named.
+ * and integer-list attributes, and typed inputs and outputs whose dimensions are fixed or named.
  */
 
 /** ONNX element types used by the helper graphs. */
@@ -20,8 +20,8 @@ export interface SmallNode {
   op: string;
   inputs: readonly string[];
   outputs: readonly string[];
-  /** Integer attributes (non-negative), by name. */
-  attributes?: Readonly<Record<string, number>>;
+  /** Integer and integer-list attributes (non-negative), by name. */
+  attributes?: Readonly<Record<string, number | readonly number[]>>;
 }
 
 export interface SmallGraph {
@@ -47,8 +47,10 @@ export function smallGraphBytes(graph: SmallGraph): Uint8Array {
 
 function nodeProto(node: SmallNode): Uint8Array[] {
   const attributes = Object.entries(node.attributes ?? {}).map(([name, value]) => {
-    if (!Number.isInteger(value) || value < 0) throw new RangeError(`attribute ${name} of ${node.op}: only non-negative integers are written`);
-    return message(5, [stringField(1, name), varintField(3, value), varintField(20, 2 /* AttributeProto.INT */)]);
+    const ints = typeof value === "number" ? [value] : value;
+    if (ints.some((v) => !Number.isInteger(v) || v < 0)) throw new RangeError(`attribute ${name} of ${node.op}: only non-negative integers are written`);
+    if (typeof value === "number") return message(5, [stringField(1, name), varintField(3, value), varintField(20, 2 /* AttributeProto.INT */)]);
+    return message(5, [stringField(1, name), ...ints.map((v) => varintField(8, v)), varintField(20, 7 /* AttributeProto.INTS */)]);
   });
   return [...node.inputs.map((i) => stringField(1, i)), ...node.outputs.map((o) => stringField(2, o)), stringField(4, node.op), ...attributes];
 }

@@ -1,16 +1,9 @@
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
-import {
-  checkSpeechGraphIo,
-  KV_GROWTH_POSITIONS,
-  readSpeechManifest,
-  SPEECH_FILES,
-  SPEECH_GRAPH,
-  type SpeechArtifactManifest,
-  WINDOW_FRAMES,
-} from "../artifact/index.js";
+import { checkSpeechGraphIo, readSpeechManifest, SPEECH_FILES, SPEECH_GRAPH, type SpeechArtifactManifest, WINDOW_FRAMES } from "../artifact/index.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
-import { KvPool } from "../kv-pool.js";
+import { type DecoderCache, HostDecoderCache } from "./decoder-cache.js";
+import { DeviceDecoderCache } from "./device-decoder-cache.js";
 import { DeviceWindowStore } from "./device-window-store.js";
 import type { SpeechSessionOptions } from "./protocol.js";
 import { HostWindowStore, type WindowStore } from "./window-store.js";
@@ -49,7 +42,7 @@ export interface DecoderOutput {
 
 /**
  * The speech session on the worker thread: the compiled encoder and decoder, the decoder's
- * self-attention KV pool, and the cross-attention keys and values of one 30 s window per run of
+ * self-attention KV cache, and the cross-attention keys and values of one 30 s window per run of
  * `rowsPerWindow` consecutive slots (a transcription's rows: its beams or candidates read one window).
  * It runs what it is told for the slots it is told; it never decides who runs.
  */
@@ -58,7 +51,7 @@ export class SpeechSession {
     readonly manifest: SpeechArtifactManifest,
     private readonly encoder: ort.InferenceSession,
     private readonly decoder: ort.InferenceSession,
-    readonly kv: KvPool,
+    readonly kv: DecoderCache,
     /** Consecutive slots that read one window. */
     readonly rowsPerWindow: number,
     private readonly windows: WindowStore,
@@ -84,9 +77,10 @@ export class SpeechSession {
     };
     const graphSession = (file: string, extra: ort.InferenceSession.SessionOptions = {}) =>
       ort.InferenceSession.create(file, { ...sessionOptions, ...extra, executionProviders: executionProvidersFor(device, file) });
-    // The encoder's outputs go where the windows are kept. The decoder's all come back to the CPU: its
-    // graph takes the whole self-attention cache as an input and returns only the new positions, so
-    // the cache lives in the KV pool in JavaScript.
+    // The encoder's outputs go where the windows are kept. The decoder's all come back to the CPU, its
+    // presents being only the call's new positions (see DeviceDecoderCache for why).
+    const kv: DecoderCache =
+      device === "cpu" ? new HostDecoderCache(manifest.shape, slots) : await DeviceDecoderCache.create(manifest.shape, slots, shape.textContext, device);
     const encoderOutputs = [...Array(shape.decoderLayers).keys()].flatMap((l) => [E.crossKey(l), E.crossValue(l)]);
     const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder), {
       preferredOutputLocation: Object.fromEntries(encoderOutputs.map((name) => [name, windows.encoderOutputs])),
@@ -100,7 +94,6 @@ export class SpeechSession {
       shape,
       `the graphs of ${manifest.id}`,
     );
-    const kv = new KvPool(manifest.shape, slots, KV_GROWTH_POSITIONS);
     return new SpeechSession(manifest, encoder, decoder, kv, rowsPerWindow, windows);
   }
 
@@ -190,8 +183,7 @@ export class SpeechSession {
     const { kv } = this;
     const shape = this.manifest.speech;
     const rows = rowList.length;
-    const before = rowList.map((_, r) => kv.lengths[firstSlot + r]);
-    kv.copyPrefixes(rowList.flatMap((row, r) => (row.keep ? [{ from: row.from, to: firstSlot + r, length: row.past }] : [])));
+    await kv.copyPrefixes(rowList.flatMap((row, r) => (row.keep ? [{ from: row.from, to: firstSlot + r, length: row.past }] : [])));
     let longest = 0;
     let furthest = 0;
     for (let r = 0; r < rows; r++) {
@@ -201,52 +193,25 @@ export class SpeechSession {
     }
     if (longest > shape.textContext) throw new RangeError(`a window's tokens would reach ${longest} positions, past the decoder's ${shape.textContext}`);
     // A gap filler's positions are dropped again, so it may pass the context for this one call.
-    kv.ensure(furthest);
-    const cap = kv.capacity;
-    const ids = new BigInt64Array(rows * tokensPerRow);
-    const positions = new BigInt64Array(rows * tokensPerRow);
-    const pastMask = new Float32Array(rows * cap).fill(NEG_INF);
-    for (let r = 0; r < rows; r++) {
-      const at = kv.lengths[firstSlot + r];
-      pastMask.fill(0, r * cap, r * cap + at);
-      for (let s = 0; s < tokensPerRow; s++) {
-        ids[r * tokensPerRow + s] = BigInt(rowList[r].tokens[s]);
-        positions[r * tokensPerRow + s] = BigInt(Math.min(at + s, shape.textContext - 1));
-      }
-    }
-    const feeds: Record<string, ort.Tensor> = {
-      [D.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
-      [D.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
-      [D.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, cap]),
-      [D.newMask]: new ort.Tensor("float32", causalMask(tokensPerRow), [1, 1, tokensPerRow, tokensPerRow]),
-    };
-    const stride = kv.slotStride;
-    for (let l = 0; l < shape.decoderLayers; l++) {
-      const cache = (data: Float32Array) => data.subarray(firstSlot * stride, (firstSlot + rows) * stride);
-      feeds[D.pastKey(l)] = new ort.Tensor("float32", cache(kv.keys[l]), [rows, shape.heads, shape.headDim, cap]);
-      feeds[D.pastValue(l)] = new ort.Tensor("float32", cache(kv.values[l]), [rows, shape.heads, cap, shape.headDim]);
-    }
-    // The rules' inputs are fed on every call; a call that asks for no top tokens gets an all-zero mask.
-    feeds[D.ruleMask] = new ort.Tensor("float32", outputs.top?.mask.subarray(0, rows * shape.vocab) ?? this.zeroMask(rows * shape.vocab), [rows, shape.vocab]);
-    feeds[D.textTokens] = new ort.Tensor("int64", BigInt64Array.of(BigInt(this.manifest.tokens.timestampBegin)), [1]);
-    feeds[D.topK] = new ort.Tensor("int64", BigInt64Array.of(BigInt(Math.min(outputs.top?.k ?? 1, shape.vocab))), [1]);
-    const fetches: string[] = [];
-    if (outputs.logits ?? true) fetches.push(D.logits);
-    for (let l = 0; l < shape.decoderLayers; l++) fetches.push(D.presentKey(l), D.presentValue(l));
-    if (outputs.alignment) fetches.push(D.alignment);
-    if (outputs.top) fetches.push(D.topLogprobs, D.topIds);
-    const windows = await this.windows.feeds(firstWindow, groups);
+    const past = await kv.pastFeeds(firstSlot, rows, furthest);
     let out: ort.InferenceSession.ReturnType;
     try {
-      out = await this.decoder.run({ ...feeds, ...windows.tensors }, fetches);
+      const feeds = { ...this.stepFeeds(firstSlot, rowList, tokensPerRow, past.positions, outputs), ...past.tensors };
+      const windows = await this.windows.feeds(firstWindow, groups);
+      try {
+        out = await this.decoder.run({ ...feeds, ...windows.tensors }, decoderFetches(shape.decoderLayers, outputs));
+      } finally {
+        windows.release();
+      }
     } finally {
-      windows.release();
+      past.release();
     }
-    for (let l = 0; l < shape.decoderLayers; l++) {
-      kv.append(l, firstSlot, rows, tokensPerRow, out[D.presentKey(l)].data as Float32Array, out[D.presentValue(l)].data as Float32Array);
-    }
-    kv.advance(firstSlot, rows, tokensPerRow);
-    for (let r = 0; r < rows; r++) if (!rowList[r].keep) kv.truncate(firstSlot + r, before[r]);
+    await kv.write(
+      firstSlot,
+      rowList.map((row) => row.keep),
+      tokensPerRow,
+      out,
+    );
     const result: DecoderOutput = {};
     if (outputs.logits ?? true) result.logits = out[D.logits].data as Float32Array;
     if (outputs.alignment) result.alignment = out[D.alignment].data as Float32Array;
@@ -255,6 +220,34 @@ export class SpeechSession {
       result.top = { k: ids.dims[1], tokens: Int32Array.from(ids.data as BigInt64Array, Number), logprobs: out[D.topLogprobs].data as Float32Array };
     }
     return result;
+  }
+
+  /** A decoder call's inputs besides the caches: tokens, positions, masks over a past of `span` positions, and the rules' inputs. */
+  private stepFeeds(firstSlot: number, rowList: readonly DecoderRow[], tokensPerRow: number, span: number, outputs: DecodeOutputs): Record<string, ort.Tensor> {
+    const shape = this.manifest.speech;
+    const rows = rowList.length;
+    const ids = new BigInt64Array(rows * tokensPerRow);
+    const positions = new BigInt64Array(rows * tokensPerRow);
+    const pastMask = new Float32Array(rows * span).fill(NEG_INF);
+    for (let r = 0; r < rows; r++) {
+      const at = this.kv.lengths[firstSlot + r];
+      pastMask.fill(0, r * span, r * span + at);
+      for (let s = 0; s < tokensPerRow; s++) {
+        ids[r * tokensPerRow + s] = BigInt(rowList[r].tokens[s]);
+        positions[r * tokensPerRow + s] = BigInt(Math.min(at + s, shape.textContext - 1));
+      }
+    }
+    // The rules' inputs are fed on every call; a call that asks for no top tokens gets an all-zero mask.
+    const ruleMask = outputs.top?.mask.subarray(0, rows * shape.vocab) ?? this.zeroMask(rows * shape.vocab);
+    return {
+      [D.inputIds]: new ort.Tensor("int64", ids, [rows, tokensPerRow]),
+      [D.positionIds]: new ort.Tensor("int64", positions, [rows, tokensPerRow]),
+      [D.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, span]),
+      [D.newMask]: new ort.Tensor("float32", causalMask(tokensPerRow), [1, 1, tokensPerRow, tokensPerRow]),
+      [D.ruleMask]: new ort.Tensor("float32", ruleMask, [rows, shape.vocab]),
+      [D.textTokens]: new ort.Tensor("int64", BigInt64Array.of(BigInt(this.manifest.tokens.timestampBegin)), [1]),
+      [D.topK]: new ort.Tensor("int64", BigInt64Array.of(BigInt(Math.min(outputs.top?.k ?? 1, shape.vocab))), [1]),
+    };
   }
 
   /** An all-zero rule mask of `length` floats (never written: a view of one shared buffer). */
@@ -266,10 +259,21 @@ export class SpeechSession {
   private zeros = new Float32Array(0);
 
   async release(): Promise<void> {
+    await this.kv.dispose();
     await this.windows.dispose();
     await this.encoder.release();
     await this.decoder.release();
   }
+}
+
+/** What a decoder call fetches: the new keys and values always, the rest as `outputs` asks. */
+function decoderFetches(layers: number, outputs: DecodeOutputs): string[] {
+  const fetches: string[] = [];
+  if (outputs.logits ?? true) fetches.push(D.logits);
+  for (let l = 0; l < layers; l++) fetches.push(D.presentKey(l), D.presentValue(l));
+  if (outputs.alignment) fetches.push(D.alignment);
+  if (outputs.top) fetches.push(D.topLogprobs, D.topIds);
+  return fetches;
 }
 
 /** [S, S] additive mask: new token s sees new tokens 0..s. */

@@ -2,13 +2,13 @@
  * The speech session on the real whisper tiny.en artifact: slots grouped in runs that share one
  * encoded window, and decoder calls whose rows span several runs (widened with gap fillers so each
  * run's rows read their window once) give every row what it gets in a call of its own. On the WebGPU
- * device (lavapipe here) the windows stay device tensors, never read by JavaScript, and the rows get
- * the CPU's logits.
+ * device (lavapipe here) the windows and the decoder's self-attention cache stay device tensors,
+ * never read by JavaScript, and the rows get the CPU's logits.
  */
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provisionArtifact } from "../../../../src/provision/index.js";
-import { WINDOW_FRAMES } from "../../../../src/runtime/artifact/index.js";
+import { SPEECH_GRAPH, WINDOW_FRAMES } from "../../../../src/runtime/artifact/index.js";
 import { SpeechSession } from "../../../../src/runtime/speech-worker/session.js";
 
 const RUN = 2;
@@ -99,5 +99,48 @@ describe("SpeechSession windows shared by runs of slots", () => {
     } finally {
       Object.defineProperty(ort.Tensor.prototype, "data", { configurable: true, get: dataGetter });
     }
+  }, 300_000);
+
+  it("keeps the decoder's self-attention cache on the WebGPU device through gap fillers and beam moves, and gives the CPU's logits", async () => {
+    const onCpu = await open("cpu");
+    const onDevice = await open("webgpu");
+    const vocab = onCpu.manifest.speech.vocab;
+    const layers = onCpu.manifest.speech.decoderLayers;
+    const D = SPEECH_GRAPH.decoder;
+    const pastNames = new Set([...Array(layers).keys()].flatMap((l) => [D.pastKey(l), D.pastValue(l)]));
+    // Every run while the device session decodes: no past of its decoder is fed from JavaScript (only the new positions come back).
+    const crossings: string[] = [];
+    type Run = (this: ort.InferenceSession, feeds: ort.InferenceSession.FeedsType, ...rest: unknown[]) => Promise<ort.InferenceSession.ReturnType>;
+    // The factory's typings hide the class whose instances every session is.
+    const sessionClass = (ort.InferenceSession as unknown as { prototype: { run: Run } }).prototype;
+    const run = sessionClass.run;
+    const spy: Run = async function (feeds, ...rest) {
+      for (const [name, t] of Object.entries(feeds)) if (pastNames.has(name) && t.location === "cpu") crossings.push(`fed ${name} from JavaScript`);
+      return run.call(this, feeds, ...rest);
+    };
+    // Each call: first slot, each row's past, kept, new tokens per row, tokens, and the slots rows continue from.
+    const calls: Array<[number, number[], boolean[], number, number[], number[]?]> = [
+      [1, [2, 2, 2], [true, true, true], 1, [464, 1002, 2068]], // spans two runs: slot 0 a gap filler
+      [2, [3, 3], [true, true], 2, [11, 12, 13, 14]],
+      [0, [3, 3], [true, true], 1, [21, 22], [1, 1]], // both rows fork from slot 1
+      [2, [5, 4], [true, true], 1, [31, 32], [3, 2]], // the two rows swap (a cycle of moves)
+      [4, [2, 2], [true, false], 1, [41, 42]], // the second row is dropped again
+    ];
+    let worst = 0;
+    for (const [first, past, keep, perRow, tokens, from] of calls) {
+      const expected = await onCpu.decode(first, past, keep, perRow, tokens, {}, from);
+      sessionClass.run = spy;
+      let got;
+      try {
+        got = await onDevice.decode(first, past, keep, perRow, tokens, {}, from);
+      } finally {
+        sessionClass.run = run;
+      }
+      for (let i = 0; i < past.length * vocab; i++) worst = Math.max(worst, Math.abs(expected.logits![i] - got.logits![i]));
+      expect(Array.from(onDevice.kv.lengths)).toEqual(Array.from(onCpu.kv.lengths));
+    }
+    console.log(`webgpu decoder cache: max |logit diff| against the CPU over ${calls.length} calls: ${worst.toExponential(2)}`);
+    expect(worst).toBeLessThan(1e-2);
+    expect(crossings).toEqual([]);
   }, 300_000);
 });

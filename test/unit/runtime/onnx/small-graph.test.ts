@@ -24,6 +24,20 @@ describe("smallGraphBytes", () => {
     await session.release();
   });
 
+  it("writes integer-list attributes", async () => {
+    const bytes = smallGraphBytes({
+      name: "turn",
+      nodes: [{ op: "Transpose", inputs: ["a"], outputs: ["b"], attributes: { perm: [1, 0] } }],
+      inputs: [{ name: "a", type: ElementType.float, dims: [2, 3] }],
+      outputs: [{ name: "b", type: ElementType.float, dims: [3, 2] }],
+    });
+    const session = await ort.InferenceSession.create(bytes);
+    const out = await session.run({ a: new ort.Tensor("float32", Float32Array.of(1, 2, 3, 4, 5, 6), [2, 3]) });
+    expect(out.b.dims).toEqual([3, 2]);
+    expect(Array.from(out.b.data as Float32Array)).toEqual([1, 4, 2, 5, 3, 6]);
+    await session.release();
+  });
+
   it("refuses an attribute it cannot write", () => {
     expect(() =>
       smallGraphBytes({

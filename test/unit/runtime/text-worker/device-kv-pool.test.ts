@@ -1,32 +1,10 @@
 /**
- * The device KV pool without a device: the past span a step reads, and how a step's run is bound to
- * the pools (the pools' tensors here are zeros made on the CPU; the model tests run them on WebGPU).
+ * The device KV pool without a device: how a step's run is bound to the pools (the pools' tensors here are zeros made on the CPU; the model tests run them on WebGPU).
  */
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
 import { DEVICE_GRAPH } from "../../../../src/runtime/artifact/index.js";
-import { DeviceKvPool, type DevicePoolWrites, pastSpan } from "../../../../src/runtime/text-worker/device-kv-pool.js";
-
-describe("pastSpan", () => {
-  it("is the next power of two at or above the longest row, at least 64", () => {
-    expect(pastSpan(1, 4096)).toBe(64);
-    expect(pastSpan(64, 4096)).toBe(64);
-    expect(pastSpan(65, 4096)).toBe(128);
-    expect(pastSpan(600, 4096)).toBe(1024);
-    expect(pastSpan(2049, 4096)).toBe(4096);
-  });
-
-  it("never exceeds the capacity, which need not be a power of two", () => {
-    expect(pastSpan(16, 16)).toBe(16);
-    expect(pastSpan(700, 768)).toBe(768);
-    expect(pastSpan(768, 768)).toBe(768);
-  });
-
-  it("takes few values over a whole context, so the steps' shapes stay few", () => {
-    const spans = new Set(Array.from({ length: 4096 }, (_, i) => pastSpan(i + 1, 4096)));
-    expect([...spans]).toEqual([64, 128, 256, 512, 1024, 2048, 4096]);
-  });
-});
+import { DeviceKvPool, type DevicePoolWrites } from "../../../../src/runtime/text-worker/device-kv-pool.js";
 
 describe("DeviceKvPool's binding of a run", () => {
   const shape = { layers: 2, kvHeads: 1, headDim: 2 };
