@@ -14,10 +14,10 @@ import {
   type WhisperShape,
 } from "../runtime/artifact/index.js";
 import { ArtifactFolder, artifactId, sha256File } from "./artifact-writer.js";
-import { COMPILER_VERSION, type CompileResult, SourceChangedError } from "./compile.js";
+import { type BuildDevice, COMPILER_VERSION, type CompileResult, SourceChangedError } from "./compile.js";
 import { type Ct2Config, Ct2FormatError, Ct2Model, readCt2Config } from "./ct2/reader.js";
 import { readHfTokenizer, whisperTokenizerSpec, whisperTokens } from "./ct2/whisper-tokens.js";
-import { buildWhisper, countLayers, type WhisperHyper } from "./graph/whisper.js";
+import { buildWhisper, countLayers, type EncoderAttention, type WhisperHyper } from "./graph/whisper.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 
 /** The files of a CTranslate2 Whisper folder the compiler reads (hashed into the artifact id). */
@@ -32,10 +32,21 @@ export interface Ct2CompileRequest {
   /** SHA-256 each source file must have (what was pulled or pinned), by file name. */
   sourceSha256?: Partial<Record<string, string>>;
   onStage?: (stage: string) => void;
+  /**
+   * The device the artifact is built for: "cpu" (default) or "webgpu", whose encoder attends with
+   * MatMul and Softmax (see EncoderAttention): its own artifact beside the CPU one, the device part
+   * of its id. The decoder is the same graph on both.
+   */
+  device?: BuildDevice;
 }
 
 /** Options that shape the graphs (part of the artifact id); only float32 weights today. */
 const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: "in-graph" } as const;
+
+/** The options a build for `device` adds to the id (none on the CPU, so the CPU artifact's id stays what it was). */
+function deviceOptions(device: BuildDevice): { device?: BuildDevice; encoderAttention?: EncoderAttention } {
+  return device === "cpu" ? {} : { device, encoderAttention: "explicit" };
+}
 
 export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<CompileResult> {
   const started = Date.now();
@@ -45,7 +56,8 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
   const combined = createHash("sha256")
     .update(CT2_WHISPER_SOURCE_FILES.map((f) => `${f}:${hashes[f]}`).join("\n"))
     .digest("hex");
-  const id = artifactId(req.slug, combined, COMPILER_VERSION, WHISPER_OPTIONS);
+  const device = req.device ?? "cpu";
+  const id = artifactId(req.slug, combined, COMPILER_VERSION, { ...WHISPER_OPTIONS, ...deviceOptions(device) });
   const dir = join(artifactsDir(req.slug, req.home ?? kilnHome()), id);
   if (!req.force) {
     try {
@@ -64,7 +76,7 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
     stage("building graphs");
     const encoder = new GraphBuilder(folder.path(SPEECH_FILES.encoderWeights));
     const decoder = new GraphBuilder(folder.path(SPEECH_FILES.decoderWeights));
-    const choices = buildWhisper({ encoder, decoder }, model, hyper);
+    const choices = buildWhisper({ encoder, decoder }, model, hyper, { encoderAttention: device === "cpu" ? "fused" : "explicit" });
     const speechIo = { encoder: ioOf(encoder), decoder: ioOf(decoder) };
     checkSpeechGraphIo(speechIo, hyper, `the graphs built for ${req.slug}`);
     writeFileSync(folder.path(SPEECH_FILES.encoder), encoder.finish(`${req.slug}-encoder`, COMPILER_VERSION, { kiln_artifact: id }));
@@ -78,6 +90,7 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
     const manifest: Omit<ArtifactManifest, "files"> = {
       id,
       slug: req.slug,
+      ...(device !== "cpu" ? { device } : {}),
       compilerVersion: COMPILER_VERSION,
       createdAt: new Date().toISOString(),
       source: { file: "model.bin", sha256: hashes["model.bin"], bytes: statSync(binPath).size },

@@ -57,8 +57,9 @@ export interface ProvisionOptions {
   /** Compile options (part of the artifact id). Default: the compiler's defaults. */
   compile?: CompileOptions;
   /**
-   * The device a text model's artifact is built for: "webgpu" compiles (once, then reuses) the GPU
-   * target, its own artifact beside the CPU one. Speech models ignore it. Default "cpu".
+   * The device a model's artifact is built for: "webgpu" compiles (once, then reuses) the GPU
+   * target, its own artifact beside the CPU one (a speech model's: its encoder attending with MatMul
+   * and Softmax). Default "cpu".
    */
   device?: ComputeDevice;
   /** The GPU target's activations (`compileGguf`'s `deviceActivations`): "float32" (default) or "float16". */
@@ -131,7 +132,9 @@ const ct2WhisperCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
     checkPin(slug, sources, pulled, file);
     sourceSha256[path] = file.sha256;
   }
-  return { compile: (force) => compileCt2Whisper({ slug, modelDir: pulled.dir, sourceSha256, home: opts.home, force, onStage: opts.onStage }) };
+  return {
+    compile: (force) => compileCt2Whisper({ slug, modelDir: pulled.dir, sourceSha256, home: opts.home, force, onStage: opts.onStage, device: opts.device }),
+  };
 };
 
 function checkPin(slug: string, sources: readonly WeightSource[], pulled: PulledModel, file: { path: string; sha256: string }): void {
@@ -160,8 +163,8 @@ export async function provisionArtifact(slug: string, opts: ProvisionOptions = {
   stage("pulling weights");
   let source = await pull(false);
   const db = openRecords(home);
-  // Compile options shape only the text compiler's graphs; a speech compile records none.
-  const recordId = db && recordCompileStart(db, slug, COMPILER_VERSION, entry.kind === "text" ? recordedOptions(opts) : {});
+  // Compile options shape only the text compiler's graphs; a speech compile records only its device.
+  const recordId = db && recordCompileStart(db, slug, COMPILER_VERSION, entry.kind === "text" ? recordedOptions(opts) : recordedSpeechOptions(opts));
   let failed = false;
   try {
     const compile = (force: boolean) => source.compile(force);
@@ -204,6 +207,11 @@ function recordedOptions(opts: ProvisionOptions): object {
     deviceActivations: opts.deviceActivations ?? "float32",
     ...(opts.deviceAttention ? { deviceAttention: opts.deviceAttention } : {}),
   };
+}
+
+/** A speech compile's options as its record keeps them: its device, when it is not the CPU. */
+function recordedSpeechOptions(opts: ProvisionOptions): object {
+  return !opts.device || opts.device === "cpu" ? {} : { device: opts.device };
 }
 
 /**

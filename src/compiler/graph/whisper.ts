@@ -101,9 +101,26 @@ class WhisperOps {
   }
 }
 
+/**
+ * How the encoder's self-attention is built: "fused", com.microsoft Attention (one kernel over all
+ * heads, the CPU's fastest); "explicit", MatMul and Softmax per head, for the GPU target (onnxruntime's
+ * WebGPU Attention gives other numbers past 16 positions, so the fused node would run on the CPU
+ * there, its inputs and outputs crossing every layer).
+ */
+export type EncoderAttention = "fused" | "explicit";
+
+/** Options of {@link buildWhisper}. */
+export interface WhisperBuildOptions {
+  /** The encoder's self-attention. Default "fused". */
+  encoderAttention?: EncoderAttention;
+}
+
 class WhisperEncoder {
   readonly choices: Choice[] = [];
-  constructor(private readonly o: WhisperOps) {}
+  constructor(
+    private readonly o: WhisperOps,
+    private readonly attention: EncoderAttention,
+  ) {}
 
   private conv(x: string, scope: string, stride: number): string {
     const { o } = this;
@@ -117,6 +134,7 @@ class WhisperEncoder {
     const { o } = this;
     const scope = `encoder/layer_${layer}/self_attention`;
     const normed = o.layerNorm(x, `${scope}/layer_norm`);
+    if (this.attention === "explicit") return o.linear(this.explicitAttention(normed, scope), `${scope}/linear_1`);
     const [n, k] = o.w.dims(`${scope}/linear_0/weight`);
     // com.microsoft Attention takes the fused QKV projection ([in, 3*width] and its bias) and scales by
     // 1/sqrt(head_dim) itself; its CPU kernel is one pass over all heads with no mask for the encoder.
@@ -124,6 +142,21 @@ class WhisperEncoder {
     const bias = o.f32(`${scope}/linear_0.bias`, [n], o.w.floats(`${scope}/linear_0/bias`));
     const mixed = o.g.op("Attention", [normed, weight, bias], { domain: MS, attributes: { num_heads: o.h.encoderHeads } });
     return o.linear(mixed, `${scope}/linear_1`);
+  }
+
+  /** Every head's softmax(Q.K^T / sqrt(head_dim)).V over the whole window, [B, S, width], before the output projection. */
+  private explicitAttention(normed: string, scope: string): string {
+    const { o } = this;
+    const g = o.g;
+    const { width, encoderHeads: heads } = o.h;
+    const headDim = width / heads;
+    // 1/sqrt(head_dim) folded into the Q rows: exact for Whisper's head size of 64.
+    const qkv = o.linear(normed, `${scope}/linear_0`, { scale: 1 / Math.sqrt(headDim), rows: width });
+    const [q, k, v] = g.node("Split", [qkv, g.int64s([width, width, width])], { outputs: 3, attributes: { axis: -1 } });
+    const perHead = (t: string, perm: number[]) => g.op("Transpose", [g.op("Reshape", [t, g.int64s([0, 0, heads, headDim])])], { attributes: { perm } });
+    const probs = g.op("Softmax", [g.op("MatMul", [perHead(q, [0, 2, 1, 3]), perHead(k, [0, 2, 3, 1])])], { attributes: { axis: -1 } });
+    const mixed = g.op("Transpose", [g.op("MatMul", [probs, perHead(v, [0, 2, 1, 3])])], { attributes: { perm: [0, 2, 1, 3] } });
+    return g.op("Reshape", [mixed, g.int64s([0, 0, width])]);
   }
 
   /** One decoder layer's cross-attention keys (transposed) and values, as graph outputs. */
@@ -159,12 +192,21 @@ class WhisperEncoder {
     }
     const encoded = o.layerNorm(x, "encoder/layer_norm");
     for (let l = 0; l < h.decoderLayers; l++) this.crossKv(encoded, l);
-    this.choices.push({
-      what: "encoder attention",
-      choice: "com.microsoft Attention (fused QKV)",
-      exact: true,
-      why: "one kernel over all heads; no mask over a full 30 s window",
-    });
+    this.choices.push(
+      this.attention === "fused"
+        ? {
+            what: "encoder attention",
+            choice: "com.microsoft Attention (fused QKV)",
+            exact: true,
+            why: "one kernel over all heads; no mask over a full 30 s window",
+          }
+        : {
+            what: "encoder attention",
+            choice: "decomposed MatMul/Softmax per head (fused QKV projection)",
+            exact: true,
+            why: "the GPU target: onnxruntime's WebGPU Attention gives other numbers past 16 positions, and MatMul and Softmax run on the device",
+          },
+    );
   }
 }
 
@@ -351,8 +393,8 @@ export interface WhisperBuilders {
 }
 
 /** Builds both graphs; returns the choices made. */
-export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: WhisperHyper): Choice[] {
-  const encoder = new WhisperEncoder(new WhisperOps(builders.encoder, w, h));
+export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: WhisperHyper, options: WhisperBuildOptions = {}): Choice[] {
+  const encoder = new WhisperEncoder(new WhisperOps(builders.encoder, w, h), options.encoderAttention ?? "fused");
   encoder.build();
   const decoderChoices = new WhisperDecoder(new WhisperOps(builders.decoder, w, h)).build();
   return [

@@ -32,11 +32,16 @@ async function transcribe(s: RunningServer, path: string): Promise<string> {
 describe("speech on the WebGPU device", () => {
   let onCpu = "";
   let cpuSeconds = 0;
+  let cpuArtifact: string | undefined;
+  /** The artifact a server says it serves the model from. */
+  const artifactOf = (s: RunningServer) => /serving \(artifact ([^;)]+)/.exec(s.stderr())?.[1];
   const sentence = () => speechFixture("lighthouse");
 
   it("transcribes on the CPU device (the reference)", async () => {
     server = await startServer(SLUG, ["--device", "cpu"]);
     expect(server.stderr()).toContain("models on cpu)");
+    cpuArtifact = artifactOf(server);
+    expect(cpuArtifact, server.stderr()).toBeDefined();
     const t0 = performance.now();
     onCpu = await transcribe(server, sentence().files.wav);
     cpuSeconds = (performance.now() - t0) / 1000;
@@ -47,6 +52,9 @@ describe("speech on the WebGPU device", () => {
     server = await startServer(SLUG, ["--device", "webgpu"]);
     const adapter = /models on webgpu on ([^;)]+?)(?: \(software, on the CPU\))?\); /.exec(server.stderr())?.[1];
     expect(adapter, server.stderr()).toBeDefined();
+    // The GPU speech artifact (its encoder's attention on the device), not the CPU one.
+    expect(artifactOf(server)).toMatch(/^whisper-tiny-en-/);
+    expect(artifactOf(server)).not.toBe(cpuArtifact);
     const t0 = performance.now();
     const onWebGpu = await transcribe(server, sentence().files.wav);
     console.log(

@@ -5,10 +5,13 @@
  * device (lavapipe here) the windows and the decoder's self-attention cache stay device tensors,
  * never read by JavaScript, and the rows get the CPU's logits.
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { provisionArtifact } from "../../../../src/provision/index.js";
-import { SPEECH_GRAPH, WINDOW_FRAMES } from "../../../../src/runtime/artifact/index.js";
+import { SPEECH_FILES, SPEECH_GRAPH, WINDOW_FRAMES } from "../../../../src/runtime/artifact/index.js";
+import { nodeNamesOf } from "../../../../src/runtime/device/onnx-nodes.js";
 import { SpeechSession } from "../../../../src/runtime/speech-worker/session.js";
 
 const RUN = 2;
@@ -142,5 +145,36 @@ describe("SpeechSession windows shared by runs of slots", () => {
     console.log(`webgpu decoder cache: max |logit diff| against the CPU over ${calls.length} calls: ${worst.toExponential(2)}`);
     expect(worst).toBeLessThan(1e-2);
     expect(crossings).toEqual([]);
+  }, 300_000);
+});
+
+describe("the GPU speech artifact", () => {
+  it("attends in the encoder with MatMul and Softmax, all on the WebGPU device, and gives the CPU artifact's logits", async () => {
+    const cpu = await provisionArtifact("whisper-tiny-en");
+    const gpu = await provisionArtifact("whisper-tiny-en", { device: "webgpu" });
+    expect(gpu.dir).not.toBe(cpu.dir);
+    expect(gpu.manifest.device).toBe("webgpu");
+    expect(cpu.manifest.device).toBeUndefined();
+    // The fused node, which the WebGPU provider computes wrongly and so would run on the CPU provider, is not in the GPU encoder.
+    const attention = (dir: string) => nodeNamesOf(readFileSync(join(dir, SPEECH_FILES.encoder)), "Attention", "com.microsoft").length;
+    expect(attention(gpu.dir)).toBe(0);
+    expect(attention(cpu.dir)).toBeGreaterThan(0);
+    const logitsOf = async (dir: string, device: "cpu" | "webgpu") => {
+      const session = await SpeechSession.load(dir, { device, threads: 2, slots: 1 });
+      try {
+        await session.encode(0, features(session.manifest.speech.melBins, 7));
+        const t = session.manifest.tokens;
+        const prompt = await session.decode(0, [0], [true], 3, [t.startOfTranscript, t.startOfTranscript + 1, t.noTimestamps]);
+        const next = await session.decode(0, [3], [true], 1, [440]);
+        return [prompt.logits!, next.logits!];
+      } finally {
+        await session.release();
+      }
+    };
+    const expected = await logitsOf(cpu.dir, "cpu");
+    const got = await logitsOf(gpu.dir, "webgpu");
+    const worst = Math.max(...got.map((row, i) => row.reduce((m, v, j) => Math.max(m, Math.abs(v - expected[i][j])), 0)));
+    console.log(`webgpu speech artifact: max |logit diff| against the CPU artifact on the CPU: ${worst.toExponential(2)}`);
+    expect(worst).toBeLessThan(1e-2);
   }, 300_000);
 });
