@@ -42,6 +42,11 @@ recorded in the database).`,
       description:
         "gated MLPs: fused: gate and up as one matmul and a Split; separate: one matmul each (same logits; faster at one thread, slower at two on SmolLM2)",
     }),
+    device: option.choice(["cpu", "webgpu"], {
+      default: "cpu",
+      description:
+        "the device the artifact is built for: cpu, or webgpu (the GPU target that `kiln serve --device webgpu` loads, its own artifact beside the CPU one; building it needs no GPU)",
+    }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },
   async run({ options, positionals }, io) {
@@ -52,6 +57,7 @@ recorded in the database).`,
     try {
       const provision: ProvisionOptions = {
         force: options.force,
+        device: options.device,
         compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold, lmHead: options.lmHead, gateUp: options.gateUp },
         onStage: (stage) => io.stderr.write(`${slug}: ${stage}\n`),
       };

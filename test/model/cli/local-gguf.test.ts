@@ -92,6 +92,17 @@ describe("kiln run and kiln compile with a file", () => {
     expect(stdout).toMatch(new RegExp(`^${SLUG}-[0-9a-f]{12} already compiled\\n`));
   });
 
+  it("kiln compile --device webgpu builds the GPU target beside the CPU artifact, and reuses it after", async () => {
+    const cpu = await kiln(["compile", `./${FILE}`]);
+    const built = await kiln(["compile", `./${FILE}`, "--device", "webgpu"]);
+    expect(built.code, built.stderr).toBe(0);
+    const id = new RegExp(`^(${SLUG}-[0-9a-f]{12}) (already compiled|compiled in [0-9.]+ s)\n`);
+    expect(built.stdout).toMatch(id);
+    expect(id.exec(built.stdout)![1]).not.toBe(id.exec(cpu.stdout)![1]);
+    const again = await kiln(["compile", `./${FILE}`, "--device", "webgpu"]);
+    expect(again.stdout).toBe(built.stdout.replace(/compiled in [0-9.]+ s/, "already compiled"));
+  });
+
   it("kiln run --model ./file.gguf generates", async () => {
     const { code, stderr } = await kiln(["run", "--model", `./${FILE}`, "--max-tokens", "4", "--temperature", "0", "abc"]);
     expect(code, stderr).toBe(0);
