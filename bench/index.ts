@@ -10,6 +10,7 @@
  *   lm-eval  lm-evaluation-harness on a small local task against `kiln serve` (bench/lm-eval.ts; needs scripts/peers/genai.sh)
  *   floor  kernel floor of decode: the compiled model's weight products alone vs its whole step and native llama.cpp (bench/floor.ts)
  *   gpu    per model shape on a device: TTFT, decode at 1/16/64 sequences through the engine, the bare graph, the weight-product floor, PyTorch, the CPU engine (bench/gpu.ts)
+ *   gpu-speech  Whisper per model shape on a device: encode a window, decoder steps at beam 5 for 1 and 4 transcriptions, PyTorch, the CPU engine (bench/gpu-speech.ts)
  *   gpu-profile  where a GPU decode step's time goes: wall, device and host time per build and row count, the costliest operators (bench/gpu-profile.ts)
  *   attention  kiln's attention block vs onnxruntime's fused GroupQueryAttention at decode (bench/attention.ts)
  *   gpu-attention  decode attention on WebGPU over a device-resident cache: the GPU target's pool and explicit attention, GroupQueryAttention with its presents fed back, and with past and present one buffer (bench/gpu-attention.ts)
@@ -35,6 +36,7 @@ const SUBCOMMANDS: Record<string, string> = {
   floor: "./floor.ts",
   gpu: "./gpu.ts",
   "gpu-profile": "./gpu-profile.ts",
+  "gpu-speech": "./gpu-speech.ts",
 };
 const sub = process.argv[2];
 
@@ -49,7 +51,7 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
   }
 } else {
   process.stderr.write(
-    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|gpu-attention|floor|gpu [options]]  (unknown: ${sub})\n`,
+    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|gpu-attention|floor|gpu|gpu-profile|gpu-speech [options]]  (unknown: ${sub})\n`,
   );
   process.exit(2);
 }
