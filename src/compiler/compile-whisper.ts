@@ -14,7 +14,7 @@ import {
   type WhisperShape,
 } from "../runtime/artifact/index.js";
 import { ArtifactFolder, artifactId, sha256File } from "./artifact-writer.js";
-import { type BuildDevice, COMPILER_VERSION, type CompileResult, SourceChangedError } from "./compile.js";
+import { type BuildDevice, COMPILER_VERSION, type CompileResult, type DeviceActivations, SourceChangedError } from "./compile.js";
 import { type Ct2Config, Ct2FormatError, Ct2Model, readCt2Config } from "./ct2/reader.js";
 import { readHfTokenizer, whisperTokenizerSpec, whisperTokens } from "./ct2/whisper-tokens.js";
 import { buildWhisper, countLayers, type EncoderAttention, type WhisperHyper } from "./graph/whisper.js";
@@ -38,14 +38,26 @@ export interface Ct2CompileRequest {
    * of its id. The decoder is the same graph on both.
    */
   device?: BuildDevice;
+  /**
+   * The GPU target's activations: "float32" (default) or "float16" (weights, layers, windows and the
+   * decoder cache in half precision; see WhisperActivations), part of the id. Only for a GPU build.
+   */
+  deviceActivations?: DeviceActivations;
 }
 
 /** Options that shape the graphs (part of the artifact id); only float32 weights today. */
 const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: "in-graph" } as const;
 
-/** The options a build for `device` adds to the id (none on the CPU, so the CPU artifact's id stays what it was). */
-function deviceOptions(device: BuildDevice): { device?: BuildDevice; encoderAttention?: EncoderAttention } {
-  return device === "cpu" ? {} : { device, encoderAttention: "explicit" };
+/**
+ * The options a build for `device` adds to the id: none on the CPU, and no activations when they are
+ * float32, so the artifacts built before either option existed keep their ids.
+ */
+function deviceOptions(
+  device: BuildDevice,
+  activations: DeviceActivations,
+): { device?: BuildDevice; encoderAttention?: EncoderAttention; activations?: "float16" } {
+  if (device === "cpu") return {};
+  return { device, encoderAttention: "explicit", ...(activations === "float16" ? { activations } : {}) };
 }
 
 export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<CompileResult> {
@@ -57,7 +69,10 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
     .update(CT2_WHISPER_SOURCE_FILES.map((f) => `${f}:${hashes[f]}`).join("\n"))
     .digest("hex");
   const device = req.device ?? "cpu";
-  const id = artifactId(req.slug, combined, COMPILER_VERSION, { ...WHISPER_OPTIONS, ...deviceOptions(device) });
+  const activations = req.deviceActivations ?? "float32";
+  // onnxruntime's CPU provider has no float16 kernels for most of the graph.
+  if (device === "cpu" && activations !== "float32") throw new RangeError(`${activations} activations are for a GPU build (device webgpu), not the CPU`);
+  const id = artifactId(req.slug, combined, COMPILER_VERSION, { ...WHISPER_OPTIONS, ...deviceOptions(device, activations) });
   const dir = join(artifactsDir(req.slug, req.home ?? kilnHome()), id);
   if (!req.force) {
     try {
@@ -76,7 +91,7 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
     stage("building graphs");
     const encoder = new GraphBuilder(folder.path(SPEECH_FILES.encoderWeights));
     const decoder = new GraphBuilder(folder.path(SPEECH_FILES.decoderWeights));
-    const choices = buildWhisper({ encoder, decoder }, model, hyper, { encoderAttention: device === "cpu" ? "fused" : "explicit" });
+    const choices = buildWhisper({ encoder, decoder }, model, hyper, { encoderAttention: device === "cpu" ? "fused" : "explicit", activations });
     const speechIo = { encoder: ioOf(encoder), decoder: ioOf(decoder) };
     checkSpeechGraphIo(speechIo, hyper, `the graphs built for ${req.slug}`);
     writeFileSync(folder.path(SPEECH_FILES.encoder), encoder.finish(`${req.slug}-encoder`, COMPILER_VERSION, { kiln_artifact: id }));
@@ -98,12 +113,19 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
       io: speechIo.decoder,
       choices: [
         ...choices,
-        {
-          what: "weights",
-          choice: `float32 (from ${hyper.sourceDtype})`,
-          exact: true,
-          why: "onnxruntime's CPU float32 MatMul/Conv kernels are its fastest exact path; widening loses nothing",
-        },
+        activations === "float16"
+          ? {
+              what: "weights",
+              choice: `float16 (from ${hyper.sourceDtype})`,
+              exact: hyper.sourceDtype === "float16",
+              why: "the activations' type, so the GPU reads half the bytes; the published conversions are float16",
+            }
+          : {
+              what: "weights",
+              choice: `float32 (from ${hyper.sourceDtype})`,
+              exact: true,
+              why: "onnxruntime's CPU float32 MatMul/Conv kernels are its fastest exact path; widening loses nothing",
+            },
         {
           what: "source",
           choice: `CTranslate2 ${model.specName} rev ${model.specRevision}, binary v${model.version}; files ${CT2_WHISPER_SOURCE_FILES.map((f) => `${f} ${hashes[f].slice(0, 12)}`).join(", ")}`,

@@ -62,7 +62,7 @@ export interface ProvisionOptions {
    * and Softmax). Default "cpu".
    */
   device?: ComputeDevice;
-  /** The GPU target's activations (`compileGguf`'s `deviceActivations`): "float32" (default) or "float16". */
+  /** The GPU target's activations (`compileGguf`'s and `compileCt2Whisper`'s `deviceActivations`): "float32" (default) or "float16". Ignored on the CPU. */
   deviceActivations?: DeviceActivations;
   /** The GPU target's attention (`compileGguf`'s `deviceAttention`): "gqa" (default) or "explicit". */
   deviceAttention?: DeviceAttention;
@@ -133,7 +133,17 @@ const ct2WhisperCompiler: SourceCompiler = (slug, pulled, sources, opts) => {
     sourceSha256[path] = file.sha256;
   }
   return {
-    compile: (force) => compileCt2Whisper({ slug, modelDir: pulled.dir, sourceSha256, home: opts.home, force, onStage: opts.onStage, device: opts.device }),
+    compile: (force) =>
+      compileCt2Whisper({
+        slug,
+        modelDir: pulled.dir,
+        sourceSha256,
+        home: opts.home,
+        force,
+        onStage: opts.onStage,
+        device: opts.device,
+        deviceActivations: opts.device && opts.device !== "cpu" ? opts.deviceActivations : undefined,
+      }),
   };
 };
 
@@ -209,9 +219,9 @@ function recordedOptions(opts: ProvisionOptions): object {
   };
 }
 
-/** A speech compile's options as its record keeps them: its device, when it is not the CPU. */
+/** A speech compile's options as its record keeps them: its device and activations, when it is not the CPU. */
 function recordedSpeechOptions(opts: ProvisionOptions): object {
-  return !opts.device || opts.device === "cpu" ? {} : { device: opts.device };
+  return !opts.device || opts.device === "cpu" ? {} : { device: opts.device, deviceActivations: opts.deviceActivations ?? "float32" };
 }
 
 /**

@@ -52,7 +52,28 @@ class WhisperOps {
     readonly g: GraphBuilder,
     readonly w: WhisperWeights,
     readonly h: WhisperHyper,
+    /** The activations' element type: the cached keys and values are declared in it. */
+    readonly activation: DataType.FLOAT | DataType.FLOAT16,
   ) {}
+
+  /** `x` (float32) in the activations' type: a Cast when they are float16 (the builder's halfFloats makes "to float" half). */
+  toActivations(x: string): string {
+    return this.activation === DataType.FLOAT16 ? this.g.op("Cast", [x], { attributes: { to: DataType.FLOAT } }) : x;
+  }
+
+  /**
+   * Names a graph output computed in the activations' type: `emit` writes it under `name` when they are
+   * float32 (the graph as it always was), else under a name of its own, then cast to float32 as `name`.
+   */
+  asFloat32Output(name: string, emit: (name: string) => void): void {
+    if (this.activation !== DataType.FLOAT16) return emit(name);
+    const half = `${name}_float16`;
+    emit(half);
+    const wasHalf = this.g.halfFloats;
+    this.g.halfFloats = false; // a Cast "to float" made while it is on would cast to float16
+    this.g.node("Cast", [half], { names: [name], attributes: { to: DataType.FLOAT } });
+    this.g.halfFloats = wasHalf;
+  }
 
   f32(name: string, dims: number[], data: Float32Array): string {
     return this.g.weight(name, DataType.FLOAT, dims, data);
@@ -109,10 +130,20 @@ class WhisperOps {
  */
 export type EncoderAttention = "fused" | "explicit";
 
+/**
+ * The precision both graphs compute in: "float32", or "float16" for the GPU target (weights stored in
+ * half precision, half the bytes read a step; the cross-attention keys and values and the
+ * self-attention cache in float16 too). The mel input, the masks, the logits and everything after
+ * them stay float32 in either.
+ */
+export type WhisperActivations = "float32" | "float16";
+
 /** Options of {@link buildWhisper}. */
 export interface WhisperBuildOptions {
   /** The encoder's self-attention. Default "fused". */
   encoderAttention?: EncoderAttention;
+  /** The graphs' activations. Default "float32". */
+  activations?: WhisperActivations;
 }
 
 class WhisperEncoder {
@@ -170,11 +201,11 @@ class WhisperEncoder {
   }
 
   declareIo(): void {
-    const { g, h } = this.o;
+    const { g, h, activation } = this.o;
     g.input(E.mel, DataType.FLOAT, ["batch", h.melBins, h.audioContext * 2]);
     for (let l = 0; l < h.decoderLayers; l++) {
-      g.output(E.crossKey(l), DataType.FLOAT, ["batch", h.heads, h.headDim, h.audioContext]);
-      g.output(E.crossValue(l), DataType.FLOAT, ["batch", h.heads, h.audioContext, h.headDim]);
+      g.output(E.crossKey(l), activation, ["batch", h.heads, h.headDim, h.audioContext]);
+      g.output(E.crossValue(l), activation, ["batch", h.heads, h.audioContext, h.headDim]);
     }
   }
 
@@ -182,7 +213,7 @@ class WhisperEncoder {
     const { o } = this;
     const { g, h } = o;
     this.declareIo();
-    const c1 = o.gelu(this.conv(E.mel, "encoder/conv1", 1));
+    const c1 = o.gelu(this.conv(o.toActivations(E.mel), "encoder/conv1", 1));
     const c2 = o.gelu(this.conv(c1, "encoder/conv2", 2));
     const positions = o.f32("encoder.positions", [h.audioContext, h.width], o.w.floats("encoder/position_encodings/encodings"));
     let x = g.op("Add", [g.op("Transpose", [c2], { attributes: { perm: [0, 2, 1] } }), positions]);
@@ -221,6 +252,9 @@ class WhisperDecoder {
   /** [groups, rows per group * seq, heads, head_dim] and [rows, seq, width]. */
   private groupedQueryShape = "";
   private rowShape = "";
+  /** The attention masks in the activations' type. */
+  private pastMask = "";
+  private newMask = "";
   constructor(private readonly o: WhisperOps) {}
 
   private get scale(): number {
@@ -239,8 +273,8 @@ class WhisperDecoder {
     const kNew = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 1, 3] }, names: [D.presentKey(layer)] });
     const vNew = g.op("Transpose", [o.splitHeads(v)], { attributes: { perm: [0, 2, 1, 3] }, names: [D.presentValue(layer)] });
     const kNewT = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 3, 1] } });
-    const scoresPast = g.op("Add", [g.op("MatMul", [q4, D.pastKey(layer)]), D.pastMask]);
-    const scoresNew = g.op("Add", [g.op("MatMul", [q4, kNewT]), D.newMask]);
+    const scoresPast = g.op("Add", [g.op("MatMul", [q4, D.pastKey(layer)]), this.pastMask]);
+    const scoresNew = g.op("Add", [g.op("MatMul", [q4, kNewT]), this.newMask]);
     const probs = g.op("Softmax", [g.op("Concat", [scoresPast, scoresNew], { attributes: { axis: -1 } })], { attributes: { axis: -1 } });
     const [pPast, pNew] = g.node("Split", [probs, this.splitSizes], { outputs: 2, attributes: { axis: -1 } });
     const mixed = g.op("Add", [g.op("MatMul", [pPast, D.pastValue(layer)]), g.op("MatMul", [pNew, vNew])]);
@@ -292,10 +326,12 @@ class WhisperDecoder {
     const layerOrder = layers.flatMap((l) => h.alignmentHeads.filter(([al]) => al === l));
     const order = h.alignmentHeads.map(([l, head]) => layerOrder.findIndex(([al, ah]) => al === l && ah === head));
     const inOrder = order.every((v, i) => v === i);
-    g.node(inOrder ? "Identity" : "Gather", inOrder ? [byLayer] : [byLayer, g.int64s(order)], {
-      names: [D.alignment],
-      attributes: inOrder ? undefined : { axis: 1 },
-    });
+    this.o.asFloat32Output(D.alignment, (name) =>
+      g.node(inOrder ? "Identity" : "Gather", inOrder ? [byLayer] : [byLayer, g.int64s(order)], {
+        names: [name],
+        attributes: inOrder ? undefined : { axis: 1 },
+      }),
+    );
   }
 
   /**
@@ -317,23 +353,23 @@ class WhisperDecoder {
   }
 
   declareIo(): void {
-    const { g, h } = this.o;
+    const { g, h, activation } = this.o;
     g.input(D.inputIds, DataType.INT64, ["batch", "seq"]);
     g.input(D.positionIds, DataType.INT64, ["batch", "seq"]);
     g.input(D.pastMask, DataType.FLOAT, ["batch", 1, 1, "past"]);
     g.input(D.newMask, DataType.FLOAT, [1, 1, "seq", "seq"]);
     for (let l = 0; l < h.decoderLayers; l++) {
-      g.input(D.pastKey(l), DataType.FLOAT, ["batch", h.heads, h.headDim, "past"]);
-      g.input(D.pastValue(l), DataType.FLOAT, ["batch", h.heads, "past", h.headDim]);
+      g.input(D.pastKey(l), activation, ["batch", h.heads, h.headDim, "past"]);
+      g.input(D.pastValue(l), activation, ["batch", h.heads, "past", h.headDim]);
     }
     for (let l = 0; l < h.decoderLayers; l++) {
-      g.input(D.crossKey(l), DataType.FLOAT, ["groups", h.heads, h.headDim, h.audioContext]);
-      g.input(D.crossValue(l), DataType.FLOAT, ["groups", h.heads, h.audioContext, h.headDim]);
+      g.input(D.crossKey(l), activation, ["groups", h.heads, h.headDim, h.audioContext]);
+      g.input(D.crossValue(l), activation, ["groups", h.heads, h.audioContext, h.headDim]);
     }
     g.output(D.logits, DataType.FLOAT, ["batch", h.vocab]);
     for (let l = 0; l < h.decoderLayers; l++) {
-      g.output(D.presentKey(l), DataType.FLOAT, ["batch", h.heads, "seq", h.headDim]);
-      g.output(D.presentValue(l), DataType.FLOAT, ["batch", h.heads, "seq", h.headDim]);
+      g.output(D.presentKey(l), activation, ["batch", h.heads, "seq", h.headDim]);
+      g.output(D.presentValue(l), activation, ["batch", h.heads, "seq", h.headDim]);
     }
     g.input(D.ruleMask, DataType.FLOAT, ["batch", h.vocab]);
     g.input(D.textTokens, DataType.INT64, [1]);
@@ -348,6 +384,8 @@ class WhisperDecoder {
     this.splitSizes = g.op("Concat", [pastLen, this.seqLen], { attributes: { axis: 0 } });
     this.groupedQueryShape = g.op("Concat", [this.groups, g.int64s([-1, h.heads, h.headDim])], { attributes: { axis: 0 } });
     this.rowShape = g.op("Concat", [this.batch, this.seqLen, g.int64s([h.width])], { attributes: { axis: 0 } });
+    this.pastMask = this.o.toActivations(D.pastMask);
+    this.newMask = this.o.toActivations(D.newMask);
   }
 
   build(): Choice[] {
@@ -368,7 +406,9 @@ class WhisperDecoder {
     const last = g.op("Squeeze", [g.op("Slice", [x, g.int64s([-1]), g.int64s([Number.MAX_SAFE_INTEGER]), g.int64s([1])]), g.int64s([1])]);
     const normed = o.layerNorm(last, "decoder/layer_norm");
     // Gemm with transB reads the embedding table as stored, so the tied projection costs no second copy.
-    g.node("Gemm", [normed, table], { names: [D.logits], attributes: { transB: 1 } });
+    o.asFloat32Output(D.logits, (name) => g.node("Gemm", [normed, table], { names: [name], attributes: { transB: 1 } }));
+    // The logits and all after them (the rules, log-probabilities, top k) in float32 whatever the activations.
+    g.halfFloats = false;
     this.emitTopLogprobs();
     return [
       {
@@ -394,12 +434,29 @@ export interface WhisperBuilders {
 
 /** Builds both graphs; returns the choices made. */
 export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: WhisperHyper, options: WhisperBuildOptions = {}): Choice[] {
-  const encoder = new WhisperEncoder(new WhisperOps(builders.encoder, w, h), options.encoderAttention ?? "fused");
+  const half = (options.activations ?? "float32") === "float16";
+  const activation = half ? DataType.FLOAT16 : DataType.FLOAT;
+  builders.encoder.halfFloats = half;
+  const encoder = new WhisperEncoder(new WhisperOps(builders.encoder, w, h, activation), options.encoderAttention ?? "fused");
   encoder.build();
-  const decoderChoices = new WhisperDecoder(new WhisperOps(builders.decoder, w, h)).build();
+  builders.encoder.halfFloats = false;
+  builders.decoder.halfFloats = half;
+  const decoderChoices = new WhisperDecoder(new WhisperOps(builders.decoder, w, h, activation)).build();
+  builders.decoder.halfFloats = false;
   return [
     ...encoder.choices,
     ...decoderChoices,
+    ...(half
+      ? [
+          {
+            what: "activations",
+            choice:
+              "float16: both graphs' layers, the cross-attention keys and values and the self-attention cache; float32 mel input, masks, logits and all after them",
+            exact: false,
+            why: "the GPU target: half the bytes of weights read a step and of every window's keys and values, as faster-whisper's float16 on a GPU",
+          },
+        ]
+      : []),
     {
       what: "cross-attention keys/values",
       choice: "computed by the encoder graph for every decoder layer",

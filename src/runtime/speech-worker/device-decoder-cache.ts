@@ -19,7 +19,7 @@
  */
 import * as ort from "onnxruntime-node";
 import { type ModelShape, SPEECH_GRAPH } from "../artifact/index.js";
-import { DeviceZeros } from "../device/device-zeros.js";
+import { DeviceZeros, type ZerosType } from "../device/device-zeros.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
 import { ElementType, type SmallNode, smallGraphBytes, type SmallValue } from "../onnx/small-graph.js";
@@ -62,8 +62,12 @@ export class DeviceDecoderCache implements DecoderCache {
     this.lengths = new Int32Array(slots);
   }
 
-  /** A cache of `slots` slots of `textContext` positions each, zeros made on `device` (the CPU too, to test it without one). */
-  static async create(shape: Shape, slots: number, textContext: number, device: ComputeDevice): Promise<DeviceDecoderCache> {
+  /**
+   * A cache of `slots` slots of `textContext` positions each, zeros made on `device` (the CPU too, to
+   * test it without one), its keys and values of `type` (the decoder's: float16 on a half-precision
+   * artifact).
+   */
+  static async create(shape: Shape, slots: number, textContext: number, device: ComputeDevice, type: ZerosType = "float32"): Promise<DeviceDecoderCache> {
     if (slots < 1 || textContext < 1) throw new RangeError(`a decoder cache needs at least one slot and one position (asked ${slots} x ${textContext})`);
     const capacity = textContext + 1;
     const location = device === "cpu" ? "cpu" : "gpu-buffer";
@@ -72,13 +76,14 @@ export class DeviceDecoderCache implements DecoderCache {
     const layers = [...Array(shape.layers).keys()];
     // Pools written in place are declared "cpu": onnxruntime-node writes a pre-allocated device output only where the output is not put at gpu-buffer.
     const poolOutputs = Object.fromEntries(layers.flatMap((l) => [G.keyPoolOut(l), G.valuePoolOut(l)]).map((n) => [n, "cpu" as const]));
+    const element = type === "float16" ? ElementType.float16 : ElementType.float;
     const graphs = {
-      past: await session(pastGraph(shape), Object.fromEntries(layers.flatMap((l) => [D.pastKey(l), D.pastValue(l)]).map((n) => [n, location]))),
-      write: await session(writeGraph(shape), poolOutputs),
-      moves: await session(movesGraph(shape), poolOutputs),
+      past: await session(pastGraph(shape, element), Object.fromEntries(layers.flatMap((l) => [D.pastKey(l), D.pastValue(l)]).map((n) => [n, location]))),
+      write: await session(writeGraph(shape, element), poolOutputs),
+      moves: await session(movesGraph(shape, element), poolOutputs),
     };
     // The maker lives as long as the pools: a session released while its device output is in use crashes the process.
-    const maker = await DeviceZeros.open(device);
+    const maker = await DeviceZeros.open(device, type);
     const dims = [slots, shape.kvHeads, capacity, shape.headDim];
     const keys: ort.Tensor[] = [];
     const values: ort.Tensor[] = [];
@@ -159,9 +164,10 @@ export class DeviceDecoderCache implements DecoderCache {
     for (let r = 0; r < rows; r++) if (keep[r]) this.lengths[firstSlot + r] += tokensPerRow;
   }
 
-  /** Bytes the pools hold on the device. */
+  /** Bytes the pools hold on the device (4 an element, 2 in float16). */
   bytes(): number {
-    return 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * 4;
+    const element = this.zerosMaker.type === "float16" ? 2 : 4;
+    return 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * element;
   }
 
   async dispose(): Promise<void> {
@@ -211,12 +217,15 @@ export function decoderPastSpan(longest: number, capacity: number): number {
 
 const layersOf = (shape: Shape) => [...Array(shape.layers).keys()];
 
-function poolValues(shape: Shape, name: (l: number) => string): SmallValue[] {
-  return layersOf(shape).map((l) => ({ name: name(l), type: ElementType.float, dims: ["slots", shape.kvHeads, "capacity", shape.headDim] }));
+/** A float element type of the small graphs: the pools' and the decoder's keys and values. */
+type FloatElement = typeof ElementType.float | typeof ElementType.float16;
+
+function poolValues(shape: Shape, name: (l: number) => string, element: FloatElement): SmallValue[] {
+  return layersOf(shape).map((l) => ({ name: name(l), type: element, dims: ["slots", shape.kvHeads, "capacity", shape.headDim] }));
 }
 
 /** Pools in -> each layer's rows' past: Slice on slots and positions, keys transposed to [rows, heads, head_dim, span]. */
-function pastGraph(shape: Shape): Uint8Array {
+function pastGraph(shape: Shape, element: FloatElement): Uint8Array {
   const slice = (pool: string, out: string): SmallNode => ({ op: "Slice", inputs: [pool, G.starts, G.ends, G.axes], outputs: [out] });
   const nodes = layersOf(shape).flatMap((l): SmallNode[] => [
     slice(G.keyPool(l), `rows_key.${l}`),
@@ -227,20 +236,20 @@ function pastGraph(shape: Shape): Uint8Array {
     name: "decoder_cache_past",
     nodes,
     inputs: [
-      ...poolValues(shape, G.keyPool),
-      ...poolValues(shape, G.valuePool),
+      ...poolValues(shape, G.keyPool, element),
+      ...poolValues(shape, G.valuePool, element),
       ...[G.starts, G.ends, G.axes].map((name) => ({ name, type: ElementType.int64, dims: [2] })),
     ],
     outputs: layersOf(shape).flatMap((l) => [
-      { name: D.pastKey(l), type: ElementType.float, dims: ["rows", shape.kvHeads, shape.headDim, "span"] },
-      { name: D.pastValue(l), type: ElementType.float, dims: ["rows", shape.kvHeads, "span", shape.headDim] },
+      { name: D.pastKey(l), type: element, dims: ["rows", shape.kvHeads, shape.headDim, "span"] },
+      { name: D.pastValue(l), type: element, dims: ["rows", shape.kvHeads, "span", shape.headDim] },
     ]),
   });
 }
 
 /** Pools and the decoder's presents in -> pools out, each new key and value written at its (slot, head, position). */
-function writeGraph(shape: Shape): Uint8Array {
-  const present = (name: string): SmallValue => ({ name, type: ElementType.float, dims: ["rows", shape.kvHeads, "seq", shape.headDim] });
+function writeGraph(shape: Shape, element: FloatElement): Uint8Array {
+  const present = (name: string): SmallValue => ({ name, type: element, dims: ["rows", shape.kvHeads, "seq", shape.headDim] });
   return smallGraphBytes({
     name: "decoder_cache_write",
     nodes: layersOf(shape).flatMap((l): SmallNode[] => [
@@ -248,17 +257,17 @@ function writeGraph(shape: Shape): Uint8Array {
       { op: "ScatterND", inputs: [G.valuePool(l), G.writeAt, D.presentValue(l)], outputs: [G.valuePoolOut(l)] },
     ]),
     inputs: [
-      ...poolValues(shape, G.keyPool),
-      ...poolValues(shape, G.valuePool),
+      ...poolValues(shape, G.keyPool, element),
+      ...poolValues(shape, G.valuePool, element),
       ...layersOf(shape).flatMap((l) => [present(D.presentKey(l)), present(D.presentValue(l))]),
       { name: G.writeAt, type: ElementType.int64, dims: ["rows", shape.kvHeads, "seq", 3] },
     ],
-    outputs: [...poolValues(shape, G.keyPoolOut), ...poolValues(shape, G.valuePoolOut)],
+    outputs: [...poolValues(shape, G.keyPoolOut, element), ...poolValues(shape, G.valuePoolOut, element)],
   });
 }
 
 /** Pools in -> pools out with slots `to` set to slots `from` (all read before any is written). */
-function movesGraph(shape: Shape): Uint8Array {
+function movesGraph(shape: Shape, element: FloatElement): Uint8Array {
   const move = (pool: string, out: string, l: number, kind: string): SmallNode[] => [
     { op: "Gather", inputs: [pool, G.from], outputs: [`moved_${kind}.${l}`] },
     { op: "ScatterND", inputs: [pool, G.to, `moved_${kind}.${l}`], outputs: [out] },
@@ -267,12 +276,12 @@ function movesGraph(shape: Shape): Uint8Array {
     name: "decoder_cache_moves",
     nodes: layersOf(shape).flatMap((l) => [...move(G.keyPool(l), G.keyPoolOut(l), l, "key"), ...move(G.valuePool(l), G.valuePoolOut(l), l, "value")]),
     inputs: [
-      ...poolValues(shape, G.keyPool),
-      ...poolValues(shape, G.valuePool),
+      ...poolValues(shape, G.keyPool, element),
+      ...poolValues(shape, G.valuePool, element),
       { name: G.from, type: ElementType.int64, dims: ["moves"] },
       { name: G.to, type: ElementType.int64, dims: ["moves", 1] },
     ],
-    outputs: [...poolValues(shape, G.keyPoolOut), ...poolValues(shape, G.valuePoolOut)],
+    outputs: [...poolValues(shape, G.keyPoolOut, element), ...poolValues(shape, G.valuePoolOut, element)],
   });
 }
 

@@ -7,6 +7,7 @@
  */
 import * as ort from "onnxruntime-node";
 import { SPEECH_GRAPH, type WhisperShape } from "../artifact/index.js";
+import type { ZerosType } from "../device/device-zeros.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
 import { ElementType, smallGraphBytes } from "../onnx/small-graph.js";
@@ -31,6 +32,8 @@ export class DeviceWindowStore implements WindowStore {
     private readonly shape: WhisperShape,
     windows: number,
     private readonly device: ComputeDevice,
+    /** The encoder's keys and values' type: float16 on a half-precision artifact. */
+    private readonly type: ZerosType = "float32",
   ) {
     this.windows = new Array<DeviceWindow | undefined>(windows);
   }
@@ -78,7 +81,9 @@ export class DeviceWindowStore implements WindowStore {
 
   private blankWindow(): DeviceWindow {
     const dims = windowDims(this.shape, 1);
-    const zeros = (d: number[]) => new ort.Tensor("float32", new Float32Array(d.reduce((a, b) => a * b, 1)), d);
+    const count = (d: number[]) => d.reduce((a, b) => a * b, 1);
+    const zeros = (d: number[]) =>
+      this.type === "float16" ? new ort.Tensor("float16", new Uint16Array(count(d)), d) : new ort.Tensor("float32", new Float32Array(count(d)), d);
     this.blank ??= {
       keys: Array.from({ length: this.shape.decoderLayers }, () => zeros(dims.key)),
       values: Array.from({ length: this.shape.decoderLayers }, () => zeros(dims.value)),
@@ -90,7 +95,7 @@ export class DeviceWindowStore implements WindowStore {
   private joinSession(groups: number): Promise<ort.InferenceSession> {
     let session = this.joins.get(groups);
     if (!session) {
-      const bytes = joinGraphBytes(this.shape, groups);
+      const bytes = joinGraphBytes(this.shape, groups, this.type === "float16" ? ElementType.float16 : ElementType.float);
       const outputs = Array.from({ length: this.shape.decoderLayers }, (_, l) => [joinOutput("key", l), joinOutput("value", l)]).flat();
       session = ort.InferenceSession.create(bytes, {
         executionProviders: executionProvidersFor(this.device),
@@ -105,7 +110,7 @@ export class DeviceWindowStore implements WindowStore {
 const joinInput = (kind: "key" | "value", layer: number, group: number) => `${kind}.${layer}.${group}`;
 const joinOutput = (kind: "key" | "value", layer: number) => `${kind}.${layer}`;
 
-function joinGraphBytes(shape: WhisperShape, groups: number): Uint8Array {
+function joinGraphBytes(shape: WhisperShape, groups: number, element: typeof ElementType.float | typeof ElementType.float16): Uint8Array {
   const one = windowDims(shape, 1);
   const all = windowDims(shape, groups);
   const layers = Array.from({ length: shape.decoderLayers }, (_, l) => l);
@@ -116,8 +121,8 @@ function joinGraphBytes(shape: WhisperShape, groups: number): Uint8Array {
     nodes: layers.flatMap((l) =>
       kinds.map((kind) => ({ op: "Concat", inputs: groupList.map((g) => joinInput(kind, l, g)), outputs: [joinOutput(kind, l)], attributes: { axis: 0 } })),
     ),
-    inputs: layers.flatMap((l) => kinds.flatMap((kind) => groupList.map((g) => ({ name: joinInput(kind, l, g), type: ElementType.float, dims: one[kind] })))),
-    outputs: layers.flatMap((l) => kinds.map((kind) => ({ name: joinOutput(kind, l), type: ElementType.float, dims: all[kind] }))),
+    inputs: layers.flatMap((l) => kinds.flatMap((kind) => groupList.map((g) => ({ name: joinInput(kind, l, g), type: element, dims: one[kind] })))),
+    outputs: layers.flatMap((l) => kinds.map((kind) => ({ name: joinOutput(kind, l), type: element, dims: all[kind] }))),
   });
 }
 

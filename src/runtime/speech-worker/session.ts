@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { checkSpeechGraphIo, readSpeechManifest, SPEECH_FILES, SPEECH_GRAPH, type SpeechArtifactManifest, WINDOW_FRAMES } from "../artifact/index.js";
+import type { ZerosType } from "../device/device-zeros.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import { type DecoderCache, HostDecoderCache } from "./decoder-cache.js";
 import { DeviceDecoderCache } from "./device-decoder-cache.js";
@@ -66,7 +67,6 @@ export class SpeechSession {
     if (!Number.isInteger(rowsPerWindow) || rowsPerWindow < 1 || slots % rowsPerWindow !== 0)
       throw new RangeError(`${slots} slots cannot be grouped in runs of ${rowsPerWindow} rows per window`);
     const device = options.device ?? "cpu";
-    const windows = device === "cpu" ? new HostWindowStore(shape, slots / rowsPerWindow) : new DeviceWindowStore(shape, slots / rowsPerWindow, device);
     const sessionOptions: ort.InferenceSession.SessionOptions = {
       intraOpNumThreads: options.threads ?? 2,
       interOpNumThreads: 1,
@@ -77,15 +77,22 @@ export class SpeechSession {
     };
     const graphSession = (file: string, extra: ort.InferenceSession.SessionOptions = {}) =>
       ort.InferenceSession.create(file, { ...sessionOptions, ...extra, executionProviders: executionProvidersFor(device, file) });
-    // The encoder's outputs go where the windows are kept. The decoder's all come back to the CPU, its
-    // presents being only the call's new positions (see DeviceDecoderCache for why).
+    // The decoder's outputs all come back to the CPU, its presents being only the call's new positions
+    // (see DeviceDecoderCache for why).
+    const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder));
+    const type = cacheType(decoder);
+    if (device === "cpu" && type !== "float32") {
+      await decoder.release();
+      throw new RangeError(`the artifact ${manifest.id} computes in ${type}, for a GPU: load it with a GPU device, or compile the CPU artifact`);
+    }
+    const windows = device === "cpu" ? new HostWindowStore(shape, slots / rowsPerWindow) : new DeviceWindowStore(shape, slots / rowsPerWindow, device, type);
     const kv: DecoderCache =
-      device === "cpu" ? new HostDecoderCache(manifest.shape, slots) : await DeviceDecoderCache.create(manifest.shape, slots, shape.textContext, device);
+      device === "cpu" ? new HostDecoderCache(manifest.shape, slots) : await DeviceDecoderCache.create(manifest.shape, slots, shape.textContext, device, type);
+    // The encoder's outputs go where the windows are kept.
     const encoderOutputs = [...Array(shape.decoderLayers).keys()].flatMap((l) => [E.crossKey(l), E.crossValue(l)]);
     const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder), {
       preferredOutputLocation: Object.fromEntries(encoderOutputs.map((name) => [name, windows.encoderOutputs])),
     });
-    const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder));
     checkSpeechGraphIo(
       {
         encoder: { inputs: [...encoder.inputNames], outputs: [...encoder.outputNames] },
@@ -281,4 +288,10 @@ function causalMask(tokensPerRow: number): Float32Array {
   const mask = new Float32Array(tokensPerRow * tokensPerRow);
   for (let s = 0; s < tokensPerRow; s++) for (let t = s + 1; t < tokensPerRow; t++) mask[s * tokensPerRow + t] = NEG_INF;
   return mask;
+}
+
+/** The element type of the decoder's cached keys and values (and of the windows'): float16 on a half-precision GPU artifact. */
+function cacheType(decoder: ort.InferenceSession): ZerosType {
+  const past = decoder.inputMetadata.find((m) => m.name === D.pastKey(0));
+  return past && "type" in past && past.type === "float16" ? "float16" : "float32";
 }

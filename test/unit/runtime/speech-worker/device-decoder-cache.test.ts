@@ -131,4 +131,45 @@ describe("DeviceDecoderCache (its graphs on the CPU provider)", () => {
     past.release();
     await expect(device.copyPrefixes([{ from: 0, to: 1, length: 1 }])).rejects.toThrow(/holds 0 positions/);
   });
+
+  it("keeps a half-precision decoder's float16 keys and values bit for bit through writes and moves, in half the bytes", async () => {
+    const half = await DeviceDecoderCache.create(shape, SLOTS, TEXT_CONTEXT, "cpu", "float16");
+    const full = await DeviceDecoderCache.create(shape, SLOTS, TEXT_CONTEXT, "cpu");
+    caches.push(half, full);
+    expect(half.bytes() * 2).toBe(full.bytes());
+    const dims = [2, shape.kvHeads, 3, shape.headDim];
+    const count = dims.reduce((a, b) => a * b, 1);
+    // Half-precision bit patterns of 1.0 upwards, a different run per layer and kind.
+    const bits = (offset: number) => Uint16Array.from({ length: count }, (_, i) => 0x3c00 + offset + i);
+    const out: Record<string, ort.Tensor> = {};
+    for (let l = 0; l < shape.layers; l++) {
+      out[D.presentKey(l)] = new ort.Tensor("float16", bits(100 * l), dims);
+      out[D.presentValue(l)] = new ort.Tensor("float16", bits(100 * l + 50), dims);
+    }
+    await half.write(1, [true, true], 3, out);
+    await half.copyPrefixes([{ from: 2, to: 0, length: 3 }]);
+    const past = await half.pastFeeds(0, 3);
+    const span = past.positions;
+    for (let l = 0; l < shape.layers; l++) {
+      const keys = past.tensors[D.pastKey(l)];
+      const values = past.tensors[D.pastValue(l)];
+      expect([keys.type, values.type]).toEqual(["float16", "float16"]);
+      const k = keys.data as Uint16Array;
+      const v = values.data as Uint16Array;
+      // Slot 0 (row 0) holds slot 2's positions, the presents' second row; slot 1 (row 1) their first.
+      for (const [row, present] of [
+        [0, 1],
+        [1, 0],
+      ])
+        for (let h = 0; h < shape.kvHeads; h++)
+          for (let p = 0; p < 3; p++)
+            for (let d = 0; d < shape.headDim; d++) {
+              const at = ((present * shape.kvHeads + h) * 3 + p) * shape.headDim + d;
+              expect(k[((row * shape.kvHeads + h) * shape.headDim + d) * span + p]).toBe(0x3c00 + 100 * l + at);
+              expect(v[((row * shape.kvHeads + h) * span + p) * shape.headDim + d]).toBe(0x3c00 + 100 * l + 50 + at);
+            }
+    }
+    past.release();
+    expect(Array.from(half.lengths)).toEqual([3, 3, 3, 0]);
+  });
 });
