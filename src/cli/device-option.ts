@@ -12,6 +12,14 @@ export const deviceOption = option.choice(DEVICE_CHOICES, {
     "where the models run: webgpu (onnxruntime's WebGPU provider, Dawn over Vulkan, on any adapter that works, a software one such as Mesa's lavapipe included), cpu, or auto: webgpu on a GPU, else the CPU (saying why on stderr)",
 });
 
+/** `--activations float32|float16`: the precision of the GPU artifacts a command loads or builds. */
+export const activationsOption = option.choice(["float32", "float16"], {
+  env: "KILN_ACTIVATIONS",
+  default: "float32",
+  description:
+    "on a GPU (--device webgpu), the precision the models' GPU artifacts compute in: float32, or float16 (half the bytes of weights, KV caches and Whisper's windows; about 0.004 nats of KL from the CPU's next-token distributions on whisper tiny.en). A text model whose track promoted a GPU artifact serves that one. Ignored on the CPU",
+});
+
 /**
  * Resolves `--device` for command `command`: auto's fallback to the CPU is said in one line on
  * stderr; webgpu with no working adapter throws an Error whose message is that one line.

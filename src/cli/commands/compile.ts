@@ -47,6 +47,11 @@ recorded in the database).`,
       description:
         "the device the artifact is built for: cpu, or webgpu (the GPU target that `kiln serve --device webgpu` loads, its own artifact beside the CPU one; building it needs no GPU)",
     }),
+    activations: option.choice(["float32", "float16"], {
+      default: "float32",
+      description:
+        "with --device webgpu, the precision the GPU artifact computes in: float32, or float16 (half the bytes of weights and caches), the artifact `kiln serve --device webgpu --activations float16` loads",
+    }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },
   async run({ options, positionals }, io) {
@@ -58,6 +63,7 @@ recorded in the database).`,
       const provision: ProvisionOptions = {
         force: options.force,
         device: options.device,
+        deviceActivations: options.activations,
         compile: { numerics: options.numerics, accuracyLevel: options.accuracyLevel, minFold: options.minFold, lmHead: options.lmHead, gateUp: options.gateUp },
         onStage: (stage) => io.stderr.write(`${slug}: ${stage}\n`),
       };

@@ -2,7 +2,7 @@
 import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
 import type { ServedModel } from "../../scheduler/index.js";
 import { defineCommand } from "../command.js";
-import { chooseDevice, describeDevice, deviceOption } from "../device-option.js";
+import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
 import { option, UsageError } from "../options.js";
 
 export default defineCommand({
@@ -22,6 +22,7 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
     seed: option.integer({ description: "sampling seed, for reproducible output; a random one when absent" }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
     device: deviceOption,
+    activations: activationsOption,
   },
   async run({ options, positionals, given }, io) {
     const [slug, ...promptWords] = options.model !== undefined ? [options.model, ...positionals] : positionals;
@@ -39,6 +40,7 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
         threads,
         maxRunning: 1,
         session: { device: device.device },
+        deviceActivations: options.activations,
         adapterMemory: device.adapter?.memory,
         onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
       };

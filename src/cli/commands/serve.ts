@@ -57,7 +57,7 @@ import {
 } from "../../scheduler/index.js";
 import { machineMemoryBytes } from "../../compiler/compilability.js";
 import { defineCommand, type CommandIO } from "../command.js";
-import { chooseDevice, describeDevice, deviceOption, serverDevice } from "../device-option.js";
+import { activationsOption, chooseDevice, describeDevice, deviceOption, serverDevice } from "../device-option.js";
 import type { DeviceDecision } from "../../runtime/device/choose.js";
 import { checkLocalModels, splitModelArgs } from "../local-models.js";
 import { option, UsageError, type OptionValues } from "../options.js";
@@ -114,6 +114,7 @@ const options = {
   }),
   threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads per model" }),
   device: deviceOption,
+  activations: activationsOption,
   vadFilter: option.flag({
     description:
       "skip silence before decoding in every transcription and translation that does not say otherwise (form field vad_filter, or chunking_strategy): Silero VAD with faster-whisper's defaults (threshold 0.5, 2 s of silence ends speech, 400 ms kept around it). Off by default, as in faster-whisper's WhisperModel and the reference API (which cuts at silences only when chunking_strategy asks); the detector's model (2.3 MB) is pulled at start with this flag, else on the first request that asks for it",
@@ -301,6 +302,7 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
     prefillChunk: given("prefillChunk"),
     prefixReuse: given("prefixReuse"),
     session: { device: o.resolvedDevice.device },
+    deviceActivations: o.activations,
     adapterMemory: o.resolvedDevice.adapter?.memory,
     maxWaiting: o.maxWaiting,
     kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
@@ -393,7 +395,15 @@ class ServeSession {
     const loader = new OnDemandLoader({
       pullOnDemand: o.pullOnDemand,
       text: { ...textLoadOptions(o, this.gate), onWarning: (message) => this.tell("warn")({}, message) },
-      speech: { device: o.resolvedDevice.device, threads: o.threads, maxWaiting: o.maxWaiting, gate: this.gate, vadFilter: o.vadFilter, beamSize: o.beamSize },
+      speech: {
+        device: o.resolvedDevice.device,
+        deviceActivations: o.activations,
+        threads: o.threads,
+        maxWaiting: o.maxWaiting,
+        gate: this.gate,
+        vadFilter: o.vadFilter,
+        beamSize: o.beamSize,
+      },
       memoryBudgetBytes: budgetBytes,
       reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + hostKvMemoryBytes(m), 0),
       onStage: (slug, stage) => this.logger.info({ model: slug }, `${slug}: ${stage} (on demand)`),
@@ -520,6 +530,7 @@ class ServeSession {
             signal: this.loading.signal,
             pull: { onProgress: printer },
             device: o.resolvedDevice.device,
+            deviceActivations: o.activations,
             threads: o.threads,
             maxWaiting: o.maxWaiting,
             gate,

@@ -1,7 +1,8 @@
 /**
  * Speech on the WebGPU device, end to end: the real `kiln serve --device webgpu` with whisper-tiny-en
  * on this machine's adapter (Mesa's lavapipe where there is no GPU, about 20x slower than the CPU
- * provider: one short sentence, decoded greedily), against the same server on the CPU.
+ * provider: one short sentence, decoded greedily), against the same server on the CPU; and from the
+ * float16 GPU artifact (`--activations float16`).
  */
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -33,6 +34,7 @@ describe("speech on the WebGPU device", () => {
   let onCpu = "";
   let cpuSeconds = 0;
   let cpuArtifact: string | undefined;
+  let gpuArtifact: string | undefined;
   /** The artifact a server says it serves the model from. */
   const artifactOf = (s: RunningServer) => /serving \(artifact ([^;)]+)/.exec(s.stderr())?.[1];
   const sentence = () => speechFixture("lighthouse");
@@ -55,6 +57,7 @@ describe("speech on the WebGPU device", () => {
     // The GPU speech artifact (its encoder's attention on the device), not the CPU one.
     expect(artifactOf(server)).toMatch(/^whisper-tiny-en-/);
     expect(artifactOf(server)).not.toBe(cpuArtifact);
+    gpuArtifact = artifactOf(server);
     const t0 = performance.now();
     const onWebGpu = await transcribe(server, sentence().files.wav);
     console.log(
@@ -65,6 +68,18 @@ describe("speech on the WebGPU device", () => {
     expect(health.device).toMatchObject({ name: "webgpu", adapter });
     expect(await (await fetch(`${server.root}/metrics`)).text()).toMatch(/^kiln_device_info\{adapter="[^"]+",device="webgpu",software="(true|false)"\} 1$/m);
     expect(await (await fetch(`${server.baseURL}/models/${SLUG}`)).json()).toMatchObject({ status: "serving", device: "webgpu" });
+  }, 600_000);
+
+  it("transcribes the same words from the float16 GPU artifact with --activations float16", async () => {
+    server = await startServer(SLUG, ["--device", "webgpu", "--activations", "float16"]);
+    const artifact = artifactOf(server);
+    expect(artifact, server.stderr()).toMatch(/^whisper-tiny-en-/);
+    expect(artifact).not.toBe(cpuArtifact);
+    expect(artifact).not.toBe(gpuArtifact);
+    const t0 = performance.now();
+    const onHalf = await transcribe(server, sentence().files.wav);
+    console.log(`webgpu float16: ${((performance.now() - t0) / 1000).toFixed(1)} s: "${onHalf}" (CPU: "${onCpu}")`);
+    expect(wordErrorRate(onCpu, onHalf)).toBeLessThanOrEqual(0.1);
   }, 600_000);
 
   it("--device webgpu without a Vulkan driver exits with one line saying so", () => {
