@@ -2,12 +2,14 @@
  * Whisper on a GPU, per model shape, against the peers that bound it on the same machine.
  *
  *   npm run bench -- gpu-speech [--device webgpu|cpu] [--shapes large-v3-turbo,large-v3] [--rows 5,20]
- *                               [--beams 5] [--context 32] [--steps 32] [--threads N] [--runs 2]
- *                               [--budget-minutes M] [--json out.json] [--skip-torch] [--skip-cpu] [--quick]
+ *                               [--builds float32,float16] [--beams 5] [--context 32] [--steps 32]
+ *                               [--threads N] [--runs 2] [--budget-minutes M] [--json out.json]
+ *                               [--skip-torch] [--skip-cpu] [--quick]
  *
  * Each shape is a synthetic CTranslate2 Whisper (bench/synthetic-whisper.ts: random float16 weights,
  * large-v3's vocabulary, written here when missing), compiled the way `kiln pull` + `kiln compile`
- * compile a real one: the GPU artifact for `--device webgpu`, the CPU artifact for the CPU engine.
+ * compile a real one: on `--device webgpu` the GPU artifact of each of `--builds` (its activations,
+ * float32 or float16), the CPU artifact for the CPU engine.
  * The speech session (the worker's runtime: encoder, device window store, decoder cache) is driven as
  * beam search drives it, without the scheduler. Per shape it prints:
  * - encode: ms to encode one 30 s window into the window store (median of `--runs`, at least 3, after
@@ -17,13 +19,12 @@
  *   `--context` tokens into an empty cache) and then ms per decoder step of `--steps` one-token calls,
  *   each reordering the beams (a cycle within every transcription, as beam search moves rows) and
  *   fetching each row's 2 x beams likeliest tokens under a rule mask, as the worker does;
- * - a 30 s window's estimate: encode + the prompt + 100 steps (about 100 tokens of speech), in
- *   seconds and as a real-time factor;
+ * - a 30 s window's estimate: encode + the prompt + 100 steps (about 100 tokens of speech), in seconds;
  * - PyTorch (transformers' WhisperForConditionalGeneration, float16, random weights of the same shape:
  *   the encoder, then the decoder stepped with its cache, beams reordered each step) when `python3`
  *   imports torch and transformers and sees CUDA (bench/peers/torch_whisper.py);
  * - the CPU engine on this machine's cores (the CPU artifact on `--device cpu`), unless `--skip-cpu`.
- * Ratios are printed against each peer measured in the same run. `--quick`: the tiny shape, 5 rows,
+ * Each kiln build's time is printed as a ratio to each peer's measured in the same run (below 1: kiln faster). `--quick`: the tiny shape, 5 rows,
  * 8 tokens of context, 8 steps, one run (a smoke test, under a minute on lavapipe).
  */
 import { spawnSync } from "node:child_process";
@@ -32,7 +33,7 @@ import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { compileCt2Whisper } from "../src/compiler/compile-whisper.js";
-import type { BuildDevice } from "../src/compiler/compile.js";
+import type { BuildDevice, DeviceActivations } from "../src/compiler/compile.js";
 import { WINDOW_FRAMES } from "../src/runtime/artifact/index.js";
 import type { ComputeDevice } from "../src/runtime/device/index.js";
 import { SpeechSession } from "../src/runtime/speech-worker/session.js";
@@ -54,6 +55,7 @@ const { values: args } = parseArgs({
     "skip-torch": { type: "boolean", default: false },
     "skip-cpu": { type: "boolean", default: false },
     quick: { type: "boolean", default: false },
+    builds: { type: "string", default: "float32,float16" },
   },
 });
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -73,6 +75,11 @@ for (const n of rowCounts) if (n % beams !== 0) throw new Error(`--rows: ${n} ro
 const [context] = ints("context", args.context ?? (quick ? "8" : "32"));
 const [steps] = ints("steps", args.steps ?? (quick ? "8" : "32"));
 const [threads] = ints("threads", args.threads!);
+/** kiln's GPU builds measured, by activations. */
+const builds = args.builds!.split(",").map((b) => {
+  if (b !== "float32" && b !== "float16") throw new Error(`--builds takes float32 and/or float16, not ${b}`);
+  return b as DeviceActivations;
+});
 const [runs] = ints("runs", args.runs ?? (quick ? "1" : "2"));
 const deadline = args["budget-minutes"] ? performance.now() + Number(args["budget-minutes"]) * 60_000 : Infinity;
 /** Tokens a 30 s window of speech decodes, for the per-window estimate. */
@@ -103,13 +110,11 @@ type Skipped = { skipped: string };
 interface ShapeResult {
   shape: WhisperShapeSpec;
   writeSeconds: number;
-  /** Seconds each artifact took to compile; absent where it was already compiled (reused). */
-  compileSeconds: Partial<Record<BuildDevice, number | "reused">>;
-  kiln?: SessionFigures | Skipped;
-  torch?: SessionFigures | Skipped;
-  cpu?: SessionFigures | Skipped;
+  /** Seconds each build took to compile ("webgpu float16", "cpu", ...), or "reused" where it was already compiled. */
+  compileSeconds: Record<string, number | "reused">;
+  /** kiln's builds on the device, then the peers, in the order measured. */
+  systems: Array<{ name: string; figures: SessionFigures | Skipped }>;
 }
-const figuresOf = (r: SessionFigures | Skipped | undefined) => (r && !("skipped" in r) ? r : undefined);
 
 /** A window's log-mel features: a smooth pattern in Whisper's normalized range, the same every run. */
 function melWindow(melBins: number): Float32Array {
@@ -125,7 +130,7 @@ function promptTokens(n: number): number[] {
 }
 
 /** The session of `artifactDir` on `on`, stepped as beam search steps it at each row count. */
-async function measureSession(artifactDir: string, on: ComputeDevice, shape: WhisperShapeSpec): Promise<SessionFigures> {
+async function measureSession(name: string, artifactDir: string, on: ComputeDevice, shape: WhisperShapeSpec): Promise<SessionFigures> {
   const slots = Math.max(...rowCounts);
   const session = await SpeechSession.load(artifactDir, { device: on, threads, slots, rowsPerWindow: beams });
   try {
@@ -183,7 +188,7 @@ async function measureSession(artifactDir: string, on: ComputeDevice, shape: Whi
       const measured: RowFigures[] = [];
       for (let r = 0; r < runs; r++) measured.push(await runOnce());
       figures.rows[n] = { promptMs: median(measured.map((m) => m.promptMs)), msPerStep: median(measured.map((m) => m.msPerStep)) };
-      log(`  ${on} ${n} rows: prompt ${fmt(figures.rows[n].promptMs)} ms, ${fmt(figures.rows[n].msPerStep)} ms a step`);
+      log(`  ${name}, ${n} rows: prompt ${fmt(figures.rows[n].promptMs)} ms, ${fmt(figures.rows[n].msPerStep)} ms a step`);
     }
     return figures;
   } finally {
@@ -208,39 +213,34 @@ const windowSeconds = (f: SessionFigures | undefined, n: number) =>
   f?.rows[n] ? (f.encodeMs + f.rows[n].promptMs + WINDOW_TOKENS * f.rows[n].msPerStep) / 1000 : NaN;
 
 function report(res: ShapeResult): void {
-  const kiln = figuresOf(res.kiln);
-  const torch = figuresOf(res.torch);
-  const cpu = figuresOf(res.cpu);
   const s = res.shape;
   log("");
   log(
-    `whisper ${s.name} (synthetic: ${s.encoderLayers}+${s.decoderLayers} layers, width ${s.width}, ${s.melBins} mel bins; written in ${fmt(res.writeSeconds)} s, compiled in ${Object.entries(
+    `whisper ${s.name} (synthetic: ${s.encoderLayers}+${s.decoderLayers} layers, width ${s.width}, ${s.melBins} mel bins; written in ${fmt(res.writeSeconds)} s; compiled: ${Object.entries(
       res.compileSeconds,
     )
-      .map(([d, t]) => (t === "reused" ? `reused (${d})` : `${fmt(t)} s (${d})`))
+      .map(([build, t]) => `${build} ${t === "reused" ? "reused" : `${fmt(t)} s`}`)
       .join(", ")})`,
   );
-  for (const [name, r] of [
-    ["kiln", res.kiln],
-    ["PyTorch", res.torch],
-    ["CPU engine", res.cpu],
-  ] as const)
-    if (r && "skipped" in r) log(`  ${name}: skipped (${r.skipped})`);
-  log(
-    `  encode a 30 s window: kiln ${fmt(kiln?.encodeMs)} ms; PyTorch ${fmt(torch?.encodeMs)} ms (kiln/PyTorch time ${ratio(kiln?.encodeMs, torch?.encodeMs)}); CPU engine ${fmt(cpu?.encodeMs)} ms (kiln/CPU ${ratio(kiln?.encodeMs, cpu?.encodeMs)})`,
-  );
-  log(
-    `  rows (transcriptions x ${beams} beams) | kiln prompt ms | kiln ms/step | PyTorch ms/step | kiln/PyTorch | CPU ms/step | kiln/CPU | window s (kiln / PyTorch / CPU) | kiln RTF`,
-  );
-  for (const n of rowCounts) {
-    const k = kiln?.rows[n];
-    const t = torch?.rows[n];
-    const c = cpu?.rows[n];
-    const w = windowSeconds(kiln, n);
+  for (const { name, figures } of res.systems) if ("skipped" in figures) log(`  ${name}: skipped (${figures.skipped})`);
+  const measured = res.systems.filter((x): x is { name: string; figures: SessionFigures } => !("skipped" in x.figures));
+  const perRows = rowCounts.map((n) => `${n} rows (${n / beams} x ${beams}): prompt ms | ms/step | window s`).join(" | ");
+  log(`  system | encode ms | ${perRows}`);
+  for (const { name, figures: f } of measured)
     log(
-      `  ${n} (${n / beams} x ${beams}) | ${fmt(k?.promptMs)} | ${fmt(k?.msPerStep)} | ${fmt(t?.msPerStep)} | ${ratio(k?.msPerStep, t?.msPerStep)} | ${fmt(c?.msPerStep)} | ${ratio(k?.msPerStep, c?.msPerStep)} | ${fmt(w, 2)} / ${fmt(windowSeconds(torch, n), 2)} / ${fmt(windowSeconds(cpu, n), 2)} | ${fmt(w / (30 / (n / beams)), 3)}`,
+      `  ${name} | ${fmt(f.encodeMs)} | ${rowCounts.map((n) => `${fmt(f.rows[n]?.promptMs)} | ${fmt(f.rows[n]?.msPerStep)} | ${fmt(windowSeconds(f, n), 2)}`).join(" | ")}`,
     );
-  }
+  // Each kiln build's time against each peer's: below 1 is kiln faster.
+  for (const ours of measured.filter((x) => x.name.startsWith("kiln")))
+    for (const peer of measured.filter((x) => !x.name.startsWith("kiln")))
+      log(
+        `  ${ours.name} / ${peer.name} time: encode ${ratio(ours.figures.encodeMs, peer.figures.encodeMs)}; ${rowCounts
+          .map(
+            (n) =>
+              `${n} rows: step ${ratio(ours.figures.rows[n]?.msPerStep, peer.figures.rows[n]?.msPerStep)}, window ${ratio(windowSeconds(ours.figures, n), windowSeconds(peer.figures, n))}`,
+          )
+          .join("; ")}`,
+      );
 }
 
 const results: ShapeResult[] = [];
@@ -254,26 +254,25 @@ for (const shape of shapes) {
   }
   const t0 = performance.now();
   const modelDir = ensureSyntheticWhisper(shape, dir);
-  const res: ShapeResult = { shape, writeSeconds: (performance.now() - t0) / 1000, compileSeconds: {} };
-  const compile = async (on: BuildDevice) => {
-    const c = await compileCt2Whisper({ slug: `whisper-${shape.name}-synthetic`, modelDir, home, device: on });
-    res.compileSeconds[on] = c.reused ? "reused" : c.seconds;
+  const res: ShapeResult = { shape, writeSeconds: (performance.now() - t0) / 1000, compileSeconds: {}, systems: [] };
+  const compile = async (on: BuildDevice, activations?: DeviceActivations) => {
+    const c = await compileCt2Whisper({ slug: `whisper-${shape.name}-synthetic`, modelDir, home, device: on, deviceActivations: activations });
+    res.compileSeconds[activations ? `${on} ${activations}` : on] = c.reused ? "reused" : c.seconds;
     return c.dir;
   };
-  try {
-    res.kiln = await measureSession(await compile(device), device, shape);
-  } catch (err) {
-    res.kiln = { skipped: `failed: ${message(err)}` };
-  }
-  res.torch = device === "webgpu" ? measureTorch(shape) : { skipped: "the device is the CPU" };
-  if (device === "cpu" || args["skip-cpu"]) res.cpu = { skipped: device === "cpu" ? "the device is the CPU" : "--skip-cpu" };
-  else {
+  const measure = async (name: string, on: ComputeDevice & BuildDevice, activations?: DeviceActivations) => {
+    let figures: SessionFigures | Skipped;
     try {
-      res.cpu = await measureSession(await compile("cpu"), "cpu", shape);
+      figures = await measureSession(name, await compile(on, activations), on, shape);
     } catch (err) {
-      res.cpu = { skipped: `failed: ${message(err)}` };
+      figures = { skipped: `failed: ${message(err)}` };
     }
-  }
+    res.systems.push({ name, figures });
+  };
+  if (device === "cpu") await measure(`kiln cpu (${threads} threads)`, "cpu");
+  else for (const build of builds) await measure(`kiln ${device} ${build}`, device, build);
+  if (device === "webgpu") res.systems.push({ name: "PyTorch cuda float16", figures: measureTorch(shape) });
+  if (device !== "cpu" && !args["skip-cpu"]) await measure(`CPU engine (${threads} threads)`, "cpu");
   results.push(res);
   report(res);
   // After every shape, so a run cut short by its time limit still leaves what it measured.
