@@ -61,6 +61,9 @@ function deviceOptions(
 }
 
 export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<CompileResult> {
+  // onnxruntime's CPU provider has no float16 kernels for most of the graph.
+  if ((req.device ?? "cpu") === "cpu" && (req.deviceActivations ?? "float32") !== "float32")
+    throw new RangeError(`${req.deviceActivations} activations are for a GPU build (device webgpu), not the CPU`);
   const started = Date.now();
   const stage = req.onStage ?? (() => {});
   stage("hashing source");
@@ -70,8 +73,6 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
     .digest("hex");
   const device = req.device ?? "cpu";
   const activations = req.deviceActivations ?? "float32";
-  // onnxruntime's CPU provider has no float16 kernels for most of the graph.
-  if (device === "cpu" && activations !== "float32") throw new RangeError(`${activations} activations are for a GPU build (device webgpu), not the CPU`);
   const id = artifactId(req.slug, combined, COMPILER_VERSION, { ...WHISPER_OPTIONS, ...deviceOptions(device, activations) });
   const dir = join(artifactsDir(req.slug, req.home ?? kilnHome()), id);
   if (!req.force) {
