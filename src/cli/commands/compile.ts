@@ -50,7 +50,7 @@ recorded in the database).`,
     activations: option.choice(["float32", "float16"], {
       default: "float32",
       description:
-        "with --device webgpu, the precision the GPU artifact computes in: float32, or float16 (half the bytes of weights and caches), the artifact `kiln serve --device webgpu --activations float16` loads",
+        "with --device webgpu, the precision the GPU artifact computes in: float32, or float16 (half the bytes of weights and caches), the artifact `kiln serve --device webgpu --activations float16` loads; float16 needs --device webgpu",
     }),
     force: option.flag({ description: "rebuild even when the artifact exists" }),
   },
@@ -58,6 +58,8 @@ recorded in the database).`,
     const [slug, ...extra] = positionals;
     if (!slug) throw new UsageError("which model? (a slug from `kiln models`)");
     if (extra.length > 0) throw new UsageError(`one model at a time (got ${positionals.join(" and ")})`);
+    if (options.activations !== "float32" && options.device === "cpu")
+      throw new UsageError(`--activations ${options.activations} is the precision of a GPU artifact: add --device webgpu`);
     const started = Date.now();
     try {
       const provision: ProvisionOptions = {

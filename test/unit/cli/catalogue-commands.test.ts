@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import compileCommand from "../../../src/cli/commands/compile.js";
 import modelsCommand, * as models from "../../../src/cli/commands/models.js";
 import pullCommand, * as pull from "../../../src/cli/commands/pull.js";
 import { MODELS } from "../../../src/catalogue/models.js";
@@ -92,5 +93,14 @@ describe("kiln pull", () => {
     const { out, io } = capture();
     expect(await pullCommand.run(["no-such-model"], io)).toBe(1);
     expect(out.stderr).toBe("kiln pull: unknown model: no-such-model (run `kiln models` for the list)\n");
+  });
+});
+
+describe("kiln compile", () => {
+  it("refuses --activations float16 without --device webgpu before compiling anything: usage error, exit 2", async () => {
+    const { out, io } = capture();
+    expect(await compileCommand.run(["whisper-tiny-en", "--activations", "float16"], io)).toBe(2);
+    expect(out.stdout).toBe("");
+    expect(out.stderr).toMatch(/^kiln compile: --activations float16 is the precision of a GPU artifact: add --device webgpu\n\nUsage: kiln compile /);
   });
 });
