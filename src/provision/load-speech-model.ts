@@ -1,4 +1,5 @@
 /** Pull -> compile -> record -> load -> serve for a speech model. */
+import type { AdapterMemory } from "../runtime/device/gpu-memory.js";
 import type { ComputeDevice } from "../runtime/device/index.js";
 import { prepareFfmpeg } from "../runtime/audio/index.js";
 import { LoadedSpeechModel } from "../runtime/loaded-speech-model.js";
@@ -16,6 +17,11 @@ export interface LoadSpeechModelOptions extends ProvisionOptions, SpeechServeOpt
   signal?: AbortSignal;
   /** Skip silence in transcriptions that do not say (`vad_filter`). Default false, as faster-whisper's `WhisperModel`. */
   vadFilter?: boolean;
+  /**
+   * The GPU adapter's memory now, when it can be read (NVIDIA's): on a GPU a model whose weights and
+   * caches would not fit the free part is refused with the figures before it allocates. Default: not checked.
+   */
+  adapterMemory?: () => AdapterMemory | null;
 }
 
 /** Default beams of a transcription's beam search (faster-whisper's); 1 is greedy decoding. */
@@ -37,8 +43,16 @@ export async function loadSpeechModel(slug: string, options: LoadSpeechModelOpti
   const device = options.device ?? "cpu";
   const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
   const beamSize = options.beamSize ?? DEFAULT_BEAM_SIZE;
+  // Read at load, not at startup: the models loaded since then hold their part of the adapter.
+  const memory = device === "cpu" ? null : (options.adapterMemory?.() ?? null);
   // Each running transcription holds a decoder row per beam.
-  const loaded = await LoadedSpeechModel.load(compiled.dir, { device, threads: options.threads ?? 2, slots: slots * beamSize, rowsPerWindow: beamSize });
+  const loaded = await LoadedSpeechModel.load(compiled.dir, {
+    device,
+    threads: options.threads ?? 2,
+    slots: slots * beamSize,
+    rowsPerWindow: beamSize,
+    ...(memory ? { adapterFreeBytes: memory.totalBytes - memory.usedBytes } : {}),
+  });
   if (options.signal?.aborted) {
     await loaded.close();
     options.signal.throwIfAborted();

@@ -398,6 +398,7 @@ class ServeSession {
       speech: {
         device: o.resolvedDevice.device,
         deviceActivations: o.activations,
+        adapterMemory: o.resolvedDevice.adapter?.memory,
         threads: o.threads,
         maxWaiting: o.maxWaiting,
         gate: this.gate,
@@ -531,6 +532,7 @@ class ServeSession {
             pull: { onProgress: printer },
             device: o.resolvedDevice.device,
             deviceActivations: o.activations,
+            adapterMemory: o.resolvedDevice.adapter?.memory,
             threads: o.threads,
             maxWaiting: o.maxWaiting,
             gate,

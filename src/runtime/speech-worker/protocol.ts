@@ -23,6 +23,12 @@ export interface SpeechSessionOptions {
    * rows read. A divisor of `slots`. Default 1.
    */
   rowsPerWindow?: number;
+  /**
+   * Bytes free on the GPU adapter at load, when known: a session whose weights, decoder cache,
+   * windows and encoder work would not fit is refused before it allocates (AdapterMemoryError).
+   * Ignored on the CPU. Default: not checked.
+   */
+  adapterFreeBytes?: number;
 }
 
 export interface SpeechLoadRequest {

@@ -5,6 +5,7 @@ import type { ZerosType } from "../device/device-zeros.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import { type DecoderCache, HostDecoderCache } from "./decoder-cache.js";
 import { DeviceDecoderCache } from "./device-decoder-cache.js";
+import { checkAdapterRoom, speechDeviceBytes } from "./device-room.js";
 import { DeviceWindowStore } from "./device-window-store.js";
 import type { SpeechSessionOptions } from "./protocol.js";
 import { HostWindowStore, type WindowStore } from "./window-store.js";
@@ -84,6 +85,14 @@ export class SpeechSession {
     if (device === "cpu" && type !== "float32") {
       await decoder.release();
       throw new RangeError(`the artifact ${manifest.id} computes in ${type}, for a GPU: load it with a GPU device, or compile the CPU artifact`);
+    }
+    if (device !== "cpu" && options.adapterFreeBytes !== undefined) {
+      try {
+        checkAdapterRoom(manifest.id, speechDeviceBytes(manifest, slots, rowsPerWindow, type), options.adapterFreeBytes, slots, rowsPerWindow, type);
+      } catch (err) {
+        await decoder.release();
+        throw err;
+      }
     }
     const windows = device === "cpu" ? new HostWindowStore(shape, slots / rowsPerWindow) : new DeviceWindowStore(shape, slots / rowsPerWindow, device, type);
     const kv: DecoderCache =

@@ -208,6 +208,12 @@ describe("the float16 GPU speech artifact", () => {
     expect(float32.manifest.choices.find((c) => c.what === "activations")).toBeUndefined();
     // The CPU provider has no float16 kernels for it: refused with the reason, not run slowly or wrongly.
     await expect(SpeechSession.load(half.dir, { device: "cpu" })).rejects.toThrow(/float16, for a GPU/);
+    // An adapter without room for its weights and caches refuses it before they are allocated, in float16 figures.
+    const room = { device: "webgpu" as const, slots: 10, rowsPerWindow: 5 };
+    await expect(SpeechSession.load(half.dir, { ...room, adapterFreeBytes: 100 * 2 ** 20 })).rejects.toThrow(
+      /^whisper-tiny-en-\w+ needs about 0\.\d\d GiB of the adapter's memory \(weights 0\.\d\d GiB, decoder cache 0\.\d\d GiB for 10 rows, windows 0\.\d\d GiB for 2 transcriptions, encoder 0\.\d\d GiB\) and 0\.10 GiB are free: decode fewer transcriptions or beams at once$/,
+    );
+    await (await SpeechSession.load(half.dir, { ...room, adapterFreeBytes: 2 ** 30 })).release();
 
     const melBins = cpu.manifest.speech!.melBins;
     const samples = await decodeAudio(readFileSync(speechFixture("lighthouse").files.wav));
