@@ -43,7 +43,8 @@ try:
     model = AutoModelForSpeechSeq2Seq.from_config(config, dtype=dtype)
 except TypeError:
     model = AutoModelForSpeechSeq2Seq.from_config(config, torch_dtype=dtype)
-model = model.to(device).eval()
+# Some transformers versions take the dtype keyword without applying it.
+model = model.to(device=device, dtype=dtype).eval()
 beams, context, steps, runs = spec["beams"], spec["context"], spec["steps"], spec["runs"]
 features = (torch.randn(1, spec["melBins"], 3000, device=device) * 0.5).to(dtype)
 
