@@ -26,8 +26,14 @@ export interface NightlyOptions {
   home?: string;
   /** Folder of the job files. Default: `$KILN_JOBS`, else `compiler-jobs/`. */
   jobsDir?: string;
-  /** Only these models' jobs (`kiln serve` passes the models it serves). Default: every job. */
+  /** Only these models' jobs. Default: every job. */
   slugs?: readonly string[];
+  /**
+   * Asked each time a job fires: whether its model is wanted now (`kiln serve`: a text model it has
+   * served since it started, named at startup or loaded on demand). A job turned down is skipped
+   * this time, and the log says so. Default: every job runs.
+   */
+  wanted?: (slug: string) => boolean;
   /** onnxruntime threads for every job's measurements, instead of each job's `threadBudget`. */
   threadBudget?: number;
   /** One line per event (job scheduled, started, finished, its process's output). */
@@ -82,6 +88,10 @@ export function startNightly(options: NightlyOptions = {}): () => Promise<void> 
 
   const fire = (job: TrackJob) => {
     if (controller.signal.aborted) return;
+    if (options.wanted && !options.wanted(job.slug)) {
+      log(`track: ${job.slug}: not served since the server started; this one is skipped`);
+      return;
+    }
     if (running?.job.slug === job.slug || queue.some((q) => q.slug === job.slug)) {
       log(`track: ${job.slug}: still running or queued from its last time; this one is skipped`);
       return;

@@ -182,7 +182,7 @@ const options = {
   }),
   noNightly: option.flag({
     description:
-      "do not run the served text models' optimization tracks (compiler-jobs/<slug>.json) on their schedules; by default each runs as its own lower-priority process",
+      "do not run the optimization tracks (compiler-jobs/<slug>.json) of the text models served since the start (named or loaded on demand) on their schedules; by default each runs as its own lower-priority process",
   }),
 };
 
@@ -607,12 +607,17 @@ class ServeSession {
     }
   }
 
-  /** Once the models serve: follow promotions (the live switch), and run the served text models' optimization tracks on their schedules, each in its own lower-priority process. */
+  /**
+   * Once the models serve: follow promotions (the live switch), and run the optimization tracks of
+   * the text models served since the start (named at startup or loaded on demand since) on their
+   * schedules, each in its own lower-priority process.
+   */
   private startFollowing(): void {
     this.watcher?.start();
     if (!this.o.noNightly) {
+      const registry = this.registry;
       this.stopNightly = startNightly({
-        slugs: this.o.slugs.filter((slug) => getModel(slug).kind === "text"),
+        wanted: (slug) => registry.servedTextSinceStart(slug),
         onLog: (line) => this.logger.info({ component: "track" }, line),
       });
     }

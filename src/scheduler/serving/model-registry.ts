@@ -110,6 +110,8 @@ export class ModelRegistry {
   /** Requests holding each model between finding it and handing it their work (see {@link hold}). */
   private readonly holds = new Map<AnyServedModel, number>();
   private readonly holdWaiters = new Map<AnyServedModel, Array<() => void>>();
+  /** Every text model served since the registry was made, loaded at startup or on demand, unloaded since or not. */
+  private readonly textServed = new Set<string>();
   /** Models unloaded and not yet closed (they finish their requests first). */
   private readonly unloading = new Set<Promise<void>>();
   private readonly sweeper: NodeJS.Timeout | undefined;
@@ -139,6 +141,7 @@ export class ModelRegistry {
 
   serve(model: AnyServedModel): void {
     this.states.set(model.slug, { status: "serving", slug: model.slug, model });
+    if (model.kind === "text") this.textServed.add(model.slug);
     this.usage.set(model.slug, { lastUsed: Date.now(), bytes: this.loader?.memoryBytes(model.slug, model) ?? 0 });
   }
 
@@ -157,6 +160,11 @@ export class ModelRegistry {
   /** The text models in service (what the engine metrics and queue gauges read). */
   servingText(): ServedModel[] {
     return this.all().flatMap((s) => (s.status === "serving" && s.model.kind === "text" ? [s.model] : []));
+  }
+
+  /** Whether `slug` is a text model served at any time since the registry was made (what the nightly track optimizes). */
+  servedTextSinceStart(slug: string): boolean {
+    return this.textServed.has(slug);
   }
 
   /**

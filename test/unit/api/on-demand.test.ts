@@ -135,6 +135,9 @@ describe("models loaded on demand", () => {
     expect(closed).toEqual([A]);
     expect(await listed()).toMatchObject({ [A]: "loadable", [B]: "served" });
     expect(registry.get(B)?.status).toBe("serving");
+    // Unloaded, it still counts as served since the start (its nightly track still runs), as does
+    // the one served from the start; a model never served does not.
+    expect([A, B, C].map((slug) => registry.servedTextSinceStart(slug))).toEqual([true, true, false]);
     // And it loads again on the next request.
     expect((await chat(A)).statusCode).toBe(200);
   });

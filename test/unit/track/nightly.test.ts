@@ -98,6 +98,32 @@ describe("startNightly", () => {
     cron.fires.get(`track ${SLUG}`)!(); // after stop: nothing starts
   });
 
+  it("runs a job only when its model is wanted as it fires (kiln serve: served since the start), and says when it skips one", async () => {
+    const cron = manualSchedule();
+    const log: string[] = [];
+    const started: string[] = [];
+    const served = new Set<string>();
+    const stop = startNightly({
+      jobsDir: dir,
+      wanted: (slug) => served.has(slug),
+      onLog: (l) => log.push(l),
+      runJob: async (job) => void started.push(job.slug),
+      schedule: cron.schedule,
+    });
+    // Every job is scheduled: a model loaded on demand later gets its track too.
+    expect([...cron.fires.keys()]).toEqual([`track ${SLUG}`, `track ${OTHER_SLUG}`]);
+    cron.fires.get(`track ${SLUG}`)!();
+    await tick();
+    expect(started).toEqual([]);
+    expect(log).toContain(`track: ${SLUG}: not served since the server started; this one is skipped`);
+    served.add(SLUG);
+    cron.fires.get(`track ${SLUG}`)!();
+    cron.fires.get(`track ${OTHER_SLUG}`)!();
+    await tick();
+    expect(started).toEqual([SLUG]);
+    await stop();
+  });
+
   it("says why it schedules nothing: no job for the named models, or no model named", async () => {
     const log: string[] = [];
     await startNightly({ jobsDir: dir, slugs: ["no-such-model"], onLog: (l) => log.push(l), runJob: async () => {} })();
