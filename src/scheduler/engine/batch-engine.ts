@@ -54,7 +54,7 @@ export interface BatchEngineOptions {
   prefillChunk?: number;
   /** Reuse of cached prompt prefixes (see {@link PrefixReuse}). Default "exact". */
   prefixReuse?: PrefixReuse;
-  /** The model's sliding-window layers (`ModelShape.slidingWindow`), which limit how far back a cached prefix can be cut. Default none. */
+  /** The sliding-window layers whose KV cache is a ring (`kvRingWindow`), which limit how far back a cached prefix can be cut. Default none. */
   slidingWindow?: SlidingWindowShape;
   /**
    * Events per choice a reader may leave undelivered before the choice pauses (holding its slot,

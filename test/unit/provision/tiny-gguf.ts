@@ -6,7 +6,7 @@ import { writeTinyModel } from "../../fixtures/synthetic/tiny-model.js";
 const LETTERS = ["<|endoftext|>", ..."abcdefghijklmno".split("")];
 
 /** The tokenizer of `vocab` tokens: the 16 above, then "t16", "t17" ... */
-function tokenizer(vocab: number): Array<[string, MetaValue]> {
+export function tinyTokenizer(vocab: number): Array<[string, MetaValue]> {
   const tokens = [...LETTERS, ...Array.from({ length: Math.max(0, vocab - LETTERS.length) }, (_, i) => `t${LETTERS.length + i}`)];
   return [
     ["tokenizer.ggml.model", meta.str("gpt2")],
@@ -46,6 +46,6 @@ export async function writeTinyGguf(path: string, seed = 1, vocab = LETTERS.leng
       rmsEps: 1e-5,
       types: { embedding: f32, attnQ: f32, attnK: f32, attnV: f32, attnOutput: f32, ffnGate: f32, ffnUp: f32, ffnDown: f32 },
     },
-    tokenizer(vocab),
+    tinyTokenizer(vocab),
   );
 }

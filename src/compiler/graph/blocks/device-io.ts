@@ -27,9 +27,12 @@ export function buildsForDevice(ctx: BlockContext): boolean {
   return ctx.options.device === "webgpu";
 }
 
-/** Whether the GPU target's attention is GroupQueryAttention (`BuildOptions.deviceAttention`). */
+/** Device graphs whose model GroupQueryAttention cannot express as kiln's target builds it (sliding windows, soft-capped scores): their attention is explicit. */
+const explicitOnly = new WeakSet<BlockContext>();
+
+/** Whether the GPU target's attention is GroupQueryAttention (`BuildOptions.deviceAttention`, unless the model needs the explicit one). */
 export function deviceGqa(ctx: BlockContext): boolean {
-  return buildsForDevice(ctx) && ctx.options.deviceAttention !== "explicit";
+  return buildsForDevice(ctx) && ctx.options.deviceAttention !== "explicit" && !explicitOnly.has(ctx);
 }
 
 /** The form every linear weight takes in this graph (`BuildOptions.deviceWeights`): "source" on the CPU and in "llama.cpp" numerics. */
@@ -81,8 +84,24 @@ export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string]
  * not the pools' whole capacity, so a step copies and attends only those.
  */
 export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
-  if (h.slidingWindow) throw new Error("the webgpu target does not build sliding-window attention yet");
   shapes.set(ctx, h);
+  if (h.slidingWindow) {
+    if (deviceGqa(ctx)) {
+      explicitOnly.add(ctx);
+      ctx.choices.push({
+        what: "device attention",
+        choice: "explicit on every layer, GroupQueryAttention asked for",
+        exact: true,
+        why: "the sliding-window layers' masks (and Gemma 2's soft-capped scores) are built in the explicit attention; GroupQueryAttention here takes neither",
+      });
+    }
+    ctx.choices.push({
+      what: "device sliding window",
+      choice: `the ${h.slidingWindow.layers.length} sliding-window layers keep whole pools like the others, each query masked to the last ${h.slidingWindow.window} positions`,
+      exact: true,
+      why: "one pool layout and one slot-copy for every layer; a ring would hold less of the adapter's memory",
+    });
+  }
   const form = deviceWeightForm(ctx);
   if (form !== "source") {
     ctx.choices.push({
@@ -145,6 +164,13 @@ const shapes = new WeakMap<BlockContext, ModelShape>();
 /** [past_span]: the positions of each slot the step reads (`past_mask`'s last axis). */
 function pastSpan(g: GraphBuilder): string {
   return g.op("Shape", [D.pastMask], { attributes: { start: 3, end: 4 } });
+}
+
+/** Past-span position of each past key a step reads, int64 [past_span]: a pool index is the position it holds. */
+export function pastSpanPositions(ctx: BlockContext): string {
+  const g = ctx.g;
+  const int64 = (v: bigint) => g.constant(DataType.INT64, [], BigInt64Array.of(v), "i64");
+  return g.op("Range", [int64(0n), g.op("Squeeze", [pastSpan(g), g.int64s([0])]), int64(1n)]);
 }
 
 /** [first_slot], [first_slot + rows]: the pool slots this step computes. */

@@ -1,6 +1,7 @@
 import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import type { BlockContext } from "./context.js";
+import { buildsForDevice, pastSpanPositions } from "./device-io.js";
 
 /** The additive masks of a sliding-window layer, in the shapes {@link cachedAttention} adds to its scores. */
 export interface WindowMasks {
@@ -18,15 +19,19 @@ export interface WindowMasks {
  * A sliding-window layer's cache is a ring (see `runtime/artifact/text-graph.ts`): the runtime
  * feeds the position each ring index holds (`ring_positions`), every one earlier than the step's
  * queries; an empty index's position is so far back that the window hides it, so `past_mask` is not
- * needed. `group` is heads / kv_heads: query rows are laid out (group, seq), as `cachedAttention`
- * orders them.
+ * needed. On the GPU target the layer reads its slot's pool like every other layer: a past key's
+ * position is its index in the past span, and `past_mask` still hides what a row has not cached.
+ * `group` is heads / kv_heads: query rows are laid out (group, seq), as `cachedAttention` orders them.
  */
 export function slidingWindowMasks(ctx: BlockContext, window: number, group: number): WindowMasks {
   const g = ctx.g;
   const int64 = (v: number) => g.constant(DataType.INT64, [], BigInt64Array.of(BigInt(v)), "i64");
   const float = (v: number) => g.constant(DataType.FLOAT, [], new Float32Array([v]), "f32");
   const queries = g.op("Unsqueeze", [IO.positionIds, g.int64s([2])]); // [B, S, 1]
-  const ringKeys = g.op("Unsqueeze", [IO.ringPositions, g.int64s([1])]); // [B, 1, ring]
+  const onDevice = buildsForDevice(ctx);
+  const pastKeys = onDevice
+    ? g.op("Unsqueeze", [pastSpanPositions(ctx), g.int64s([0, 1])]) // [1, 1, past_span]
+    : g.op("Unsqueeze", [IO.ringPositions, g.int64s([1])]); // [B, 1, ring]
   const newKeys = g.op("Unsqueeze", [IO.positionIds, g.int64s([1])]); // [B, 1, S]
   const outside = (keys: string) => {
     const hidden = g.op("GreaterOrEqual", [g.op("Sub", [queries, keys]), int64(window)]); // [B, S, K]
@@ -35,7 +40,7 @@ export function slidingWindowMasks(ctx: BlockContext, window: number, group: num
     return g.op("Unsqueeze", [g.op("Tile", [additive, g.int64s([1, group, 1])]), g.int64s([1])]);
   };
   return {
-    past: outside(ringKeys),
+    past: onDevice ? g.op("Add", [outside(pastKeys), IO.pastMask]) : outside(pastKeys),
     new: g.op("Add", [outside(newKeys), IO.newMask]),
   };
 }

@@ -1,0 +1,199 @@
+/**
+ * The GPU compile target on models with sliding-window layers (Gemma 2 and 3), without a GPU: the
+ * device graph is plain ONNX, so onnxruntime's CPU provider runs it here on tiny random models. Its
+ * sliding-window layers read the same pools as the others, each query masked to its last `window`
+ * positions, and their attention is explicit whatever was asked (GroupQueryAttention here takes
+ * neither windows nor soft-caps). Each step's candidates and log-normalizer must be the CPU graph's
+ * (whose windowed layers keep a ring) on prompts, chunks and decode steps that run past the window,
+ * with two rows at different lengths in one step. The same model without its window gives logits
+ * far outside the tolerance, so a window the device graph ignored would fail here.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as ort from "onnxruntime-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compileGguf, type CompileResult } from "../../../../src/compiler/compile.js";
+import { GgmlType } from "../../../../src/compiler/gguf/types.js";
+import { ARTIFACT_FILES, DEVICE_GRAPH as D, devicePoolDims, kvRingWindow, maskWords, type ModelShape } from "../../../../src/runtime/artifact/index.js";
+import { TextSession } from "../../../../src/runtime/text-worker/session.js";
+import { type TinyGemmaSpec, writeTinyGemma } from "../../../fixtures/synthetic/tiny-gemma.js";
+import { tinyTokenizer } from "../../provision/tiny-gguf.js";
+
+const F32 = GgmlType.F32 as const;
+const TYPES = { embedding: F32, attnQ: F32, attnK: F32, attnV: F32, attnOutput: F32, ffnGate: F32, ffnUp: F32, ffnDown: F32 };
+/** Head dim 16 over a hidden width of 32 and 4 heads: not hidden / heads, as in Gemma. */
+const BASE = { hidden: 32, heads: 4, headDim: 16, ffn: 64, contextLength: 64, rmsEps: 1e-6, types: TYPES };
+const VOCAB = 40;
+const WINDOW = 4;
+const SLOTS = 2;
+const CAPACITY = 32;
+
+const MODELS: Record<string, TinyGemmaSpec> = {
+  // Layers 0 and 2 slide; soft-capped scores and logits.
+  gemma2: { ...BASE, architecture: "gemma2", seed: 41, layers: 3, kvHeads: 2, ropeTheta: 10000, window: WINDOW, attentionSoftcap: 4, finalSoftcap: 15 },
+  // Layers 0 and 1 slide, layer 2 is global with its own rotary base; Q/K norms; one KV head.
+  gemma3: {
+    ...BASE,
+    architecture: "gemma3",
+    seed: 43,
+    layers: 3,
+    kvHeads: 1,
+    ropeTheta: 1000000,
+    localRopeTheta: 20000,
+    window: WINDOW,
+    windowPattern: 3,
+    finalSoftcap: 15,
+  },
+};
+
+let home: string;
+beforeAll(() => {
+  home = mkdtempSync(join(tmpdir(), "kiln-device-window-"));
+});
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
+/** One step's feeds for rows of the same token count in consecutive slots from `firstSlot`, after `pasts` cached positions each. */
+function stepFeeds(shape: ModelShape, pools: Record<string, ort.Tensor>, firstSlot: number, pasts: number[], tokens: number[][]): Record<string, ort.Tensor> {
+  const rows = tokens.length;
+  const s = tokens[0].length;
+  const group = shape.heads / shape.kvHeads;
+  const pastMask = new Float32Array(rows * CAPACITY).fill(-Infinity);
+  pasts.forEach((past, r) => pastMask.fill(0, r * CAPACITY, r * CAPACITY + past));
+  const newMask = new Float32Array(group * s * s);
+  for (let g = 0; g < group; g++) for (let q = 0; q < s; q++) for (let k = q + 1; k < s; k++) newMask[(g * s + q) * s + k] = -Infinity;
+  const words = maskWords(shape.vocab);
+  return {
+    [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(tokens.flat(), BigInt), [rows, s]),
+    [D.positionIds]: new ort.Tensor(
+      "int64",
+      BigInt64Array.from(
+        tokens.flatMap((row, r) => row.map((_, i) => pasts[r] + i)),
+        BigInt,
+      ),
+      [rows, s],
+    ),
+    [D.pastMask]: new ort.Tensor("float32", pastMask, [rows, 1, 1, CAPACITY]),
+    [D.newMask]: new ort.Tensor("float32", newMask, [1, 1, group * s, s]),
+    [D.logitsFrom]: new ort.Tensor("int64", BigInt64Array.of(-1n), [1]),
+    [D.firstSlot]: new ort.Tensor("int64", BigInt64Array.of(BigInt(firstSlot)), [1]),
+    [D.tokenMask]: new ort.Tensor("int32", new Int32Array(rows * words).fill(-1), [rows, words]),
+    [D.adjustIds]: new ort.Tensor("int64", new BigInt64Array(rows), [rows, 1]),
+    [D.adjustBias]: new ort.Tensor("float32", new Float32Array(rows), [rows, 1]),
+    [D.adjustRepetition]: new ort.Tensor("float32", new Float32Array(rows).fill(1), [rows, 1]),
+    [D.adjustSubtract]: new ort.Tensor("float32", new Float32Array(rows), [rows, 1]),
+    [D.scoreTargets]: new ort.Tensor("int64", new BigInt64Array(rows), [rows, 1]),
+    ...pools,
+  };
+}
+
+/** The device graph on the CPU provider with its pools carried from step to step, beside the CPU graph's session. */
+class Pair {
+  private pools: Record<string, ort.Tensor> = {};
+  private readonly lengths = new Array<number>(SLOTS).fill(0);
+
+  private constructor(
+    private readonly shape: ModelShape,
+    private readonly device: ort.InferenceSession,
+    readonly reference: TextSession,
+  ) {
+    const n = SLOTS * CAPACITY * shape.kvHeads * shape.headDim;
+    for (let l = 0; l < shape.layers; l++) {
+      for (const name of [D.keyPool(l), D.valuePool(l)])
+        this.pools[name] = new ort.Tensor("float32", new Float32Array(n), devicePoolDims(SLOTS, CAPACITY, shape));
+    }
+  }
+
+  static async open(gpu: CompileResult, cpu: CompileResult): Promise<Pair> {
+    const device = await ort.InferenceSession.create(join(gpu.dir, ARTIFACT_FILES.graph));
+    return new Pair(gpu.manifest.shape, device, await TextSession.load(cpu.dir, { slots: SLOTS }));
+  }
+
+  /** One step on both; returns the worst logit difference over every row's candidates, after checking ids and normalizers. */
+  async step(firstSlot: number, tokens: number[][]): Promise<number> {
+    const pasts = tokens.map((_, r) => this.lengths[firstSlot + r]);
+    const out = await this.device.run(stepFeeds(this.shape, this.pools, firstSlot, pasts, tokens));
+    for (let l = 0; l < this.shape.layers; l++) {
+      this.pools[D.keyPool(l)] = out[D.keyPoolOut(l)] as ort.Tensor;
+      this.pools[D.valuePool(l)] = out[D.valuePoolOut(l)] as ort.Tensor;
+    }
+    tokens.forEach((row, r) => (this.lengths[firstSlot + r] += row.length));
+    const want = await this.reference.forward(firstSlot, tokens.length, tokens[0].length, tokens.flat());
+    const k = out[D.candidateIds].dims[2];
+    const ids = out[D.candidateIds].data as BigInt64Array;
+    const logits = out[D.candidateLogits].data as Float32Array;
+    let worst = 0;
+    for (let r = 0; r < tokens.length; r++) {
+      const row = want.subarray(r * this.shape.vocab, (r + 1) * this.shape.vocab);
+      const best = row.indexOf(Math.max(...row));
+      expect(Number(ids[r * k])).toBe(best);
+      for (let i = 0; i < k; i++) worst = Math.max(worst, Math.abs(logits[r * k + i] - row[Number(ids[r * k + i])]));
+      const lse = Math.log(row.reduce((sum, v) => sum + Math.exp(v), 0));
+      expect((out[D.logNormalizer].data as Float32Array)[r]).toBeCloseTo(lse, 4);
+    }
+    return worst;
+  }
+
+  async release(): Promise<void> {
+    await this.device.release();
+    await this.reference.release();
+  }
+}
+
+describe.each(Object.entries(MODELS))("the GPU target on %s's sliding-window layers", (name, spec) => {
+  let ggufPath: string;
+  let cpu: CompileResult;
+  let gpu: CompileResult;
+  beforeAll(async () => {
+    ggufPath = join(home, `${name}.gguf`);
+    await writeTinyGemma(ggufPath, spec, tinyTokenizer(VOCAB));
+    cpu = await compileGguf({ slug: name, ggufPath, home });
+    gpu = await compileGguf({ slug: name, ggufPath, home, device: "webgpu" });
+  });
+
+  it("builds them as explicit attention over whole pools, and says so; the runtime keeps no ring for them", () => {
+    expect(gpu.manifest.shape.slidingWindow).toEqual(cpu.manifest.shape.slidingWindow);
+    expect(gpu.manifest.choices.find((c) => c.what === "device attention")?.choice).toBe("explicit on every layer, GroupQueryAttention asked for");
+    expect(gpu.manifest.choices.find((c) => c.what === "device sliding window")?.choice).toContain(`masked to the last ${WINDOW} positions`);
+    expect(gpu.manifest.io.inputs).not.toContain("ring_positions");
+    expect(kvRingWindow(cpu.manifest)).toEqual(cpu.manifest.shape.slidingWindow);
+    expect(kvRingWindow(gpu.manifest)).toBeUndefined();
+  });
+
+  it("gives the CPU graph's candidates on a prompt, a chunk and decode steps past the window, two rows at different lengths", async () => {
+    const pair = await Pair.open(gpu, cpu);
+    try {
+      const worst: number[] = [];
+      worst.push(await pair.step(0, [[3, 17, 1, 12, 30, 8, 22]]));
+      worst.push(await pair.step(0, [[9, 4, 36]]));
+      worst.push(await pair.step(1, [[5, 2]]));
+      // Slots 0 and 1 decode together: one long past its window, one reaching it.
+      for (const next of [
+        [11, 27],
+        [6, 14],
+        [38, 19],
+        [1, 33],
+      ])
+        worst.push(await pair.step(0, [[next[0]], [next[1]]]));
+      expect(Math.max(...worst)).toBeLessThan(1e-4);
+    } finally {
+      await pair.release();
+    }
+  });
+
+  it("would fail with the window ignored: the same model without it is far from these logits", async () => {
+    const unwindowed = join(home, `${name}-unwindowed.gguf`);
+    await writeTinyGemma(unwindowed, { ...spec, window: undefined }, tinyTokenizer(VOCAB));
+    const plain = await TextSession.load((await compileGguf({ slug: `${name}-plain`, ggufPath: unwindowed, home })).dir, { slots: 1 });
+    const windowed = await TextSession.load(cpu.dir, { slots: 1 });
+    try {
+      const prompt = [3, 17, 1, 12, 30, 8, 22, 9, 4, 36];
+      const a = await plain.forward(0, 1, prompt.length, prompt);
+      const b = await windowed.forward(0, 1, prompt.length, prompt);
+      expect(Math.max(...a.map((v, i) => Math.abs(v - b[i])))).toBeGreaterThan(0.01);
+    } finally {
+      await plain.release();
+      await windowed.release();
+    }
+  });
+});
