@@ -1,12 +1,15 @@
 /**
- * The GPU compile target on models with sliding-window layers (Gemma 2 and 3), without a GPU: the
- * device graph is plain ONNX, so onnxruntime's CPU provider runs it here on tiny random models. Its
+ * The GPU compile target on every architecture the CPU target builds, without a GPU: the device graph
+ * is plain ONNX, so onnxruntime's CPU provider runs it here on tiny random models (F32 weights, so
+ * that both graphs compute the same products). Each step's candidates and log-normalizer must be the
+ * CPU graph's on a prompt, a chunk after it and decode steps of two rows at different lengths, with
+ * GroupQueryAttention (the default) and with the explicit attention.
+ *
+ * Sliding-window models (Gemma 2 and 3, window 4, which every prompt here outgrows): their
  * sliding-window layers read the same pools as the others, each query masked to its last `window`
  * positions, and their attention is explicit whatever was asked (GroupQueryAttention here takes
- * neither windows nor soft-caps). Each step's candidates and log-normalizer must be the CPU graph's
- * (whose windowed layers keep a ring) on prompts, chunks and decode steps that run past the window,
- * with two rows at different lengths in one step. The same model without its window gives logits
- * far outside the tolerance, so a window the device graph ignored would fail here.
+ * neither windows nor soft-caps); the CPU graph's windowed layers keep a ring. The same model without
+ * its window gives logits far outside the tolerance, so a window the device graph ignored would fail.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,9 +18,12 @@ import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf, type CompileResult } from "../../../../src/compiler/compile.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
+import { meta } from "../../../fixtures/gguf/write-gguf.js";
 import { ARTIFACT_FILES, DEVICE_GRAPH as D, devicePoolDims, kvRingWindow, maskWords, type ModelShape } from "../../../../src/runtime/artifact/index.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { type TinyGemmaSpec, writeTinyGemma } from "../../../fixtures/synthetic/tiny-gemma.js";
+import { writeTinyMixtral } from "../../../fixtures/synthetic/tiny-mixtral.js";
+import { Random, type TinyModelSpec, writeTinyModel } from "../../../fixtures/synthetic/tiny-model.js";
 import { tinyTokenizer } from "../../provision/tiny-gguf.js";
 
 const F32 = GgmlType.F32 as const;
@@ -28,6 +34,59 @@ const VOCAB = 40;
 const WINDOW = 4;
 const SLOTS = 2;
 const CAPACITY = 32;
+
+/** The Llama family's base: head dim hidden / heads (8), below the 16 GroupQueryAttention needs to rotate itself, so rotary runs before it. */
+const { headDim: _gemmaHeadDim, ...FAMILY_BASE } = BASE;
+
+const LLAMA_FAMILY: Record<string, TinyModelSpec> = {
+  // QKV biases and a linear rotary scaling.
+  qwen2: {
+    ...FAMILY_BASE,
+    architecture: "qwen2",
+    seed: 51,
+    layers: 2,
+    kvHeads: 2,
+    ropeTheta: 10000,
+    qkvBias: true,
+    extraMetadata: [
+      ["qwen2.rope.scaling.type", meta.str("linear")],
+      ["qwen2.rope.scaling.factor", meta.f32(2)],
+    ],
+  },
+  // Per-head Q/K norms before rotary; an untied head.
+  // Head dim 16: GroupQueryAttention applies the rotary itself.
+  qwen3: {
+    ...FAMILY_BASE,
+    headDim: 16,
+    architecture: "qwen3",
+    seed: 52,
+    layers: 2,
+    kvHeads: 1,
+    ropeTheta: 1000000,
+    qkNorm: true,
+    types: { ...TYPES, output: F32 },
+  },
+  // Fused QKV and gate/up, a rotary over half of each head with LongRoPE factors.
+  phi3: {
+    ...FAMILY_BASE,
+    architecture: "phi3",
+    seed: 53,
+    layers: 2,
+    kvHeads: 4,
+    ropeTheta: 10000,
+    ropeDims: 8,
+    fusedQkv: true,
+    fusedGateUp: true,
+    extraTensors: [
+      { name: "rope_factors_long.weight", dims: [4], type: F32, values: Float32Array.from({ length: 4 }, (_, i) => 1 + 3 * i + new Random(i).uniform()) },
+      { name: "rope_factors_short.weight", dims: [4], type: F32, values: Float32Array.of(1, 1.1, 1.2, 1.3) },
+    ],
+    extraMetadata: [
+      ["phi3.rope.scaling.original_context_length", meta.u32(16)],
+      ["phi3.rope.scaling.attn_factor", meta.f32(1.2)],
+    ],
+  },
+};
 
 const MODELS: Record<string, TinyGemmaSpec> = {
   // Layers 0 and 2 slide; soft-capped scores and logits.
@@ -140,6 +199,67 @@ class Pair {
   }
 }
 
+/** Writes one model of the table below. */
+const WRITERS: Record<string, (path: string) => Promise<unknown>> = {
+  ...Object.fromEntries(Object.entries(LLAMA_FAMILY).map(([name, spec]) => [name, (path: string) => writeTinyModel(path, spec, tinyTokenizer(VOCAB))])),
+  llama: (path) => writeTinyModel(path, { ...FAMILY_BASE, architecture: "llama", seed: 50, layers: 2, kvHeads: 2, ropeTheta: 10000 }, tinyTokenizer(VOCAB)),
+  // Mixtral: a llama with 4 experts, 2 per token.
+  mixtral: (path) =>
+    writeTinyMixtral(
+      path,
+      {
+        ...FAMILY_BASE,
+        seed: 54,
+        layers: 2,
+        kvHeads: 2,
+        experts: 4,
+        expertsUsed: 2,
+        ropeTheta: 10000,
+        types: { embedding: F32, attention: F32, router: F32, gateExps: F32, upExps: F32, downExps: F32 },
+      },
+      tinyTokenizer(VOCAB),
+    ),
+};
+
+/** A prompt past Gemma's window, a chunk, a second slot's prompt, then both slots decoding together. */
+async function runSteps(pair: Pair): Promise<number> {
+  const worst: number[] = [];
+  worst.push(await pair.step(0, [[3, 17, 1, 12, 30, 8, 22]]));
+  worst.push(await pair.step(0, [[9, 4, 36]]));
+  worst.push(await pair.step(1, [[5, 2]]));
+  for (const next of [
+    [11, 27],
+    [6, 14],
+    [38, 19],
+    [1, 33],
+  ])
+    worst.push(await pair.step(0, [[next[0]], [next[1]]]));
+  return Math.max(...worst);
+}
+
+describe.each(Object.keys(WRITERS))("the GPU target on %s", (name) => {
+  let ggufPath: string;
+  let cpu: CompileResult;
+  beforeAll(async () => {
+    ggufPath = join(home, `${name}.gguf`);
+    await WRITERS[name](ggufPath);
+    cpu = await compileGguf({ slug: name, ggufPath, home });
+  });
+
+  it.each(["gqa", "explicit"] as const)(
+    "gives the CPU graph's candidates with %s attention: a prompt, a chunk, two rows at different lengths",
+    async (attention) => {
+      const gpu = await compileGguf({ slug: name, ggufPath, home, device: "webgpu", deviceAttention: attention });
+      const pair = await Pair.open(gpu, cpu);
+      try {
+        expect(await runSteps(pair)).toBeLessThan(1e-4);
+      } finally {
+        await pair.release();
+      }
+    },
+  );
+});
+
 describe.each(Object.entries(MODELS))("the GPU target on %s's sliding-window layers", (name, spec) => {
   let ggufPath: string;
   let cpu: CompileResult;
@@ -163,19 +283,7 @@ describe.each(Object.entries(MODELS))("the GPU target on %s's sliding-window lay
   it("gives the CPU graph's candidates on a prompt, a chunk and decode steps past the window, two rows at different lengths", async () => {
     const pair = await Pair.open(gpu, cpu);
     try {
-      const worst: number[] = [];
-      worst.push(await pair.step(0, [[3, 17, 1, 12, 30, 8, 22]]));
-      worst.push(await pair.step(0, [[9, 4, 36]]));
-      worst.push(await pair.step(1, [[5, 2]]));
-      // Slots 0 and 1 decode together: one long past its window, one reaching it.
-      for (const next of [
-        [11, 27],
-        [6, 14],
-        [38, 19],
-        [1, 33],
-      ])
-        worst.push(await pair.step(0, [[next[0]], [next[1]]]));
-      expect(Math.max(...worst)).toBeLessThan(1e-4);
+      expect(await runSteps(pair)).toBeLessThan(1e-4);
     } finally {
       await pair.release();
     }
