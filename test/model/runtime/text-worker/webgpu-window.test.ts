@@ -10,7 +10,7 @@
  * Bounds, measured on lavapipe (2026-11-28; the test prints them): float32 differs from the CPU
  * artifact by at most 2.8e-6 in a logit, so 1e-3 leaves room for another summation order and still
  * catches a wrong mask (ignoring the window moves these logits by more than 0.01:
- * test/unit/compiler/graph/device-window.test.ts); float16 by at most 0.017, bounded at 3x that.
+ * test/unit/compiler/graph/device-architectures.test.ts); float16 by at most 0.017, bounded at 3x that.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

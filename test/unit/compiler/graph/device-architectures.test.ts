@@ -108,7 +108,7 @@ const MODELS: Record<string, TinyGemmaSpec> = {
 
 let home: string;
 beforeAll(() => {
-  home = mkdtempSync(join(tmpdir(), "kiln-device-window-"));
+  home = mkdtempSync(join(tmpdir(), "kiln-device-architectures-"));
 });
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
