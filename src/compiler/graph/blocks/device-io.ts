@@ -27,8 +27,20 @@ export function buildsForDevice(ctx: BlockContext): boolean {
   return ctx.options.device === "webgpu";
 }
 
-/** Device graphs whose model GroupQueryAttention cannot express as kiln's target builds it (sliding windows, soft-capped scores): their attention is explicit. */
+/** Device graphs whose model needs the explicit attention (see {@link explicitDeviceAttention}). */
 const explicitOnly = new WeakSet<BlockContext>();
+
+/**
+ * Builds the explicit attention on every layer of this GPU graph, whatever `deviceAttention` asks,
+ * for a model whose attention GroupQueryAttention does not compute as the CPU graph does (`why`,
+ * recorded in the manifest when GroupQueryAttention was asked for). Called before the graph's inputs
+ * are declared: the pools' keys are read transposed for it.
+ */
+export function explicitDeviceAttention(ctx: BlockContext, why: string): void {
+  if (!deviceGqa(ctx)) return;
+  explicitOnly.add(ctx);
+  ctx.choices.push({ what: "device attention", choice: "explicit on every layer, GroupQueryAttention asked for", exact: true, why });
+}
 
 /** Whether the GPU target's attention is GroupQueryAttention (`BuildOptions.deviceAttention`, unless the model needs the explicit one). */
 export function deviceGqa(ctx: BlockContext): boolean {
@@ -86,18 +98,9 @@ export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string]
 export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   shapes.set(ctx, h);
   if (h.slidingWindow) {
-    if (deviceGqa(ctx)) {
-      explicitOnly.add(ctx);
-      ctx.choices.push({
-        what: "device attention",
-        choice: "explicit on every layer, GroupQueryAttention asked for",
-        exact: true,
-        why: "the sliding-window layers' masks (and Gemma 2's soft-capped scores) are built in the explicit attention; GroupQueryAttention here takes neither",
-      });
-    }
     ctx.choices.push({
       what: "device sliding window",
-      choice: `the ${h.slidingWindow.layers.length} sliding-window layers keep whole pools like the others, each query masked to the last ${h.slidingWindow.window} positions`,
+      choice: `the ${h.slidingWindow.layers.length} sliding-window layers keep whole pools like the others, each query attending to its last ${h.slidingWindow.window} positions (${deviceGqa(ctx) ? "GroupQueryAttention's local window" : "masked"})`,
       exact: true,
       why: "one pool layout and one slot-copy for every layer; a ring would hold less of the adapter's memory",
     });

@@ -1,7 +1,7 @@
 import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
 import { DataType } from "../../onnx/onnx-proto.js";
 import type { BlockContext } from "./context.js";
-import { buildsForDevice, pastSpanPositions } from "./device-io.js";
+import { buildsForDevice, deviceGqa, pastSpanPositions } from "./device-io.js";
 
 /** The additive masks of a sliding-window layer, in the shapes {@link cachedAttention} adds to its scores. */
 export interface WindowMasks {
@@ -9,6 +9,12 @@ export interface WindowMasks {
   past: string;
   /** [B, 1, group*S, S]: the runtime's causal `new_mask` plus -inf for new keys outside the window. */
   new: string;
+}
+
+/** A sliding window: its size, and its masks for the explicit attention (GroupQueryAttention takes the size). */
+export interface SlidingWindow extends WindowMasks {
+  /** Positions each query attends to, itself included. */
+  size: number;
 }
 
 /**
@@ -23,7 +29,24 @@ export interface WindowMasks {
  * position is its index in the past span, and `past_mask` still hides what a row has not cached.
  * `group` is heads / kv_heads: query rows are laid out (group, seq), as `cachedAttention` orders them.
  */
-export function slidingWindowMasks(ctx: BlockContext, window: number, group: number): WindowMasks {
+export function slidingWindow(ctx: BlockContext, window: number, group: number): SlidingWindow {
+  let masks: WindowMasks | undefined;
+  const built = () => (masks ??= windowMasks(ctx, window, group));
+  // The explicit attention reads them on every sliding-window layer: built here, ahead of the layers.
+  // A graph whose attention is GroupQueryAttention never builds them.
+  if (!deviceGqa(ctx)) built();
+  return {
+    size: window,
+    get past() {
+      return built().past;
+    },
+    get new() {
+      return built().new;
+    },
+  };
+}
+
+function windowMasks(ctx: BlockContext, window: number, group: number): WindowMasks {
   const g = ctx.g;
   const int64 = (v: number) => g.constant(DataType.INT64, [], BigInt64Array.of(BigInt(v)), "i64");
   const float = (v: number) => g.constant(DataType.FLOAT, [], new Float32Array([v]), "f32");

@@ -2,15 +2,16 @@
  * Sliding-window models (Gemma 2 and 3) on onnxruntime's WebGPU provider (on CI, Mesa's lavapipe),
  * on tiny random models whose window (4 positions) every prompt here outgrows:
  * - the WebGPU text session gives the CPU artifact's next-token logits (the CPU's windowed layers keep
- *   a ring; the device's read whole pools, masked to the window) on a prompt, a chunk after it and
- *   decode steps of two rows at different lengths, in float32 and in float16;
+ *   a ring; the device's read whole pools, each query limited to the window by GroupQueryAttention's
+ *   local window or by the explicit attention's masks) on a prompt, a chunk after it and decode steps
+ *   of two rows at different lengths, in float32 and in float16;
  * - the engine on the device reuses a cached prefix longer than the window (the device keeps every
  *   position, so the CPU's ring limit does not apply) and gives each sequence what it gets alone.
  *
  * Bounds, measured on lavapipe (2026-11-28; the test prints them): float32 differs from the CPU
  * artifact by at most 2.8e-6 in a logit, so 1e-3 leaves room for another summation order and still
  * catches a wrong mask (ignoring the window moves these logits by more than 0.01:
- * test/unit/compiler/graph/device-architectures.test.ts); float16 by at most 0.017, bounded at 3x that.
+ * test/unit/compiler/graph/device-architectures.test.ts); float16 by at most 0.018, bounded at 0.05.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -88,13 +89,23 @@ const STEPS: Array<[firstSlot: number, tokens: number[][]]> = [
   [0, [[38], [19]]],
 ];
 
+// Gemma 2's soft-capped scores take the explicit attention whatever is asked; Gemma 3's layers GroupQueryAttention by default.
 describe.each([
-  ["gemma2", "float32"],
-  ["gemma3", "float32"],
-  ["gemma2", "float16"],
-] as const)("%s's GPU artifact in %s", (name, activations) => {
+  ["gemma2", "float32", "gqa"],
+  ["gemma2", "float16", "gqa"],
+  ["gemma3", "float32", "gqa"],
+  ["gemma3", "float16", "gqa"],
+  ["gemma3", "float32", "explicit"],
+] as const)("%s's GPU artifact in %s, %s attention asked for", (name, activations, attention) => {
   it("gives the CPU artifact's logits on a prompt, a chunk and decode steps past the window, two rows at different lengths", async () => {
-    const gpu = await compileGguf({ slug: name, ggufPath: built[name].gguf, home, device: "webgpu", deviceActivations: activations });
+    const gpu = await compileGguf({
+      slug: name,
+      ggufPath: built[name].gguf,
+      home,
+      device: "webgpu",
+      deviceActivations: activations,
+      deviceAttention: attention,
+    });
     const device = await WebGpuTextSession.load(gpu.dir, { slots: 2, deviceKvPositions: 64 });
     const reference = await TextSession.load(built[name].cpu.dir, { slots: 2 });
     try {
@@ -112,7 +123,7 @@ describe.each([
           }
         }
       }
-      console.log(`${name} ${activations} on the device: largest logit difference from the CPU artifact ${worst.toExponential(2)}`);
+      console.log(`${name} ${activations} ${attention} on the device: largest logit difference from the CPU artifact ${worst.toExponential(2)}`);
       expect(worst).toBeLessThan(activations === "float32" ? FLOAT32_BOUND : FLOAT16_BOUND);
     } finally {
       await device.release();

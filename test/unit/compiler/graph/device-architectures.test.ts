@@ -6,10 +6,11 @@
  * GroupQueryAttention (the default) and with the explicit attention.
  *
  * Sliding-window models (Gemma 2 and 3, window 4, which every prompt here outgrows): their
- * sliding-window layers read the same pools as the others, each query masked to its last `window`
- * positions, and their attention is explicit whatever was asked (GroupQueryAttention here takes
- * neither windows nor soft-caps); the CPU graph's windowed layers keep a ring. The same model without
- * its window gives logits far outside the tolerance, so a window the device graph ignored would fail.
+ * sliding-window layers read the same pools as the others, each query attending to its last `window`
+ * positions (GroupQueryAttention's local window, or the explicit attention's masks; Gemma 2's
+ * soft-capped scores always take the explicit one); the CPU graph's windowed layers keep a ring. The
+ * same model without its window gives logits far outside the tolerance, so a window the device graph
+ * ignored would fail.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -271,23 +272,34 @@ describe.each(Object.entries(MODELS))("the GPU target on %s's sliding-window lay
     gpu = await compileGguf({ slug: name, ggufPath, home, device: "webgpu" });
   });
 
-  it("builds them as explicit attention over whole pools, and says so; the runtime keeps no ring for them", () => {
+  it("builds them over whole pools, with GroupQueryAttention's local window unless soft-capped scores need the explicit attention; the runtime keeps no ring for them", () => {
     expect(gpu.manifest.shape.slidingWindow).toEqual(cpu.manifest.shape.slidingWindow);
-    expect(gpu.manifest.choices.find((c) => c.what === "device attention")?.choice).toBe("explicit on every layer, GroupQueryAttention asked for");
-    expect(gpu.manifest.choices.find((c) => c.what === "device sliding window")?.choice).toContain(`masked to the last ${WINDOW} positions`);
+    const attention = gpu.manifest.choices.find((c) => c.what === "device attention")?.choice;
+    const window = gpu.manifest.choices.find((c) => c.what === "device sliding window")?.choice;
+    expect(window).toContain(`attending to its last ${WINDOW} positions`);
+    if (spec.attentionSoftcap === undefined) {
+      expect(attention).toBeUndefined();
+      expect(window).toContain("GroupQueryAttention's local window");
+    } else {
+      expect(attention).toBe("explicit on every layer, GroupQueryAttention asked for");
+      expect(window).toContain("(masked)");
+    }
     expect(gpu.manifest.io.inputs).not.toContain("ring_positions");
     expect(kvRingWindow(cpu.manifest)).toEqual(cpu.manifest.shape.slidingWindow);
     expect(kvRingWindow(gpu.manifest)).toBeUndefined();
   });
 
-  it("gives the CPU graph's candidates on a prompt, a chunk and decode steps past the window, two rows at different lengths", async () => {
-    const pair = await Pair.open(gpu, cpu);
-    try {
-      expect(await runSteps(pair)).toBeLessThan(1e-4);
-    } finally {
-      await pair.release();
-    }
-  });
+  it.each(["gqa", "explicit"] as const)(
+    "gives the CPU graph's candidates with %s attention asked for on a prompt, a chunk and decode steps past the window, two rows at different lengths",
+    async (attention) => {
+      const pair = await Pair.open(await compileGguf({ slug: name, ggufPath, home, device: "webgpu", deviceAttention: attention }), cpu);
+      try {
+        expect(await runSteps(pair)).toBeLessThan(1e-4);
+      } finally {
+        await pair.release();
+      }
+    },
+  );
 
   it("would fail with the window ignored: the same model without it is far from these logits", async () => {
     const unwindowed = join(home, `${name}-unwindowed.gguf`);
