@@ -1,4 +1,5 @@
 import type { Command, CommandIO } from "./command.js";
+import bench from "./commands/bench.js";
 import compile from "./commands/compile.js";
 import compiler from "./commands/compiler.js";
 import keys from "./commands/keys.js";
@@ -13,7 +14,7 @@ import tracks from "./commands/tracks.js";
 import usage from "./commands/usage.js";
 
 /** Every command, in the order `kiln --help` and docs/cli.md list them. */
-export const COMMANDS: readonly Command[] = [models, pull, compile, runCommand, serve, keys, usage, track, tracks, promote, rollback, compiler];
+export const COMMANDS: readonly Command[] = [models, pull, compile, runCommand, bench, serve, keys, usage, track, tracks, promote, rollback, compiler];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

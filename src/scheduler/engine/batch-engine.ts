@@ -141,6 +141,11 @@ export class BatchEngine {
     this.stats = new EngineStats(slots, () => this.kv.prefix);
   }
 
+  /** The model's end tokens: a sequence that samples one ends there. */
+  get stopTokenIds(): number[] {
+    return [...this.stopTokens];
+  }
+
   /** Tokens each sequence may hold, prompt plus completion. */
   get contextLength(): number {
     return this.options.contextLength;
