@@ -1,7 +1,7 @@
 /** Pull -> compile -> record -> load -> serve: one catalogue model, ready for requests. */
 import { freemem, totalmem } from "node:os";
 import type { AdapterMemory } from "../runtime/device/gpu-memory.js";
-import { defaultKvMemoryBytes, kvBytesPerPosition, type MemoryAvailability, readManifest } from "../runtime/artifact/index.js";
+import { defaultKvMemoryBytes, kvBytesPerSlot, type MemoryAvailability, readManifest } from "../runtime/artifact/index.js";
 import { LoadedModel } from "../runtime/loaded-model.js";
 import type { TextSessionOptions } from "../runtime/text-worker/protocol.js";
 import { deviceKvPositions } from "../runtime/text-worker/webgpu-session.js";
@@ -133,7 +133,7 @@ export async function serveArtifact(
       memory.availableBytes -= options.kvMemoryReservedBytes ?? 0;
       kvMemoryBytes =
         session.device === "webgpu" && session.deviceKvPositions !== undefined
-          ? kvBytesPerPosition(loaded.manifest.shape) * loaded.worker.slots * session.deviceKvPositions
+          ? loaded.worker.slots * kvBytesPerSlot(loaded.manifest.shape, session.deviceKvPositions)
           : defaultKvMemoryBytes(loaded.manifest.shape, loaded.worker.slots, memory);
     }
     const served = serveLoadedModel(loaded, {

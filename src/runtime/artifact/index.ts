@@ -17,6 +17,7 @@ export {
   defaultKvMemoryBytes,
   KV_GROWTH_POSITIONS,
   kvBytesPerPosition,
+  kvBytesPerSlot,
   kvRingWindow,
   type MemoryAvailability,
   NO_POSITION,

@@ -96,9 +96,30 @@ export function kvRingWindow(manifest: Pick<ArtifactManifest, "device" | "shape"
   return manifest.device === "webgpu" ? undefined : manifest.shape.slidingWindow;
 }
 
-/** Bytes one cached position takes in one slot: keys and values of every layer, float32. */
+/** Bytes one cached position takes in one slot: keys and values of every layer, float32 (sliding-window layers included: see {@link kvBytesPerSlot}). */
 export function kvBytesPerPosition(shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">): number {
   return 2 * shape.layers * shape.kvHeads * shape.headDim * Float32Array.BYTES_PER_ELEMENT;
+}
+
+/**
+ * Bytes one slot's KV cache takes to hold `positions` positions: keys and values of every layer,
+ * float32, where a sliding-window layer's ring holds at most {@link slidingCacheCapacity}(window) of
+ * them. Without sliding-window layers, `positions` x {@link kvBytesPerPosition}.
+ */
+export function kvBytesPerSlot(shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "slidingWindow">, positions: number): number {
+  const perLayer = kvBytesPerPosition({ ...shape, layers: 1 });
+  const sw = shape.slidingWindow;
+  if (!sw) return shape.layers * perLayer * positions;
+  const ring = Math.min(positions, slidingCacheCapacity(sw.window));
+  return perLayer * ((shape.layers - sw.layers.length) * positions + sw.layers.length * ring);
+}
+
+/** The most whole growth steps of positions, at most `limit` positions' worth rounded up, whose bytes for every one of `slots` slots fit `bytes`. */
+function growthStepsThatFit(shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "slidingWindow">, slots: number, bytes: number, limit: number): number {
+  const most = Math.ceil(limit / KV_GROWTH_POSITIONS);
+  let steps = 0;
+  while (steps < most && slots * kvBytesPerSlot(shape, (steps + 1) * KV_GROWTH_POSITIONS) <= bytes) steps++;
+  return steps;
 }
 
 /**
@@ -107,12 +128,12 @@ export function kvBytesPerPosition(shape: Pick<ModelShape, "layers" | "kvHeads" 
  * Default (no budget): the model's context.
  */
 export function servedContextLength(
-  shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength">,
+  shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength" | "slidingWindow">,
   slots: number,
   kvMemoryBytes?: number,
 ): number {
   if (kvMemoryBytes === undefined) return shape.contextLength;
-  const fits = Math.floor(kvMemoryBytes / (kvBytesPerPosition(shape) * slots) / KV_GROWTH_POSITIONS) * KV_GROWTH_POSITIONS;
+  const fits = growthStepsThatFit(shape, slots, kvMemoryBytes, shape.contextLength) * KV_GROWTH_POSITIONS;
   if (fits < KV_GROWTH_POSITIONS)
     throw new RangeError(`a KV budget of ${kvMemoryBytes} bytes does not hold ${KV_GROWTH_POSITIONS} positions for ${slots} slots`);
   return Math.min(shape.contextLength, fits);
@@ -144,14 +165,12 @@ export const DEFAULT_KV_TOTAL_SHARE = 1 / 8;
  * smallest pool that can serve at all. {@link servedContextLength} then gives the context per sequence.
  */
 export function defaultKvMemoryBytes(
-  shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength">,
+  shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "contextLength" | "slidingWindow">,
   slots: number,
   memory: MemoryAvailability,
 ): number {
-  const stepBytes = slots * KV_GROWTH_POSITIONS * kvBytesPerPosition(shape);
-  const nativeSteps = Math.ceil(shape.contextLength / KV_GROWTH_POSITIONS);
   const available = Math.max(0, Math.min(memory.availableBytes, memory.totalBytes));
   const share = Math.min(available * DEFAULT_KV_AVAILABLE_SHARE, Math.max(0, memory.totalBytes) * DEFAULT_KV_TOTAL_SHARE);
-  const steps = Math.max(1, Math.min(nativeSteps, Math.floor(share / stepBytes)));
-  return steps * stepBytes;
+  const steps = Math.max(1, growthStepsThatFit(shape, slots, share, shape.contextLength));
+  return slots * kvBytesPerSlot(shape, steps * KV_GROWTH_POSITIONS);
 }

@@ -7,7 +7,7 @@ import {
   DEVICE_GRAPH as D,
   deviceGraphIo,
   KV_GROWTH_POSITIONS,
-  kvBytesPerPosition,
+  kvBytesPerSlot,
   maskWords,
   type ModelShape,
   readManifest,
@@ -59,7 +59,7 @@ export function adapterKvMemoryBytes(room: AdapterRoom, share = DEVICE_KV_FREE_S
 export function deviceKvPositions(shape: ModelShape, slots: number, kvMemoryBytes?: number, room?: AdapterRoom): number {
   if (kvMemoryBytes !== undefined) return servedContextLength(shape, slots, kvMemoryBytes);
   const fromAdapter = room === undefined ? 0 : adapterKvMemoryBytes(room);
-  if (fromAdapter >= kvBytesPerPosition(shape) * slots * KV_GROWTH_POSITIONS)
+  if (fromAdapter >= slots * kvBytesPerSlot(shape, KV_GROWTH_POSITIONS))
     return Math.min(servedContextLength(shape, slots, fromAdapter), MAX_ADAPTER_KV_POSITIONS);
   return Math.min(shape.contextLength, DEFAULT_DEVICE_KV_POSITIONS);
 }

@@ -3,7 +3,7 @@
  * engine that generates from them. `serveLoadedModel()` builds it over a loaded model; API unit
  * tests build one over a fake step runner.
  */
-import { kvBytesPerPosition, kvRingWindow, servedContextLength } from "../../runtime/artifact/index.js";
+import { kvBytesPerSlot, kvRingWindow, servedContextLength } from "../../runtime/artifact/index.js";
 import type { ComputeDevice } from "../../runtime/device/index.js";
 import type { LoadedModel } from "../../runtime/loaded-model.js";
 import type { ComputeGate } from "../compute-gate.js";
@@ -134,7 +134,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     artifactCreatedAt: manifest.createdAt,
     contextLength,
     nativeContextLength: manifest.shape.contextLength,
-    kvMemoryBytes: worker.slots * contextLength * kvBytesPerPosition(manifest.shape),
+    kvMemoryBytes: worker.slots * kvBytesPerSlot(manifest.shape, contextLength),
     vocabSize: tokenizer.vocabSize,
     hasChatTemplate: template !== null,
     chatPrompt(messages, tools) {

@@ -1,6 +1,13 @@
 /** The default KV budget (`defaultKvMemoryBytes`): sized from the machine's memory and the model, in whole growth steps. */
 import { describe, expect, it } from "vitest";
-import { defaultKvMemoryBytes, KV_GROWTH_POSITIONS, kvBytesPerPosition, servedContextLength } from "../../../../src/runtime/artifact/index.js";
+import {
+  defaultKvMemoryBytes,
+  KV_GROWTH_POSITIONS,
+  kvBytesPerPosition,
+  kvBytesPerSlot,
+  servedContextLength,
+  slidingCacheCapacity,
+} from "../../../../src/runtime/artifact/index.js";
 
 const GiB = 2 ** 30;
 const MiB = 2 ** 20;
@@ -68,5 +75,23 @@ describe("defaultKvMemoryBytes", () => {
         expect(budget).toBeLessThanOrEqual(Math.max(slots * KV_GROWTH_POSITIONS * 46080, Math.min((gib * GiB) / 4, (2 * gib * GiB) / 8)));
       }
     }
+  });
+
+  it("counts a sliding-window layer's ring, not the context, so the same budget serves a longer context", () => {
+    // Gemma 3's shape: five local layers in six with a window of 1024 (rings of 1087 positions), one KV head of 256.
+    const gemma = { layers: 6, kvHeads: 1, headDim: 256, contextLength: 131072, slidingWindow: { window: 1024, layers: [0, 1, 2, 3, 4] } };
+    const perLayer = 2 * 256 * 4;
+    expect(slidingCacheCapacity(1024)).toBe(1087);
+    expect(kvBytesPerSlot(gemma, 512)).toBe(6 * 512 * perLayer);
+    expect(kvBytesPerSlot(gemma, 8192)).toBe((8192 + 5 * 1087) * perLayer);
+    // What 8192 positions of every layer would take holds 43,717 positions with rings: 43,648 in whole growth steps.
+    const budget = 6 * 8192 * perLayer;
+    expect(servedContextLength(gemma, 1, budget)).toBe(43648);
+    expect(servedContextLength({ ...gemma, slidingWindow: undefined }, 1, budget)).toBe(8192);
+    // The default budget is what its served context takes, rings counted.
+    const sized = defaultKvMemoryBytes(gemma, 4, { availableBytes: 2 * GiB, totalBytes: 64 * GiB });
+    const context = servedContextLength(gemma, 4, sized);
+    expect(sized).toBe(4 * kvBytesPerSlot(gemma, context));
+    expect(context).toBe(Math.floor((GiB / 2 / 4 / perLayer - 5 * 1087) / 128) * 128);
   });
 });
