@@ -11,7 +11,7 @@ import { project } from "./blocks/linear.js";
 import { gatedMlp, gatedMlpTensors } from "./blocks/mlp.js";
 import { rmsNorm, skipRmsNorm } from "./blocks/norm.js";
 import { applyRotary, describeRope, type RopeSpec, rotaryCaches } from "./blocks/rotary.js";
-import { type SlidingWindow, slidingWindow } from "./blocks/sliding-window.js";
+import { slidingWindowMasks, type WindowMasks } from "./blocks/sliding-window.js";
 
 /** Gemma 2 and 3's hyperparameters: the decoder's, plus soft-caps, the sliding window and the local layers' rotary. */
 export interface GemmaHyper extends DecoderHyper {
@@ -98,11 +98,11 @@ export function gemmaTensors(h: GemmaHyper, qkNorm: boolean): TensorNeeds {
   );
 }
 
-/** The rotary caches and sliding window of one kind of layer. */
+/** The rotary caches and window masks of one kind of layer. */
 interface LayerKind {
   rope: RopeSpec;
   caches: [string, string];
-  window?: SlidingWindow;
+  masks?: WindowMasks;
 }
 
 /** Gemma's attention sub-layer: QKV, Q/K head norms (Gemma 3), rotary, soft-capped attention over the cache (windowed on local layers), output projection. */
@@ -114,7 +114,7 @@ async function gemmaAttention(ctx: BlockContext, h: GemmaHyper, layer: number, x
   const k = applyRotary(ctx, qkv.k, IO.positionIds, h.kvHeads, h.headDim, kind.caches, kind.rope);
   const mixed = cachedAttention(ctx, layer, q, k, qkv.v, h, {
     ...(h.attentionSoftcap !== undefined ? { softcap: h.attentionSoftcap } : {}),
-    ...(kind.window ? { window: kind.window } : {}),
+    ...(kind.masks ? { window: kind.masks } : {}),
   });
   return project(ctx, mixed, `blk.${layer}.attn_output.weight`, `blk.${layer}.attn_output`);
 }
@@ -146,7 +146,7 @@ export async function buildGemmaFamily(ctx: BlockContext, h: GemmaHyper, options
     ? {
         rope: h.localRope,
         caches: await rotaryCaches(ctx, h.localRope, h.contextLength, "rope_local"),
-        window: slidingWindow(ctx, h.window, h.heads / h.kvHeads),
+        masks: slidingWindowMasks(ctx, h.window, h.heads / h.kvHeads),
       }
     : null;
 

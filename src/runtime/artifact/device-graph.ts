@@ -3,10 +3,12 @@
  * its inputs and outputs, and the layout of the KV cache it keeps on the device.
  *
  * The cache is a pool of `slots` sequences at a fixed capacity, per layer keys and values
- * [slots, kv_heads, capacity, head_dim] ({@link devicePoolDims}), fed as inputs and returned, updated with the step's new
- * positions, as outputs that stay on the device and are fed back as the next step's inputs. A step
- * computes the consecutive slots [first_slot, first_slot + rows) and reads the first `past_span`
- * positions of each (`past_mask`). It returns no logits row: per
+ * [slots, kv_heads, capacity, head_dim] ({@link devicePoolDims}), fed as inputs and returned, updated
+ * with the step's new positions, as outputs that stay on the device and are fed back as the next
+ * step's inputs. A sliding-window layer's pools are rings of at most slidingCacheCapacity(window)
+ * positions, position p at index p mod ring. A step computes the consecutive slots
+ * [first_slot, first_slot + rows) and reads the first `past_span` positions of each (`past_mask`),
+ * or of a ring at most the ring. It returns no logits row: per
  * computed position, the top candidates after the constraint mask and logit adjustments (for
  * sampling), the top alternatives and the log-normalizer of the masked row before adjustments (for
  * log-probabilities), and the masked logit of a given target token (prompt scoring).
@@ -21,7 +23,7 @@ import type { GraphIo } from "./manifest.js";
  * the same options changes (its pools' layout or type, its head), so an artifact built before is
  * never taken for one built now.
  */
-export const DEVICE_GRAPH_REVISION = 6;
+export const DEVICE_GRAPH_REVISION = 7;
 
 /**
  * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention

@@ -18,7 +18,6 @@ export {
   KV_GROWTH_POSITIONS,
   kvBytesPerPosition,
   kvBytesPerSlot,
-  kvRingWindow,
   type MemoryAvailability,
   NO_POSITION,
   servedContextLength,

@@ -13,7 +13,7 @@
  * index's position (`ring_positions`) to mask keys outside each query's window. Graphs of models
  * without such layers have no `ring_positions` input.
  */
-import type { ArtifactManifest, GraphIo, ModelShape, SlidingWindowShape } from "./manifest.js";
+import type { GraphIo, ModelShape } from "./manifest.js";
 
 export const TEXT_GRAPH = {
   /** int64 [batch, seq]: new token ids. */
@@ -85,15 +85,6 @@ export const NO_POSITION = -(2 ** 50);
  */
 export function slidingCacheCapacity(window: number): number {
   return window - 1 + Math.max(1, Math.ceil(window / 16));
-}
-
-/**
- * The sliding-window layers whose KV cache is a ring in an artifact's runtime: the CPU graph's
- * (`shape.slidingWindow`), none for a GPU artifact, whose pools keep every position of every layer
- * (`device-graph.ts`) so that any cached prefix can be cut back and reused.
- */
-export function kvRingWindow(manifest: Pick<ArtifactManifest, "device" | "shape">): SlidingWindowShape | undefined {
-  return manifest.device === "webgpu" ? undefined : manifest.shape.slidingWindow;
 }
 
 /** Bytes one cached position takes in one slot: keys and values of every layer, float32 (sliding-window layers included: see {@link kvBytesPerSlot}). */

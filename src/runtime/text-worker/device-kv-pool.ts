@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import { DEVICE_GRAPH, devicePoolDims, type ModelShape, SLOT_COPY_GRAPH } from "../artifact/index.js";
+import { DEVICE_GRAPH, devicePoolDims, type ModelShape, SLOT_COPY_GRAPH, slidingCacheCapacity } from "../artifact/index.js";
 import { DeviceZeros, type ZerosType } from "../device/device-zeros.js";
 import type { ComputeDevice } from "../device/index.js";
 import { pastSpan } from "../device/past-span.js";
@@ -20,9 +20,14 @@ import { pastSpan } from "../device/past-span.js";
  */
 export type DevicePoolWrites = "inplace" | "fresh";
 
+/** The pool type's shape facts: a sliding-window layer's pools are rings (see {@link DeviceKvPool.layerPositions}). */
+type PoolShape = Pick<ModelShape, "layers" | "kvHeads" | "headDim" | "slidingWindow">;
+
 /**
  * The KV cache of a GPU session, resident on the device: per layer one key pool and one value pool
- * [slots, kv_heads, capacity, head_dim] (devicePoolDims) at a fixed capacity. Each step's graph
+ * [slots, kv_heads, positions, head_dim] (devicePoolDims) at a fixed capacity; a sliding-window
+ * layer's pools are rings of at most slidingCacheCapacity(window) positions, position p at index
+ * p mod ring, which the step graph reads and writes so (compiler's device-io.ts). Each step's graph
  * writes the new positions (see DevicePoolWrites), so the cache never crosses to JavaScript. Only
  * the lengths live here.
  *
@@ -34,7 +39,7 @@ export class DeviceKvPool {
   readonly lengths: Int32Array;
 
   private constructor(
-    readonly shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">,
+    readonly shape: PoolShape,
     readonly slots: number,
     /** Positions each slot holds, fixed. */
     readonly capacity: number,
@@ -50,7 +55,7 @@ export class DeviceKvPool {
 
   /** A pool of `slots` x `capacity` positions, all zero, made on `device` (the slot-copy graph's). */
   static async create(
-    shape: Pick<ModelShape, "layers" | "kvHeads" | "headDim">,
+    shape: PoolShape,
     slots: number,
     capacity: number,
     slotCopy: ort.InferenceSession,
@@ -62,10 +67,10 @@ export class DeviceKvPool {
     if (slots < 1 || capacity < 1) throw new RangeError(`a device KV pool needs at least one slot and one position (asked ${slots} x ${capacity})`);
     // The maker lives as long as the pool: a session released while its device output is in use crashes the process.
     const maker = await DeviceZeros.open(device, type);
-    const dims = devicePoolDims(slots, capacity, shape);
     const keys: ort.Tensor[] = [];
     const values: ort.Tensor[] = [];
     for (let l = 0; l < shape.layers; l++) {
+      const dims = devicePoolDims(slots, layerPositions(shape, capacity, l), shape);
       keys.push(await maker.make(dims));
       values.push(await maker.make(dims));
     }
@@ -140,10 +145,17 @@ export class DeviceKvPool {
     this.lengths[to] = length;
   }
 
+  /** Positions a slot of layer `layer`'s pools holds: the capacity, or a sliding-window layer's ring. */
+  layerPositions(layer: number): number {
+    return layerPositions(this.shape, this.capacity, layer);
+  }
+
   /** Bytes the pools hold on the device (keys and values of every layer, 4 bytes an element, or 2 in float16). */
   bytes(): number {
     const element = this.zerosMaker.type === "float16" ? 2 : 4;
-    return 2 * this.shape.layers * this.slots * this.capacity * this.shape.kvHeads * this.shape.headDim * element;
+    let positions = 0;
+    for (let l = 0; l < this.shape.layers; l++) positions += this.layerPositions(l);
+    return 2 * this.slots * positions * this.shape.kvHeads * this.shape.headDim * element;
   }
 
   /** Frees the device pools. */
@@ -151,6 +163,12 @@ export class DeviceKvPool {
     for (const t of [...this.keys, ...this.values]) releaseDeviceTensor(t);
     await this.zerosMaker.release();
   }
+}
+
+/** Positions a slot of layer `layer` holds in pools of `capacity`: a sliding-window layer's ring is at most slidingCacheCapacity(window). */
+function layerPositions(shape: PoolShape, capacity: number, layer: number): number {
+  const sw = shape.slidingWindow;
+  return sw?.layers.includes(layer) ? Math.min(capacity, slidingCacheCapacity(sw.window)) : capacity;
 }
 
 /** Disposes a tensor the device holds; a CPU tensor (zeros made for the CPU provider) is left to the garbage collector. */

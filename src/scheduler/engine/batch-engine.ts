@@ -54,7 +54,7 @@ export interface BatchEngineOptions {
   prefillChunk?: number;
   /** Reuse of cached prompt prefixes (see {@link PrefixReuse}). Default "exact". */
   prefixReuse?: PrefixReuse;
-  /** The sliding-window layers whose KV cache is a ring (`kvRingWindow`), which limit how far back a cached prefix can be cut. Default none. */
+  /** The model's sliding-window layers (`ModelShape.slidingWindow`), whose KV rings limit how far back a cached prefix can be cut. Default none. */
   slidingWindow?: SlidingWindowShape;
   /**
    * Events per choice a reader may leave undelivered before the choice pauses (holding its slot,

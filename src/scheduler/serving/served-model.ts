@@ -3,7 +3,7 @@
  * engine that generates from them. `serveLoadedModel()` builds it over a loaded model; API unit
  * tests build one over a fake step runner.
  */
-import { kvBytesPerSlot, kvRingWindow, servedContextLength } from "../../runtime/artifact/index.js";
+import { kvBytesPerSlot, servedContextLength } from "../../runtime/artifact/index.js";
 import type { ComputeDevice } from "../../runtime/device/index.js";
 import type { LoadedModel } from "../../runtime/loaded-model.js";
 import type { ComputeGate } from "../compute-gate.js";
@@ -124,7 +124,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     prefillChunk: options.prefillChunk,
     stepTokens: options.stepTokens,
     prefixReuse: options.prefixReuse,
-    slidingWindow: kvRingWindow(manifest),
+    slidingWindow: manifest.shape.slidingWindow,
     gate: options.gate,
   });
   return {

@@ -1,12 +1,12 @@
 import { TEXT_GRAPH as IO } from "../../../runtime/artifact/index.js";
-import { type AttributeValue, DataType } from "../../onnx/onnx-proto.js";
+import { DataType } from "../../onnx/onnx-proto.js";
 import { scaleRows } from "../../quant/linear-weight.js";
 import { type BlockContext, emulatesLlamaCpp, f16 } from "./context.js";
 import { deviceGqa, gqaLengths, markPresentsAsRows } from "./device-io.js";
 import { fusedLinear, loadLinears, project } from "./linear.js";
 import { headRmsNorm } from "./norm.js";
 import { applyRotary, type RopeSpec } from "./rotary.js";
-import type { SlidingWindow } from "./sliding-window.js";
+import type { WindowMasks } from "./sliding-window.js";
 import type { TensorNeeds } from "../architecture.js";
 
 /** Head geometry of one attention layer. */
@@ -105,11 +105,12 @@ export interface CachedAttentionOptions {
   /** Gemma 2's attention logit soft-cap: scores become cap * tanh(scores / cap). Default none. */
   softcap?: number;
   /**
-   * A sliding-window layer's window (`slidingWindow`): the explicit attention adds its masks, past
-   * [B, 1, group*S, past] and new [B|1, 1, group*S, S], in place of the graph's `past_mask` and
-   * `new_mask`; GroupQueryAttention takes its size. Default none: every cached position is attended.
+   * A sliding-window layer's masks (`slidingWindowMasks`), added in place of the graph's `past_mask`
+   * and `new_mask`: past [B, 1, group*S, ring] over its KV ring, new [B|1, 1, group*S, S]. Default
+   * none: every cached position is attended. Such a layer's attention is the explicit one on every
+   * target: GroupQueryAttention reads its past in position order, which a ring is not.
    */
-  window?: SlidingWindow;
+  window?: WindowMasks;
   /**
    * The GPU target's GroupQueryAttention only: q and k arrive unrotated and the kernel rotates them
    * with these cos/sin tables ([context, head_dim/2]), `packed` (Q, K and V in one tensor) taking
@@ -135,7 +136,7 @@ export function cachedAttention(
   shape: AttentionShape,
   options: CachedAttentionOptions = {},
 ): string {
-  if (deviceGqa(ctx)) return groupQueryAttention(ctx, layer, q, k, v, shape, options);
+  if (deviceGqa(ctx) && options.window === undefined) return groupQueryAttention(ctx, layer, q, k, v, shape, options);
   const g = ctx.g;
   const { heads, kvHeads, headDim } = shape;
   const group = heads / kvHeads;
@@ -193,8 +194,6 @@ function groupQueryAttention(
 ): string {
   // GroupQueryAttention's soft-cap on WebGPU moved logits by up to 3e-3 on lavapipe where the explicit attention's stayed within 3e-6 (docs/compiler.md).
   if (options.softcap !== undefined) throw new Error("the webgpu target's GroupQueryAttention builds no soft-capped scores");
-  // onnxruntime's local_window_size is the positions a query attends to, itself included: llama.cpp's window (measured on both providers).
-  const windowed: Record<string, AttributeValue> = options.window === undefined ? {} : { local_window_size: options.window.size };
   const g = ctx.g;
   const { heads, kvHeads, headDim } = shape;
   const [seqlensK, total] = gqaLengths(ctx);
@@ -216,7 +215,6 @@ function groupQueryAttention(
           scale: { float: options.scoreScale ?? 1 },
           do_rotary: 1,
           rotary_interleaved: rotary.interleaved ? 1 : 0,
-          ...windowed,
         },
       },
     );
@@ -230,7 +228,7 @@ function groupQueryAttention(
     domain: "com.microsoft",
     outputs: 3,
     // q arrives scaled by 1/sqrt(head_dim), as for the explicit attention.
-    attributes: { num_heads: heads, kv_num_heads: kvHeads, scale: { float: options.scoreScale ?? 1 }, ...windowed },
+    attributes: { num_heads: heads, kv_num_heads: kvHeads, scale: { float: options.scoreScale ?? 1 } },
   });
   return mixed;
 }

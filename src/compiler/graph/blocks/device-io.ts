@@ -5,6 +5,8 @@
  */
 import type { ModelShape } from "../../../runtime/artifact/index.js";
 import {
+  NO_POSITION,
+  slidingCacheCapacity,
   DEVICE_CANDIDATES,
   DEVICE_GRAPH as D,
   DEVICE_TOP_LOGPROBS,
@@ -100,9 +102,9 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   if (h.slidingWindow) {
     ctx.choices.push({
       what: "device sliding window",
-      choice: `the ${h.slidingWindow.layers.length} sliding-window layers keep whole pools like the others, each query attending to its last ${h.slidingWindow.window} positions (${deviceGqa(ctx) ? "GroupQueryAttention's local window" : "masked"})`,
+      choice: `the ${h.slidingWindow.layers.length} sliding-window layers keep rings of ${slidingCacheCapacity(h.slidingWindow.window)} positions a slot (at most the pools' capacity), attended by the explicit attention masked to each query's last ${h.slidingWindow.window} positions`,
       exact: true,
-      why: "one pool layout and one slot-copy for every layer; a ring would hold less of the adapter's memory",
+      why: "a local layer holds its window, not the context: the adapter's memory goes to the global layers' positions; GroupQueryAttention reads its past in position order, which a ring is not",
     });
   }
   const form = deviceWeightForm(ctx);
@@ -131,8 +133,8 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.input(D.scoreTargets, DataType.INT64, ["rows", "positions"]);
   // The pools hold keys and values in the activations' type: a half-precision model's are float16 already.
   for (let l = 0; l < h.layers; l++) {
-    g.input(D.keyPool(l), act, devicePoolDims("slots", "capacity", h));
-    g.input(D.valuePool(l), act, devicePoolDims("slots", "capacity", h));
+    g.input(D.keyPool(l), act, devicePoolDims("slots", poolPositions(h, l), h));
+    g.input(D.valuePool(l), act, devicePoolDims("slots", poolPositions(h, l), h));
   }
   const k = Math.min(DEVICE_CANDIDATES, h.vocab);
   const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
@@ -144,21 +146,60 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
   g.output(D.logNormalizer, DataType.FLOAT, ["rows", "positions"]);
   g.output(D.targetLogits, DataType.FLOAT, ["rows", "positions"]);
   for (let l = 0; l < h.layers; l++) {
-    g.output(D.keyPoolOut(l), act, devicePoolDims("slots", "capacity", h));
-    g.output(D.valuePoolOut(l), act, devicePoolDims("slots", "capacity", h));
+    g.output(D.keyPoolOut(l), act, devicePoolDims("slots", poolPositions(h, l), h));
+    g.output(D.valuePoolOut(l), act, devicePoolDims("slots", poolPositions(h, l), h));
   }
   const [start, end] = slotRange(g);
   const concat = (a: string, b: string) => g.op("Concat", [a, b], { attributes: { axis: 0 } });
   const from = concat(start, g.int64s([0]));
   const to = concat(end, pastSpan(g));
   const axes = g.int64s([0, 2]);
+  const sliding = new Set(h.slidingWindow?.layers ?? []);
+  // A ring is read whole once the past span reaches its size: [first_slot, 0] to [first_slot + rows, min(past_span, ring)].
+  const ringTo = sliding.size > 0 ? concat(end, ringSpan(ctx, h)) : "";
   for (let l = 0; l < h.layers; l++) {
-    const rowsOf = (pool: string) => g.op("Slice", [pool, from, to, axes]);
+    const rowsOf = (pool: string) => g.op("Slice", [pool, from, sliding.has(l) ? ringTo : to, axes]);
     // The pools are in the layout GroupQueryAttention reads, [rows, kv_heads, capacity, head_dim]; the explicit attention's keys transposed.
-    if (deviceGqa(ctx)) g.node("Identity", [rowsOf(D.keyPool(l))], { names: [IO.pastKey(l)] });
+    if (deviceGqa(ctx) && !sliding.has(l)) g.node("Identity", [rowsOf(D.keyPool(l))], { names: [IO.pastKey(l)] });
     else g.node("Transpose", [rowsOf(D.keyPool(l))], { attributes: { perm: [0, 1, 3, 2] }, names: [IO.pastKey(l)] });
     g.node("Identity", [rowsOf(D.valuePool(l))], { names: [IO.pastValue(l)] });
   }
+}
+
+/** The positions axis of layer `l`'s pools: "ring" for a sliding-window layer (at most slidingCacheCapacity(window), at most the capacity), else "capacity". */
+function poolPositions(h: ModelShape, l: number): string {
+  return h.slidingWindow?.layers.includes(l) ? "ring" : "capacity";
+}
+
+/** [ring]: the positions a slot's ring holds, read from the first sliding-window layer's pool. */
+function ringSize(ctx: BlockContext, h: ModelShape): string {
+  return ctx.g.op("Shape", [D.keyPool(h.slidingWindow!.layers[0])], { attributes: { start: 2, end: 3 } });
+}
+
+/** [ring span]: the ring positions a step reads, min(past_span, ring): a ring holds index i = position i until it wraps. */
+function ringSpan(ctx: BlockContext, h: ModelShape): string {
+  return ctx.g.op("Min", [pastSpan(ctx.g), ringSize(ctx, h)]);
+}
+
+/**
+ * The position each ring index a step reads holds for each row, int64 [rows, 1, ring span]: the
+ * latest position p before the row's first new one (its cached length L) with p mod ring = i, that
+ * is L - 1 - ((L - 1 - i) mod ring); far in the past (so that any window hides it) where the row has
+ * not cached that index yet (i >= L). An index a shorter cut-back left stale reads as a position
+ * below the row's window (the scheduler reuses a prefix only while its ring holds that window).
+ */
+export function deviceRingPositions(ctx: BlockContext): string {
+  const g = ctx.g;
+  const h = shapes.get(ctx);
+  if (!h?.slidingWindow) throw new Error("deviceRingPositions needs a declared device graph with sliding-window layers");
+  const int64 = (v: bigint) => g.constant(DataType.INT64, [], BigInt64Array.of(v), "i64");
+  const ring = g.op("Squeeze", [ringSize(ctx, h), g.int64s([0])]);
+  const indices = g.op("Unsqueeze", [g.op("Range", [int64(0n), g.op("Squeeze", [ringSpan(ctx, h), g.int64s([0])]), int64(1n)]), g.int64s([0])]); // [1, ring span]
+  const last = g.op("Sub", [g.op("Slice", [D.positionIds, g.int64s([0]), g.int64s([1]), g.int64s([1])]), int64(1n)]); // [rows, 1]: L - 1
+  const back = g.op("Sub", [last, indices]); // [rows, ring span]: L - 1 - i
+  const held = g.op("Sub", [last, g.op("Mod", [back, ring])]);
+  const cached = g.op("GreaterOrEqual", [back, int64(0n)]);
+  return g.op("Unsqueeze", [g.op("Where", [cached, held, int64(BigInt(NO_POSITION))]), g.int64s([1])]);
 }
 
 /** The shape each device graph was declared with, for its outputs. */
@@ -167,13 +208,6 @@ const shapes = new WeakMap<BlockContext, ModelShape>();
 /** [past_span]: the positions of each slot the step reads (`past_mask`'s last axis). */
 function pastSpan(g: GraphBuilder): string {
   return g.op("Shape", [D.pastMask], { attributes: { start: 3, end: 4 } });
-}
-
-/** Past-span position of each past key a step reads, int64 [past_span]: a pool index is the position it holds. */
-export function pastSpanPositions(ctx: BlockContext): string {
-  const g = ctx.g;
-  const int64 = (v: bigint) => g.constant(DataType.INT64, [], BigInt64Array.of(v), "i64");
-  return g.op("Range", [int64(0n), g.op("Squeeze", [pastSpan(g), g.int64s([0])]), int64(1n)]);
 }
 
 /** [first_slot], [first_slot + rows]: the pool slots this step computes. */
@@ -373,6 +407,7 @@ function writePools(ctx: BlockContext, h: ModelShape): void {
   const count = (n: string) => g.op("Squeeze", [n, g.int64s([0])]);
   const slots = g.op("Add", [g.op("Range", [int64(0n), count(rows), int64(1n)]), start]);
   if (presentsAreRows.has(ctx)) {
+    if (h.slidingWindow) throw new Error("the webgpu target writes no ring from GroupQueryAttention's presents");
     // The presents are the rows' whole past spans, [rows, kv_heads, past_span, head_dim]: their new
     // positions are gathered (the presents seen as one row of head_dim per (row, head, position))
     // and written at (slot, head, position), so a step writes only what it computed.
@@ -398,14 +433,28 @@ function writePools(ctx: BlockContext, h: ModelShape): void {
   // Each new key's index into the pool, (slot, kv head, position), in the order [rows, seq, kv_heads, 3]
   // of the keys before the attention blocks transposed them: the transpose back cancels theirs.
   const heads = g.op("Range", [int64(0n), int64(BigInt(h.kvHeads)), int64(1n)]);
-  const seq = g.op("Shape", [D.positionIds], { attributes: { start: 1, end: 2 } });
-  const grid = g.op("Concat", [rows, seq, g.int64s([h.kvHeads])], { attributes: { axis: 0 } });
-  const along = (x: string, axes: number[]) => g.op("Unsqueeze", [g.op("Expand", [g.op("Unsqueeze", [x, g.int64s(axes)]), grid]), g.int64s([3])]);
-  const indices = g.op("Concat", [along(slots, [1, 2]), along(heads, [0, 1]), along(D.positionIds, [2])], { attributes: { axis: 3 } });
+  const indicesAt = (positions: string) => {
+    const seq = g.op("Shape", [positions], { attributes: { start: 1, end: 2 } });
+    const grid = g.op("Concat", [rows, seq, g.int64s([h.kvHeads])], { attributes: { axis: 0 } });
+    const along = (x: string, axes: number[]) => g.op("Unsqueeze", [g.op("Expand", [g.op("Unsqueeze", [x, g.int64s(axes)]), grid]), g.int64s([3])]);
+    return g.op("Concat", [along(slots, [1, 2]), along(heads, [0, 1]), along(positions, [2])], { attributes: { axis: 3 } });
+  };
+  const indices = indicesAt(D.positionIds);
+  // A ring takes the last min(seq, ring) new positions at position mod ring: earlier ones of a longer chunk would share their indices.
+  const sliding = new Set(h.slidingWindow?.layers ?? []);
+  let ring: { indices: string; keep: (present: string) => string } | null = null;
+  if (sliding.size > 0) {
+    const size = ringSize(ctx, h);
+    const seq = g.op("Shape", [D.positionIds], { attributes: { start: 1, end: 2 } });
+    const first = g.op("Max", [g.op("Sub", [seq, size]), g.int64s([0])]);
+    const tail = (x: string, axis: number) => g.op("Slice", [x, first, g.int64s([Number.MAX_SAFE_INTEGER]), g.int64s([axis])]);
+    ring = { indices: indicesAt(g.op("Mod", [tail(D.positionIds, 1), size])), keep: (present) => tail(present, 2) };
+  }
   for (let l = 0; l < h.layers; l++) {
     // The attention blocks' presents are [rows, kv_heads, seq, head_dim], in the pools' type; the pool takes them per position.
-    const perPosition = (x: string) => g.op("Transpose", [x], { attributes: { perm: [0, 2, 1, 3] } });
-    g.node("ScatterND", [D.keyPool(l), indices, perPosition(IO.presentKey(l))], { names: [D.keyPoolOut(l)] });
-    g.node("ScatterND", [D.valuePool(l), indices, perPosition(IO.presentValue(l))], { names: [D.valuePoolOut(l)] });
+    const perPosition = (x: string) => g.op("Transpose", [sliding.has(l) ? ring!.keep(x) : x], { attributes: { perm: [0, 2, 1, 3] } });
+    const at = sliding.has(l) ? ring!.indices : indices;
+    g.node("ScatterND", [D.keyPool(l), at, perPosition(IO.presentKey(l))], { names: [D.keyPoolOut(l)] });
+    g.node("ScatterND", [D.valuePool(l), at, perPosition(IO.presentValue(l))], { names: [D.valuePoolOut(l)] });
   }
 }

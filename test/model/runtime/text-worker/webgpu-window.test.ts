@@ -1,12 +1,13 @@
 /**
  * Sliding-window models (Gemma 2 and 3) on onnxruntime's WebGPU provider (on CI, Mesa's lavapipe),
  * on tiny random models whose window (4 positions) every prompt here outgrows:
- * - the WebGPU text session gives the CPU artifact's next-token logits (the CPU's windowed layers keep
- *   a ring; the device's read whole pools, each query limited to the window by GroupQueryAttention's
- *   local window or by the explicit attention's masks) on a prompt, a chunk after it and decode steps
- *   of two rows at different lengths, in float32 and in float16;
- * - the engine on the device reuses a cached prefix longer than the window (the device keeps every
- *   position, so the CPU's ring limit does not apply) and gives each sequence what it gets alone.
+ * - the WebGPU text session gives the CPU artifact's next-token logits on a prompt, a chunk after it
+ *   and decode steps of two rows at different lengths, in float32 and in float16. On both targets
+ *   a sliding-window layer keeps a ring of 4 positions a slot; on the device the graph computes which
+ *   position each ring index holds, and writes a longer chunk's last 4 only;
+ * - the engine on the device reuses a cached prefix exactly where the CPU's engine does (while the
+ *   rings still hold the window before it), with the CPU's tokens, and gives each sequence what it
+ *   gets alone.
  *
  * Bounds, measured on lavapipe (2026-11-28; the test prints them): float32 differs from the CPU
  * artifact by at most 2.8e-6 in a logit, so 1e-3 leaves room for another summation order and still
@@ -19,11 +20,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf, type CompileResult } from "../../../../src/compiler/compile.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
-import { kvBytesPerPosition } from "../../../../src/runtime/artifact/index.js";
+import { kvBytesPerSlot } from "../../../../src/runtime/artifact/index.js";
 import { LoadedModel } from "../../../../src/runtime/loaded-model.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { type DeviceStepInputs, WebGpuTextSession } from "../../../../src/runtime/text-worker/webgpu-session.js";
-import { type EmittedTokenLogprob, type GenerationRequest, serveLoadedModel } from "../../../../src/scheduler/index.js";
+import { type EmittedTokenLogprob, type GenerationRequest, serveLoadedModel, type ServedModel } from "../../../../src/scheduler/index.js";
 import { type TinyGemmaSpec, writeTinyGemma } from "../../../fixtures/synthetic/tiny-gemma.js";
 import { beyondRounding } from "../../../support/rounding.js";
 import { tinyTokenizer } from "../../../unit/provision/tiny-gguf.js";
@@ -133,21 +134,26 @@ describe.each([
 });
 
 describe("the engine on a sliding-window GPU model", () => {
-  it("reuses a cached prefix longer than the window and gives each sequence what it gets alone", async () => {
+  it("reuses a cached prefix while the rings hold its window, as on the CPU, and gives each sequence what it gets alone", async () => {
     const gpu = await compileGguf({ slug: "gemma3", ggufPath: built.gemma3.gguf, home, device: "webgpu" });
     const slots = 2;
     const capacity = 128;
-    const loaded = await LoadedModel.load(gpu.dir, { device: "webgpu", slots, deviceKvPositions: capacity });
-    const model = serveLoadedModel(loaded, { maxRunning: slots, prefillChunk: 4, kvMemoryBytes: kvBytesPerPosition(loaded.manifest.shape) * slots * capacity });
+    const serve = async (dir: string, device: "cpu" | "webgpu") => {
+      const loaded = await LoadedModel.load(dir, { device, slots, ...(device === "webgpu" ? { deviceKvPositions: capacity } : {}) });
+      // Prompts a token a step: the engine reuses a cached prefix only at whole prefill chunks, and the rings are short.
+      return serveLoadedModel(loaded, { maxRunning: slots, prefillChunk: 1, kvMemoryBytes: slots * kvBytesPerSlot(loaded.manifest.shape, capacity) });
+    };
+    const onDevice = await serve(gpu.dir, "webgpu");
+    const onCpu = await serve(built.gemma3.cpu.dir, "cpu");
     try {
-      const ask = (promptIds: number[]): GenerationRequest => ({
+      const ask = (promptIds: number[], maxTokens: number): GenerationRequest => ({
         promptIds,
-        maxTokens: 5,
-        // The end token (id 0) kept out, so that every run decodes its 5 steps.
+        maxTokens,
+        // The end token (id 0) kept out, so that every run decodes its steps.
         sampling: { temperature: 0, logprobs: true, top_logprobs: 5, logit_bias: { "0": -100 } },
         logprobs: { top: 5 },
       });
-      const run = async (request: GenerationRequest) => {
+      const run = async (model: ServedModel, request: GenerationRequest) => {
         const steps: EmittedTokenLogprob[] = [];
         let cached = 0;
         for await (const e of model.engine.submit(request)) {
@@ -156,20 +162,32 @@ describe("the engine on a sliding-window GPU model", () => {
         }
         return { steps, cached };
       };
-      const first = ask([3, 17, 1, 12, 30, 8, 22, 9, 4, 36, 11]);
-      const second = ask([5, 2, 27, 6, 14, 38, 19, 1]);
-      const alone = await run(first);
-      expect(alone.steps).toHaveLength(5);
-      const again = await run(first);
-      expect(again.cached).toBeGreaterThan(WINDOW);
-      expect(beyondRounding(alone.steps, again.steps)).toBeNull();
-      expect(again.steps.map((s) => s.token)).toEqual(alone.steps.map((s) => s.token));
-      const secondAlone = await run(second);
-      const [a, b] = await Promise.all([run(first), run(second)]);
-      expect(beyondRounding(alone.steps, a.steps)).toBeNull();
-      expect(beyondRounding(secondAlone.steps, b.steps)).toBeNull();
+      const prefix = [3, 17, 1, 12, 30, 8, 22, 9, 4, 36, 11];
+      // The second prompt continues the first: its 11 cached positions are reused while the rings (4 positions) still hold the window before them.
+      const first = ask(prefix, 1);
+      const second = ask([...prefix, 27, 6, 14], 5);
+      const other = ask([5, 2, 27, 6, 14, 38, 19, 1], 5);
+      const results: Record<string, Array<{ steps: EmittedTokenLogprob[]; cached: number }>> = {};
+      for (const [name, model] of [
+        ["cpu", onCpu],
+        ["webgpu", onDevice],
+      ] as const) {
+        results[name] = [await run(model, first), await run(model, second)];
+      }
+      const [cpuSecond, gpuSecond] = [results.cpu[1], results.webgpu[1]];
+      expect(cpuSecond.cached).toBeGreaterThan(WINDOW);
+      expect(gpuSecond.cached).toBe(cpuSecond.cached);
+      expect(gpuSecond.steps).toHaveLength(5);
+      expect(gpuSecond.steps.map((s) => s.token)).toEqual(cpuSecond.steps.map((s) => s.token));
+      expect(beyondRounding(cpuSecond.steps, gpuSecond.steps)).toBeNull();
+      // Two sequences at once on the device, each as alone.
+      const otherAlone = await run(onDevice, other);
+      const [a, b] = await Promise.all([run(onDevice, second), run(onDevice, other)]);
+      expect(beyondRounding(gpuSecond.steps, a.steps)).toBeNull();
+      expect(beyondRounding(otherAlone.steps, b.steps)).toBeNull();
     } finally {
-      await model.close();
+      await onDevice.close();
+      await onCpu.close();
     }
   }, 240_000);
 });

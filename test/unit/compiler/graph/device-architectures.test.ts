@@ -6,11 +6,11 @@
  * GroupQueryAttention (the default) and with the explicit attention.
  *
  * Sliding-window models (Gemma 2 and 3, window 4, which every prompt here outgrows): their
- * sliding-window layers read the same pools as the others, each query attending to its last `window`
- * positions (GroupQueryAttention's local window, or the explicit attention's masks; Gemma 2's
- * soft-capped scores always take the explicit one); the CPU graph's windowed layers keep a ring. The
- * same model without its window gives logits far outside the tolerance, so a window the device graph
- * ignored would fail.
+ * sliding-window layers keep rings of 4 positions on both targets (on the device, position p at index
+ * p mod 4, positions computed in the graph; a 7-token prompt writes only its last 4), attended by the
+ * explicit attention masked to each query's last 4 positions; Gemma 2's soft-capped scores take the
+ * explicit attention on every layer. The same model without its window gives logits far outside the
+ * tolerance, so a window the device graph ignored would fail.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileGguf, type CompileResult } from "../../../../src/compiler/compile.js";
 import { GgmlType } from "../../../../src/compiler/gguf/types.js";
 import { meta } from "../../../fixtures/gguf/write-gguf.js";
-import { ARTIFACT_FILES, DEVICE_GRAPH as D, devicePoolDims, kvRingWindow, maskWords, type ModelShape } from "../../../../src/runtime/artifact/index.js";
+import { ARTIFACT_FILES, DEVICE_GRAPH as D, devicePoolDims, maskWords, type ModelShape, slidingCacheCapacity } from "../../../../src/runtime/artifact/index.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { type TinyGemmaSpec, writeTinyGemma } from "../../../fixtures/synthetic/tiny-gemma.js";
 import { writeTinyMixtral } from "../../../fixtures/synthetic/tiny-mixtral.js";
@@ -157,10 +157,13 @@ class Pair {
     private readonly device: ort.InferenceSession,
     readonly reference: TextSession,
   ) {
-    const n = SLOTS * CAPACITY * shape.kvHeads * shape.headDim;
     for (let l = 0; l < shape.layers; l++) {
+      // A sliding-window layer's pools are rings, as the runtime makes them (DeviceKvPool).
+      const sw = shape.slidingWindow;
+      const positions = sw?.layers.includes(l) ? Math.min(CAPACITY, slidingCacheCapacity(sw.window)) : CAPACITY;
+      const n = SLOTS * positions * shape.kvHeads * shape.headDim;
       for (const name of [D.keyPool(l), D.valuePool(l)])
-        this.pools[name] = new ort.Tensor("float32", new Float32Array(n), devicePoolDims(SLOTS, CAPACITY, shape));
+        this.pools[name] = new ort.Tensor("float32", new Float32Array(n), devicePoolDims(SLOTS, positions, shape));
     }
   }
 
@@ -272,21 +275,15 @@ describe.each(Object.entries(MODELS))("the GPU target on %s's sliding-window lay
     gpu = await compileGguf({ slug: name, ggufPath, home, device: "webgpu" });
   });
 
-  it("builds them over whole pools, with GroupQueryAttention's local window unless soft-capped scores need the explicit attention; the runtime keeps no ring for them", () => {
+  it("keeps their KV in rings attended by the explicit attention, and says so; GroupQueryAttention stays on the other layers unless soft-capped scores need the explicit one", () => {
     expect(gpu.manifest.shape.slidingWindow).toEqual(cpu.manifest.shape.slidingWindow);
-    const attention = gpu.manifest.choices.find((c) => c.what === "device attention")?.choice;
     const window = gpu.manifest.choices.find((c) => c.what === "device sliding window")?.choice;
-    expect(window).toContain(`attending to its last ${WINDOW} positions`);
-    if (spec.attentionSoftcap === undefined) {
-      expect(attention).toBeUndefined();
-      expect(window).toContain("GroupQueryAttention's local window");
-    } else {
-      expect(attention).toBe("explicit on every layer, GroupQueryAttention asked for");
-      expect(window).toContain("(masked)");
-    }
+    expect(window).toContain(`rings of ${slidingCacheCapacity(WINDOW)} positions`);
+    expect(window).toContain(`masked to each query's last ${WINDOW} positions`);
+    const attention = gpu.manifest.choices.find((c) => c.what === "device attention")?.choice;
+    if (spec.attentionSoftcap === undefined) expect(attention).toBeUndefined();
+    else expect(attention).toBe("explicit on every layer, GroupQueryAttention asked for");
     expect(gpu.manifest.io.inputs).not.toContain("ring_positions");
-    expect(kvRingWindow(cpu.manifest)).toEqual(cpu.manifest.shape.slidingWindow);
-    expect(kvRingWindow(gpu.manifest)).toBeUndefined();
   });
 
   it.each(["gqa", "explicit"] as const)(
