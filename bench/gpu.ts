@@ -12,8 +12,8 @@
  * local-GGUF provisioning, the batch engine, the worker thread, `--device`). Per shape it prints:
  * - TTFT of a `--prompt`-token prompt into an empty cache, through the engine;
  * - decode ms per step and tokens/s at each `--rows` count of sequences decoding together through
- *   the engine (greedy, end-of-generation tokens banned, counted once every sequence has its first
- *   token), medians of `--runs`;
+ *   the engine (greedy, end-of-generation tokens banned; the median engine step in which exactly
+ *   that many sequences decode and no prompt is computed, as `kiln bench` measures it), over `--runs`;
  * - the bare graph: the artifact's session stepped in a loop over the same rows (no scheduler, no
  *   sampling), so engine / bare is what the serving path costs; on webgpu `--bare explicit`
  *   (or gqa) also steps the artifact built with that attention (`deviceAttention`, its own compile)
@@ -45,7 +45,7 @@ import type { ComputeDevice } from "../src/runtime/device/index.js";
 import { TextSession } from "../src/runtime/text-worker/session.js";
 import type { DevicePoolWrites } from "../src/runtime/text-worker/device-kv-pool.js";
 import { type DeviceStepInputs, WebGpuTextSession } from "../src/runtime/text-worker/webgpu-session.js";
-import type { GenerationRequest, ServedModel } from "../src/scheduler/index.js";
+import { measureThroughput } from "../src/scheduler/index.js";
 import { buildFloorGraph } from "./floor-graph.js";
 import { ensureSyntheticGguf, type ModelShapeSpec, shapesNamed } from "./synthetic-gguf.js";
 
@@ -145,52 +145,22 @@ interface ShapeResult {
 
 // ── through the engine: the served model, as `kiln serve --model ./file.gguf --device <d>` ──
 
-/** Times (performance.now) of a request's token events. */
-async function tokenTimes(model: ServedModel, request: GenerationRequest): Promise<number[]> {
-  const times: number[] = [];
-  for await (const event of model.engine.submit(request)) if (event.type === "delta") times.push(performance.now());
-  return times;
-}
-
 async function measureEngine(local: LocalGguf, on: ComputeDevice): Promise<EngineFigures> {
-  const maxRows = Math.max(...rowCounts);
   const model = await loadLocalGguf(local, {
     threads,
-    maxRunning: maxRows,
+    maxRunning: Math.max(...rowCounts),
     prefixReuse: "off",
     session: { device: on, webgpuBufferCache: bufferCache, devicePoolWrites: poolWrites },
     onStage: (s) => log(`  ${on}: ${s}`),
   });
   try {
-    const stop = await stopTokensOf(local, on);
-    const sampling = { temperature: 0, logit_bias: Object.fromEntries(stop.map((id) => [String(id), -100])) };
-    const vocab = model.vocabSize;
-    const prompt = (length: number, seed: number) => Array.from({ length }, (_, i) => 256 + ((seed * 7919 + i * 104_729) % (vocab - 300)));
-    await tokenTimes(model, { promptIds: prompt(8, 0), maxTokens: 2, sampling });
-    const ttft: number[] = [];
-    const rows: Record<number, StepFigures[]> = {};
-    for (let r = 0; r < runs; r++) {
-      const t0 = performance.now();
-      const [first] = await tokenTimes(model, { promptIds: prompt(promptTokens, 1 + r), maxTokens: 1, sampling });
-      ttft.push(first - t0);
-      for (const n of rowCounts) {
-        const all = await Promise.all(
-          Array.from({ length: n }, (_, i) => tokenTimes(model, { promptIds: prompt(DECODE_CONTEXT, 100 * r + i + 2), maxTokens: steps + 1, sampling })),
-        );
-        const from = Math.max(...all.map((t) => t[0]));
-        const to = Math.max(...all.map((t) => t.at(-1)!));
-        const tokens = all.reduce((sum, t) => sum + t.filter((x) => x > from).length, 0);
-        (rows[n] ??= []).push({ msPerStep: (to - from) / (tokens / n), tokensPerSecond: (1000 * tokens) / (to - from) });
-      }
-    }
-    return { ttftMs: median(ttft), rows: medianRows(rows) };
+    // What `kiln bench` measures: the engine's decode steps at exactly n rows, the first token of each sequence coming from its prefill.
+    const figures = await measureThroughput(model, { promptTokens, rows: rowCounts, steps: steps + 1, runs, decodeContext: DECODE_CONTEXT });
+    const rows = Object.fromEntries(figures.decode.map((d) => [d.rows, { msPerStep: d.msPerStep, tokensPerSecond: d.tokensPerSecond }]));
+    return { ttftMs: figures.prompt.ttftMs, rows };
   } finally {
     await model.close();
   }
-}
-
-async function stopTokensOf(local: LocalGguf, on: ComputeDevice): Promise<number[]> {
-  return (await provisionLocalGguf(local, { device: on })).manifest.stopTokenIds;
 }
 
 function medianRows(rows: Record<number, StepFigures[]>): Record<number, StepFigures> {
@@ -380,7 +350,7 @@ try {
     log(`${spec.name}: done in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
   }
   console.log(
-    "\n  engine: the served model (local-GGUF provisioning, batch engine, worker), decode steps once every sequence has its first token;" +
+    "\n  engine: the served model (local-GGUF provisioning, batch engine, worker), the median engine step with exactly that many rows decoding and no prompt computed (as kiln bench);" +
       "\n  bare: the artifact's session stepped in a loop, no scheduler or sampling; <build> ms: the same with that build (--bare: attention and/or float16 activations); floor: its weight products alone on the same device;" +
       "\n  PyTorch: transformers generate, bf16, eager, random weights of the same shape, batch = rows; CPU: the engine with --device cpu.",
   );
