@@ -59,10 +59,11 @@ export function benchPrompt(model: Pick<ServedModel, "textPrompt">, tokens: numb
 }
 
 /**
- * Runs `plan` on `model` and returns its medians. Requests go through the engine one measurement at
- * a time; the model's end tokens are biased out, so every sequence decodes `steps` tokens. A decode
- * step counts at `rows` only when exactly that many sequences decoded in it and no prompt was
- * computed beside them. The model should serve with prefix reuse off and at least max(rows) slots.
+ * Runs `plan` on `model` and returns its medians, after one unrecorded warm-up round. Requests go
+ * through the engine one measurement at a time; the model's end tokens are biased out, so every
+ * sequence decodes `steps` tokens. A decode step counts at `rows` only when exactly that many
+ * sequences decoded in it and no prompt was computed beside them. The model should serve with
+ * prefix reuse off and at least max(rows) slots.
  */
 export async function measureThroughput(model: ServedModel, plan: ThroughputPlan): Promise<ThroughputFigures> {
   const sampling = { temperature: 0, logit_bias: Object.fromEntries(model.engine.stopTokenIds.map((id) => [String(id), -100])) };
@@ -71,23 +72,28 @@ export async function measureThroughput(model: ServedModel, plan: ThroughputPlan
   const stop = model.engine.stats.observe({ onStep: (s) => steps.push(s) });
   let seed = 0;
   try {
-    // One short request first: the first call of a session pays for its kernels and buffers.
-    await drain(model, { promptIds: benchPrompt(model, 8, seed++), maxTokens: 2, sampling });
     const ttft: number[] = [];
     let prefillTokens = 0;
     let prefillSeconds = 0;
     const decode = new Map<number, number[]>();
-    for (let run = 0; run < plan.runs; run++) {
+    // Run -1 warms up, unrecorded: a session's first call of each shape pays for its kernels and
+    // buffers (on a GPU, its pipelines), which is not the speed asked for.
+    for (let run = -1; run < plan.runs; run++) {
+      const record = run >= 0;
       steps.length = 0;
-      ttft.push(await drain(model, { promptIds: benchPrompt(model, plan.promptTokens, seed++), maxTokens: 1, sampling }));
-      for (const s of steps) {
-        prefillTokens += s.prefillTokens;
-        prefillSeconds += s.prefillTokens > 0 ? s.seconds : 0;
+      const first = await drain(model, { promptIds: benchPrompt(model, plan.promptTokens, seed++), maxTokens: 1, sampling });
+      if (record) {
+        ttft.push(first);
+        for (const s of steps) {
+          prefillTokens += s.prefillTokens;
+          prefillSeconds += s.prefillTokens > 0 ? s.seconds : 0;
+        }
       }
       for (const rows of plan.rows) {
         steps.length = 0;
         const requests = Array.from({ length: rows }, () => ({ promptIds: benchPrompt(model, context, seed++), maxTokens: plan.steps, sampling }));
         await Promise.all(requests.map((r) => drain(model, r)));
+        if (!record) continue;
         const ms = steps.filter((s) => s.decodeRows === rows && s.prefillTokens === 0).map((s) => s.seconds * 1000);
         decode.set(rows, [...(decode.get(rows) ?? []), ...ms]);
       }
