@@ -42,9 +42,9 @@ and measures, through the engine, the time to the first token of a prompt of --p
 the decode step with each number of --rows sequences decoding together: the median milliseconds of
 a step in which exactly that many sequences decode and no prompt is computed, and the tokens per
 second it makes. Every measurement runs --runs times after one unrecorded warm-up round (a first
-call of each shape compiles kernels); the figures are medians. The model's end
-tokens are kept out, so every sequence decodes --steps tokens. The model is a catalogue slug or a
-GGUF file on this machine, given first or with --model.`,
+call of each shape compiles kernels); the figures are medians. The model's end tokens are kept out,
+so every sequence decodes --steps tokens. The model is a catalogue slug or a GGUF file on this
+machine, given first or with --model.`,
   positionals: "<slug|file.gguf>",
   options: {
     model: option.string({ short: "m", value: "<slug|file.gguf>", description: "the model, instead of the first word: a catalogue slug or a GGUF file" }),
