@@ -217,6 +217,19 @@ function slotRange(g: GraphBuilder): [string, string] {
 }
 
 /**
+ * `indices` made to depend on layer `l`'s past slice (plus a zero computed from its shape): written in
+ * place, a ring's ScatterND overwrites positions that a chunk's first queries may still read from
+ * that slice, and the explicit attention's new keys (its updates) do not depend on the slice, so
+ * nothing else orders the read before the write. A pool that is not a ring is written only past each
+ * row's cached positions, which the step's attention never reads.
+ */
+function afterRead(ctx: BlockContext, indices: string, l: number): string {
+  const g = ctx.g;
+  const span = g.op("Shape", [IO.pastValue(l)], { attributes: { start: 2, end: 3 } });
+  return g.op("Add", [indices, g.op("Sub", [span, span])]);
+}
+
+/**
  * The device graph's outputs from the logits [rows, positions, vocab]: the constraint mask and the
  * logit adjustments applied before the top candidates, and the pools with each layer's new keys
  * and values (the attention blocks' `present_key.<l>` / `present_value.<l>`, [rows, kv_heads,
@@ -453,7 +466,7 @@ function writePools(ctx: BlockContext, h: ModelShape): void {
   for (let l = 0; l < h.layers; l++) {
     // The attention blocks' presents are [rows, kv_heads, seq, head_dim], in the pools' type; the pool takes them per position.
     const perPosition = (x: string) => g.op("Transpose", [sliding.has(l) ? ring!.keep(x) : x], { attributes: { perm: [0, 2, 1, 3] } });
-    const at = sliding.has(l) ? ring!.indices : indices;
+    const at = sliding.has(l) ? afterRead(ctx, ring!.indices, l) : indices;
     g.node("ScatterND", [D.keyPool(l), at, perPosition(IO.presentKey(l))], { names: [D.keyPoolOut(l)] });
     g.node("ScatterND", [D.valuePool(l), at, perPosition(IO.presentValue(l))], { names: [D.valuePoolOut(l)] });
   }

@@ -12,7 +12,7 @@
  * explicit attention on every layer. The same model without its window gives logits far outside the
  * tolerance, so a window the device graph ignored would fail.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
@@ -26,6 +26,7 @@ import { type TinyGemmaSpec, writeTinyGemma } from "../../../fixtures/synthetic/
 import { writeTinyMixtral } from "../../../fixtures/synthetic/tiny-mixtral.js";
 import { Random, type TinyModelSpec, writeTinyModel } from "../../../fixtures/synthetic/tiny-model.js";
 import { tinyTokenizer } from "../../provision/tiny-gguf.js";
+import { decodeMessage, messages, text } from "../support.js";
 
 const F32 = GgmlType.F32 as const;
 const TYPES = { embedding: F32, attnQ: F32, attnK: F32, attnV: F32, attnOutput: F32, ffnGate: F32, ffnUp: F32, ffnDown: F32 };
@@ -284,6 +285,35 @@ describe.each(Object.entries(MODELS))("the GPU target on %s's sliding-window lay
     if (spec.attentionSoftcap === undefined) expect(attention).toBeUndefined();
     else expect(attention).toBe("explicit on every layer, GroupQueryAttention asked for");
     expect(gpu.manifest.io.inputs).not.toContain("ring_positions");
+  });
+
+  it("writes each ring only after reading it: every ring ScatterND depends on its layer's past slice", () => {
+    // NodeProto: input 1, output 2, op_type 4; ModelProto.graph 7, GraphProto.node 1.
+    const graph = decodeMessage(messages(decodeMessage(readFileSync(join(gpu.dir, ARTIFACT_FILES.graph))), 7)[0]);
+    const nodes = messages(graph, 1).map((bytes) => {
+      const node = decodeMessage(bytes);
+      return { op: text(messages(node, 4)[0]), inputs: messages(node, 1).map(text), outputs: messages(node, 2).map(text) };
+    });
+    const producer = new Map(nodes.flatMap((n) => n.outputs.map((o) => [o, n] as const)));
+    const dependsOn = (tensor: string, wanted: string): boolean => {
+      const seen = new Set<string>();
+      const stack = [tensor];
+      while (stack.length > 0) {
+        const t = stack.pop()!;
+        if (t === wanted) return true;
+        if (seen.has(t)) continue;
+        seen.add(t);
+        stack.push(...(producer.get(t)?.inputs ?? []));
+      }
+      return false;
+    };
+    const sw = gpu.manifest.shape.slidingWindow!;
+    for (let l = 0; l < gpu.manifest.shape.layers; l++) {
+      const write = producer.get(D.keyPoolOut(l))!;
+      expect(write.op).toBe("ScatterND");
+      // Its indices (input 1) wait for the layer's past slice where the pool is a ring.
+      expect(dependsOn(write.inputs[1], `past_value.${l}`), `layer ${l}`).toBe(sw.layers.includes(l));
+    }
   });
 
   it.each(["gqa", "explicit"] as const)(
