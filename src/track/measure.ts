@@ -267,11 +267,11 @@ export function createModelMeasurer(options: ModelMeasurerOptions): Measurer {
 
   async function artifactFor(settings: TrackSettings, artifactId: string | undefined): Promise<string> {
     if (artifactId && existsSync(join(artifactDir(artifactId), "manifest.json"))) return artifactDir(artifactId);
-    // The GPU compile target and session do not take these yet: only their defaults can be measured.
-    const unsupported = [...UNSUPPORTED_GPU_SETTINGS].filter((name) => settings[name] !== DEFAULT_SETTINGS[name]);
+    // Only these settings' defaults can be measured (UNSUPPORTED_GPU_SETTINGS says why).
+    const unsupported = [...UNSUPPORTED_GPU_SETTINGS].filter(([name]) => settings[name] !== DEFAULT_SETTINGS[name]);
     if (unsupported.length > 0)
       throw new Error(
-        `the ${settings.device} target takes no ${unsupported.join(", ")} option yet (only ${unsupported.map((n) => `${n} ${DEFAULT_SETTINGS[n]}`).join(", ")})`,
+        `the ${settings.device} target takes only ${unsupported.map(([n]) => `${n} ${DEFAULT_SETTINGS[n]}`).join(", ")}: ${unsupported.map(([, why]) => why).join("; ")}`,
       );
     const compiled = await provisionArtifact(slug, {
       home,

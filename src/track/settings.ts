@@ -126,8 +126,19 @@ export const COMPILE_SETTINGS: ReadonlySet<SettingName> = new Set([
 /** Settings that mean something on the GPU only: left at their defaults, and out of promotions, on the CPU. */
 export const GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["weightBits", "blockSize", "activations", "attention", "shapes", "graphCapture"]);
 
-/** GPU settings that the GPU compile target and session do not take yet: a candidate may only leave them at their defaults. */
-export const UNSUPPORTED_GPU_SETTINGS: ReadonlySet<SettingName> = new Set(["shapes", "graphCapture"]);
+/**
+ * GPU settings that the GPU compile target and session cannot take, each with why: a candidate may
+ * only leave them at their defaults, and one that changes them is recorded as failed with the reason.
+ * The WebGPU provider in onnxruntime 1.30 does implement graph capture, but onnxruntime-node gives
+ * a script no way to turn it on: its WebGPU options refuse the name, and the session's config
+ * entries (`extra`) are added after the provider has read its own (a bogus value there is accepted
+ * silently, where the same value through a known option fails). Static shapes matter only to a
+ * captured graph, whose replay needs every input and output at a fixed device address.
+ */
+export const UNSUPPORTED_GPU_SETTINGS: ReadonlyMap<SettingName, string> = new Map([
+  ["graphCapture", "onnxruntime-node 1.30 cannot turn on the WebGPU provider's graph capture (its WebGPU options refuse enableGraphCapture)"],
+  ["shapes", "static shapes serve only graph capture, which onnxruntime-node 1.30 cannot turn on"],
+]);
 
 /** What `kiln serve` does without a promotion: the default compile and its default flags. */
 export const DEFAULT_SETTINGS: Readonly<TrackSettings> = {
