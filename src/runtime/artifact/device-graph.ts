@@ -23,7 +23,7 @@ import type { GraphIo } from "./manifest.js";
  * the same options changes (its pools' layout or type, its head), so an artifact built before is
  * never taken for one built now.
  */
-export const DEVICE_GRAPH_REVISION = 7;
+export const DEVICE_GRAPH_REVISION = 8;
 
 /**
  * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention

@@ -76,6 +76,9 @@ const gqaLengthsByGraph = new WeakMap<BlockContext, [string, string]>();
  * GroupQueryAttention's lengths from the position ids: a row's last position is its total length
  * less one (`seqlens_k`, [rows] int32, as a row's positions are its cache indices from 0), and the
  * longest row's total is `total_sequence_length` (an int32 scalar). Built once per graph.
+ * The total is taken over the int64 positions, which stay with the CPU provider as the position ids
+ * do: GroupQueryAttention reads it on the CPU, and taken over the int32 lengths it ran on the device
+ * and was copied back mid-step, a wait for everything queued before it (seen in a WebGPU profile).
  */
 export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string] {
   const done = gqaLengthsByGraph.get(ctx);
@@ -83,7 +86,8 @@ export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string]
   const g = ctx.g;
   const last = g.op("Gather", [D.positionIds, g.constant(DataType.INT64, [], BigInt64Array.of(-1n), "i64")], { attributes: { axis: 1 } });
   const seqlens = g.op("Cast", [last], { attributes: { to: DataType.INT32 } });
-  const total = g.op("Add", [g.op("ReduceMax", [seqlens], { attributes: { keepdims: 0 } }), g.constant(DataType.INT32, [], Int32Array.of(1), "i32")]);
+  const longest = g.op("Add", [g.op("ReduceMax", [last], { attributes: { keepdims: 0 } }), g.constant(DataType.INT64, [], BigInt64Array.of(1n), "i64")]);
+  const total = g.op("Cast", [longest], { attributes: { to: DataType.INT32 } });
   const lengths: [string, string] = [seqlens, total];
   gqaLengthsByGraph.set(ctx, lengths);
   return lengths;
@@ -269,15 +273,16 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
 function maskedLogits(ctx: BlockContext, logits: string, vocab: number): string {
   const g = ctx.g;
   // Bit j of a word is floor(word / 2^j) mod 2 on its unsigned value: plain uint32 division and
-  // multiplication, which the WebGPU provider runs (measured: no node of this falls back to the CPU).
+  // multiplication, which the WebGPU provider runs. The bits are sliced to the vocabulary as floats:
+  // the provider slices no uint32, and a Slice on the CPU provider copied the bits back mid-step.
   const words = g.op("Unsqueeze", [g.op("Cast", [D.tokenMask], { attributes: { to: DataType.UINT32 } }), g.int64s([2])]);
   const powers = new Uint32Array(MASK_WORD_BITS).map((_, j) => 2 ** j);
   const shifted = g.op("Div", [words, g.constant(DataType.UINT32, [MASK_WORD_BITS], powers, "u32")]);
   const two = g.constant(DataType.UINT32, [], Uint32Array.of(2), "u32");
   const bits = g.op("Sub", [shifted, g.op("Mul", [g.op("Div", [shifted, two]), two])]);
-  const flat = g.op("Reshape", [bits, g.int64s([0, -1])]);
+  const flat = g.op("Cast", [g.op("Reshape", [bits, g.int64s([0, -1])])], { attributes: { to: DataType.FLOAT } });
   const perToken = g.op("Slice", [flat, g.int64s([0]), g.int64s([vocab]), g.int64s([1])]);
-  const allowed = g.op("Unsqueeze", [g.op("Equal", [perToken, g.constant(DataType.UINT32, [], Uint32Array.of(1), "u32")]), g.int64s([1])]);
+  const allowed = g.op("Unsqueeze", [g.op("Greater", [perToken, g.constant(DataType.FLOAT, [], Float32Array.of(0.5), "f32")]), g.int64s([1])]);
   return g.op("Where", [allowed, logits, g.constant(DataType.FLOAT, [], Float32Array.of(-Infinity), "f32")]);
 }
 
