@@ -17,7 +17,7 @@ import { ArtifactFolder, artifactId, sha256File } from "./artifact-writer.js";
 import { type BuildDevice, COMPILER_VERSION, type CompileResult, type DeviceActivations, SourceChangedError } from "./compile.js";
 import { type Ct2Config, Ct2FormatError, Ct2Model, readCt2Config } from "./ct2/reader.js";
 import { readHfTokenizer, whisperTokenizerSpec, whisperTokens } from "./ct2/whisper-tokens.js";
-import { buildWhisper, countLayers, type EncoderAttention, type WhisperHyper } from "./graph/whisper.js";
+import { buildWhisper, countLayers, type DecoderLogSoftmax, type EncoderAttention, type WhisperHyper } from "./graph/whisper.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 
 /** The files of a CTranslate2 Whisper folder the compiler reads (hashed into the artifact id). */
@@ -55,9 +55,9 @@ const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: 
 function deviceOptions(
   device: BuildDevice,
   activations: DeviceActivations,
-): { device?: BuildDevice; encoderAttention?: EncoderAttention; activations?: "float16" } {
+): { device?: BuildDevice; encoderAttention?: EncoderAttention; logSoftmax?: DecoderLogSoftmax; activations?: "float16" } {
   if (device === "cpu") return {};
-  return { device, encoderAttention: "explicit", ...(activations === "float16" ? { activations } : {}) };
+  return { device, encoderAttention: "explicit", logSoftmax: "reduced", ...(activations === "float16" ? { activations } : {}) };
 }
 
 export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<CompileResult> {
@@ -92,7 +92,8 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
     stage("building graphs");
     const encoder = new GraphBuilder(folder.path(SPEECH_FILES.encoderWeights));
     const decoder = new GraphBuilder(folder.path(SPEECH_FILES.decoderWeights));
-    const choices = buildWhisper({ encoder, decoder }, model, hyper, { encoderAttention: device === "cpu" ? "fused" : "explicit", activations });
+    const { encoderAttention, logSoftmax } = deviceOptions(device, activations);
+    const choices = buildWhisper({ encoder, decoder }, model, hyper, { encoderAttention, logSoftmax, activations });
     const speechIo = { encoder: ioOf(encoder), decoder: ioOf(decoder) };
     checkSpeechGraphIo(speechIo, hyper, `the graphs built for ${req.slug}`);
     writeFileSync(folder.path(SPEECH_FILES.encoder), encoder.finish(`${req.slug}-encoder`, COMPILER_VERSION, { kiln_artifact: id }));

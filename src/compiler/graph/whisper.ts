@@ -138,10 +138,20 @@ export type EncoderAttention = "fused" | "explicit";
  */
 export type WhisperActivations = "float32" | "float16";
 
+/**
+ * How the decoder takes its log-probabilities under Whisper's rules: "operator", onnx LogSoftmax (the
+ * CPU's one kernel); "reduced", the row less its maximum less the log-sum-exp of that, for the GPU
+ * target (onnxruntime's WebGPU provider has no LogSoftmax: the node ran on the CPU provider, the
+ * logits copied back mid-step and the log-probabilities uploaded again for the top k).
+ */
+export type DecoderLogSoftmax = "operator" | "reduced";
+
 /** Options of {@link buildWhisper}. */
 export interface WhisperBuildOptions {
   /** The encoder's self-attention. Default "fused". */
   encoderAttention?: EncoderAttention;
+  /** The decoder's log-softmax. Default "operator". */
+  logSoftmax?: DecoderLogSoftmax;
   /** The graphs' activations. Default "float32". */
   activations?: WhisperActivations;
 }
@@ -255,7 +265,10 @@ class WhisperDecoder {
   /** The attention masks in the activations' type. */
   private pastMask = "";
   private newMask = "";
-  constructor(private readonly o: WhisperOps) {}
+  constructor(
+    private readonly o: WhisperOps,
+    private readonly logSoftmax: DecoderLogSoftmax,
+  ) {}
 
   private get scale(): number {
     return 1 / Math.sqrt(this.o.h.headDim);
@@ -348,8 +361,17 @@ class WhisperDecoder {
     const bestText = g.op("ReduceMax", [text, rowAxis], { attributes: { keepdims: 1 } });
     const stampMass = g.op("ReduceLogSumExp", [stamps, rowAxis], { attributes: { keepdims: 1 } });
     const forced = g.op("Where", [g.op("Greater", [stampMass, bestText]), g.constant(DataType.FLOAT, [], Float32Array.of(-Infinity), "minus_infinity"), text]);
-    const logprobs = g.op("LogSoftmax", [g.op("Concat", [forced, stamps], { attributes: { axis: 1 } })], { attributes: { axis: 1 } });
+    const ruled = g.op("Concat", [forced, stamps], { attributes: { axis: 1 } });
+    const logprobs = this.logSoftmax === "operator" ? g.op("LogSoftmax", [ruled], { attributes: { axis: 1 } }) : this.reducedLogSoftmax(ruled);
     g.node("TopK", [logprobs, D.topK], { outputs: 2, names: [D.topLogprobs, D.topIds], attributes: { axis: 1, largest: 1, sorted: 1 } });
+  }
+
+  /** log-softmax over axis 1 in reductions the WebGPU provider runs: x - m - log(sum(exp(x - m))), m the row's maximum. */
+  private reducedLogSoftmax(x: string): string {
+    const { g } = this.o;
+    const rowAxis = g.int64s([1]);
+    const shifted = g.op("Sub", [x, g.op("ReduceMax", [x, rowAxis], { attributes: { keepdims: 1 } })]);
+    return g.op("Sub", [shifted, g.op("ReduceLogSumExp", [shifted, rowAxis], { attributes: { keepdims: 1 } })]);
   }
 
   declareIo(): void {
@@ -441,11 +463,21 @@ export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: Wh
   encoder.build();
   builders.encoder.halfFloats = false;
   builders.decoder.halfFloats = half;
-  const decoderChoices = new WhisperDecoder(new WhisperOps(builders.decoder, w, h, activation)).build();
+  const decoderChoices = new WhisperDecoder(new WhisperOps(builders.decoder, w, h, activation), options.logSoftmax ?? "operator").build();
   builders.decoder.halfFloats = false;
   return [
     ...encoder.choices,
     ...decoderChoices,
+    ...(options.logSoftmax === "reduced"
+      ? [
+          {
+            what: "decoder log-softmax",
+            choice: "the row less its maximum less the log-sum-exp of that (ReduceMax, ReduceLogSumExp)",
+            exact: true,
+            why: "the GPU target: onnxruntime's WebGPU provider has no LogSoftmax, which would run on the CPU, the logits copied back mid-step",
+          },
+        ]
+      : []),
     ...(half
       ? [
           {

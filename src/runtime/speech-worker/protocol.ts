@@ -29,6 +29,11 @@ export interface SpeechSessionOptions {
    * Ignored on the CPU. Default: not checked.
    */
   adapterFreeBytes?: number;
+  /**
+   * Write onnxruntime profiles (JSON) of the encoder and the decoder, each under this path prefix
+   * with "-encoder" or "-decoder" appended; see `SpeechSession.endProfiling`. Default: off.
+   */
+  profileFilePrefix?: string;
 }
 
 export interface SpeechLoadRequest {

@@ -76,11 +76,13 @@ export class SpeechSession {
       // Idle pool threads sleep instead of spinning, so a text model's worker beside this one keeps its cores.
       extra: { session: { intra_op: { allow_spinning: "0" } } },
     };
-    const graphSession = (file: string, extra: ort.InferenceSession.SessionOptions = {}) =>
-      ort.InferenceSession.create(file, { ...sessionOptions, ...extra, executionProviders: executionProvidersFor(device, file) });
+    const profiled = (graph: string): ort.InferenceSession.SessionOptions =>
+      options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: `${options.profileFilePrefix}-${graph}` } : {};
+    const graphSession = (file: string, graph: string, extra: ort.InferenceSession.SessionOptions = {}) =>
+      ort.InferenceSession.create(file, { ...sessionOptions, ...profiled(graph), ...extra, executionProviders: executionProvidersFor(device, file) });
     // The decoder's outputs all come back to the CPU, its presents being only the call's new positions
     // (see DeviceDecoderCache for why).
-    const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder));
+    const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder), "decoder");
     const type = cacheType(decoder);
     if (device === "cpu" && type !== "float32") {
       await decoder.release();
@@ -99,7 +101,7 @@ export class SpeechSession {
       device === "cpu" ? new HostDecoderCache(manifest.shape, slots) : await DeviceDecoderCache.create(manifest.shape, slots, shape.textContext, device, type);
     // The encoder's outputs go where the windows are kept.
     const encoderOutputs = [...Array(shape.decoderLayers).keys()].flatMap((l) => [E.crossKey(l), E.crossValue(l)]);
-    const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder), {
+    const encoder = await graphSession(join(artifactDir, SPEECH_FILES.encoder), "encoder", {
       preferredOutputLocation: Object.fromEntries(encoderOutputs.map((name) => [name, windows.encoderOutputs])),
     });
     checkSpeechGraphIo(
@@ -273,6 +275,12 @@ export class SpeechSession {
   }
 
   private zeros = new Float32Array(0);
+
+  /** Ends the profiles started with `profileFilePrefix` (the encoder's and the decoder's). */
+  endProfiling(): void {
+    this.encoder.endProfiling();
+    this.decoder.endProfiling();
+  }
 
   async release(): Promise<void> {
     await this.kv.dispose();

@@ -3,9 +3,11 @@
  * encoded window, and decoder calls whose rows span several runs (widened with gap fillers so each
  * run's rows read their window once) give every row what it gets in a call of its own. On the WebGPU
  * device (lavapipe here) the windows and the decoder's self-attention cache stay device tensors,
- * never read by JavaScript, and the rows get the CPU's logits.
+ * never read by JavaScript, the rows get the CPU's logits, and neither graph copies a value back from
+ * the device before its results (a copy mid-call waits for everything queued before it).
  */
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +16,7 @@ import { SPEECH_FILES, SPEECH_GRAPH, WINDOW_FRAMES } from "../../../../src/runti
 import { nodeNamesOf } from "../../../../src/runtime/device/onnx-nodes.js";
 import { SpeechSession } from "../../../../src/runtime/speech-worker/session.js";
 import { decodeAudio, logMel, melWindow } from "../../../../src/runtime/audio/index.js";
+import { copiesFromDevice, profiledNodes, ranOn } from "../../../support/onnx-profile.js";
 import { speechFixture } from "../../../support/speech.js";
 
 const RUN = 2;
@@ -153,7 +156,7 @@ describe("SpeechSession windows shared by runs of slots", () => {
 });
 
 describe("the GPU speech artifact", () => {
-  it("attends in the encoder with MatMul and Softmax, all on the WebGPU device, and gives the CPU artifact's logits", async () => {
+  it("attends in the encoder with MatMul and Softmax, all on the WebGPU device, and gives the CPU artifact's logits and top log-probabilities", async () => {
     const cpu = await provisionArtifact("whisper-tiny-en");
     const gpu = await provisionArtifact("whisper-tiny-en", { device: "webgpu" });
     expect(gpu.dir).not.toBe(cpu.dir);
@@ -169,17 +172,63 @@ describe("the GPU speech artifact", () => {
         await session.encode(0, features(session.manifest.speech.melBins, 7));
         const t = session.manifest.tokens;
         const prompt = await session.decode(0, [0], [true], 3, [t.startOfTranscript, t.startOfTranscript + 1, t.noTimestamps]);
-        const next = await session.decode(0, [3], [true], 1, [440]);
-        return [prompt.logits!, next.logits!];
+        // The top k under a rule mask: the GPU graph takes its log-softmax in reductions (its provider has no LogSoftmax).
+        const mask = new Float32Array(session.manifest.speech.vocab);
+        mask[440] = -Infinity;
+        const next = await session.decode(0, [3], [true], 1, [440], { logits: true, top: { mask, k: 5 } });
+        return { logits: [prompt.logits!, next.logits!], top: next.top! };
       } finally {
         await session.release();
       }
     };
     const expected = await logitsOf(cpu.dir, "cpu");
     const got = await logitsOf(gpu.dir, "webgpu");
-    const worst = Math.max(...got.map((row, i) => row.reduce((m, v, j) => Math.max(m, Math.abs(v - expected[i][j])), 0)));
-    console.log(`webgpu speech artifact: max |logit diff| against the CPU artifact on the CPU: ${worst.toExponential(2)}`);
+    const worst = Math.max(...got.logits.map((row, i) => row.reduce((m, v, j) => Math.max(m, Math.abs(v - expected.logits[i][j])), 0)));
+    const worstTop = Math.max(...got.top.logprobs.map((v, i) => Math.abs(v - expected.top.logprobs[i])));
+    console.log(
+      `webgpu speech artifact against the CPU artifact on the CPU: max |logit diff| ${worst.toExponential(2)}, top-5 log-probabilities ${worstTop.toExponential(2)}`,
+    );
     expect(worst).toBeLessThan(1e-2);
+    expect([...got.top.tokens]).toEqual([...expected.top.tokens]);
+    expect(got.top.tokens).not.toContain(440);
+    expect(worstTop).toBeLessThan(1e-2);
+  }, 300_000);
+});
+
+describe("the GPU speech artifact's calls", () => {
+  it("encode and decode copying nothing back from the device before their results", async () => {
+    const gpu = await provisionArtifact("whisper-tiny-en", { device: "webgpu" });
+    const profiles = mkdtempSync(join(tmpdir(), "kiln-speech-profile-"));
+    try {
+      const session = await SpeechSession.load(gpu.dir, { device: "webgpu", threads: 2, slots: 2, profileFilePrefix: join(profiles, "speech") });
+      try {
+        await session.encode(0, features(session.manifest.speech.melBins, 3));
+        const t = session.manifest.tokens;
+        const mask = new Float32Array(2 * session.manifest.speech.vocab);
+        await session.decode(
+          0,
+          [0, 0],
+          [true, true],
+          3,
+          [t.startOfTranscript, t.startOfTranscript + 1, t.noTimestamps].flatMap((id) => [id, id]),
+          {
+            logits: true,
+            top: { mask, k: 5 },
+          },
+        );
+        await session.decode(0, [3, 3], [true, true], 1, [440, 441], { logits: false, alignment: true, top: { mask, k: 5 } });
+        session.endProfiling();
+      } finally {
+        await session.release();
+      }
+      for (const graph of ["encoder", "decoder"]) {
+        const nodes = profiledNodes(profiles, `speech-${graph}`);
+        expect(ranOn(nodes, "WebGpuExecutionProvider"), graph).toBeGreaterThan(50);
+        expect(copiesFromDevice(nodes), graph).toEqual([]);
+      }
+    } finally {
+      rmSync(profiles, { recursive: true, force: true });
+    }
   }, 300_000);
 });
 
