@@ -23,7 +23,7 @@ import type { GraphIo } from "./manifest.js";
  * the same options changes (its pools' layout or type, its head), so an artifact built before is
  * never taken for one built now.
  */
-export const DEVICE_GRAPH_REVISION = 8;
+export const DEVICE_GRAPH_REVISION = 9;
 
 /**
  * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention
@@ -80,25 +80,102 @@ export const DEVICE_GRAPH = {
   keyPool: (layer: number) => `kv_key.${layer}`,
   /** [slots, kv_heads, capacity, head_dim] in the activations' type: one layer's value pool. */
   valuePool: (layer: number) => `kv_value.${layer}`,
-  /** float32 [rows, positions, DEVICE_CANDIDATES]: the highest logits after mask and adjustments, descending (lowest id first on ties). */
-  candidateLogits: "candidate_logits",
-  /** int64 [rows, positions, DEVICE_CANDIDATES]: their token ids. */
-  candidateIds: "candidate_ids",
-  /** float32 [rows, positions, DEVICE_CANDIDATES]: the same tokens' logits after the mask only (what log-probabilities report). */
-  candidateRaw: "candidate_raw",
-  /** float32 [rows, positions, DEVICE_TOP_LOGPROBS]: the highest masked logits before adjustments, descending. */
-  topLogits: "top_logits",
-  /** int64 [rows, positions, DEVICE_TOP_LOGPROBS]: their token ids. */
-  topIds: "top_ids",
-  /** float32 [rows, positions]: log-sum-exp of the masked logits over the whole vocabulary. */
-  logNormalizer: "log_normalizer",
-  /** float32 [rows, positions]: the masked logit of each position's `score_targets` token. */
-  targetLogits: "target_logits",
+  /**
+   * float32 [rows, positions, width]: each computed position's results side by side, as
+   * {@link deviceResultLayout} places them (candidates, alternatives, log-normalizer, target logit;
+   * token ids as floats, exact below 2^24, -1 for no token). One tensor, because each output a step
+   * brings back is a wait of its own for the device (about 0.1 ms each on lavapipe).
+   */
+  results: "step_results",
   /** One layer's key pool with the step's positions written. */
   keyPoolOut: (layer: number) => `kv_key_out.${layer}`,
   /** One layer's value pool with the step's positions written. */
   valuePoolOut: (layer: number) => `kv_value_out.${layer}`,
 } as const;
+
+/** Where each result sits in a position's row of `step_results`: offsets and counts, in floats. */
+export interface DeviceResultLayout {
+  /** Candidates per position: DEVICE_CANDIDATES, or the vocabulary when smaller. */
+  candidates: number;
+  /** Alternatives per position: DEVICE_TOP_LOGPROBS, or the vocabulary when smaller. */
+  top: number;
+  /** Floats per position. */
+  width: number;
+  /** The highest logits after the mask and the adjustments, descending (lowest id first on ties). */
+  candidateLogits: number;
+  /** Their token ids (-1: none, past the finite entries). */
+  candidateIds: number;
+  /** The same tokens' logits after the mask only (what log-probabilities report). */
+  candidateRaw: number;
+  /** The highest masked logits before adjustments, descending. */
+  topLogits: number;
+  /** Their token ids (-1: none). */
+  topIds: number;
+  /** The log-sum-exp of the masked logits over the whole vocabulary. */
+  logNormalizer: number;
+  /** The masked logit of the position's `score_targets` token. */
+  targetLogit: number;
+}
+
+/** The layout of a position's results for a vocabulary of `vocab` tokens (the compiler writes it, the runtime reads it). */
+export function deviceResultLayout(vocab: number): DeviceResultLayout {
+  const candidates = Math.min(DEVICE_CANDIDATES, vocab);
+  const top = Math.min(DEVICE_TOP_LOGPROBS, vocab);
+  const candidateLogits = 0;
+  const candidateIds = candidateLogits + candidates;
+  const candidateRaw = candidateIds + candidates;
+  const topLogits = candidateRaw + candidates;
+  const topIds = topLogits + top;
+  const logNormalizer = topIds + top;
+  const targetLogit = logNormalizer + 1;
+  return { candidates, top, width: targetLogit + 1, candidateLogits, candidateIds, candidateRaw, topLogits, topIds, logNormalizer, targetLogit };
+}
+
+/** A step's results unpacked, [rows, positions, ...] row-major (see {@link DeviceResultLayout}). */
+export interface DeviceResults {
+  positions: number;
+  candidates: number;
+  top: number;
+  candidateLogits: Float32Array;
+  candidateIds: Int32Array;
+  candidateRaw: Float32Array;
+  topLogits: Float32Array;
+  topIds: Int32Array;
+  logNormalizer: Float32Array;
+  targetLogits: Float32Array;
+}
+
+/** Unpacks `step_results` ([rows * positions, layout.width] floats) into one array per result. */
+export function unpackDeviceResults(packed: Float32Array, rows: number, positions: number, vocab: number): DeviceResults {
+  const layout = deviceResultLayout(vocab);
+  const { candidates, top, width } = layout;
+  const n = rows * positions;
+  if (packed.length !== n * width) throw new RangeError(`step results of ${packed.length} floats, not ${n} positions of ${width}`);
+  const out: DeviceResults = {
+    positions,
+    candidates,
+    top,
+    candidateLogits: new Float32Array(n * candidates),
+    candidateIds: new Int32Array(n * candidates),
+    candidateRaw: new Float32Array(n * candidates),
+    topLogits: new Float32Array(n * top),
+    topIds: new Int32Array(n * top),
+    logNormalizer: new Float32Array(n),
+    targetLogits: new Float32Array(n),
+  };
+  for (let at = 0; at < n; at++) {
+    const row = at * width;
+    const part = (offset: number, count: number) => packed.subarray(row + offset, row + offset + count);
+    out.candidateLogits.set(part(layout.candidateLogits, candidates), at * candidates);
+    out.candidateIds.set(part(layout.candidateIds, candidates), at * candidates);
+    out.candidateRaw.set(part(layout.candidateRaw, candidates), at * candidates);
+    out.topLogits.set(part(layout.topLogits, top), at * top);
+    out.topIds.set(part(layout.topIds, top), at * top);
+    out.logNormalizer[at] = packed[row + layout.logNormalizer];
+    out.targetLogits[at] = packed[row + layout.targetLogit];
+  }
+  return out;
+}
 
 /** The slot-copy graph's own inputs beside the pools (`keyPool`/`valuePool` in, `keyPoolOut`/`valuePoolOut` out). */
 export const SLOT_COPY_GRAPH = {
@@ -125,7 +202,7 @@ export function deviceGraphIo(layers: number): GraphIo {
     g.adjustSubtract,
     g.scoreTargets,
   ];
-  const outputs: string[] = [g.candidateLogits, g.candidateIds, g.candidateRaw, g.topLogits, g.topIds, g.logNormalizer, g.targetLogits];
+  const outputs: string[] = [g.results];
   for (let l = 0; l < layers; l++) inputs.push(g.keyPool(l), g.valuePool(l));
   for (let l = 0; l < layers; l++) outputs.push(g.keyPoolOut(l), g.valuePoolOut(l));
   return { inputs, outputs };

@@ -33,10 +33,14 @@ export {
   DEVICE_TOP_LOGPROBS,
   deviceGraphIo,
   devicePoolDims,
+  type DeviceResultLayout,
+  deviceResultLayout,
+  type DeviceResults,
   MASK_WORD_BITS,
   maskWords,
   SLOT_COPY_GRAPH,
   slotCopyGraphIo,
+  unpackDeviceResults,
 } from "./device-graph.js";
 export {
   checkSpeechGraphIo,

@@ -6,6 +6,7 @@ import {
   checkDeviceGraphIo,
   DEVICE_GRAPH as D,
   deviceGraphIo,
+  type DeviceResults,
   KV_GROWTH_POSITIONS,
   kvBytesPerSlot,
   maskWords,
@@ -13,6 +14,7 @@ import {
   readManifest,
   servedContextLength,
   slotCopyGraphIo,
+  unpackDeviceResults,
 } from "../artifact/index.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import type { AdapterMemory } from "../device/gpu-memory.js";
@@ -79,19 +81,8 @@ export interface DeviceStepInputs {
   scoreTargets: BigInt64Array;
 }
 
-/** A device step's results, [rows, positions, ...] row-major (see DEVICE_GRAPH's outputs). */
-export interface DeviceStepOutputs {
-  positions: number;
-  candidates: number;
-  top: number;
-  candidateLogits: Float32Array;
-  candidateIds: BigInt64Array;
-  candidateRaw: Float32Array;
-  topLogits: Float32Array;
-  topIds: BigInt64Array;
-  logNormalizer: Float32Array;
-  targetLogits: Float32Array;
-}
+/** A device step's results, [rows, positions, ...] row-major (see DEVICE_GRAPH.results). */
+export type DeviceStepOutputs = DeviceResults;
 
 /**
  * The text session of a GPU artifact: its step graph and slot-copy graph on onnxruntime's WebGPU
@@ -195,20 +186,8 @@ export class WebGpuTextSession {
     this.lastRunMs = performance.now() - t0;
     kv.replacePools(out);
     kv.advance(firstSlot, rows, tokensPerRow);
-    const host = (name: string) => out[name].data; // only the outputs that live on the CPU (see createDeviceSession)
-    const candidates = out[D.candidateIds].dims[2];
-    return {
-      positions: scored,
-      candidates,
-      top: out[D.topIds].dims[2],
-      candidateLogits: host(D.candidateLogits) as Float32Array,
-      candidateIds: host(D.candidateIds) as BigInt64Array,
-      candidateRaw: host(D.candidateRaw) as Float32Array,
-      topLogits: host(D.topLogits) as Float32Array,
-      topIds: host(D.topIds) as BigInt64Array,
-      logNormalizer: host(D.logNormalizer) as Float32Array,
-      targetLogits: host(D.targetLogits) as Float32Array,
-    };
+    // The one output that lives on the CPU (see createDeviceSession).
+    return unpackDeviceResults(out[D.results].data as Float32Array, rows, scored, shape.vocab);
   }
 
   /** An additive mask (0 or -inf) as a tensor of the graph's mask type. */

@@ -125,9 +125,9 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
  * How many of `ids` are tokens: the WebGPU provider's TopK reports a masked (-inf) entry as id -1
  * (with -FLT_MAX), and such entries come last.
  */
-function tokensAmong(ids: BigInt64Array): number {
+function tokensAmong(ids: Int32Array): number {
   let n = 0;
-  while (n < ids.length && ids[n] >= 0n) n++;
+  while (n < ids.length && ids[n] >= 0) n++;
   return n;
 }
 

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { afterAll } from "vitest";
 import { GraphBuilder } from "../../../src/compiler/onnx/graph-builder.js";
+import { DEVICE_GRAPH, type DeviceResults, unpackDeviceResults } from "../../../src/runtime/artifact/index.js";
 
 /** A temp directory removed after the calling test file. */
 export function tempDir(prefix = "kiln-compiler-"): string {
@@ -136,4 +137,10 @@ export async function buildAndRun(
 
 export function floatTensor(data: Float32Array, dims: number[]): ort.Tensor {
   return new ort.Tensor("float32", data, dims);
+}
+
+/** A GPU step graph's run `out` read as the runtime reads it: its one `step_results` output unpacked, for a model of `vocab` tokens. */
+export function stepResults(out: Record<string, ort.Tensor>, vocab: number): DeviceResults {
+  const packed = out[DEVICE_GRAPH.results];
+  return unpackDeviceResults(packed.data as Float32Array, packed.dims[0], packed.dims[1], vocab);
 }

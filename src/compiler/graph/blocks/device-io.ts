@@ -7,10 +7,9 @@ import type { ModelShape } from "../../../runtime/artifact/index.js";
 import {
   NO_POSITION,
   slidingCacheCapacity,
-  DEVICE_CANDIDATES,
   DEVICE_GRAPH as D,
-  DEVICE_TOP_LOGPROBS,
   devicePoolDims,
+  deviceResultLayout,
   maskWords,
   MASK_WORD_BITS,
   TEXT_GRAPH as IO,
@@ -140,15 +139,7 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
     g.input(D.keyPool(l), act, devicePoolDims("slots", poolPositions(h, l), h));
     g.input(D.valuePool(l), act, devicePoolDims("slots", poolPositions(h, l), h));
   }
-  const k = Math.min(DEVICE_CANDIDATES, h.vocab);
-  const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
-  g.output(D.candidateLogits, DataType.FLOAT, ["rows", "positions", k]);
-  g.output(D.candidateIds, DataType.INT64, ["rows", "positions", k]);
-  g.output(D.candidateRaw, DataType.FLOAT, ["rows", "positions", k]);
-  g.output(D.topLogits, DataType.FLOAT, ["rows", "positions", top]);
-  g.output(D.topIds, DataType.INT64, ["rows", "positions", top]);
-  g.output(D.logNormalizer, DataType.FLOAT, ["rows", "positions"]);
-  g.output(D.targetLogits, DataType.FLOAT, ["rows", "positions"]);
+  g.output(D.results, DataType.FLOAT, ["rows", "positions", deviceResultLayout(h.vocab).width]);
   for (let l = 0; l < h.layers; l++) {
     g.output(D.keyPoolOut(l), act, devicePoolDims("slots", poolPositions(h, l), h));
     g.output(D.valuePoolOut(l), act, devicePoolDims("slots", poolPositions(h, l), h));
@@ -247,19 +238,21 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
   g.halfFloats = false;
   const half = activationType(ctx) === DataType.FLOAT16;
   const masked = maskedLogits(ctx, half ? g.op("Cast", [logits], { attributes: { to: DataType.FLOAT } }) : logits, h.vocab);
-  g.node("ReduceLogSumExp", [masked, g.int64s([-1])], { attributes: { keepdims: 0 }, names: [D.logNormalizer] });
-  const { adjusted, ids: adjustIds } = adjustedLogits(ctx, masked);
-  const k = Math.min(DEVICE_CANDIDATES, h.vocab);
-  const top = Math.min(DEVICE_TOP_LOGPROBS, h.vocab);
-  const [rawIds, rawValues] = rawTop(ctx, masked, adjustIds, k, h.vocab);
   const lastAxis = g.int64s([-1]);
-  g.node("Slice", [rawValues, g.int64s([0]), g.int64s([top]), lastAxis], { names: [D.topLogits] });
+  const logNormalizer = g.op("ReduceLogSumExp", [masked, lastAxis], { attributes: { keepdims: 1 } });
+  const { adjusted, ids: adjustIds } = adjustedLogits(ctx, masked);
+  const { candidates: k, top } = deviceResultLayout(h.vocab);
+  const [rawIds, rawValues] = rawTop(ctx, masked, adjustIds, k, h.vocab);
+  const topLogits = g.op("Slice", [rawValues, g.int64s([0]), g.int64s([top]), lastAxis]);
   const topIds = g.op("Slice", [rawIds, g.int64s([0]), g.int64s([top]), lastAxis]);
-  g.node("Cast", [topIds], { attributes: { to: DataType.INT64 }, names: [D.topIds] });
-  const candIds = candidatesAmong(ctx, adjusted, rawIds, adjustIds, k);
-  g.node("GatherElements", [masked, candIds], { attributes: { axis: -1 }, names: [D.candidateRaw] });
-  const targets = g.op("Unsqueeze", [D.scoreTargets, g.int64s([2])]);
-  g.node("Squeeze", [g.op("GatherElements", [masked, targets], { attributes: { axis: -1 } }), g.int64s([2])], { names: [D.targetLogits] });
+  const candidates = candidatesAmong(ctx, adjusted, rawIds, adjustIds, k);
+  const candidateRaw = g.op("GatherElements", [masked, g.op("Cast", [candidates.ids], { attributes: { to: DataType.INT64 } })], { attributes: { axis: -1 } });
+  const targetLogit = g.op("GatherElements", [masked, g.op("Unsqueeze", [D.scoreTargets, g.int64s([2])])], { attributes: { axis: -1 } });
+  // In deviceResultLayout's order: one tensor comes back from the device.
+  g.node("Concat", [candidates.logits, candidates.ids, candidateRaw, topLogits, topIds, logNormalizer, targetLogit], {
+    attributes: { axis: -1 },
+    names: [D.results],
+  });
   writePools(ctx, h);
   ctx.choices.push({
     what: "device head",
@@ -355,14 +348,14 @@ function rawTop(ctx: BlockContext, masked: string, adjustIds: string, k: number,
 }
 
 /**
- * The top `k` ids after adjustments, sorted by adjusted logit descending, without a second sort of
+ * The top `k` ids after adjustments (as floats) and their adjusted logits, sorted by adjusted logit descending, without a second sort of
  * the vocabulary: an id outside the raw top k + n that is not adjusted has at least k + n raw
  * logits above it, of which at most n moved below it, so it is not in the adjusted top k. So the
  * adjusted top k is the top k of the raw top k + n and the adjusted ids. An adjusted id already
  * among the raw ones, or repeated (the runtime pads a row's entries by repeating its first), is
  * kept once: its other copies are set to -inf (they can only come after every finite candidate).
  */
-function candidatesAmong(ctx: BlockContext, adjusted: string, rawIds: string, adjustIds: string, k: number): string {
+function candidatesAmong(ctx: BlockContext, adjusted: string, rawIds: string, adjustIds: string, k: number): { logits: string; ids: string } {
   const g = ctx.g;
   const f32 = (v: number) => g.constant(DataType.FLOAT, [], Float32Array.of(v), "f32");
   const axis = (x: string, at: number) => g.op("Unsqueeze", [x, g.int64s([at])]);
@@ -387,13 +380,8 @@ function candidatesAmong(ctx: BlockContext, adjusted: string, rawIds: string, ad
   const values = g.op("Concat", [rawAdjusted, g.op("Where", [dropped, f32(-Infinity), adjustedAt(adjustIds)])], { attributes: { axis: -1 } });
   // Ids gathered as floats (exact below 2^24): int64 ones would be gathered on the CPU, a transfer mid-step.
   const ids = g.op("Concat", [rawIds, asFloat(adjustIds)], { attributes: { axis: -1 } });
-  const [, at] = g.node("TopK", [values, g.int64s([k])], {
-    outputs: 2,
-    attributes: { axis: -1, largest: 1, sorted: 1 },
-    names: [D.candidateLogits, "candidate_at"],
-  });
-  const chosen = g.op("GatherElements", [ids, at], { attributes: { axis: -1 } });
-  return g.op("Cast", [chosen], { attributes: { to: DataType.INT64 }, names: [D.candidateIds] });
+  const [logits, at] = g.node("TopK", [values, g.int64s([k])], { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 } });
+  return { logits, ids: g.op("GatherElements", [ids, at], { attributes: { axis: -1 } }) };
 }
 
 /**

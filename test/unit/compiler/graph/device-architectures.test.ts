@@ -26,7 +26,10 @@ import { type TinyGemmaSpec, writeTinyGemma } from "../../../fixtures/synthetic/
 import { writeTinyMixtral } from "../../../fixtures/synthetic/tiny-mixtral.js";
 import { Random, type TinyModelSpec, writeTinyModel } from "../../../fixtures/synthetic/tiny-model.js";
 import { tinyTokenizer } from "../../provision/tiny-gguf.js";
-import { decodeMessage, messages, text } from "../support.js";
+import { decodeMessage, messages, stepResults, text } from "../support.js";
+
+/** A step graph's run, unpacked. */
+const results = (out: Record<string, ort.Tensor>) => stepResults(out, VOCAB);
 
 const F32 = GgmlType.F32 as const;
 const TYPES = { embedding: F32, attnQ: F32, attnK: F32, attnV: F32, attnOutput: F32, ffnGate: F32, ffnUp: F32, ffnDown: F32 };
@@ -183,9 +186,9 @@ class Pair {
     }
     tokens.forEach((row, r) => (this.lengths[firstSlot + r] += row.length));
     const want = await this.reference.forward(firstSlot, tokens.length, tokens[0].length, tokens.flat());
-    const k = out[D.candidateIds].dims[2];
-    const ids = out[D.candidateIds].data as BigInt64Array;
-    const logits = out[D.candidateLogits].data as Float32Array;
+    const k = results(out).candidates;
+    const ids = results(out).candidateIds;
+    const logits = results(out).candidateLogits;
     let worst = 0;
     for (let r = 0; r < tokens.length; r++) {
       const row = want.subarray(r * this.shape.vocab, (r + 1) * this.shape.vocab);
@@ -193,7 +196,7 @@ class Pair {
       expect(Number(ids[r * k])).toBe(best);
       for (let i = 0; i < k; i++) worst = Math.max(worst, Math.abs(logits[r * k + i] - row[Number(ids[r * k + i])]));
       const lse = Math.log(row.reduce((sum, v) => sum + Math.exp(v), 0));
-      expect((out[D.logNormalizer].data as Float32Array)[r]).toBeCloseTo(lse, 4);
+      expect(results(out).logNormalizer[r]).toBeCloseTo(lse, 4);
     }
     return worst;
   }

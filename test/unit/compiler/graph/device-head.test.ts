@@ -27,7 +27,7 @@ import {
 } from "../../../../src/runtime/artifact/index.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { writeTinyGguf } from "../../provision/tiny-gguf.js";
-import { decodeMessage, messages, text } from "../support.js";
+import { decodeMessage, messages, stepResults, text } from "../support.js";
 
 /** The op types of a graph's nodes (ModelProto.graph 7, GraphProto.node 1, NodeProto.op_type 4). */
 function opTypes(path: string): string[] {
@@ -45,6 +45,8 @@ describe.each([
   [5000, 3],
   [40_000, 4],
 ])("over %i tokens", (VOCAB, topKs) => {
+  /** A step graph's run, unpacked. */
+  const results = (out: Record<string, ort.Tensor>) => stepResults(out, VOCAB);
   const CAPACITY = 16;
   const PROMPT = [3, 7, 1, 12];
 
@@ -148,9 +150,9 @@ describe.each([
   async function expectHeadMatches(entries: Entry[], mask?: Int32Array): Promise<void> {
     const out = await step.run(feeds(entries, mask));
     const { masked, adjusted } = reference(entries, mask);
-    const ids = Array.from(out[D.candidateIds].data as BigInt64Array, Number);
-    const values = out[D.candidateLogits].data as Float32Array;
-    const raw = out[D.candidateRaw].data as Float32Array;
+    const ids = Array.from(results(out).candidateIds, Number);
+    const values = results(out).candidateLogits;
+    const raw = results(out).candidateRaw;
     expect(ids).toHaveLength(DEVICE_CANDIDATES);
     const finite = adjusted.filter(Number.isFinite).length;
     const want = rankedIds(adjusted).slice(0, Math.min(DEVICE_CANDIDATES, finite));
@@ -161,11 +163,11 @@ describe.each([
     });
     // Past the finite candidates every value is -inf.
     for (let i = want.length; i < DEVICE_CANDIDATES; i++) expect(values[i]).toBe(-Infinity);
-    const topIds = Array.from(out[D.topIds].data as BigInt64Array, Number);
+    const topIds = Array.from(results(out).topIds, Number);
     const topFinite = Math.min(DEVICE_TOP_LOGPROBS, masked.filter(Number.isFinite).length);
     expect(topIds).toHaveLength(DEVICE_TOP_LOGPROBS);
     expect(topIds.slice(0, topFinite)).toEqual(rankedIds(masked).slice(0, topFinite));
-    topIds.slice(0, topFinite).forEach((id, i) => expect((out[D.topLogits].data as Float32Array)[i]).toBeCloseTo(masked[id], 4));
+    topIds.slice(0, topFinite).forEach((id, i) => expect(results(out).topLogits[i]).toBeCloseTo(masked[id], 4));
   }
 
   describe("the GPU target's head", () => {
@@ -199,8 +201,8 @@ describe.each([
         ]),
       });
       const want = rankedIds(nextLogits).slice(0, DEVICE_CANDIDATES);
-      expect(Array.from(second[D.candidateIds].data as BigInt64Array, Number)).toEqual(want);
-      want.forEach((id, i) => expect((second[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(nextLogits[id], 4));
+      expect(Array.from(results(second).candidateIds, Number)).toEqual(want);
+      want.forEach((id, i) => expect(results(second).candidateLogits[i]).toBeCloseTo(nextLogits[id], 4));
     });
 
     it("reads a past span of its slot and writes only the new positions: slot 1 of two, spans of 4 and 8 of 16 positions", async () => {
@@ -229,8 +231,8 @@ describe.each([
         [D.newMask]: new ort.Tensor("float32", new Float32Array(group), [1, 1, group, 1]),
       });
       const want = rankedIds(nextLogits).slice(0, DEVICE_CANDIDATES);
-      expect(Array.from(second[D.candidateIds].data as BigInt64Array, Number)).toEqual(want);
-      want.forEach((id, i) => expect((second[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(nextLogits[id], 4));
+      expect(Array.from(results(second).candidateIds, Number)).toEqual(want);
+      want.forEach((id, i) => expect(results(second).candidateLogits[i]).toBeCloseTo(nextLogits[id], 4));
       // Per layer and pool: slot 0 untouched, slot 1 written at its 5 positions and nowhere else.
       const [, kvHeads, capacity, headDim] = dims;
       for (let l = 0; l < shape.layers; l++) {

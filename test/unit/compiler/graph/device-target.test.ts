@@ -14,7 +14,10 @@ import { compileGguf, type CompileResult } from "../../../../src/compiler/compil
 import { ARTIFACT_FILES, DEVICE_GRAPH as D, deviceGraphIo, devicePoolDims, maskWords, SLOT_COPY_GRAPH } from "../../../../src/runtime/artifact/index.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
 import { writeTinyGguf } from "../../provision/tiny-gguf.js";
-import { decodeMessage, messages, text } from "../support.js";
+import { decodeMessage, messages, stepResults, text } from "../support.js";
+
+/** A step graph's run, unpacked. */
+const results = (out: Record<string, ort.Tensor>) => stepResults(out, gpu.manifest.shape.vocab);
 
 let home: string;
 let cpu: CompileResult;
@@ -170,11 +173,11 @@ describe("the GPU compile target", () => {
       const prompt = [3, 7, 1, 12];
       const want = ranked(await reference.forward(0, 1, prompt.length, prompt));
       const first = await step.run(feeds(emptyPools(), 1, 0, prompt));
-      const ids = Array.from(first[D.candidateIds].data as BigInt64Array, Number);
+      const ids = Array.from(results(first).candidateIds, Number);
       expect(ids).toEqual(want.map(([id]) => id));
-      want.forEach(([, logit], i) => expect((first[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(logit, 4));
+      want.forEach(([, logit], i) => expect(results(first).candidateLogits[i]).toBeCloseTo(logit, 4));
       const lse = Math.log(want.reduce((sum, [, v]) => sum + Math.exp(v), 0));
-      expect((first[D.logNormalizer].data as Float32Array)[0]).toBeCloseTo(lse, 4);
+      expect(results(first).logNormalizer[0]).toBeCloseTo(lse, 4);
       // Slot 1's cache, copied to slot 0 on the "device", continues there as the CPU cache does.
       const moved = await copy.run({
         [SLOT_COPY_GRAPH.from]: new ort.Tensor("int64", BigInt64Array.of(1n), [1]),
@@ -184,8 +187,8 @@ describe("the GPU compile target", () => {
       const next = ranked(await reference.forward(0, 1, 1, [want[0][0]]));
       // Read through a past span of the slot's first 8 positions, as the runtime reads a short sequence.
       const second = await step.run(feeds(poolsOf(moved), 0, prompt.length, [want[0][0]], { span: 8 }));
-      expect(Number((second[D.candidateIds].data as BigInt64Array)[0])).toBe(next[0][0]);
-      expect((second[D.candidateLogits].data as Float32Array)[0]).toBeCloseTo(next[0][1], 4);
+      expect(Number(results(second).candidateIds[0])).toBe(next[0][0]);
+      expect(results(second).candidateLogits[0]).toBeCloseTo(next[0][1], 4);
     } finally {
       await reference.release();
     }
@@ -194,19 +197,19 @@ describe("the GPU compile target", () => {
   it("masks by the bitset and adjusts before ranking; log-probabilities keep the masked logit", async () => {
     const prompt = [5, 2];
     const free = await step.run(feeds(emptyPools(), 0, 0, prompt));
-    const best = Number((free[D.candidateIds].data as BigInt64Array)[0]);
-    const bestLogit = (free[D.candidateLogits].data as Float32Array)[0];
+    const best = Number(results(free).candidateIds[0]);
+    const bestLogit = results(free).candidateLogits[0];
     const mask = new Int32Array(maskWords(gpu.manifest.shape.vocab)).fill(-1);
     mask[best >>> 5] &= ~(1 << (best & 31));
     const masked = await step.run(feeds(emptyPools(), 0, 0, prompt, { mask }));
-    expect(Array.from(masked[D.candidateIds].data as BigInt64Array, Number).slice(0, -1)).not.toContain(best);
-    expect((masked[D.candidateLogits].data as Float32Array).at(-1)).toBe(-Infinity);
+    expect(Array.from(results(masked).candidateIds, Number).slice(0, -1)).not.toContain(best);
+    expect(results(masked).candidateLogits.at(-1)).toBe(-Infinity);
     const penalized = await step.run(feeds(emptyPools(), 0, 0, prompt, { adjust: [best, 0.5, 2, 30] }));
-    const ids = Array.from(penalized[D.candidateIds].data as BigInt64Array, Number);
+    const ids = Array.from(results(penalized).candidateIds, Number);
     const at = ids.indexOf(best);
     const expected = (bestLogit + 0.5 > 0 ? (bestLogit + 0.5) / 2 : (bestLogit + 0.5) * 2) - 30;
-    expect((penalized[D.candidateLogits].data as Float32Array)[at]).toBeCloseTo(expected, 4);
-    expect((penalized[D.candidateRaw].data as Float32Array)[at]).toBeCloseTo(bestLogit, 4);
+    expect(results(penalized).candidateLogits[at]).toBeCloseTo(expected, 4);
+    expect(results(penalized).candidateRaw[at]).toBeCloseTo(bestLogit, 4);
   });
 
   it("with GroupQueryAttention (the default) gives the explicit attention's candidates: a prompt, a chunk after it, decode steps of two rows at different lengths, through past spans shorter than the pools", async () => {
@@ -223,11 +226,11 @@ describe("the GPU compile target", () => {
         const want = await session.run(stepFeeds(explicitPools));
         const got = await step.run(stepFeeds(gqaPools));
         [explicitPools, gqaPools] = [poolsOf(want), poolsOf(got)];
-        const wantLogits = want[D.candidateLogits].data as Float32Array;
-        const gotLogits = got[D.candidateLogits].data as Float32Array;
-        expect(Array.from(got[D.candidateIds].data as BigInt64Array).slice(0, 5)).toEqual(Array.from(want[D.candidateIds].data as BigInt64Array).slice(0, 5));
+        const wantLogits = results(want).candidateLogits;
+        const gotLogits = results(got).candidateLogits;
+        expect(Array.from(results(got).candidateIds).slice(0, 5)).toEqual(Array.from(results(want).candidateIds).slice(0, 5));
         gotLogits.forEach((v, i) => expect(v).toBeCloseTo(wantLogits[i], 4));
-        Array.from(got[D.logNormalizer].data as Float32Array).forEach((v, i) => expect(v).toBeCloseTo((want[D.logNormalizer].data as Float32Array)[i], 4));
+        Array.from(results(got).logNormalizer).forEach((v, i) => expect(v).toBeCloseTo(results(want).logNormalizer[i], 4));
       };
       await both((pools) => feeds(pools, 0, 0, [3, 7, 1, 12]));
       await both((pools) => feeds(pools, 0, 4, [9, 4, 6], { span: 8 }));
@@ -261,8 +264,8 @@ describe("the GPU compile target", () => {
     expect(matMulNBits(dense.dir)).toEqual([]);
     const prompt = [3, 7, 1, 12];
     const want = await step.run(feeds(emptyPools(), 0, 0, prompt));
-    const wantLogits = want[D.candidateLogits].data as Float32Array;
-    const wantIds = Array.from(want[D.candidateIds].data as BigInt64Array, Number);
+    const wantLogits = results(want).candidateLogits;
+    const wantIds = Array.from(results(want).candidateIds, Number);
     for (const [artifact, digits] of [
       [dense, 5],
       [eight, 1],
@@ -270,9 +273,9 @@ describe("the GPU compile target", () => {
       const session = await ort.InferenceSession.create(join(artifact.dir, ARTIFACT_FILES.graph));
       try {
         const got = await session.run(feeds(emptyPools(), 0, 0, prompt));
-        const gotIds = Array.from(got[D.candidateIds].data as BigInt64Array, Number);
+        const gotIds = Array.from(results(got).candidateIds, Number);
         expect(gotIds[0]).toBe(wantIds[0]);
-        gotIds.forEach((id, i) => expect((got[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(wantLogits[wantIds.indexOf(id)], digits));
+        gotIds.forEach((id, i) => expect(results(got).candidateLogits[i]).toBeCloseTo(wantLogits[wantIds.indexOf(id)], digits));
       } finally {
         await session.release();
       }
@@ -288,23 +291,20 @@ describe("the GPU compile target", () => {
       const prompt = [3, 7, 1, 12];
       const want = await step.run(feeds(emptyPools(), 0, 0, prompt));
       const got = await session.run(feeds(emptyPools(true), 0, 0, prompt, { half: true }));
-      const wantLogits = want[D.candidateLogits].data as Float32Array;
-      const gotIds = Array.from(got[D.candidateIds].data as BigInt64Array, Number);
-      const wantIds = Array.from(want[D.candidateIds].data as BigInt64Array, Number);
+      const wantLogits = results(want).candidateLogits;
+      const gotIds = Array.from(results(got).candidateIds, Number);
+      const wantIds = Array.from(results(want).candidateIds, Number);
       expect(gotIds[0]).toBe(wantIds[0]);
-      gotIds.forEach((id, i) => expect((got[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(wantLogits[wantIds.indexOf(id)], 1));
+      gotIds.forEach((id, i) => expect(results(got).candidateLogits[i]).toBeCloseTo(wantLogits[wantIds.indexOf(id)], 1));
       // Its pools are float16, and a decode step reads the prompt back from them.
       expect(got[D.keyPoolOut(0)].type).toBe("float16");
       const next = [wantIds[0]];
       const wantNext = await step.run(feeds(poolsOf(want), 0, prompt.length, next));
       const gotNext = await session.run(feeds(poolsOf(got), 0, prompt.length, next, { half: true }));
-      const wantNextIds = Array.from(wantNext[D.candidateIds].data as BigInt64Array, Number);
-      expect(Number((gotNext[D.candidateIds].data as BigInt64Array)[0])).toBe(wantNextIds[0]);
-      Array.from(gotNext[D.candidateIds].data as BigInt64Array, Number).forEach((id, i) =>
-        expect((gotNext[D.candidateLogits].data as Float32Array)[i]).toBeCloseTo(
-          (wantNext[D.candidateLogits].data as Float32Array)[wantNextIds.indexOf(id)],
-          1,
-        ),
+      const wantNextIds = Array.from(results(wantNext).candidateIds, Number);
+      expect(Number(results(gotNext).candidateIds[0])).toBe(wantNextIds[0]);
+      Array.from(results(gotNext).candidateIds, Number).forEach((id, i) =>
+        expect(results(gotNext).candidateLogits[i]).toBeCloseTo(results(wantNext).candidateLogits[wantNextIds.indexOf(id)], 1),
       );
     } finally {
       await session.release();
