@@ -1,4 +1,4 @@
-import { SPEECH_GRAPH, type WhisperShape } from "../../runtime/artifact/index.js";
+import { presentEntry, SPEECH_GRAPH, type WhisperShape } from "../../runtime/artifact/index.js";
 import type { GraphBuilder } from "../onnx/graph-builder.js";
 import { DataType } from "../onnx/onnx-proto.js";
 import type { Choice } from "./weights.js";
@@ -254,6 +254,8 @@ class WhisperEncoder {
 class WhisperDecoder {
   /** Per decoder layer, the cross-attention probabilities of its alignment heads, in config order. */
   private readonly alignment: string[] = [];
+  /** The new keys and values of every layer, in the order of the `presents` output (presentEntry). */
+  private readonly presents: string[] = [];
   private splitSizes = "";
   private seqLen = "";
   /** Decoder rows (the batch) and cross-attention groups: windows the rows read, rows / groups each. */
@@ -283,8 +285,10 @@ class WhisperDecoder {
     const [q, k, v] = g.node("Split", [qkv, g.int64s([o.h.width, o.h.width, o.h.width])], { outputs: 3, attributes: { axis: -1 } });
     const q4 = g.op("Transpose", [o.splitHeads(q)], { attributes: { perm: [0, 2, 1, 3] } });
     const k4 = o.splitHeads(k);
-    const kNew = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 1, 3] }, names: [D.presentKey(layer)] });
-    const vNew = g.op("Transpose", [o.splitHeads(v)], { attributes: { perm: [0, 2, 1, 3] }, names: [D.presentValue(layer)] });
+    const kNew = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 1, 3] } });
+    const vNew = g.op("Transpose", [o.splitHeads(v)], { attributes: { perm: [0, 2, 1, 3] } });
+    this.presents[presentEntry(layer, "key")] = kNew;
+    this.presents[presentEntry(layer, "value")] = vNew;
     const kNewT = g.op("Transpose", [k4], { attributes: { perm: [0, 2, 3, 1] } });
     const scoresPast = g.op("Add", [g.op("MatMul", [q4, D.pastKey(layer)]), this.pastMask]);
     const scoresNew = g.op("Add", [g.op("MatMul", [q4, kNewT]), this.newMask]);
@@ -389,10 +393,7 @@ class WhisperDecoder {
       g.input(D.crossValue(l), activation, ["groups", h.heads, h.audioContext, h.headDim]);
     }
     g.output(D.logits, DataType.FLOAT, ["batch", h.vocab]);
-    for (let l = 0; l < h.decoderLayers; l++) {
-      g.output(D.presentKey(l), activation, ["batch", h.heads, "seq", h.headDim]);
-      g.output(D.presentValue(l), activation, ["batch", h.heads, "seq", h.headDim]);
-    }
+    g.output(D.presents, activation, [2 * h.decoderLayers, "batch", h.heads, "seq", h.headDim]);
     g.input(D.ruleMask, DataType.FLOAT, ["batch", h.vocab]);
     g.input(D.textTokens, DataType.INT64, [1]);
     g.input(D.topK, DataType.INT64, [1]);
@@ -424,6 +425,12 @@ class WhisperDecoder {
       x = g.op("Add", [x, o.ffn(x, `decoder/layer_${l}/ffn`)]);
     }
     this.emitAlignment();
+    const zero = g.int64s([0]);
+    g.node(
+      "Concat",
+      this.presents.map((p) => g.op("Unsqueeze", [p, zero])),
+      { attributes: { axis: 0 }, names: [D.presents] },
+    );
     // Only the last position's logits are sampled: slice before the final norm and the projection.
     const last = g.op("Squeeze", [g.op("Slice", [x, g.int64s([-1]), g.int64s([Number.MAX_SAFE_INTEGER]), g.int64s([1])]), g.int64s([1])]);
     const normed = o.layerNorm(last, "decoder/layer_norm");

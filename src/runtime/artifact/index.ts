@@ -47,6 +47,7 @@ export {
   HOP_LENGTH,
   N_FFT,
   NotSpeechArtifactError,
+  presentEntry,
   readSpeechManifest,
   SAMPLE_RATE,
   SPEECH_FILES,

@@ -77,10 +77,13 @@ export const SPEECH_GRAPH = {
     topLogprobs: "top_logprobs",
     /** int64 [batch, top_k]: their token ids (on equal log-probabilities the lower id first). */
     topIds: "top_ids",
-    /** float32 [batch, heads, seq, head_dim]: one layer's new self-attention keys. */
-    presentKey: (layer: number) => `present_key.${layer}`,
-    /** float32 [batch, heads, seq, head_dim]: one layer's new self-attention values. */
-    presentValue: (layer: number) => `present_value.${layer}`,
+    /**
+     * [2 * layers, batch, heads, seq, head_dim] in the activations' type: every layer's new
+     * self-attention keys and values, entry 2l layer l's keys and 2l + 1 its values
+     * ({@link presentEntry}). One output, since each output a call brings back from a GPU is a wait
+     * of its own for the device (about 0.1 ms each on lavapipe), and a model has up to 32 layers.
+     */
+    presents: "presents",
     /**
      * float32 [batch, alignment_heads, seq, audio_ctx]: cross-attention weights (after softmax) of
      * the model's alignment heads, in `alignmentHeads` order; fetched only for word timestamps.
@@ -140,6 +143,11 @@ export interface SpeechManifestPart {
   speechIo: { encoder: GraphIo; decoder: GraphIo };
 }
 
+/** The entry of the decoder's `presents` holding layer `layer`'s new keys, or its values. */
+export function presentEntry(layer: number, part: "key" | "value"): number {
+  return 2 * layer + (part === "key" ? 0 : 1);
+}
+
 /** The input and output names of the two Whisper graphs, in declaration order. */
 export function speechGraphIo(shape: Pick<WhisperShape, "decoderLayers">): { encoder: GraphIo; decoder: GraphIo } {
   const e = SPEECH_GRAPH.encoder;
@@ -159,7 +167,7 @@ export function speechGraphIo(shape: Pick<WhisperShape, "decoderLayers">): { enc
         d.textTokens,
         d.topK,
       ],
-      outputs: [d.logits, ...layers.flatMap((l) => [d.presentKey(l), d.presentValue(l)]), d.alignment, d.topLogprobs, d.topIds],
+      outputs: [d.logits, d.presents, d.alignment, d.topLogprobs, d.topIds],
     },
   };
 }

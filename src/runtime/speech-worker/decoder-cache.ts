@@ -1,13 +1,13 @@
 /**
  * Where a speech session keeps its decoder's self-attention KV cache, and how a decoder call gets
  * its rows' past and gives back their new positions. The decoder graph takes each row's past as an
- * input and returns only the new positions (`present_key.<l>` / `present_value.<l>`, [rows, heads,
- * seq, head_dim]), which come back to JavaScript. On the CPU the cache is a {@link KvPool} in
+ * input and returns only the new positions, every layer's keys and values in one tensor (`presents`,
+ * [2 * layers, rows, heads, seq, head_dim]), which comes back to JavaScript. On the CPU the cache is a {@link KvPool} in
  * JavaScript memory and a call's past is a view of it; on a GPU it stays on the device
  * ({@link DeviceDecoderCache}), never read by JavaScript.
  */
 import * as ort from "onnxruntime-node";
-import { KV_GROWTH_POSITIONS, type ModelShape, SPEECH_GRAPH } from "../artifact/index.js";
+import { KV_GROWTH_POSITIONS, type ModelShape, presentEntry, SPEECH_GRAPH } from "../artifact/index.js";
 import { KvPool } from "../kv-pool.js";
 
 const D = SPEECH_GRAPH.decoder;
@@ -90,8 +90,10 @@ export class HostDecoderCache implements DecoderCache {
     const rows = keep.length;
     const before = Array.from(this.pool.lengths.subarray(firstSlot, firstSlot + rows));
     this.pool.ensure(Math.max(...before) + tokensPerRow);
-    for (let l = 0; l < this.shape.layers; l++)
-      this.pool.append(l, firstSlot, rows, tokensPerRow, out[D.presentKey(l)].data as Float32Array, out[D.presentValue(l)].data as Float32Array);
+    const presents = out[D.presents].data as Float32Array;
+    const entry = presents.length / (2 * this.shape.layers);
+    const part = (layer: number, kind: "key" | "value") => presents.subarray(presentEntry(layer, kind) * entry, (presentEntry(layer, kind) + 1) * entry);
+    for (let l = 0; l < this.shape.layers; l++) this.pool.append(l, firstSlot, rows, tokensPerRow, part(l, "key"), part(l, "value"));
     this.pool.advance(firstSlot, rows, tokensPerRow);
     for (let r = 0; r < rows; r++) if (!keep[r]) this.pool.truncate(firstSlot + r, before[r]);
   }

@@ -3,7 +3,7 @@
  * capacity, head_dim] kept on the device at the decoder's whole text context, so no decoder call
  * sends its rows' past from JavaScript (round-tripping a KV cache through JavaScript made WebGPU
  * 3-7x slower than the CPU). Only each call's new positions cross, from the decoder to the write
- * graph: onnxruntime-node 1.30 keeps one output binding per session that puts any output at
+ * graph, every layer's in one tensor (the decoder's `presents`): onnxruntime-node 1.30 keeps one output binding per session that puts any output at
  * gpu-buffer, and an output fetched by one call but not the next (the decoder's alignment weights,
  * its logits or its top tokens) stays bound with the earlier call's shape, which fails the run
  * ("Tensor size mismatch"); a session with every output on the CPU runs without that binding.
@@ -18,7 +18,7 @@
  * Only the lengths live in JavaScript.
  */
 import * as ort from "onnxruntime-node";
-import { type ModelShape, SPEECH_GRAPH } from "../artifact/index.js";
+import { type ModelShape, presentEntry, SPEECH_GRAPH } from "../artifact/index.js";
 import { DeviceZeros, type ZerosType } from "../device/device-zeros.js";
 import { executionProvidersFor } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
@@ -37,8 +37,10 @@ const G = {
   starts: "starts",
   ends: "ends",
   axes: "axes",
-  /** [rows, heads, seq, 3]: the (slot, head, position) each new key and value goes to. */
+  /** [1, rows, heads, seq, 3]: the (slot, head, position) each new key and value goes to. */
   writeAt: "write_at",
+  /** Entry `i` of the decoder's presents (see presentEntry), [1, rows, heads, seq, head_dim]. */
+  presentPart: (i: number) => `present_part.${i}`,
   /** [moves] source slots and [moves, 1] destination slots. */
   from: "from",
   to: "to",
@@ -155,11 +157,8 @@ export class DeviceDecoderCache implements DecoderCache {
           at[i + 1] = BigInt(h);
           at[i + 2] = BigInt(position);
         }
-    const feeds: Record<string, ort.Tensor> = { [G.writeAt]: new ort.Tensor("int64", at, [rows, kvHeads, tokensPerRow, 3]) };
-    for (let l = 0; l < this.shape.layers; l++) {
-      feeds[D.presentKey(l)] = out[D.presentKey(l)];
-      feeds[D.presentValue(l)] = out[D.presentValue(l)];
-    }
+    // A leading axis of 1, as each layer's part of the presents has.
+    const feeds: Record<string, ort.Tensor> = { [G.writeAt]: new ort.Tensor("int64", at, [1, rows, kvHeads, tokensPerRow, 3]), [D.presents]: out[D.presents] };
     await this.runInPlace(this.graphs.write, feeds);
     for (let r = 0; r < rows; r++) if (keep[r]) this.lengths[firstSlot + r] += tokensPerRow;
   }
@@ -247,20 +246,28 @@ function pastGraph(shape: Shape, element: FloatElement): Uint8Array {
   });
 }
 
-/** Pools and the decoder's presents in -> pools out, each new key and value written at its (slot, head, position). */
+/**
+ * Pools and the decoder's presents in -> pools out, each new key and value written at its (slot,
+ * head, position): the presents split into their layers' keys and values ([1, rows, heads, seq,
+ * head_dim] each, written through indices with the same leading axis).
+ */
 function writeGraph(shape: Shape, element: FloatElement): Uint8Array {
-  const present = (name: string): SmallValue => ({ name, type: element, dims: ["rows", shape.kvHeads, "seq", shape.headDim] });
+  const entries = 2 * shape.layers;
+  const part = (l: number, kind: "key" | "value") => G.presentPart(presentEntry(l, kind));
   return smallGraphBytes({
     name: "decoder_cache_write",
-    nodes: layersOf(shape).flatMap((l): SmallNode[] => [
-      { op: "ScatterND", inputs: [G.keyPool(l), G.writeAt, D.presentKey(l)], outputs: [G.keyPoolOut(l)] },
-      { op: "ScatterND", inputs: [G.valuePool(l), G.writeAt, D.presentValue(l)], outputs: [G.valuePoolOut(l)] },
-    ]),
+    nodes: [
+      { op: "Split", inputs: [D.presents], outputs: Array.from({ length: entries }, (_, i) => G.presentPart(i)), attributes: { axis: 0 } },
+      ...layersOf(shape).flatMap((l): SmallNode[] => [
+        { op: "ScatterND", inputs: [G.keyPool(l), G.writeAt, part(l, "key")], outputs: [G.keyPoolOut(l)] },
+        { op: "ScatterND", inputs: [G.valuePool(l), G.writeAt, part(l, "value")], outputs: [G.valuePoolOut(l)] },
+      ]),
+    ],
     inputs: [
       ...poolValues(shape, G.keyPool, element),
       ...poolValues(shape, G.valuePool, element),
-      ...layersOf(shape).flatMap((l) => [present(D.presentKey(l)), present(D.presentValue(l))]),
-      { name: G.writeAt, type: ElementType.int64, dims: ["rows", shape.kvHeads, "seq", 3] },
+      { name: D.presents, type: element, dims: [entries, "rows", shape.kvHeads, "seq", shape.headDim] },
+      { name: G.writeAt, type: ElementType.int64, dims: [1, "rows", shape.kvHeads, "seq", 3] },
     ],
     outputs: [...poolValues(shape, G.keyPoolOut, element), ...poolValues(shape, G.valuePoolOut, element)],
   });

@@ -294,7 +294,7 @@ export class SpeechSession {
 function decoderFetches(layers: number, outputs: DecodeOutputs): string[] {
   const fetches: string[] = [];
   if (outputs.logits ?? true) fetches.push(D.logits);
-  for (let l = 0; l < layers; l++) fetches.push(D.presentKey(l), D.presentValue(l));
+  fetches.push(D.presents);
   if (outputs.alignment) fetches.push(D.alignment);
   if (outputs.top) fetches.push(D.topLogprobs, D.topIds);
   return fetches;

@@ -5,7 +5,7 @@
  */
 import * as ort from "onnxruntime-node";
 import { afterAll, describe, expect, it } from "vitest";
-import { SPEECH_GRAPH } from "../../../../src/runtime/artifact/index.js";
+import { presentEntry, SPEECH_GRAPH } from "../../../../src/runtime/artifact/index.js";
 import { type DecoderCache, HostDecoderCache } from "../../../../src/runtime/speech-worker/decoder-cache.js";
 import { decoderPastSpan, DeviceDecoderCache } from "../../../../src/runtime/speech-worker/device-decoder-cache.js";
 
@@ -17,15 +17,10 @@ const SLOTS = 4;
 let seed = 11;
 const random = (n: number) => Float32Array.from({ length: n }, () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) * 2 - 1);
 
-/** Presents of `rows` rows of `tokens` new positions for every layer, [rows, heads, tokens, head_dim], as the decoder returns them. */
+/** Presents of `rows` rows of `tokens` new positions for every layer, [2 * layers, rows, heads, tokens, head_dim], as the decoder returns them. */
 function presents(rows: number, tokens: number): ort.InferenceSession.ReturnType {
-  const out: Record<string, ort.Tensor> = {};
-  const dims = [rows, shape.kvHeads, tokens, shape.headDim];
-  for (let l = 0; l < shape.layers; l++) {
-    out[D.presentKey(l)] = new ort.Tensor("float32", random(rows * shape.kvHeads * tokens * shape.headDim), dims);
-    out[D.presentValue(l)] = new ort.Tensor("float32", random(rows * shape.kvHeads * tokens * shape.headDim), dims);
-  }
-  return out;
+  const dims = [2 * shape.layers, rows, shape.kvHeads, tokens, shape.headDim];
+  return { [D.presents]: new ort.Tensor("float32", random(dims.reduce((a, b) => a * b, 1)), dims) };
 }
 
 /** Slot `slot`'s cached keys and values per layer, [head][position][d], read through the cache's past feeds. */
@@ -141,11 +136,12 @@ describe("DeviceDecoderCache (its graphs on the CPU provider)", () => {
     const count = dims.reduce((a, b) => a * b, 1);
     // Half-precision bit patterns of 1.0 upwards, a different run per layer and kind.
     const bits = (offset: number) => Uint16Array.from({ length: count }, (_, i) => 0x3c00 + offset + i);
-    const out: Record<string, ort.Tensor> = {};
+    const packed = new Uint16Array(2 * shape.layers * count);
     for (let l = 0; l < shape.layers; l++) {
-      out[D.presentKey(l)] = new ort.Tensor("float16", bits(100 * l), dims);
-      out[D.presentValue(l)] = new ort.Tensor("float16", bits(100 * l + 50), dims);
+      packed.set(bits(100 * l), presentEntry(l, "key") * count);
+      packed.set(bits(100 * l + 50), presentEntry(l, "value") * count);
     }
+    const out = { [D.presents]: new ort.Tensor("float16", packed, [2 * shape.layers, ...dims]) };
     await half.write(1, [true, true], 3, out);
     await half.copyPrefixes([{ from: 2, to: 0, length: 3 }]);
     const past = await half.pastFeeds(0, 3);
