@@ -10,15 +10,16 @@
  * large-v3's vocabulary, written here when missing), compiled the way `kiln pull` + `kiln compile`
  * compile a real one: on `--device webgpu` the GPU artifact of each of `--builds` (its activations,
  * float32 or float16), the CPU artifact for the CPU engine.
- * The speech session (the worker's runtime: encoder, device window store, decoder cache) is driven as
- * beam search drives it, without the scheduler. Per shape it prints:
- * - encode: ms to encode one 30 s window into the window store (median of `--runs`, at least 3, after
- *   a warm-up; timed to a small decoder call's answer after it, less that call alone, since a run whose
- *   outputs stay on the device returns before its work is done);
+ * Each is measured as `kiln bench <whisper slug>` measures (measureSpeechThroughput): through the
+ * speech worker (encoder, device window store, decoder cache on its thread), driven as beam search
+ * drives it, without the scheduler. Per shape it prints:
+ * - encode: ms to encode one 30 s window into the window store (median of `--runs`, after a warm-up;
+ *   timed to a small decoder call's answer after it, less that call alone, since a run whose outputs
+ *   stay on the device returns before its work is done);
  * - per `--rows` count (transcriptions x `--beams` rows, one window each): the prompt call (each row's
  *   `--context` tokens into an empty cache) and then ms per decoder step of `--steps` one-token calls,
  *   each reordering the beams (a cycle within every transcription, as beam search moves rows) and
- *   fetching each row's 2 x beams likeliest tokens under a rule mask, as the worker does;
+ *   fetching each row's 2 x beams likeliest tokens under Whisper's rules, as the worker does;
  * - a 30 s window's estimate: encode + the prompt + 100 steps (about 100 tokens of speech), in seconds;
  * - PyTorch (transformers' WhisperForConditionalGeneration, float16, random weights of the same shape:
  *   the encoder, then the decoder stepped with its cache, beams reordered each step) when `python3`
@@ -34,10 +35,10 @@ import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { compileCt2Whisper } from "../src/compiler/compile-whisper.js";
 import type { BuildDevice, DeviceActivations } from "../src/compiler/compile.js";
-import { WINDOW_FRAMES } from "../src/runtime/artifact/index.js";
 import type { ComputeDevice } from "../src/runtime/device/index.js";
-import { SpeechSession } from "../src/runtime/speech-worker/session.js";
-import { ensureSyntheticWhisper, SYNTHETIC_WHISPER_VOCAB, specialId, type WhisperShapeSpec, whisperShapesNamed } from "./synthetic-whisper.js";
+import { LoadedSpeechModel } from "../src/runtime/loaded-speech-model.js";
+import { measureSpeechThroughput } from "../src/scheduler/index.js";
+import { ensureSyntheticWhisper, SYNTHETIC_WHISPER_VOCAB, type WhisperShapeSpec, whisperShapesNamed } from "./synthetic-whisper.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -88,11 +89,6 @@ const WINDOW_TOKENS = 100;
 const dir = resolve(args.dir!);
 const home = join(dir, "home");
 
-const median = (xs: number[]) => {
-  const s = [...xs].filter(Number.isFinite).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err)).split("\n")[0];
 const fmt = (v: number | undefined, digits = 1) => (v === undefined || !Number.isFinite(v) ? "-" : v.toFixed(digits));
 const ratio = (a: number | undefined, b: number | undefined) => (a && b && Number.isFinite(a) && Number.isFinite(b) ? `${(a / b).toFixed(2)}x` : "-");
@@ -116,83 +112,23 @@ interface ShapeResult {
   systems: Array<{ name: string; figures: SessionFigures | Skipped }>;
 }
 
-/** A window's log-mel features: a smooth pattern in Whisper's normalized range, the same every run. */
-function melWindow(melBins: number): Float32Array {
-  const mel = new Float32Array(melBins * WINDOW_FRAMES);
-  for (let m = 0; m < melBins; m++) for (let t = 0; t < WINDOW_FRAMES; t++) mel[m * WINDOW_FRAMES + t] = 0.6 * Math.sin(0.013 * t * (1 + m / 17)) - 0.2;
-  return mel;
-}
-
-/** The prompt each row starts from: <|startoftranscript|> <|en|> <|transcribe|> <|notimestamps|>, then byte tokens. */
-function promptTokens(n: number): number[] {
-  const head = [specialId("<|startoftranscript|>"), specialId("<|en|>"), specialId("<|transcribe|>"), specialId("<|notimestamps|>")];
-  return Array.from({ length: n }, (_, i) => (i < head.length ? head[i] : 65 + (i % 26)));
-}
-
-/** The session of `artifactDir` on `on`, stepped as beam search steps it at each row count. */
-async function measureSession(name: string, artifactDir: string, on: ComputeDevice, shape: WhisperShapeSpec): Promise<SessionFigures> {
+/**
+ * The model of `artifactDir` on `on`, measured as \`kiln bench <whisper slug>\` measures it
+ * (measureSpeechThroughput: through the speech worker, beam search's calls at each row count).
+ */
+async function measureSession(name: string, artifactDir: string, on: ComputeDevice): Promise<SessionFigures> {
   const slots = Math.max(...rowCounts);
-  const session = await SpeechSession.load(artifactDir, { device: on, threads, slots, rowsPerWindow: beams });
+  const model = await LoadedSpeechModel.load(artifactDir, { device: on, threads, slots, rowsPerWindow: beams });
   try {
-    const mel = melWindow(shape.melBins);
-    const k = 2 * beams;
-    // A run whose outputs stay on the device returns once its work is queued, so an encode is timed
-    // with one small decoder call after it (a row that keeps nothing, its top token fetched), less
-    // that call alone.
-    const oneRowMask = new Float32Array(SYNTHETIC_WHISPER_VOCAB);
-    const drain = () => session.decode(0, [0], [false], 1, [specialId("<|startoftranscript|>")], { logits: false, top: { mask: oneRowMask, k: 1 } });
-    const timedMs = async (fn: () => Promise<unknown>) => {
-      const t0 = performance.now();
-      await fn();
-      return performance.now() - t0;
-    };
-    await session.encode(0, mel); // warm-up: the first runs compile the device's kernels
-    await drain();
-    const encodes: number[] = [];
-    const drains: number[] = [];
-    for (let r = 0; r < Math.max(runs, 3); r++) {
-      encodes.push(
-        await timedMs(async () => {
-          await session.encode(0, mel);
-          await drain();
-        }),
-      );
-      drains.push(await timedMs(drain));
-    }
-    const figures: SessionFigures = { encodeMs: median(encodes) - median(drains), rows: {} };
-    for (const n of rowCounts) {
-      for (let slot = 0; slot < n; slot += beams) await session.encode(slot, mel);
-      const mask = new Float32Array(n * SYNTHETIC_WHISPER_VOCAB);
-      // Whisper's rules at every step: no end of text, no special token but timestamps.
-      for (let r = 0; r < n; r++)
-        mask.fill(-Infinity, r * SYNTHETIC_WHISPER_VOCAB + specialId("<|endoftext|>"), r * SYNTHETIC_WHISPER_VOCAB + specialId("<|0.00|>"));
-      const keep = new Array<boolean>(n).fill(true);
-      const prompt = promptTokens(context);
-      const runOnce = async (): Promise<RowFigures> => {
-        const t0 = performance.now();
-        let out = await session.decode(0, new Array<number>(n).fill(0), keep, context, Array.from({ length: n }, () => prompt).flat(), {
-          logits: false,
-          top: { mask, k },
-        });
-        const promptMs = performance.now() - t0;
-        const t1 = performance.now();
-        for (let s = 0; s < steps; s++) {
-          // Each transcription's beams rotate by one: every row continues another's hypothesis.
-          const from = Array.from({ length: n }, (_, r) => r - (r % beams) + ((r + 1) % beams));
-          const next = from.map((f) => out.top!.tokens[f * k]);
-          out = await session.decode(0, new Array<number>(n).fill(context + s), keep, 1, next, { logits: false, top: { mask, k } }, from);
-        }
-        return { promptMs, msPerStep: (performance.now() - t1) / steps };
-      };
-      await runOnce(); // warm-up at this row count
-      const measured: RowFigures[] = [];
-      for (let r = 0; r < runs; r++) measured.push(await runOnce());
-      figures.rows[n] = { promptMs: median(measured.map((m) => m.promptMs)), msPerStep: median(measured.map((m) => m.msPerStep)) };
-      log(`  ${name}, ${n} rows: prompt ${fmt(figures.rows[n].promptMs)} ms, ${fmt(figures.rows[n].msPerStep)} ms a step`);
+    const measured = await measureSpeechThroughput(model, { transcriptions: rowCounts.map((n) => n / beams), beams, context, steps, runs: Math.max(runs, 1) });
+    const figures: SessionFigures = { encodeMs: measured.encodeMs, rows: {} };
+    for (const d of measured.decode) {
+      figures.rows[d.rows] = { promptMs: d.promptMs, msPerStep: d.msPerStep };
+      log(`  ${name}, ${d.rows} rows: prompt ${fmt(d.promptMs)} ms, ${fmt(d.msPerStep)} ms a step`);
     }
     return figures;
   } finally {
-    await session.release();
+    await model.close();
   }
 }
 
@@ -263,7 +199,7 @@ for (const shape of shapes) {
   const measure = async (name: string, on: ComputeDevice & BuildDevice, activations?: DeviceActivations) => {
     let figures: SessionFigures | Skipped;
     try {
-      figures = await measureSession(name, await compile(on, activations), on, shape);
+      figures = await measureSession(name, await compile(on, activations), on);
     } catch (err) {
       figures = { skipped: `failed: ${message(err)}` };
     }

@@ -31,28 +31,38 @@ export const DEFAULT_BEAM_SIZE = 5;
 export const DEFAULT_SPEECH_SLOTS = 4;
 
 /**
- * Provisions a speech model's artifact and serves it: encoder and decoder on their own worker
- * thread, `maxRunning` transcriptions (default {@link DEFAULT_SPEECH_SLOTS}) decoded together.
+ * Provisions a speech model's artifact and loads it on its worker thread, with a decoder row per
+ * beam of `maxRunning` transcriptions (default {@link DEFAULT_SPEECH_SLOTS}), unserved.
  */
-export async function loadSpeechModel(slug: string, options: LoadSpeechModelOptions = {}): Promise<ServedSpeechModel> {
+export async function loadSpeechWorker(slug: string, options: LoadSpeechModelOptions = {}): Promise<LoadedSpeechModel> {
   const { kind } = getModel(slug);
   if (kind !== "transcription") throw new WrongKindError(slug, kind, "a transcription model");
   const compiled = await provisionArtifact(slug, { ...options, pull: { ...options.pull, signal: options.signal ?? options.pull?.signal } });
   options.signal?.throwIfAborted();
   options.onStage?.("loading the model");
   const device = options.device ?? "cpu";
-  const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
   const beamSize = options.beamSize ?? DEFAULT_BEAM_SIZE;
   // Read at load, not at startup: the models loaded since then hold their part of the adapter.
   const memory = device === "cpu" ? null : (options.adapterMemory?.() ?? null);
   // Each running transcription holds a decoder row per beam.
-  const loaded = await LoadedSpeechModel.load(compiled.dir, {
+  return LoadedSpeechModel.load(compiled.dir, {
     device,
     threads: options.threads ?? 2,
-    slots: slots * beamSize,
+    slots: (options.maxRunning ?? DEFAULT_SPEECH_SLOTS) * beamSize,
     rowsPerWindow: beamSize,
     ...(memory ? { adapterFreeBytes: memory.totalBytes - memory.usedBytes } : {}),
   });
+}
+
+/**
+ * Provisions a speech model's artifact and serves it: encoder and decoder on their own worker
+ * thread, `maxRunning` transcriptions (default {@link DEFAULT_SPEECH_SLOTS}) decoded together.
+ */
+export async function loadSpeechModel(slug: string, options: LoadSpeechModelOptions = {}): Promise<ServedSpeechModel> {
+  const device = options.device ?? "cpu";
+  const slots = options.maxRunning ?? DEFAULT_SPEECH_SLOTS;
+  const beamSize = options.beamSize ?? DEFAULT_BEAM_SIZE;
+  const loaded = await loadSpeechWorker(slug, options);
   if (options.signal?.aborted) {
     await loaded.close();
     options.signal.throwIfAborted();

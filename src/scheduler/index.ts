@@ -34,5 +34,12 @@ export type * from "./types.js";
 export type * from "./speech/types.js";
 export { joinSegmentTexts } from "./speech/segments.js";
 export { VadUnavailableError } from "./speech/vad-filter.js";
+export {
+  measureSpeechThroughput,
+  type SpeechDecodeFigures,
+  type SpeechThroughputFigures,
+  type SpeechThroughputPlan,
+  windowSeconds,
+} from "./speech/throughput.js";
 export type { ToolCallParser, ToolFunction, ToolOutputPiece, ToolUse } from "./tools/types.js";
 export { CallParser, chooseToolDialect, toolConstraint, type CallSyntax, type ToolDialect } from "./tools/index.js";

@@ -1,13 +1,13 @@
 /**
- * `kiln bench` on the embedded SmolLM2 on the CPU, as a user runs it: the real model through the
- * engine `kiln serve` runs. Its figures are not checked against a speed (they are measured, not
+ * `kiln bench` on the embedded SmolLM2 and whisper tiny.en on the CPU, as a user runs it: the real
+ * models through the engine (or speech worker) `kiln serve` runs. Its figures are not checked against a speed (they are measured, not
  * asserted), only for what they must be: positive, decode steps measured at every asked number of
  * sequences, tokens per second that follow from the step time, and bad flags refused.
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import type { ThroughputFigures, ThroughputPlan } from "../../../src/scheduler/index.js";
+import type { SpeechThroughputFigures, SpeechThroughputPlan, ThroughputFigures, ThroughputPlan } from "../../../src/scheduler/index.js";
 import { KILN_BIN } from "../../support/server.js";
 import { TEXT_SLUG } from "../../support/model.js";
 
@@ -58,5 +58,32 @@ describe("kiln bench", () => {
     const long = await kiln(["bench", TEXT_SLUG, "--prompt", "100000", "--runs", "1"]);
     expect(long.code).toBe(2);
     expect(long.stderr).toMatch(/serves \d+ tokens per sequence here/);
+  }, 120_000);
+
+  it("measures a transcription model's encode and beam-search decoder calls at each number of transcriptions", async () => {
+    const { code, stdout, stderr } = await kiln(["bench", "whisper-tiny-en", "--rows", "1,2", "--beams", "2", "--steps", "4", "--runs", "1", "--json"]);
+    expect(code, stderr).toBe(0);
+    const out = JSON.parse(stdout) as { model: string; artifact: string; device: string; plan: SpeechThroughputPlan } & SpeechThroughputFigures;
+    expect(out).toMatchObject({ model: "whisper-tiny-en", device: "cpu", plan: { transcriptions: [1, 2], beams: 2, context: 8, steps: 4, runs: 1 } });
+    expect(out.artifact).toMatch(/^whisper-tiny-en-/);
+    expect(out.encodeMs).toBeGreaterThan(0);
+    expect(out.decode.map((d) => [d.transcriptions, d.rows])).toEqual([
+      [1, 2],
+      [2, 4],
+    ]);
+    for (const d of out.decode) {
+      expect(d.promptMs).toBeGreaterThan(0);
+      expect(d.msPerStep).toBeGreaterThan(0);
+    }
+    const table = await kiln(["bench", "whisper-tiny-en", "--rows", "1", "--beams", "1", "--steps", "2", "--runs", "1"]);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^encode a 30 s window: \d+ ms$/m);
+    expect(table.stdout).toMatch(/^\s+1\s+1\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+$/m);
+  }, 120_000);
+
+  it("refuses more decoder steps than a window holds, with exit 2", async () => {
+    const long = await kiln(["bench", "whisper-tiny-en", "--rows", "1", "--steps", "1000", "--runs", "1"]);
+    expect(long.code).toBe(2);
+    expect(long.stderr).toMatch(/decodes 448 tokens a window; --steps 1000 needs at most \d+/);
   }, 120_000);
 });
