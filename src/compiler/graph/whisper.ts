@@ -141,8 +141,8 @@ export type WhisperActivations = "float32" | "float16";
 /**
  * How the decoder takes its log-probabilities under Whisper's rules: "operator", onnx LogSoftmax (the
  * CPU's one kernel); "reduced", the row less its maximum less the log-sum-exp of that, for the GPU
- * target (onnxruntime's WebGPU provider has no LogSoftmax: the node ran on the CPU provider, the
- * logits copied back mid-step and the log-probabilities uploaded again for the top k).
+ * target (onnxruntime's WebGPU provider has no LogSoftmax: the node would run on the CPU provider,
+ * the logits copied back mid-call and the log-probabilities uploaded again for the top k).
  */
 export type DecoderLogSoftmax = "operator" | "reduced";
 

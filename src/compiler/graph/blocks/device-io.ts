@@ -76,8 +76,8 @@ const gqaLengthsByGraph = new WeakMap<BlockContext, [string, string]>();
  * less one (`seqlens_k`, [rows] int32, as a row's positions are its cache indices from 0), and the
  * longest row's total is `total_sequence_length` (an int32 scalar). Built once per graph.
  * The total is taken over the int64 positions, which stay with the CPU provider as the position ids
- * do: GroupQueryAttention reads it on the CPU, and taken over the int32 lengths it ran on the device
- * and was copied back mid-step, a wait for everything queued before it (seen in a WebGPU profile).
+ * do: GroupQueryAttention reads it on the CPU, and taken over the int32 lengths it would run on the
+ * device and be copied back mid-step, a wait for everything queued before it.
  */
 export function gqaLengths(ctx: BlockContext): [seqlensK: string, total: string] {
   const done = gqaLengthsByGraph.get(ctx);
@@ -267,7 +267,7 @@ function maskedLogits(ctx: BlockContext, logits: string, vocab: number): string 
   const g = ctx.g;
   // Bit j of a word is floor(word / 2^j) mod 2 on its unsigned value: plain uint32 division and
   // multiplication, which the WebGPU provider runs. The bits are sliced to the vocabulary as floats:
-  // the provider slices no uint32, and a Slice on the CPU provider copied the bits back mid-step.
+  // the provider slices no uint32, and a Slice on the CPU provider would copy the bits back mid-step.
   const words = g.op("Unsqueeze", [g.op("Cast", [D.tokenMask], { attributes: { to: DataType.UINT32 } }), g.int64s([2])]);
   const powers = new Uint32Array(MASK_WORD_BITS).map((_, j) => 2 ** j);
   const shifted = g.op("Div", [words, g.constant(DataType.UINT32, [MASK_WORD_BITS], powers, "u32")]);

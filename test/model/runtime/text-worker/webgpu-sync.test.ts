@@ -7,9 +7,9 @@
  *
  * Checked on onnxruntime's profile of a prompt and two decode steps (on CI, Mesa's lavapipe), on tiny
  * random models of each kind of GPU graph: GroupQueryAttention and the explicit attention, Gemma 2's
- * soft caps, Gemma 3's rings, float16 activations. Two such copies were found this way and removed:
- * GroupQueryAttention's total length computed on the device, and the constraint bitset sliced on the
- * CPU (the provider slices no uint32).
+ * soft caps, Gemma 3's rings, float16 activations. What makes one: a CPU node on a value the device
+ * computed, such as GroupQueryAttention's total length taken over int32 lengths (the provider computes
+ * those) or a Slice of uint32 bits (the provider slices no uint32).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
