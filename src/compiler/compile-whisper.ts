@@ -17,7 +17,7 @@ import { ArtifactFolder, artifactId, sha256File } from "./artifact-writer.js";
 import { type BuildDevice, COMPILER_VERSION, type CompileResult, type DeviceActivations, SourceChangedError } from "./compile.js";
 import { type Ct2Config, Ct2FormatError, Ct2Model, readCt2Config } from "./ct2/reader.js";
 import { readHfTokenizer, whisperTokenizerSpec, whisperTokens } from "./ct2/whisper-tokens.js";
-import { buildWhisper, countLayers, type DecoderLogSoftmax, type EncoderAttention, type WhisperHyper } from "./graph/whisper.js";
+import { buildWhisper, countLayers, type DecoderLogSoftmax, type DecoderTopK, type EncoderAttention, type WhisperHyper } from "./graph/whisper.js";
 import { GraphBuilder } from "./onnx/graph-builder.js";
 
 /** The files of a CTranslate2 Whisper folder the compiler reads (hashed into the artifact id). */
@@ -46,7 +46,7 @@ export interface Ct2CompileRequest {
 }
 
 /** Options that shape the graphs (part of the artifact id); only float32 weights today. */
-const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: "in-graph", presents: "packed" } as const;
+const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: "in-graph", presents: "packed", top: "packed" } as const;
 
 /**
  * The options a build for `device` adds to the id: none on the CPU, and no activations when they are
@@ -55,9 +55,9 @@ const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: 
 function deviceOptions(
   device: BuildDevice,
   activations: DeviceActivations,
-): { device?: BuildDevice; encoderAttention?: EncoderAttention; logSoftmax?: DecoderLogSoftmax; activations?: "float16" } {
+): { device?: BuildDevice; encoderAttention?: EncoderAttention; logSoftmax?: DecoderLogSoftmax; topK?: DecoderTopK; activations?: "float16" } {
   if (device === "cpu") return {};
-  return { device, encoderAttention: "explicit", logSoftmax: "reduced", ...(activations === "float16" ? { activations } : {}) };
+  return { device, encoderAttention: "explicit", logSoftmax: "reduced", topK: "blocks", ...(activations === "float16" ? { activations } : {}) };
 }
 
 export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<CompileResult> {
@@ -92,8 +92,8 @@ export async function compileCt2Whisper(req: Ct2CompileRequest): Promise<Compile
     stage("building graphs");
     const encoder = new GraphBuilder(folder.path(SPEECH_FILES.encoderWeights));
     const decoder = new GraphBuilder(folder.path(SPEECH_FILES.decoderWeights));
-    const { encoderAttention, logSoftmax } = deviceOptions(device, activations);
-    const choices = buildWhisper({ encoder, decoder }, model, hyper, { encoderAttention, logSoftmax, activations });
+    const { encoderAttention, logSoftmax, topK } = deviceOptions(device, activations);
+    const choices = buildWhisper({ encoder, decoder }, model, hyper, { encoderAttention, logSoftmax, topK, activations });
     const speechIo = { encoder: ioOf(encoder), decoder: ioOf(decoder) };
     checkSpeechGraphIo(speechIo, hyper, `the graphs built for ${req.slug}`);
     writeFileSync(folder.path(SPEECH_FILES.encoder), encoder.finish(`${req.slug}-encoder`, COMPILER_VERSION, { kiln_artifact: id }));

@@ -1,6 +1,7 @@
 import { presentEntry, SPEECH_GRAPH, type WhisperShape } from "../../runtime/artifact/index.js";
 import type { GraphBuilder } from "../onnx/graph-builder.js";
 import { DataType } from "../onnx/onnx-proto.js";
+import { topByBlocks } from "./blocks/top-k.js";
 import type { Choice } from "./weights.js";
 
 /**
@@ -31,6 +32,12 @@ const LN_EPS = 1e-5;
 const MS = "com.microsoft";
 const E = SPEECH_GRAPH.encoder;
 const D = SPEECH_GRAPH.decoder;
+/**
+ * How many likeliest tokens a decoder call is shaped to return per row: beam search ranks twice its
+ * beams, and a transcription takes at most 16. A call asking for more is still exact, its sort then
+ * taking more dispatches on the GPU.
+ */
+const WIDEST_TOP_K = 32;
 
 /** A CTranslate2 linear weight ([out, in], row-major) as the [in, out] matrix MatMul wants. */
 function transposed(w: Float32Array, rows: number, cols: number): Float32Array {
@@ -146,12 +153,21 @@ export type WhisperActivations = "float32" | "float16";
  */
 export type DecoderLogSoftmax = "operator" | "reduced";
 
+/**
+ * How the decoder takes each row's likeliest tokens: "whole", one TopK over the vocabulary (the CPU's
+ * partial sort, cheapest there); "blocks", the top k of each block of 2,048, then of those
+ * (topByBlocks), for the GPU target, whose TopK sorts a longer row in about 138 dispatches.
+ */
+export type DecoderTopK = "whole" | "blocks";
+
 /** Options of {@link buildWhisper}. */
 export interface WhisperBuildOptions {
   /** The encoder's self-attention. Default "fused". */
   encoderAttention?: EncoderAttention;
   /** The decoder's log-softmax. Default "operator". */
   logSoftmax?: DecoderLogSoftmax;
+  /** The decoder's top k. Default "whole". */
+  topK?: DecoderTopK;
   /** The graphs' activations. Default "float32". */
   activations?: WhisperActivations;
 }
@@ -270,6 +286,7 @@ class WhisperDecoder {
   constructor(
     private readonly o: WhisperOps,
     private readonly logSoftmax: DecoderLogSoftmax,
+    private readonly topK: DecoderTopK,
   ) {}
 
   private get scale(): number {
@@ -354,7 +371,8 @@ class WhisperDecoder {
   /**
    * Each row's likeliest tokens under Whisper's rules, so that a greedy or beam step returns k values
    * a row instead of its vocabulary: the runtime's mask, then the timestamp rule (timestamps forced
-   * when their total probability beats the likeliest text token's), log-softmax, top k.
+   * when their total probability beats the likeliest text token's), log-softmax, the top k
+   * (DecoderTopK), packed with their ids.
    */
   private emitTopLogprobs(): void {
     const { g } = this.o;
@@ -367,7 +385,16 @@ class WhisperDecoder {
     const forced = g.op("Where", [g.op("Greater", [stampMass, bestText]), g.constant(DataType.FLOAT, [], Float32Array.of(-Infinity), "minus_infinity"), text]);
     const ruled = g.op("Concat", [forced, stamps], { attributes: { axis: 1 } });
     const logprobs = this.logSoftmax === "operator" ? g.op("LogSoftmax", [ruled], { attributes: { axis: 1 } }) : this.reducedLogSoftmax(ruled);
-    g.node("TopK", [logprobs, D.topK], { outputs: 2, names: [D.topLogprobs, D.topIds], attributes: { axis: 1, largest: 1, sorted: 1 } });
+    // [batch, 1, k] values and float ids, packed along axis 1.
+    const count = g.op("Min", [D.topK, g.int64s([this.o.h.vocab])]);
+    let values: string, ids: string;
+    if (this.topK === "blocks") {
+      [ids, values] = topByBlocks(g, g.op("Unsqueeze", [logprobs, rowAxis]), { count, width: this.o.h.vocab, widestCount: WIDEST_TOP_K });
+    } else {
+      const [top, at] = g.node("TopK", [logprobs, count], { outputs: 2, attributes: { axis: 1, largest: 1, sorted: 1 } });
+      [values, ids] = [g.op("Unsqueeze", [top, rowAxis]), g.op("Unsqueeze", [g.op("Cast", [at], { attributes: { to: DataType.FLOAT } }), rowAxis])];
+    }
+    g.node("Concat", [values, ids], { names: [D.top], attributes: { axis: 1 } });
   }
 
   /** log-softmax over axis 1 in reductions the WebGPU provider runs: x - m - log(sum(exp(x - m))), m the row's maximum. */
@@ -398,8 +425,7 @@ class WhisperDecoder {
     g.input(D.textTokens, DataType.INT64, [1]);
     g.input(D.topK, DataType.INT64, [1]);
     g.output(D.alignment, DataType.FLOAT, ["batch", h.alignmentHeads.length, "seq", h.audioContext]);
-    g.output(D.topLogprobs, DataType.FLOAT, ["batch", "top_k"]);
-    g.output(D.topIds, DataType.INT64, ["batch", "top_k"]);
+    g.output(D.top, DataType.FLOAT, ["batch", 2, "top_k"]);
     const pastLen = g.op("Shape", [D.pastKey(0)], { attributes: { start: 3, end: 4 } });
     this.seqLen = g.op("Shape", [D.inputIds], { attributes: { start: 1, end: 2 } });
     this.batch = g.op("Shape", [D.inputIds], { attributes: { start: 0, end: 1 } });
@@ -470,7 +496,11 @@ export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: Wh
   encoder.build();
   builders.encoder.halfFloats = false;
   builders.decoder.halfFloats = half;
-  const decoderChoices = new WhisperDecoder(new WhisperOps(builders.decoder, w, h, activation), options.logSoftmax ?? "operator").build();
+  const decoderChoices = new WhisperDecoder(
+    new WhisperOps(builders.decoder, w, h, activation),
+    options.logSoftmax ?? "operator",
+    options.topK ?? "whole",
+  ).build();
   builders.decoder.halfFloats = false;
   return [
     ...encoder.choices,
@@ -482,6 +512,16 @@ export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: Wh
             choice: "the row less its maximum less the log-sum-exp of that (ReduceMax, ReduceLogSumExp)",
             exact: true,
             why: "the GPU target: onnxruntime's WebGPU provider has no LogSoftmax, which would run on the CPU, the logits copied back mid-step",
+          },
+        ]
+      : []),
+    ...(options.topK === "blocks"
+      ? [
+          {
+            what: "decoder top k",
+            choice: "the top k of each block of 2,048 log-probabilities, then of those (two sorts of one dispatch each)",
+            exact: true,
+            why: "the GPU target: onnxruntime's WebGPU TopK sorts a longer row in global memory, in about 138 dispatches over Whisper's vocabulary",
           },
         ]
       : []),

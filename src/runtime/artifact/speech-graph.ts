@@ -66,17 +66,18 @@ export const SPEECH_GRAPH = {
     ruleMask: "rule_mask",
     /** int64 [1]: the first timestamp token's id; tokens below it are text (for the timestamp rule). */
     textTokens: "text_tokens",
-    /** int64 [1]: how many of each row's likeliest tokens {@link topIds} returns. */
+    /** int64 [1]: how many of each row's likeliest tokens {@link top} returns. */
     topK: "top_k",
     /** float32 [batch, vocab]: the last position's logits (fetched only when a row needs them whole). */
     logits: "logits",
     /**
-     * float32 [batch, top_k]: each row's likeliest log-probabilities under its rules (the mask, then
-     * timestamps forced where they are jointly likelier than any text token), likeliest first.
+     * float32 [batch, 2, top_k]: each row's likeliest log-probabilities under its rules (the mask,
+     * then timestamps forced where they are jointly likelier than any text token), likeliest first
+     * (on equal log-probabilities the lower id first), at [row, 0], and their token ids as floats
+     * (exact below 2^24) at [row, 1]; an entry of log-probability -inf is no token (its id may be -1).
+     * One output for both, as for {@link presents}.
      */
-    topLogprobs: "top_logprobs",
-    /** int64 [batch, top_k]: their token ids (on equal log-probabilities the lower id first). */
-    topIds: "top_ids",
+    top: "top",
     /**
      * [2 * layers, batch, heads, seq, head_dim] in the activations' type: every layer's new
      * self-attention keys and values, entry 2l layer l's keys and 2l + 1 its values
@@ -167,7 +168,7 @@ export function speechGraphIo(shape: Pick<WhisperShape, "decoderLayers">): { enc
         d.textTokens,
         d.topK,
       ],
-      outputs: [d.logits, d.presents, d.alignment, d.topLogprobs, d.topIds],
+      outputs: [d.logits, d.presents, d.alignment, d.top],
     },
   };
 }

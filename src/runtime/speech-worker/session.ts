@@ -38,7 +38,7 @@ export interface DecoderOutput {
   logits?: Float32Array;
   /** [rows, alignment heads, tokensPerRow, audio context]. */
   alignment?: Float32Array;
-  /** [rows, k] token ids and their log-probabilities, likeliest first. */
+  /** [rows, k] token ids and their log-probabilities, likeliest first; an entry at -inf is no token (its id may be -1). */
   top?: { k: number; tokens: Int32Array; logprobs: Float32Array };
 }
 
@@ -233,10 +233,7 @@ export class SpeechSession {
     const result: DecoderOutput = {};
     if (outputs.logits ?? true) result.logits = out[D.logits].data as Float32Array;
     if (outputs.alignment) result.alignment = out[D.alignment].data as Float32Array;
-    if (outputs.top) {
-      const ids = out[D.topIds];
-      result.top = { k: ids.dims[1], tokens: Int32Array.from(ids.data as BigInt64Array, Number), logprobs: out[D.topLogprobs].data as Float32Array };
-    }
+    if (outputs.top) result.top = unpackTop(out[D.top]);
     return result;
   }
 
@@ -296,8 +293,21 @@ function decoderFetches(layers: number, outputs: DecodeOutputs): string[] {
   if (outputs.logits ?? true) fetches.push(D.logits);
   fetches.push(D.presents);
   if (outputs.alignment) fetches.push(D.alignment);
-  if (outputs.top) fetches.push(D.topLogprobs, D.topIds);
+  if (outputs.top) fetches.push(D.top);
   return fetches;
+}
+
+/** The decoder's `top` [rows, 2, k] read apart: each row's k log-probabilities, then their ids. */
+function unpackTop(top: ort.Tensor): NonNullable<DecoderOutput["top"]> {
+  const [rows, , k] = top.dims;
+  const packed = top.data as Float32Array;
+  const tokens = new Int32Array(rows * k);
+  const logprobs = new Float32Array(rows * k);
+  for (let r = 0; r < rows; r++) {
+    logprobs.set(packed.subarray(2 * r * k, (2 * r + 1) * k), r * k);
+    for (let i = 0; i < k; i++) tokens[r * k + i] = packed[(2 * r + 1) * k + i];
+  }
+  return { k, tokens, logprobs };
 }
 
 /** [S, S] additive mask: new token s sees new tokens 0..s. */

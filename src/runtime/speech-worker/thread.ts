@@ -75,9 +75,10 @@ class SpeechThreadState {
           ? readRow(rowOf(r), { sample: null, noSpeech: row.noSpeech, detectLanguage: row.detectLanguage }, this.tokens, this.suppressed)
           : {};
       const at = r * out.top!.k;
-      const n = Math.min(row.candidates ?? 1, out.top!.k);
-      const tokens = Array.from(out.top!.tokens.subarray(at, at + n));
-      const logprobs = Array.from(out.top!.logprobs.subarray(at, at + n));
+      // Entries at -inf are tokens the rules forbid (or none): only the allowed ones are candidates.
+      const logprobs = Array.from(out.top!.logprobs.subarray(at, at + Math.min(row.candidates ?? 1, out.top!.k))).filter((p) => p > -Infinity);
+      if (logprobs.length === 0) throw new Error("the decoder's rules left no token to choose");
+      const tokens = Array.from(out.top!.tokens.subarray(at, at + logprobs.length));
       return row.candidates ? { ...result, candidates: { tokens, logprobs } } : { ...result, token: tokens[0], logprob: logprobs[0] };
     });
     return { rows: results, runMs };

@@ -240,78 +240,91 @@ describe("compiled Whisper tiny.en against CTranslate2", () => {
     expect(argmax(logits.subarray(0, s.vocab))).not.toBe(argmax(logits.subarray(s.vocab, 2 * s.vocab)));
   });
 
-  it("takes each row's likeliest tokens under Whisper's rules in the graph, as the rules in JavaScript give them", async () => {
-    const s = manifest.speech;
-    const t = manifest.tokens;
-    const encoder = await ort.InferenceSession.create(join(artifact.dir, SPEECH_FILES.encoder), options);
-    const decoder = await ort.InferenceSession.create(join(artifact.dir, SPEECH_FILES.decoder), options);
-    const cross = await encoder.run({ [SPEECH_GRAPH.encoder.mel]: new ort.Tensor("float32", mel, [1, s.melBins, 3000]) });
-    const base = {
-      temperature: 0,
-      seed: 0,
-      timestamps: true,
-      lastWasTimestamp: false,
-      penultimateWasTimestamp: true,
-      lastTimestamp: -1,
-      maxInitialTimestampIndex: -1,
-    };
-    const rules: WhisperSampling[] = [
-      { ...base, sampled: 0, maxInitialTimestampIndex: 50 },
-      { ...base, sampled: 3, lastWasTimestamp: true, penultimateWasTimestamp: false, lastTimestamp: t.timestampBegin + 20 },
-      { ...base, sampled: 5, lastTimestamp: t.timestampBegin + 10 },
-      { ...base, sampled: 2, timestamps: false },
-      // Text kept only where it is least likely: the timestamps' mass wins and text is forced out.
-      { ...base, sampled: 4 },
-    ];
-    const rows = rules.length;
-    const ids = [t.startOfTranscript, 464, 1002, 2068, 383];
-    const feeds: Record<string, ort.Tensor> = {
-      [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(ids.map(BigInt)), [rows, 1]),
-      [D.positionIds]: new ort.Tensor("int64", new BigInt64Array(rows), [rows, 1]),
-      [D.pastMask]: new ort.Tensor("float32", new Float32Array(0), [rows, 1, 1, 0]),
-      [D.newMask]: new ort.Tensor("float32", new Float32Array(1), [1, 1, 1, 1]),
-    };
-    for (let l = 0; l < s.decoderLayers; l++) {
-      feeds[D.pastKey(l)] = new ort.Tensor("float32", new Float32Array(0), [rows, s.heads, s.headDim, 0]);
-      feeds[D.pastValue(l)] = new ort.Tensor("float32", new Float32Array(0), [rows, s.heads, 0, s.headDim]);
-      feeds[D.crossKey(l)] = cross[SPEECH_GRAPH.encoder.crossKey(l)];
-      feeds[D.crossValue(l)] = cross[SPEECH_GRAPH.encoder.crossValue(l)];
-    }
-    const plain = await decoder.run({ ...feeds, ...ruleFeeds(rows, s.vocab, t.timestampBegin) }, [D.logits]);
-    const logits = plain[D.logits].data as Float32Array;
-    const suppressed = alwaysSuppressed(t);
-    const mask = new Float32Array(rows * s.vocab);
-    rules.forEach((rule, r) => maskByWhisperRules(mask.subarray(r * s.vocab, (r + 1) * s.vocab), rule, t, suppressed));
-    // The last row: text tokens kept only below its row's median logit.
-    const last = logits.subarray((rows - 1) * s.vocab, rows * s.vocab);
-    const median = [...last.subarray(0, t.timestampBegin)].sort((a, b) => a - b)[Math.floor(t.timestampBegin / 2)];
-    for (let i = 0; i < t.timestampBegin; i++) if (last[i] > median - 8) mask[(rows - 1) * s.vocab + i] = -Infinity;
-    const k = 10;
-    const out = await decoder.run({ ...feeds, ...ruleFeeds(rows, s.vocab, t.timestampBegin, k, mask) }, [D.logits, D.topLogprobs, D.topIds]);
-    const topIds = Array.from(out[D.topIds].data as BigInt64Array, Number);
-    const topLogprobs = out[D.topLogprobs].data as Float32Array;
-    let forcedRows = 0;
-    for (let r = 0; r < rows; r++) {
-      const row = Float32Array.from(logits.subarray(r * s.vocab, (r + 1) * s.vocab), (x, i) => x + mask[r * s.vocab + i]);
-      const textBefore = row.subarray(0, t.timestampBegin).some((x) => x > -Infinity);
-      if (r < rows - 1 || rules[r].timestamps) forceTimestamps(row, t.timestampBegin);
-      if (textBefore && !row.subarray(0, t.timestampBegin).some((x) => x > -Infinity)) forcedRows++;
-      let max = -Infinity;
-      for (const x of row) max = Math.max(max, x);
-      let sum = 0;
-      for (const x of row) sum += Math.exp(x - max);
-      const logZ = max + Math.log(sum);
-      const expected = [...row.keys()].sort((a, b) => row[b] - row[a] || a - b).slice(0, k);
-      expect(topIds.slice(r * k, (r + 1) * k), `row ${r}`).toEqual(expected);
-      for (let i = 0; i < k; i++) expect(Math.abs(topLogprobs[r * k + i] - (row[expected[i]] - logZ)), `row ${r}`).toBeLessThan(1e-4);
-      // The mask and the timestamp rule together are the JavaScript rules.
-      const filtered = Float32Array.from(logits.subarray(r * s.vocab, (r + 1) * s.vocab));
-      if (r < rows - 1) {
-        filterByWhisperRules(filtered, rules[r], t, suppressed);
-        expect(Array.from(filtered)).toEqual(Array.from(row));
+  // The GPU artifact's graph sorts by blocks (DecoderTopK); both run here on the CPU provider, which takes either exactly.
+  it.each(["cpu", "webgpu"] as const)(
+    "takes each row's likeliest tokens under Whisper's rules in the graph, as the rules in JavaScript give them (%s artifact)",
+    async (device) => {
+      const dir = device === "cpu" ? artifact.dir : (await provisionArtifact(SLUG, { device })).dir;
+      const s = manifest.speech;
+      const t = manifest.tokens;
+      const encoder = await ort.InferenceSession.create(join(dir, SPEECH_FILES.encoder), options);
+      const decoder = await ort.InferenceSession.create(join(dir, SPEECH_FILES.decoder), options);
+      const cross = await encoder.run({ [SPEECH_GRAPH.encoder.mel]: new ort.Tensor("float32", mel, [1, s.melBins, 3000]) });
+      const base = {
+        temperature: 0,
+        seed: 0,
+        timestamps: true,
+        lastWasTimestamp: false,
+        penultimateWasTimestamp: true,
+        lastTimestamp: -1,
+        maxInitialTimestampIndex: -1,
+      };
+      const rules: WhisperSampling[] = [
+        // Six tokens allowed (the first timestamps): fewer than k, so the top k ends in entries at -inf.
+        { ...base, sampled: 0, maxInitialTimestampIndex: 5 },
+        { ...base, sampled: 3, lastWasTimestamp: true, penultimateWasTimestamp: false, lastTimestamp: t.timestampBegin + 20 },
+        { ...base, sampled: 5, lastTimestamp: t.timestampBegin + 10 },
+        { ...base, sampled: 2, timestamps: false },
+        // Text kept only where it is least likely: the timestamps' mass wins and text is forced out.
+        { ...base, sampled: 4 },
+      ];
+      const rows = rules.length;
+      const ids = [t.startOfTranscript, 464, 1002, 2068, 383];
+      const feeds: Record<string, ort.Tensor> = {
+        [D.inputIds]: new ort.Tensor("int64", BigInt64Array.from(ids.map(BigInt)), [rows, 1]),
+        [D.positionIds]: new ort.Tensor("int64", new BigInt64Array(rows), [rows, 1]),
+        [D.pastMask]: new ort.Tensor("float32", new Float32Array(0), [rows, 1, 1, 0]),
+        [D.newMask]: new ort.Tensor("float32", new Float32Array(1), [1, 1, 1, 1]),
+      };
+      for (let l = 0; l < s.decoderLayers; l++) {
+        feeds[D.pastKey(l)] = new ort.Tensor("float32", new Float32Array(0), [rows, s.heads, s.headDim, 0]);
+        feeds[D.pastValue(l)] = new ort.Tensor("float32", new Float32Array(0), [rows, s.heads, 0, s.headDim]);
+        feeds[D.crossKey(l)] = cross[SPEECH_GRAPH.encoder.crossKey(l)];
+        feeds[D.crossValue(l)] = cross[SPEECH_GRAPH.encoder.crossValue(l)];
       }
-    }
-    // The forced-out case happened (the last row), so the test would see the graph skip the rule.
-    expect(forcedRows).toBeGreaterThanOrEqual(1);
-  });
+      const plain = await decoder.run({ ...feeds, ...ruleFeeds(rows, s.vocab, t.timestampBegin) }, [D.logits]);
+      const logits = plain[D.logits].data as Float32Array;
+      const suppressed = alwaysSuppressed(t);
+      const mask = new Float32Array(rows * s.vocab);
+      rules.forEach((rule, r) => maskByWhisperRules(mask.subarray(r * s.vocab, (r + 1) * s.vocab), rule, t, suppressed));
+      // The last row: text tokens kept only below its row's median logit.
+      const last = logits.subarray((rows - 1) * s.vocab, rows * s.vocab);
+      const median = [...last.subarray(0, t.timestampBegin)].sort((a, b) => a - b)[Math.floor(t.timestampBegin / 2)];
+      for (let i = 0; i < t.timestampBegin; i++) if (last[i] > median - 8) mask[(rows - 1) * s.vocab + i] = -Infinity;
+      const k = 10;
+      const out = await decoder.run({ ...feeds, ...ruleFeeds(rows, s.vocab, t.timestampBegin, k, mask) }, [D.logits, D.top]);
+      // [rows, 2, k]: each row's log-probabilities, then their ids.
+      expect(out[D.top].dims).toEqual([rows, 2, k]);
+      const top = out[D.top].data as Float32Array;
+      const topLogprobs = (r: number) => top.subarray(2 * r * k, (2 * r + 1) * k);
+      const topIds = (r: number) => Array.from(top.subarray((2 * r + 1) * k, (2 * r + 2) * k));
+      let forcedRows = 0;
+      for (let r = 0; r < rows; r++) {
+        const row = Float32Array.from(logits.subarray(r * s.vocab, (r + 1) * s.vocab), (x, i) => x + mask[r * s.vocab + i]);
+        const textBefore = row.subarray(0, t.timestampBegin).some((x) => x > -Infinity);
+        if (r < rows - 1 || rules[r].timestamps) forceTimestamps(row, t.timestampBegin);
+        if (textBefore && !row.subarray(0, t.timestampBegin).some((x) => x > -Infinity)) forcedRows++;
+        let max = -Infinity;
+        for (const x of row) max = Math.max(max, x);
+        let sum = 0;
+        for (const x of row) sum += Math.exp(x - max);
+        const logZ = max + Math.log(sum);
+        // The allowed tokens, likeliest first, the lower id first on ties; then entries at -inf (no token, whatever their ids).
+        const allowed = [...row.keys()].filter((i) => row[i] > -Infinity).sort((a, b) => row[b] - row[a] || a - b);
+        const expected = allowed.slice(0, k);
+        if (r === 0) expect(allowed.length).toBeLessThan(k);
+        expect(topIds(r).slice(0, expected.length), `row ${r}`).toEqual(expected);
+        for (let i = 0; i < expected.length; i++) expect(Math.abs(topLogprobs(r)[i] - (row[expected[i]] - logZ)), `row ${r}`).toBeLessThan(1e-4);
+        expect(Array.from(topLogprobs(r).subarray(expected.length)), `row ${r}`).toEqual(new Array(k - expected.length).fill(-Infinity));
+        // The mask and the timestamp rule together are the JavaScript rules.
+        const filtered = Float32Array.from(logits.subarray(r * s.vocab, (r + 1) * s.vocab));
+        if (r < rows - 1) {
+          filterByWhisperRules(filtered, rules[r], t, suppressed);
+          expect(Array.from(filtered)).toEqual(Array.from(row));
+        }
+      }
+      // The forced-out case happened (the last row), so the test would see the graph skip the rule.
+      expect(forcedRows).toBeGreaterThanOrEqual(1);
+    },
+  );
 });

@@ -17,6 +17,7 @@ import {
 import { DataType } from "../../onnx/onnx-proto.js";
 import type { GraphBuilder } from "../../onnx/graph-builder.js";
 import { type BlockContext, type DeviceWeights, emulatesLlamaCpp } from "./context.js";
+import { topByBlocks } from "./top-k.js";
 
 /** The float type the model's activations have: float16 where the GPU target computes in half precision. */
 function activationType(ctx: BlockContext): DataType {
@@ -280,71 +281,23 @@ function maskedLogits(ctx: BlockContext, logits: string, vocab: number): string 
 }
 
 /**
- * Entries the provider's TopK sorts in one dispatch (a bitonic sort in workgroup memory); a longer
- * row is sorted in global memory in about log2(n)^2 / 2 dispatches (136 for a 49,152-token row).
- */
-const ONE_DISPATCH_SORT = 2048;
-
-/**
  * Adjustment entries a row is assumed to carry when the graph decides how many block stages its sort
- * takes (see rawTop). More still sort exactly; a stage may then take many dispatches.
+ * takes (see topByBlocks). More still sort exactly; a stage may then take many dispatches.
  */
 const ASSUMED_ADJUSTMENTS = 64;
 
 /**
  * The highest masked logits before adjustments, [rows, positions, k + n] ids and values (n: the
  * adjustments per row, so at most the whole vocabulary), sorted descending, lowest id first on
- * ties. A row wider than one dispatch's sort is taken in blocks of ONE_DISPATCH_SORT: the top k + n
- * of each block, then of those, and so on until one sort takes the rest (exact: each of the row's top
- * k + n is among its block's). SmolLM2's 49,152 tokens take 3 sorts of one dispatch each instead of
- * one of 138, and less work; Llama 3's 128,256 take 3 as well. Ids are floats (exact below 2^24),
- * taken from an iota by the sorts' indices: the provider casts no int64 tensor, so int64 ids would
- * be computed on the CPU mid-step. Entries past the finite ones (masked tokens, the sort's padding)
- * have id -1 and value -inf.
+ * ties, taken by blocks (topByBlocks: SmolLM2's 49,152 tokens take 3 sorts of one dispatch each
+ * instead of one of 138, and less work; Llama 3's 128,256 take 3 as well). Entries past the finite
+ * ones (masked tokens) have id -1 and value -inf.
  */
 function rawTop(ctx: BlockContext, masked: string, adjustIds: string, k: number, vocab: number): [ids: string, values: string] {
   const g = ctx.g;
   const n = g.op("Shape", [adjustIds], { attributes: { start: 2, end: 3 } });
   const count = g.op("Min", [g.op("Add", [n, g.int64s([k])]), g.int64s([vocab])]);
-  const f32 = (v: number) => g.constant(DataType.FLOAT, [], Float32Array.of(v), "f32");
-  const sorted = { outputs: 2, attributes: { axis: -1, largest: 1, sorted: 1 } };
-  const gather = (data: string, at: string) => g.op("GatherElements", [data, at], { attributes: { axis: -1 } });
-  // The first stage's ids: an iota over the vocabulary padded to whole blocks, broadcast to the rows.
-  const blocks = Math.ceil(vocab / ONE_DISPATCH_SORT);
-  const iota = g.constant(
-    DataType.FLOAT,
-    [blocks > 1 ? blocks * ONE_DISPATCH_SORT : vocab],
-    Float32Array.from({ length: blocks > 1 ? blocks * ONE_DISPATCH_SORT : vocab }, (_, i) => i),
-    "f32",
-  );
-  const iotaLike = (x: string, dims: number[]) => g.op("Expand", [g.op("Reshape", [iota, g.int64s(dims)]), g.op("Shape", [x])]);
-  let values = masked;
-  let ids: string | null = null;
-  let width = vocab;
-  while (width > ONE_DISPATCH_SORT) {
-    // Padded to whole blocks: -inf values, id -1. The first stage's width is known here; later ones follow n.
-    const length = g.op("Shape", [values], { attributes: { start: -1 } });
-    const block = g.int64s([ONE_DISPATCH_SORT]);
-    const pad =
-      ids === null
-        ? g.int64s([(ONE_DISPATCH_SORT - (vocab % ONE_DISPATCH_SORT)) % ONE_DISPATCH_SORT])
-        : g.op("Mod", [g.op("Sub", [block, g.op("Mod", [length, block])]), block]);
-    const pads = g.op("Concat", [g.int64s([0, 0, 0, 0, 0]), pad], { attributes: { axis: 0 } });
-    const byBlock = g.op("Reshape", [g.op("Pad", [values, pads, f32(-Infinity)]), g.int64s([0, 0, -1, ONE_DISPATCH_SORT])]);
-    const [blockValues, at] = g.node("TopK", [byBlock, g.op("Min", [count, block])], sorted);
-    const blockIds: string =
-      ids === null
-        ? gather(iotaLike(byBlock, [blocks, ONE_DISPATCH_SORT]), at)
-        : gather(g.op("Reshape", [g.op("Pad", [ids, pads, f32(-1)]), g.int64s([0, 0, -1, ONE_DISPATCH_SORT])]), at);
-    const flat = (x: string) => g.op("Reshape", [x, g.int64s([0, 0, -1])]);
-    [values, ids] = [flat(blockValues), flat(blockIds)];
-    width = Math.ceil(width / ONE_DISPATCH_SORT) * Math.min(k + ASSUMED_ADJUSTMENTS, ONE_DISPATCH_SORT);
-  }
-  const [top, at] = g.node("TopK", [values, count], sorted);
-  const topIds = gather(ids ?? iotaLike(masked, [vocab]), at);
-  // -inf (masked) and the sort's padding (-FLT_MAX, index -1): no token.
-  const none = g.op("Less", [top, f32(-3.4e38)]);
-  return [g.op("Where", [none, f32(-1), topIds]), g.op("Where", [none, f32(-Infinity), top])];
+  return topByBlocks(g, masked, { count, width: vocab, widestCount: k + ASSUMED_ADJUSTMENTS });
 }
 
 /**

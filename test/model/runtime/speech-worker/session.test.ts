@@ -16,7 +16,7 @@ import { SPEECH_FILES, SPEECH_GRAPH, WINDOW_FRAMES } from "../../../../src/runti
 import { nodeNamesOf } from "../../../../src/runtime/device/onnx-nodes.js";
 import { SpeechSession } from "../../../../src/runtime/speech-worker/session.js";
 import { decodeAudio, logMel, melWindow } from "../../../../src/runtime/audio/index.js";
-import { copiesFromDevice, profiledNodes, ranOn } from "../../../support/onnx-profile.js";
+import { copiesFromDevice, profiledKernelOps, profiledNodes, ranOn } from "../../../support/onnx-profile.js";
 import { speechFixture } from "../../../support/speech.js";
 
 const RUN = 2;
@@ -196,7 +196,7 @@ describe("the GPU speech artifact", () => {
 });
 
 describe("the GPU speech artifact's calls", () => {
-  it("encode and decode copying nothing back from the device before their results", async () => {
+  it("encode and decode copying nothing back from the device before their results, the top k in two sorts", async () => {
     const gpu = await provisionArtifact("whisper-tiny-en", { device: "webgpu" });
     const profiles = mkdtempSync(join(tmpdir(), "kiln-speech-profile-"));
     try {
@@ -226,6 +226,9 @@ describe("the GPU speech artifact's calls", () => {
         expect(ranOn(nodes, "WebGpuExecutionProvider"), graph).toBeGreaterThan(50);
         expect(copiesFromDevice(nodes), graph).toEqual([]);
       }
+      // Each call's top k in two sorts of one dispatch each: one TopK over the vocabulary would take about 138.
+      const sorts = profiledKernelOps(profiles, "speech-decoder").filter((op) => op === "TopK").length;
+      expect(sorts / 2).toBe(2);
     } finally {
       rmSync(profiles, { recursive: true, force: true });
     }
