@@ -78,7 +78,9 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
       if (issue.origin === "string") {
         return apiError("invalid_value", `Invalid ${name}: expected a string with length ${op} ${String(limit)}.`, param);
       }
-      return apiError("invalid_value", `Invalid ${name}: expected a value ${op} ${String(limit)}, but got ${describeValue(value)} instead.`, param);
+      // A form field arrives as a string and is read as a number before its range is checked: name the number.
+      const checked = typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)) ? Number(value) : value;
+      return apiError("invalid_value", `Invalid ${name}: expected a value ${op} ${String(limit)}, but got ${describeValue(checked)} instead.`, param);
     }
     case "invalid_value":
       return apiError(

@@ -399,6 +399,11 @@ describe("bad requests", () => {
     }
   });
 
+  it("a form number out of range is named as the number it is, not as the string the form carried", async () => {
+    const { res } = await transcribe(base([["temperature", "1.5"]]));
+    expectError(res, 400, "temperature", /^Invalid 'temperature': expected a value <= 1, but got 1\.5 instead\.$/);
+  });
+
   it("a text model named for transcription, a speech model named for chat or completions: 400 param model", async () => {
     const { app } = await speechApp();
     const text = await app.inject({ method: "POST", url: URL, ...form([wav(), ["model", SLUG]]) });
