@@ -41,12 +41,11 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
     return apiError("missing_required_parameter", `Missing required parameter: ${name}.`, param);
   }
   switch (issue.code) {
-    case "invalid_type":
-      return apiError(
-        "invalid_type",
-        `Invalid type for ${name}: expected ${describeExpected(issue.expected)}, but got ${describeValue(value)} instead.`,
-        param,
-      );
+    case "invalid_type": {
+      // "int" is checked on a number: a string here is a form field already read as one.
+      const got = issue.expected === "int" ? formNumber(value) : value;
+      return apiError("invalid_type", `Invalid type for ${name}: expected ${describeExpected(issue.expected)}, but got ${describeValue(got)} instead.`, param);
+    }
     case "invalid_union": {
       // A discriminated union whose tag names no branch (`response_format.type: "xml"`): a value outside the list, not a shape.
       const options = "options" in issue ? issue.options : undefined;
@@ -78,9 +77,8 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
       if (issue.origin === "string") {
         return apiError("invalid_value", `Invalid ${name}: expected a string with length ${op} ${String(limit)}.`, param);
       }
-      // A form field arrives as a string and is read as a number before its range is checked: name the number.
-      const checked = typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)) ? Number(value) : value;
-      return apiError("invalid_value", `Invalid ${name}: expected a value ${op} ${String(limit)}, but got ${describeValue(checked)} instead.`, param);
+      // A range is checked on a number: a string here is a form field already read as one.
+      return apiError("invalid_value", `Invalid ${name}: expected a value ${op} ${String(limit)}, but got ${describeValue(formNumber(value))} instead.`, param);
     }
     case "invalid_value":
       return apiError(
@@ -110,6 +108,11 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
 function pickUnionBranch(branches: Issue[][]): Issue | undefined {
   const deeper = branches.filter((issues) => !issues.every((i) => i.code === "invalid_type" && i.path.length === 0));
   return deeper.length > 0 ? deeper[0][0] : undefined;
+}
+
+/** A form field's number as the schema read it (multipart fields arrive as strings); any other value as it is. */
+function formNumber(value: unknown): unknown {
+  return typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value)) ? Number(value) : value;
 }
 
 function valueAt(input: unknown, path: Path): unknown {

@@ -402,6 +402,10 @@ describe("bad requests", () => {
   it("a form number out of range is named as the number it is, not as the string the form carried", async () => {
     const { res } = await transcribe(base([["temperature", "1.5"]]));
     expectError(res, 400, "temperature", /^Invalid 'temperature': expected a value <= 1, but got 1\.5 instead\.$/);
+    const { res: fraction } = await transcribe(base([["beam_size", "2.5"]]));
+    expectError(fraction, 400, "beam_size", /^Invalid type for 'beam_size': expected an integer, but got 2\.5 instead\.$/);
+    const { res: word } = await transcribe(base([["beam_size", "wide"]]));
+    expectError(word, 400, "beam_size", /but got a string \('wide'\) instead\.$/);
   });
 
   it("a text model named for transcription, a speech model named for chat or completions: 400 param model", async () => {
