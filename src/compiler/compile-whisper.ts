@@ -46,7 +46,7 @@ export interface Ct2CompileRequest {
 }
 
 /** Options that shape the graphs (part of the artifact id); only float32 weights today. */
-const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: "in-graph", presents: "packed", top: "packed" } as const;
+const WHISPER_OPTIONS = { weights: "float32", crossAttention: "grouped", rules: "in-graph", presents: "packed", top: "packed", linears: "gemm" } as const;
 
 /**
  * The options a build for `device` adds to the id: none on the CPU, and no activations when they are

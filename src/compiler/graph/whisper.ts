@@ -97,8 +97,13 @@ class WhisperOps {
       for (let i = 0; i < scaleRows.rows * k; i++) weight[i] *= scaleRows.scale;
       if (bias) for (let i = 0; i < scaleRows.rows; i++) bias[i] *= scaleRows.scale;
     }
-    const y = g.op("MatMul", [x, this.f32(`${scope}.wT`, [k, n], transposed(weight, n, k))]);
-    return bias ? g.op("Add", [y, this.f32(`${scope}.bias`, [n], bias)]) : y;
+    if (!bias) return g.op("MatMul", [x, this.f32(`${scope}.wT`, [k, n], transposed(weight, n, k))]);
+    // With a bias, one Gemm over the rows flattened: the product and the bias in one kernel, where
+    // MatMul then Add is two (a GPU records each; the decoder has five such linears a layer).
+    const rows = g.op("Reshape", [x, g.int64s([-1, k])]);
+    const y = g.op("Gemm", [rows, this.f32(`${scope}.weight`, [n, k], weight), this.f32(`${scope}.bias`, [n], bias)], { attributes: { transB: 1 } });
+    const shape = g.op("Concat", [g.op("Shape", [x], { attributes: { start: 0, end: -1 } }), g.int64s([n])], { attributes: { axis: 0 } });
+    return g.op("Reshape", [y, shape]);
   }
 
   layerNorm(x: string, scope: string): string {
@@ -536,6 +541,12 @@ export function buildWhisper(builders: WhisperBuilders, w: WhisperWeights, h: Wh
           },
         ]
       : []),
+    {
+      what: "linears",
+      choice: "Gemm (transB) on each weight as stored, with its bias, over the rows flattened; MatMul where there is no bias",
+      exact: true,
+      why: "the product and the bias in one kernel, not MatMul then Add: a GPU's host records each kernel (five such linears a decoder layer)",
+    },
     {
       what: "cross-attention keys/values",
       choice: "computed by the encoder graph for every decoder layer",

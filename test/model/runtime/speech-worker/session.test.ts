@@ -196,7 +196,7 @@ describe("the GPU speech artifact", () => {
 });
 
 describe("the GPU speech artifact's calls", () => {
-  it("encode and decode copying nothing back from the device before their results, the top k in two sorts", async () => {
+  it("encode and decode copying nothing back from the device before their results, within a budget of kernels", async () => {
     const gpu = await provisionArtifact("whisper-tiny-en", { device: "webgpu" });
     const profiles = mkdtempSync(join(tmpdir(), "kiln-speech-profile-"));
     try {
@@ -227,8 +227,11 @@ describe("the GPU speech artifact's calls", () => {
         expect(copiesFromDevice(nodes), graph).toEqual([]);
       }
       // Each call's top k in two sorts of one dispatch each: one TopK over the vocabulary would take about 138.
-      const sorts = profiledKernelOps(profiles, "speech-decoder").filter((op) => op === "TopK").length;
-      expect(sorts / 2).toBe(2);
+      // A dispatch budget: a GPU's host records each kernel. With the biases in their Gemms and the top k
+      // in two sorts, whisper tiny's two calls here take 344 (384 with MatMul then Add; about 620 with one sort over the vocabulary).
+      const kernels = profiledKernelOps(profiles, "speech-decoder");
+      expect(kernels.filter((op) => op === "TopK").length / 2).toBe(2);
+      expect(kernels.length).toBeLessThanOrEqual(344);
     } finally {
       rmSync(profiles, { recursive: true, force: true });
     }
