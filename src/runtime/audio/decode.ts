@@ -1,15 +1,17 @@
 /**
  * Audio decoding through the ffmpeg command-line tool: any container and codec ffmpeg reads becomes
  * 16 kHz mono float32 samples. Most uploads go to the stdin of a spare ffmpeg started ahead of time
- * (`spare-ffmpeg.ts`); MP4/M4A/MOV files whose index (moov atom) sits after the media and needs a
- * seekable input, MP3s (see {@link looksLikeMp3}), and anything the pipe did not decode go to a
- * private temp file and an ffmpeg started for it, whose errors are the ones reported.
+ * (`spare-ffmpeg.ts`), MP3s cut to their gapless length as from a file (`mp3-gapless.ts`);
+ * MP4/M4A/MOV files whose index (moov atom) sits after the media and needs a seekable input, MP3s
+ * whose first frame this reader does not find, and anything the pipe did not decode go to a private
+ * temp file and an ffmpeg started for it, whose errors are the ones reported.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { SAMPLE_RATE } from "../artifact/speech-graph.js";
+import { mp3GaplessLength } from "./mp3-gapless.js";
 import { startSpareFfmpeg, takeSpareFfmpeg } from "./spare-ffmpeg.js";
 import { decodeWav } from "./wav.js";
 
@@ -62,14 +64,15 @@ export async function decodeAudio(bytes: Uint8Array, options: DecodeOptions = {}
 export async function decodeWithFfmpeg(bytes: Uint8Array, options: DecodeOptions = {}): Promise<Float32Array> {
   if (bytes.length === 0) throw new AudioDecodeError("empty", "the file is empty");
   options.signal?.throwIfAborted();
-  if (!needsSeeking(bytes) && !looksLikeMp3(bytes)) {
+  const length = pipedLength(bytes);
+  if (length !== undefined) {
     const spare = takeSpareFfmpeg(ffmpegCommand(), ffmpegArgs(PIPE_INPUT));
     if (spare) {
       const samples = await runFfmpeg(spare, PIPE_INPUT, options.signal, bytes).catch((err: unknown) => {
         if (options.signal?.aborted) throw err;
         return undefined;
       });
-      if (samples && samples.length > 0) return samples;
+      if (samples && samples.length > 0) return samples.length > length ? samples.subarray(0, length) : samples;
     }
   }
   return decodeFromFile(bytes, options);
@@ -83,10 +86,18 @@ export function prepareFfmpeg(): void {
 const PIPE_INPUT = "pipe:0";
 
 /**
- * MP3 (an ID3 tag or an MPEG audio frame first) goes to a file: from a pipe, ffmpeg keeps the
- * encoder's end padding that its LAME tag says to drop (about 20 ms more samples than from a file,
- * and than faster-whisper's decoding gives).
+ * How many samples a piped decode of `bytes` keeps to give what ffmpeg gives from a file (`Infinity`:
+ * all of them), or undefined when the file must go to ffmpeg as a file. From a pipe ffmpeg keeps an
+ * MP3's end padding that its LAME tag says to drop (about 20 ms more samples than from a file, and
+ * than faster-whisper's decoding gives), so an MP3 (an ID3 tag or an MPEG audio frame first) is cut
+ * to its gapless length, and goes to a file when its first frame is not where that is read from.
  */
+function pipedLength(bytes: Uint8Array): number | undefined {
+  if (needsSeeking(bytes)) return undefined;
+  return looksLikeMp3(bytes) ? mp3GaplessLength(bytes, SAMPLE_RATE) : Infinity;
+}
+
+/** An ID3 tag or an MPEG audio frame's sync bits first (ADTS AAC and layers I/II too, which {@link mp3GaplessLength} tells apart). */
 function looksLikeMp3(bytes: Uint8Array): boolean {
   const id3 = bytes.length >= 3 && bytes[0] === 0x49 && bytes[1] === 0x44 && bytes[2] === 0x33;
   const frameSync = bytes.length >= 2 && bytes[0] === 0xff && (bytes[1] & 0xe0) === 0xe0;

@@ -3,7 +3,7 @@
  * API user sees, and kiln's log-mel features against faster-whisper's FeatureExtractor.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -118,6 +118,46 @@ describe("decodeAudio", () => {
       const expected = new Float32Array(Uint8Array.from(fromFile.stdout).buffer);
       // Twice: the first may find no spare waiting; the second takes the one the first started.
       for (let i = 0; i < 2; i++) expect(Array.from(await decodeFile(path)), `${path} (${i})`).toEqual(Array.from(expected));
+    }
+  });
+
+  it("pipes MP3s to the spare ffmpeg and cuts them to the gapless length ffmpeg gives from a file", async () => {
+    // A wrapper that logs each ffmpeg's input, to see which decodes took a file.
+    const log = join(scratch, "ffmpeg-inputs.log");
+    const wrapper = join(scratch, "logging-ffmpeg");
+    writeFileSync(wrapper, `#!/bin/sh\nprev=""\nfor a in "$@"; do [ "$prev" = "-i" ] && echo "$a" >> "${log}"; prev="$a"; done\nexec ffmpeg "$@"\n`, {
+      mode: 0o755,
+    });
+    const saved = process.env.KILN_FFMPEG;
+    process.env.KILN_FFMPEG = wrapper;
+    try {
+      // A tone up to the last sample, so the end padding and the resampler's last samples are not silence.
+      for (const [rate, channels] of [
+        [22_050, 1],
+        [44_100, 2],
+        [16_000, 1],
+        [8_000, 1],
+      ] as const) {
+        const path = join(scratch, `tone-${rate}.mp3`);
+        const tone = ["-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", `sine=frequency=440:duration=1.37:sample_rate=${rate}`];
+        expect(spawnSync("ffmpeg", [...tone, "-ac", String(channels), "-c:a", "libmp3lame", "-b:a", "64k", path]).status).toBe(0);
+        const fromFile = spawnSync("ffmpeg", ["-nostdin", "-loglevel", "error", "-i", path, "-f", "f32le", "-ac", "1", "-ar", "16000", "pipe:1"], {
+          maxBuffer: 1 << 26,
+        });
+        const expected = new Float32Array(Uint8Array.from(fromFile.stdout).buffer);
+        await decodeAudio(readFileSync(path)); // leaves a spare waiting
+        writeFileSync(log, "");
+        const samples = await decodeAudio(readFileSync(path));
+        expect(readFileSync(log, "utf8").trim().split("\n"), `${rate} Hz: the inputs ffmpeg was started on`).toEqual(["pipe:0"]);
+        expect(samples.length, `${rate} Hz`).toBe(expected.length);
+        // Only the resampler's last filter length (16 output samples) sees the cut-off padding, not a reflection of the audio.
+        const tail = rate === SAMPLE_RATE ? 0 : 32;
+        expect(Array.from(samples.subarray(0, samples.length - tail)), `${rate} Hz`).toEqual(Array.from(expected.subarray(0, expected.length - tail)));
+        for (let i = samples.length - tail; i < samples.length; i++) expect(Math.abs(samples[i] - expected[i]), `${rate} Hz, sample ${i}`).toBeLessThan(0.1);
+      }
+    } finally {
+      if (saved === undefined) delete process.env.KILN_FFMPEG;
+      else process.env.KILN_FFMPEG = saved;
     }
   });
 
