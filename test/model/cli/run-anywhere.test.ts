@@ -1,7 +1,8 @@
 /**
  * kiln is a product people install: it serves when started from another directory, and when
  * installed as a package (`npm pack`, then `npm install -g` into a temporary prefix) and started
- * through the `kiln` executable that the install puts on the PATH.
+ * through the `kiln` executable that the install puts on the PATH (running the JavaScript compiled
+ * at packing, where a checkout runs its TypeScript sources).
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -63,7 +64,10 @@ describe("kiln runs from anywhere", () => {
     it("packs only what kiln needs to run", async () => {
       const listing = JSON.parse((await run("npm", ["pack", "--dry-run", "--json", "--silent"])).stdout) as { files: { path: string }[] }[];
       const tops = new Set(listing[0].files.map((f) => f.path.split("/")[0]));
-      expect(tops).toContain("src");
+      // The JavaScript that `prepack` compiles, not the TypeScript sources (bin/kiln.mjs runs whichever is there).
+      expect(tops).toContain("dist");
+      expect(tops).not.toContain("src");
+      expect(listing[0].files.map((f) => f.path)).toContain("dist/cli/kiln.js");
       expect(tops).toContain("models.sqlite.sql");
       expect(tops).toContain("console");
       expect(tops).not.toContain("test");
