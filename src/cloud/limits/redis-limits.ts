@@ -10,7 +10,8 @@
  * every key's daily spend from zero.
  */
 import { createHash } from "node:crypto";
-import { Redis } from "ioredis";
+// Loaded when a server is started with Redis limits, so other servers never load the client.
+import type { Redis } from "ioredis";
 import type { AdmitResult, Admission, LimitCounters, RateLimitState, Usage } from "./limiter.js";
 import { ADMIT_SCRIPT, SETTLE_SCRIPT } from "./redis-scripts.js";
 import { CONCURRENCY_RETRY_MS, DEFAULT_LEASE_MS, WINDOW_MS } from "./window.js";
@@ -32,6 +33,7 @@ const RETENTION_MS = 2 * 86_400_000;
 /** Connects to the Redis at `url` (`redis://[user:password@]host:port[/db]`, or `rediss://` for TLS); rejects when it cannot. */
 export async function createRedisLimits(url: string, options: RedisLimitsOptions = {}): Promise<LimitCounters> {
   const timeoutMs = options.commandTimeoutMs ?? 2_000;
+  const { Redis } = await import("ioredis");
   const redis = new Redis(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
