@@ -42,6 +42,7 @@ import {
   loadModel,
   type LoadModelOptions,
   loadSpeechModel,
+  type LoadSpeechModelOptions,
   OnDemandLoader,
   PromotionWatcher,
 } from "../../provision/index.js";
@@ -310,6 +311,20 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
   };
 }
 
+/** How speech models load, at start and on demand. */
+function speechLoadOptions(o: ServeArgs, gate: ComputeGate): LoadSpeechModelOptions {
+  return {
+    device: o.resolvedDevice.device,
+    deviceActivations: o.activations,
+    adapterMemory: o.resolvedDevice.adapter?.memory,
+    threads: o.threads,
+    maxWaiting: o.maxWaiting,
+    gate,
+    vadFilter: o.vadFilter,
+    beamSize: o.beamSize,
+  };
+}
+
 /** The startup line's account of a promotion. */
 function promotionNote(model: ServedModel, tried: Promotion | null): string {
   if (model.promotion) return `promoted ${model.promotion.createdAt}${model.promotion.reason ? `: ${model.promotion.reason}` : ""}`;
@@ -395,16 +410,7 @@ class ServeSession {
     const loader = new OnDemandLoader({
       pullOnDemand: o.pullOnDemand,
       text: { ...textLoadOptions(o, this.gate), onWarning: (message) => this.tell("warn")({}, message) },
-      speech: {
-        device: o.resolvedDevice.device,
-        deviceActivations: o.activations,
-        adapterMemory: o.resolvedDevice.adapter?.memory,
-        threads: o.threads,
-        maxWaiting: o.maxWaiting,
-        gate: this.gate,
-        vadFilter: o.vadFilter,
-        beamSize: o.beamSize,
-      },
+      speech: speechLoadOptions(o, this.gate),
       memoryBudgetBytes: budgetBytes,
       reservedKvBytes: () => (registry?.servingText() ?? []).reduce((n, m) => n + hostKvMemoryBytes(m), 0),
       onStage: (slug, stage) => this.logger.info({ model: slug }, `${slug}: ${stage} (on demand)`),
@@ -526,19 +532,7 @@ class ServeSession {
           io.stderr.write(`${slug}: ${stage}\n`);
         };
         if (getModel(slug).kind === "transcription") {
-          const model = await loadSpeechModel(slug, {
-            onStage,
-            signal: this.loading.signal,
-            pull: { onProgress: printer },
-            device: o.resolvedDevice.device,
-            deviceActivations: o.activations,
-            adapterMemory: o.resolvedDevice.adapter?.memory,
-            threads: o.threads,
-            maxWaiting: o.maxWaiting,
-            gate,
-            vadFilter: o.vadFilter,
-            beamSize: o.beamSize,
-          });
+          const model = await loadSpeechModel(slug, { ...speechLoadOptions(o, gate), onStage, signal: this.loading.signal, pull: { onProgress: printer } });
           printer.done();
           registry.serve(model);
           io.stderr.write(`${slug}: serving (artifact ${model.artifactId}; ${DEFAULT_SPEECH_SLOTS} transcriptions decoded together, beam ${o.beamSize})\n`);
@@ -668,7 +662,6 @@ class ServeSession {
   }
 }
 
-/** Runs `action` on the records database, opened for it and closed after, as the CLI's commands do. */
 /**
  * Whether the console may promote and roll back: on a loopback address, where whoever reaches the
  * console is on this machine, or in cloud mode, where the console's routes take them from an admin
@@ -678,6 +671,7 @@ export function offersOperatorActions(host: string, cloud: boolean): boolean {
   return cloud || isLoopbackHost(host);
 }
 
+/** Runs `action` on the records database, opened for it and closed after, as the CLI's commands do. */
 function withDatabase<T>(action: (db: KilnDatabase) => T): T {
   const db = openDatabase();
   try {
