@@ -3,6 +3,8 @@ import { formatHelp, parseCommandLine, UsageError, wantsHelp, type CommandLine, 
 
 /** Where a command writes: the process's streams, or a capture in tests. */
 export interface CommandIO {
+  /** Read by `kiln run` without a prompt: a terminal holds a conversation, a pipe gives the prompt. Default: none. */
+  stdin?: NodeJS.ReadableStream & { isTTY?: boolean };
   stdout: { write(chunk: string): unknown };
   stderr: { write(chunk: string): unknown; isTTY?: boolean; columns?: number };
 }

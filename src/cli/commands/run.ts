@@ -1,23 +1,29 @@
-/** `kiln run <slug> <prompt>`: one chat turn from the terminal, streamed as it is generated. */
+/** `kiln run <slug> [prompt]`: one chat turn from the terminal, or a conversation, streamed as it is generated. */
 import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
-import type { ServedModel } from "../../scheduler/index.js";
-import { defineCommand } from "../command.js";
+import type { ChatMessage, ServedModel } from "../../scheduler/index.js";
+import { CHAT_COMMANDS, chatSession } from "../chat-session.js";
+import { type CommandIO, defineCommand } from "../command.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
 import { option, UsageError } from "../options.js";
 
 export default defineCommand({
   name: "run",
-  description: "Generate a chat answer from the terminal",
+  description: "Generate a chat answer from the terminal, or hold a conversation",
   intro: `Pulls and compiles the model if needed, renders the prompt (the words after the slug, joined
 by spaces) through the model's chat template and streams the answer to stdout, through the same
 engine as \`kiln serve\` with one KV slot (and the model's promoted artifact, when it has one).
+Without prompt words, the prompt is read from stdin when it is a pipe or a file (\`kiln run
+smollm2-135m-instruct < question.txt\`); at a terminal, kiln holds a conversation instead: each
+line is a turn and the turns so far go with the next one (the oldest forgotten when they no
+longer fit the model's context), and
+${CHAT_COMMANDS}
 The model is a catalogue slug or a GGUF file on this machine (a path, relative to the current
 directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --model.`,
-  positionals: "<slug|file.gguf> <prompt>...",
+  positionals: "<slug|file.gguf> [prompt...]",
   options: {
     model: option.string({ short: "m", value: "<slug|file.gguf>", description: "the model, instead of the first word: a catalogue slug or a GGUF file" }),
     system: option.string({ value: "<text>", description: "system message (the template's default when absent)" }),
-    maxTokens: option.integer({ min: 1, default: 256, description: "most tokens to generate" }),
+    maxTokens: option.integer({ min: 1, default: 256, description: "most tokens to generate, per answer" }),
     temperature: option.number({ min: 0, max: 2, default: 0.7, description: "sampling temperature; 0 is greedy" }),
     seed: option.integer({ description: "sampling seed, for reproducible output; a random one when absent" }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
@@ -26,7 +32,9 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
   },
   async run({ options, positionals, given }, io) {
     const [slug, ...promptWords] = options.model !== undefined ? [options.model, ...positionals] : positionals;
-    if (!slug || promptWords.length === 0) throw new UsageError("needs a model (a slug or a GGUF file) and a prompt");
+    if (!slug) throw new UsageError("needs a model (a slug or a GGUF file)");
+    const conversation = promptWords.length === 0 && io.stdin?.isTTY === true;
+    const prompt = promptWords.length > 0 || conversation ? promptWords.join(" ") : await promptFromStdin(io);
     let model: ServedModel | null = null;
     try {
       // The same path as `kiln serve`: one KV slot, the batch engine, the model's chat template.
@@ -45,10 +53,15 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
         onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
       };
       model = local ? await loadLocalGguf(local, load) : await loadModel(slug, load);
-      const messages = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: promptWords.join(" ") }];
-      const sampling = { temperature: options.temperature, seed: options.seed };
-      const stream = model.engine.submit({ promptIds: model.chatPrompt(messages), maxTokens: options.maxTokens, sampling });
-      for await (const event of stream) if (event.type === "delta") io.stdout.write(event.text);
+      const answer = answerer(model, { maxTokens: options.maxTokens, sampling: { temperature: options.temperature, seed: options.seed } });
+      if (conversation) {
+        io.stderr.write(`${slug}: ready (/? for help)\n`);
+        await chatSession({ input: io.stdin!, output: io.stdout, notes: io.stderr, terminal: true, system: options.system, ...answer });
+        return 0;
+      }
+      const messages: ChatMessage[] = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: prompt }];
+      if (!answer.fits(messages)) throw new Error(`the prompt does not fit the model's context of ${model.contextLength} tokens`);
+      await answer.reply(messages, new AbortController().signal, (text) => io.stdout.write(text));
       io.stdout.write("\n");
       return 0;
     } catch (err) {
@@ -59,3 +72,36 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
     }
   },
 });
+
+/** All of stdin as the prompt (a pipe or a file); a usage error when there is none. */
+async function promptFromStdin(io: CommandIO): Promise<string> {
+  let text = "";
+  if (io.stdin) {
+    io.stdin.setEncoding("utf8");
+    for await (const chunk of io.stdin) text += chunk as string;
+  }
+  text = text.trim();
+  if (text === "") throw new UsageError("needs a prompt: the words after the model, or text on stdin (at a terminal, a conversation)");
+  return text;
+}
+
+/** How a loaded model answers a conversation, and whether one leaves it room to. */
+function answerer(model: ServedModel, request: { maxTokens: number; sampling: { temperature: number; seed?: number } }) {
+  return {
+    /** Room for the whole answer where the context allows; else at least for the prompt, the answer cut at the context's end. */
+    fits: (messages: readonly ChatMessage[]) => {
+      const tokens = model.chatPrompt(messages).length;
+      return tokens + Math.min(request.maxTokens, Math.floor(model.contextLength / 4)) <= model.contextLength;
+    },
+    reply: async (messages: readonly ChatMessage[], signal: AbortSignal, write: (text: string) => void) => {
+      let text = "";
+      const stream = model.engine.submit({ promptIds: model.chatPrompt(messages), maxTokens: request.maxTokens, sampling: request.sampling }, signal);
+      for await (const event of stream) {
+        if (event.type !== "delta") continue;
+        text += event.text;
+        write(event.text);
+      }
+      return text;
+    },
+  };
+}

@@ -1,0 +1,145 @@
+/**
+ * `kiln run` as a person uses it: a prompt piped on stdin, and a conversation at a real terminal
+ * (a pseudo-terminal, test/support/terminal.py), whose every answer must be what the HTTP API
+ * answers the same turns (greedy, so the same tokens), with `/clear`, a message of several lines,
+ * Ctrl-C stopping an answer, and Ctrl-D ending the session.
+ */
+import { execFile } from "node:child_process";
+import { resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KILN_BIN, startServer, stopServer, type RunningServer } from "../../support/server.js";
+
+const MODEL = "smollm2-135m-instruct";
+const PROMPT = ">>> ";
+
+/** `kiln run <args>` with `stdin` piped in: its exit code and output. */
+function kilnRun(args: string[], stdin: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = execFile(process.execPath, [KILN_BIN, "run", ...args], { timeout: 120_000 }, (error, stdout, stderr) =>
+      done({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+    child.stdin!.end(stdin);
+  });
+}
+
+interface Step {
+  /** Text to wait for in the terminal's output. */
+  wait: string;
+  /** Keys to type then ("\r" is Enter, "\x03" Ctrl-C, "\x04" Ctrl-D). */
+  send: string;
+  /** Seconds to wait before typing. */
+  delay?: number;
+}
+
+/** `kiln run <args>` at a pseudo-terminal, the steps typed into it: everything it showed (escape sequences and carriage returns removed) and its exit. */
+function atTerminal(args: string[], steps: Step[], timeoutSeconds = 60): Promise<{ output: string; exit: number | null; timedOut: boolean }> {
+  const spec = JSON.stringify({ argv: [process.execPath, KILN_BIN, "run", ...args], steps, timeout: timeoutSeconds });
+  return new Promise((done, fail) => {
+    execFile("python3", [resolve("test/support/terminal.py"), spec], { maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+      if (error) return fail(new Error(`terminal.py failed: ${stderr}`));
+      const result = JSON.parse(stdout) as { output: string; exit: number | null; timed_out: boolean };
+      // eslint-disable-next-line no-control-regex
+      const output = result.output.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "").replace(/\r/g, "");
+      done({ output, exit: result.exit, timedOut: result.timed_out });
+    });
+  });
+}
+
+/** The answers in a conversation's output: after each prompt, what follows the typed lines (the first, and those after "... " prompts). */
+function answersIn(output: string): string[] {
+  return output
+    .split(PROMPT)
+    .slice(1)
+    .map((turn) => turn.split("\n"))
+    .filter((lines) => lines.length > 1 && !lines[0].startsWith("/") && lines[0] !== "")
+    .map((lines) => {
+      let at = 1;
+      while (at < lines.length && lines[at].startsWith("... ")) at++;
+      return lines.slice(at).join("\n").trim();
+    });
+}
+
+let server: RunningServer;
+beforeAll(async () => {
+  server = await startServer(MODEL, ["--max-running", "1"]);
+}, 300_000);
+afterAll(async () => {
+  await stopServer(server);
+});
+
+/** The API's greedy answer to these messages, as `kiln run` is asked for it. */
+async function apiAnswer(messages: { role: string; content: string }[], maxTokens: number): Promise<string> {
+  const res = await fetch(`${server.baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages, max_tokens: maxTokens, temperature: 0 }),
+  });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { choices: { message: { content: string } }[] }).choices[0].message.content;
+}
+
+describe("kiln run", () => {
+  it("answers a prompt on stdin as it answers the same words given as arguments", async () => {
+    const args = [MODEL, "--temperature", "0", "--max-tokens", "12"];
+    const piped = await kilnRun(args, "Name three primary colors.\n");
+    const given = await kilnRun([...args, "Name three primary colors."], "");
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(piped.stdout.trim().length).toBeGreaterThan(0);
+    expect(piped.stdout).toBe(given.stdout);
+    const empty = await kilnRun([MODEL], "  \n");
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toMatch(/^kiln run: needs a prompt/);
+  }, 240_000);
+
+  it("holds a conversation at a terminal: each answer is the API's to the turns so far", async () => {
+    const maxTokens = 16;
+    const session = await atTerminal(
+      [MODEL, "--temperature", "0", "--max-tokens", String(maxTokens)],
+      [
+        { wait: PROMPT, send: "Name a fruit.\r" },
+        { wait: PROMPT, send: '"""\r' },
+        { wait: "... ", send: "What colour\r" },
+        { wait: "... ", send: "is it?\r" },
+        { wait: "... ", send: '"""\r' },
+        { wait: PROMPT, send: "/clear\r" },
+        { wait: PROMPT, send: "What colour is it?\r" },
+        { wait: PROMPT, send: "\x04" },
+      ],
+    );
+    expect(session.timedOut, session.output).toBe(false);
+    expect(session.exit, session.output).toBe(0);
+    const answers = answersIn(session.output);
+    expect(answers, session.output).toHaveLength(3);
+    const first = await apiAnswer([{ role: "user", content: "Name a fruit." }], maxTokens);
+    const second = await apiAnswer(
+      [
+        { role: "user", content: "Name a fruit." },
+        { role: "assistant", content: first },
+        { role: "user", content: "What colour\nis it?" },
+      ],
+      maxTokens,
+    );
+    const afterClear = await apiAnswer([{ role: "user", content: "What colour is it?" }], maxTokens);
+    expect(answers).toEqual([first.trim(), second.trim(), afterClear.trim()]);
+    expect(session.output).toContain("(the conversation is forgotten)");
+  }, 240_000);
+
+  it("stops an answer at Ctrl-C and goes on; Ctrl-C at the prompt says how to leave", async () => {
+    const session = await atTerminal(
+      [MODEL, "--temperature", "0", "--max-tokens", "3000"],
+      [
+        { wait: PROMPT, send: "Count from 1 to 3000, one number per line.\r" },
+        // The greedy answer counts "1. 1", "2. 2"... to 20: Ctrl-C as it starts. A missed one lets it
+        // end without "(stopped)", and the next step times out.
+        { wait: "1. 1", send: "\x03" },
+        { wait: "(stopped)", send: "" },
+        { wait: PROMPT, send: "\x03" },
+        { wait: "/bye to exit", send: "/bye\r" },
+      ],
+      30,
+    );
+    expect(session.timedOut, session.output).toBe(false);
+    expect(session.exit, session.output).toBe(0);
+    expect(answersIn(session.output)[0].length, session.output).toBeGreaterThan(0);
+  }, 240_000);
+});
