@@ -50,11 +50,7 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
       // A discriminated union whose tag names no branch (`response_format.type: "xml"`): a value outside the list, not a shape.
       const options = "options" in issue ? issue.options : undefined;
       if (issue.discriminator !== undefined && options !== undefined && typeof value === "string") {
-        return apiError(
-          "invalid_value",
-          `Invalid value for ${name}: expected one of ${options.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`,
-          param,
-        );
+        return apiError("invalid_value", outsideList(name, value, options), param);
       }
       const expected = issue.errors.flatMap((branch) =>
         branch.filter((i) => i.code === "invalid_type").map((i) => describeExpected((i as { expected: string }).expected)),
@@ -81,11 +77,7 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
       return apiError("invalid_value", `Invalid ${name}: expected a value ${op} ${String(limit)}, but got ${describeValue(formNumber(value))} instead.`, param);
     }
     case "invalid_value":
-      return apiError(
-        "invalid_value",
-        `Invalid value for ${name}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, but got ${describeValue(value)} instead.`,
-        param,
-      );
+      return apiError("invalid_value", outsideList(name, value, issue.values), param);
     case "unrecognized_keys": {
       // A field inside an object the reference API defines whole (`response_format.schema`): refused, as it refuses it, rather than silently dropped.
       const unknown = paramPath([...path, issue.keys[0]]);
@@ -136,6 +128,18 @@ const EXPECTED: Record<string, string> = {
 
 function describeExpected(expected: string): string {
   return EXPECTED[expected] ?? expected;
+}
+
+/**
+ * A value of the right type that is not among the field's values, named as the reference API does
+ * ("Invalid value: 'robot'. Supported values are: ..."): saying it "got a string" would only confuse
+ * when a string was asked for.
+ */
+function outsideList(name: string, value: unknown, supported: readonly unknown[]): string {
+  const shown = typeof value === "string" ? (value.length <= 40 ? `'${value}'` : `'${value.slice(0, 40)}…'`) : describeValue(value);
+  const list = supported.map((v) => (typeof v === "string" ? `'${v}'` : JSON.stringify(v)));
+  const listed = list.length > 1 ? `${list.slice(0, -1).join(", ")} and ${list.at(-1)}` : list.join("");
+  return `Invalid value for ${name}: ${shown}. Supported values are: ${listed}.`;
 }
 
 function describeValue(value: unknown): string {

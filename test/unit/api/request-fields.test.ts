@@ -248,8 +248,13 @@ describe("unknown top-level fields: other servers' extensions refused by name, t
 
   it("response_format.type of an unknown value is invalid_value listing the types", async () => {
     const message = expect400(await post(CHAT_URL, chat({ response_format: { type: "json" } })), "invalid_value", "response_format.type");
-    expect(message).toBe(`Invalid value for 'response_format.type': expected one of "text", "json_object", "json_schema", but got a string ('json') instead.`);
+    expect(message).toBe(`Invalid value for 'response_format.type': 'json'. Supported values are: 'text', 'json_object' and 'json_schema'.`);
     expect400(await post(CHAT_URL, chat({ response_format: {} })), "missing_required_parameter", "response_format.type");
+  });
+
+  it("a message role outside the list is named, with the supported ones", async () => {
+    const message = expect400(await post(CHAT_URL, chat({ messages: [{ role: "robot", content: "hi" }] })), "invalid_value", "messages[0].role");
+    expect(message).toBe(`Invalid value for 'messages[0].role': 'robot'. Supported values are: 'system', 'developer', 'user', 'assistant' and 'tool'.`);
   });
 
   it("identifiers and hints are accepted", async () => {
