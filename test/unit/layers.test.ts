@@ -52,7 +52,13 @@ describe("layers", () => {
     const wrong: string[] = [];
     for (const file of sources(SRC)) {
       const from = layerOf(file);
-      for (const m of readFileSync(file, "utf8").matchAll(/^\s*(?:import|export)[^"']*?from\s+["'](\.[^"']+)["']/gm)) {
+      const text = readFileSync(file, "utf8");
+      // Static imports and re-exports, and dynamic imports (a module loaded only when needed obeys the rule too).
+      const specifiers = [
+        ...text.matchAll(/^\s*(?:import|export)[^"']*?from\s+["'](\.[^"']+)["']/gm),
+        ...text.matchAll(/\bimport\(\s*["'](\.[^"']+)["']\s*\)/g),
+      ];
+      for (const m of specifiers) {
         const target = resolve(dirname(file), m[1]);
         const to = layerOf(target);
         if (to === from) continue;
