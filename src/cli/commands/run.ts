@@ -1,14 +1,16 @@
-/** `kiln run <slug> [prompt]`: one chat turn from the terminal, or a conversation, streamed as it is generated. */
+/** `kiln run <slug> [prompt]`: one chat turn from the terminal, or a conversation, streamed as it is generated; a speech model's transcript of a file. */
+import { getModel, hasModel } from "../../catalogue/catalogue.js";
 import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
 import type { ChatMessage, ServedModel } from "../../scheduler/index.js";
 import { CHAT_COMMANDS, chatSession } from "../chat-session.js";
 import { type CommandIO, defineCommand } from "../command.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
 import { option, UsageError } from "../options.js";
+import { transcribeFile, type TranscribeFileOptions } from "../transcribe-file.js";
 
 export default defineCommand({
   name: "run",
-  description: "Generate a chat answer from the terminal, or hold a conversation",
+  description: "Generate a chat answer from the terminal, hold a conversation, or transcribe a file",
   intro: `Pulls and compiles the model if needed, renders the prompt (the words after the slug, joined
 by spaces) through the model's chat template and streams the answer to stdout, through the same
 engine as \`kiln serve\` with one KV slot (and the model's promoted artifact, when it has one).
@@ -18,8 +20,11 @@ line is a turn and the turns so far go with the next one (the oldest forgotten w
 longer fit the model's context), and
 ${CHAT_COMMANDS}
 The model is a catalogue slug or a GGUF file on this machine (a path, relative to the current
-directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --model.`,
-  positionals: "<slug|file.gguf> [prompt...]",
+directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --model.
+A speech model transcribes the audio file named after it instead (any format ffmpeg reads, or the
+file on stdin), printing each segment as its 30 s window is decoded: \`kiln run whisper-tiny-en
+meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, default 0).`,
+  positionals: ["<slug|file.gguf> [prompt...]", "<speech slug> [audio file]"],
   options: {
     model: option.string({ short: "m", value: "<slug|file.gguf>", description: "the model, instead of the first word: a catalogue slug or a GGUF file" }),
     system: option.string({ value: "<text>", description: "system message (the template's default when absent)" }),
@@ -33,6 +38,11 @@ directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --m
   async run({ options, positionals, given }, io) {
     const [slug, ...promptWords] = options.model !== undefined ? [options.model, ...positionals] : positionals;
     if (!slug) throw new UsageError("needs a model (a slug or a GGUF file)");
+    if (hasModel(slug) && getModel(slug).kind === "transcription") {
+      if (promptWords.length > 1) throw new UsageError("a speech model transcribes one audio file at a time");
+      const temperature = given.has("temperature") ? options.temperature : undefined;
+      return transcribe(slug, promptWords[0], { threads: options.threads, temperature, device: options.device, deviceActivations: options.activations }, io);
+    }
     const conversation = promptWords.length === 0 && io.stdin?.isTTY === true;
     const prompt = promptWords.length > 0 || conversation ? promptWords.join(" ") : await promptFromStdin(io);
     let model: ServedModel | null = null;
@@ -104,4 +114,16 @@ function answerer(model: ServedModel, request: { maxTokens: number; sampling: { 
       return text;
     },
   };
+}
+
+/** The speech model's side of `kiln run`: a file's transcript; exit 1 (said on stderr) when it fails. */
+async function transcribe(slug: string, path: string | undefined, options: TranscribeFileOptions, io: CommandIO): Promise<number> {
+  try {
+    await transcribeFile(slug, path, options, io);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) throw err;
+    io.stderr.write(`kiln run: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
 }

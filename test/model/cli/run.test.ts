@@ -2,18 +2,22 @@
  * `kiln run` as a person uses it: a prompt piped on stdin, and a conversation at a real terminal
  * (a pseudo-terminal, test/support/terminal.py), whose every answer must be what the HTTP API
  * answers the same turns (greedy, so the same tokens), with `/clear`, a message of several lines,
- * Ctrl-C stopping an answer, and Ctrl-D ending the session.
+ * Ctrl-C stopping an answer, and Ctrl-D ending the session; and a speech model's transcript of a
+ * file, which must be the API's.
  */
 import { execFile } from "node:child_process";
-import { resolve } from "node:path";
+import { readFileSync } from "node:fs";
+import { basename, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KILN_BIN, startServer, stopServer, type RunningServer } from "../../support/server.js";
+import { speechFixture } from "../../support/speech.js";
 
 const MODEL = "smollm2-135m-instruct";
+const SPEECH = "whisper-tiny-en";
 const PROMPT = ">>> ";
 
 /** `kiln run <args>` with `stdin` piped in: its exit code and output. */
-function kilnRun(args: string[], stdin: string): Promise<{ code: number; stdout: string; stderr: string }> {
+function kilnRun(args: string[], stdin: string | Uint8Array): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
     const child = execFile(process.execPath, [KILN_BIN, "run", ...args], { timeout: 120_000 }, (error, stdout, stderr) =>
       done({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
@@ -61,7 +65,7 @@ function answersIn(output: string): string[] {
 
 let server: RunningServer;
 beforeAll(async () => {
-  server = await startServer(MODEL, ["--max-running", "1"]);
+  server = await startServer(MODEL, ["--max-running", "1", "--model", SPEECH]);
 }, 300_000);
 afterAll(async () => {
   await stopServer(server);
@@ -141,5 +145,32 @@ describe("kiln run", () => {
     expect(session.timedOut, session.output).toBe(false);
     expect(session.exit, session.output).toBe(0);
     expect(answersIn(session.output)[0].length, session.output).toBeGreaterThan(0);
+  }, 240_000);
+
+  it("transcribes an audio file with a speech model, window by window, as the API does", async () => {
+    const long = speechFixture("long");
+    const short = speechFixture("lighthouse");
+    for (const [path, viaStdin] of [
+      [long.files.webm, false],
+      [short.files.wav, true],
+    ] as const) {
+      const form = new FormData();
+      form.append("model", SPEECH);
+      form.append("file", new Blob([readFileSync(path)]), basename(path));
+      const res = await fetch(`${server.baseURL}/audio/transcriptions`, { method: "POST", body: form });
+      expect(res.status).toBe(200);
+      const expected = ((await res.json()) as { text: string }).text;
+      const run = viaStdin ? await kilnRun([SPEECH], readFileSync(path)) : await kilnRun([SPEECH, path], "");
+      expect(run.code, run.stderr).toBe(0);
+      const lines = run.stdout.trim().split("\n");
+      if (path === long.files.webm) expect(lines.length).toBeGreaterThan(2); // a line a segment, over two windows
+      const spaced = (text: string) => text.replace(/\s+/g, " ").trim();
+      expect(spaced(lines.join(" "))).toBe(spaced(expected));
+    }
+    const missing = await kilnRun([SPEECH, "no-such-file.wav"], "");
+    expect(missing).toMatchObject({ code: 1, stderr: "kiln run: no-such-file.wav: no such file\n" });
+    const tooHot = await kilnRun([SPEECH, "--temperature", "1.5", short.files.wav], "");
+    expect(tooHot.code).toBe(2);
+    expect(tooHot.stderr).toMatch(/^kiln run: --temperature: a speech model takes 0 to 1/);
   }, 240_000);
 });
