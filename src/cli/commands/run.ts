@@ -1,7 +1,7 @@
 /** `kiln run <slug> [prompt]`: one chat turn from the terminal, or a conversation, streamed as it is generated; a speech model's transcript of a file. */
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
 import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
-import type { ChatMessage, ServedModel } from "../../scheduler/index.js";
+import type { ChatMessage, FinishEvent, ServedModel } from "../../scheduler/index.js";
 import { CHAT_COMMANDS, chatSession } from "../chat-session.js";
 import { type CommandIO, defineCommand } from "../command.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
@@ -31,6 +31,7 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
     maxTokens: option.integer({ min: 1, default: 256, description: "most tokens to generate, per answer" }),
     temperature: option.number({ min: 0, max: 2, default: 0.7, description: "sampling temperature; 0 is greedy" }),
     seed: option.integer({ description: "sampling seed, for reproducible output; a random one when absent" }),
+    verbose: option.flag({ description: "after each answer, its prompt and answer tokens and their speed, on stderr" }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
     device: deviceOption,
     activations: activationsOption,
@@ -63,7 +64,8 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
         onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
       };
       model = local ? await loadLocalGguf(local, load) : await loadModel(slug, load);
-      const answer = answerer(model, { maxTokens: options.maxTokens, sampling: { temperature: options.temperature, seed: options.seed } });
+      const sampling = { temperature: options.temperature, seed: options.seed };
+      const answer = answerer(model, { maxTokens: options.maxTokens, sampling }, options.verbose ? io.stderr : null);
       if (conversation) {
         io.stderr.write(`${slug}: ready (/? for help)\n`);
         await chatSession({ input: io.stdin!, output: io.stdout, notes: io.stderr, terminal: true, system: options.system, ...answer });
@@ -95,8 +97,8 @@ async function promptFromStdin(io: CommandIO): Promise<string> {
   return text;
 }
 
-/** How a loaded model answers a conversation, and whether one leaves it room to. */
-function answerer(model: ServedModel, request: { maxTokens: number; sampling: { temperature: number; seed?: number } }) {
+/** How a loaded model answers a conversation, and whether one leaves it room to; with `stats`, each answer's figures are written there. */
+function answerer(model: ServedModel, request: { maxTokens: number; sampling: { temperature: number; seed?: number } }, stats: CommandIO["stderr"] | null) {
   return {
     /** Room for the whole answer where the context allows; else at least for the prompt, the answer cut at the context's end. */
     fits: (messages: readonly ChatMessage[]) => {
@@ -105,15 +107,39 @@ function answerer(model: ServedModel, request: { maxTokens: number; sampling: { 
     },
     reply: async (messages: readonly ChatMessage[], signal: AbortSignal, write: (text: string) => void) => {
       let text = "";
-      const stream = model.engine.submit({ promptIds: model.chatPrompt(messages), maxTokens: request.maxTokens, sampling: request.sampling }, signal);
+      const promptIds = model.chatPrompt(messages);
+      const started = performance.now();
+      let firstToken: number | null = null;
+      const stream = model.engine.submit({ promptIds, maxTokens: request.maxTokens, sampling: request.sampling }, signal);
       for await (const event of stream) {
-        if (event.type !== "delta") continue;
-        text += event.text;
-        write(event.text);
+        if (event.type === "delta") {
+          firstToken ??= performance.now();
+          text += event.text;
+          write(event.text);
+        } else if (event.type === "finish" && stats) {
+          // On its own lines where stdout and stderr share a terminal.
+          const lineBreak = text === "" || text.endsWith("\n") ? "" : "\n";
+          stats.write(lineBreak + answerStats(promptIds.length, event, firstToken === null ? null : (firstToken - started) / 1000));
+        }
       }
       return text;
     },
   };
+}
+
+/**
+ * One answer's figures, as `ollama run --verbose` gives them: the prompt (its time is the first
+ * token's, prefill included) and the answer (first token to last).
+ */
+function answerStats(promptTokens: number, finish: FinishEvent, firstTokenSeconds: number | null): string {
+  const rate = (tokens: number, seconds: number) => (seconds > 0 ? `, ${(tokens / seconds).toFixed(1)} tokens/s` : "");
+  const computed = promptTokens - finish.cachedPromptTokens;
+  const prompt =
+    firstTokenSeconds === null
+      ? `prompt: ${promptTokens} tokens (${finish.cachedPromptTokens} cached)`
+      : `prompt: ${promptTokens} tokens (${finish.cachedPromptTokens} cached), first token after ${firstTokenSeconds.toFixed(3)} s${rate(computed, firstTokenSeconds)}`;
+  const answer = `answer: ${finish.completionTokens} tokens in ${finish.decodeSeconds.toFixed(3)} s${rate(Math.max(0, finish.completionTokens - 1), finish.decodeSeconds)} (${finish.reason})`;
+  return `${prompt}\n${answer}\n`;
 }
 
 /** The speech model's side of `kiln run`: a file's transcript; exit 1 (said on stderr) when it fails. */

@@ -95,6 +95,22 @@ describe("kiln run", () => {
     expect(empty.stderr).toMatch(/^kiln run: needs a prompt/);
   }, 240_000);
 
+  it("--verbose counts the prompt's and the answer's tokens as the API's usage does, with their speed", async () => {
+    const question = "Name three primary colors.";
+    const run = await kilnRun([MODEL, "--verbose", "--temperature", "0", "--max-tokens", "12", question], "");
+    expect(run.code, run.stderr).toBe(0);
+    const res = await fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: question }], max_tokens: 12, temperature: 0 }),
+    });
+    const usage = ((await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+    expect(run.stderr).toMatch(
+      new RegExp(`^prompt: ${usage.prompt_tokens} tokens \\(0 cached\\), first token after \\d+\\.\\d{3} s, \\d+\\.\\d tokens/s$`, "m"),
+    );
+    expect(run.stderr).toMatch(new RegExp(`^answer: ${usage.completion_tokens} tokens in \\d+\\.\\d{3} s, \\d+\\.\\d tokens/s \\((length|stop)\\)$`, "m"));
+  }, 240_000);
+
   it("holds a conversation at a terminal: each answer is the API's to the turns so far", async () => {
     const maxTokens = 16;
     const session = await atTerminal(
