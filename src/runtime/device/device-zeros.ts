@@ -5,7 +5,7 @@
  */
 import * as ort from "onnxruntime-node";
 import { ElementType, smallGraphBytes } from "../onnx/small-graph.js";
-import { executionProvidersFor } from "./execution-providers.js";
+import { executionProvidersFor, SESSION_LOG_SEVERITY } from "./execution-providers.js";
 import type { ComputeDevice } from "./index.js";
 
 const ZEROS = { zero: "zero", dims: "dims", output: "zeros" } as const;
@@ -33,6 +33,7 @@ export class DeviceZeros {
     });
     const session = await ort.InferenceSession.create(bytes, {
       executionProviders: executionProvidersFor(device),
+      logSeverityLevel: SESSION_LOG_SEVERITY,
       preferredOutputLocation: device === "cpu" ? "cpu" : "gpu-buffer",
     });
     return new DeviceZeros(session, type);

@@ -12,6 +12,14 @@ import { nodeNamesOf } from "./onnx-nodes.js";
 const WRONG_ON_WEBGPU: ReadonlyArray<readonly [string, string]> = [["com.microsoft", "Attention"]];
 
 /**
+ * onnxruntime's log threshold for kiln's sessions on a device: errors only. At onnxruntime's default
+ * (warnings) every GPU session says that "some nodes were not assigned to the preferred execution
+ * providers": the shape arithmetic that the CPU provider takes on purpose (see
+ * {@link executionProvidersFor}), which reads as a fault to whoever starts kiln.
+ */
+export const SESSION_LOG_SEVERITY = 3;
+
+/**
  * onnxruntime's execution providers for a session on `device`. On WebGPU the CPU provider stays
  * listed after it: nodes the WebGPU provider does not implement (shape arithmetic, say) fall back to
  * it rather than failing the load; and when `graphPath` (the .onnx file, its weights kept apart) is

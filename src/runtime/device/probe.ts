@@ -3,13 +3,14 @@
  * memory, about 0.1 s. onnxruntime-node says nothing about the adapter it got, only whether it got one.
  */
 import * as ort from "onnxruntime-node";
+import { SESSION_LOG_SEVERITY } from "./execution-providers.js";
 import { PROBE_GRAPH, probeGraphBytes } from "./probe-graph.js";
 
 /** null when the WebGPU provider ran the probe graph right; else why not, in one line. */
 export async function confirmWebGpu(): Promise<string | null> {
   let session: ort.InferenceSession | null = null;
   try {
-    session = await ort.InferenceSession.create(probeGraphBytes(), { executionProviders: ["webgpu"] });
+    session = await ort.InferenceSession.create(probeGraphBytes(), { executionProviders: ["webgpu"], logSeverityLevel: SESSION_LOG_SEVERITY });
     const x = Float32Array.from({ length: PROBE_GRAPH.length }, (_, i) => i + 1);
     const out = await session.run({ [PROBE_GRAPH.input]: new ort.Tensor("float32", x, [PROBE_GRAPH.length]) });
     const y = out[PROBE_GRAPH.output].data as Float32Array;

@@ -20,7 +20,7 @@
 import * as ort from "onnxruntime-node";
 import { type ModelShape, presentEntry, SPEECH_GRAPH } from "../artifact/index.js";
 import { DeviceZeros, type ZerosType } from "../device/device-zeros.js";
-import { executionProvidersFor } from "../device/execution-providers.js";
+import { executionProvidersFor, SESSION_LOG_SEVERITY } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
 import { ElementType, type SmallNode, smallGraphBytes, type SmallValue } from "../onnx/small-graph.js";
 import type { DecoderCache, PastFeeds, SlotMove } from "./decoder-cache.js";
@@ -74,7 +74,11 @@ export class DeviceDecoderCache implements DecoderCache {
     const capacity = textContext + 1;
     const location = device === "cpu" ? "cpu" : "gpu-buffer";
     const session = async (bytes: Uint8Array, outputs: Record<string, ort.Tensor.DataLocation>) =>
-      ort.InferenceSession.create(bytes, { executionProviders: executionProvidersFor(device), preferredOutputLocation: outputs });
+      ort.InferenceSession.create(bytes, {
+        executionProviders: executionProvidersFor(device),
+        logSeverityLevel: SESSION_LOG_SEVERITY,
+        preferredOutputLocation: outputs,
+      });
     const layers = [...Array(shape.layers).keys()];
     // Pools written in place are declared "cpu": onnxruntime-node writes a pre-allocated device output only where the output is not put at gpu-buffer.
     const poolOutputs = Object.fromEntries(layers.flatMap((l) => [G.keyPoolOut(l), G.valuePoolOut(l)]).map((n) => [n, "cpu" as const]));

@@ -8,7 +8,7 @@
 import * as ort from "onnxruntime-node";
 import { SPEECH_GRAPH, type WhisperShape } from "../artifact/index.js";
 import type { ZerosType } from "../device/device-zeros.js";
-import { executionProvidersFor } from "../device/execution-providers.js";
+import { executionProvidersFor, SESSION_LOG_SEVERITY } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
 import { ElementType, smallGraphBytes } from "../onnx/small-graph.js";
 import { windowDims, type WindowFeeds, type WindowStore } from "./window-store.js";
@@ -99,6 +99,7 @@ export class DeviceWindowStore implements WindowStore {
       const outputs = Array.from({ length: this.shape.decoderLayers }, (_, l) => [joinOutput("key", l), joinOutput("value", l)]).flat();
       session = ort.InferenceSession.create(bytes, {
         executionProviders: executionProvidersFor(this.device),
+        logSeverityLevel: SESSION_LOG_SEVERITY,
         preferredOutputLocation: Object.fromEntries(outputs.map((name) => [name, "gpu-buffer" as const])),
       });
       this.joins.set(groups, session);

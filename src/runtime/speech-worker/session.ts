@@ -2,7 +2,7 @@ import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { checkSpeechGraphIo, readSpeechManifest, SPEECH_FILES, SPEECH_GRAPH, type SpeechArtifactManifest, WINDOW_FRAMES } from "../artifact/index.js";
 import type { ZerosType } from "../device/device-zeros.js";
-import { executionProvidersFor } from "../device/execution-providers.js";
+import { executionProvidersFor, SESSION_LOG_SEVERITY } from "../device/execution-providers.js";
 import { type DecoderCache, HostDecoderCache } from "./decoder-cache.js";
 import { DeviceDecoderCache } from "./device-decoder-cache.js";
 import { checkAdapterRoom, speechDeviceBytes } from "./device-room.js";
@@ -79,7 +79,13 @@ export class SpeechSession {
     const profiled = (graph: string): ort.InferenceSession.SessionOptions =>
       options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: `${options.profileFilePrefix}-${graph}` } : {};
     const graphSession = (file: string, graph: string, extra: ort.InferenceSession.SessionOptions = {}) =>
-      ort.InferenceSession.create(file, { ...sessionOptions, ...profiled(graph), ...extra, executionProviders: executionProvidersFor(device, file) });
+      ort.InferenceSession.create(file, {
+        ...sessionOptions,
+        ...profiled(graph),
+        ...extra,
+        executionProviders: executionProvidersFor(device, file),
+        logSeverityLevel: SESSION_LOG_SEVERITY,
+      });
     // The decoder's outputs all come back to the CPU, its presents being only the call's new positions
     // (see DeviceDecoderCache for why).
     const decoder = await graphSession(join(artifactDir, SPEECH_FILES.decoder), "decoder");

@@ -16,7 +16,7 @@ import {
   slotCopyGraphIo,
   unpackDeviceResults,
 } from "../artifact/index.js";
-import { executionProvidersFor } from "../device/execution-providers.js";
+import { executionProvidersFor, SESSION_LOG_SEVERITY } from "../device/execution-providers.js";
 import type { AdapterMemory } from "../device/gpu-memory.js";
 import { DeviceKvPool, type DevicePoolWrites } from "./device-kv-pool.js";
 import type { TextSessionOptions } from "./protocol.js";
@@ -224,6 +224,7 @@ async function createDeviceSession(path: string, outputs: string[], writes: Devi
   for (const name of outputs) location[name] = name.startsWith("kv_") && writes === "fresh" ? "gpu-buffer" : "cpu";
   return ort.InferenceSession.create(path, {
     executionProviders: executionProvidersFor("webgpu", path, options.webgpuBufferCache),
+    logSeverityLevel: SESSION_LOG_SEVERITY,
     intraOpNumThreads: options.threads ?? 2,
     interOpNumThreads: 1,
     graphOptimizationLevel: options.graphOptimizationLevel ?? "all",
