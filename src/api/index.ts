@@ -9,3 +9,6 @@ export type { AuthMode } from "./auth/auth.js";
 export type { TrackRecords, UsageDay, UsageReport } from "./console.js";
 export { KilnMetrics } from "./metrics/kiln-metrics.js";
 export type { SseOptions } from "./sse.js";
+export { formatTranscript } from "./protocol/transcription-formats.js";
+export { RESPONSE_FORMATS as TRANSCRIPT_FORMATS, type TranscriptionResponseFormat } from "./protocol/transcriptions.js";
+export { billedSeconds } from "./routes/transcriptions.js";

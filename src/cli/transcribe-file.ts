@@ -1,9 +1,11 @@
 /**
  * `kiln run <speech model> <audio file>`: a file's transcript at the terminal, as whisper.cpp's and
- * faster-whisper's command lines give one, through the same speech engine as `kiln serve`. Each
- * segment is printed on its own line as soon as its 30 s window is decoded.
+ * faster-whisper's command lines give one, through the same speech engine as `kiln serve`: each
+ * segment on its own line as soon as its 30 s window is decoded, or, once the file is done, the
+ * answer the HTTP API gives for a `response_format` (subtitles as SRT or WebVTT, say).
  */
 import { readFile } from "node:fs/promises";
+import { billedSeconds, formatTranscript, type TranscriptionResponseFormat } from "../api/index.js";
 import { loadSpeechModel, type LoadSpeechModelOptions } from "../provision/index.js";
 import { decodeAudio } from "../runtime/audio/index.js";
 import type { DeviceChoice } from "../runtime/device/index.js";
@@ -16,6 +18,8 @@ export interface TranscribeFileOptions extends Pick<LoadSpeechModelOptions, "dev
   device: DeviceChoice;
   /** Whisper's starting temperature, 0..1. Default: 0 (beam search, falling back to sampling where a window fails). */
   temperature?: number;
+  /** "lines" (each segment as its window is decoded) or a `response_format` of the API, printed whole at the end. Default "lines". */
+  format?: "lines" | TranscriptionResponseFormat;
 }
 
 /**
@@ -36,10 +40,15 @@ export async function transcribeFile(slug: string, path: string | undefined, opt
   });
   try {
     const samples = await decodeAudio(bytes, { filename: path });
-    const onSegments = (segments: readonly { text: string }[]) => {
+    const format = options.format ?? "lines";
+    const printLines = (segments: readonly { text: string }[]) => {
       for (const segment of segments) if (segment.text.trim() !== "") io.stdout.write(`${segment.text.trim()}\n`);
     };
-    await model.transcribe(samples, { temperature: options.temperature, onSegments });
+    const transcript = await model.transcribe(samples, { temperature: options.temperature, onSegments: format === "lines" ? printLines : undefined });
+    if (format !== "lines") {
+      const { body } = formatTranscript(transcript, format, { type: "duration", seconds: billedSeconds(samples.length) }, { words: false });
+      io.stdout.write(typeof body === "string" ? body : `${JSON.stringify(body, null, 2)}\n`);
+    }
   } finally {
     await model.close();
   }

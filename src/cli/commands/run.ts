@@ -1,4 +1,5 @@
 /** `kiln run <slug> [prompt]`: one chat turn from the terminal, or a conversation, streamed as it is generated; a speech model's transcript of a file. */
+import { TRANSCRIPT_FORMATS } from "../../api/index.js";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
 import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
 import type { ChatMessage, FinishEvent, ServedModel } from "../../scheduler/index.js";
@@ -31,6 +32,11 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
     maxTokens: option.integer({ min: 1, default: 256, description: "most tokens to generate, per answer" }),
     temperature: option.number({ min: 0, max: 2, default: 0.7, description: "sampling temperature; 0 is greedy" }),
     seed: option.integer({ description: "sampling seed, for reproducible output; a random one when absent" }),
+    format: option.choice(["lines", ...TRANSCRIPT_FORMATS], {
+      default: "lines",
+      description:
+        "a speech model's output: lines (a segment a line, as each window is decoded), or the HTTP API's answer for that response_format (text, json, verbose_json, srt or vtt subtitles) once the file is done",
+    }),
     verbose: option.flag({ description: "after each answer, its prompt and answer tokens and their speed, on stderr" }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
     device: deviceOption,
@@ -42,8 +48,10 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
     if (hasModel(slug) && getModel(slug).kind === "transcription") {
       if (promptWords.length > 1) throw new UsageError("a speech model transcribes one audio file at a time");
       const temperature = given.has("temperature") ? options.temperature : undefined;
-      return transcribe(slug, promptWords[0], { threads: options.threads, temperature, device: options.device, deviceActivations: options.activations }, io);
+      const { threads, device, activations: deviceActivations, format } = options;
+      return transcribe(slug, promptWords[0], { threads, temperature, device, deviceActivations, format }, io);
     }
+    if (given.has("format")) throw new UsageError("--format is for a speech model; a text model's answer streams as it is generated");
     const conversation = promptWords.length === 0 && io.stdin?.isTTY === true;
     const prompt = promptWords.length > 0 || conversation ? promptWords.join(" ") : await promptFromStdin(io);
     let model: ServedModel | null = null;

@@ -93,6 +93,9 @@ describe("kiln run", () => {
     const empty = await kilnRun([MODEL], "  \n");
     expect(empty.code).toBe(2);
     expect(empty.stderr).toMatch(/^kiln run: needs a prompt/);
+    const formatted = await kilnRun([MODEL, "--format", "srt", "hi"], "");
+    expect(formatted.code).toBe(2);
+    expect(formatted.stderr).toMatch(/^kiln run: --format is for a speech model/);
   }, 240_000);
 
   it("--verbose counts the prompt's and the answer's tokens as the API's usage does, with their speed", async () => {
@@ -163,7 +166,7 @@ describe("kiln run", () => {
     expect(answersIn(session.output)[0].length, session.output).toBeGreaterThan(0);
   }, 240_000);
 
-  it("transcribes an audio file with a speech model, window by window, as the API does", async () => {
+  it("transcribes an audio file with a speech model, window by window or in a response_format, as the API does", async () => {
     const long = speechFixture("long");
     const short = speechFixture("lighthouse");
     for (const [path, viaStdin] of [
@@ -182,6 +185,18 @@ describe("kiln run", () => {
       if (path === long.files.webm) expect(lines.length).toBeGreaterThan(2); // a line a segment, over two windows
       const spaced = (text: string) => text.replace(/\s+/g, " ").trim();
       expect(spaced(lines.join(" "))).toBe(spaced(expected));
+    }
+    // The API's answers for a response_format, once the file is done: subtitles and the verbose JSON.
+    for (const format of ["srt", "verbose_json"] as const) {
+      const form = new FormData();
+      form.append("model", SPEECH);
+      form.append("response_format", format);
+      form.append("file", new Blob([readFileSync(long.files.webm)]), "long.webm");
+      const expected = await (await fetch(`${server.baseURL}/audio/transcriptions`, { method: "POST", body: form })).text();
+      const run = await kilnRun([SPEECH, long.files.webm, "--format", format], "");
+      expect(run.code, run.stderr).toBe(0);
+      if (format === "srt") expect(run.stdout).toBe(expected);
+      else expect(JSON.parse(run.stdout)).toEqual(JSON.parse(expected));
     }
     const missing = await kilnRun([SPEECH, "no-such-file.wav"], "");
     expect(missing).toMatchObject({ code: 1, stderr: "kiln run: no-such-file.wav: no such file\n" });
