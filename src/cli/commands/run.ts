@@ -80,7 +80,6 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
         return 0;
       }
       const messages: ChatMessage[] = [...(options.system ? [{ role: "system", content: options.system }] : []), { role: "user", content: prompt }];
-      if (!answer.fits(messages)) throw new Error(`the prompt does not fit the model's context of ${model.contextLength} tokens`);
       await answer.reply(messages, new AbortController().signal, (text) => io.stdout.write(text));
       io.stdout.write("\n");
       return 0;
