@@ -28,12 +28,12 @@ import { modelsRoute } from "./routes/models.js";
 import { responsesRoutes } from "./routes/responses.js";
 import { transcriptionsRoute } from "./routes/transcriptions.js";
 import type { SseOptions } from "./sse.js";
+import { DEFAULT_DRAIN_TIMEOUT_MS } from "./defaults.js";
 
 /** Default most bytes of a request body: 4 MiB (a full 128k-token prompt is about 0.5 MB). */
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
 
-/** Default milliseconds a drain gives running requests before ending them: 30 s. */
-export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+export { DEFAULT_DRAIN_TIMEOUT_MS };
 
 /** What the app serves with; {@link ServerLimits} bound the clients (timeouts, connections). */
 export interface AppOptions extends ServerLimits {

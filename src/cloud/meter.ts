@@ -16,12 +16,12 @@ import { costNanoUsd, priceOf as nanoPrice, type Metered, type PriceInForce } fr
 import type { CloudStore } from "./store/store.js";
 import type { UsageLog } from "./usage-spool.js";
 import type { PriceLookup, UsageRecord, UsageRecorder } from "./usage.js";
+import { DEFAULT_ORPHAN_AFTER_MS } from "./defaults.js";
 
 /** Default milliseconds between heartbeats (and orphan sweeps): 5 s. */
 export const DEFAULT_HEARTBEAT_MS = 5_000;
 
-/** Default milliseconds a replica may be silent before another charges its reservations: 15 s. */
-export const DEFAULT_ORPHAN_AFTER_MS = 15_000;
+export { DEFAULT_ORPHAN_AFTER_MS };
 
 export interface CloudMeterOptions {
   store: CloudStore;

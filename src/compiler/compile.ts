@@ -36,6 +36,7 @@ import { DataType } from "./onnx/onnx-proto.js";
 import { buildSlotCopyGraph } from "./graph/slot-copy.js";
 import { digestGgufSource, type SourceDigest } from "./source-digest.js";
 import { chatTemplate, tokenizerSpec } from "./tokenizer-spec.js";
+import { DEFAULT_COMPILE_OPTIONS } from "./defaults.js";
 
 /**
  * Part of every artifact id. 0.3.0: the manifest records each file's size and sha256 (`files`).
@@ -130,16 +131,8 @@ export { SourceChangedError } from "./source-digest.js";
 /** 16 GiB: a 70B model's artifact (about 60 GB) is four files that copy, resume and verify one at a time. */
 export const DEFAULT_WEIGHTS_FILE_BYTES = 16 * 2 ** 30;
 
-/** What an unset compile option means. */
-export const DEFAULT_COMPILE_OPTIONS: Required<CompileOptions> = {
-  accuracyLevel: 4,
-  numerics: "fast",
-  minFold: "matmul",
-  embedding: "quantized",
-  lmHead: "source",
-  gateUp: "fused",
-  deviceWeights: "source",
-};
+/** What an unset compile option means (kept in `defaults.ts`). */
+export { DEFAULT_COMPILE_OPTIONS };
 
 /**
  * Every option set, for the build; `minFold`, `embedding` and the other choices (the `device` too) appear only when not the default, so that

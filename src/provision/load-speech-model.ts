@@ -7,6 +7,7 @@ import { type ServedSpeechModel, serveSpeechModel, type SpeechServeOptions } fro
 import { getModel } from "../catalogue/catalogue.js";
 import { provisionArtifact, type ProvisionOptions, WrongKindError } from "./provision-artifact.js";
 import { loadVad, speechVad } from "./vad.js";
+import { DEFAULT_BEAM_SIZE, DEFAULT_SPEECH_SLOTS } from "./defaults.js";
 
 export interface LoadSpeechModelOptions extends ProvisionOptions, SpeechServeOptions {
   /** ONNX Runtime threads of the model's sessions. Default 2. */
@@ -24,11 +25,7 @@ export interface LoadSpeechModelOptions extends ProvisionOptions, SpeechServeOpt
   adapterMemory?: () => AdapterMemory | null;
 }
 
-/** Default beams of a transcription's beam search (faster-whisper's); 1 is greedy decoding. */
-export const DEFAULT_BEAM_SIZE = 5;
-
-/** Default transcriptions decoded at once per speech model. */
-export const DEFAULT_SPEECH_SLOTS = 4;
+export { DEFAULT_BEAM_SIZE, DEFAULT_SPEECH_SLOTS };
 
 /**
  * Provisions a speech model's artifact and loads it on its worker thread, with a decoder row per

@@ -3,19 +3,11 @@
  * serving settings. A promotion stores these settings beside the artifact, so that the server runs
  * the artifact the way the track measured it.
  */
-import {
-  DEFAULT_COMPILE_OPTIONS,
-  type CompileOptions,
-  type DeviceActivations,
-  type DeviceAttention,
-  type DeviceWeights,
-  type GateUpLayout,
-  type LmHeadWeight,
-  type MinFold,
-} from "../compiler/compile.js";
+import { DEFAULT_COMPILE_OPTIONS } from "../compiler/defaults.js";
+import type { CompileOptions, DeviceActivations, DeviceAttention, DeviceWeights, GateUpLayout, LmHeadWeight, MinFold } from "../compiler/compile.js";
 import type { ArtifactManifest } from "../runtime/artifact/index.js";
 import type { ComputeDevice } from "../runtime/device/index.js";
-import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../scheduler/index.js";
+import { DEFAULT_MAX_RUNNING, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../scheduler/defaults.js";
 
 export const MIN_FOLDS = ["matmul", "8bit", "block-means"] as const satisfies ReadonlyArray<MinFold>;
 export const LM_HEAD_WEIGHTS = ["source", "4bit", "4bit-rescored"] as const satisfies ReadonlyArray<LmHeadWeight>;

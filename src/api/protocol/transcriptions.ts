@@ -6,9 +6,9 @@
 import { z } from "zod";
 import { apiError } from "../errors.js";
 import { parseOrThrow } from "./issues.js";
+import { RESPONSE_FORMATS, type TranscriptionResponseFormat } from "./response-formats.js";
 
-export const RESPONSE_FORMATS = ["json", "text", "srt", "vtt", "verbose_json"] as const;
-export type TranscriptionResponseFormat = (typeof RESPONSE_FORMATS)[number];
+export { RESPONSE_FORMATS, type TranscriptionResponseFormat };
 
 export const TIMESTAMP_GRANULARITIES = ["segment", "word"] as const;
 

@@ -33,6 +33,7 @@ import { SlotOps } from "./slot-ops.js";
 import { admissions, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS, planStep, waitingAfterAdmission, type StepLimits } from "./step-planner.js";
 import type { ComputeGate } from "../compute-gate.js";
 import type { StepCall, StepRunner } from "./step-runner.js";
+import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING } from "../defaults.js";
 
 export interface BatchEngineOptions {
   /** Name used in error messages: the model's slug. */
@@ -68,8 +69,7 @@ export interface BatchEngineOptions {
   gate?: ComputeGate;
 }
 
-export const DEFAULT_MAX_RUNNING = 16;
-export const DEFAULT_MAX_WAITING = 64;
+export { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING };
 const DEFAULT_MAX_BACKLOG = 64;
 
 /** One submit: a request, its choices as sequences, and the channel their events go to. */

@@ -8,6 +8,7 @@
  * so a request's result does not depend on the load. Admission is first come first served: no
  * request overtakes the head of the queue, so none starves.
  */
+import { DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../defaults.js";
 
 /** Step limits. */
 export interface StepLimits {
@@ -17,8 +18,7 @@ export interface StepLimits {
   prefillChunk: number;
 }
 
-export const DEFAULT_STEP_TOKENS = 512;
-export const DEFAULT_PREFILL_CHUNK = 256;
+export { DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS };
 
 /** A prefilling sequence as the planner sees it. */
 export interface PrefillCandidate {

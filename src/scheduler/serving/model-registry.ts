@@ -11,6 +11,7 @@
 import { ModelTooLargeError } from "../errors.js";
 import type { ServedSpeechModel } from "../speech/types.js";
 import type { ServedModel } from "./served-model.js";
+import { DEFAULT_KEEP_ALIVE_MS } from "../defaults.js";
 
 /** A model in service of either kind; `kind` tells them apart. */
 export type AnyServedModel = ServedModel | ServedSpeechModel;
@@ -71,8 +72,7 @@ export interface ModelRegistryOptions {
   loadWaitMs?: number;
 }
 
-/** Default keep-alive of a model loaded on demand: 5 minutes, as Ollama's. */
-export const DEFAULT_KEEP_ALIVE_MS = 5 * 60_000;
+export { DEFAULT_KEEP_ALIVE_MS };
 /** Default wait of a request for its model to load: 60 s, well inside the official clients' 10-minute timeout. */
 export const DEFAULT_LOAD_WAIT_MS = 60_000;
 /** A model that failed to load on demand is tried again by a request this long after the failure, not before. */

@@ -1,0 +1,15 @@
+/**
+ * The scheduler's defaults, in a module of their own: \`kiln serve\`'s option declarations show them
+ * in its help, which must not load the engine to do so.
+ */
+
+/** Sequences generating at once per model (its KV slots). */
+export const DEFAULT_MAX_RUNNING = 16;
+/** Requests queued per model before new ones get 503. */
+export const DEFAULT_MAX_WAITING = 64;
+/** Tokens a step computes at most (decode rows and prompt chunks together), unless the chunk and slots need more. */
+export const DEFAULT_STEP_TOKENS = 512;
+/** Prompt tokens computed per model call. */
+export const DEFAULT_PREFILL_CHUNK = 256;
+/** Keep-alive of a model loaded on demand: 5 minutes, as Ollama's. */
+export const DEFAULT_KEEP_ALIVE_MS = 5 * 60_000;
