@@ -1,17 +1,10 @@
 /** `kiln bench <slug>`: the model's speed on this machine through the engine (or speech worker) `kiln serve` runs. */
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
-import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions, loadSpeechWorker } from "../../provision/index.js";
+import type { LoadModelOptions } from "../../provision/index.js";
 import type { LoadedSpeechModel } from "../../runtime/loaded-speech-model.js";
-import {
-  measureSpeechThroughput,
-  measureThroughput,
-  type ServedModel,
-  type SpeechThroughputFigures,
-  type SpeechThroughputPlan,
-  type ThroughputFigures,
-  type ThroughputPlan,
-  windowSeconds,
-} from "../../scheduler/index.js";
+import type { ServedModel } from "../../scheduler/index.js";
+import { measureThroughput, type ThroughputFigures, type ThroughputPlan } from "../../scheduler/serving/throughput.js";
+import { measureSpeechThroughput, type SpeechThroughputFigures, type SpeechThroughputPlan, windowSeconds } from "../../scheduler/speech/throughput.js";
 import { type CommandIO, defineCommand } from "../command.js";
 import type { DeviceDecision } from "../../runtime/device/choose.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
@@ -113,6 +106,7 @@ interface SpeechBenchOptions {
 async function benchSpeech(slug: string, device: DeviceDecision, o: SpeechBenchOptions, io: CommandIO): Promise<number> {
   const plan: SpeechThroughputPlan = { transcriptions: o.rows, beams: o.beams, context: SPEECH_CONTEXT, steps: o.steps, runs: o.runs };
   let model: LoadedSpeechModel | null = null;
+  const { loadSpeechWorker } = await import("../../provision/index.js");
   try {
     model = await loadSpeechWorker(slug, {
       device: device.device,
@@ -175,6 +169,8 @@ that makes a second. --prompt is for text models.`,
     const slug = options.model ?? positionals[0];
     if (!slug || positionals.length > (options.model !== undefined ? 0 : 1)) throw new UsageError("needs one model: a slug or a GGUF file");
     const rows = parseRows(options.rows);
+    // Loaded here, not with the command's declaration, so that help and usage errors come at once.
+    const { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel } = await import("../../provision/index.js");
     const speech = !isLocalModelPath(slug) && hasModel(slug) && getModel(slug).kind === "transcription";
     if (speech && given.has("prompt")) throw new UsageError("--prompt is for text models: a transcription model's prompt is its task tokens");
     const threads = given.has("threads") ? options.threads : undefined;

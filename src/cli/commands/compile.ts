@@ -1,6 +1,6 @@
 /** `kiln compile <slug>`: compile a model's weights into an ONNX artifact. */
-import { DEFAULT_COMPILE_OPTIONS } from "../../compiler/compile.js";
-import { checkLocalGguf, isLocalModelPath, provisionArtifact, provisionLocalGguf, type ProvisionOptions } from "../../provision/index.js";
+import { DEFAULT_COMPILE_OPTIONS } from "../../compiler/defaults.js";
+import type { ProvisionOptions } from "../../provision/index.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";
 
@@ -61,6 +61,8 @@ recorded in the database).`,
     if (options.activations !== "float32" && options.device === "cpu")
       throw new UsageError(`--activations ${options.activations} is the precision of a GPU artifact: add --device webgpu`);
     const started = Date.now();
+    // Loaded here, not with the command's declaration, so that help and usage errors come at once.
+    const { checkLocalGguf, isLocalModelPath, provisionArtifact, provisionLocalGguf } = await import("../../provision/index.js");
     try {
       const provision: ProvisionOptions = {
         force: options.force,

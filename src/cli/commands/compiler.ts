@@ -1,6 +1,7 @@
 /** `kiln compiler`: the nightly optimization tracks on their own, until SIGTERM. */
 import { hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
-import { jobsDir, startNightly } from "../../track/index.js";
+import { jobsDir } from "../../track/job.js";
+import { startNightly } from "../../track/nightly.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";
 

@@ -5,7 +5,8 @@ import { getModel, hasModel, UnknownModelError } from "../../catalogue/catalogue
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
 import { artifactsDir } from "../../catalogue/paths.js";
 import { currentPromotion, promoteArtifact } from "../../catalogue/promotions.js";
-import { latestRecordOfArtifact, servingSettings } from "../../track/index.js";
+import { latestRecordOfArtifact } from "../../track/records.js";
+import { servingSettings } from "../../track/settings.js";
 import { readManifest } from "../../runtime/artifact/index.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";

@@ -1,13 +1,13 @@
 /** `kiln run <slug> [prompt]`: one chat turn from the terminal, or a conversation, streamed as it is generated; a speech model's transcript of a file. */
-import { TRANSCRIPT_FORMATS } from "../../api/index.js";
+import { RESPONSE_FORMATS as TRANSCRIPT_FORMATS } from "../../api/protocol/response-formats.js";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
-import { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel, type LoadModelOptions } from "../../provision/index.js";
+import type { LoadModelOptions } from "../../provision/index.js";
 import type { ChatMessage, FinishEvent, ServedModel } from "../../scheduler/index.js";
 import { CHAT_COMMANDS, chatSession } from "../chat-session.js";
 import { type CommandIO, defineCommand } from "../command.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
 import { option, UsageError } from "../options.js";
-import { transcribeFile, type TranscribeFileOptions } from "../transcribe-file.js";
+import type { TranscribeFileOptions } from "../transcribe-file.js";
 
 export default defineCommand({
   name: "run",
@@ -54,6 +54,8 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
     if (given.has("format")) throw new UsageError("--format is for a speech model; a text model's answer streams as it is generated");
     const conversation = promptWords.length === 0 && io.stdin?.isTTY === true;
     const prompt = promptWords.length > 0 || conversation ? promptWords.join(" ") : await promptFromStdin(io);
+    // Loaded here, not with the command's declaration, so that help and usage errors come at once.
+    const { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel } = await import("../../provision/index.js");
     let model: ServedModel | null = null;
     try {
       // The same path as `kiln serve`: one KV slot, the batch engine, the model's chat template.
@@ -152,6 +154,7 @@ function answerStats(promptTokens: number, finish: FinishEvent, firstTokenSecond
 /** The speech model's side of `kiln run`: a file's transcript; exit 1 (said on stderr) when it fails. */
 async function transcribe(slug: string, path: string | undefined, options: TranscribeFileOptions, io: CommandIO): Promise<number> {
   try {
+    const { transcribeFile } = await import("../transcribe-file.js");
     await transcribeFile(slug, path, options, io);
     return 0;
   } catch (err) {

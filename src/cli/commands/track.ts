@@ -1,7 +1,9 @@
 /** `kiln track run <slug>`: one night of a model's optimization track, now. */
 import { hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase } from "../../catalogue/db.js";
-import { createModelMeasurer, jobPath, jobsDir, loadJob, runTrack, trackHistory, type TrackRunSummary } from "../../track/index.js";
+import { trackHistory } from "../../track/history.js";
+import { jobPath, jobsDir, loadJob } from "../../track/job.js";
+import type { TrackRunSummary } from "../../track/run.js";
 import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError } from "../options.js";
 import { formatTrackTable } from "../track-table.js";
@@ -51,6 +53,8 @@ measurement in progress as failed.`,
     };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
+    // Loaded here, not with the command's declaration, so that help and usage errors come at once.
+    const { createModelMeasurer, runTrack } = await import("../../track/index.js");
     const db = openDatabase();
     const measurer = createModelMeasurer({ slug, workload: job.workload, probeTokens: job.quality.probeTokens, log });
     try {

@@ -1,7 +1,8 @@
 /** `kiln tracks [<slug>]`: the optimization track's history, what serves now, and the trend. */
 import { hasModel, UnknownModelError } from "../../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../../catalogue/db.js";
-import { sparkline, trackedSlugs, trackHistory, trend } from "../../track/index.js";
+import { sparkline, trackHistory, trend } from "../../track/history.js";
+import { trackedSlugs } from "../../track/records.js";
 import { defineCommand } from "../command.js";
 import { option, UsageError } from "../options.js";
 import { formatTrackTable, shortArtifact } from "../track-table.js";

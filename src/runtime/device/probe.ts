@@ -2,13 +2,15 @@
  * Proves onnxruntime's WebGPU provider computes on this machine: a four-float graph run on it, in
  * memory, about 0.1 s. onnxruntime-node says nothing about the adapter it got, only whether it got one.
  */
-import * as ort from "onnxruntime-node";
+import type { InferenceSession } from "onnxruntime-node";
 import { SESSION_LOG_SEVERITY } from "./execution-providers.js";
 import { PROBE_GRAPH, probeGraphBytes } from "./probe-graph.js";
 
 /** null when the WebGPU provider ran the probe graph right; else why not, in one line. */
 export async function confirmWebGpu(): Promise<string | null> {
-  let session: ort.InferenceSession | null = null;
+  // onnxruntime loads when a device is probed, not with every command that declares --device.
+  const ort = await import("onnxruntime-node");
+  let session: InferenceSession | null = null;
   try {
     session = await ort.InferenceSession.create(probeGraphBytes(), { executionProviders: ["webgpu"], logSeverityLevel: SESSION_LOG_SEVERITY });
     const x = Float32Array.from({ length: PROBE_GRAPH.length }, (_, i) => i + 1);

@@ -7,7 +7,8 @@ import { hashKey, KeyStore } from "../../../src/cloud/keys/key-store.js";
 import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import keys from "../../../src/cli/commands/keys.js";
-import serve, { offersOperatorActions } from "../../../src/cli/commands/serve.js";
+import serve from "../../../src/cli/commands/serve.js";
+import { offersOperatorActions } from "../../../src/cli/serve-session.js";
 import { capture } from "./capture.js";
 
 describe("kiln keys", () => {
