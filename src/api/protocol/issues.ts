@@ -64,9 +64,11 @@ function issueToError(issue: Issue, prefix: Path, input: unknown): ApiError {
       const op = issue.code === "too_small" ? (issue.inclusive ? ">=" : ">") : issue.inclusive ? "<=" : "<";
       if (issue.origin === "array") {
         const many = issue.code === "too_small" ? "at least" : "at most";
+        const length = (value as unknown[]).length;
+        const got = length === 0 ? "an empty array" : String(length);
         return apiError(
           "invalid_value",
-          `Invalid ${name}: expected an array with ${many} ${String(limit)} items, but got ${(value as unknown[]).length}.`,
+          `Invalid ${name}: expected an array with ${many} ${String(limit)} ${Number(limit) === 1 ? "item" : "items"}, but got ${got}.`,
           param,
         );
       }

@@ -85,3 +85,22 @@ describe("a body labelled with a content-encoding", () => {
     await app.close();
   });
 });
+
+describe("an array of the wrong length", () => {
+  it("an empty messages array is named as empty, in the singular", async () => {
+    const { app } = await fakeApp();
+    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: { model: SLUG, messages: [] }, headers: AUTH });
+    expectApiError(res, 400, "invalid_value", "messages");
+    expect(res.json().error.message).toBe("Invalid 'messages': expected an array with at least 1 item, but got an empty array.");
+    await app.close();
+  });
+
+  it("too many stop sequences gives the count", async () => {
+    const { app } = await fakeApp();
+    const payload = { model: SLUG, messages: [{ role: "user", content: "hi" }], stop: ["a", "b", "c", "d", "e"] };
+    const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload, headers: AUTH });
+    expectApiError(res, 400, "invalid_value", "stop");
+    expect(res.json().error.message).toBe("Invalid 'stop': expected an array with at most 4 items, but got 5.");
+    await app.close();
+  });
+});
