@@ -81,6 +81,16 @@ export class ChatTemplateError extends Error {
   }
 }
 
+/**
+ * How a template's model reasons: models that think between `<think>` and `</think>` before they
+ * answer (Qwen3, the DeepSeek-R1 distills) have templates that handle those tags (they drop earlier
+ * turns' reasoning, or open it in the generation prompt).
+ */
+export interface TemplateReasoning {
+  /** The template reads `enable_thinking` (Qwen3's switch): rendered with it false, the answer comes without reasoning. */
+  switchable: boolean;
+}
+
 /** Marks errors thrown through the template's raise_exception, to tell them from engine errors. */
 class TemplateRaise extends Error {}
 
@@ -98,6 +108,11 @@ export class ChatTemplate {
       throw new ChatTemplateError(`chat template does not parse: ${messageOf(error)}`, false, { cause: error, phase: "parse" });
     }
     this.inspectsContentParts = templateInspectsContentParts(source);
+  }
+
+  /** Whether the model reasons in `<think>` tags, read from the template's source; null when it does not. */
+  get reasoning(): TemplateReasoning | null {
+    return this.source.includes("</think>") ? { switchable: /\benable_thinking\b/.test(this.source) } : null;
   }
 
   /** How this template takes tool-call histories (probed on first use, then kept). */

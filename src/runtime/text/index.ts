@@ -8,5 +8,6 @@ export {
   type ChatMessage,
   type ContentPart,
   type RenderChatOptions,
+  type TemplateReasoning,
   type ToolHistoryCaps,
 } from "./chat-template.js";

@@ -92,3 +92,40 @@ describe("a leading system message on a template without a system role", () => {
     ]);
   });
 });
+
+describe("which families reason in <think> tags", () => {
+  const FAMILIES = [
+    "deepseek-r1-distill",
+    "gemma-2",
+    "gemma-3",
+    "llama-3.1",
+    "llama-3.2",
+    "mistral-v3",
+    "mixtral-v0.1",
+    "phi-3.5",
+    "phi-3",
+    "phi-4",
+    "qwen2.5",
+    "qwen3",
+    "smollm2",
+  ];
+  const reasoningOf = (name: string) => new ChatTemplate(readFileSync(join(FIXTURES, `${name}.jinja`), "utf8")).reasoning;
+
+  it("Qwen3 and the DeepSeek-R1 distills do, and only Qwen3's template switches it off", () => {
+    const found = Object.fromEntries(FAMILIES.map((name) => [name, reasoningOf(name)]));
+    expect(found).toEqual({
+      ...Object.fromEntries(FAMILIES.map((name) => [name, null])),
+      "deepseek-r1-distill": { switchable: false },
+      qwen3: { switchable: true },
+    });
+  });
+
+  it("Qwen3 with enable_thinking false renders an empty reasoning into the prompt; the R1 distills open it", () => {
+    const user: ChatMessage[] = [{ role: "user", content: "hi" }];
+    const qwen3 = new ChatTemplate(readFileSync(join(FIXTURES, "qwen3.jinja"), "utf8"));
+    expect(qwen3.render(user, { addGenerationPrompt: true })).toMatch(/<\|im_start\|>assistant\n$/);
+    expect(qwen3.render(user, { addGenerationPrompt: true, extra: { enable_thinking: false } })).toMatch(/assistant\n<think>\n\n<\/think>\n\n$/);
+    const r1 = new ChatTemplate(readFileSync(join(FIXTURES, "deepseek-r1-distill.jinja"), "utf8"));
+    expect(r1.render(user, { addGenerationPrompt: true, bosToken: "" })).toMatch(/<think>\n$/);
+  });
+});
