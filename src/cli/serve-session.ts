@@ -108,6 +108,7 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
     maxWaiting: o.maxWaiting,
     kvMemoryBytes: o.kvMemoryMb === undefined ? undefined : o.kvMemoryMb * 1024 * 1024,
     gate,
+    ...(o.chatTemplate !== undefined ? { chatTemplate: o.chatTemplate } : {}),
   };
 }
 

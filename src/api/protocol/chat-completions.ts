@@ -65,6 +65,9 @@ const toolCall = z.looseObject({
 
 export const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
 
+/** The reference API's values of `reasoning_effort`. */
+export const REASONING_EFFORTS = ["none", "minimal", "low", "medium", "high"] as const;
+
 const message = z
   .object({
     role: z.enum(ROLES),
@@ -123,6 +126,14 @@ export const chatCompletionRequestSchema = z.object({
   // Caching and abuse-tracking hints of the reference API: nothing for kiln to do with them, and nothing lost.
   prompt_cache_key: z.string().nullish(),
   safety_identifier: z.string().nullish(),
+  /**
+   * How much a reasoning model thinks before it answers. kiln's reasoning models think or do not:
+   * "none" and "minimal" switch thinking off where the model's template can (Qwen3's
+   * `enable_thinking`), the others leave it on. A 400 on a model that does not reason.
+   */
+  reasoning_effort: z.enum(REASONING_EFFORTS).nullish(),
+  /** vLLM's and llama.cpp's extension: more variables for the model's chat template, such as `{"enable_thinking": false}`. */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   ...samplingFields,
   ...constraintFields,
 });
@@ -137,13 +148,12 @@ const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "modalities", accepts: (v) => Array.isArray(v) && v.every((m) => m === "text"), why: 'can only be ["text"].' },
   { field: "prediction", why: "(predicted outputs) is not supported." },
   { field: "store", accepts: isOneOf(false), why: "is not supported: kiln does not store completions." },
-  { field: "reasoning_effort", why: "is not supported: kiln's models are not reasoning models." },
   { field: "web_search_options", why: "is not supported: kiln does not search the web." },
   { field: "service_tier", accepts: isOneOf("auto", "default"), why: "can only be 'auto' or 'default'." },
   { field: "verbosity", accepts: isOneOf("medium"), why: "is not supported." },
 ];
 
-const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS];
+const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS.filter((f) => f.field !== "chat_template_kwargs")];
 const KNOWN = knownFields(chatCompletionRequestSchema, REFUSED);
 
 /** Top-level fields of the body kiln neither knows nor refuses: accepted and ignored (see `unknownFields`). */
@@ -196,7 +206,8 @@ export type ChatFinishReason = "stop" | "length" | "tool_calls";
 export interface ChatCompletionChoice {
   index: number;
   /** `content` is null when the answer is only tool calls; `tool_calls` is absent when there are none. */
-  message: { role: "assistant"; content: string | null; refusal: null; tool_calls?: WireToolCall[] };
+  /** `reasoning_content`, on a reasoning model only: its thinking, apart from the answer (null when it did not think). */
+  message: { role: "assistant"; content: string | null; reasoning_content?: string | null; refusal: null; tool_calls?: WireToolCall[] };
   logprobs: ChatLogprobs | null;
   finish_reason: ChatFinishReason;
 }
@@ -208,7 +219,7 @@ export interface Usage {
   total_tokens: number;
   /** `cached_tokens`: prompt tokens served from the prefix cache, not computed for this request; kiln takes no audio. */
   prompt_tokens_details: { cached_tokens: number; audio_tokens: number };
-  /** kiln's models do not reason, predict or speak: 0 each, as the reference API answers for such models. */
+  /** `reasoning_tokens`: those of a reasoning model's thinking, its tags included; kiln's models do not predict or speak: 0 each. */
   completion_tokens_details: { reasoning_tokens: number; audio_tokens: number; accepted_prediction_tokens: number; rejected_prediction_tokens: number };
 }
 
@@ -241,7 +252,7 @@ export interface ChatCompletionChunk {
   system_fingerprint: string;
   choices: Array<{
     index: number;
-    delta: { role?: "assistant"; content?: string; tool_calls?: WireToolCallDelta[] };
+    delta: { role?: "assistant"; content?: string; reasoning_content?: string; tool_calls?: WireToolCallDelta[] };
     logprobs: ChatLogprobs | null;
     finish_reason: ChatFinishReason | null;
   }>;

@@ -12,6 +12,7 @@ import { completionBudget, answerPlan } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
+import { promptOpensThinking, reasoningPlan } from "./reasoning.js";
 
 export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat/completions", async (request, reply) => {
@@ -32,7 +33,9 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
         field,
       );
     }
-    const promptIds = model.chatPrompt(body.messages.map(templateMessage), toolUse?.tools);
+    const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
+    const thinking = reasoningPlan(model, body, forced);
+    const promptIds = model.chatPrompt(body.messages.map(templateMessage), toolUse?.tools, thinking.variables);
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
@@ -45,7 +48,12 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       ...(constraint ? { constraint } : {}),
       endRepeatedCalls: toolUse !== undefined,
     });
-    const answer = chatFormat(plan.answerId, model, { includeUsage: plan.includeUsage, logprobs: topLogprobs !== null, tools: toolUse !== undefined });
+    const answer = chatFormat(plan.answerId, model, {
+      includeUsage: plan.includeUsage,
+      logprobs: topLogprobs !== null,
+      tools: toolUse !== undefined,
+      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model, promptIds) } } : {}),
+    });
     return answerGeneration(ctx, request, reply, plan, answer);
   });
 }

@@ -1,12 +1,30 @@
 /**
  * The chat answer's wire shapes: the whole `chat.completion`, and its `chat.completion.chunk`s.
- * With tools on offer, each choice's text goes through the model's tool-call parser: content
- * stays content, calls become `tool_calls` (streamed as the API contract frames them: a call's
- * first fragment carries index, id, type and name, later ones only argument text), and an answer
- * that made calls finishes with `tool_calls`.
+ * A reasoning model's thinking is split from its answer first (`reasoning_content`, streamed as
+ * its own deltas). With tools on offer, the answer goes through the model's tool-call parser:
+ * content stays content, calls become `tool_calls` (streamed as the API contract frames them: a
+ * call's first fragment carries index, id, type and name, later ones only argument text), and an
+ * answer that made calls finishes with `tool_calls`.
  */
-import { CallParser, type EmittedTokenLogprob, type ServedModel, type ToolCallParser, type ToolOutputPiece } from "../../scheduler/index.js";
-import type { ChatCompletion, ChatCompletionChunk, ChatFinishReason, ChatLogprobs, WireToolCall, WireToolCallDelta } from "../protocol/chat-completions.js";
+import {
+  CallParser,
+  reasoningPart,
+  splitThinking,
+  ThinkSplitter,
+  type EmittedTokenLogprob,
+  type ServedModel,
+  type ToolCallParser,
+  type ToolOutputPiece,
+} from "../../scheduler/index.js";
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatFinishReason,
+  ChatLogprobs,
+  Usage,
+  WireToolCall,
+  WireToolCallDelta,
+} from "../protocol/chat-completions.js";
 import type { AnswerFormat, CollectedChoice } from "./generation.js";
 import { unixNow } from "./ids.js";
 
@@ -17,9 +35,21 @@ export interface ChatFormatOptions {
   logprobs: boolean;
   /** Read tool calls out of the text (the request offered tools the model may call). */
   tools: boolean;
+  /**
+   * Split a reasoning model's thinking from its answer; `opened`: the prompt ended by opening it, so
+   * the answer starts inside. Absent: no split (a model that does not reason, or a constrained answer).
+   */
+  reasoning?: { opened: boolean };
 }
 
 type Delta = ChatCompletionChunk["choices"][number]["delta"];
+
+/** One streamed choice's parsers, and its text so far (for the reasoning tokens in `usage`). */
+interface ChoiceStream {
+  thinking?: ThinkSplitter;
+  tools?: ToolCallParser;
+  text: string;
+}
 
 export function chatFormat(id: string, model: ServedModel, options: ChatFormatOptions): AnswerFormat {
   const created = unixNow();
@@ -34,22 +64,45 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
   });
   const deltaChunk = (index: number, delta: Delta, logprobs: ChatLogprobs | null = null) => chunk([{ index, delta, logprobs, finish_reason: null }]);
   const newParser = (): ToolCallParser => new CallParser(model.toolDialect.syntax, () => model.toolDialect.newId());
-  const streamParsers = new Map<number, ToolCallParser>();
-  const streamParser = (index: number) => {
-    let parser = streamParsers.get(index);
-    if (!parser) streamParsers.set(index, (parser = newParser()));
-    return parser;
+  const streams = new Map<number, ChoiceStream>();
+  const streamOf = (index: number): ChoiceStream => {
+    let stream = streams.get(index);
+    if (!stream) {
+      stream = { text: "" };
+      if (options.reasoning) stream.thinking = new ThinkSplitter(options.reasoning.opened);
+      if (options.tools) stream.tools = newParser();
+      streams.set(index, stream);
+    }
+    return stream;
   };
+  /** The deltas of a choice's text: reasoning as it is, the answer through the tool-call parser when tools are on offer. */
+  const deltasOf = (stream: ChoiceStream, text: string, end: boolean): Delta[] => {
+    const pieces = stream.thinking
+      ? end
+        ? [...stream.thinking.push(text), ...stream.thinking.finish()]
+        : stream.thinking.push(text)
+      : [{ type: "content" as const, text }];
+    const deltas: Delta[] = [];
+    for (const piece of pieces) {
+      if (piece.type === "reasoning") deltas.push({ reasoning_content: piece.text });
+      else if (!stream.tools) deltas.push({ content: piece.text });
+      else deltas.push(...stream.tools.push(piece.text).map(pieceDelta));
+    }
+    if (end && stream.tools) deltas.push(...stream.tools.finish().map(pieceDelta));
+    return deltas.filter((d) => d.tool_calls !== undefined || (d.content ?? d.reasoning_content) !== "");
+  };
+  const reasoningTokens = (texts: string[]): number =>
+    options.reasoning ? texts.reduce((sum, text) => sum + countReasoning(model, text, options.reasoning!.opened), 0) : 0;
 
   return {
     start: (index) => deltaChunk(index, { role: "assistant", content: "" }),
     delta: (index, text, logprobs) => {
       const lp = options.logprobs && logprobs ? chatLogprobs(logprobs) : null;
-      if (!options.tools) return deltaChunk(index, { content: text }, lp);
-      const chunks = streamParser(index)
-        .push(text)
-        .map((piece) => deltaChunk(index, pieceDelta(piece)));
-      // Log probabilities ride on the first chunk of their text; text the parser still holds gets an empty delta.
+      if (!options.tools && !options.reasoning) return deltaChunk(index, { content: text }, lp);
+      const stream = streamOf(index);
+      stream.text += text;
+      const chunks = deltasOf(stream, text, false).map((delta) => deltaChunk(index, delta));
+      // Log probabilities ride on the first chunk of their text; text a parser still holds gets an empty delta.
       if (lp) {
         if (chunks.length > 0) chunks[0].choices[0].logprobs = lp;
         else chunks.push(deltaChunk(index, {}, lp));
@@ -57,12 +110,12 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
       return chunks;
     },
     finish: (index, reason) => {
-      const parser = options.tools ? streamParser(index) : undefined;
-      const chunks = parser ? parser.finish().map((piece) => deltaChunk(index, pieceDelta(piece))) : [];
-      chunks.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(reason, parser?.calls ?? 0) }]));
+      const stream = options.tools || options.reasoning ? streamOf(index) : undefined;
+      const chunks = stream ? deltasOf(stream, "", true).map((delta) => deltaChunk(index, delta)) : [];
+      chunks.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(reason, stream?.tools?.calls ?? 0) }]));
       return chunks;
     },
-    usage: (usage) => ({ ...chunk([]), usage }),
+    usage: (usage) => ({ ...chunk([]), usage: withReasoningTokens(usage, reasoningTokens([...streams.values()].map((s) => s.text))) }),
     complete: (choices, usage): ChatCompletion => ({
       id,
       object: "chat.completion",
@@ -70,12 +123,14 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
       model: model.slug,
       system_fingerprint: model.artifactId,
       choices: choices.map((c) => {
-        const message = options.tools ? toolMessage(c, newParser()) : { content: c.text, calls: [] };
+        const split = options.reasoning ? splitThinking(c.text, options.reasoning.opened) : { reasoning: null, content: c.text };
+        const message = options.tools ? toolMessage(split.content, newParser()) : { content: split.content, calls: [] };
         return {
           index: c.index,
           message: {
             role: "assistant",
             content: message.content,
+            ...(options.reasoning ? { reasoning_content: split.reasoning } : {}),
             refusal: null,
             ...(message.calls.length > 0 ? { tool_calls: message.calls } : {}),
           },
@@ -83,9 +138,20 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
           finish_reason: finishReason(c.finishReason, message.calls.length),
         };
       }),
-      usage,
+      usage: withReasoningTokens(usage, reasoningTokens(choices.map((c) => c.text))),
     }),
   };
+}
+
+/** Tokens of the reasoning in one choice's text, its tags included. */
+function countReasoning(model: ServedModel, text: string, opened: boolean): number {
+  const part = reasoningPart(text, opened);
+  return part === "" ? 0 : model.countTokens(part);
+}
+
+function withReasoningTokens(usage: Usage, tokens: number): Usage {
+  if (tokens === 0) return usage;
+  return { ...usage, completion_tokens_details: { ...usage.completion_tokens_details, reasoning_tokens: tokens } };
 }
 
 function finishReason(reason: CollectedChoice["finishReason"], calls: number): ChatFinishReason {
@@ -102,11 +168,11 @@ function pieceDelta(piece: ToolOutputPiece): Delta {
   return { tool_calls: [call] };
 }
 
-/** A whole choice's text read the way its stream would have been: content (null when there is none beside calls) and calls. */
-function toolMessage(choice: CollectedChoice, parser: ToolCallParser): { content: string | null; calls: WireToolCall[] } {
+/** A whole answer read the way its stream would have been: content (null when there is none beside calls) and calls. */
+function toolMessage(text: string, parser: ToolCallParser): { content: string | null; calls: WireToolCall[] } {
   let content = "";
   const calls: WireToolCall[] = [];
-  for (const piece of [...parser.push(choice.text), ...parser.finish()]) {
+  for (const piece of [...parser.push(text), ...parser.finish()]) {
     if (piece.type === "content") content += piece.text;
     else if (piece.type === "call-start") calls.push({ id: piece.id, type: "function", function: { name: piece.name, arguments: "" } });
     else calls[piece.index].function.arguments += piece.text;

@@ -127,6 +127,11 @@ const options = {
     default: DEFAULT_STORED_RESPONSE_DAYS,
     description: "days a stored Responses API response is kept; older ones are neither found nor continued, and are deleted",
   }),
+  chatTemplateFile: option.string({
+    value: "<file>",
+    description:
+      "a Jinja chat template to render chats with instead of the models' own, as llama.cpp's --chat-template-file (for every text model this server serves, so serve one with it)",
+  }),
   noNightly: option.flag({
     description:
       "do not run the optimization tracks (compiler-jobs/<slug>.json) of the text models served since the start (named or loaded on demand) on their schedules; by default each runs as its own lower-priority process",
@@ -161,6 +166,7 @@ requests, and the least recently used ones are unloaded to make room under --mem
         slugs: models.slugs,
         locals: await checkLocalModels(models.files),
         origins: allowedOrigins(commandLine.options.allowedOrigins),
+        chatTemplate: await chatTemplateFrom(commandLine.options.chatTemplateFile),
         given: commandLine.given,
       },
       io,
@@ -177,6 +183,8 @@ export type ServeArgs = OptionValues<typeof options> & {
   /** The GGUF files on this machine to serve, checked. */
   locals: LocalGguf[];
   origins: string[];
+  /** The source of --chat-template-file, checked to parse. */
+  chatTemplate?: string;
   given: ReadonlySet<ServeOptionName>;
   /** What --device resolved to on this machine: the device every model loads on, and its adapter. */
   resolvedDevice: DeviceDecision;
@@ -193,4 +201,23 @@ function allowedOrigins(given: string[]): string[] {
     if (problem !== undefined) throw new UsageError(`--allowed-origins: ${problem}`);
   }
   return [...new Set(origins)];
+}
+
+/** `--chat-template-file`'s template, read and parsed once, so that a missing file or a bad template is a usage error before anything loads. */
+async function chatTemplateFrom(file: string | undefined): Promise<string | undefined> {
+  if (file === undefined) return undefined;
+  const { readFileSync } = await import("node:fs");
+  const { ChatTemplate } = await import("../../runtime/text/index.js");
+  let source: string;
+  try {
+    source = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`--chat-template-file ${file}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message}`);
+  }
+  try {
+    new ChatTemplate(source);
+  } catch (err) {
+    throw new UsageError(`--chat-template-file ${file}: ${(err as Error).message}`);
+  }
+  return source;
 }

@@ -35,6 +35,7 @@ export function renderChat(
   messages: readonly ChatMessage[],
   prepared = false,
   tools?: readonly WireTool[],
+  variables?: Readonly<Record<string, unknown>>,
 ): string {
   const text = (id: number | null) => (id === null ? undefined : tokenizer.tokenText(id));
   return template.render(messages, {
@@ -43,6 +44,7 @@ export function renderChat(
     eosToken: text(tokenizer.eosId),
     prepared,
     ...(tools ? { tools: [...tools] } : {}),
+    ...(variables ? { extra: { ...variables } } : {}),
   });
 }
 
@@ -58,18 +60,21 @@ export function chatPromptIds(
   messages: readonly ChatMessage[],
   mode: SpecialTokenMode = "text",
   tools?: ToolPrompt,
+  variables?: Readonly<Record<string, unknown>>,
 ): number[] {
   const prepared = template.prepareMessages(messages);
   const literals = mode === "parse" ? undefined : new LiteralEscaper(tokenizer, template.source);
   const escaped = literals ? prepared.map((m) => literals.escapeMessage(m)) : prepared;
   let wireTools = tools?.tools.map(wireTool);
   if (literals && wireTools) wireTools = literals.escapeValue(wireTools) as WireTool[];
+  // Client-given template variables are client text too.
+  const vars = literals && variables ? (literals.escapeValue(variables) as Record<string, unknown>) : variables;
   let rendered: string;
   if (!tools || !wireTools || templateRendersTools(template.source)) {
-    rendered = renderChat(template, tokenizer, escaped, true, wireTools);
+    rendered = renderChat(template, tokenizer, escaped, true, wireTools, vars);
   } else {
     // The dialect's own words, added after escaping: its markup is the server's, not the client's.
-    rendered = renderChat(template, tokenizer, withSystemText(escaped, tools.dialect.instructions(wireTools)), true);
+    rendered = renderChat(template, tokenizer, withSystemText(escaped, tools.dialect.instructions(wireTools)), true, undefined, vars);
   }
   if (!literals) return encodePrompt(tokenizer, rendered, "parse");
   return withBos(tokenizer, tokenizer.encode(rendered, { parseSpecial: true, literals: literals.used() }));

@@ -10,6 +10,7 @@ import type { ComputeGate } from "../compute-gate.js";
 import { BatchEngine } from "../engine/batch-engine.js";
 import type { PrefixReuse } from "../engine/kv-slots.js";
 import type { ChatMessage } from "../types.js";
+import { ChatTemplate, type TemplateReasoning } from "../../runtime/text/index.js";
 import { getModel, hasModel, type Promotion } from "../../catalogue/index.js";
 import { chooseToolDialect, type ToolDialect, type ToolFunction } from "../tools/index.js";
 import { chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
@@ -53,7 +54,14 @@ export interface ServedModel {
    * own scaffolding becomes control tokens, special-token text inside the messages stays text (see
    * {@link ServeOptions.specialTokens}). Throws `ChatTemplateError`.
    */
-  chatPrompt(messages: readonly ChatMessage[], tools?: readonly ToolFunction[]): number[];
+  chatPrompt(messages: readonly ChatMessage[], tools?: readonly ToolFunction[], variables?: Readonly<Record<string, unknown>>): number[];
+  /**
+   * Whether the model reasons in `<think>` tags before it answers (from its chat template), and
+   * whether its template can switch that off; null for a model that does not.
+   */
+  reasoning: TemplateReasoning | null;
+  /** Tokens of generated text, special-token text counted as the control tokens the model wrote (for `reasoning_tokens`). */
+  countTokens(text: string): number;
   /**
    * How this model writes tool calls: `tools` given to {@link chatPrompt} reach it through its
    * template, or through this dialect's instructions when the template cannot render them.
@@ -106,11 +114,14 @@ export interface ServeOptions {
   specialTokens?: SpecialTokenMode;
   /** Turns on the machine shared with the other models of this process. Default: none. */
   gate?: ComputeGate;
+  /** A Jinja chat template (its source) used instead of the one the model came with. Default: the model's own. */
+  chatTemplate?: string;
 }
 
 /** Serves a loaded model: prompt rendering in front of a {@link BatchEngine} over its worker. */
 export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}): ServedModel {
-  const { manifest, tokenizer, template, worker } = loaded;
+  const { manifest, tokenizer, worker } = loaded;
+  const template = options.chatTemplate !== undefined ? new ChatTemplate(options.chatTemplate) : loaded.template;
   const slug = manifest.slug;
   const contextLength = servedContextLength(manifest.shape, worker.slots, options.kvMemoryBytes);
   const toolDialect = chooseToolDialect(template?.source ?? null, hasModel(slug) ? getModel(slug).family : undefined);
@@ -137,10 +148,12 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     kvMemoryBytes: worker.slots * kvBytesPerSlot(manifest.shape, contextLength),
     vocabSize: tokenizer.vocabSize,
     hasChatTemplate: template !== null,
-    chatPrompt(messages, tools) {
+    chatPrompt(messages, tools, variables) {
       if (!template) throw new Error(`${slug} has no chat template`);
-      return chatPromptIds(template, tokenizer, messages, options.specialTokens, tools ? { tools, dialect: toolDialect } : undefined);
+      return chatPromptIds(template, tokenizer, messages, options.specialTokens, tools ? { tools, dialect: toolDialect } : undefined, variables);
     },
+    reasoning: template?.reasoning ?? null,
+    countTokens: (text) => tokenizer.encode(text, { parseSpecial: true }).length,
     toolDialect,
     textPrompt: (prompt) => encodePrompt(tokenizer, prompt, options.specialTokens),
     decode: (ids) => tokenizer.decode(ids),

@@ -27,6 +27,8 @@ export interface FakeModel {
   rendered: ChatMessage[][];
   /** The tools each rendered prompt offered (undefined: none). */
   renderedTools: Array<readonly ToolFunction[] | undefined>;
+  /** The template variables each rendered prompt was given (undefined: none). */
+  renderedVariables: Array<Readonly<Record<string, unknown>> | undefined>;
 }
 
 export type FakeModelOptions = Partial<FakeStepOptions> &
@@ -37,6 +39,10 @@ export type FakeModelOptions = Partial<FakeStepOptions> &
     slug?: string;
     /** Milliseconds each model step takes. Default 0. */
     tokenDelayMs?: number;
+    /** The model reasons in `<think>` tags (as its template would say). Default: it does not. */
+    reasoning?: ServedModel["reasoning"];
+    /** The rendered prompt ends by opening the reasoning (`<think>\n`), as DeepSeek-R1 distills' templates do, unless `enable_thinking` is false. Default false. */
+    opensThinking?: boolean;
   };
 
 export function fakeModel(options: FakeModelOptions = {}): FakeModel {
@@ -61,6 +67,7 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
   const encode = (text: string) => [...new TextEncoder().encode(text)];
   const rendered: ChatMessage[][] = [];
   const renderedTools: Array<readonly ToolFunction[] | undefined> = [];
+  const renderedVariables: Array<Readonly<Record<string, unknown>> | undefined> = [];
   const model: ServedModel = {
     kind: "text",
     slug: options.slug ?? SLUG,
@@ -70,18 +77,24 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     nativeContextLength: options.nativeContextLength ?? contextLength,
     vocabSize: options.vocab?.length ?? VOCAB.length,
     hasChatTemplate: true,
-    chatPrompt(messages, tools) {
+    chatPrompt(messages, tools, variables) {
       rendered.push(messages.map((m) => ({ ...m })));
       renderedTools.push(tools);
-      return encode(messages.map((m) => `<${m.role}>${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("") + "<assistant>");
+      renderedVariables.push(variables);
+      const opened = options.opensThinking && variables?.enable_thinking !== false ? "<think>\n" : "";
+      return encode(
+        messages.map((m) => `<${m.role}>${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("") + "<assistant>" + opened,
+      );
     },
+    reasoning: options.reasoning ?? null,
+    countTokens: (text) => encode(text).length,
     toolDialect: hermes,
     textPrompt: encode,
     decode: (ids) => new TextDecoder().decode(Uint8Array.from(ids.filter((i) => i < 256))),
     engine,
     close: () => engine.close(),
   };
-  return { model, backend, rendered, renderedTools };
+  return { model, backend, rendered, renderedTools, renderedVariables };
 }
 
 export async function fakeApp(options: Partial<AppOptions> & { fake?: FakeModel } = {}) {

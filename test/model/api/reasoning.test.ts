@@ -1,0 +1,105 @@
+/**
+ * A reasoning model's answer through the real server and model: SmolLM2 served with
+ * `--chat-template-file`, first with a ChatML template that opens the reasoning in the generation
+ * prompt as DeepSeek-R1 distills' templates do, then with Qwen3's own template (ChatML too, so
+ * SmolLM2's control tokens fit it). SmolLM2 never closes a reasoning it did not open itself, so
+ * here the whole answer is reasoning; the split of a closed one is covered on a fake model
+ * (test/unit/api/reasoning.test.ts).
+ */
+import OpenAI from "openai";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readTokenizerSpec } from "../../../src/runtime/artifact/index.js";
+import { Tokenizer } from "../../../src/runtime/text/index.js";
+import { compiledArtifact, TEXT_SLUG } from "../../support/model.js";
+import { type RunningServer, startServer, stopServer } from "../../support/server.js";
+
+const TEMPLATES = join(import.meta.dirname, "../../fixtures/templates");
+const QUESTION = "What is 2+2?";
+
+let opening: RunningServer | undefined;
+let qwen3: RunningServer | undefined;
+let tokenizer: Tokenizer;
+
+beforeAll(async () => {
+  tokenizer = Tokenizer.fromSpec(readTokenizerSpec((await compiledArtifact()).dir));
+  opening = await startServer(TEXT_SLUG, ["--chat-template-file", join(TEMPLATES, "served/chatml-think.jinja")]);
+  qwen3 = await startServer(TEXT_SLUG, ["--chat-template-file", join(TEMPLATES, "qwen3.jinja")]);
+}, 600_000);
+
+afterAll(async () => {
+  expect(await stopServer(opening)).toBe(0);
+  expect(await stopServer(qwen3)).toBe(0);
+});
+
+const client = (server: RunningServer | undefined) => new OpenAI({ baseURL: server!.baseURL, apiKey: "test", maxRetries: 0 });
+
+describe("a template that opens the reasoning in the prompt", () => {
+  it("the answer is reasoning_content: the model's own continuation of the rendered prompt, counted in reasoning_tokens", async () => {
+    const answer = await client(opening).chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [{ role: "user", content: QUESTION }],
+      max_tokens: 24,
+      temperature: 0,
+    });
+    const message = answer.choices[0].message as (typeof answer.choices)[0]["message"] & { reasoning_content?: string | null };
+    // The same prompt by its token ids on /v1/completions: the raw continuation, nothing split.
+    const prompt = tokenizer.encode(`<|im_start|>user\n${QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n`, { parseSpecial: true });
+    const raw = await client(opening).completions.create({ model: TEXT_SLUG, prompt, max_tokens: 24, temperature: 0 });
+    expect(answer.usage!.prompt_tokens).toBe(prompt.length);
+    expect(raw.choices[0].text).not.toContain("</think>");
+    expect(message.reasoning_content).toBe(raw.choices[0].text);
+    expect(message.content).toBe("");
+    expect(answer.usage!.completion_tokens_details!.reasoning_tokens).toBe(answer.usage!.completion_tokens);
+  });
+
+  it("streamed, the reasoning_content deltas add up to the whole answer's", async () => {
+    const request = { model: TEXT_SLUG, messages: [{ role: "user" as const, content: QUESTION }], max_tokens: 24, temperature: 0 };
+    const whole = await client(opening).chat.completions.create(request);
+    const stream = await client(opening).chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    let reasoning = "";
+    let content = "";
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta as { content?: string; reasoning_content?: string } | undefined;
+      reasoning += delta?.reasoning_content ?? "";
+      content += delta?.content ?? "";
+      usage = chunk.usage ?? usage;
+    }
+    expect(reasoning).toBe((whole.choices[0].message as { reasoning_content?: string }).reasoning_content);
+    expect(content).toBe("");
+    expect(usage!.completion_tokens_details!.reasoning_tokens).toBe(whole.usage!.completion_tokens_details!.reasoning_tokens);
+  });
+
+  it("cannot be switched off: reasoning_effort none is a 400 naming it", async () => {
+    const error = await client(opening)
+      .chat.completions.create({ model: TEXT_SLUG, messages: [{ role: "user", content: QUESTION }], reasoning_effort: "none", max_tokens: 4 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe("reasoning_effort");
+  });
+});
+
+describe("Qwen3's template", () => {
+  it("reasoning_effort none renders its empty reasoning into the prompt, and the answer comes as content", async () => {
+    const messages = [{ role: "user" as const, content: QUESTION }];
+    const on = await client(qwen3).chat.completions.create({ model: TEXT_SLUG, messages, max_tokens: 16, temperature: 0 });
+    const off = await client(qwen3).chat.completions.create({ model: TEXT_SLUG, messages, max_tokens: 16, temperature: 0, reasoning_effort: "none" });
+    const kwargs = await client(qwen3).chat.completions.create({
+      model: TEXT_SLUG,
+      messages,
+      max_tokens: 16,
+      temperature: 0,
+      // @ts-expect-error vLLM's and llama.cpp's extension, not in the client's types
+      chat_template_kwargs: { enable_thinking: false },
+    });
+    expect(off.usage!.prompt_tokens - on.usage!.prompt_tokens).toBe(tokenizer.encode("<think>\n\n</think>\n\n", { parseSpecial: true }).length);
+    expect(kwargs.usage!.prompt_tokens).toBe(off.usage!.prompt_tokens);
+    expect(kwargs.choices[0].message.content).toBe(off.choices[0].message.content);
+    for (const answer of [on, off]) {
+      expect(answer.choices[0].message).toMatchObject({ reasoning_content: null });
+      expect(answer.choices[0].message.content!.length).toBeGreaterThan(0);
+      expect(answer.usage!.completion_tokens_details!.reasoning_tokens).toBe(0);
+    }
+  });
+});

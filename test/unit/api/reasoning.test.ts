@@ -1,0 +1,150 @@
+/**
+ * A reasoning model's answer on chat completions (fake model): its thinking apart as
+ * `reasoning_content`, streamed as its own deltas that add up to the whole answer's, counted in
+ * `reasoning_tokens`; `reasoning_effort` and `chat_template_kwargs` reaching the template; tool calls
+ * read from the answer alone; a constrained answer left whole.
+ */
+import { describe, expect, it } from "vitest";
+import { AUTH, fakeApp, fakeModel, SLUG, sseEvents } from "./fake-model.js";
+
+const bytes = (text: string) => [...new TextEncoder().encode(text)];
+const chat = (over: Record<string, unknown> = {}) => ({ model: SLUG, messages: [{ role: "user", content: "hi" }], ...over });
+const QWEN3 = { switchable: true };
+const R1 = { switchable: false };
+
+function reasoner(text: string, reasoning = QWEN3, opensThinking = false) {
+  return fakeModel({ script: bytes(text), reasoning, opensThinking });
+}
+
+async function ask(payload: Record<string, unknown>, fake: ReturnType<typeof fakeModel>) {
+  const { app } = await fakeApp({ fake });
+  return app.inject({ method: "POST", url: "/v1/chat/completions", payload, headers: AUTH });
+}
+
+/** A streamed answer's choice 0 put together: reasoning, content, tool calls and the usage chunk. */
+function collect(body: string) {
+  const events = sseEvents(body).filter((e) => e !== "[DONE]") as Array<{ choices: Array<{ delta: Record<string, any> }>; usage?: any }>;
+  let reasoning: string | null = null;
+  let content = "";
+  const calls: Array<{ name: string; arguments: string }> = [];
+  for (const e of events) {
+    const delta = e.choices[0]?.delta ?? {};
+    if (delta.reasoning_content !== undefined) reasoning = (reasoning ?? "") + delta.reasoning_content;
+    if (delta.content !== undefined) content += delta.content;
+    for (const call of delta.tool_calls ?? []) {
+      if (call.id) calls.push({ name: call.function.name, arguments: "" });
+      calls[call.index].arguments += call.function.arguments;
+    }
+  }
+  return { reasoning, content, calls, usage: events.at(-1)?.usage };
+}
+
+describe("a reasoning model's thinking", () => {
+  const ANSWER = "<think>\nThe user greets me.\n</think>\n\nHello!";
+
+  it("comes apart from the answer, and counts in reasoning_tokens", async () => {
+    const res = await ask(chat(), reasoner(ANSWER));
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.choices[0].message).toEqual({ role: "assistant", content: "Hello!", reasoning_content: "\nThe user greets me.\n", refusal: null });
+    expect(body.usage.completion_tokens).toBe(bytes(ANSWER).length);
+    expect(body.usage.completion_tokens_details.reasoning_tokens).toBe(bytes("<think>\nThe user greets me.\n</think>").length);
+  });
+
+  it("streams as reasoning_content deltas that add up to the whole answer's", async () => {
+    const res = await ask(chat({ stream: true, stream_options: { include_usage: true } }), reasoner(ANSWER));
+    const got = collect(res.body);
+    expect(got).toMatchObject({ reasoning: "\nThe user greets me.\n", content: "Hello!" });
+    expect(got.usage.completion_tokens_details.reasoning_tokens).toBe(bytes("<think>\nThe user greets me.\n</think>").length);
+    // No delta carries both, and none is empty.
+    for (const e of sseEvents(res.body).slice(1) as Array<{ choices: Array<{ delta: Record<string, unknown> }> }>) {
+      const delta = e.choices?.[0]?.delta;
+      if (!delta) continue;
+      expect(delta.reasoning_content !== undefined && delta.content !== undefined).toBe(false);
+      if (delta.reasoning_content !== undefined) expect(delta.reasoning_content).not.toBe("");
+    }
+  });
+
+  it("starts inside the reasoning when the prompt opened it (DeepSeek-R1 distills)", async () => {
+    const fake = reasoner("Simple.\n</think>\n\nHi.", R1, true);
+    const body = (await ask(chat(), fake)).json();
+    expect(body.choices[0].message).toMatchObject({ content: "Hi.", reasoning_content: "Simple.\n" });
+    const streamed = collect((await ask(chat({ stream: true }), reasoner("Simple.\n</think>\n\nHi.", R1, true))).body);
+    expect(streamed).toMatchObject({ reasoning: "Simple.\n", content: "Hi." });
+  });
+
+  it("an answer without thinking has a null reasoning_content; a model that does not reason has none at all", async () => {
+    const body = (await ask(chat(), reasoner("Hello!"))).json();
+    expect(body.choices[0].message).toEqual({ role: "assistant", content: "Hello!", reasoning_content: null, refusal: null });
+    expect(body.usage.completion_tokens_details.reasoning_tokens).toBe(0);
+    const plain = (await ask(chat(), fakeModel({ script: bytes("<think>x</think>y") }))).json();
+    expect(plain.choices[0].message).toEqual({ role: "assistant", content: "<think>x</think>y", refusal: null });
+  });
+
+  it("tool calls are read from the answer after the thinking, not from the thinking", async () => {
+    const text = '<think>I could write <tool_call> here.</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>';
+    const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+    const body = (await ask(chat({ tools }), reasoner(text))).json();
+    expect(body.choices[0]).toMatchObject({
+      message: {
+        content: null,
+        reasoning_content: "I could write <tool_call> here.",
+        tool_calls: [{ function: { name: "get_weather", arguments: '{"city": "Oslo"}' } }],
+      },
+      finish_reason: "tool_calls",
+    });
+    const streamed = collect((await ask(chat({ tools, stream: true }), reasoner(text))).body);
+    expect(streamed).toEqual({
+      reasoning: "I could write <tool_call> here.",
+      content: "",
+      calls: [{ name: "get_weather", arguments: '{"city": "Oslo"}' }],
+      usage: undefined,
+    });
+  });
+});
+
+describe("switching the thinking", () => {
+  it("reasoning_effort none or minimal renders with enable_thinking false; other efforts leave the template alone", async () => {
+    for (const effort of ["none", "minimal"]) {
+      const fake = reasoner("Hello!");
+      expect((await ask(chat({ reasoning_effort: effort }), fake)).statusCode).toBe(200);
+      expect(fake.renderedVariables).toEqual([{ enable_thinking: false }]);
+    }
+    const fake = reasoner("Hello!");
+    await ask(chat({ reasoning_effort: "high" }), fake);
+    expect(fake.renderedVariables).toEqual([undefined]);
+  });
+
+  it("chat_template_kwargs reach the template", async () => {
+    const fake = reasoner("Hello!");
+    expect((await ask(chat({ chat_template_kwargs: { enable_thinking: false, custom: "x" } }), fake)).statusCode).toBe(200);
+    expect(fake.renderedVariables).toEqual([{ enable_thinking: false, custom: "x" }]);
+  });
+
+  it("a constrained answer is asked for without thinking and left whole", async () => {
+    const fake = reasoner('{"a": 1}');
+    const res = await ask(chat({ response_format: { type: "json_object" } }), fake);
+    expect(res.statusCode).toBe(200);
+    expect(fake.renderedVariables).toEqual([{ enable_thinking: false }]);
+    expect(res.json().choices[0].message).toEqual({ role: "assistant", content: '{"a": 1}', refusal: null });
+  });
+
+  it("reasoning_effort on a model that does not reason, or 'none' on one that always does, is a 400 naming it", async () => {
+    const plain = await ask(chat({ reasoning_effort: "low" }), fakeModel());
+    expect(plain.statusCode).toBe(400);
+    expect(plain.json().error).toMatchObject({ code: "unsupported_parameter", param: "reasoning_effort" });
+    const r1 = await ask(chat({ reasoning_effort: "none" }), reasoner("x", R1, true));
+    expect(r1.statusCode).toBe(400);
+    expect(r1.json().error).toMatchObject({ code: "unsupported_value", param: "reasoning_effort" });
+    expect(r1.json().error.message).toMatch(/always reasons/);
+    const bad = await ask(chat({ reasoning_effort: "extreme" }), reasoner("x"));
+    expect(bad.json().error).toMatchObject({ code: "invalid_value", param: "reasoning_effort" });
+  });
+
+  it("chat_template_kwargs stays a 400 on completions, which render no template", async () => {
+    const { app } = await fakeApp({ fake: reasoner("x") });
+    const res = await app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt: "a", chat_template_kwargs: {} }, headers: AUTH });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.param).toBe("chat_template_kwargs");
+  });
+});
