@@ -9,6 +9,7 @@ import {
   isEmptyArray,
   isOneOf,
   FOREIGN_EXTENSIONS,
+  REASONING_EFFORTS,
   knownFields,
   rejectUnsupported,
   unknownFields,
@@ -64,9 +65,6 @@ const toolCall = z.looseObject({
 });
 
 export const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
-
-/** The reference API's values of `reasoning_effort`. */
-export const REASONING_EFFORTS = ["none", "minimal", "low", "medium", "high"] as const;
 
 const message = z
   .object({

@@ -176,3 +176,6 @@ export function checkStreamOptions(body: { stream?: boolean | null; stream_optio
     throw apiError("invalid_value", "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options");
   }
 }
+
+/** The reference API's values of a reasoning model's effort (chat's `reasoning_effort`, the Responses API's `reasoning.effort`). */
+export const REASONING_EFFORTS = ["none", "minimal", "low", "medium", "high"] as const;

@@ -7,7 +7,16 @@
  */
 import { z } from "zod";
 import { apiError } from "../errors.js";
-import { checkStreamOptions, FOREIGN_EXTENSIONS, isOneOf, knownFields, rejectUnsupported, unknownFields, type UnsupportedField } from "./common.js";
+import {
+  checkStreamOptions,
+  FOREIGN_EXTENSIONS,
+  isOneOf,
+  REASONING_EFFORTS,
+  knownFields,
+  rejectUnsupported,
+  unknownFields,
+  type UnsupportedField,
+} from "./common.js";
 import { parseOrThrow } from "./issues.js";
 
 const functionName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, underscores or dashes");
@@ -48,12 +57,21 @@ const functionCallOutputItem = z.looseObject({
 
 const itemReference = z.looseObject({ type: z.literal("item_reference"), id: z.string().min(1) });
 
+/** A reasoning item of an earlier output, replayed: kept in the conversation, not shown to the model again (templates drop earlier turns' reasoning). */
+const reasoningItem = z.looseObject({
+  type: z.literal("reasoning"),
+  id: z.string().nullish(),
+  summary: z.array(z.unknown()).nullish(),
+  content: z.array(z.unknown()).nullish(),
+  status: z.string().nullish(),
+});
+
 /** An input item; a message may leave out `type` (the reference API's "easy" message). */
 const inputItem = z.preprocess(
   (v) => (v !== null && typeof v === "object" && !Array.isArray(v) && (v as { type?: unknown }).type == null ? { ...v, type: "message" } : v),
-  z.discriminatedUnion("type", [messageItem, functionCallItem, functionCallOutputItem, itemReference]),
+  z.discriminatedUnion("type", [messageItem, functionCallItem, functionCallOutputItem, itemReference, reasoningItem]),
 );
-const INPUT_ITEM_TYPES = new Set(["message", "function_call", "function_call_output", "item_reference"]);
+const INPUT_ITEM_TYPES = new Set(["message", "function_call", "function_call_output", "item_reference", "reasoning"]);
 
 const functionTool = z.object({
   type: z.literal("function"),
@@ -124,7 +142,8 @@ export const responsesRequestSchema = z.object({
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_obfuscation: z.boolean().nullish() }).nullish(),
   truncation: z.enum(["auto", "disabled"]).nullish(),
-  reasoning: z.object({ effort: z.string().nullish(), summary: z.string().nullish(), generate_summary: z.string().nullish() }).nullish(),
+  /** On a reasoning model, `effort` none or minimal switches its thinking off where it can (as chat's `reasoning_effort`); kiln writes no summaries. */
+  reasoning: z.object({ effort: z.enum(REASONING_EFFORTS).nullish(), summary: z.string().nullish(), generate_summary: z.string().nullish() }).nullish(),
   background: z.boolean().nullish(),
   service_tier: z.string().nullish(),
   user: z.string().nullish(),
@@ -192,10 +211,6 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
   const request = parseOrThrow(responsesRequestSchema, body);
   rejectUnsupported(body as Record<string, unknown>, REFUSED);
   checkStreamOptions(request);
-  const reasoning = request.reasoning;
-  if (reasoning && [reasoning.effort, reasoning.summary, reasoning.generate_summary].some((v) => v != null && v !== "none")) {
-    throw apiError("unsupported_parameter", "Unsupported parameter: 'reasoning' is not supported: kiln's models are not reasoning models.", "reasoning");
-  }
   if (request.text?.verbosity != null && request.text.verbosity !== "medium") {
     throw apiError("unsupported_value", `Unsupported value: 'text.verbosity' can only be 'medium' on kiln, not '${request.text.verbosity}'.`, "text.verbosity");
   }
@@ -242,10 +257,11 @@ function refuseWhatKilnLacks(body: Record<string, unknown>): void {
     if (typeof type === "string" && !INPUT_ITEM_TYPES.has(type)) {
       throw apiError(
         "unsupported_value",
-        `Unsupported value: input items of type '${type}' are not supported; kiln takes 'message', 'function_call', 'function_call_output' and 'item_reference' items.`,
+        `Unsupported value: input items of type '${type}' are not supported; kiln takes 'message', 'function_call', 'function_call_output', 'reasoning' and 'item_reference' items.`,
         `input[${i}].type`,
       );
     }
+    if (type === "reasoning") return;
     const content = item !== null && typeof item === "object" ? (item as { content?: unknown; output?: unknown }) : {};
     for (const [field, parts] of [
       ["content", content.content],
@@ -302,7 +318,16 @@ export interface FunctionCallItem {
   name: string;
 }
 
-export type OutputItem = OutputMessage | FunctionCallItem;
+/** A reasoning model's thinking: its text in one `reasoning_text` part; no summary (kiln writes none). */
+export interface ReasoningItem {
+  id: string;
+  type: "reasoning";
+  status: ItemStatus;
+  summary: [];
+  content: Array<{ type: "reasoning_text"; text: string }>;
+}
+
+export type OutputItem = OutputMessage | FunctionCallItem | ReasoningItem;
 
 /** An input item as stored and listed: every item with its id (messages' content as parts). */
 export type StoredInputItem =
@@ -329,7 +354,8 @@ export interface EchoedFields {
   parallel_tool_calls: boolean;
   previous_response_id: string | null;
   prompt_cache_key: string | null;
-  reasoning: { effort: null; summary: null };
+  /** The request's `reasoning`, echoed. */
+  reasoning: { effort: string | null; summary: string | null };
   safety_identifier: string | null;
   service_tier: "default";
   store: boolean;

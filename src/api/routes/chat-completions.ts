@@ -34,7 +34,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       );
     }
     const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
-    const thinking = reasoningPlan(model, body, forced);
+    const thinking = reasoningPlan(model, { effort: body.reasoning_effort, templateVariables: body.chat_template_kwargs }, forced);
     const promptIds = model.chatPrompt(body.messages.map(templateMessage), toolUse?.tools, thinking.variables);
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);

@@ -8,7 +8,6 @@
  */
 import {
   CallParser,
-  reasoningPart,
   splitThinking,
   ThinkSplitter,
   type EmittedTokenLogprob,
@@ -27,6 +26,7 @@ import type {
 } from "../protocol/chat-completions.js";
 import type { AnswerFormat, CollectedChoice } from "./generation.js";
 import { unixNow } from "./ids.js";
+import { withReasoningTokens } from "./reasoning.js";
 
 export interface ChatFormatOptions {
   /** Streaming: chunks carry `usage: null` until the usage chunk. */
@@ -91,8 +91,8 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
     if (end && stream.tools) deltas.push(...stream.tools.finish().map(pieceDelta));
     return deltas.filter((d) => d.tool_calls !== undefined || (d.content ?? d.reasoning_content) !== "");
   };
-  const reasoningTokens = (texts: string[]): number =>
-    options.reasoning ? texts.reduce((sum, text) => sum + countReasoning(model, text, options.reasoning!.opened), 0) : 0;
+  const withReasoning = (usage: Usage, texts: string[]): Usage =>
+    options.reasoning ? withReasoningTokens(usage, model, texts, options.reasoning.opened) : usage;
 
   return {
     start: (index) => deltaChunk(index, { role: "assistant", content: "" }),
@@ -115,7 +115,13 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
       chunks.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(reason, stream?.tools?.calls ?? 0) }]));
       return chunks;
     },
-    usage: (usage) => ({ ...chunk([]), usage: withReasoningTokens(usage, reasoningTokens([...streams.values()].map((s) => s.text))) }),
+    usage: (usage) => ({
+      ...chunk([]),
+      usage: withReasoning(
+        usage,
+        [...streams.values()].map((s) => s.text),
+      ),
+    }),
     complete: (choices, usage): ChatCompletion => ({
       id,
       object: "chat.completion",
@@ -138,20 +144,12 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
           finish_reason: finishReason(c.finishReason, message.calls.length),
         };
       }),
-      usage: withReasoningTokens(usage, reasoningTokens(choices.map((c) => c.text))),
+      usage: withReasoning(
+        usage,
+        choices.map((c) => c.text),
+      ),
     }),
   };
-}
-
-/** Tokens of the reasoning in one choice's text, its tags included. */
-function countReasoning(model: ServedModel, text: string, opened: boolean): number {
-  const part = reasoningPart(text, opened);
-  return part === "" ? 0 : model.countTokens(part);
-}
-
-function withReasoningTokens(usage: Usage, tokens: number): Usage {
-  if (tokens === 0) return usage;
-  return { ...usage, completion_tokens_details: { ...usage.completion_tokens_details, reasoning_tokens: tokens } };
 }
 
 function finishReason(reason: CollectedChoice["finishReason"], calls: number): ChatFinishReason {

@@ -9,7 +9,7 @@ export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr"): string {
 }
 
 /** An id of the Responses API: a response (`resp`), or an item: message (`msg`), function call (`fc`), function call output (`fco`). */
-export function responsesId(prefix: "resp" | "msg" | "fc" | "fco"): string {
+export function responsesId(prefix: "resp" | "msg" | "fc" | "fco" | "rs"): string {
   return `${prefix}_${randomBytes(24).toString("hex")}`;
 }
 

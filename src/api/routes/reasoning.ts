@@ -2,9 +2,10 @@
  * What a chat request asks of a reasoning model's thinking: the template variables that switch it
  * (Qwen3's `enable_thinking`), and whether the answer is split into reasoning and content.
  */
-import { THINK_OPEN, type ServedModel } from "../../scheduler/index.js";
+import { reasoningPart, THINK_OPEN, type ServedModel } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
-import type { ChatCompletionRequest } from "../protocol/chat-completions.js";
+import type { Usage } from "../protocol/chat-completions.js";
+import type { REASONING_EFFORTS } from "../protocol/common.js";
 
 export interface ReasoningPlan {
   /** Variables for the chat template: the client's `chat_template_kwargs`, and `enable_thinking: false` when thinking is off. */
@@ -13,34 +14,28 @@ export interface ReasoningPlan {
   split: boolean;
 }
 
+/** What a request says of the thinking: its effort, and extra template variables (chat's `chat_template_kwargs`). */
+export interface ReasoningAsk {
+  effort?: (typeof REASONING_EFFORTS)[number] | null;
+  templateVariables?: Record<string, unknown> | null;
+}
+
 /**
  * `constrained`: the answer is held to a grammar from its first token (a JSON schema, a forced tool
  * call), so there is no room for thinking: a model that can answer without it is asked to, and the
- * whole output is content.
+ * whole output is content. `param` names the effort's field in errors.
  */
-export function reasoningPlan(
-  model: ServedModel,
-  body: Pick<ChatCompletionRequest, "reasoning_effort" | "chat_template_kwargs">,
-  constrained: boolean,
-): ReasoningPlan {
+export function reasoningPlan(model: ServedModel, ask: ReasoningAsk, constrained: boolean, param = "reasoning_effort"): ReasoningPlan {
   const reasoning = model.reasoning;
-  const effort = body.reasoning_effort ?? undefined;
+  const effort = ask.effort ?? undefined;
   if (effort !== undefined && !reasoning) {
-    throw apiError(
-      "unsupported_parameter",
-      `Unsupported parameter: 'reasoning_effort' is not supported with the model '${model.slug}', which does not reason.`,
-      "reasoning_effort",
-    );
+    throw apiError("unsupported_parameter", `Unsupported parameter: '${param}' is not supported with the model '${model.slug}', which does not reason.`, param);
   }
   const off = effort === "none" || effort === "minimal";
   if (off && reasoning && !reasoning.switchable) {
-    throw apiError(
-      "unsupported_value",
-      `The model '${model.slug}' always reasons: its thinking cannot be switched off with 'reasoning_effort' '${effort}'.`,
-      "reasoning_effort",
-    );
+    throw apiError("unsupported_value", `The model '${model.slug}' always reasons: its thinking cannot be switched off with '${param}' '${effort}'.`, param);
   }
-  const variables: Record<string, unknown> = { ...(body.chat_template_kwargs ?? {}) };
+  const variables: Record<string, unknown> = { ...(ask.templateVariables ?? {}) };
   if (reasoning?.switchable && (off || constrained)) variables.enable_thinking = false;
   return { ...(Object.keys(variables).length > 0 ? { variables } : {}), split: reasoning !== null && !constrained };
 }
@@ -49,4 +44,15 @@ export function reasoningPlan(
 export function promptOpensThinking(model: ServedModel, promptIds: readonly number[]): boolean {
   // Enough tokens to hold the tag however it tokenizes (one added token on those models, several on others).
   return model.decode(promptIds.slice(-16)).trimEnd().endsWith(THINK_OPEN);
+}
+
+/** `usage` with the tokens of the reasoning in each choice's text (its tags included) as `reasoning_tokens`. */
+export function withReasoningTokens(usage: Usage, model: ServedModel, texts: readonly string[], opened: boolean): Usage {
+  let tokens = 0;
+  for (const text of texts) {
+    const part = reasoningPart(text, opened);
+    if (part !== "") tokens += model.countTokens(part);
+  }
+  if (tokens === 0) return usage;
+  return { ...usage, completion_tokens_details: { ...usage.completion_tokens_details, reasoning_tokens: tokens } };
 }

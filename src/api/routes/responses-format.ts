@@ -5,10 +5,19 @@
  * `response.output_item.done`, and last `response.completed` or `response.incomplete`; `error` and
  * `response.failed` when the stream fails). One {@link OutputBuilder} turns a choice's text into
  * output items, streamed or not, so the streamed events always rebuild the non-streamed response.
- * With tools on offer the text goes through the model's tool-call parser: content becomes
- * `message` items, calls `function_call` items.
+ * A reasoning model's thinking becomes a `reasoning` item (its text streamed as
+ * `response.reasoning_text.delta`s). With tools on offer the answer goes through the model's
+ * tool-call parser: content becomes `message` items, calls `function_call` items.
  */
-import { CallParser, type EmittedTokenLogprob, type FinishReason, type ServedModel, type ToolOutputPiece } from "../../scheduler/index.js";
+import {
+  CallParser,
+  ThinkSplitter,
+  type EmittedTokenLogprob,
+  type FinishReason,
+  type ReasoningPiece,
+  type ServedModel,
+  type ToolOutputPiece,
+} from "../../scheduler/index.js";
 import type { ApiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
 import type {
@@ -18,6 +27,7 @@ import type {
   OutputItem,
   OutputMessage,
   OutputTextPart,
+  ReasoningItem,
   ResponseObject,
   ResponseStatus,
   ResponsesLogprob,
@@ -25,6 +35,7 @@ import type {
 } from "../protocol/responses.js";
 import type { AnswerFormat } from "./generation.js";
 import { responsesId, unixNow } from "./ids.js";
+import { withReasoningTokens } from "./reasoning.js";
 
 export interface ResponsesFormatOptions {
   /** `resp_…`. */
@@ -37,6 +48,8 @@ export interface ResponsesFormatOptions {
   tools: boolean;
   /** Report each token's log probability (`include: ["message.output_text.logprobs"]`). */
   logprobs: boolean;
+  /** Split a reasoning model's thinking into a `reasoning` item; `opened`: the prompt opened it. Absent: no split. */
+  reasoning?: { opened: boolean };
   /** Called once with the finished response (completed or incomplete, streamed or not); not for one cut short. Where it is stored. */
   onFinished?: (response: ResponseObject) => void;
 }
@@ -74,11 +87,17 @@ class OutputBuilder {
   }
 
   /** The events of parsed output pieces, with the log probabilities of the tokens they came from. */
-  push(pieces: readonly ToolOutputPiece[], logprobs: readonly ResponsesLogprob[]): StreamEvent[] {
+  push(pieces: readonly (ToolOutputPiece | ReasoningPiece)[], logprobs: readonly ResponsesLogprob[]): StreamEvent[] {
     const events: StreamEvent[] = [];
     this.pendingLogprobs.push(...logprobs);
     for (const piece of pieces) {
-      if (piece.type === "content") {
+      if (piece.type === "reasoning") {
+        const { item, part } = this.reasoning(events);
+        part.text += piece.text;
+        events.push(
+          this.seq.event("response.reasoning_text.delta", { item_id: item.id, output_index: this.indexOf(item), content_index: 0, delta: piece.text }),
+        );
+      } else if (piece.type === "content") {
         if (piece.text === "") continue;
         const { item, part } = this.message(events);
         part.text += piece.text;
@@ -115,10 +134,10 @@ class OutputBuilder {
     return events;
   }
 
-  /** Closes the output: an answer without items is one empty message; the last item is incomplete when `max_output_tokens` cut it. */
+  /** Closes the output: an answer without items, or only reasoning, ends with an empty message; the last item is incomplete when `max_output_tokens` cut it. */
   finish(reason: FinishReason): StreamEvent[] {
     const events: StreamEvent[] = [];
-    if (this.output.length === 0) this.message(events);
+    if (this.output.every((item) => item.type === "reasoning") && (this.output.length === 0 || reason !== "length")) this.message(events);
     if (this.open?.type === "message") this.open.content[0].logprobs.push(...this.pendingLogprobs.splice(0));
     this.close(events, reason === "length" ? "incomplete" : "completed");
     return events;
@@ -139,6 +158,21 @@ class OutputBuilder {
     return { item, part };
   }
 
+  /** The open reasoning item and its text part, opening them (and closing what was open) when needed. */
+  private reasoning(events: StreamEvent[]): { item: ReasoningItem; part: ReasoningItem["content"][number] } {
+    if (this.open?.type === "reasoning") return { item: this.open, part: this.open.content[0] };
+    this.close(events, "completed");
+    const item: ReasoningItem = { id: responsesId("rs"), type: "reasoning", status: "in_progress", summary: [], content: [] };
+    this.output.push(item);
+    this.open = item;
+    const output_index = this.indexOf(item);
+    events.push(this.seq.event("response.output_item.added", { output_index, item: copy(item) }));
+    const part = { type: "reasoning_text" as const, text: "" };
+    item.content.push(part);
+    events.push(this.seq.event("response.content_part.added", { item_id: item.id, output_index, content_index: 0, part: copy(part) }));
+    return { item, part };
+  }
+
   private close(events: StreamEvent[], status: ItemStatus): void {
     const item = this.open;
     if (!item) return;
@@ -149,6 +183,10 @@ class OutputBuilder {
       events.push(
         this.seq.event("response.output_text.done", { item_id: item.id, output_index, content_index: 0, text: part.text, logprobs: copy(part.logprobs) }),
       );
+      events.push(this.seq.event("response.content_part.done", { item_id: item.id, output_index, content_index: 0, part: copy(part) }));
+    } else if (item.type === "reasoning") {
+      const part = item.content[0];
+      events.push(this.seq.event("response.reasoning_text.done", { item_id: item.id, output_index, content_index: 0, text: part.text }));
       events.push(this.seq.event("response.content_part.done", { item_id: item.id, output_index, content_index: 0, part: copy(part) }));
     } else {
       events.push(this.seq.event("response.function_call_arguments.done", { item_id: item.id, output_index, name: item.name, arguments: item.arguments }));
@@ -162,13 +200,13 @@ class OutputBuilder {
   }
 }
 
-/** The Responses API's usage: the same counts as chat's, under its names (kiln's models do not reason: 0 reasoning tokens). */
+/** The Responses API's usage: the same counts as chat's, under its names. */
 export function responsesUsage(usage: Usage): ResponsesUsage {
   return {
     input_tokens: usage.prompt_tokens,
     input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
     output_tokens: usage.completion_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.completion_tokens_details.reasoning_tokens },
     total_tokens: usage.total_tokens,
   };
 }
@@ -186,7 +224,17 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
   const seq = new Sequence();
   const builder = new OutputBuilder(seq);
   const parser = options.tools ? new CallParser(model.toolDialect.syntax, () => model.toolDialect.newId()) : null;
-  const pieces = (text: string): ToolOutputPiece[] => (parser ? parser.push(text) : [{ type: "content", text }]);
+  const thinking = options.reasoning ? new ThinkSplitter(options.reasoning.opened) : null;
+  let written = "";
+  /** The answer's content through the tool-call parser, when tools are on offer. */
+  const answer = (text: string): ToolOutputPiece[] => (parser ? parser.push(text) : [{ type: "content", text }]);
+  /** A piece of the choice's text as output pieces: reasoning as it is, the rest as the answer. */
+  const pieces = (text: string, end = false): (ToolOutputPiece | ReasoningPiece)[] => {
+    written += text;
+    const split: ReasoningPiece[] = thinking ? [...thinking.push(text), ...(end ? thinking.finish() : [])] : [{ type: "content", text }];
+    const out = split.flatMap((piece): (ToolOutputPiece | ReasoningPiece)[] => (piece.type === "reasoning" ? [piece] : answer(piece.text)));
+    return end && parser ? [...out, ...parser.finish()] : out;
+  };
   let finishReason: FinishReason | null = null;
 
   const response = (status: ResponseStatus, fields: Partial<ResponseObject> = {}): ResponseObject => {
@@ -211,7 +259,8 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
   };
   /** The finished response, handed to `onFinished` once. */
   const finished = (usage: Usage): ResponseObject => {
-    const done = response(finishReason === "length" ? "incomplete" : "completed", { usage: responsesUsage(usage) });
+    const counted = options.reasoning ? withReasoningTokens(usage, model, [written], options.reasoning.opened) : usage;
+    const done = response(finishReason === "length" ? "incomplete" : "completed", { usage: responsesUsage(counted) });
     if (finishReason !== null && finishReason !== "cancelled") options.onFinished?.(done);
     return done;
   };
@@ -233,7 +282,7 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
     delta: (_choice, text, logprobs) => builder.push(pieces(text), options.logprobs ? responsesLogprobs(logprobs) : []),
     finish: (_choice, reason) => {
       finishReason = reason;
-      return [...builder.push(parser?.finish() ?? [], []), ...builder.finish(reason)];
+      return [...builder.push(pieces("", true), []), ...builder.finish(reason)];
     },
     usage: (usage) => {
       const done = finished(usage);
@@ -241,8 +290,7 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
     },
     complete: (choices, usage) => {
       const choice = choices[0];
-      builder.push(pieces(choice.text), options.logprobs ? responsesLogprobs(choice.logprobs) : []);
-      builder.push(parser?.finish() ?? [], []);
+      builder.push(pieces(choice.text, true), options.logprobs ? responsesLogprobs(choice.logprobs) : []);
       builder.finish(choice.finishReason);
       finishReason = choice.finishReason;
       return finished(usage);

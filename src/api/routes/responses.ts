@@ -28,6 +28,7 @@ import { answerPlan, completionBudget } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { responsesId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
+import { promptOpensThinking, reasoningPlan } from "./reasoning.js";
 import { responsesFormat } from "./responses-format.js";
 
 export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
@@ -49,8 +50,17 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
         "text.format",
       );
     }
+    const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
+    const thinking = reasoningPlan(model, { effort: body.reasoning?.effort }, forced, "reasoning.effort");
+    if (!model.reasoning && [body.reasoning?.summary, body.reasoning?.generate_summary].some((v) => v != null && v !== "none")) {
+      throw apiError(
+        "unsupported_parameter",
+        `Unsupported parameter: 'reasoning.summary' is not supported with the model '${model.slug}', which does not reason.`,
+        "reasoning.summary",
+      );
+    }
     const items = conversationItems(ctx, body, keyId);
-    const { promptIds, kept } = renderConversation(model, body, items, toolUse);
+    const { promptIds, kept } = renderConversation(model, body, items, toolUse, thinking.variables);
     const maxTokens = completionBudget(model, promptIds.length, body.max_output_tokens, "input", undefined, "max_output_tokens");
     const logprobs = body.include?.includes("message.output_text.logprobs") ?? false;
     const id = responsesId("resp");
@@ -84,6 +94,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
       echo: echoOf(body, model),
       tools: toolUse !== undefined,
       logprobs,
+      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model, promptIds) } } : {}),
       onFinished: store ? (response) => keep(ctx, request, { id, keyId, createdAt, response, input: kept }) : undefined,
     });
     return answerGeneration(ctx, request, reply, plan, answer);
@@ -201,6 +212,8 @@ function storedItem(ctx: ApiContext, item: ResponsesInputItem, keyId: string | n
       };
     case "function_call_output":
       return { id: item.id ?? responsesId("fco"), type: "function_call_output", status: "completed", call_id: item.call_id, output: item.output };
+    case "reasoning":
+      return { ...item, id: item.id ?? responsesId("rs"), type: "reasoning", status: "completed" };
     case "item_reference": {
       const found = ctx.responses.item(item.id, keyId);
       if (!found) throw apiError("invalid_value", `Invalid 'input[${index}].id': no stored item has the id '${item.id}'.`, `input[${index}].id`);
@@ -249,10 +262,11 @@ function renderConversation(
   body: ResponsesRequest,
   items: StoredItem[],
   toolUse: ToolUse | undefined,
+  variables: Record<string, unknown> | undefined,
 ): { promptIds: number[]; kept: StoredItem[] } {
   let kept = items;
   for (;;) {
-    const promptIds = chatPrompt(model, chatMessages(body.instructions, kept), toolUse);
+    const promptIds = chatPrompt(model, chatMessages(body.instructions, kept), toolUse, variables);
     if (body.truncation !== "auto" || promptIds.length + (body.max_output_tokens ?? 1) <= model.contextLength || kept.length <= 1) return { promptIds, kept };
     let drop = 1;
     while (drop < kept.length - 1 && !(kept[drop].type === "message" && kept[drop].role === "user")) drop++;
@@ -261,9 +275,9 @@ function renderConversation(
 }
 
 /** The prompt of `messages`; a conversation the chat template cannot render is the request's to fix, a 400 on `input`. */
-function chatPrompt(model: ServedModel, messages: ChatMessage[], toolUse: ToolUse | undefined): number[] {
+function chatPrompt(model: ServedModel, messages: ChatMessage[], toolUse: ToolUse | undefined, variables: Record<string, unknown> | undefined): number[] {
   try {
-    return model.chatPrompt(messages, toolUse?.tools);
+    return model.chatPrompt(messages, toolUse?.tools, variables);
   } catch (err) {
     if (err instanceof ChatTemplateError && err.phase === "render") throw apiError("invalid_value", err.message, "input");
     throw err;
@@ -313,7 +327,7 @@ function echoOf(body: ResponsesRequest, model: ServedModel): EchoedFields {
     parallel_tool_calls: body.parallel_tool_calls ?? true,
     previous_response_id: body.previous_response_id ?? null,
     prompt_cache_key: body.prompt_cache_key ?? null,
-    reasoning: { effort: null, summary: null },
+    reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
     safety_identifier: body.safety_identifier ?? null,
     service_tier: "default",
     store: body.store ?? true,

@@ -4,7 +4,7 @@
  * prompt as DeepSeek-R1 distills' templates do, then with Qwen3's own template (ChatML too, so
  * SmolLM2's control tokens fit it). SmolLM2 never closes a reasoning it did not open itself, so
  * here the whole answer is reasoning; the split of a closed one is covered on a fake model
- * (test/unit/api/reasoning.test.ts).
+ * (test/unit/api/reasoning.test.ts). Chat completions and the Responses API, with the official client.
  */
 import OpenAI from "openai";
 import { join } from "node:path";
@@ -69,6 +69,27 @@ describe("a template that opens the reasoning in the prompt", () => {
     expect(reasoning).toBe((whole.choices[0].message as { reasoning_content?: string }).reasoning_content);
     expect(content).toBe("");
     expect(usage!.completion_tokens_details!.reasoning_tokens).toBe(whole.usage!.completion_tokens_details!.reasoning_tokens);
+  });
+
+  it("on the Responses API the answer is a reasoning item, the same text, streamed or not", async () => {
+    const chat = await client(opening).chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [{ role: "user", content: QUESTION }],
+      max_tokens: 24,
+      temperature: 0,
+    });
+    const request = { model: TEXT_SLUG, input: QUESTION, max_output_tokens: 24, temperature: 0, store: false };
+    const response = await client(opening).responses.create(request);
+    const reasoning = response.output.find((item) => item.type === "reasoning");
+    expect(reasoning?.content?.[0]?.text).toBe((chat.choices[0].message as { reasoning_content?: string }).reasoning_content);
+    expect(response.output_text).toBe("");
+    expect(response.usage!.output_tokens_details.reasoning_tokens).toBe(response.usage!.output_tokens);
+    const stream = client(opening).responses.stream(request);
+    let streamed = "";
+    stream.on("response.reasoning_text.delta", (event) => (streamed += event.delta));
+    const final = await stream.finalResponse();
+    expect(streamed).toBe(reasoning?.content?.[0]?.text);
+    expect(final.output.find((item) => item.type === "reasoning")?.content?.[0]?.text).toBe(streamed);
   });
 
   it("cannot be switched off: reasoning_effort none is a 400 naming it", async () => {

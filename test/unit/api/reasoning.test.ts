@@ -148,3 +148,61 @@ describe("switching the thinking", () => {
     expect(res.json().error.param).toBe("chat_template_kwargs");
   });
 });
+
+describe("the Responses API", () => {
+  const ANSWER = "<think>\nThe user greets me.\n</think>\n\nHello!";
+  const post = async (payload: Record<string, unknown>, fake: ReturnType<typeof fakeModel>) => {
+    const { app } = await fakeApp({ fake });
+    return app.inject({ method: "POST", url: "/v1/responses", payload: { model: SLUG, input: "hi", ...payload }, headers: AUTH });
+  };
+
+  it("the thinking is a reasoning item before the message, counted in reasoning_tokens", async () => {
+    const body = (await post({}, reasoner(ANSWER))).json();
+    expect(body.output.map((item: { type: string }) => item.type)).toEqual(["reasoning", "message"]);
+    expect(body.output[0]).toMatchObject({
+      type: "reasoning",
+      status: "completed",
+      summary: [],
+      content: [{ type: "reasoning_text", text: "\nThe user greets me.\n" }],
+    });
+    expect(body.output[0].id).toMatch(/^rs_/);
+    expect(body.output_text).toBe("Hello!");
+    expect(body.usage.output_tokens_details.reasoning_tokens).toBe(bytes("<think>\nThe user greets me.\n</think>").length);
+  });
+
+  it("streamed, the official client's accumulator rebuilds the same output", async () => {
+    const { accumulateResponse } = await import("openai/lib/responses/ResponseAccumulator");
+    const whole = (await post({}, reasoner(ANSWER))).json();
+    const res = await post({ stream: true }, reasoner(ANSWER));
+    let snapshot: any;
+    const types: string[] = [];
+    for (const block of res.body.slice(0, -2).split("\n\n")) {
+      const data = JSON.parse(/\ndata: (.*)$/.exec(block)![1]);
+      types.push(data.type);
+      snapshot = accumulateResponse(data, snapshot);
+    }
+    expect(types).toContain("response.reasoning_text.delta");
+    expect(types).toContain("response.reasoning_text.done");
+    const texts = (output: any[]) => output.map((item) => [item.type, item.status, item.content?.map((p: { text: string }) => p.text).join("")]);
+    expect(texts(snapshot.output)).toEqual(texts(whole.output));
+    const done = JSON.parse(/\ndata: (.*)$/.exec(res.body.slice(0, -2).split("\n\n").at(-1)!)![1]);
+    expect(done.response.usage.output_tokens_details.reasoning_tokens).toBe(whole.usage.output_tokens_details.reasoning_tokens);
+  });
+
+  it("a reasoning item replayed as input is kept out of the prompt; reasoning.effort none switches the thinking off", async () => {
+    const fake = reasoner("Hi.");
+    const first = (await post({}, reasoner(ANSWER))).json();
+    const res = await post(
+      { input: [{ role: "user", content: "hi" }, ...first.output, { role: "user", content: "again" }], reasoning: { effort: "none" } },
+      fake,
+    );
+    expect(res.statusCode).toBe(200);
+    expect(fake.rendered[0].map((m) => [m.role, m.content])).toEqual([
+      ["user", "hi"],
+      ["assistant", "Hello!"],
+      ["user", "again"],
+    ]);
+    expect(fake.renderedVariables).toEqual([{ enable_thinking: false }]);
+    expect(res.json().reasoning).toEqual({ effort: "none", summary: null });
+  });
+});

@@ -221,7 +221,7 @@ describe("request checks", () => {
       "input[0].content[0].type",
       "unsupported_value",
     ],
-    ["a reasoning item", request({ input: [{ type: "reasoning", id: "rs_1", summary: [] }] }), 400, "input[0].type", "unsupported_value"],
+    ["a web search call item", request({ input: [{ type: "web_search_call", id: "ws_1", status: "completed" }] }), 400, "input[0].type", "unsupported_value"],
     ["no input", { model: SLUG }, 400, "input", "missing_required_parameter"],
     ["an empty input list", request({ input: [] }), 400, "input", "invalid_value"],
     ["a temperature out of range", request({ temperature: 3 }), 400, "temperature", "invalid_value"],
@@ -231,7 +231,8 @@ describe("request checks", () => {
     ["another server's extension", request({ guided_grammar: "root ::= x" }), 400, "guided_grammar", "unsupported_parameter"],
     ["guided_json (text.format does it here)", request({ guided_json: { type: "object" } }), 400, "guided_json", "unsupported_parameter"],
     ["an include value the reference does not define", request({ include: ["everything"] }), 400, "include[0]", "invalid_value"],
-    ["reasoning effort", request({ reasoning: { effort: "high" } }), 400, "reasoning", "unsupported_parameter"],
+    ["reasoning effort on a model that does not reason", request({ reasoning: { effort: "high" } }), 400, "reasoning.effort", "unsupported_parameter"],
+    ["a reasoning summary from a model that does not reason", request({ reasoning: { summary: "auto" } }), 400, "reasoning.summary", "unsupported_parameter"],
     [
       "a schema kiln cannot enforce",
       request({ text: { format: { type: "json_schema", name: "x", schema: { type: "object", not: {} } } } }),
