@@ -1,6 +1,6 @@
 /** POST /v1/chat/completions: validate -> render the chat -> engine -> JSON or SSE. */
 import type { FastifyInstance } from "fastify";
-import { toolConstraint, type ChatMessage } from "../../scheduler/index.js";
+import { promptOpensThinking, toolConstraint, type ChatMessage } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
@@ -12,7 +12,7 @@ import { completionBudget, answerPlan } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
-import { promptOpensThinking, reasoningPlan } from "./reasoning.js";
+import { reasoningPlan } from "./reasoning.js";
 
 export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat/completions", async (request, reply) => {
@@ -52,7 +52,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       includeUsage: plan.includeUsage,
       logprobs: topLogprobs !== null,
       tools: toolUse !== undefined,
-      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model, promptIds) } } : {}),
+      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model.decode, promptIds) } } : {}),
     });
     return answerGeneration(ctx, request, reply, plan, answer);
   });

@@ -2,7 +2,7 @@
  * What a chat request asks of a reasoning model's thinking: the template variables that switch it
  * (Qwen3's `enable_thinking`), and whether the answer is split into reasoning and content.
  */
-import { reasoningPart, THINK_OPEN, type ServedModel } from "../../scheduler/index.js";
+import { reasoningPart, type ServedModel } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
 import type { REASONING_EFFORTS } from "../protocol/common.js";
@@ -38,12 +38,6 @@ export function reasoningPlan(model: ServedModel, ask: ReasoningAsk, constrained
   const variables: Record<string, unknown> = { ...(ask.templateVariables ?? {}) };
   if (reasoning?.switchable && (off || constrained)) variables.enable_thinking = false;
   return { ...(Object.keys(variables).length > 0 ? { variables } : {}), split: reasoning !== null && !constrained };
-}
-
-/** Whether a rendered prompt ends by opening the reasoning (DeepSeek-R1 distills' templates end with `<think>\n`). */
-export function promptOpensThinking(model: ServedModel, promptIds: readonly number[]): boolean {
-  // Enough tokens to hold the tag however it tokenizes (one added token on those models, several on others).
-  return model.decode(promptIds.slice(-16)).trimEnd().endsWith(THINK_OPEN);
 }
 
 /** `usage` with the tokens of the reasoning in each choice's text (its tags included) as `reasoning_tokens`. */

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { StoredItem, StoredResponse } from "../../catalogue/stored-responses.js";
-import { ChatTemplateError, toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
+import { ChatTemplateError, promptOpensThinking, toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
@@ -28,7 +28,7 @@ import { answerPlan, completionBudget } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { responsesId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
-import { promptOpensThinking, reasoningPlan } from "./reasoning.js";
+import { reasoningPlan } from "./reasoning.js";
 import { responsesFormat } from "./responses-format.js";
 
 export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
@@ -94,7 +94,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
       echo: echoOf(body, model),
       tools: toolUse !== undefined,
       logprobs,
-      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model, promptIds) } } : {}),
+      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model.decode, promptIds) } } : {}),
       onFinished: store ? (response) => keep(ctx, request, { id, keyId, createdAt, response, input: kept }) : undefined,
     });
     return answerGeneration(ctx, request, reply, plan, answer);

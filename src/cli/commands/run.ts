@@ -2,8 +2,10 @@
 import { RESPONSE_FORMATS as TRANSCRIPT_FORMATS } from "../../api/protocol/response-formats.js";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
 import type { LoadModelOptions } from "../../provision/index.js";
-import type { ChatMessage, FinishEvent, ServedModel } from "../../scheduler/index.js";
+import { promptOpensThinking, type ChatMessage, type FinishEvent, type ServedModel } from "../../scheduler/index.js";
+import { ThinkingPrinter } from "../thinking-printer.js";
 import { CHAT_COMMANDS, chatSession } from "../chat-session.js";
+import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
 import { type CommandIO, defineCommand } from "../command.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
 import { option, UsageError } from "../options.js";
@@ -38,6 +40,11 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
         "a speech model's output: lines (a segment a line, as each window is decoded), or the HTTP API's answer for that response_format (text, json, verbose_json, srt or vtt subtitles) once the file is done",
     }),
     verbose: option.flag({ description: "after each answer, its prompt and answer tokens and their speed, on stderr" }),
+    chatTemplateFile: chatTemplateFileOption("a text model"),
+    hideThinking: option.flag({
+      description:
+        "do not print a reasoning model's thinking (by default it goes to stderr, between 'Thinking...' and '...done thinking.', and the answer alone to stdout)",
+    }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
     device: deviceOption,
     activations: activationsOption,
@@ -54,6 +61,7 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
     if (given.has("format")) throw new UsageError("--format is for a speech model; a text model's answer streams as it is generated");
     const conversation = promptWords.length === 0 && io.stdin?.isTTY === true;
     const prompt = promptWords.length > 0 || conversation ? promptWords.join(" ") : await promptFromStdin(io);
+    const chatTemplate = await chatTemplateFrom(options.chatTemplateFile);
     // Loaded here, not with the command's declaration, so that help and usage errors come at once.
     const { checkLocalGguf, isLocalModelPath, loadLocalGguf, loadModel } = await import("../../provision/index.js");
     let model: ServedModel | null = null;
@@ -72,10 +80,11 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
         deviceActivations: options.activations,
         adapterMemory: device.adapter?.memory,
         onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
+        chatTemplate,
       };
       model = local ? await loadLocalGguf(local, load) : await loadModel(slug, load);
       const sampling = { temperature: options.temperature, seed: options.seed };
-      const answer = answerer(model, { maxTokens: options.maxTokens, sampling }, options.verbose ? io.stderr : null);
+      const answer = answerer(model, { maxTokens: options.maxTokens, sampling }, options.verbose ? io.stderr : null, options.hideThinking ? null : io.stderr);
       if (conversation) {
         io.stderr.write(`${slug}: ready (/? for help)\n`);
         await chatSession({ input: io.stdin!, output: io.stdout, notes: io.stderr, terminal: true, system: options.system, ...answer });
@@ -106,8 +115,17 @@ async function promptFromStdin(io: CommandIO): Promise<string> {
   return text;
 }
 
-/** How a loaded model answers a conversation, and whether one leaves it room to; with `stats`, each answer's figures are written there. */
-function answerer(model: ServedModel, request: { maxTokens: number; sampling: { temperature: number; seed?: number } }, stats: CommandIO["stderr"] | null) {
+/**
+ * How a loaded model answers a conversation, and whether one leaves it room to; with `stats`, each
+ * answer's figures are written there. A reasoning model's thinking goes to `thinking` (or nowhere),
+ * and only its answer is written and kept in the conversation.
+ */
+function answerer(
+  model: ServedModel,
+  request: { maxTokens: number; sampling: { temperature: number; seed?: number } },
+  stats: CommandIO["stderr"] | null,
+  thinking: CommandIO["stderr"] | null,
+) {
   return {
     /** Room for the whole answer where the context allows; else at least for the prompt, the answer cut at the context's end. */
     fits: (messages: readonly ChatMessage[]) => {
@@ -120,12 +138,19 @@ function answerer(model: ServedModel, request: { maxTokens: number; sampling: { 
       const started = performance.now();
       let firstToken: number | null = null;
       const stream = model.engine.submit({ promptIds, maxTokens: request.maxTokens, sampling: request.sampling }, signal);
+      const printer = model.reasoning ? new ThinkingPrinter(promptOpensThinking(model.decode, promptIds), thinking) : null;
+      const answer = (piece: string) => {
+        text += piece;
+        write(piece);
+      };
       for await (const event of stream) {
         if (event.type === "delta") {
           firstToken ??= performance.now();
-          text += event.text;
-          write(event.text);
-        } else if (event.type === "finish" && stats) {
+          if (printer) printer.push(event.text, answer);
+          else answer(event.text);
+        } else if (event.type === "finish") {
+          printer?.finish(answer);
+          if (!stats) continue;
           // On its own lines where stdout and stderr share a terminal.
           const lineBreak = text === "" || text.endsWith("\n") ? "" : "\n";
           stats.write(lineBreak + answerStats(promptIds.length, event, firstToken === null ? null : (firstToken - started) / 1000));

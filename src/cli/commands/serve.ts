@@ -9,6 +9,7 @@ import type { DeviceDecision } from "../../runtime/device/choose.js";
 import { DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK } from "../../scheduler/defaults.js";
 import { databaseOption, keySecretFileOption } from "../cloud-options.js";
 import { defineCommand } from "../command.js";
+import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
 import { activationsOption, deviceOption } from "../device-option.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 
@@ -127,11 +128,7 @@ const options = {
     default: DEFAULT_STORED_RESPONSE_DAYS,
     description: "days a stored Responses API response is kept; older ones are neither found nor continued, and are deleted",
   }),
-  chatTemplateFile: option.string({
-    value: "<file>",
-    description:
-      "a Jinja chat template to render chats with instead of the models' own, as llama.cpp's --chat-template-file (for every text model this server serves, so serve one with it)",
-  }),
+  chatTemplateFile: chatTemplateFileOption("for every text model this server serves, so serve one with it"),
   noNightly: option.flag({
     description:
       "do not run the optimization tracks (compiler-jobs/<slug>.json) of the text models served since the start (named or loaded on demand) on their schedules; by default each runs as its own lower-priority process",
@@ -201,23 +198,4 @@ function allowedOrigins(given: string[]): string[] {
     if (problem !== undefined) throw new UsageError(`--allowed-origins: ${problem}`);
   }
   return [...new Set(origins)];
-}
-
-/** `--chat-template-file`'s template, read and parsed once, so that a missing file or a bad template is a usage error before anything loads. */
-async function chatTemplateFrom(file: string | undefined): Promise<string | undefined> {
-  if (file === undefined) return undefined;
-  const { readFileSync } = await import("node:fs");
-  const { ChatTemplate } = await import("../../runtime/text/index.js");
-  let source: string;
-  try {
-    source = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new UsageError(`--chat-template-file ${file}: ${(err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (err as Error).message}`);
-  }
-  try {
-    new ChatTemplate(source);
-  } catch (err) {
-    throw new UsageError(`--chat-template-file ${file}: ${(err as Error).message}`);
-  }
-  return source;
 }

@@ -1,1 +1,1 @@
-export { ThinkSplitter, splitThinking, reasoningPart, THINK_OPEN, THINK_CLOSE, type ReasoningPiece } from "./think-split.js";
+export { ThinkSplitter, splitThinking, reasoningPart, promptOpensThinking, THINK_OPEN, THINK_CLOSE, type ReasoningPiece } from "./think-split.js";

@@ -131,3 +131,12 @@ export function reasoningPart(text: string, opened: boolean): string {
   const close = text.indexOf(THINK_CLOSE);
   return close < 0 ? text : text.slice(0, close + THINK_CLOSE.length);
 }
+
+/**
+ * Whether a rendered prompt ends by opening the reasoning (DeepSeek-R1 distills' templates end with
+ * `<think>\n`), so that the answer starts inside it. `decode` gives the text of token ids.
+ */
+export function promptOpensThinking(decode: (ids: readonly number[]) => string, promptIds: readonly number[]): boolean {
+  // Enough tokens to hold the tag however it tokenizes (one added token on those models, several on others).
+  return decode(promptIds.slice(-16)).trimEnd().endsWith(THINK_OPEN);
+}

@@ -205,3 +205,32 @@ describe("kiln run", () => {
     expect(tooHot.stderr).toMatch(/^kiln run: --temperature: a speech model takes 0 to 1/);
   }, 240_000);
 });
+
+describe("a reasoning model (SmolLM2 with a template that opens the reasoning, as DeepSeek-R1 distills' do)", () => {
+  const TEMPLATE = resolve("test/fixtures/templates/served/chatml-think.jinja");
+  const QUESTION = "What is 2+2?";
+
+  it("prints the thinking on stderr between its markers, and the answer alone on stdout; --hide-thinking leaves the thinking out", async () => {
+    const { Tokenizer } = await import("../../../src/runtime/text/index.js");
+    const { readTokenizerSpec } = await import("../../../src/runtime/artifact/index.js");
+    const { compiledArtifact } = await import("../../support/model.js");
+    const tokenizer = Tokenizer.fromSpec(readTokenizerSpec((await compiledArtifact()).dir));
+    const prompt = tokenizer.encode(`<|im_start|>user\n${QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n`, { parseSpecial: true });
+    const res = await fetch(`${server.baseURL}/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, prompt, max_tokens: 16, temperature: 0 }),
+    });
+    const raw = ((await res.json()) as { choices: Array<{ text: string }> }).choices[0].text;
+    expect(raw).not.toContain("</think>");
+
+    const shown = await kilnRun([MODEL, "--chat-template-file", TEMPLATE, "--temperature", "0", "--max-tokens", "16"], QUESTION);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toBe("\n");
+    expect(shown.stderr).toContain(`Thinking...\n${raw.replace(/^\n/, "")}\n...done thinking.\n`);
+
+    const hidden = await kilnRun([MODEL, "--chat-template-file", TEMPLATE, "--hide-thinking", "--temperature", "0", "--max-tokens", "16"], QUESTION);
+    expect(hidden.stdout).toBe("\n");
+    expect(hidden.stderr).not.toContain("Thinking...");
+  }, 180_000);
+});
