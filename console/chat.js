@@ -94,7 +94,7 @@ export function chatPage(main) {
     })
     .catch((err) => stats.replaceChildren(el("span", { class: "error-text" }, `Models: ${err.message}`)));
 
-  for (const m of history) log.append(bubble(m.role, m.content, m.meta));
+  for (const m of history) log.append(bubble(m.role, m.content, m.meta, m.reasoning));
 
   /** The request body as the controls say; throws on a JSON field that does not parse. */
   function body(messages) {
@@ -206,10 +206,11 @@ export function chatPage(main) {
         const choice = data.choices?.[0];
         if (!choice) continue;
         const delta = choice.delta ?? {};
-        if (delta.content || delta.tool_calls) {
+        if (delta.content || delta.tool_calls || delta.reasoning_content) {
           if (!first) first = performance.now();
           chunks++;
         }
+        if (delta.reasoning_content) thinking(answer).lastChild.textContent += delta.reasoning_content;
         if (delta.content) content.textContent += delta.content;
         for (const call of delta.tool_calls ?? []) {
           const slot = (calls[call.index ?? 0] ??= { name: "", arguments: "" });
@@ -231,7 +232,8 @@ export function chatPage(main) {
       tick();
       const meta = stats.textContent;
       answer.lastChild.textContent = meta;
-      history.push({ role: "assistant", content: content.textContent, meta });
+      const reasoning = answer.querySelector(".thinking")?.lastChild.textContent;
+      history.push({ role: "assistant", content: content.textContent, meta, ...(reasoning !== undefined ? { reasoning } : {}) });
       controller = null;
       send.disabled = false;
       stopButton.disabled = true;
@@ -244,8 +246,20 @@ export function chatPage(main) {
 
 const rank = (m) => ({ served: 0, loadable: 1 })[m.availability] ?? 2;
 
-function bubble(role, text, meta = "") {
-  return el("div", { class: `msg ${role}` }, el("span", {}, text), el("span", { class: "meta" }, meta));
+function bubble(role, text, meta = "", reasoning) {
+  const b = el("div", { class: `msg ${role}` }, el("span", {}, text), el("span", { class: "meta" }, meta));
+  if (reasoning !== undefined) thinking(b).lastChild.textContent = reasoning;
+  return b;
+}
+
+/** A reasoning model's thinking in an answer's bubble, folded away under its answer's text (made on first use). */
+function thinking(bubble) {
+  let block = bubble.querySelector(".thinking");
+  if (!block) {
+    block = el("details", { class: "thinking" }, el("summary", {}, "Thinking"), el("span", {}, ""));
+    bubble.insertBefore(block, bubble.firstChild);
+  }
+  return block;
 }
 
 function parse(text, what) {

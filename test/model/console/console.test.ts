@@ -222,6 +222,38 @@ describe("the web console", () => {
     await page.setViewport({ width: 1280, height: 900 });
   });
 
+  it("shows a reasoning model's thinking folded in its answer, streamed as it comes", async () => {
+    // SmolLM2 served with a template that opens the reasoning, as DeepSeek-R1 distills' templates do: its whole answer is thinking.
+    const reasoner = await startServer(TEXT, ["--chat-template-file", join(import.meta.dirname, "../../fixtures/templates/served/chatml-think.jinja")]);
+    try {
+      await page.goto(`${reasoner.root}/#/chat`, { waitUntil: "load" });
+      await page.waitForFunction((slug) => [...document.querySelectorAll("option")].some((o) => o.value === slug), {}, TEXT);
+      await page.select("::-p-aria(Model)", TEXT);
+      await fill("Temperature", "0");
+      await fill("Max tokens", "16");
+      await page.type("::-p-aria(Message)", "What is 2+2?");
+      await page.click("::-p-aria(Send)");
+      await page.waitForFunction(() => /finish: \w+/.test(document.querySelector(".stats")?.textContent ?? ""), { timeout: 60_000 });
+      const res = await fetch(`${reasoner.baseURL}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: TEXT, messages: [{ role: "user", content: "What is 2+2?" }], max_tokens: 16, temperature: 0 }),
+      });
+      const expected = ((await res.json()) as { choices: Array<{ message: { reasoning_content: string } }> }).choices[0].message.reasoning_content;
+      expect(expected.length).toBeGreaterThan(0);
+      const shown = await page.$eval("[role=log] .msg.assistant .thinking", (d) => ({
+        summary: d.querySelector("summary")!.textContent,
+        text: d.lastChild!.textContent,
+      }));
+      expect(shown).toEqual({ summary: "Thinking", text: expected });
+      expect(await text(".stats")).toMatch(/\d+ tokens · finish: (stop|length)/);
+      await page.click("[role=log] .msg.assistant .thinking summary");
+      await screenshot("chat-thinking");
+    } finally {
+      expect(await stopServer(reasoner)).toBe(0);
+    }
+  });
+
   it("transcribes an uploaded WAV and lists its segments with their times", async () => {
     await show("#/transcribe");
     await page.waitForFunction((slug) => [...document.querySelectorAll("option")].some((o) => o.value === slug), {}, SPEECH);
