@@ -25,12 +25,12 @@ export class ThinkingPrinter {
 
   /** Prints a piece of the answer's text: thinking to its sink, the rest through `answer`. */
   push(text: string, answer: (text: string) => void): void {
-    this.print(this.splitter.push(text), answer);
+    this.print(this.splitter.feed(text, false), answer);
   }
 
   /** Prints what was held back, at the end of the answer. */
   finish(answer: (text: string) => void): void {
-    this.print(this.splitter.finish(), answer);
+    this.print(this.splitter.feed("", true), answer);
     if (this.state === "thinking") this.thinking?.write(THINKING_END);
     this.state = "answering";
   }

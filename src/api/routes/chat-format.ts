@@ -77,11 +77,7 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
   };
   /** The deltas of a choice's text: reasoning as it is, the answer through the tool-call parser when tools are on offer. */
   const deltasOf = (stream: ChoiceStream, text: string, end: boolean): Delta[] => {
-    const pieces = stream.thinking
-      ? end
-        ? [...stream.thinking.push(text), ...stream.thinking.finish()]
-        : stream.thinking.push(text)
-      : [{ type: "content" as const, text }];
+    const pieces = stream.thinking ? stream.thinking.feed(text, end) : [{ type: "content" as const, text }];
     const deltas: Delta[] = [];
     for (const piece of pieces) {
       if (piece.type === "reasoning") deltas.push({ reasoning_content: piece.text });

@@ -231,7 +231,7 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
   /** A piece of the choice's text as output pieces: reasoning as it is, the rest as the answer. */
   const pieces = (text: string, end = false): (ToolOutputPiece | ReasoningPiece)[] => {
     written += text;
-    const split: ReasoningPiece[] = thinking ? [...thinking.push(text), ...(end ? thinking.finish() : [])] : [{ type: "content", text }];
+    const split: ReasoningPiece[] = thinking ? thinking.feed(text, end) : [{ type: "content", text }];
     const out = split.flatMap((piece): (ToolOutputPiece | ReasoningPiece)[] => (piece.type === "reasoning" ? [piece] : answer(piece.text)));
     return end && parser ? [...out, ...parser.finish()] : out;
   };

@@ -42,6 +42,11 @@ export class ThinkSplitter {
     return out;
   }
 
+  /** `push`, then with `end` also `finish`: the pieces of the output's next text, or of its last. */
+  feed(text: string, end: boolean): ReasoningPiece[] {
+    return end ? [...this.push(text), ...this.finish()] : this.push(text);
+  }
+
   /** What was held back, at the end of the output (a partial tag is text). */
   finish(): ReasoningPiece[] {
     const out: ReasoningPiece[] = [];
@@ -115,10 +120,9 @@ function emit(out: ReasoningPiece[], type: ReasoningPiece["type"], text: string)
 
 /** A whole answer split at once: its reasoning (null when it has none) and its content. */
 export function splitThinking(text: string, opened: boolean): { reasoning: string | null; content: string } {
-  const splitter = new ThinkSplitter(opened);
   let reasoning: string | null = null;
   let content = "";
-  for (const piece of [...splitter.push(text), ...splitter.finish()]) {
+  for (const piece of new ThinkSplitter(opened).feed(text, true)) {
     if (piece.type === "reasoning") reasoning = (reasoning ?? "") + piece.text;
     else content += piece.text;
   }
