@@ -42,5 +42,5 @@ export {
   windowSeconds,
 } from "./speech/throughput.js";
 export type { ToolCallParser, ToolFunction, ToolOutputPiece, ToolUse } from "./tools/types.js";
-export { ThinkSplitter, splitThinking, reasoningPart, promptOpensThinking, type ReasoningPiece } from "./reasoning/index.js";
+export { ThinkSplitter, splitThinking, reasoningPart, promptOpensThinking, thinkingFirst, type ReasoningPiece } from "./reasoning/index.js";
 export { CallParser, chooseToolDialect, toolConstraint, type CallSyntax, type ToolDialect } from "./tools/index.js";

@@ -1,6 +1,6 @@
 /** POST /v1/chat/completions: validate -> render the chat -> engine -> JSON or SSE. */
 import type { FastifyInstance } from "fastify";
-import { promptOpensThinking, toolConstraint, type ChatMessage } from "../../scheduler/index.js";
+import { promptOpensThinking, thinkingFirst, toolConstraint, type ChatMessage } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
@@ -39,7 +39,10 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
-    const constraint = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+    const reasoning = thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
+    // Beside a split nothing is forced, so the only constraint is that of tool calls on auto: their grammar starts after the thinking.
+    const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+    const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
     const plan = answerPlan(body, {
       model,
       answerId: answerId("chatcmpl"),
@@ -52,7 +55,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       includeUsage: plan.includeUsage,
       logprobs: topLogprobs !== null,
       tools: toolUse !== undefined,
-      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model.decode, promptIds) } } : {}),
+      ...(reasoning ? { reasoning } : {}),
     });
     return answerGeneration(ctx, request, reply, plan, answer);
   });

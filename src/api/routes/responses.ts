@@ -8,7 +8,15 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { StoredItem, StoredResponse } from "../../catalogue/stored-responses.js";
-import { ChatTemplateError, promptOpensThinking, toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
+import {
+  ChatTemplateError,
+  promptOpensThinking,
+  thinkingFirst,
+  toolConstraint,
+  type ChatMessage,
+  type ServedModel,
+  type ToolUse,
+} from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
@@ -64,7 +72,10 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const maxTokens = completionBudget(model, promptIds.length, body.max_output_tokens, "input", undefined, "max_output_tokens");
     const logprobs = body.include?.includes("message.output_text.logprobs") ?? false;
     const id = responsesId("resp");
-    const constraint = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+    const reasoning = thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
+    // Beside a split nothing is forced, so the only constraint is that of tool calls on auto: their grammar starts after the thinking.
+    const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+    const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
     const plan = answerPlan(
       {
         temperature: body.temperature,
@@ -94,7 +105,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
       echo: echoOf(body, model),
       tools: toolUse !== undefined,
       logprobs,
-      ...(thinking.split ? { reasoning: { opened: promptOpensThinking(model.decode, promptIds) } } : {}),
+      ...(reasoning ? { reasoning } : {}),
       onFinished: store ? (response) => keep(ctx, request, { id, keyId, createdAt, response, input: kept }) : undefined,
     });
     return answerGeneration(ctx, request, reply, plan, answer);

@@ -5,6 +5,7 @@
  * read from the answer alone; a constrained answer left whole.
  */
 import { describe, expect, it } from "vitest";
+import type { SlotOp } from "../../../src/runtime/text-worker/protocol.js";
 import { AUTH, fakeApp, fakeModel, SLUG, sseEvents } from "./fake-model.js";
 
 const bytes = (text: string) => [...new TextEncoder().encode(text)];
@@ -100,6 +101,38 @@ describe("a reasoning model's thinking", () => {
       calls: [{ name: "get_weather", arguments: '{"city": "Oslo"}' }],
       usage: undefined,
     });
+  });
+});
+
+describe("tool calls on auto", () => {
+  const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];
+  /** The format of the structural constraint the engine was asked to hold the answer to. */
+  const formatSent = (fake: ReturnType<typeof fakeModel>) => {
+    const open = fake.backend.calls.flatMap((c) => c.ops).find((op): op is Extract<SlotOp, { op: "open" }> => op.op === "open");
+    const constraint = open!.constraint as { type: string; format: string };
+    expect(constraint.type).toBe("structural_tag");
+    return JSON.parse(constraint.format) as Record<string, any>;
+  };
+
+  it("hold the calls' grammar only after the thinking: optional where the model may think, after the prompt's open thinking otherwise", async () => {
+    const qwen3 = reasoner("Hello!");
+    await ask(chat({ tools }), qwen3);
+    const optional = formatSent(qwen3);
+    expect(optional.type).toBe("or");
+    expect(optional.elements[0]).toMatchObject({
+      type: "sequence",
+      elements: [{ type: "tag", begin: "<think>", content: { type: "any_text" }, end: "</think>" }, {}],
+    });
+    expect(optional.elements[1]).toEqual(optional.elements[0].elements[1]);
+    expect(optional.elements[1].type).toBe("triggered_tags");
+
+    const r1 = reasoner("Hello!", R1, true);
+    await ask(chat({ tools }), r1);
+    expect(formatSent(r1)).toMatchObject({ type: "sequence", elements: [{ type: "tag", begin: "", end: "</think>" }, { type: "triggered_tags" }] });
+
+    const plain = fakeModel({ script: bytes("Hello!") });
+    await ask(chat({ tools }), plain);
+    expect(formatSent(plain).type).toBe("triggered_tags");
   });
 });
 

@@ -11,6 +11,7 @@ import { beforeAll, describe, expect, it, vi } from "vitest";
 import { readTokenizerSpec, type TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
 import { applyTokenMask, ConstraintEngine, ConstraintError, type ConstraintSpec, type TokenMatcher } from "../../../../src/runtime/constrain/index.js";
 import { Xoshiro128ss } from "../../../../src/runtime/sampling/prng.js";
+import { thinkingFirst } from "../../../../src/scheduler/reasoning/index.js";
 import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { compiledArtifact } from "../../../support/model.js";
 
@@ -406,6 +407,26 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     expect(allowedIds(await maskOf(empty)).some((id) => stopIds.includes(id))).toBe(true);
     expect(empty.accept(stopIds[0])).toBe(true);
     empty.dispose();
+  });
+
+  it("thinkingFirst: a call's tag written while thinking is free text; after </think>, the trigger holds the call to its grammar", async () => {
+    for (const opened of [false, true]) {
+      const m = engine.matcher(thinkingFirst(triggered, opened));
+      await feed(m, `${opened ? "" : "<think>"}\nI could write <tool_call> here, or {"name": 1}.\n</think>\n\nSure. <tool_call>`);
+      const afterTrigger = await m.nextMask();
+      expect(afterTrigger, `opened ${opened}`).not.toBeNull();
+      expect(allowedIds(afterTrigger!).some((id) => stopIds.includes(id))).toBe(false);
+      expect(m.accept(tokenizer.encode(" here")[0])).toBe(false);
+      await feed(m, `\n{"name": "f", "arguments": {"city": "Oslo", "days": 2}${CALL_END}`);
+      expect(m.accept(stopIds[0])).toBe(true);
+      m.dispose();
+    }
+    // Without thinking, the answer is held to the call as before.
+    const plain = engine.matcher(thinkingFirst(triggered, false));
+    await feed(plain, "Sure. <tool_call>");
+    expect(await plain.nextMask()).not.toBeNull();
+    expect(plain.accept(tokenizer.encode(" here")[0])).toBe(false);
+    plain.dispose();
   });
 
   it("triggered_tags: free text gets the null mask until the trigger, then only a valid call", async () => {
