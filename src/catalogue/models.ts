@@ -32,6 +32,9 @@ import type { Capability, HubSource, ModelEntry, WeightFile, WeightFormat } from
 
 const CHAT_TOOLS: readonly Capability[] = ["chat", "completions", "tools", "json_schema", "streaming"];
 const CHAT: readonly Capability[] = ["chat", "completions", "json_schema", "streaming"];
+/** Models that think before they answer (their thinking comes apart, as `reasoning_content`). */
+const REASONING_CHAT_TOOLS: readonly Capability[] = [...CHAT_TOOLS, "reasoning"];
+const REASONING_CHAT: readonly Capability[] = [...CHAT, "reasoning"];
 const SPEECH: readonly Capability[] = ["transcription"];
 
 /**
@@ -342,7 +345,7 @@ export const MODELS: readonly ModelEntry[] = [
     parameters: 32.8e9,
     architecture: "qwen3",
     contextLength: 40960,
-    capabilities: CHAT_TOOLS,
+    capabilities: REASONING_CHAT_TOOLS,
     prices: { inputUsdPerMillionTokens: 0.07, outputUsdPerMillionTokens: 0.11 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-32B",
@@ -364,7 +367,7 @@ export const MODELS: readonly ModelEntry[] = [
     parameters: 8.19e9,
     architecture: "qwen3",
     contextLength: 40960,
-    capabilities: CHAT_TOOLS,
+    capabilities: REASONING_CHAT_TOOLS,
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-8B",
@@ -386,7 +389,7 @@ export const MODELS: readonly ModelEntry[] = [
     parameters: 4.02e9,
     architecture: "qwen3",
     contextLength: 40960,
-    capabilities: CHAT_TOOLS,
+    capabilities: REASONING_CHAT_TOOLS,
     prices: { inputUsdPerMillionTokens: 0.02, outputUsdPerMillionTokens: 0.03 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-4B",
@@ -401,7 +404,7 @@ export const MODELS: readonly ModelEntry[] = [
     parameters: 1.72e9,
     architecture: "qwen3",
     contextLength: 40960,
-    capabilities: CHAT_TOOLS,
+    capabilities: REASONING_CHAT_TOOLS,
     prices: { inputUsdPerMillionTokens: 0.01, outputUsdPerMillionTokens: 0.02 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-1.7B",
@@ -423,7 +426,7 @@ export const MODELS: readonly ModelEntry[] = [
     parameters: 0.6e9,
     architecture: "qwen3",
     contextLength: 40960,
-    capabilities: CHAT_TOOLS,
+    capabilities: REASONING_CHAT_TOOLS,
     prices: { inputUsdPerMillionTokens: 0.005, outputUsdPerMillionTokens: 0.01 },
     licence: "apache-2.0",
     upstream: "Qwen/Qwen3-0.6B",
@@ -667,7 +670,7 @@ export const MODELS: readonly ModelEntry[] = [
     parameters: 7.62e9,
     architecture: "qwen2",
     contextLength: 131072,
-    capabilities: CHAT,
+    capabilities: REASONING_CHAT,
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "mit",
     upstream: "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
@@ -689,7 +692,7 @@ export const MODELS: readonly ModelEntry[] = [
     parameters: 8.03e9,
     architecture: "llama",
     contextLength: 131072,
-    capabilities: CHAT,
+    capabilities: REASONING_CHAT,
     prices: { inputUsdPerMillionTokens: 0.03, outputUsdPerMillionTokens: 0.05 },
     licence: "mit",
     upstream: "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",

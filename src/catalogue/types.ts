@@ -5,9 +5,9 @@
 
 export type ModelKind = "text" | "transcription";
 
-export type Capability = "chat" | "completions" | "tools" | "json_schema" | "streaming" | "transcription";
+export type Capability = "chat" | "completions" | "tools" | "json_schema" | "streaming" | "transcription" | "reasoning";
 
-export const CAPABILITIES: readonly Capability[] = ["chat", "completions", "tools", "json_schema", "streaming", "transcription"];
+export const CAPABILITIES: readonly Capability[] = ["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning"];
 
 /** Text models carry the two token prices; transcription models carry the audio-minute price. */
 export interface Prices {

@@ -1,6 +1,6 @@
 /** GET /v1/models and /v1/models/{id}: a catalogue entry plus its serving state, as the wire shows it. */
 import type { Promotion } from "../../catalogue/promotions.js";
-import type { ModelEntry } from "../../catalogue/types.js";
+import type { Capability, ModelEntry } from "../../catalogue/types.js";
 import type { ComputeDevice } from "../../runtime/device/index.js";
 import type { ModelAvailability, ModelState } from "../../scheduler/index.js";
 
@@ -84,7 +84,7 @@ function ownerOf(entry: ModelEntry): string {
  * What kiln itself can do with a model of the catalogue: a capability the model has but kiln does
  * not serve is not advertised, so clients never pick a feature that answers 400.
  */
-const SERVED_CAPABILITIES: ReadonlySet<string> = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription"]);
+const SERVED_CAPABILITIES: ReadonlySet<string> = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning"]);
 
 export function modelObject(
   entry: ModelEntry,
@@ -111,13 +111,20 @@ export function modelObject(
     kind: entry.kind,
     context_length: text?.contextLength ?? entry.contextLength,
     native_context_length: text?.nativeContextLength ?? entry.contextLength,
-    capabilities: entry.capabilities.filter((c) => SERVED_CAPABILITIES.has(c)),
+    capabilities: capabilitiesOf(entry, text),
     pricing,
     status: state?.status ?? "available",
     ...(availability ? { availability } : {}),
     ...(serving ? { device: serving.device ?? "cpu", artifact_id: serving.artifactId } : {}),
     ...(text ? { measured_output_tokens_per_second: measuredTps, ...optimizationOf(text.promotion ?? null) } : {}),
   };
+}
+
+/** The catalogue's capabilities that kiln serves; a served model's chat template has the last word on reasoning (`--chat-template-file` may change it). */
+function capabilitiesOf(entry: ModelEntry, served: { reasoning: unknown } | null): Capability[] {
+  const listed = entry.capabilities.filter((c) => SERVED_CAPABILITIES.has(c) && c !== "reasoning");
+  const reasons = served ? served.reasoning !== null : entry.capabilities.includes("reasoning");
+  return reasons ? [...listed, "reasoning"] : listed;
 }
 
 function optimizationOf(promotion: Promotion | null): Pick<ModelObject, "last_optimized_at" | "optimization"> {

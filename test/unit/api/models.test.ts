@@ -54,9 +54,22 @@ describe("models", () => {
   it("advertises tools and json_schema where kiln serves them, and nothing it does not serve", async () => {
     const { app } = await fakeApp();
     const body = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json();
-    const served = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription"]);
+    const served = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning"]);
     for (const m of body.data) for (const c of m.capabilities) expect(served, `${m.id}: ${c}`).toContain(c);
     expect(body.data.find((m: any) => m.id === SLUG).capabilities).toEqual(expect.arrayContaining(["tools", "json_schema"]));
+  });
+
+  it("marks the reasoning models: the catalogue's until served, then the served model's template", async () => {
+    const { app } = await fakeApp();
+    const list = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json().data as Array<{ id: string; capabilities: string[] }>;
+    const reasoning = list.filter((m) => m.capabilities.includes("reasoning")).map((m) => m.id);
+    expect(reasoning.sort()).toEqual(
+      ["deepseek-r1-distill-llama-8b", "deepseek-r1-distill-qwen-7b", ...list.filter((m) => m.id.startsWith("qwen-3-")).map((m) => m.id)].sort(),
+    );
+    expect(reasoning.length).toBe(7);
+    expect(list.find((m) => m.id === SLUG)!.capabilities).not.toContain("reasoning");
+    const served = await fakeApp({ fake: fakeModel({ reasoning: { switchable: true } }) });
+    expect((await served.app.inject({ method: "GET", url: `/v1/models/${SLUG}`, headers: AUTH })).json().capabilities).toContain("reasoning");
   });
 
   it("shows the served model's artifact id and measured throughput", async () => {
