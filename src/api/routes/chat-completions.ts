@@ -40,7 +40,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
     const reasoning = thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
-    // Beside a split nothing is forced, so the only constraint is that of tool calls on auto: their grammar starts after the thinking.
+    // Beside a split, the constraint (a format, forced or automatic tool calls) starts after the thinking.
     const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
     const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
     const plan = answerPlan(body, {

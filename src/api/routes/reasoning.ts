@@ -10,7 +10,11 @@ import type { REASONING_EFFORTS } from "../protocol/common.js";
 export interface ReasoningPlan {
   /** Variables for the chat template: the client's `chat_template_kwargs`, and `enable_thinking: false` when thinking is off. */
   variables?: Record<string, unknown>;
-  /** Split the answer's thinking from its content: a reasoning model whose output is not constrained. */
+  /**
+   * Split the answer's thinking from its content. A constraint then holds only after the thinking
+   * (`thinkingFirst`). False for a model that does not reason, and for a constrained answer from a
+   * model whose thinking is switched off: that is all content, held to its grammar from the first token.
+   */
   split: boolean;
 }
 
@@ -21,9 +25,9 @@ export interface ReasoningAsk {
 }
 
 /**
- * `constrained`: the answer is held to a grammar from its first token (a JSON schema, a forced tool
- * call), so there is no room for thinking: a model that can answer without it is asked to, and the
- * whole output is content. `param` names the effort's field in errors.
+ * `constrained`: the answer is held to a grammar (a JSON schema, a forced tool call). A reasoning
+ * model still thinks first unless asked not to, as vLLM serves structured output from such models.
+ * `param` names the effort's field in errors.
  */
 export function reasoningPlan(model: ServedModel, ask: ReasoningAsk, constrained: boolean, param = "reasoning_effort"): ReasoningPlan {
   const reasoning = model.reasoning;
@@ -36,8 +40,9 @@ export function reasoningPlan(model: ServedModel, ask: ReasoningAsk, constrained
     throw apiError("unsupported_value", `The model '${model.slug}' always reasons: its thinking cannot be switched off with '${param}' '${effort}'.`, param);
   }
   const variables: Record<string, unknown> = { ...(ask.templateVariables ?? {}) };
-  if (reasoning?.switchable && (off || constrained)) variables.enable_thinking = false;
-  return { ...(Object.keys(variables).length > 0 ? { variables } : {}), split: reasoning !== null && !constrained };
+  if (reasoning?.switchable && off) variables.enable_thinking = false;
+  const thinks = reasoning !== null && !(reasoning.switchable && variables.enable_thinking === false);
+  return { ...(Object.keys(variables).length > 0 ? { variables } : {}), split: thinks || (reasoning !== null && !constrained) };
 }
 
 /** `usage` with the tokens of the reasoning in each choice's text (its tags included) as `reasoning_tokens`. */

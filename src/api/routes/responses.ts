@@ -73,7 +73,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const logprobs = body.include?.includes("message.output_text.logprobs") ?? false;
     const id = responsesId("resp");
     const reasoning = thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
-    // Beside a split nothing is forced, so the only constraint is that of tool calls on auto: their grammar starts after the thinking.
+    // Beside a split, the constraint (a format, forced or automatic tool calls) starts after the thinking.
     const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
     const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
     const plan = answerPlan(

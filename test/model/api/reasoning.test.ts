@@ -16,6 +16,10 @@ import { type RunningServer, startServer, stopServer } from "../../support/serve
 
 const TEMPLATES = join(import.meta.dirname, "../../fixtures/templates");
 const QUESTION = "What is 2+2?";
+const ANSWER_FORMAT = {
+  type: "json_schema" as const,
+  json_schema: { name: "answer", schema: { type: "object", properties: { answer: { type: "integer" } }, required: ["answer"], additionalProperties: false } },
+};
 
 let opening: RunningServer | undefined;
 let qwen3: RunningServer | undefined;
@@ -92,6 +96,20 @@ describe("a template that opens the reasoning in the prompt", () => {
     expect(final.output.find((item) => item.type === "reasoning")?.content?.[0]?.text).toBe(streamed);
   });
 
+  it("a JSON schema holds only after the thinking: the thinking is the model's own free continuation", async () => {
+    const request = { model: TEXT_SLUG, messages: [{ role: "user" as const, content: QUESTION }], max_tokens: 24, temperature: 0 };
+    const free = await client(opening).chat.completions.create(request);
+    const constrained = await client(opening).chat.completions.create({ ...request, response_format: ANSWER_FORMAT });
+    const reasoning = (m: OpenAI.ChatCompletionMessage) => (m as { reasoning_content?: string | null }).reasoning_content;
+    // Held from its first token, the answer would have been the schema's JSON, as content. Here the
+    // thinking is the free answer's text; where that one ends, this one cannot until its JSON is written.
+    expect(free.choices[0].finish_reason).toBe("stop");
+    expect(reasoning(constrained.choices[0].message)!.startsWith(reasoning(free.choices[0].message)!)).toBe(true);
+    expect(reasoning(constrained.choices[0].message)!.length).toBeGreaterThan(reasoning(free.choices[0].message)!.length);
+    expect(constrained.choices[0].message.content).toBe("");
+    expect(constrained.choices[0].finish_reason).toBe("length");
+  });
+
   it("cannot be switched off: reasoning_effort none is a 400 naming it", async () => {
     const error = await client(opening)
       .chat.completions.create({ model: TEXT_SLUG, messages: [{ role: "user", content: QUESTION }], reasoning_effort: "none", max_tokens: 4 })
@@ -102,6 +120,20 @@ describe("a template that opens the reasoning in the prompt", () => {
 });
 
 describe("Qwen3's template", () => {
+  it("with reasoning_effort none, a JSON schema holds from the first token and the answer is all content", async () => {
+    const answer = await client(qwen3).chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [{ role: "user", content: QUESTION }],
+      max_tokens: 32,
+      temperature: 0,
+      reasoning_effort: "none",
+      response_format: ANSWER_FORMAT,
+    });
+    expect(answer.choices[0].finish_reason).toBe("stop");
+    expect(answer.choices[0].message).not.toHaveProperty("reasoning_content");
+    expect(Object.keys(JSON.parse(answer.choices[0].message.content!))).toEqual(["answer"]);
+  });
+
   it("reasoning_effort none renders its empty reasoning into the prompt, and the answer comes as content", async () => {
     const messages = [{ role: "user" as const, content: QUESTION }];
     const on = await client(qwen3).chat.completions.create({ model: TEXT_SLUG, messages, max_tokens: 16, temperature: 0 });

@@ -2,7 +2,7 @@
  * A reasoning model's answer on chat completions (fake model): its thinking apart as
  * `reasoning_content`, streamed as its own deltas that add up to the whole answer's, counted in
  * `reasoning_tokens`; `reasoning_effort` and `chat_template_kwargs` reaching the template; tool calls
- * read from the answer alone; a constrained answer left whole.
+ * read from the answer alone; a constraint held after the thinking, or from the first token when it is off.
  */
 import { describe, expect, it } from "vitest";
 import type { SlotOp } from "../../../src/runtime/text-worker/protocol.js";
@@ -39,6 +39,22 @@ function collect(body: string) {
   }
   return { reasoning, content, calls, usage: events.at(-1)?.usage };
 }
+
+/** The constraint the engine was asked to hold the answer to. */
+function constraintSent(fake: ReturnType<typeof fakeModel>) {
+  const open = fake.backend.calls.flatMap((c) => c.ops).find((op): op is Extract<SlotOp, { op: "open" }> => op.op === "open");
+  return open!.constraint as { type: string; format?: string };
+}
+
+/** The format of the structural constraint the engine was asked to hold the answer to. */
+function formatSent(fake: ReturnType<typeof fakeModel>) {
+  const constraint = constraintSent(fake);
+  expect(constraint.type).toBe("structural_tag");
+  return JSON.parse(constraint.format!) as Record<string, any>;
+}
+
+const THINKING = { type: "tag", begin: "<think>", content: { type: "any_text" }, end: "</think>" };
+const AFTER_THINKING = { type: "regex", pattern: "\\n{0,2}" };
 
 describe("a reasoning model's thinking", () => {
   const ANSWER = "<think>\nThe user greets me.\n</think>\n\nHello!";
@@ -106,29 +122,18 @@ describe("a reasoning model's thinking", () => {
 
 describe("tool calls on auto", () => {
   const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];
-  /** The format of the structural constraint the engine was asked to hold the answer to. */
-  const formatSent = (fake: ReturnType<typeof fakeModel>) => {
-    const open = fake.backend.calls.flatMap((c) => c.ops).find((op): op is Extract<SlotOp, { op: "open" }> => op.op === "open");
-    const constraint = open!.constraint as { type: string; format: string };
-    expect(constraint.type).toBe("structural_tag");
-    return JSON.parse(constraint.format) as Record<string, any>;
-  };
-
   it("hold the calls' grammar only after the thinking: optional where the model may think, after the prompt's open thinking otherwise", async () => {
     const qwen3 = reasoner("Hello!");
     await ask(chat({ tools }), qwen3);
     const optional = formatSent(qwen3);
     expect(optional.type).toBe("or");
-    expect(optional.elements[0]).toMatchObject({
-      type: "sequence",
-      elements: [{ type: "tag", begin: "<think>", content: { type: "any_text" }, end: "</think>" }, {}],
-    });
-    expect(optional.elements[1]).toEqual(optional.elements[0].elements[1]);
+    expect(optional.elements[0]).toMatchObject({ type: "sequence", elements: [THINKING, AFTER_THINKING, {}] });
+    expect(optional.elements[1]).toEqual(optional.elements[0].elements[2]);
     expect(optional.elements[1].type).toBe("triggered_tags");
 
     const r1 = reasoner("Hello!", R1, true);
     await ask(chat({ tools }), r1);
-    expect(formatSent(r1)).toMatchObject({ type: "sequence", elements: [{ type: "tag", begin: "", end: "</think>" }, { type: "triggered_tags" }] });
+    expect(formatSent(r1)).toMatchObject({ type: "sequence", elements: [{ ...THINKING, begin: "" }, AFTER_THINKING, { type: "triggered_tags" }] });
 
     const plain = fakeModel({ script: bytes("Hello!") });
     await ask(chat({ tools }), plain);
@@ -154,12 +159,36 @@ describe("switching the thinking", () => {
     expect(fake.renderedVariables).toEqual([{ enable_thinking: false, custom: "x" }]);
   });
 
-  it("a constrained answer is asked for without thinking and left whole", async () => {
-    const fake = reasoner('{"a": 1}');
-    const res = await ask(chat({ response_format: { type: "json_object" } }), fake);
+  it("a constrained answer is thought out first: the format holds after the thinking, which comes apart", async () => {
+    const schema = { type: "object", properties: { a: { type: "integer" } }, required: ["a"] };
+    const response_format = { type: "json_schema", json_schema: { name: "a", schema } };
+    const fake = reasoner('<think>\nJSON it is.\n</think>\n\n{"a": 1}');
+    const res = await ask(chat({ response_format }), fake);
     expect(res.statusCode).toBe(200);
-    expect(fake.renderedVariables).toEqual([{ enable_thinking: false }]);
-    expect(res.json().choices[0].message).toEqual({ role: "assistant", content: '{"a": 1}', refusal: null });
+    expect(fake.renderedVariables).toEqual([undefined]);
+    expect(res.json().choices[0].message).toEqual({ role: "assistant", content: '{"a": 1}', reasoning_content: "\nJSON it is.\n", refusal: null });
+    const format = { type: "json_schema", json_schema: schema };
+    expect(formatSent(fake)).toEqual({ type: "or", elements: [{ type: "sequence", elements: [THINKING, AFTER_THINKING, format] }, format] });
+
+    // A model that always thinks, its prompt opening the thinking, with a forced answer: any JSON object.
+    const r1 = reasoner('Just an object.\n</think>\n\n{"b": 2}', R1, true);
+    const forced = (await ask(chat({ response_format: { type: "json_object" } }), r1)).json();
+    expect(forced.choices[0].message).toMatchObject({ content: '{"b": 2}', reasoning_content: "Just an object.\n" });
+    expect(formatSent(r1)).toEqual({
+      type: "sequence",
+      elements: [{ ...THINKING, begin: "" }, AFTER_THINKING, { type: "json_schema", json_schema: { type: "object", additionalProperties: true } }],
+    });
+  });
+
+  it("with the thinking switched off, a constrained answer is all content, held to its format from the first token", async () => {
+    for (const off of [{ reasoning_effort: "none" }, { chat_template_kwargs: { enable_thinking: false } }]) {
+      const fake = reasoner('{"a": 1}');
+      const res = await ask(chat({ response_format: { type: "json_object" }, ...off }), fake);
+      expect(res.statusCode).toBe(200);
+      expect(fake.renderedVariables).toEqual([{ enable_thinking: false }]);
+      expect(res.json().choices[0].message).toEqual({ role: "assistant", content: '{"a": 1}', refusal: null });
+      expect(constraintSent(fake)).toEqual({ type: "json_object" });
+    }
   });
 
   it("reasoning_effort on a model that does not reason, or 'none' on one that always does, is a 400 naming it", async () => {
@@ -220,6 +249,18 @@ describe("the Responses API", () => {
     expect(texts(snapshot.output)).toEqual(texts(whole.output));
     const done = JSON.parse(/\ndata: (.*)$/.exec(res.body.slice(0, -2).split("\n\n").at(-1)!)![1]);
     expect(done.response.usage.output_tokens_details.reasoning_tokens).toBe(whole.usage.output_tokens_details.reasoning_tokens);
+  });
+
+  it("a text.format holds after the thinking: a reasoning item, then the message's JSON", async () => {
+    const fake = reasoner('<think>\nJSON it is.\n</think>\n\n{"a": 1}');
+    const body = (await post({ text: { format: { type: "json_object" } } }, fake)).json();
+    expect(body.output.map((item: { type: string }) => item.type)).toEqual(["reasoning", "message"]);
+    expect(body.output[0].content).toEqual([{ type: "reasoning_text", text: "\nJSON it is.\n" }]);
+    expect(body.output_text).toBe('{"a": 1}');
+    expect(formatSent(fake).elements[0]).toEqual({
+      type: "sequence",
+      elements: [THINKING, AFTER_THINKING, { type: "json_schema", json_schema: { type: "object", additionalProperties: true } }],
+    });
   });
 
   it("a reasoning item replayed as input is kept out of the prompt; reasoning.effort none switches the thinking off", async () => {

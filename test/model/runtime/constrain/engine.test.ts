@@ -429,6 +429,35 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     plain.dispose();
   });
 
+  it("thinkingFirst: a JSON schema, any object, a regex or a choice holds after the thinking, which may hold anything", async () => {
+    const cases: [ConstraintSpec, string][] = [
+      [{ type: "json_schema", schema: JSON.stringify(SCHEMA) }, JSON.stringify(INSTANCE)],
+      [{ type: "json_object" }, '{"any": [1, {"b": null}], "c": "d"}'],
+      [{ type: "regex", pattern: "[0-9]{3}-(ab|cd)" }, "123-cd"],
+      [{ type: "choice", choices: ["yes", "no"] }, "no"],
+      [{ type: "choice", choices: ["", "a.b", "(c)"] }, "(c)"],
+      [{ type: "choice", choices: [""] }, ""],
+    ];
+    for (const [format, answer] of cases) {
+      for (const opened of [false, true]) {
+        const m = engine.matcher(thinkingFirst(format, opened));
+        // Text no format here allows, then the line breaks such models write after the thinking.
+        await feed(m, `${opened ? "" : "<think>"}\nMaybe {"name": 1}? Or 42, x.\n</think>\n\n`);
+        expect(m.accept(tokenizer.encode("x")[0]), `${format.type}, opened ${opened}`).toBe(false);
+        await walk(m, answer);
+        m.dispose();
+      }
+      // Without thinking the answer is held to the format from its first token.
+      const plain = engine.matcher(thinkingFirst(format, false));
+      expect(plain.accept(tokenizer.encode("x")[0])).toBe(false);
+      plain.dispose();
+      if (answer === "") continue; // `<think>` may still begin
+      const direct = engine.matcher(thinkingFirst(format, false));
+      await walk(direct, answer);
+      direct.dispose();
+    }
+  });
+
   it("triggered_tags: free text gets the null mask until the trigger, then only a valid call", async () => {
     const m = engine.matcher(triggered);
     const prose = "Let me check the weather for you, naïve ☃. <tool";
