@@ -26,6 +26,7 @@ import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { modelsRoute } from "./routes/models.js";
 import { responsesRoutes } from "./routes/responses.js";
+import { tokenizeRoutes } from "./routes/tokenize.js";
 import { transcriptionsRoute } from "./routes/transcriptions.js";
 import type { SseOptions } from "./sse.js";
 import { DEFAULT_DRAIN_TIMEOUT_MS } from "./defaults.js";
@@ -191,10 +192,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       chatCompletionsRoute(v1, ctx);
       completionsRoute(v1, ctx);
       responsesRoutes(v1, ctx);
+      tokenizeRoutes(v1, ctx);
       await v1.register(async (audio) => transcriptionsRoute(audio, ctx));
     },
     { prefix: "/v1" },
   );
+  // Where vLLM's and llama.cpp's servers answer them, outside /v1, as well.
+  await app.register(async (root) => {
+    root.addHook("onRequest", authHook(auth));
+    tokenizeRoutes(root, ctx);
+  });
   return app;
 }
 

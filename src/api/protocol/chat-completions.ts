@@ -66,7 +66,7 @@ const toolCall = z.looseObject({
 
 export const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
 
-const message = z
+export const chatMessage = z
   .object({
     role: z.enum(ROLES),
     content: content.nullish(),
@@ -113,7 +113,7 @@ export type ResponseFormat = z.output<typeof responseFormat>;
 
 export const chatCompletionRequestSchema = z.object({
   model: z.string().min(1),
-  messages: z.array(message).min(1),
+  messages: z.array(chatMessage).min(1),
   max_tokens: z.number().int().min(1).nullish(),
   max_completion_tokens: z.number().int().min(1).nullish(),
   logprobs: z.boolean().nullish(),

@@ -1,13 +1,14 @@
 /** POST /v1/chat/completions: validate -> render the chat -> engine -> JSON or SSE. */
 import type { FastifyInstance } from "fastify";
-import { promptOpensThinking, thinkingFirst, toolConstraint, type ChatMessage } from "../../scheduler/index.js";
+import { promptOpensThinking, thinkingFirst, toolConstraint } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
-import { ignoredChatFields, parseChatCompletionRequest, type ChatMessageIn } from "../protocol/chat-completions.js";
+import { ignoredChatFields, parseChatCompletionRequest } from "../protocol/chat-completions.js";
 import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
 import { toolUseOf } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
+import { templateMessage } from "./chat-messages.js";
 import { completionBudget, answerPlan } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
@@ -59,22 +60,4 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     });
     return answerGeneration(ctx, request, reply, plan, answer);
   });
-}
-
-/**
- * A validated wire message as the chat template sees it: `developer` is the system role to templates,
- * content parts are text only, tool calls are `{id, type, function: {name, arguments}}` with the
- * arguments still the JSON string (the template's own shape is the renderer's choice).
- */
-function templateMessage(m: ChatMessageIn): ChatMessage {
-  const out: ChatMessage = {
-    role: m.role === "developer" ? "system" : m.role,
-    content: Array.isArray(m.content) ? m.content.map((p) => ({ type: "text", text: p.text ?? "" })) : (m.content ?? null),
-  };
-  if (m.name) out.name = m.name;
-  if (m.tool_calls?.length) {
-    out.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: c.type, function: { name: c.function.name, arguments: c.function.arguments } }));
-  }
-  if (m.tool_call_id) out.tool_call_id = m.tool_call_id;
-  return out;
 }

@@ -26,8 +26,9 @@ export interface ToolPrompt {
 export type SpecialTokenMode = "text" | "parse";
 
 /**
- * Renders messages through the chat template, ready for the assistant's turn. `prepared`: the
- * messages already went through `template.prepareMessages` (tool histories in the template's shape).
+ * Renders messages through the chat template, ready for the assistant's turn unless
+ * `generationPrompt` is false. `prepared`: the messages already went through
+ * `template.prepareMessages` (tool histories in the template's shape).
  */
 export function renderChat(
   template: ChatTemplate,
@@ -36,10 +37,11 @@ export function renderChat(
   prepared = false,
   tools?: readonly WireTool[],
   variables?: Readonly<Record<string, unknown>>,
+  generationPrompt = true,
 ): string {
   const text = (id: number | null) => (id === null ? undefined : tokenizer.tokenText(id));
   return template.render(messages, {
-    addGenerationPrompt: true,
+    addGenerationPrompt: generationPrompt,
     bosToken: text(tokenizer.bosId),
     eosToken: text(tokenizer.eosId),
     prepared,
@@ -61,6 +63,7 @@ export function chatPromptIds(
   mode: SpecialTokenMode = "text",
   tools?: ToolPrompt,
   variables?: Readonly<Record<string, unknown>>,
+  generationPrompt = true,
 ): number[] {
   const prepared = template.prepareMessages(messages);
   const literals = mode === "parse" ? undefined : new LiteralEscaper(tokenizer, template.source);
@@ -71,10 +74,10 @@ export function chatPromptIds(
   const vars = literals && variables ? (literals.escapeValue(variables) as Record<string, unknown>) : variables;
   let rendered: string;
   if (!tools || !wireTools || templateRendersTools(template.source)) {
-    rendered = renderChat(template, tokenizer, escaped, true, wireTools, vars);
+    rendered = renderChat(template, tokenizer, escaped, true, wireTools, vars, generationPrompt);
   } else {
     // The dialect's own words, added after escaping: its markup is the server's, not the client's.
-    rendered = renderChat(template, tokenizer, withSystemText(escaped, tools.dialect.instructions(wireTools)), true, undefined, vars);
+    rendered = renderChat(template, tokenizer, withSystemText(escaped, tools.dialect.instructions(wireTools)), true, undefined, vars, generationPrompt);
   }
   if (!literals) return encodePrompt(tokenizer, rendered, "parse");
   return withBos(tokenizer, tokenizer.encode(rendered, { parseSpecial: true, literals: literals.used() }));
@@ -95,9 +98,10 @@ function withSystemText(messages: readonly ChatMessage[], text: string): ChatMes
   return [{ role: "system", content: text }, ...messages];
 }
 
-/** Tokens of a prompt text; special-token text stays text unless `mode` is "parse". */
-export function encodePrompt(tokenizer: Tokenizer, text: string, mode: SpecialTokenMode = "text"): number[] {
-  return withBos(tokenizer, tokenizer.encode(text, { addSpecial: false, parseSpecial: mode === "parse" }));
+/** Tokens of a prompt text; special-token text stays text unless `mode` is "parse". `bos`: the BOS the model wants leads (default true). */
+export function encodePrompt(tokenizer: Tokenizer, text: string, mode: SpecialTokenMode = "text", bos = true): number[] {
+  const ids = tokenizer.encode(text, { addSpecial: false, parseSpecial: mode === "parse" });
+  return bos ? withBos(tokenizer, ids) : ids;
 }
 
 function withBos(tokenizer: Tokenizer, ids: number[]): number[] {

@@ -54,7 +54,13 @@ export interface ServedModel {
    * own scaffolding becomes control tokens, special-token text inside the messages stays text (see
    * {@link ServeOptions.specialTokens}). Throws `ChatTemplateError`.
    */
-  chatPrompt(messages: readonly ChatMessage[], tools?: readonly ToolFunction[], variables?: Readonly<Record<string, unknown>>): number[];
+  chatPrompt(
+    messages: readonly ChatMessage[],
+    tools?: readonly ToolFunction[],
+    variables?: Readonly<Record<string, unknown>>,
+    /** End with the assistant turn's opening, as generation needs (default true); false renders the messages alone. */
+    generationPrompt?: boolean,
+  ): number[];
   /**
    * Whether the model reasons in `<think>` tags before it answers (from its chat template), and
    * whether its template can switch that off; null for a model that does not.
@@ -67,10 +73,20 @@ export interface ServedModel {
    * template, or through this dialect's instructions when the template cannot render them.
    */
   toolDialect: ToolDialect;
-  /** Tokenizes a raw completion prompt (special-token text stays text unless the server parses it, BOS added when the model wants it). */
-  textPrompt(text: string): number[];
+  /**
+   * Tokenizes a raw completion prompt (special-token text stays text unless the server parses it),
+   * with the BOS the model wants in front unless `bos` is false (default true).
+   */
+  textPrompt(text: string, bos?: boolean): number[];
   /** Text of token ids (for `echo` of token prompts). */
   decode(ids: readonly number[]): string;
+  /**
+   * Text of token ids with control tokens written as their text, and a SentencePiece vocabulary's
+   * added leading space taken off, so that it tokenizes back to the same ids (llama.cpp's detokenize).
+   */
+  detokenize(ids: readonly number[]): string;
+  /** A token's vocabulary entry as the model's tokenizer stores it (byte-level form for BPE, "▁" for SentencePiece spaces). */
+  tokenText(id: number): string;
   engine: BatchEngine;
   /** Lets running requests finish, then frees the model. */
   close(): Promise<void>;
@@ -148,15 +164,18 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     kvMemoryBytes: worker.slots * kvBytesPerSlot(manifest.shape, contextLength),
     vocabSize: tokenizer.vocabSize,
     hasChatTemplate: template !== null,
-    chatPrompt(messages, tools, variables) {
+    chatPrompt(messages, tools, variables, generationPrompt) {
       if (!template) throw new Error(`${slug} has no chat template`);
-      return chatPromptIds(template, tokenizer, messages, options.specialTokens, tools ? { tools, dialect: toolDialect } : undefined, variables);
+      const toolPrompt = tools ? { tools, dialect: toolDialect } : undefined;
+      return chatPromptIds(template, tokenizer, messages, options.specialTokens, toolPrompt, variables, generationPrompt);
     },
     reasoning: template?.reasoning ?? null,
     countTokens: (text) => tokenizer.encode(text, { parseSpecial: true }).length,
     toolDialect,
-    textPrompt: (prompt) => encodePrompt(tokenizer, prompt, options.specialTokens),
+    textPrompt: (prompt, bos) => encodePrompt(tokenizer, prompt, options.specialTokens, bos),
     decode: (ids) => tokenizer.decode(ids),
+    detokenize: (ids) => tokenizer.detokenize(ids, { renderSpecial: true }),
+    tokenText: (id) => tokenizer.tokenText(id),
     engine,
     async close() {
       await engine.close();

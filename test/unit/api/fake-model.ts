@@ -77,13 +77,14 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     nativeContextLength: options.nativeContextLength ?? contextLength,
     vocabSize: options.vocab?.length ?? VOCAB.length,
     hasChatTemplate: true,
-    chatPrompt(messages, tools, variables) {
+    chatPrompt(messages, tools, variables, generationPrompt = true) {
       rendered.push(messages.map((m) => ({ ...m })));
       renderedTools.push(tools);
       renderedVariables.push(variables);
       const opened = options.opensThinking && variables?.enable_thinking !== false ? "<think>\n" : "";
       return encode(
-        messages.map((m) => `<${m.role}>${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("") + "<assistant>" + opened,
+        messages.map((m) => `<${m.role}>${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("") +
+          (generationPrompt ? "<assistant>" + opened : ""),
       );
     },
     reasoning: options.reasoning ?? null,
@@ -91,6 +92,8 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     toolDialect: hermes,
     textPrompt: encode,
     decode: (ids) => new TextDecoder().decode(Uint8Array.from(ids.filter((i) => i < 256))),
+    detokenize: (ids) => ids.map((id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`)).join(""),
+    tokenText: (id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`),
     engine,
     close: () => engine.close(),
   };

@@ -1,0 +1,64 @@
+/**
+ * POST /tokenize and /detokenize: a prompt or a chat as the served model's token ids, exactly as a
+ * completion or a chat completion would be prompted (so `count` is the `prompt_tokens` such a request
+ * is billed), and ids back to text. Nothing is generated.
+ */
+import type { FastifyInstance } from "fastify";
+import type { ServedModel } from "../../scheduler/index.js";
+import type { ApiContext } from "../context.js";
+import { apiError } from "../errors.js";
+import { ignoredFieldsHeader } from "../protocol/common.js";
+import {
+  type DetokenizeAnswer,
+  ignoredDetokenizeFields,
+  ignoredTokenizeFields,
+  parseDetokenizeRequest,
+  parseTokenizeRequest,
+  type TokenizeAnswer,
+  type TokenizeRequest,
+} from "../protocol/tokenize.js";
+import { toolUseOf } from "../protocol/tools.js";
+import { templateMessage } from "./chat-messages.js";
+import { lookupServedModel } from "./model-lookup.js";
+
+export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  app.post("/tokenize", async (request, reply): Promise<TokenizeAnswer> => {
+    const body = parseTokenizeRequest(request.body);
+    const ignored = ignoredFieldsHeader(ignoredTokenizeFields(request.body));
+    if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
+    const model = await lookupServedModel(ctx, request, body.model);
+    const tokens = promptTokens(model, body);
+    return {
+      count: tokens.length,
+      max_model_len: model.contextLength,
+      tokens,
+      token_strs: body.return_token_strs ? tokens.map((id) => model.tokenText(id)) : null,
+    };
+  });
+
+  app.post("/detokenize", async (request, reply): Promise<DetokenizeAnswer> => {
+    const body = parseDetokenizeRequest(request.body);
+    const ignored = ignoredFieldsHeader(ignoredDetokenizeFields(request.body));
+    if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
+    const model = await lookupServedModel(ctx, request, body.model);
+    const outside = body.tokens.findIndex((id) => id >= model.vocabSize);
+    if (outside >= 0) {
+      throw apiError(
+        "invalid_value",
+        `Token id ${body.tokens[outside]} is outside the model's vocabulary (0 to ${model.vocabSize - 1}).`,
+        `tokens[${outside}]`,
+      );
+    }
+    return { prompt: model.detokenize(body.tokens) };
+  });
+}
+
+/** The request's prompt or chat as the model would be prompted with it. */
+function promptTokens(model: ServedModel, body: TokenizeRequest): number[] {
+  if (body.prompt != null) return model.textPrompt(body.prompt, body.add_special_tokens ?? true);
+  if (!model.hasChatTemplate) {
+    throw apiError("invalid_value", `The model '${model.slug}' has no chat template: tokenize a plain 'prompt' instead.`, "messages");
+  }
+  const tools = toolUseOf(body)?.tools;
+  return model.chatPrompt(body.messages!.map(templateMessage), tools, body.chat_template_kwargs ?? undefined, body.add_generation_prompt ?? true);
+}

@@ -1,0 +1,74 @@
+/**
+ * POST /tokenize and /detokenize through the real server and SmolLM2's tokenizer: the counts are the
+ * prompt_tokens the same completion or chat is billed, text comes back whole, and special-token text
+ * a client writes stays text.
+ */
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TEXT_SLUG } from "../../support/model.js";
+import { type RunningServer, startServer, stopServer } from "../../support/server.js";
+
+let server: RunningServer | undefined;
+
+beforeAll(async () => {
+  server = await startServer(TEXT_SLUG);
+}, 600_000);
+
+afterAll(async () => {
+  expect(await stopServer(server)).toBe(0);
+});
+
+const root = () => server!.baseURL.replace(/\/v1$/, "");
+const client = () => new OpenAI({ baseURL: server!.baseURL, apiKey: "test", maxRetries: 0 });
+
+async function post(path: string, body: Record<string, unknown>): Promise<Record<string, any>> {
+  const res = await fetch(root() + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const json = (await res.json()) as Record<string, any>;
+  expect(res.status, JSON.stringify(json)).toBe(200);
+  return json;
+}
+
+const TEXT = "Naïve café ☃ costs 3.50€ — <|im_start|>user";
+
+describe("tokenize and detokenize on SmolLM2", () => {
+  it("a prompt's count is the prompt_tokens of the completion, and its ids give the text back", async () => {
+    const tokenized = await post("/tokenize", { model: TEXT_SLUG, prompt: TEXT, return_token_strs: true });
+    const completion = await client().completions.create({ model: TEXT_SLUG, prompt: TEXT, max_tokens: 1 });
+    expect(tokenized.count).toBe(completion.usage!.prompt_tokens);
+    expect(tokenized.tokens).toHaveLength(tokenized.count);
+    expect(tokenized.max_model_len).toBeGreaterThan(0);
+    // The same ids as a token prompt continue the same way as the text.
+    const byIds = await client().completions.create({ model: TEXT_SLUG, prompt: tokenized.tokens, max_tokens: 8, temperature: 0 });
+    const byText = await client().completions.create({ model: TEXT_SLUG, prompt: TEXT, max_tokens: 8, temperature: 0 });
+    expect(byIds.choices[0].text).toBe(byText.choices[0].text);
+    // Special-token text a client writes is text: several ordinary tokens, not the control token.
+    expect(tokenized.token_strs).not.toContain("<|im_start|>");
+    expect(tokenized.token_strs.join("")).toContain("Ġcosts");
+    expect((await post("/v1/detokenize", { model: TEXT_SLUG, tokens: tokenized.tokens })).prompt).toBe(TEXT);
+  });
+
+  it("a chat's count is the chat completion's prompt_tokens; its control tokens read back as their text", async () => {
+    const messages = [
+      { role: "system" as const, content: "You are brief." },
+      { role: "user" as const, content: "What is 2+2?" },
+    ];
+    const tokenized = await post("/v1/tokenize", { model: TEXT_SLUG, messages });
+    const chat = await client().chat.completions.create({ model: TEXT_SLUG, messages, max_tokens: 1 });
+    expect(tokenized.count).toBe(chat.usage!.prompt_tokens);
+    const text = (await post("/detokenize", { model: TEXT_SLUG, tokens: tokenized.tokens })).prompt;
+    expect(text).toBe("<|im_start|>system\nYou are brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
+    const bare = await post("/tokenize", { model: TEXT_SLUG, messages, add_generation_prompt: false });
+    expect(tokenized.tokens.slice(0, bare.count)).toEqual(bare.tokens);
+    expect(bare.count).toBeLessThan(tokenized.count);
+  });
+
+  it("an id outside the vocabulary is a 400 naming its place", async () => {
+    const res = await fetch(root() + "/detokenize", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: TEXT_SLUG, tokens: [1, 10_000_000] }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { param: string } }).error.param).toBe("tokens[1]");
+  });
+});
