@@ -6,6 +6,7 @@ import keys from "./commands/keys.js";
 import models from "./commands/models.js";
 import promote from "./commands/promote.js";
 import pull from "./commands/pull.js";
+import rm from "./commands/rm.js";
 import rollback from "./commands/rollback.js";
 import runCommand from "./commands/run.js";
 import serve from "./commands/serve.js";
@@ -14,7 +15,7 @@ import tracks from "./commands/tracks.js";
 import usage from "./commands/usage.js";
 
 /** Every command, in the order `kiln --help` and docs/cli.md list them. */
-export const COMMANDS: readonly Command[] = [models, pull, compile, runCommand, bench, serve, keys, usage, track, tracks, promote, rollback, compiler];
+export const COMMANDS: readonly Command[] = [models, pull, rm, compile, runCommand, bench, serve, keys, usage, track, tracks, promote, rollback, compiler];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

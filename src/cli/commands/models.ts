@@ -1,7 +1,9 @@
 /** `kiln models`: the catalogue as an aligned text table (or JSON). */
 import { join } from "node:path";
 import { listModels } from "../../catalogue/catalogue.js";
+import { footprintBytes, localFootprint, type LocalFootprint } from "../../catalogue/local-store.js";
 import { kilnHome, modelDir } from "../../catalogue/paths.js";
+import { formatBytes } from "../../catalogue/pull/progress.js";
 import { readRecord } from "../../catalogue/pull/store.js";
 import type { ModelEntry, ModelKind } from "../../catalogue/types.js";
 import { assessCompilability, type Compilability, freeDiskBytes, gib, machineMemoryBytes } from "../../compiler/compilability.js";
@@ -40,9 +42,21 @@ export function formatCompilability(c: Compilability): string {
   return c.memory.fitsToServe ? "yes" : `yes (serving needs ~${gib(c.memory.neededBytes)} memory)`;
 }
 
-/** The aligned table (header + one row per model), without a trailing newline; `compile` adds the COMPILE column. */
-export function formatModelsTable(models: readonly ModelEntry[], compile?: ReadonlyMap<string, Compilability>): string {
-  const header = ["SLUG", "KIND", "PARAMS", "CONTEXT", "PRICE (USD)", "LICENCE", ...(compile ? ["COMPILE"] : [])];
+/** The LOCAL cell: what this machine keeps of the model, on disk, or "-". */
+export function formatLocal(f: LocalFootprint | null | undefined): string {
+  return f ? formatBytes(footprintBytes(f)) : "-";
+}
+
+/**
+ * The aligned table (header + one row per model), without a trailing newline; `local` adds the
+ * LOCAL column, `compile` the COMPILE one.
+ */
+export function formatModelsTable(
+  models: readonly ModelEntry[],
+  compile?: ReadonlyMap<string, Compilability>,
+  local?: ReadonlyMap<string, LocalFootprint | null>,
+): string {
+  const header = ["SLUG", "KIND", "PARAMS", "CONTEXT", "PRICE (USD)", "LICENCE", ...(local ? ["LOCAL"] : []), ...(compile ? ["COMPILE"] : [])];
   const rows = models.map((m) => [
     m.slug,
     m.kind,
@@ -50,9 +64,10 @@ export function formatModelsTable(models: readonly ModelEntry[], compile?: Reado
     formatContext(m.contextLength),
     formatPrices(m),
     m.licence,
+    ...(local ? [formatLocal(local.get(m.slug))] : []),
     ...(compile ? [formatCompilability(compile.get(m.slug)!)] : []),
   ]);
-  const rightAligned = new Set([2, 3]);
+  const rightAligned = new Set([2, 3, ...(local ? [6] : [])]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     cells
@@ -70,25 +85,35 @@ kiln can compile the model here (COMPILE; \`compile\` in --json): the architectu
 every weight type has a mapping (read from the GGUF header once pulled, else from the file name's
 quantization), and the disk at KILN_HOME holds the weights and the artifact. A model whose artifact
 is larger than this machine's memory still compiles (one tensor at a time) but cannot be served here.
+LOCAL is what this machine keeps of the model under KILN_HOME, pulled weights and compiled artifacts
+together (\`local\` in --json: the bytes of each, or null); \`kiln rm\` deletes it.
 Text prices are USD per million input / output tokens; transcription prices are USD per audio minute.`,
   options: {
     kind: option.choice(["text", "transcription"] satisfies ModelKind[], { description: "only the models of this kind; all when absent" }),
+    local: option.flag({ description: "only the models this machine keeps something of (pulled weights or compiled artifacts)" }),
     json: option.flag({ description: "print the catalogue entries as JSON" }),
   },
   async run({ options }, io) {
-    const models = listModels({ kind: options.kind });
+    const home = kilnHome();
+    const kept = new Map(listModels({ kind: options.kind }).map((m) => [m.slug, localFootprint(m.slug, home)]));
+    const models = listModels({ kind: options.kind }).filter((m) => !options.local || kept.get(m.slug) !== null);
     const compile = await assessAll(models);
     const out = options.json
       ? JSON.stringify(
-          models.map((m) => ({ ...m, compile: compile.get(m.slug) })),
+          models.map((m) => ({ ...m, local: localJson(kept.get(m.slug) ?? null), compile: compile.get(m.slug) })),
           null,
           2,
         )
-      : formatModelsTable(models, compile);
+      : formatModelsTable(models, compile, kept);
     io.stdout.write(out + "\n");
     return 0;
   },
 });
+
+/** A footprint as --json gives it: bytes of the weights and of each artifact. */
+function localJson(f: LocalFootprint | null) {
+  return f && { weights_bytes: f.weightsBytes, artifacts: f.artifacts.map((a) => ({ id: a.id, bytes: a.bytes })) };
+}
 
 /** Every model's compilability, from its pulled GGUF header where it is pulled. */
 async function assessAll(models: readonly ModelEntry[]): Promise<Map<string, Compilability>> {

@@ -1,7 +1,11 @@
-import { describe, expect, it } from "vitest";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import compileCommand from "../../../src/cli/commands/compile.js";
 import modelsCommand, * as models from "../../../src/cli/commands/models.js";
 import pullCommand, * as pull from "../../../src/cli/commands/pull.js";
+import rmCommand from "../../../src/cli/commands/rm.js";
 import { MODELS } from "../../../src/catalogue/models.js";
 import { capture } from "./capture.js";
 
@@ -17,7 +21,7 @@ describe("kiln models", () => {
     expect(await modelsCommand.run([], io)).toBe(0);
     const lines = out.stdout.trimEnd().split("\n");
     expect(lines).toHaveLength(43);
-    expect(lines[0]).toMatch(/^SLUG\s+KIND\s+PARAMS\s+CONTEXT\s+PRICE \(USD\)\s+LICENCE\s+COMPILE$/);
+    expect(lines[0]).toMatch(/^SLUG\s+KIND\s+PARAMS\s+CONTEXT\s+PRICE \(USD\)\s+LICENCE\s+LOCAL\s+COMPILE$/);
     // Aligned: every row's KIND column starts where the header's does.
     const kindAt = lines[0]!.indexOf("KIND");
     for (const line of lines.slice(1)) expect(line.slice(kindAt)).toMatch(/^(text|transcription)/);
@@ -102,5 +106,63 @@ describe("kiln compile", () => {
     expect(await compileCommand.run(["whisper-tiny-en", "--activations", "float16"], io)).toBe(2);
     expect(out.stdout).toBe("");
     expect(out.stderr).toMatch(/^kiln compile: --activations float16 is the precision of a GPU artifact: add --device webgpu\n\nUsage: kiln compile /);
+  });
+});
+
+describe("kiln rm and kiln models --local", () => {
+  let home: string;
+  let saved: string | undefined;
+  const file = (path: string, bytes: number) => {
+    mkdirSync(join(path, ".."), { recursive: true });
+    writeFileSync(path, Buffer.alloc(bytes));
+  };
+  beforeEach(() => {
+    saved = process.env.KILN_HOME;
+    home = mkdtempSync(join(tmpdir(), "kiln-rm-"));
+    process.env.KILN_HOME = home;
+    file(join(home, "models", "smollm2-135m-instruct", "model.gguf"), 3 * 1024 * 1024);
+    file(join(home, "artifacts", "smollm2-135m-instruct", "a1", "model.onnx.data"), 1024 * 1024);
+    file(join(home, "artifacts", "whisper-tiny-en", "w1", "encoder.onnx.data"), 2048);
+  });
+  afterEach(() => {
+    process.env.KILN_HOME = saved;
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  it("lists only what is kept, with its size on disk, as a table and as JSON", async () => {
+    let c = capture();
+    expect(await modelsCommand.run(["--local"], c.io)).toBe(0);
+    const lines = c.out.stdout.trimEnd().split("\n");
+    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual(["SLUG", "smollm2-135m-instruct", "whisper-tiny-en"]);
+    expect(lines[1]).toMatch(/  4\.0 MiB  yes$/);
+    expect(lines[2]).toMatch(/  2\.0 KiB  yes$/);
+    c = capture();
+    expect(await modelsCommand.run(["--local", "--kind", "text", "--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out.stdout).map((m: { slug: string; local: unknown }) => [m.slug, m.local])).toEqual([
+      ["smollm2-135m-instruct", { weights_bytes: 3 * 1024 * 1024, artifacts: [{ id: "a1", bytes: 1024 * 1024 }] }],
+    ]);
+    c = capture();
+    expect(await modelsCommand.run(["--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out.stdout).find((m: { slug: string }) => m.slug === "qwen-3-8b").local).toBeNull();
+  });
+
+  it("deletes the artifacts alone, then everything, and says what it freed; a model not kept is an error", async () => {
+    let c = capture();
+    expect(await rmCommand.run(["--artifacts", "smollm2-135m-instruct"], c.io)).toBe(0);
+    expect(c.out.stdout).toBe("smollm2-135m-instruct: deleted 1 artifact, 1.0 MiB freed\n");
+    expect(existsSync(join(home, "models", "smollm2-135m-instruct", "model.gguf"))).toBe(true);
+    c = capture();
+    expect(await rmCommand.run(["--artifacts", "smollm2-135m-instruct"], c.io)).toBe(1);
+    expect(c.out.stderr).toBe(`kiln rm: no compiled artifact 'smollm2-135m-instruct' is kept in ${home}\n`);
+    c = capture();
+    expect(await rmCommand.run(["smollm2-135m-instruct", "qwen-3-8b", "whisper-tiny-en", "../models"], c.io)).toBe(1);
+    expect(c.out.stdout).toBe("smollm2-135m-instruct: deleted the weights, 3.0 MiB freed\nwhisper-tiny-en: deleted 1 artifact, 2.0 KiB freed\n");
+    expect(c.out.stderr).toBe(`kiln rm: no model 'qwen-3-8b' is kept in ${home}\nkiln rm: no model '../models' is kept in ${home}\n`);
+    c = capture();
+    expect(await modelsCommand.run(["--local"], c.io)).toBe(0);
+    expect(c.out.stdout.trimEnd().split("\n")).toHaveLength(1);
+    c = capture();
+    expect(await rmCommand.run([], c.io)).toBe(2);
+    expect(c.out.stderr).toMatch(/^kiln rm: which model\?/);
   });
 });
