@@ -51,6 +51,14 @@ export function removeLocal(slug: string, home: string, part: LocalPart): LocalF
   return found;
 }
 
+/** Deletes those of `slug`'s artifacts named in `ids` that are on disk; returns what was deleted (weights 0). */
+export function removeArtifacts(slug: string, home: string, ids: readonly string[]): LocalFootprint {
+  const found = localFootprint(slug, home);
+  const gone = (found?.artifacts ?? []).filter((a) => ids.includes(a.id));
+  for (const a of gone) rmSync(join(artifactsDir(slug, home), a.id), { recursive: true, force: true });
+  return { slug, weightsBytes: 0, artifacts: gone };
+}
+
 /** Names of the folders in `dir` ([] when it does not exist). */
 function folders(dir: string): string[] {
   try {

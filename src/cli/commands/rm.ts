@@ -1,8 +1,8 @@
 /** `kiln rm <slug>...`: delete what kiln keeps of models under $KILN_HOME. */
-import { footprintBytes, removeLocal } from "../../catalogue/local-store.js";
+import { footprintBytes, localFootprint, localSlugs, removeArtifacts, removeLocal } from "../../catalogue/local-store.js";
 import { kilnHome } from "../../catalogue/paths.js";
 import { formatBytes } from "../../catalogue/pull/progress.js";
-import { defineCommand } from "../command.js";
+import { defineCommand, type CommandIO } from "../command.js";
 import { option, UsageError } from "../options.js";
 
 export default defineCommand({
@@ -14,12 +14,19 @@ and only the artifacts go: the next serve compiles the model again. A model comp
 GGUF file has artifacts only. A running \`kiln serve\` keeps serving what it has loaded; its next load
 of the model pulls it again (with --pull-on-demand) and compiles it. A promoted artifact deleted, the
 default compile serves until the track promotes another. Records in kiln.sqlite (compiles, track
-runs, promotions) stay. \`kiln models --local\` lists what is kept.`,
+runs, promotions) stay. \`kiln models --local\` lists what is kept. --stale deletes only the artifacts
+nothing will serve again: built by an earlier kiln's compiler and not promoted (now, or as the one a
+rollback returns to), of the models named or, with none named, of every model.`,
   positionals: "<slug>...",
   options: {
     artifacts: option.flag({ description: "delete the compiled artifacts only, and keep the pulled weights" }),
+    stale: option.flag({ description: "delete only the artifacts of earlier compilers that are not promoted; every model's when no slug is named" }),
   },
   async run({ positionals: slugs, options }, io) {
+    if (options.stale) {
+      if (options.artifacts) throw new UsageError("--stale deletes artifacts only already: leave out --artifacts");
+      return removeStale(slugs, io);
+    }
     if (slugs.length === 0) throw new UsageError("which model? (`kiln models --local` lists what is kept)");
     const home = kilnHome();
     let failed = false;
@@ -35,6 +42,34 @@ runs, promotions) stay. \`kiln models --local\` lists what is kept.`,
     return failed ? 1 : 0;
   },
 });
+
+/** The stale artifacts of `slugs` (every kept model's when empty), deleted. */
+async function removeStale(slugs: readonly string[], io: CommandIO): Promise<number> {
+  const home = kilnHome();
+  const { openDatabase } = await import("../../catalogue/db.js");
+  const { staleArtifactIds } = await import("../../provision/stale-artifacts.js");
+  const db = openDatabase();
+  try {
+    let deleted = 0;
+    let failed = false;
+    for (const slug of slugs.length > 0 ? slugs : localSlugs(home)) {
+      const kept = localFootprint(slug, home);
+      if (!kept) {
+        io.stderr.write(`kiln rm: no model '${slug}' is kept in ${home}\n`);
+        failed = true;
+        continue;
+      }
+      const removed = removeArtifacts(slug, home, staleArtifactIds(kept, home, db));
+      if (removed.artifacts.length === 0) continue;
+      deleted += removed.artifacts.length;
+      io.stdout.write(`${slug}: deleted ${describe(0, removed.artifacts.length)} of earlier compilers, ${formatBytes(footprintBytes(removed))} freed\n`);
+    }
+    if (deleted === 0 && !failed) io.stdout.write(`no stale artifact in ${home}\n`);
+    return failed ? 1 : 0;
+  } finally {
+    db.close();
+  }
+}
 
 /** "the weights and 2 artifacts", "1 artifact", "the weights". */
 function describe(weightsBytes: number, artifacts: number): string {

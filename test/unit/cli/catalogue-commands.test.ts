@@ -6,6 +6,10 @@ import compileCommand from "../../../src/cli/commands/compile.js";
 import modelsCommand, * as models from "../../../src/cli/commands/models.js";
 import pullCommand, * as pull from "../../../src/cli/commands/pull.js";
 import rmCommand from "../../../src/cli/commands/rm.js";
+import { localFootprint } from "../../../src/catalogue/local-store.js";
+import { openDatabase } from "../../../src/catalogue/db.js";
+import { promoteArtifact } from "../../../src/catalogue/promotions.js";
+import { COMPILER_VERSION } from "../../../src/compiler/compile.js";
 import { MODELS } from "../../../src/catalogue/models.js";
 import { capture } from "./capture.js";
 
@@ -164,5 +168,40 @@ describe("kiln rm and kiln models --local", () => {
     c = capture();
     expect(await rmCommand.run([], c.io)).toBe(2);
     expect(c.out.stderr).toMatch(/^kiln rm: which model\?/);
+  });
+
+  it("--stale deletes the artifacts of earlier compilers that no promotion names, of every model or the ones named", async () => {
+    const artifact = (slug: string, id: string, compilerVersion?: string) => {
+      file(join(home, "artifacts", slug, id, "model.onnx.data"), 1024);
+      if (compilerVersion) writeFileSync(join(home, "artifacts", slug, id, "manifest.json"), JSON.stringify({ id, slug, compilerVersion }));
+    };
+    artifact("smollm2-135m-instruct", "old", "0.0.1");
+    artifact("smollm2-135m-instruct", "old-promoted", "0.0.1");
+    artifact("smollm2-135m-instruct", "old-rolled-back-to", "0.0.2");
+    artifact("smollm2-135m-instruct", "current", COMPILER_VERSION);
+    artifact("smollm2-135m-instruct", "being-written");
+    artifact("whisper-tiny-en", "old", "0.0.1");
+    const db = openDatabase();
+    promoteArtifact(db, { slug: "smollm2-135m-instruct", artifactId: "old-rolled-back-to", reason: "operator" });
+    promoteArtifact(db, { slug: "smollm2-135m-instruct", artifactId: "old-promoted", reason: "operator" });
+    db.close();
+    let c = capture();
+    expect(await rmCommand.run(["--stale", "smollm2-135m-instruct"], c.io)).toBe(0);
+    expect(c.out.stdout).toBe("smollm2-135m-instruct: deleted 1 artifact of earlier compilers, 1.1 KiB freed\n");
+    const left = (slug: string) =>
+      localFootprint(slug, home)!
+        .artifacts.map((a) => a.id)
+        .sort();
+    expect(left("smollm2-135m-instruct")).toEqual(["a1", "being-written", "current", "old-promoted", "old-rolled-back-to"]);
+    expect(left("whisper-tiny-en")).toEqual(["old", "w1"]);
+    c = capture();
+    expect(await rmCommand.run(["--stale"], c.io)).toBe(0);
+    expect(c.out.stdout).toBe("whisper-tiny-en: deleted 1 artifact of earlier compilers, 1.1 KiB freed\n");
+    c = capture();
+    expect(await rmCommand.run(["--stale"], c.io)).toBe(0);
+    expect(c.out.stdout).toBe(`no stale artifact in ${home}\n`);
+    expect(existsSync(join(home, "models", "smollm2-135m-instruct", "model.gguf"))).toBe(true);
+    c = capture();
+    expect(await rmCommand.run(["--stale", "--artifacts"], c.io)).toBe(2);
   });
 });
