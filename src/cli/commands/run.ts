@@ -20,7 +20,8 @@ engine as \`kiln serve\` with one KV slot (and the model's promoted artifact, wh
 Without prompt words, the prompt is read from stdin when it is a pipe or a file (\`kiln run
 smollm2-135m-instruct < question.txt\`); at a terminal, kiln holds a conversation instead: each
 line is a turn and the turns so far go with the next one (the oldest forgotten when they no
-longer fit the model's context), and
+longer fit the model's context; the last turn's cache, its answer included, is reused, so a turn
+computes only what was typed since: as \`kiln serve --prefix-reuse any\` would answer them), and
 ${CHAT_COMMANDS}
 The model is a catalogue slug or a GGUF file on this machine (a path, relative to the current
 directory: \`kiln run ./my-model.Q4_K_M.gguf "Hello"\`), given first or with --model.
@@ -81,6 +82,9 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
         adapterMemory: device.adapter?.memory,
         onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
         chatTemplate,
+        // Each turn resends the conversation: the last turn's cache, its answer included, is reused
+        // whole, so a turn computes only what was typed since (llama.cpp's and Ollama's chats do so).
+        ...(conversation ? { prefixReuse: "any" as const } : {}),
       };
       model = local ? await loadLocalGguf(local, load) : await loadModel(slug, load);
       const sampling = { temperature: options.temperature, seed: options.seed };

@@ -71,15 +71,21 @@ afterAll(async () => {
   await stopServer(server);
 });
 
-/** The API's greedy answer to these messages, as `kiln run` is asked for it. */
-async function apiAnswer(messages: { role: string; content: string }[], maxTokens: number): Promise<string> {
-  const res = await fetch(`${server.baseURL}/chat/completions`, {
+/** The API's greedy answer to these messages, as `kiln run` is asked for it, and the prompt tokens it found cached. */
+async function apiReply(messages: { role: string; content: string }[], maxTokens: number, on = server): Promise<{ content: string; cached: number }> {
+  const res = await fetch(`${on.baseURL}/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ model: MODEL, messages, max_tokens: maxTokens, temperature: 0 }),
   });
   expect(res.status).toBe(200);
-  return ((await res.json()) as { choices: { message: { content: string } }[] }).choices[0].message.content;
+  const body = (await res.json()) as { choices: { message: { content: string } }[]; usage: { prompt_tokens_details: { cached_tokens: number } } };
+  return { content: body.choices[0].message.content, cached: body.usage.prompt_tokens_details.cached_tokens };
+}
+
+/** The API's greedy answer to these messages, as `kiln run` is asked for it. */
+async function apiAnswer(messages: { role: string; content: string }[], maxTokens: number, on = server): Promise<string> {
+  return (await apiReply(messages, maxTokens, on)).content;
 }
 
 describe("kiln run", () => {
@@ -114,7 +120,10 @@ describe("kiln run", () => {
     expect(run.stderr).toMatch(new RegExp(`^answer: ${usage.completion_tokens} tokens in \\d+\\.\\d{3} s, \\d+\\.\\d tokens/s \\((length|stop)\\)$`, "m"));
   }, 240_000);
 
-  it("holds a conversation at a terminal: each answer is the API's to the turns so far", async () => {
+  // A conversation reuses each turn's cache whole, answer included, which a fresh prefill of the same
+  // tokens matches only to rounding: its answers are those of a server that reuses the same way,
+  // asked the same turns in the same order from a fresh start.
+  it("holds a conversation at a terminal: each answer is the API's to the turns so far, the last turn's cache reused", async () => {
     const maxTokens = 16;
     const session = await atTerminal(
       [MODEL, "--temperature", "0", "--max-tokens", String(maxTokens)],
@@ -133,17 +142,26 @@ describe("kiln run", () => {
     expect(session.exit, session.output).toBe(0);
     const answers = answersIn(session.output);
     expect(answers, session.output).toHaveLength(3);
-    const first = await apiAnswer([{ role: "user", content: "Name a fruit." }], maxTokens);
-    const second = await apiAnswer(
-      [
-        { role: "user", content: "Name a fruit." },
-        { role: "assistant", content: first },
-        { role: "user", content: "What colour\nis it?" },
-      ],
-      maxTokens,
-    );
-    const afterClear = await apiAnswer([{ role: "user", content: "What colour is it?" }], maxTokens);
-    expect(answers).toEqual([first.trim(), second.trim(), afterClear.trim()]);
+    const reusing = await startServer(MODEL, ["--max-running", "1", "--prefix-reuse", "any"]);
+    try {
+      const first = await apiReply([{ role: "user", content: "Name a fruit." }], maxTokens, reusing);
+      const second = await apiReply(
+        [
+          { role: "user", content: "Name a fruit." },
+          { role: "assistant", content: first.content },
+          { role: "user", content: "What colour\nis it?" },
+        ],
+        maxTokens,
+        reusing,
+      );
+      const afterClear = await apiAnswer([{ role: "user", content: "What colour is it?" }], maxTokens, reusing);
+      expect(first.cached).toBe(0);
+      // The first turn's prompt and answer, reused.
+      expect(second.cached).toBeGreaterThan(20);
+      expect(answers).toEqual([first.content.trim(), second.content.trim(), afterClear.trim()]);
+    } finally {
+      await stopServer(reusing);
+    }
     expect(session.output).toContain("(the conversation is forgotten)");
   }, 240_000);
 
