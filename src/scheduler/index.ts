@@ -18,9 +18,9 @@ export {
   type ModelState,
   type ModelSwitch,
 } from "./serving/model-registry.js";
-export { hostKvMemoryBytes, serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
+export { type ChatOptions, hostKvMemoryBytes, serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
 export { benchPrompt, measureThroughput, type DecodeFigures, type ThroughputFigures, type ThroughputPlan } from "./serving/throughput.js";
-export { chatPromptIds, encodePrompt, renderChat, type SpecialTokenMode } from "./serving/prompt.js";
+export { type ChatEnding, chatPromptIds, encodePrompt, renderChat, type SpecialTokenMode } from "./serving/prompt.js";
 export { BatchEngine, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, type BatchEngineOptions } from "./engine/batch-engine.js";
 export { DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "./engine/step-planner.js";
 export type { PrefixReuse } from "./engine/kv-slots.js";

@@ -3,6 +3,7 @@
  * yet, and the answer and chunk shapes.
  */
 import { z } from "zod";
+import type { ChatEnding } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
 import {
   checkStreamOptions,
@@ -132,6 +133,13 @@ export const chatCompletionRequestSchema = z.object({
   reasoning_effort: z.enum(REASONING_EFFORTS).nullish(),
   /** vLLM's and llama.cpp's extension: more variables for the model's chat template, such as `{"enable_thinking": false}`. */
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  /** vLLM's extension: end the prompt with the assistant turn's opening (default true), or right after the last message. */
+  add_generation_prompt: z.boolean().nullish(),
+  /**
+   * vLLM's extension (llama.cpp's assistant prefill): the last message, an assistant's, is left
+   * open and the answer continues its text. Default false.
+   */
+  continue_final_message: z.boolean().nullish(),
   ...samplingFields,
   ...constraintFields,
 });
@@ -151,7 +159,9 @@ const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "verbosity", accepts: isOneOf("medium"), why: "is not supported." },
 ];
 
-const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS.filter((f) => f.field !== "chat_template_kwargs")];
+/** vLLM's extensions chat completions honour, among the other servers' it refuses. */
+const HONOURED = new Set(["chat_template_kwargs", "add_generation_prompt", "continue_final_message"]);
+const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS.filter((f) => !HONOURED.has(f.field))];
 const KNOWN = knownFields(chatCompletionRequestSchema, REFUSED);
 
 /** Top-level fields of the body kiln neither knows nor refuses: accepted and ignored (see `unknownFields`). */
@@ -168,7 +178,34 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
   if (request.top_logprobs && request.logprobs !== true) {
     throw apiError("invalid_value", "'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
   }
+  chatEnding(request);
   return request;
+}
+
+/**
+ * Where a chat's prompt ends, from `add_generation_prompt` and `continue_final_message`; a 400 for a
+ * continuation of anything but an assistant's text, or one asked beside a new turn's opening.
+ */
+export function chatEnding(request: Pick<ChatCompletionRequest, "messages" | "add_generation_prompt" | "continue_final_message">): ChatEnding {
+  if (request.continue_final_message) {
+    const last = request.messages[request.messages.length - 1];
+    if (last.role !== "assistant" || last.tool_calls?.length) {
+      throw apiError(
+        "invalid_value",
+        "'continue_final_message' continues the last message, which must be an assistant's text (no tool calls).",
+        "continue_final_message",
+      );
+    }
+    if (request.add_generation_prompt === true) {
+      throw apiError(
+        "invalid_value",
+        "'continue_final_message' continues the last message, so no new turn can be opened after it: leave out 'add_generation_prompt' or set it to false.",
+        "add_generation_prompt",
+      );
+    }
+    return "inside-last-message";
+  }
+  return request.add_generation_prompt === false ? "after-messages" : "assistant-turn";
 }
 
 // ── Answers ────────────────────────────────────────────────────────────────────────────────────

@@ -20,6 +20,8 @@ export const tokenizeRequestSchema = z
     add_special_tokens: z.boolean().nullish(),
     /** `messages` only: end with the assistant turn's opening (default true), as a chat completion's prompt does. */
     add_generation_prompt: z.boolean().nullish(),
+    /** `messages` only: leave the last message, an assistant's, open, as a chat completion continuing it does. */
+    continue_final_message: z.boolean().nullish(),
     chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
     /** Also answer each token's vocabulary entry (`token_strs`). Default false. */
     return_token_strs: z.boolean().nullish(),
@@ -42,7 +44,6 @@ export type TokenizeRequest = z.output<typeof tokenizeRequestSchema>;
 const chatOnly = (field: string): UnsupportedField => ({ field, why: "applies to a chat: send 'messages', not 'prompt'." });
 
 const TOKENIZE_REFUSED: readonly UnsupportedField[] = [
-  { field: "continue_final_message", accepts: (v) => v === false || v === null, why: "is not supported: kiln renders a chat whole." },
   { field: "chat_template", why: "is not supported: the model's own chat template renders the chat (`kiln serve --chat-template-file` sets another)." },
 ];
 const TOKENIZE_KNOWN = knownFields(tokenizeRequestSchema, TOKENIZE_REFUSED);
@@ -57,7 +58,9 @@ export function parseTokenizeRequest(body: unknown): TokenizeRequest {
   const request = parseOrThrow(tokenizeRequestSchema, body);
   rejectUnsupported(body as Record<string, unknown>, TOKENIZE_REFUSED);
   if (request.prompt != null) {
-    const chatField = (["add_generation_prompt", "chat_template_kwargs", "tools", "tool_choice"] as const).find((f) => request[f] != null);
+    const chatField = (["add_generation_prompt", "continue_final_message", "chat_template_kwargs", "tools", "tool_choice"] as const).find(
+      (f) => request[f] != null,
+    );
     if (chatField) throw apiError("invalid_value", `'${chatField}' ${chatOnly(chatField).why}`, chatField);
   } else if (request.add_special_tokens === true) {
     throw apiError(

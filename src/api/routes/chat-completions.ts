@@ -4,7 +4,7 @@ import { promptOpensThinking, thinkingFirst, toolConstraint } from "../../schedu
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
-import { ignoredChatFields, parseChatCompletionRequest } from "../protocol/chat-completions.js";
+import { chatEnding, ignoredChatFields, parseChatCompletionRequest } from "../protocol/chat-completions.js";
 import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
 import { toolUseOf } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
@@ -36,7 +36,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     }
     const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
     const thinking = reasoningPlan(model, { effort: body.reasoning_effort, templateVariables: body.chat_template_kwargs }, forced);
-    const promptIds = model.chatPrompt(body.messages.map(templateMessage), toolUse?.tools, thinking.variables);
+    const promptIds = model.chatPrompt(body.messages.map(templateMessage), { tools: toolUse?.tools, variables: thinking.variables, ending: chatEnding(body) });
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;

@@ -288,7 +288,7 @@ function renderConversation(
 /** The prompt of `messages`; a conversation the chat template cannot render is the request's to fix, a 400 on `input`. */
 function chatPrompt(model: ServedModel, messages: ChatMessage[], toolUse: ToolUse | undefined, variables: Record<string, unknown> | undefined): number[] {
   try {
-    return model.chatPrompt(messages, toolUse?.tools, variables);
+    return model.chatPrompt(messages, { tools: toolUse?.tools, variables });
   } catch (err) {
     if (err instanceof ChatTemplateError && err.phase === "render") throw apiError("invalid_value", err.message, "input");
     throw err;

@@ -7,6 +7,7 @@ import type { FastifyInstance } from "fastify";
 import type { ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
+import { chatEnding } from "../protocol/chat-completions.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import {
   type DetokenizeAnswer,
@@ -60,5 +61,9 @@ function promptTokens(model: ServedModel, body: TokenizeRequest): number[] {
     throw apiError("invalid_value", `The model '${model.slug}' has no chat template: tokenize a plain 'prompt' instead.`, "messages");
   }
   const tools = toolUseOf(body)?.tools;
-  return model.chatPrompt(body.messages!.map(templateMessage), tools, body.chat_template_kwargs ?? undefined, body.add_generation_prompt ?? true);
+  return model.chatPrompt(body.messages!.map(templateMessage), {
+    tools,
+    variables: body.chat_template_kwargs ?? undefined,
+    ending: chatEnding({ ...body, messages: body.messages! }),
+  });
 }

@@ -12,7 +12,7 @@
  * neighbours exactly as it would have. Messages without such text render and tokenize exactly as
  * before, and templates that transform content (`| trim`, slicing) keep working on it.
  */
-import type { ChatTemplate, Literals, Tokenizer } from "../../runtime/text/index.js";
+import { ChatTemplateError, type ChatTemplate, type Literals, type Tokenizer } from "../../runtime/text/index.js";
 import { templateRendersTools, type ToolDialect, type ToolFunction, type WireTool } from "../tools/index.js";
 import type { ChatMessage } from "../types.js";
 
@@ -51,6 +51,24 @@ export function renderChat(
 }
 
 /**
+ * Where a chat's prompt ends: "assistant-turn" (the default), with the opening of the assistant's
+ * turn, for a new answer; "after-messages", right after the last message; "inside-last-message",
+ * inside the last message (an assistant's), whose text the answer then continues (vLLM's
+ * `continue_final_message`, llama.cpp's assistant prefill).
+ */
+export type ChatEnding = "assistant-turn" | "after-messages" | "inside-last-message";
+
+/** How a chat is rendered into a prompt, beyond its messages. */
+export interface ChatPromptOptions {
+  /** The tools the chat offers, and the dialect that tells the model about them when the template cannot. */
+  tools?: ToolPrompt;
+  /** More variables for the template (`chat_template_kwargs`). */
+  variables?: Readonly<Record<string, unknown>>;
+  /** Default "assistant-turn". */
+  ending?: ChatEnding;
+}
+
+/**
  * Tokens of a chat: the messages rendered through the template, client text kept as text unless
  * `mode` is "parse". Tool histories are put in the template's shape before escaping (arguments
  * parsed from their JSON strings, or turned into JSON text for templates without tool support),
@@ -61,17 +79,21 @@ export function chatPromptIds(
   tokenizer: Tokenizer,
   messages: readonly ChatMessage[],
   mode: SpecialTokenMode = "text",
-  tools?: ToolPrompt,
-  variables?: Readonly<Record<string, unknown>>,
-  generationPrompt = true,
+  options: ChatPromptOptions = {},
 ): number[] {
+  const { tools, variables } = options;
   const prepared = template.prepareMessages(messages);
   const literals = mode === "parse" ? undefined : new LiteralEscaper(tokenizer, template.source);
-  const escaped = literals ? prepared.map((m) => literals.escapeMessage(m)) : prepared;
+  let escaped = literals ? prepared.map((m) => literals.escapeMessage(m)) : prepared;
   let wireTools = tools?.tools.map(wireTool);
   if (literals && wireTools) wireTools = literals.escapeValue(wireTools) as WireTool[];
   // Client-given template variables are client text too.
   const vars = literals && variables ? (literals.escapeValue(variables) as Record<string, unknown>) : variables;
+  const ending = options.ending ?? "assistant-turn";
+  // The text a continued message ends with; one without text is continued from the turn's opening.
+  let continued = ending === "inside-last-message" ? lastText(escaped[escaped.length - 1]) : "";
+  if (ending === "inside-last-message" && continued === "") escaped = escaped.slice(0, -1);
+  const generationPrompt = ending === "assistant-turn" || (ending === "inside-last-message" && continued === "");
   let rendered: string;
   if (!tools || !wireTools || templateRendersTools(template.source)) {
     rendered = renderChat(template, tokenizer, escaped, true, wireTools, vars, generationPrompt);
@@ -79,8 +101,33 @@ export function chatPromptIds(
     // The dialect's own words, added after escaping: its markup is the server's, not the client's.
     rendered = renderChat(template, tokenizer, withSystemText(escaped, tools.dialect.instructions(wireTools)), true, undefined, vars, generationPrompt);
   }
+  if (continued !== "") rendered = openAfter(rendered, continued);
   if (!literals) return encodePrompt(tokenizer, rendered, "parse");
   return withBos(tokenizer, tokenizer.encode(rendered, { parseSpecial: true, literals: literals.used() }));
+}
+
+/** The text a message ends with: its content, or its last text part ("" for none). */
+function lastText(message: ChatMessage | undefined): string {
+  const content = message?.content;
+  if (typeof content === "string") return content;
+  const parts = (content ?? []).filter((p) => typeof p.text === "string" && p.text !== "");
+  return parts.length === 0 ? "" : parts[parts.length - 1].text!;
+}
+
+/**
+ * The rendered chat cut right after the last message's text, leaving that message open. A template
+ * may trim it (Llama 3's does), so the trimmed text is looked for too.
+ */
+function openAfter(rendered: string, text: string): string {
+  for (const candidate of [text, text.trimEnd(), text.trim()]) {
+    const at = candidate === "" ? -1 : rendered.lastIndexOf(candidate);
+    if (at >= 0) return rendered.slice(0, at + candidate.length);
+  }
+  throw new ChatTemplateError(
+    "The chat template changes the last message's text as it renders it, so kiln cannot continue that message: send it without continue_final_message.",
+    false,
+    { phase: "render" },
+  );
 }
 
 /** The reference API's shape of a tool definition, which chat templates are written for. */

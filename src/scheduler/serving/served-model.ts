@@ -13,7 +13,17 @@ import type { ChatMessage } from "../types.js";
 import { ChatTemplate, type TemplateReasoning } from "../../runtime/text/index.js";
 import { getModel, hasModel, type Promotion } from "../../catalogue/index.js";
 import { chooseToolDialect, type ToolDialect, type ToolFunction } from "../tools/index.js";
-import { chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
+import { type ChatEnding, chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
+
+/** How {@link ServedModel.chatPrompt} renders a chat, beyond its messages. */
+export interface ChatOptions {
+  /** Tools offered: given to the template, or described by the model's tool dialect when the template cannot render them. */
+  tools?: readonly ToolFunction[];
+  /** More variables for the template (`chat_template_kwargs`, `enable_thinking`). */
+  variables?: Readonly<Record<string, unknown>>;
+  /** Where the prompt ends (see {@link ChatEnding}). Default "assistant-turn". */
+  ending?: ChatEnding;
+}
 
 export interface ServedModel {
   /** Tells text models from speech ones (`ServedSpeechModel`) in the registry. */
@@ -54,13 +64,7 @@ export interface ServedModel {
    * own scaffolding becomes control tokens, special-token text inside the messages stays text (see
    * {@link ServeOptions.specialTokens}). Throws `ChatTemplateError`.
    */
-  chatPrompt(
-    messages: readonly ChatMessage[],
-    tools?: readonly ToolFunction[],
-    variables?: Readonly<Record<string, unknown>>,
-    /** End with the assistant turn's opening, as generation needs (default true); false renders the messages alone. */
-    generationPrompt?: boolean,
-  ): number[];
+  chatPrompt(messages: readonly ChatMessage[], options?: ChatOptions): number[];
   /**
    * Whether the model reasons in `<think>` tags before it answers (from its chat template), and
    * whether its template can switch that off; null for a model that does not.
@@ -164,10 +168,9 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     kvMemoryBytes: worker.slots * kvBytesPerSlot(manifest.shape, contextLength),
     vocabSize: tokenizer.vocabSize,
     hasChatTemplate: template !== null,
-    chatPrompt(messages, tools, variables, generationPrompt) {
+    chatPrompt(messages, { tools, variables, ending } = {}) {
       if (!template) throw new Error(`${slug} has no chat template`);
-      const toolPrompt = tools ? { tools, dialect: toolDialect } : undefined;
-      return chatPromptIds(template, tokenizer, messages, options.specialTokens, toolPrompt, variables, generationPrompt);
+      return chatPromptIds(template, tokenizer, messages, options.specialTokens, { tools: tools && { tools, dialect: toolDialect }, variables, ending });
     },
     reasoning: template?.reasoning ?? null,
     countTokens: (text) => tokenizer.encode(text, { parseSpecial: true }).length,

@@ -62,6 +62,29 @@ describe("tokenize and detokenize on SmolLM2", () => {
     expect(bare.count).toBeLessThan(tokenized.count);
   });
 
+  it("a chat continuing its last message, an assistant's: the prompt ends inside it, and the answer is the text's continuation", async () => {
+    const messages = [
+      { role: "user" as const, content: "What is the capital of France?" },
+      { role: "assistant" as const, content: "The capital of France is" },
+    ];
+    const tokenized = await post("/tokenize", { model: TEXT_SLUG, messages, continue_final_message: true, add_generation_prompt: false });
+    expect((await post("/detokenize", { model: TEXT_SLUG, tokens: tokenized.tokens })).prompt).toMatch(/<\|im_start\|>assistant\nThe capital of France is$/);
+    const chat = await client().chat.completions.create({
+      model: TEXT_SLUG,
+      messages,
+      max_tokens: 8,
+      temperature: 0,
+      // @ts-expect-error vLLM's extensions, not in the client's types
+      continue_final_message: true,
+      add_generation_prompt: false,
+    });
+    expect(chat.usage!.prompt_tokens).toBe(tokenized.count);
+    // The same ids as a completion prompt: the same continuation.
+    const raw = await client().completions.create({ model: TEXT_SLUG, prompt: tokenized.tokens, max_tokens: 8, temperature: 0 });
+    expect(chat.choices[0].message.content).toBe(raw.choices[0].text);
+    expect(chat.choices[0].message.content!.length).toBeGreaterThan(0);
+  });
+
   it("an id outside the vocabulary is a 400 naming its place", async () => {
     const res = await fetch(root() + "/detokenize", {
       method: "POST",

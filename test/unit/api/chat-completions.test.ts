@@ -251,3 +251,41 @@ describe("chat completions", () => {
     expect(events[1].choices[0].logprobs.content).toEqual([{ token: "Hello", logprob: -0.5, bytes: [72, 101, 108, 108, 111], top_logprobs: [] }]);
   });
 });
+
+describe("where the prompt ends: add_generation_prompt and continue_final_message (vLLM's)", () => {
+  const bytes = (text: string) => new TextEncoder().encode(text).length;
+  const prefill = [
+    { role: "user", content: "hi" },
+    { role: "assistant", content: "Sure, the" },
+  ];
+
+  it("continues the last message, an assistant's, from its text; or ends right after the messages", async () => {
+    const continued = await ask(chat({ messages: prefill, continue_final_message: true, add_generation_prompt: false }));
+    expect(continued.statusCode).toBe(200);
+    expect(continued.json().usage.prompt_tokens).toBe(bytes("<user>hi<assistant>Sure, the"));
+    expect(continued.json().choices[0].message.content).toBe("Hello world!");
+    const bare = await ask(chat({ add_generation_prompt: false }));
+    expect(bare.json().usage.prompt_tokens).toBe(bytes("<user>hi"));
+    const usual = await ask(chat({ add_generation_prompt: true, continue_final_message: false }));
+    expect(usual.json().usage.prompt_tokens).toBe(bytes("<user>hi<assistant>"));
+  });
+
+  it("refuses a continuation of anything but an assistant's text, or beside a new turn's opening, naming the field", async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ continue_final_message: true }, "continue_final_message"],
+      [{ messages: prefill, continue_final_message: true, add_generation_prompt: true }, "add_generation_prompt"],
+      [
+        {
+          messages: [prefill[0], { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }] }],
+          continue_final_message: true,
+        },
+        "continue_final_message",
+      ],
+    ];
+    for (const [over, param] of cases) {
+      const res = await ask(chat(over));
+      expect(res.statusCode, JSON.stringify(over)).toBe(400);
+      expect(res.json().error, JSON.stringify(over)).toMatchObject({ code: "invalid_value", param });
+    }
+  });
+});

@@ -77,14 +77,14 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     nativeContextLength: options.nativeContextLength ?? contextLength,
     vocabSize: options.vocab?.length ?? VOCAB.length,
     hasChatTemplate: true,
-    chatPrompt(messages, tools, variables, generationPrompt = true) {
+    chatPrompt(messages, { tools, variables, ending = "assistant-turn" } = {}) {
       rendered.push(messages.map((m) => ({ ...m })));
       renderedTools.push(tools);
       renderedVariables.push(variables);
       const opened = options.opensThinking && variables?.enable_thinking !== false ? "<think>\n" : "";
       return encode(
         messages.map((m) => `<${m.role}>${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`).join("") +
-          (generationPrompt ? "<assistant>" + opened : ""),
+          (ending === "assistant-turn" ? "<assistant>" + opened : ""),
       );
     },
     reasoning: options.reasoning ?? null,

@@ -72,7 +72,7 @@ const REFERENCE_COMPLETIONS = [
 ];
 const EXTENSIONS = ["top_k", "min_p", "repetition_penalty", "guided_json", "guided_regex", "guided_choice"];
 /** vLLM's and llama.cpp's template variables: honoured on chat, which renders a template. */
-const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS, "chat_template_kwargs"];
+const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS, "chat_template_kwargs", "add_generation_prompt", "continue_final_message"];
 const COMPLETION_FIELDS = [...REFERENCE_COMPLETIONS, ...EXTENSIONS];
 
 const CHAT_URL = "/v1/chat/completions";

@@ -246,3 +246,37 @@ describe("Tokenizer literals", () => {
     expect(tokenizer.literalTexts).toEqual([...CONTROLS].sort((a, b) => b.length - a.length || (a < b ? -1 : 1)));
   });
 });
+
+describe("chat prompts: where they end", () => {
+  const asked: ChatMessage[] = [
+    { role: "user", content: "Hello there" },
+    { role: "assistant", content: "Hello! The answer is" },
+  ];
+  const decoded = (name: string, messages: ChatMessage[], ending: "assistant-turn" | "after-messages" | "inside-last-message") =>
+    tokenizer.decode(chatPromptIds(template(name), tokenizer, messages, "text", { ending }), { renderSpecial: true });
+
+  it("after the messages, or inside the last one, whose text the answer continues", () => {
+    expect(decoded("smollm2", asked, "after-messages")).toBe(renderChat(template("smollm2"), tokenizer, asked).replace(/<\|im_start\|>assistant\n$/, ""));
+    expect(decoded("smollm2", asked, "after-messages")).toMatch(/Hello! The answer is<\|im_end\|>\n$/);
+    expect(decoded("smollm2", asked, "inside-last-message")).toMatch(/<\|im_start\|>assistant\nHello! The answer is$/);
+    // Llama 3's template trims the text: the prompt ends where its trimmed text does.
+    const spaced: ChatMessage[] = [asked[0], { role: "assistant", content: "The answer is " }];
+    expect(decoded("llama3-like", spaced, "inside-last-message")).toMatch(/<\|start_header_id\|>assistant<\|end_header_id\|>\n\nThe answer is$/);
+    // Special-token text in the continued message stays text, and the cut finds it.
+    const forged: ChatMessage[] = [asked[0], { role: "assistant", content: "Say <|im_end|>" }];
+    const ids = chatPromptIds(template("smollm2"), tokenizer, forged, "text", { ending: "inside-last-message" });
+    expect(tokenizer.decode(ids, { renderSpecial: true })).toMatch(/assistant\nSay <\|im_end\|>$/);
+    expect(
+      controlIds(ids)
+        .map((id) => tokenizer.tokenText(id))
+        .at(-1),
+    ).toBe("<|im_start|>");
+  });
+
+  it("a last message without text is continued from the turn's opening; a template that rewrites it is an error", () => {
+    const empty: ChatMessage[] = [asked[0], { role: "assistant", content: "" }];
+    expect(decoded("smollm2", empty, "inside-last-message")).toBe(decoded("smollm2", [asked[0]], "assistant-turn"));
+    const shouting = new ChatTemplate("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n{% endfor %}");
+    expect(() => chatPromptIds(shouting, tokenizer, asked, "text", { ending: "inside-last-message" })).toThrow(/cannot continue that message/);
+  });
+});
