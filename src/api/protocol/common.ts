@@ -26,6 +26,10 @@ export const samplingFields = {
   frequency_penalty: range(-2, 2),
   logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullish(),
   seed: z.number().int().nullish(),
+  /** vLLM's extension: neither an end token nor a stop string ends the output before this many tokens. */
+  min_tokens: z.number().int().min(0).nullish(),
+  /** vLLM's and llama.cpp's extension: end tokens are never sampled; the output ends at its budget or a stop string. */
+  ignore_eos: z.boolean().nullish(),
   n: z.number().int().min(1).max(MAX_CHOICES).nullish(),
   stop: z.union([z.string(), z.array(z.string()).max(MAX_STOP)]).nullish(),
   stream: z.boolean().nullish(),
@@ -102,7 +106,7 @@ const isDefault =
 const foreign = (field: string, server: string, accepts?: (v: unknown) => boolean): UnsupportedField => ({
   field,
   ...(accepts ? { accepts } : {}),
-  why: `is ${server}'s extension, which kiln does not honour (kiln's own: top_k, min_p, repetition_penalty, guided_json, guided_regex, guided_choice).`,
+  why: `is ${server}'s extension, which kiln does not honour (kiln's own: top_k, min_p, repetition_penalty, min_tokens, ignore_eos, guided_json, guided_regex, guided_choice).`,
 });
 
 /**
@@ -117,8 +121,6 @@ export const FOREIGN_EXTENSIONS: readonly UnsupportedField[] = [
   foreign("guided_decoding_backend", "vLLM"),
   foreign("guided_whitespace_pattern", "vLLM"),
   foreign("structured_outputs", "vLLM"),
-  foreign("min_tokens", "vLLM", isDefault(0)),
-  foreign("ignore_eos", "vLLM", isDefault(false)),
   foreign("stop_token_ids", "vLLM", (v) => Array.isArray(v) && v.length === 0),
   foreign("bad_words", "vLLM", (v) => Array.isArray(v) && v.length === 0),
   foreign("allowed_token_ids", "vLLM"),

@@ -13,7 +13,7 @@ import {
 } from "../protocol/completions.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
-import { completionBudget, answerPlan } from "./generation-request.js";
+import { checkEndTokens, completionBudget, answerPlan } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -33,6 +33,7 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     // `echo` with `logprobs` scores the prompt: lm-evaluation-harness's loglikelihood requests.
     const promptLogprobs = body.echo ? topLogprobs : null;
     const constraint = requestConstraint(body);
+    checkEndTokens(body, constraint !== undefined, Math.min(...budgets.map((b) => b.maxTokens)));
     const plan = answerPlan(body, { model, answerId: answerId("cmpl"), prompts: budgets, topLogprobs, promptLogprobs, ...(constraint ? { constraint } : {}) });
     const format = completionFormat(plan.answerId, model, {
       includeUsage: plan.includeUsage,

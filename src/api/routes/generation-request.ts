@@ -36,6 +36,8 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
     frequency_penalty: body.frequency_penalty,
     logit_bias: body.logit_bias,
     seed: body.seed,
+    min_tokens: body.min_tokens,
+    ignore_eos: body.ignore_eos,
     logprobs: topLogprobs !== null,
     top_logprobs: topLogprobs ?? 0,
   });
@@ -99,6 +101,29 @@ export function completionBudget(
     return requested;
   }
   return Math.min(fallback, context - promptTokens);
+}
+
+/**
+ * A 400 for `min_tokens` or `ignore_eos` beside an output held to a grammar from its first token
+ * (`forced`), which must end where the grammar does, or for `min_tokens` above the completion's budget.
+ */
+export function checkEndTokens(
+  body: Pick<SharedFields, "min_tokens" | "ignore_eos">,
+  forced: boolean,
+  maxTokens: number | null | undefined,
+  maxParam = "max_tokens",
+): void {
+  const field = body.ignore_eos ? "ignore_eos" : body.min_tokens ? "min_tokens" : undefined;
+  if (field && forced) {
+    throw apiError("unsupported_value", `'${field}' cannot be combined with a constrained output, which ends where its grammar does.`, field);
+  }
+  if (body.min_tokens && maxTokens !== null && maxTokens !== undefined && body.min_tokens > maxTokens) {
+    throw apiError(
+      "invalid_value",
+      `'min_tokens' (${body.min_tokens}) is more than the ${maxTokens} tokens this completion may have (its '${maxParam}', or what the context leaves).`,
+      "min_tokens",
+    );
+  }
 }
 
 /** Sampling parameters of a request, checked against the model (logit_bias ids within its vocabulary). */

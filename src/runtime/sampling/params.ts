@@ -53,6 +53,16 @@ export interface SamplingParams {
    */
   logit_bias?: Readonly<Record<string, number>> | null;
   /**
+   * kiln extension (vLLM's): the model's end tokens cannot be sampled before this many tokens are
+   * generated (the engine holds back stop strings until then too). Integer >= 0, default 0.
+   */
+  min_tokens?: number | null;
+  /**
+   * kiln extension (vLLM's and llama.cpp's): the model's end tokens are never sampled, so the output
+   * ends at its token budget or a stop string. Default false.
+   */
+  ignore_eos?: boolean | null;
+  /**
    * Seed of the sequence's random generator: the same seed and the same sequence of logits give
    * the same tokens. Any integer (values beyond 2^53 lose precision in JSON but stay
    * deterministic). Default: a random seed per sequence.
@@ -100,6 +110,8 @@ export interface ResolvedSamplingParams {
   /** Token ids of logit_bias, in ascending order, and their biases. */
   biasIds: Int32Array;
   biasValues: Float64Array;
+  /** Tokens generated before the model's end tokens may be sampled: `min_tokens`, Infinity with `ignore_eos`, else 0. */
+  endTokensFrom: number;
   /** The seed asked for, or undefined for a random one. */
   seed: number | undefined;
   logprobs: boolean;
@@ -171,6 +183,14 @@ export function validateSamplingParams(p: unknown, options: ValidateSamplingOpti
   const topK = o.top_k;
   if (!isUnset(topK) && (typeof topK !== "number" || !Number.isSafeInteger(topK) || topK < -1)) {
     problems.push({ param: "top_k", message: `top_k must be a non-negative integer (0 or -1 = off), got ${String(topK)}` });
+  }
+
+  const minTokens = o.min_tokens;
+  if (!isUnset(minTokens) && (typeof minTokens !== "number" || !Number.isSafeInteger(minTokens) || minTokens < 0)) {
+    problems.push({ param: "min_tokens", message: `min_tokens must be a non-negative integer, got ${String(minTokens)}` });
+  }
+  if (!isUnset(o.ignore_eos) && typeof o.ignore_eos !== "boolean") {
+    problems.push({ param: "ignore_eos", message: "ignore_eos must be a boolean" });
   }
 
   const seed = o.seed;
@@ -245,6 +265,7 @@ export function resolveSamplingParams(p: SamplingParams = {}): ResolvedSamplingP
     repetitionPenalty: p.repetition_penalty ?? 1,
     biasIds: Int32Array.from(entries, (e) => e[0]),
     biasValues: Float64Array.from(entries, (e) => e[1]),
+    endTokensFrom: p.ignore_eos ? Infinity : (p.min_tokens ?? 0),
     seed: p.seed ?? undefined,
     logprobs: p.logprobs ?? false,
     topLogprobs: p.logprobs ? (p.top_logprobs ?? 0) : 0,

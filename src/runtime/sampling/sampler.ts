@@ -33,6 +33,8 @@ export interface SequenceSamplerOptions {
    * Default none.
    */
   promptIds?: ArrayLike<number>;
+  /** The model's end tokens, kept from being sampled as `min_tokens` and `ignore_eos` ask. Default none. */
+  endIds?: readonly number[];
 }
 
 /**
@@ -126,6 +128,7 @@ export class SequenceSampler {
   private modVals: number[] = [];
   private readonly topIds: Int32Array;
   private readonly topVals: Float64Array;
+  private readonly endIds: readonly number[];
 
   /** Throws {@link SamplingParamsError} when `params` are invalid. */
   constructor(params: SamplingParams = {}, options: SequenceSamplerOptions = {}) {
@@ -134,6 +137,7 @@ export class SequenceSampler {
     this.rng = Xoshiro128ss.fromSeed(this.seed, options.stream ?? 0);
     this.topIds = new Int32Array(this.params.topLogprobs);
     this.topVals = new Float64Array(this.params.topLogprobs);
+    this.endIds = options.endIds ?? [];
     const prompt = options.promptIds;
     if (this.params.repetitionPenalty !== 1 && prompt) for (let i = 0; i < prompt.length; i++) this.rememberSeen(prompt[i]);
   }
@@ -172,6 +176,11 @@ export class SequenceSampler {
     return this.total;
   }
 
+  /** Whether the next token may not be an end token (`min_tokens` not reached, or `ignore_eos`). */
+  private get endBanned(): boolean {
+    return this.total < this.params.endTokensFrom;
+  }
+
   /**
    * Picks the next token from one row of logits (vocabulary size) and records it as generated.
    * The row is used as scratch: the few entries touched by bias and penalties are modified
@@ -199,6 +208,14 @@ export class SequenceSampler {
       modIds[nMod] = id;
       modVals[nMod++] = logits[id];
       logits[id] += biasValues[i];
+    }
+    if (this.endBanned) {
+      for (const id of this.endIds) {
+        if (id >= vocab) continue;
+        modIds[nMod] = id;
+        modVals[nMod++] = logits[id];
+        logits[id] = -Infinity;
+      }
     }
     const repetition = p.repetitionPenalty;
     if (repetition !== 1) {
@@ -256,6 +273,7 @@ export class SequenceSampler {
     };
     const p = this.params;
     for (let i = 0; i < p.biasIds.length && p.biasIds[i] < vocab; i++) out.bias[entry(p.biasIds[i])] += p.biasValues[i];
+    if (this.endBanned) for (const id of this.endIds) if (id < vocab) out.bias[entry(id)] = -Infinity;
     if (p.repetitionPenalty !== 1) for (const id of this.repIds) if (id >= 0 && id < vocab) out.repetition[entry(id)] = p.repetitionPenalty;
     if (p.presencePenalty !== 0 || p.frequencyPenalty !== 0) {
       for (let i = 0; i < this.penIds.length; i++) {

@@ -51,12 +51,13 @@ class TextThreadState {
 
   /** Applies slot operations in order; one that fails fails only the sequence it names. */
   async applyOps(ops: readonly SlotOp[], failed: SequenceFailure[]): Promise<void> {
-    const kv = this.requireSession().kv;
+    const session = this.requireSession();
+    const kv = session.kv;
     for (const op of ops) {
       try {
         if (op.op === "open") {
           kv.truncate(op.slot, op.keepCached);
-          this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream, promptIds: op.promptIds }));
+          this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream, promptIds: op.promptIds, endIds: session.manifest.stopTokenIds }));
           this.matchers.get(op.seqId)?.dispose();
           this.matchers.delete(op.seqId);
           if (op.constraint) this.matchers.set(op.seqId, (await this.constraintEngine()).matcher(op.constraint));

@@ -189,6 +189,7 @@ export class BatchEngine {
         logprobs: request.logprobs,
         tokenBytes: (id) => this.text.tokenBytes(id),
         endRepeatedCalls: request.endRepeatedCalls,
+        minTokens: request.sampling.min_tokens ?? 0,
       });
       const seq = new Sequence({
         id: this.nextSequenceId++,

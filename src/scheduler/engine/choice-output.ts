@@ -16,6 +16,8 @@ export interface ChoiceOutputOptions {
   tokenBytes?: (id: number) => Uint8Array;
   /** End the choice, as a stop string would, where it starts writing a tool call it already made. Default false. */
   endRepeatedCalls?: boolean;
+  /** Tokens whose text stop strings are not looked for in (`min_tokens`, as vLLM counts it: the text of the tokens before the nth). Default 0. */
+  minTokens?: number;
 }
 
 export interface ChoiceStep {
@@ -37,6 +39,7 @@ export class ChoiceOutput {
   private readonly matcher: StopMatcher;
   private readonly pending: PendingLogprob[] = [];
   private rawLength = 0;
+  private tokens = 0;
   /** The calls made so far, each then a stop string (with `endRepeatedCalls`). */
   private readonly calls: CallTexts | undefined;
 
@@ -54,7 +57,7 @@ export class ChoiceOutput {
     const start = this.rawLength;
     this.rawLength += piece.length;
     if (this.options.logprobs) this.pending.push({ entry: this.logprobEntry(sample), start, end: this.rawLength });
-    const match = this.matcher.push(piece);
+    const match = ++this.tokens < (this.options.minTokens ?? 0) ? this.matcher.pass(piece) : this.matcher.push(piece);
     // Added after the piece that completes a call is matched, so that the call itself never stops it.
     if (this.calls && !match.stopped) for (const call of this.calls.push(piece)) this.matcher.add(call);
     if (match.stopped) {

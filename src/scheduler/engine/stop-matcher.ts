@@ -53,6 +53,12 @@ export class StopMatcher {
     return this.release(text.slice(0, text.length - keep), text.slice(text.length - keep));
   }
 
+  /** Feeds the next piece of text without looking for stop strings in it: all of it is released. */
+  pass(piece: string): StopMatch {
+    if (this.done) return { text: "", stopped: true };
+    return this.release(this.held + piece, "");
+  }
+
   /** Ends the stream without a match: releases the held-back text. */
   flush(): string {
     if (this.done) return "";

@@ -134,6 +134,29 @@ describe("kiln serve with the openai client", () => {
     expect(chat.choices[0].message.content).toBe("The sky is a beautiful shade of ");
   });
 
+  it("min_tokens and ignore_eos (vLLM's) keep the answer going past its end token, and min_tokens past a stop string", async () => {
+    const messages = [{ role: "user" as const, content: "Say hi." }];
+    const free = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: 60 });
+    expect(free.choices[0].finish_reason).toBe("stop");
+    const text = free.choices[0].message.content!;
+    const [min, max] = [free.usage!.completion_tokens + 8, free.usage!.completion_tokens + 20];
+    // @ts-expect-error vLLM's extensions, not in the client's types
+    const longer = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: max, min_tokens: min });
+    expect(longer.usage!.completion_tokens).toBeGreaterThanOrEqual(min);
+    // Greedy: the same tokens until the free answer's end token, which could not be taken.
+    expect(longer.choices[0].message.content!.startsWith(text)).toBe(true);
+    // @ts-expect-error as above
+    const endless = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: max, ignore_eos: true });
+    expect(endless.choices[0].finish_reason).toBe("length");
+    expect(endless.usage!.completion_tokens).toBe(max);
+    // A stop string found before the min_tokens-th token does not end the answer.
+    // @ts-expect-error as above
+    const held = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: max, min_tokens: min, stop: [text.slice(0, 2)] });
+    expect(held.choices[0].message.content!.startsWith(text)).toBe(true);
+    const stopped = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: max, stop: [text.slice(0, 2)] });
+    expect(stopped.choices[0].message.content).toBe("");
+  });
+
   it("lets the system prompt reach the model", async () => {
     const question = { role: "user" as const, content: "Hello, who are you?" };
     const plain = await client.chat.completions.create({ model: MODEL, messages: [question], temperature: 0, max_tokens: 16 });

@@ -149,6 +149,16 @@ describe("text on the WebGPU device", () => {
     expect(choice.finish_reason).toBe(cpu.chat.choices[0].finish_reason);
   }, 300_000);
 
+  it("keeps the end token out on the device with ignore_eos: the answer goes on to its budget", async () => {
+    // The CPU's answer ends with its end token; the device's must run past it.
+    expect(cpu.chat.choices[0].message.content).toMatch(/Paris\.$/);
+    const answer = await post<ChatAnswer>(gpu!, "/chat/completions", { ...CHAT, logprobs: false, top_logprobs: undefined, max_tokens: 10, ignore_eos: true });
+    expect(answer.choices[0].finish_reason).toBe("length");
+    expect(answer.usage.completion_tokens).toBe(10);
+    expect(answer.choices[0].message.content.startsWith(cpu.chat.choices[0].message.content)).toBe(true);
+    expect(answer.choices[0].message.content.length).toBeGreaterThan(cpu.chat.choices[0].message.content.length);
+  }, 300_000);
+
   it("streams the same answer as server-sent events, ending with [DONE]", async () => {
     expect(gpuChat, "the non-streamed answer").toBeDefined();
     const res = await fetch(`${gpu!.baseURL}/chat/completions`, {

@@ -1,5 +1,6 @@
 /** POST /v1/chat/completions on a fake model: answer shape, SSE frames, stop strings, logprobs, n. */
 import { describe, expect, it } from "vitest";
+import type { SlotOp } from "../../../src/runtime/text-worker/protocol.js";
 import { AUTH, fakeApp, fakeModel, NO_DETAILS, SLUG, sseEvents, word } from "./fake-model.js";
 
 const chat = (over: Record<string, unknown> = {}) => ({ model: SLUG, messages: [{ role: "user", content: "hi" }], ...over });
@@ -287,5 +288,41 @@ describe("where the prompt ends: add_generation_prompt and continue_final_messag
       expect(res.statusCode, JSON.stringify(over)).toBe(400);
       expect(res.json().error, JSON.stringify(over)).toMatchObject({ code: "invalid_value", param });
     }
+  });
+});
+
+describe("min_tokens and ignore_eos (vLLM's)", () => {
+  /** The sampling parameters the worker was asked to open the first sequence with. */
+  const samplingSent = (fake: ReturnType<typeof fakeModel>) =>
+    fake.backend.calls.flatMap((c) => c.ops).find((op): op is Extract<SlotOp, { op: "open" }> => op.op === "open")!.sampling;
+
+  it("reach the sampler, on chat and on completions", async () => {
+    let fake = fakeModel();
+    expect((await ask(chat({ min_tokens: 2, max_tokens: 5 }), fake)).statusCode).toBe(200);
+    expect(samplingSent(fake)).toMatchObject({ min_tokens: 2 });
+    fake = fakeModel();
+    const { app } = await fakeApp({ fake });
+    const res = await app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt: "hi", ignore_eos: true }, headers: AUTH });
+    expect(res.statusCode).toBe(200);
+    expect(samplingSent(fake)).toMatchObject({ ignore_eos: true });
+  });
+
+  it("are 400s beside an output held to a grammar, and min_tokens above the budget, naming the field", async () => {
+    const cases: Array<[Record<string, unknown>, string, string]> = [
+      [{ ignore_eos: true, response_format: { type: "json_object" } }, "unsupported_value", "ignore_eos"],
+      [{ min_tokens: 3, guided_choice: ["a", "b"] }, "unsupported_value", "min_tokens"],
+      [{ min_tokens: 9, max_tokens: 4 }, "invalid_value", "min_tokens"],
+      [{ min_tokens: -1 }, "invalid_value", "min_tokens"],
+      [{ ignore_eos: "yes" }, "invalid_type", "ignore_eos"],
+    ];
+    for (const [over, code, param] of cases) {
+      const res = await ask(chat(over));
+      expect(res.statusCode, JSON.stringify(over)).toBe(400);
+      expect(res.json().error, JSON.stringify(over)).toMatchObject({ code, param });
+    }
+    const { app } = await fakeApp();
+    const over = await app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt: "hi", min_tokens: 20 }, headers: AUTH });
+    expect(over.json().error).toMatchObject({ code: "invalid_value", param: "min_tokens" });
+    expect(over.json().error.message).toMatch(/more than the 16 tokens/);
   });
 });

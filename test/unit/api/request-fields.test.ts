@@ -70,7 +70,7 @@ const REFERENCE_COMPLETIONS = [
   "top_p",
   "user",
 ];
-const EXTENSIONS = ["top_k", "min_p", "repetition_penalty", "guided_json", "guided_regex", "guided_choice"];
+const EXTENSIONS = ["top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "guided_json", "guided_regex", "guided_choice"];
 /** vLLM's and llama.cpp's template variables: honoured on chat, which renders a template. */
 const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS, "chat_template_kwargs", "add_generation_prompt", "continue_final_message"];
 const COMPLETION_FIELDS = [...REFERENCE_COMPLETIONS, ...EXTENSIONS];
@@ -128,7 +128,7 @@ describe("the known top-level fields", () => {
 });
 
 describe("unknown top-level fields: other servers' extensions refused by name, the rest ignored and named back", () => {
-  const foreign = ["guided_grammar", "ignore_eos", "min_tokens", "grammar", "json_schema", "mirostat", "chat_template_kwargs", "options"];
+  const foreign = ["guided_grammar", "prompt_logprobs", "use_beam_search", "grammar", "json_schema", "mirostat", "chat_template_kwargs", "options"];
   for (const url of [CHAT_URL, COMPLETIONS_URL]) {
     for (const field of foreign.filter((f) => url === COMPLETIONS_URL || f !== "chat_template_kwargs")) {
       it(`${url}: ${field} is a 400 naming it`, async () => {

@@ -74,3 +74,38 @@ describe("sampling from device candidates", () => {
     expect(a.repetition[a.ids.indexOf(8)]).toBe(1.5);
   });
 });
+
+describe("min_tokens and ignore_eos keep the model's end tokens out", () => {
+  const END = [7, 11];
+  /** A row whose likeliest token is an end token, then 3. */
+  const row = () => {
+    const logits = new Float32Array(VOCAB);
+    logits[7] = 9;
+    logits[3] = 5;
+    return logits;
+  };
+
+  it("until min_tokens are generated, on the whole row and as the device's adjustments", () => {
+    const s = new SequenceSampler({ temperature: 0, min_tokens: 2 }, { endIds: END });
+    expect(s.logitAdjustments(VOCAB)).toMatchObject({ ids: END, bias: [-Infinity, -Infinity] });
+    const logits = row();
+    expect(s.sample(logits).token).toBe(3);
+    expect(logits[7]).toBe(9); // restored
+    expect(sampleFromDevice(s, row())).toBe(3);
+    // Two generated: the end token is the likeliest again.
+    expect(s.logitAdjustments(VOCAB).ids).toEqual([]);
+    expect(s.sample(row()).token).toBe(7);
+  });
+
+  it("always with ignore_eos; with neither, or no end ids given, nothing changes", () => {
+    const ignoring = new SequenceSampler({ temperature: 0, ignore_eos: true }, { endIds: END });
+    for (let i = 0; i < 5; i++) expect(ignoring.sample(row()).token).toBe(3);
+    expect(new SequenceSampler({ temperature: 0 }, { endIds: END }).sample(row()).token).toBe(7);
+    expect(new SequenceSampler({ temperature: 0, ignore_eos: true }).sample(row()).token).toBe(7);
+  });
+
+  /** Greedy from the device's candidates for `logits`, as a GPU step would give them. */
+  function sampleFromDevice(s: SequenceSampler, logits: Float32Array): number {
+    return s.sampleCandidates(deviceRow(logits, s), VOCAB).token;
+  }
+});

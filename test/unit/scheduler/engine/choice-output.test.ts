@@ -52,4 +52,22 @@ describe("ChoiceOutput", () => {
     const r2 = run([0, 3, 2], ["</s>"], true);
     expect(r2.lps).toEqual(["Hi", "<", "!"]);
   });
+
+  it("looks for stop strings only from the min_tokens-th token's text on", () => {
+    const backend = fakeStepRunner({ slots: 1, vocab });
+    const ending = (minTokens: number) => {
+      const out = new ChoiceOutput(backend.createDecoder(), { stop: ["!"], minTokens });
+      const deltas: string[] = [];
+      for (const token of [0, 2, 1, 2, 1]) {
+        const step = out.push({ token });
+        deltas.push(step.text);
+        if (step.stopped) return deltas;
+      }
+      return [...deltas, out.finish().text];
+    };
+    expect(ending(0)).toEqual(["Hi", ""]);
+    // The second token's "!" is the text of a token before the third: released, not a stop.
+    expect(ending(3)).toEqual(["Hi", "!", " there", ""]);
+    expect(ending(10)).toEqual(["Hi", "!", " there", "!", " there", ""]);
+  });
 });
