@@ -29,6 +29,14 @@ export interface GenerationRequest {
    */
   stop?: readonly string[];
   /**
+   * A matched stop string, or a sampled `sampling.stop_token_ids` token, stays in the output (its
+   * text emitted, the token counted), as vLLM's `include_stop_str_in_output` asks. The model's own
+   * end tokens never do. Default false.
+   */
+  includeStop?: boolean;
+  /** Control tokens come out as their text (vLLM's `skip_special_tokens: false`). Default false: they give no text. */
+  renderSpecial?: boolean;
+  /**
    * Number of choices to generate from the same prompt. Default 1. With a seed, every choice is
    * reproducible yet different: choice i gets the seed's sampler stream i (so choice 0 is what
    * n = 1 gives).
@@ -130,8 +138,8 @@ export interface TokenDecoder {
 
 /** How the engine reads tokens as text (the model's tokenizer). */
 export interface TokenText {
-  /** A fresh incremental detokenizer for one choice. */
-  createDecoder(): TokenDecoder;
+  /** A fresh incremental detokenizer for one choice (`renderSpecial`: control tokens as their text). */
+  createDecoder(options?: { renderSpecial?: boolean }): TokenDecoder;
   /** The bytes a token decodes to (for logprobs). */
   tokenBytes(id: number): Uint8Array;
 }

@@ -9,7 +9,8 @@ import {
   checkStreamOptions,
   isEmptyArray,
   isOneOf,
-  FOREIGN_EXTENSIONS,
+  GENERATION_EXTENSIONS,
+  refusedExtensions,
   REASONING_EFFORTS,
   knownFields,
   rejectUnsupported,
@@ -159,9 +160,9 @@ const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "verbosity", accepts: isOneOf("medium"), why: "is not supported." },
 ];
 
-/** vLLM's extensions chat completions honour, among the other servers' it refuses. */
-const HONOURED = new Set(["chat_template_kwargs", "add_generation_prompt", "continue_final_message"]);
-const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS.filter((f) => !HONOURED.has(f.field))];
+/** Other servers' extensions chat completions honour, among those it refuses. */
+const HONOURED = [...GENERATION_EXTENSIONS, "chat_template_kwargs", "add_generation_prompt", "continue_final_message"];
+const REFUSED = [...UNSUPPORTED, ...refusedExtensions(HONOURED)];
 const KNOWN = knownFields(chatCompletionRequestSchema, REFUSED);
 
 /** Top-level fields of the body kiln neither knows nor refuses: accepted and ignored (see `unknownFields`). */

@@ -5,6 +5,7 @@
  * default (no effect), otherwise a 400 names it.
  */
 import { z } from "zod";
+import { MAX_STOP_TOKEN_IDS } from "../../runtime/sampling/index.js";
 import { apiError } from "../errors.js";
 
 /** Most choices per request (`n`): they share one prompt pass and then decode side by side. */
@@ -30,6 +31,19 @@ export const samplingFields = {
   min_tokens: z.number().int().min(0).nullish(),
   /** vLLM's and llama.cpp's extension: end tokens are never sampled; the output ends at its budget or a stop string. */
   ignore_eos: z.boolean().nullish(),
+  /** vLLM's extension: more tokens that end the output, as the model's end tokens do. */
+  stop_token_ids: z.array(z.number().int().min(0)).max(MAX_STOP_TOKEN_IDS).nullish(),
+  /** vLLM's extension: a matched stop string or stop token stays in the output. */
+  include_stop_str_in_output: z.boolean().nullish(),
+  /** vLLM's extension: false writes control tokens into the output as their text. */
+  skip_special_tokens: z.boolean().nullish(),
+  /** vLLM's extension: only the prompt's last this many tokens are kept; -1 keeps as many as the context leaves beside the completion. */
+  truncate_prompt_tokens: z
+    .number()
+    .int()
+    .min(-1)
+    .refine((v) => v !== 0, "'truncate_prompt_tokens' keeps the prompt's last tokens: at least 1, or -1 for as many as fit.")
+    .nullish(),
   n: z.number().int().min(1).max(MAX_CHOICES).nullish(),
   stop: z.union([z.string(), z.array(z.string()).max(MAX_STOP)]).nullish(),
   stream: z.boolean().nullish(),
@@ -106,14 +120,39 @@ const isDefault =
 const foreign = (field: string, server: string, accepts?: (v: unknown) => boolean): UnsupportedField => ({
   field,
   ...(accepts ? { accepts } : {}),
-  why: `is ${server}'s extension, which kiln does not honour (kiln's own: top_k, min_p, repetition_penalty, min_tokens, ignore_eos, guided_json, guided_regex, guided_choice).`,
+  why: `is ${server}'s extension, which kiln does not honour here (it honours on chat and completions: ${GENERATION_EXTENSIONS.join(", ")}).`,
 });
+
+/**
+ * Other servers' extensions that chat and completions honour, as fields of {@link samplingFields}
+ * or the constraint fields; the Responses API refuses them by name.
+ */
+export const GENERATION_EXTENSIONS = [
+  "top_k",
+  "min_p",
+  "repetition_penalty",
+  "min_tokens",
+  "ignore_eos",
+  "stop_token_ids",
+  "include_stop_str_in_output",
+  "skip_special_tokens",
+  "truncate_prompt_tokens",
+  "guided_json",
+  "guided_regex",
+  "guided_choice",
+] as const;
+
+/** {@link FOREIGN_EXTENSIONS} less those an endpoint honours: what it refuses by name. */
+export function refusedExtensions(honoured: Iterable<string>): UnsupportedField[] {
+  const keep = new Set(honoured);
+  return FOREIGN_EXTENSIONS.filter((f) => !keep.has(f.field));
+}
 
 /**
  * Other servers' request extensions that change what is generated: a client sending one expects
  * its effect, so each is a 400 naming it (at its default value it changes nothing and is accepted).
- * Those kiln honours (vLLM's `guided_json`, `guided_regex`, `guided_choice`,
- * `repetition_penalty`, `top_k`, `min_p`) are ordinary fields of the schemas.
+ * Those an endpoint honours are fields of its schema, filtered out with {@link refusedExtensions};
+ * the ones all generation endpoints honour ({@link GENERATION_EXTENSIONS}' first ones) are not listed.
  */
 export const FOREIGN_EXTENSIONS: readonly UnsupportedField[] = [
   // vLLM

@@ -3,7 +3,8 @@ import { z } from "zod";
 import { apiError } from "../errors.js";
 import {
   checkStreamOptions,
-  FOREIGN_EXTENSIONS,
+  GENERATION_EXTENSIONS,
+  refusedExtensions,
   isEmptyArray,
   knownFields,
   rejectUnsupported,
@@ -57,7 +58,7 @@ const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "tool_choice", accepts: (v) => v === "none", why: "is a chat completions field: tool calling needs messages." },
 ];
 
-const REFUSED = [...UNSUPPORTED, ...FOREIGN_EXTENSIONS];
+const REFUSED = [...UNSUPPORTED, ...refusedExtensions(GENERATION_EXTENSIONS)];
 const KNOWN = knownFields(completionRequestSchema, REFUSED);
 
 /** Top-level fields of the body kiln neither knows nor refuses: accepted and ignored (see `unknownFields`). */

@@ -9,7 +9,7 @@ import { constraintField, requestConstraint } from "../protocol/output-constrain
 import { toolUseOf } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
 import { templateMessage } from "./chat-messages.js";
-import { answerPlan, checkEndTokens, completionBudget } from "./generation-request.js";
+import { answerPlan, checkEndTokens, completionBudget, truncatedPrompt } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -36,9 +36,11 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     }
     const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
     const thinking = reasoningPlan(model, { effort: body.reasoning_effort, templateVariables: body.chat_template_kwargs }, forced);
-    const promptIds = model.chatPrompt(body.messages.map(templateMessage), { tools: toolUse?.tools, variables: thinking.variables, ending: chatEnding(body) });
+    const rendered = model.chatPrompt(body.messages.map(templateMessage), { tools: toolUse?.tools, variables: thinking.variables, ending: chatEnding(body) });
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
-    const maxTokens = completionBudget(model, promptIds.length, body.max_completion_tokens ?? body.max_tokens, "messages", undefined, budgetParam);
+    const requested = body.max_completion_tokens ?? body.max_tokens;
+    const promptIds = truncatedPrompt(model, rendered, body.truncate_prompt_tokens, requested);
+    const maxTokens = completionBudget(model, promptIds.length, requested, "messages", undefined, budgetParam);
     checkEndTokens(body, forced, maxTokens, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
     const reasoning = thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;

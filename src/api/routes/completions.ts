@@ -13,7 +13,7 @@ import {
 } from "../protocol/completions.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
-import { checkEndTokens, completionBudget, answerPlan } from "./generation-request.js";
+import { checkEndTokens, completionBudget, answerPlan, truncatedPrompt } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -24,7 +24,7 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const ignored = ignoredFieldsHeader(ignoredCompletionFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
     const model = await lookupServedModel(ctx, request, body.model);
-    const prompts = promptsOf(model, body.prompt, body.echo === true);
+    const prompts = promptsOf(model, body.prompt, body.echo === true).map((p) => truncated(model, p, body));
     const budgets = prompts.map((p) => ({
       promptIds: p.ids,
       maxTokens: completionBudget(model, p.ids.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS),
@@ -49,6 +49,12 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
 interface Prompt {
   ids: number[];
   text: string;
+}
+
+/** A prompt as `truncate_prompt_tokens` leaves it (an echo is then the text of the tokens kept). */
+function truncated(model: ServedModel, prompt: Prompt, body: CompletionRequest): Prompt {
+  const ids = truncatedPrompt(model, prompt.ids, body.truncate_prompt_tokens, body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS);
+  return ids === prompt.ids ? prompt : { ids, text: body.echo ? model.decode(ids) : "" };
 }
 
 /** The request's prompts, in order: a string, strings, token ids, or lists of token ids. */

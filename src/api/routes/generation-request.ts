@@ -38,6 +38,7 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
     seed: body.seed,
     min_tokens: body.min_tokens,
     ignore_eos: body.ignore_eos,
+    stop_token_ids: body.stop_token_ids,
     logprobs: topLogprobs !== null,
     top_logprobs: topLogprobs ?? 0,
   });
@@ -51,6 +52,8 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
       maxTokens,
       sampling,
       stop: stopList(body.stop),
+      ...(body.include_stop_str_in_output ? { includeStop: true } : {}),
+      ...(body.skip_special_tokens === false ? { renderSpecial: true } : {}),
       n: body.n ?? 1,
       ...(topLogprobs !== null ? { logprobs: { top: topLogprobs } } : {}),
       ...(promptLogprobs !== null && promptLogprobs !== undefined ? { promptLogprobs: { top: promptLogprobs } } : {}),
@@ -101,6 +104,17 @@ export function completionBudget(
     return requested;
   }
   return Math.min(fallback, context - promptTokens);
+}
+
+/**
+ * The prompt `truncate_prompt_tokens` leaves: its last `keep` tokens (all of a shorter one), or
+ * with -1 as many of the last as the context holds beside `requested` completion tokens (at least
+ * one). Unchanged without the field.
+ */
+export function truncatedPrompt(model: ServedModel, promptIds: number[], keep: number | null | undefined, requested: number | null | undefined): number[] {
+  if (keep === null || keep === undefined) return promptIds;
+  const most = keep === -1 ? model.contextLength - Math.max(1, requested ?? 1) : keep;
+  return promptIds.length > most ? promptIds.slice(promptIds.length - Math.max(1, most)) : promptIds;
 }
 
 /**

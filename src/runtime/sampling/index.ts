@@ -1,4 +1,5 @@
 export {
+  MAX_STOP_TOKEN_IDS,
   REPETITION_PENALTY_LIMITS,
   SAMPLING_LIMITS,
   SamplingParamsError,

@@ -63,6 +63,12 @@ export interface SamplingParams {
    */
   ignore_eos?: boolean | null;
   /**
+   * kiln extension (vLLM's): more tokens that end the output, as the model's end tokens do (never
+   * sampled before `min_tokens`; `ignore_eos` leaves them in force). Token ids within the vocabulary,
+   * at most {@link MAX_STOP_TOKEN_IDS}. Default none.
+   */
+  stop_token_ids?: readonly number[] | null;
+  /**
    * Seed of the sequence's random generator: the same seed and the same sequence of logits give
    * the same tokens. Any integer (values beyond 2^53 lose precision in JSON but stay
    * deterministic). Default: a random seed per sequence.
@@ -92,6 +98,9 @@ export const SAMPLING_LIMITS = {
   top_logprobs: { min: 0, max: 20 },
 } as const;
 
+/** Most `stop_token_ids` of one request. */
+export const MAX_STOP_TOKEN_IDS = 256;
+
 /** Bounds of repetition_penalty: above `above` (exclusive: 0 would zero every seen logit), at most `max`. */
 export const REPETITION_PENALTY_LIMITS = { above: 0, max: 2 } as const;
 
@@ -112,6 +121,9 @@ export interface ResolvedSamplingParams {
   biasValues: Float64Array;
   /** Tokens generated before the model's end tokens may be sampled: `min_tokens`, Infinity with `ignore_eos`, else 0. */
   endTokensFrom: number;
+  /** The request's own end tokens (`stop_token_ids`), and the tokens generated before they may be sampled (`min_tokens`). */
+  stopIds: Int32Array;
+  stopTokensFrom: number;
   /** The seed asked for, or undefined for a random one. */
   seed: number | undefined;
   logprobs: boolean;
@@ -193,6 +205,24 @@ export function validateSamplingParams(p: unknown, options: ValidateSamplingOpti
     problems.push({ param: "ignore_eos", message: "ignore_eos must be a boolean" });
   }
 
+  const stopIds = o.stop_token_ids;
+  if (!isUnset(stopIds)) {
+    const inVocab = (id: unknown) =>
+      typeof id === "number" && Number.isSafeInteger(id) && id >= 0 && (options.vocabSize === undefined || id < options.vocabSize);
+    if (!Array.isArray(stopIds) || stopIds.length > MAX_STOP_TOKEN_IDS) {
+      problems.push({ param: "stop_token_ids", message: `stop_token_ids must be a list of at most ${MAX_STOP_TOKEN_IDS} token ids` });
+    } else {
+      const bad = stopIds.findIndex((id) => !inVocab(id));
+      if (bad >= 0) {
+        const size = options.vocabSize === undefined ? "" : ` (size ${options.vocabSize})`;
+        problems.push({
+          param: `stop_token_ids[${bad}]`,
+          message: `stop_token_ids[${bad}] (${String(stopIds[bad])}) is not a token id of the vocabulary${size}`,
+        });
+      }
+    }
+  }
+
   const seed = o.seed;
   if (!isUnset(seed) && (typeof seed !== "number" || !Number.isInteger(seed))) {
     problems.push({ param: "seed", message: `seed must be an integer, got ${String(seed)}` });
@@ -266,6 +296,8 @@ export function resolveSamplingParams(p: SamplingParams = {}): ResolvedSamplingP
     biasIds: Int32Array.from(entries, (e) => e[0]),
     biasValues: Float64Array.from(entries, (e) => e[1]),
     endTokensFrom: p.ignore_eos ? Infinity : (p.min_tokens ?? 0),
+    stopIds: Int32Array.from(new Set(p.stop_token_ids ?? [])),
+    stopTokensFrom: p.min_tokens ?? 0,
     seed: p.seed ?? undefined,
     logprobs: p.logprobs ?? false,
     topLogprobs: p.logprobs ? (p.top_logprobs ?? 0) : 0,

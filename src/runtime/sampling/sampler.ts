@@ -181,6 +181,11 @@ export class SequenceSampler {
     return this.total < this.params.endTokensFrom;
   }
 
+  /** Whether the next token may not be one of the request's `stop_token_ids` (`min_tokens` not reached). */
+  private get stopBanned(): boolean {
+    return this.total < this.params.stopTokensFrom && this.params.stopIds.length > 0;
+  }
+
   /**
    * Picks the next token from one row of logits (vocabulary size) and records it as generated.
    * The row is used as scratch: the few entries touched by bias and penalties are modified
@@ -211,6 +216,14 @@ export class SequenceSampler {
     }
     if (this.endBanned) {
       for (const id of this.endIds) {
+        if (id >= vocab) continue;
+        modIds[nMod] = id;
+        modVals[nMod++] = logits[id];
+        logits[id] = -Infinity;
+      }
+    }
+    if (this.stopBanned) {
+      for (const id of p.stopIds) {
         if (id >= vocab) continue;
         modIds[nMod] = id;
         modVals[nMod++] = logits[id];
@@ -274,6 +287,7 @@ export class SequenceSampler {
     const p = this.params;
     for (let i = 0; i < p.biasIds.length && p.biasIds[i] < vocab; i++) out.bias[entry(p.biasIds[i])] += p.biasValues[i];
     if (this.endBanned) for (const id of this.endIds) if (id < vocab) out.bias[entry(id)] = -Infinity;
+    if (this.stopBanned) for (const id of p.stopIds) if (id < vocab) out.bias[entry(id)] = -Infinity;
     if (p.repetitionPenalty !== 1) for (const id of this.repIds) if (id >= 0 && id < vocab) out.repetition[entry(id)] = p.repetitionPenalty;
     if (p.presencePenalty !== 0 || p.frequencyPenalty !== 0) {
       for (let i = 0; i < this.penIds.length; i++) {

@@ -85,6 +85,8 @@ interface Submission {
   cancelled: boolean;
   done: boolean;
   detach: () => void;
+  /** The request's own end tokens (`sampling.stop_token_ids`), when it has any. */
+  stopIds?: ReadonlySet<number>;
 }
 
 /** One model call of a step, as planned. */
@@ -180,12 +182,14 @@ export class BatchEngine {
       cancelled: false,
       done: false,
       detach: () => {},
+      ...(request.sampling.stop_token_ids?.length ? { stopIds: new Set(request.sampling.stop_token_ids) } : {}),
     };
     const cancel = () => this.cancel(submission);
     submission.channel = new Channel<GenerationEvent>(cancel, () => this.readerCaughtUp(submission));
     for (let choice = 0; choice < n; choice++) {
-      const output = new ChoiceOutput(this.text.createDecoder(), {
+      const output = new ChoiceOutput(this.text.createDecoder({ renderSpecial: request.renderSpecial }), {
         stop: request.stop,
+        includeStop: request.includeStop,
         logprobs: request.logprobs,
         tokenBytes: (id) => this.text.tokenBytes(id),
         endRepeatedCalls: request.endRepeatedCalls,
@@ -513,7 +517,8 @@ export class BatchEngine {
   private sampled(seq: Sequence, sample: RowSample | null): void {
     const submission = this.submissionOf.get(seq);
     if (!submission || submission.cancelled || !seq.live || !sample) return;
-    if (this.stopTokens.has(sample.token)) {
+    const requestStop = submission.stopIds?.has(sample.token) === true;
+    if (this.stopTokens.has(sample.token) || (requestStop && !submission.request.includeStop)) {
       this.finish(seq, "stop");
       return;
     }
@@ -528,6 +533,7 @@ export class BatchEngine {
       ...(step.logprobs ? { logprobs: step.logprobs } : {}),
     });
     if (step.stopped) this.finish(seq, "stop", true);
+    else if (requestStop) this.finish(seq, "stop");
     else if (limit) this.finish(seq, limit);
   }
 

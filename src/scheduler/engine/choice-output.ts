@@ -16,6 +16,8 @@ export interface ChoiceOutputOptions {
   tokenBytes?: (id: number) => Uint8Array;
   /** End the choice, as a stop string would, where it starts writing a tool call it already made. Default false. */
   endRepeatedCalls?: boolean;
+  /** A matched stop string is released with the text (vLLM's `include_stop_str_in_output`). Default false. */
+  includeStop?: boolean;
   /** Tokens whose text stop strings are not looked for in (`min_tokens`, as vLLM counts it: the text of the tokens before the nth). Default 0. */
   minTokens?: number;
 }
@@ -47,7 +49,7 @@ export class ChoiceOutput {
     private readonly decoder: TokenDecoder,
     private readonly options: ChoiceOutputOptions = {},
   ) {
-    this.matcher = new StopMatcher(options.stop);
+    this.matcher = new StopMatcher(options.stop, options.includeStop);
     if (options.endRepeatedCalls) this.calls = new CallTexts();
   }
 

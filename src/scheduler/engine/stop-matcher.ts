@@ -17,8 +17,14 @@ export class StopMatcher {
   /** Characters released so far. */
   private released = 0;
 
-  /** @param stops stop strings; empty ones are ignored. */
-  constructor(stops: readonly string[] = []) {
+  /**
+   * @param stops stop strings; empty ones are ignored.
+   * @param keep a matched stop string is released with the text before it (vLLM's `include_stop_str_in_output`). Default false.
+   */
+  constructor(
+    stops: readonly string[] = [],
+    private readonly keep = false,
+  ) {
     this.stops = [...new Set(stops.filter((s) => s.length > 0))];
   }
 
@@ -38,14 +44,16 @@ export class StopMatcher {
     const text = this.held + piece;
     if (this.stops.length === 0) return this.release(text, "");
     let first = -1;
+    let end = -1;
     for (const stop of this.stops) {
       const at = text.indexOf(stop);
-      if (at !== -1 && (first === -1 || at < first)) first = at;
+      // At one place the longest stop string is the match, so that `keep` releases all of it.
+      if (at !== -1 && (first === -1 || at < first || (at === first && at + stop.length > end))) [first, end] = [at, at + stop.length];
     }
     if (first !== -1) {
       this.done = true;
       this.held = "";
-      const out = text.slice(0, first);
+      const out = text.slice(0, this.keep ? end : first);
       this.released += out.length;
       return { text: out, stopped: true };
     }

@@ -145,7 +145,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
   const slug = manifest.slug;
   const contextLength = servedContextLength(manifest.shape, worker.slots, options.kvMemoryBytes);
   const toolDialect = chooseToolDialect(template?.source ?? null, hasModel(slug) ? getModel(slug).family : undefined);
-  const text = { createDecoder: () => tokenizer.createStreamDecoder(), tokenBytes: (id: number) => tokenizer.tokenBytes(id) };
+  const text = { createDecoder: (o?: { renderSpecial?: boolean }) => tokenizer.createStreamDecoder(o), tokenBytes: (id: number) => tokenizer.tokenBytes(id) };
   const engine = new BatchEngine(worker, text, {
     name: slug,
     contextLength,

@@ -157,6 +157,71 @@ describe("kiln serve with the openai client", () => {
     expect(stopped.choices[0].message.content).toBe("");
   });
 
+  it("stop_token_ids, include_stop_str_in_output, skip_special_tokens and truncate_prompt_tokens (vLLM's) shape the answer", async () => {
+    const prompt = "The three primary colors are";
+    const free = await client.completions.create({ model: MODEL, prompt, temperature: 0, max_tokens: 12 });
+    const text = free.choices[0].text;
+    // A token of the greedy answer, past its start: the answer ends before it, or with it kept.
+    const ids = tokenizer.encode(text);
+    const at = ids.findIndex((id, i) => i >= 2 && ids.indexOf(id) === i);
+    const before = tokenizer.decode(ids.slice(0, at));
+    expect(text.startsWith(before)).toBe(true);
+    // @ts-expect-error vLLM's extensions, not in the client's types
+    const cut = await client.completions.create({ model: MODEL, prompt, temperature: 0, max_tokens: 12, stop_token_ids: [ids[at]] });
+    expect(cut.choices[0]).toMatchObject({ text: before, finish_reason: "stop" });
+    expect(cut.usage!.completion_tokens).toBe(at);
+    const kept = await client.completions.create({
+      model: MODEL,
+      prompt,
+      temperature: 0,
+      max_tokens: 12,
+      // @ts-expect-error as above
+      stop_token_ids: [ids[at]],
+      include_stop_str_in_output: true,
+    });
+    expect(kept.choices[0]).toMatchObject({ text: tokenizer.decode(ids.slice(0, at + 1)), finish_reason: "stop" });
+    expect(kept.usage!.completion_tokens).toBe(at + 1);
+    const stop = text.slice(before.length, before.length + 3);
+    const keptString = await client.completions.create({
+      model: MODEL,
+      prompt,
+      temperature: 0,
+      max_tokens: 12,
+      stop: [stop],
+      // @ts-expect-error as above
+      include_stop_str_in_output: true,
+    });
+    expect(keptString.choices[0].text).toBe(before + stop);
+
+    // A control token forced by logit_bias gives no text, unless skip_special_tokens is false.
+    const imStart = tokenizer.encode("<|im_start|>", { parseSpecial: true });
+    expect(imStart).toHaveLength(1);
+    const forced = { model: MODEL, prompt, max_tokens: 1, logit_bias: { [String(imStart[0])]: 100 } };
+    expect((await client.completions.create(forced)).choices[0].text).toBe("");
+    // @ts-expect-error as above
+    expect((await client.completions.create({ ...forced, skip_special_tokens: false })).choices[0].text).toBe("<|im_start|>");
+
+    // truncate_prompt_tokens keeps the prompt's last tokens: the echo and the usage say which.
+    const promptIds = tokenizer.encode(prompt, { addSpecial: true });
+    // @ts-expect-error as above
+    const short = await client.completions.create({ model: MODEL, prompt, max_tokens: 0, echo: true, truncate_prompt_tokens: 3 });
+    expect(short.usage!.prompt_tokens).toBe(3);
+    expect(short.choices[0].text).toBe(tokenizer.decode(promptIds.slice(-3)));
+    const messages = [{ role: "user" as const, content: "Say hi." }];
+    // @ts-expect-error as above
+    const chat = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 1, truncate_prompt_tokens: 4 });
+    expect(chat.usage!.prompt_tokens).toBe(4);
+
+    const bad = (body: Record<string, unknown>) => client.completions.create({ model: MODEL, prompt, max_tokens: 1, ...body }).catch((e: unknown) => e);
+    expect(await bad({ stop_token_ids: [1, 10 ** 7] })).toMatchObject({ status: 400, param: "stop_token_ids[1]" });
+    expect(await bad({ truncate_prompt_tokens: 0 })).toMatchObject({ status: 400, param: "truncate_prompt_tokens" });
+    const responses = await client.responses
+      // @ts-expect-error as above
+      .create({ model: MODEL, input: "hi", max_output_tokens: 16, stop_token_ids: [1] })
+      .catch((e: unknown) => e);
+    expect(responses).toMatchObject({ status: 400, code: "unsupported_parameter", param: "stop_token_ids" });
+  });
+
   it("lets the system prompt reach the model", async () => {
     const question = { role: "user" as const, content: "Hello, who are you?" };
     const plain = await client.chat.completions.create({ model: MODEL, messages: [question], temperature: 0, max_tokens: 16 });

@@ -326,3 +326,27 @@ describe("min_tokens and ignore_eos (vLLM's)", () => {
     expect(over.json().error.message).toMatch(/more than the 16 tokens/);
   });
 });
+
+describe("truncate_prompt_tokens (vLLM's)", () => {
+  const completions = async (payload: Record<string, unknown>) => {
+    const { app } = await fakeApp({ fake: fakeModel({ contextLength: 512 }) });
+    try {
+      return await app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, ...payload }, headers: AUTH });
+    } finally {
+      await app.close();
+    }
+  };
+  const ids = Array.from({ length: 600 }, (_, i) => 1 + (i % 20));
+
+  it("keeps the last tokens asked for, or with -1 as many as leave room for the completion", async () => {
+    const kept = await completions({ prompt: ids, max_tokens: 10, truncate_prompt_tokens: 100 });
+    expect(kept.json().usage.prompt_tokens).toBe(100);
+    const fitted = await completions({ prompt: ids, max_tokens: 10, truncate_prompt_tokens: -1 });
+    expect(fitted.statusCode, fitted.body).toBe(200);
+    expect(fitted.json().usage.prompt_tokens).toBe(502);
+    // Without it the same prompt is too long.
+    expect((await completions({ prompt: ids, max_tokens: 10 })).json().error).toMatchObject({ code: "context_length_exceeded" });
+    // A shorter prompt is left whole.
+    expect((await completions({ prompt: ids.slice(0, 7), max_tokens: 1, truncate_prompt_tokens: 100 })).json().usage.prompt_tokens).toBe(7);
+  });
+});

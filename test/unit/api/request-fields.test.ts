@@ -70,7 +70,20 @@ const REFERENCE_COMPLETIONS = [
   "top_p",
   "user",
 ];
-const EXTENSIONS = ["top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos", "guided_json", "guided_regex", "guided_choice"];
+const EXTENSIONS = [
+  "top_k",
+  "min_p",
+  "repetition_penalty",
+  "min_tokens",
+  "ignore_eos",
+  "stop_token_ids",
+  "include_stop_str_in_output",
+  "skip_special_tokens",
+  "truncate_prompt_tokens",
+  "guided_json",
+  "guided_regex",
+  "guided_choice",
+];
 /** vLLM's and llama.cpp's template variables: honoured on chat, which renders a template. */
 const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS, "chat_template_kwargs", "add_generation_prompt", "continue_final_message"];
 const COMPLETION_FIELDS = [...REFERENCE_COMPLETIONS, ...EXTENSIONS];

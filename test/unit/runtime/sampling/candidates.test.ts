@@ -104,6 +104,21 @@ describe("min_tokens and ignore_eos keep the model's end tokens out", () => {
     expect(new SequenceSampler({ temperature: 0, ignore_eos: true }).sample(row()).token).toBe(7);
   });
 
+  it("stop_token_ids are held back until min_tokens too, but ignore_eos leaves them in force", () => {
+    const stopRow = () => {
+      const logits = row();
+      logits[5] = 12;
+      return logits;
+    };
+    const s = new SequenceSampler({ temperature: 0, min_tokens: 1, stop_token_ids: [5] }, { endIds: END });
+    expect(s.logitAdjustments(VOCAB)).toMatchObject({ ids: [...END, 5], bias: [-Infinity, -Infinity, -Infinity] });
+    expect(sampleFromDevice(s, stopRow())).toBe(3);
+    expect(s.sample(stopRow()).token).toBe(5);
+    const ignoring = new SequenceSampler({ temperature: 0, ignore_eos: true, stop_token_ids: [5] }, { endIds: END });
+    expect(ignoring.logitAdjustments(VOCAB)).toMatchObject({ ids: END });
+    expect(ignoring.sample(stopRow()).token).toBe(5);
+  });
+
   /** Greedy from the device's candidates for `logits`, as a GPU step would give them. */
   function sampleFromDevice(s: SequenceSampler, logits: Float32Array): number {
     return s.sampleCandidates(deviceRow(logits, s), VOCAB).token;

@@ -55,6 +55,14 @@ describe("validateSamplingParams", () => {
     expect(params(validateSamplingParams([]))).toEqual([""]);
   });
 
+  it("checks stop_token_ids against the vocabulary, naming the entry at fault", () => {
+    expect(validateSamplingParams({ stop_token_ids: [0, 49151] }, { vocabSize: 49152 })).toEqual([]);
+    expect(params(validateSamplingParams({ stop_token_ids: [3, 49152] }, { vocabSize: 49152 }))).toEqual(["stop_token_ids[1]"]);
+    expect(params(validateSamplingParams({ stop_token_ids: [-1] }))).toEqual(["stop_token_ids[0]"]);
+    expect(params(validateSamplingParams({ stop_token_ids: new Array(257).fill(1) }))).toEqual(["stop_token_ids"]);
+    expect([...resolveSamplingParams({ stop_token_ids: [4, 4, 2], min_tokens: 3 }).stopIds]).toEqual([4, 2]);
+  });
+
   it("requires logprobs for top_logprobs", () => {
     expect(params(validateSamplingParams({ top_logprobs: 3 }))).toEqual(["top_logprobs"]);
     expect(params(validateSamplingParams({ top_logprobs: 3, logprobs: false }))).toEqual(["top_logprobs"]);

@@ -55,6 +55,20 @@ describe("BatchEngine", () => {
     expect(atContext.finish[0]).toMatchObject({ reason: "length", completionTokens: 3 });
   });
 
+  it("ends at a request's stop token as at the model's, or keeps it and a stop string with includeStop", async () => {
+    const script = (tokens: number[]) => (h: readonly number[]) => tokens[h.length - 3] ?? 0;
+    const next = script([0, 27, 1, 28, 29, 30, 2]);
+    const atToken = await collect(setup({ next }).engine.submit(request({ sampling: { stop_token_ids: [27] } })));
+    expect(atToken.text).toBe("a");
+    expect(atToken.finish[0]).toMatchObject({ reason: "stop", completionTokens: 1 });
+    const kept = await collect(setup({ next }).engine.submit(request({ sampling: { stop_token_ids: [27] }, includeStop: true })));
+    expect(kept.text).toBe("aS");
+    expect(kept.finish[0]).toMatchObject({ reason: "stop", completionTokens: 2 });
+    const keptString = await collect(setup({ next: script([0, 27, 28, 29, 30, 1]) }).engine.submit(request({ stop: ["TOP", "STOP"], includeStop: true })));
+    expect(keptString.text).toBe("aSTOP");
+    expect(keptString.finish[0]).toMatchObject({ reason: "stop", completionTokens: 5 });
+  });
+
   it("reports log probabilities with the text they belong to", async () => {
     const { engine } = setup({ next: () => 0 });
     const { events } = await collect(engine.submit(request({ maxTokens: 2, logprobs: { top: 1 } })));

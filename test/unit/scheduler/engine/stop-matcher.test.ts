@@ -49,6 +49,12 @@ describe("StopMatcher", () => {
     expect(r.stopped).toBe(true);
   });
 
+  it("with keep, releases the longest stop string matched at the first place with the text before it", () => {
+    const m = new StopMatcher(["b", "ab", "abc"], true);
+    expect(m.push("xa")).toEqual({ text: "x", stopped: false });
+    expect(m.push("bcd")).toEqual({ text: "abc", stopped: true });
+  });
+
   it("ignores empty stop strings and handles unicode", () => {
     expect(feed(["", "🍌"], ["I like ", "🍌 a lot"]).text).toBe("I like ");
   });
