@@ -140,6 +140,10 @@ export const GENERATION_EXTENSIONS = [
   "guided_json",
   "guided_regex",
   "guided_choice",
+  "guided_grammar",
+  "structured_outputs",
+  "grammar",
+  "json_schema",
 ] as const;
 
 /** {@link FOREIGN_EXTENSIONS} less those an endpoint honours: what it refuses by name. */

@@ -1,7 +1,8 @@
 /**
- * What a generation request says its output must be: chat's `response_format`, or the vLLM-style
- * extensions `guided_json`, `guided_regex` and `guided_choice` (both endpoints). At most one per
- * request; it is checked while the body is parsed, before any work, so a constraint the engine
+ * What a generation request says its output must be: chat's `response_format`, or the other
+ * servers' extensions on both endpoints: vLLM's `guided_json`, `guided_regex`, `guided_choice`,
+ * `guided_grammar` and `structured_outputs`, llama.cpp's `grammar` and `json_schema`. At most one
+ * per request; it is checked while the body is parsed, before any work, so a constraint the engine
  * cannot enforce is a 400 naming the field rather than a failure mid-generation.
  */
 import { z } from "zod";
@@ -10,11 +11,36 @@ import { apiError } from "../errors.js";
 import type { ResponseFormat } from "./chat-completions.js";
 
 /** The extensions' fields, spread into both endpoints' schemas. */
+// A string too, since vLLM's clients often send the schema already serialized.
+const schemaValue = z.union([z.record(z.string(), z.unknown()), z.string()]);
+
+/** vLLM's `structured_outputs`: one of its constraints, and the flags that change nothing in kiln. */
+const structuredOutputs = z.strictObject({
+  json: schemaValue.nullish(),
+  regex: z.string().nullish(),
+  choice: z.array(z.string()).min(1).nullish(),
+  grammar: z.string().nullish(),
+  json_object: z.boolean().nullish(),
+  /** kiln has one engine: nothing to fall back from. */
+  disable_fallback: z.boolean().nullish(),
+  /** kiln's schemas always refuse properties they do not list. */
+  disable_additional_properties: z.boolean().nullish(),
+});
+type StructuredOutputs = z.output<typeof structuredOutputs>;
+const STRUCTURED_KINDS = ["json", "regex", "choice", "grammar", "json_object"] as const;
+
 export const constraintFields = {
-  // A string too, since vLLM's clients often send the schema already serialized.
-  guided_json: z.union([z.record(z.string(), z.unknown()), z.string()]).nullish(),
+  guided_json: schemaValue.nullish(),
   guided_regex: z.string().nullish(),
   guided_choice: z.array(z.string()).min(1).nullish(),
+  /** vLLM's: a GBNF grammar. */
+  guided_grammar: z.string().nullish(),
+  /** vLLM's newer spelling of the `guided_*` fields. */
+  structured_outputs: structuredOutputs.nullish(),
+  /** llama.cpp's: a GBNF grammar ("" is none). */
+  grammar: z.string().nullish(),
+  /** llama.cpp's: a JSON schema. */
+  json_schema: z.record(z.string(), z.unknown()).nullish(),
 };
 
 /** The fields of a parsed body that can constrain its output (`response_format` on chat only). */
@@ -23,9 +49,21 @@ export interface ConstraintFields {
   guided_json?: Record<string, unknown> | string | null;
   guided_regex?: string | null;
   guided_choice?: string[] | null;
+  guided_grammar?: string | null;
+  structured_outputs?: StructuredOutputs | null;
+  grammar?: string | null;
+  json_schema?: Record<string, unknown> | null;
 }
 
-export type ConstraintParam = "response_format" | "guided_json" | "guided_regex" | "guided_choice";
+export type ConstraintParam =
+  | "response_format"
+  | "guided_json"
+  | "guided_regex"
+  | "guided_choice"
+  | "guided_grammar"
+  | "structured_outputs"
+  | "grammar"
+  | "json_schema";
 
 /**
  * The one output constraint of a body that its endpoint's parse function accepted, or undefined
@@ -48,7 +86,9 @@ export function checkRequestConstraint(body: ConstraintFields): void {
     if (param === "response_format") {
       if (body.response_format?.type === "json_schema") checkJsonSchema(body.response_format.json_schema.schema ?? {});
     } else if (param === "guided_json") {
-      checkJsonSchema(guidedSchema(body.guided_json!));
+      checkJsonSchema(guidedSchema(body.guided_json!, param));
+    } else if (param === "json_schema") {
+      checkJsonSchema(body.json_schema);
     } else {
       checkConstraint(specOf(body, param));
     }
@@ -95,6 +135,10 @@ export function constraintField(body: ConstraintFields): ConstraintParam | undef
   if (body.guided_json != null) asked.push("guided_json");
   if (body.guided_regex != null) asked.push("guided_regex");
   if (body.guided_choice != null) asked.push("guided_choice");
+  if (body.guided_grammar != null) asked.push("guided_grammar");
+  if (body.structured_outputs != null && structuredKind(body.structured_outputs) !== undefined) asked.push("structured_outputs");
+  if (body.grammar != null && body.grammar !== "") asked.push("grammar");
+  if (body.json_schema != null) asked.push("json_schema");
   if (asked.length > 1) {
     // Constraints do not compose: the engine holds each sequence to one grammar.
     throw apiError("invalid_value", `Only one output constraint per request: '${asked[1]}' cannot be combined with '${asked[0]}'.`, asked[1]);
@@ -107,32 +151,68 @@ function specOf(body: ConstraintFields, param: ConstraintParam): ConstraintSpec 
     case "response_format":
       return responseFormatConstraint(body.response_format)!;
     case "guided_json":
-      return { type: "json_schema", schema: JSON.stringify(guidedSchema(body.guided_json!)) };
+      return { type: "json_schema", schema: JSON.stringify(guidedSchema(body.guided_json!, param)) };
     case "guided_regex":
       return { type: "regex", pattern: body.guided_regex! };
     case "guided_choice":
       return { type: "choice", choices: body.guided_choice! };
+    case "guided_grammar":
+      return { type: "grammar", grammar: body.guided_grammar! };
+    case "grammar":
+      return { type: "grammar", grammar: body.grammar! };
+    case "json_schema":
+      return { type: "json_schema", schema: JSON.stringify(body.json_schema) };
+    case "structured_outputs":
+      return structuredSpec(body.structured_outputs!);
   }
 }
 
-/** `guided_json` as a schema object: sent as one, or as a string holding one. */
-function guidedSchema(value: Record<string, unknown> | string): Record<string, unknown> {
+/** The one constraint `structured_outputs` holds, or undefined for none; a second is a 400 naming it. */
+function structuredKind(value: StructuredOutputs): (typeof STRUCTURED_KINDS)[number] | undefined {
+  const asked = STRUCTURED_KINDS.filter((k) => (k === "json_object" ? value[k] === true : value[k] != null));
+  if (asked.length > 1) {
+    throw apiError(
+      "invalid_value",
+      `Only one output constraint per request: 'structured_outputs.${asked[1]}' cannot be combined with 'structured_outputs.${asked[0]}'.`,
+      "structured_outputs",
+    );
+  }
+  return asked[0];
+}
+
+function structuredSpec(value: StructuredOutputs): ConstraintSpec {
+  switch (structuredKind(value)!) {
+    case "json":
+      return { type: "json_schema", schema: JSON.stringify(guidedSchema(value.json!, "structured_outputs")) };
+    case "regex":
+      return { type: "regex", pattern: value.regex! };
+    case "choice":
+      return { type: "choice", choices: value.choice! };
+    case "grammar":
+      return { type: "grammar", grammar: value.grammar! };
+    case "json_object":
+      return { type: "json_object" };
+  }
+}
+
+/** A schema sent as an object, or as a string holding one (`guided_json`, `structured_outputs.json`). */
+function guidedSchema(value: Record<string, unknown> | string, param: ConstraintParam): Record<string, unknown> {
   if (typeof value !== "string") return value;
   let schema: unknown;
   try {
     schema = JSON.parse(value);
   } catch (err) {
-    throw apiError("invalid_value", `Invalid 'guided_json': the string is not valid JSON (${(err as Error).message}).`, "guided_json");
+    throw apiError("invalid_value", `Invalid '${param}': the string is not valid JSON (${(err as Error).message}).`, param);
   }
   if (schema === null || typeof schema !== "object" || Array.isArray(schema)) {
-    throw apiError("invalid_value", "Invalid 'guided_json': expected a JSON schema object, or a string holding one.", "guided_json");
+    throw apiError("invalid_value", `Invalid '${param}': expected a JSON schema object, or a string holding one.`, param);
   }
   return schema as Record<string, unknown>;
 }
 
 function constraintError(param: ConstraintParam, err: ConstraintError): Error {
-  if (param === "response_format" || param === "guided_json") {
-    const field = param === "response_format" ? "response_format.json_schema.schema" : "guided_json";
+  if (param === "response_format" || param === "guided_json" || param === "json_schema") {
+    const field = param === "response_format" ? "response_format.json_schema.schema" : param;
     const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
     return apiError("invalid_value", `Invalid '${field}': ${where}: ${err.message}`, param);
   }

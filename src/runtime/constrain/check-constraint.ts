@@ -5,13 +5,14 @@
  *
  * Structural tags are checked against what web-xgrammar 0.1.27's parser and analyzer require
  * (cpp/structural_tag.cc at the commit the package was built from), plus what kiln refuses on top:
- * unknown fields (the engine ignores them), the `grammar` and `qwen_xml_parameter` formats (raw
- * EBNF cannot be checked before it reaches the engine), NUL characters (the engine cuts strings at
- * them) and lone surrogates.
+ * unknown fields (the engine ignores them), the `qwen_xml_parameter` format, NUL characters (the
+ * engine cuts strings at them) and lone surrogates. A `grammar` format, and a grammar constraint,
+ * hold GBNF, checked by gbnf.ts; it reaches the engine only as gbnf.ts rewrites it.
  */
 import { checkJsonSchema } from "./check-schema.js";
 import type { ConstraintSpec } from "./engine.js";
 import { ConstraintError } from "./errors.js";
+import { engineEbnf, parseGbnf } from "./gbnf.js";
 import { regexProblem } from "./regex.js";
 
 /** Deepest nesting of structural-tag formats accepted (schemas inside have their own limit). */
@@ -23,6 +24,7 @@ export type CheckedConstraint =
   | { type: "json_schema"; key: string; schema: unknown }
   | { type: "regex"; key: string; pattern: string }
   | { type: "choice"; key: string; choices: string[] }
+  | { type: "grammar"; key: string; ebnf: string }
   | { type: "structural_tag"; key: string; format: Json };
 
 type Json = Record<string, unknown>;
@@ -57,6 +59,10 @@ export function checkedConstraint(spec: ConstraintSpec): CheckedConstraint {
         if (bad) throw new ConstraintError(`choice ${i} holds ${bad}`, `/${i}`, "choices");
       });
       return { type: "choice", key: "choice:" + JSON.stringify(choices), choices: choices as string[] };
+    }
+    case "grammar": {
+      const ebnf = engineEbnf(parseGbnf(spec.grammar));
+      return { type: "grammar", key: "grammar:" + ebnf, ebnf };
     }
     case "structural_tag": {
       const format = parseJson(spec.format, "the structural tag format");
@@ -98,6 +104,7 @@ const FORMATS: Record<string, { required: string[]; optional: string[] }> = {
   const_string: { required: ["value"], optional: [] },
   json_schema: { required: ["json_schema"], optional: [] },
   regex: { required: ["pattern"], optional: [] },
+  grammar: { required: ["grammar"], optional: [] },
   sequence: { required: ["elements"], optional: [] },
   or: { required: ["elements"], optional: [] },
   tag: { required: ["begin", "content", "end"], optional: [] },
@@ -106,7 +113,6 @@ const FORMATS: Record<string, { required: string[]; optional: string[] }> = {
 };
 
 const REFUSED_FORMATS: Record<string, string> = {
-  grammar: "raw EBNF grammars are not accepted (they cannot be checked before the engine)",
   qwen_xml_parameter: "qwen_xml_parameter is not supported",
   structural_tag: 'pass the format itself, not the {"type": "structural_tag", "format": ...} wrapper',
 };
@@ -163,6 +169,16 @@ class FormatChecker {
       case "regex": {
         const problem = regexProblem(text("pattern", true));
         if (problem !== undefined) fail("pattern", problem);
+        return false;
+      }
+      case "grammar": {
+        const grammar = text("grammar", true);
+        try {
+          parseGbnf(grammar);
+        } catch (e) {
+          if (!(e instanceof ConstraintError)) throw e;
+          fail("grammar", e.message);
+        }
         return false;
       }
       case "json_schema": {

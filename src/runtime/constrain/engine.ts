@@ -20,6 +20,7 @@ import { checkedConstraint, type CheckedConstraint } from "./check-constraint.js
 import { ConstraintError } from "./errors.js";
 import { fillIntegerRanges, placeIntegerRanges } from "./int-range.js";
 import { JSON_OBJECT_EBNF, JSON_WS_EBNF } from "./json-object-grammar.js";
+import { engineEbnf, parseGbnf } from "./gbnf.js";
 import { engineRegex } from "./regex.js";
 import { loadXgrammar, type Xgrammar } from "./xgrammar.js";
 
@@ -29,6 +30,8 @@ import { loadXgrammar, type Xgrammar } from "./xgrammar.js";
  * - `json_schema`: JSON valid against `schema` (JSON text of the client's schema);
  * - `regex`: text matching `pattern` whole (vLLM's `guided_regex`; the dialect regex.ts accepts);
  * - `choice`: exactly one of `choices` (vLLM's `guided_choice`);
+ * - `grammar`: text the GBNF `grammar` derives from its `root` rule (llama.cpp's `grammar`, vLLM's
+ *   `guided_grammar`; the dialect gbnf.ts accepts);
  * - `structural_tag`: `format` is the JSON text of an xgrammar structural-tag format (free text,
  *   tags whose content is constrained, triggers): how tool calls are constrained.
  */
@@ -37,6 +40,7 @@ export type ConstraintSpec =
   | { type: "json_schema"; schema: string }
   | { type: "regex"; pattern: string }
   | { type: "choice"; choices: string[] }
+  | { type: "grammar"; grammar: string }
   | { type: "structural_tag"; format: string };
 
 export interface TokenMatcher {
@@ -158,27 +162,27 @@ class Instance {
   private compile(c: Exclude<CheckedConstraint, { type: "json_object" }>): unknown {
     const compiler = this.compiler.handle as CompilerHandle;
     switch (c.type) {
-      case "json_schema": {
-        const grammar = this.grammarClass.FromEBNF(this.schemaEbnf(c.schema), "root");
-        try {
-          return compiler.CompileGrammar(grammar);
-        } finally {
-          grammar.delete();
-        }
-      }
+      case "json_schema":
+        return this.compileEbnf(this.schemaEbnf(c.schema));
       case "regex":
         return compiler.CompileStructuralTag(structuralTag({ type: "regex", pattern: engineRegex(c.pattern) }));
-      case "choice": {
+      case "choice":
         // EBNF rather than an `or` of const strings, which cannot hold an empty choice.
-        const grammar = this.grammarClass.FromEBNF(choiceEbnf(c.choices), "root");
-        try {
-          return compiler.CompileGrammar(grammar);
-        } finally {
-          grammar.delete();
-        }
-      }
+        return this.compileEbnf(choiceEbnf(c.choices));
+      case "grammar":
+        return this.compileEbnf(c.ebnf);
       case "structural_tag":
         return compiler.CompileStructuralTag(structuralTag(this.engineFormat(c.format)));
+    }
+  }
+
+  /** Compiles EBNF whose root rule is `root` (written by kiln, so the engine's parser accepts it). */
+  private compileEbnf(ebnf: string): unknown {
+    const grammar = this.grammarClass.FromEBNF(ebnf, "root");
+    try {
+      return (this.compiler.handle as CompilerHandle).CompileGrammar(grammar);
+    } finally {
+      grammar.delete();
     }
   }
 
@@ -186,7 +190,8 @@ class Instance {
    * A checked structural-tag format as the engine must be given it. The engine compiles a
    * `json_schema` element with its defaults (any white space, unbounded), so each becomes a
    * `grammar` element holding the schema's EBNF built with kiln's JSON-schema settings, the same
-   * as a `json_schema` constraint; regex patterns get kiln's rewriting (engineRegex).
+   * as a `json_schema` constraint; regex patterns get kiln's rewriting (engineRegex), GBNF
+   * grammars gbnf.ts's.
    */
   private engineFormat(node: unknown): unknown {
     if (Array.isArray(node)) return node.map((n) => this.engineFormat(n));
@@ -194,6 +199,7 @@ class Instance {
     const format = node as Record<string, unknown>;
     if (format.type === "json_schema") return { type: "grammar", grammar: this.schemaEbnf(format.json_schema) };
     if (format.type === "regex") return { type: "regex", pattern: engineRegex(format.pattern as string) };
+    if (format.type === "grammar") return { type: "grammar", grammar: engineEbnf(parseGbnf(format.grammar as string)) };
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(format)) out[k] = k === "content" || k === "elements" || k === "tags" ? this.engineFormat(v) : v;
     return out;

@@ -2,7 +2,7 @@
  * A constraint that lets a reasoning model think first. Its thinking is free text up to `</think>`,
  * and the constraint holds only after it, as vLLM applies structured output past a reasoning
  * parser's end:
- * - a JSON schema, a regex, a choice or a forced tool call would otherwise hold from the first token,
+ * - a JSON schema, a regex, a choice, a grammar or a forced tool call would otherwise hold from the first token,
  *   leaving a model that always thinks (the DeepSeek-R1 distills) no room to;
  * - tool calls on `auto` are held to their grammar once their opening tag appears, and a model that
  *   writes that tag while it thinks ("I could use <tool_call> here") must not be forced into a call
@@ -38,6 +38,8 @@ function structuralFormat(spec: ConstraintSpec): unknown {
       return { type: "json_schema", json_schema: { type: "object", additionalProperties: true } };
     case "regex":
       return { type: "regex", pattern: spec.pattern };
+    case "grammar":
+      return { type: "grammar", grammar: spec.grammar };
     case "choice":
       return spec.choices.includes("")
         ? { type: "regex", pattern: optionalChoice(spec.choices) }

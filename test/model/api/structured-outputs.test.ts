@@ -144,6 +144,51 @@ describe("structured outputs on the real model", () => {
     expect(ajv.validate(schema, JSON.parse(json.choices[0].message.content ?? "")), json.choices[0].message.content ?? "").toBe(true);
   }, 120_000);
 
+  it("honours GBNF grammars (llama.cpp's grammar, vLLM's guided_grammar and structured_outputs) and llama.cpp's json_schema", async () => {
+    const extended = (body: Record<string, unknown>) => body as unknown as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
+    const messages = [{ role: "user" as const, content: "Give me a short shopping list." }];
+    // A list of one to four lower-case items, each on its own line after "- ".
+    const list = 'root ::= item{1,4}\nitem ::= "- " [a-z] [a-z ]{0,20} "\\n"   # one line each';
+    const listHolds = /^(- [a-z][a-z ]{0,20}\n){1,4}$/;
+    for (const temperature of [0, 1]) {
+      const chat = await client.chat.completions.create(extended({ model: TEXT_SLUG, messages, max_tokens: 60, temperature, seed: 4, grammar: list }));
+      expect(chat.choices[0].message.content, `temperature ${temperature}`).toMatch(listHolds);
+      expect(chat.choices[0].finish_reason).toBe("stop");
+    }
+    const streamed = await client.completions.create({
+      model: TEXT_SLUG,
+      prompt: "Shopping list:\n",
+      max_tokens: 60,
+      temperature: 1,
+      seed: 9,
+      stream: true,
+      ...({ guided_grammar: list } as object),
+    });
+    let text = "";
+    for await (const chunk of streamed) text += chunk.choices[0]?.text ?? "";
+    expect(text).toMatch(listHolds);
+    const choice = await client.completions.create({
+      model: TEXT_SLUG,
+      prompt: "The sky is",
+      max_tokens: 8,
+      ...({ structured_outputs: { choice: ["blue", "grey"] } } as object),
+    });
+    expect(["blue", "grey"]).toContain(choice.choices[0].text);
+    const schema = { type: "object", properties: { n: { type: "integer", minimum: 1, maximum: 9 } }, required: ["n"], additionalProperties: false };
+    const json = await client.chat.completions.create(
+      extended({ model: TEXT_SLUG, messages: [{ role: "user", content: "Pick a number." }], max_tokens: 30, json_schema: schema }),
+    );
+    expect(new Ajv2020({ strict: false }).validate(schema, JSON.parse(json.choices[0].message.content ?? "")), json.choices[0].message.content ?? "").toBe(
+      true,
+    );
+    const bad = await client.chat.completions.create(extended({ model: TEXT_SLUG, messages, grammar: "root ::= item" })).catch((e: unknown) => e);
+    expect(bad).toMatchObject({
+      status: 400,
+      param: "grammar",
+      message: expect.stringContaining("Invalid 'grammar': line 1, column 10: rule \"item\" is used but never defined"),
+    });
+  }, 120_000);
+
   it("refuses a keyword it cannot enforce with a 400 naming it", async () => {
     const bad = { type: "object", properties: { a: { type: "array", items: { type: "integer" }, uniqueItems: true } }, required: ["a"] };
     await expect(

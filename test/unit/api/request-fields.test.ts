@@ -83,6 +83,10 @@ const EXTENSIONS = [
   "guided_json",
   "guided_regex",
   "guided_choice",
+  "guided_grammar",
+  "structured_outputs",
+  "grammar",
+  "json_schema",
 ];
 /** vLLM's and llama.cpp's template variables: honoured on chat, which renders a template. */
 const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS, "chat_template_kwargs", "add_generation_prompt", "continue_final_message"];
@@ -141,7 +145,16 @@ describe("the known top-level fields", () => {
 });
 
 describe("unknown top-level fields: other servers' extensions refused by name, the rest ignored and named back", () => {
-  const foreign = ["guided_grammar", "prompt_logprobs", "use_beam_search", "grammar", "json_schema", "mirostat", "chat_template_kwargs", "options"];
+  const foreign = [
+    "guided_decoding_backend",
+    "prompt_logprobs",
+    "use_beam_search",
+    "bad_words",
+    "allowed_token_ids",
+    "mirostat",
+    "chat_template_kwargs",
+    "options",
+  ];
   for (const url of [CHAT_URL, COMPLETIONS_URL]) {
     for (const field of foreign.filter((f) => url === COMPLETIONS_URL || f !== "chat_template_kwargs")) {
       it(`${url}: ${field} is a 400 naming it`, async () => {
@@ -326,6 +339,16 @@ describe("output constraints: response_format and guided_*", () => {
       [{ guided_json: schema }, { type: "json_schema", schema: JSON.stringify(schema) }],
       [{ guided_regex: "H.*" }, { type: "regex", pattern: "H.*" }],
       [{ guided_choice: ["Hello", "Bye"] }, { type: "choice", choices: ["Hello", "Bye"] }],
+      [{ guided_grammar: 'root ::= "H" [a-z]*' }, { type: "grammar", grammar: 'root ::= "H" [a-z]*' }],
+      [{ grammar: 'root ::= "H"' }, { type: "grammar", grammar: 'root ::= "H"' }],
+      [{ json_schema: schema }, { type: "json_schema", schema: JSON.stringify(schema) }],
+      [{ structured_outputs: { choice: ["Hello"] } }, { type: "choice", choices: ["Hello"] }],
+      [{ structured_outputs: { json: JSON.stringify(schema), disable_fallback: true } }, { type: "json_schema", schema: JSON.stringify(schema) }],
+      [{ structured_outputs: { grammar: 'root ::= "H"' } }, { type: "grammar", grammar: 'root ::= "H"' }],
+      [{ structured_outputs: { regex: "H.*" } }, { type: "regex", pattern: "H.*" }],
+      [{ structured_outputs: { json_object: true } }, { type: "json_object" }],
+      // llama.cpp's default: no grammar.
+      [{ grammar: "" }, undefined],
       [{}, undefined],
     ];
     for (const [fields, spec] of cases) {
@@ -356,6 +379,9 @@ describe("output constraints: response_format and guided_*", () => {
     [CHAT_URL, { guided_regex: "a", guided_choice: ["a"] }, "guided_choice"],
     [COMPLETIONS_URL, { guided_json: schema, guided_regex: "a" }, "guided_regex"],
     [COMPLETIONS_URL, { guided_json: schema, guided_regex: "a", guided_choice: ["a"] }, "guided_regex"],
+    [CHAT_URL, { response_format: { type: "json_object" }, grammar: 'root ::= "a"' }, "grammar"],
+    [COMPLETIONS_URL, { structured_outputs: { regex: "a", choice: ["a"] } }, "structured_outputs"],
+    [COMPLETIONS_URL, { guided_grammar: 'root ::= "a"', json_schema: schema }, "json_schema"],
   ];
   for (const [url, fields, param] of conflicts) {
     it(`${url}: ${Object.keys(fields).join(" + ")} -> 400 naming ${param}`, async () => {
@@ -379,6 +405,16 @@ describe("output constraints: response_format and guided_*", () => {
     ["a string that is not JSON", { guided_json: "{type: object}" }, "guided_json", "invalid_value"],
     ["a string holding JSON that is not an object", { guided_json: "[1, 2]" }, "guided_json", "invalid_value"],
     ["a schema of the wrong type", { guided_json: 5 }, "guided_json", "invalid_type"],
+    ["a grammar with an undefined rule", { grammar: "root ::= item" }, "grammar", "invalid_value"],
+    ["a grammar the engine would abort on", { guided_grammar: 'root ::= "unclosed' }, "guided_grammar", "invalid_value"],
+    ["a grammar inside structured_outputs", { structured_outputs: { grammar: "start ::= [a]" } }, "structured_outputs", "invalid_value"],
+    [
+      "a structured_outputs field kiln does not take",
+      { structured_outputs: { regex: "a", whitespace_pattern: " *" } },
+      "structured_outputs.whitespace_pattern",
+      "unknown_parameter",
+    ],
+    ["llama.cpp's json_schema kiln cannot enforce", { json_schema: { type: "string", format: "ipv5" } }, "json_schema", "invalid_value"],
   ];
   for (const url of [CHAT_URL, COMPLETIONS_URL]) {
     for (const [what, fields, param, code] of invalid) {
@@ -535,11 +571,11 @@ describe("the official npm openai client", () => {
         .create({
           model: SLUG,
           messages: [{ role: "user", content: "hi" }],
-          guided_grammar: 'root ::= "a"',
+          mirostat: 2,
         } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
         .catch((e: unknown) => e);
       expect(bad).toBeInstanceOf(BadRequestError);
-      expect(bad).toMatchObject({ status: 400, code: "unsupported_parameter", param: "guided_grammar" });
+      expect(bad).toMatchObject({ status: 400, code: "unsupported_parameter", param: "mirostat" });
     } finally {
       await app.close();
     }

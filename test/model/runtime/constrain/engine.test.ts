@@ -409,6 +409,82 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     empty.dispose();
   });
 
+  /** Whether `text` is a sum or difference of 1-3 digit numbers and parenthesized such expressions, whole. */
+  const isArithmetic = (text: string): boolean => {
+    let at = 0;
+    const term = (): boolean => {
+      if (text[at] === "(") {
+        at++;
+        return expr() && text[at++] === ")";
+      }
+      const digits = /^[0-9]{1,3}/.exec(text.slice(at));
+      if (!digits) return false;
+      at += digits[0].length;
+      return true;
+    };
+    const expr = (): boolean => {
+      if (!term()) return false;
+      while (text[at] === "+" || text[at] === "-") {
+        at++;
+        if (!term()) return false;
+      }
+      return true;
+    };
+    return expr() && at === text.length;
+  };
+  // [GBNF, what the output must be]
+  const grammars: Array<[string, (text: string) => boolean]> = [
+    ['root ::= ("yes" | "no") "."', (t) => /^(yes|no)\.$/.test(t)],
+    // Left recursion, a group over lines, a count.
+    ['root ::= expr\nexpr ::= expr ("+" | "-") term | term\nterm ::= [0-9]{1,3} | "(" (\n  expr\n) ")"', isArithmetic],
+    [
+      '# a short list of quoted words\nroot ::= "[" item ("," item){0,3} "]"   # at most four\nitem ::= "\\"" [^"\\\\\\n]{1,6} "\\""',
+      (t) => /^\["[^"\\\n]{1,6}"(,"[^"\\\n]{1,6}"){0,3}\]$/u.test(t),
+    ],
+    // Non-ASCII characters in a class and `.` are whole characters, never a lone byte.
+    ['root ::= "\\u00e9" [\\U0001F600-\\U0001F602x-z] . [^a-z]', (t) => /^é[😀-😂x-z].[^a-z]$/su.test(t)],
+    ['root ::= ("a"* "b"?)* "!" | ', (t) => /^((a*b?)*!)?$/.test(t)],
+  ];
+  for (const [grammar, holds] of grammars) {
+    it(`grammar ${JSON.stringify(grammar)}: random walks derive from it`, async () => {
+      const outputs: string[] = [];
+      for (let seed = 1; seed <= 8; seed++) {
+        const m = engine.matcher({ type: "grammar", grammar });
+        const text = await randomWalk(m, seed, 0.4);
+        m.dispose();
+        expect(holds(text), `${JSON.stringify(text)} from ${grammar}`).toBe(true);
+        outputs.push(text);
+      }
+      console.log(JSON.stringify({ grammar, outputs }));
+    });
+  }
+
+  it("grammar: a derivable text can be written, a token that leaves the grammar is refused, and a bad grammar never reaches the engine", async () => {
+    const arithmetic = 'root ::= expr\nexpr ::= expr ("+" | "-") term | term\nterm ::= [0-9]{1,3} | "(" expr ")"';
+    const written = engine.matcher({ type: "grammar", grammar: arithmetic });
+    await feed(written, "12+(3-45)-6");
+    expect(allowedIds(await maskOf(written))).toContain(stopIds[0]);
+    written.dispose();
+    await walk(engine.matcher({ type: "grammar", grammar: 'root ::= [a-c\\u00e9-\\u00fc\\U0001F600-\\U0001F602]{4} "!"' }), "é😁üa!");
+    const m = engine.matcher({ type: "grammar", grammar: arithmetic });
+    expect(m.accept(tokenizer.encode("+")[0])).toBe(false);
+    m.dispose();
+    for (const [grammar, message] of [
+      ["root ::= foo", /line 1, column 10: rule "foo" is used but never defined/],
+      ['root ::= "open', /line 1, column 10: the string literal is not closed/],
+      ['start ::= "x"', /no "root" rule/],
+      ['root ::= "a"\nroot ::= "b"', /line 2, column 1: rule "root" is defined twice/],
+      ['root ::= "a"{1,500}', /counts above/],
+      ['root ::= "\\q"', /unknown escape/],
+      ["root ::= [^é]", /negated class can exclude only ASCII/],
+    ] as const) {
+      expect(() => engine.matcher({ type: "grammar", grammar }), grammar).toThrow(message);
+    }
+    // The engine kept its instance: no abort reached it.
+    await engine.settled();
+    await walk(engine.matcher({ type: "grammar", grammar: 'root ::= "ok"' }), "ok");
+  });
+
   it("thinkingFirst: a call's tag written while thinking is free text; after </think>, the trigger holds the call to its grammar", async () => {
     for (const opened of [false, true]) {
       const m = engine.matcher(thinkingFirst(triggered, opened));
@@ -429,8 +505,9 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     plain.dispose();
   });
 
-  it("thinkingFirst: a JSON schema, any object, a regex or a choice holds after the thinking, which may hold anything", async () => {
+  it("thinkingFirst: a JSON schema, any object, a regex, a choice or a grammar holds after the thinking, which may hold anything", async () => {
     const cases: [ConstraintSpec, string][] = [
+      [{ type: "grammar", grammar: 'root ::= "[" [0-9]+ ("," [0-9]+)* "]"' }, "[1,23]"],
       [{ type: "json_schema", schema: JSON.stringify(SCHEMA) }, JSON.stringify(INSTANCE)],
       [{ type: "json_object" }, '{"any": [1, {"b": null}], "c": "d"}'],
       [{ type: "regex", pattern: "[0-9]{3}-(ab|cd)" }, "123-cd"],

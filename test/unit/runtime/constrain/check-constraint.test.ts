@@ -159,6 +159,7 @@ describe("structural_tag", () => {
     ["or of limited", { type: "or", elements: [{ type: "const_string", value: "a" }, schema({ type: "integer" })] }],
     ["or of unlimited", { type: "or", elements: [{ type: "any_text" }, { type: "triggered_tags", triggers: ["<"], tags: [call("f")] }] }],
     ["empty begin and end around a limited content", { type: "tag", begin: "", content: schema(true), end: "" }],
+    ["a GBNF grammar", { type: "tag", begin: "<a>", content: { type: "grammar", grammar: 'root ::= "x"+' }, end: "</a>" }],
   ];
   for (const [name, format] of accepted) it(`accepts ${name}`, () => expect(() => checkConstraint(tagged(format))).not.toThrow());
 
@@ -168,7 +169,7 @@ describe("structural_tag", () => {
     ["the wrapper", { type: "structural_tag", format: { type: "any_text" } }, "/type", "type", /the format itself/],
     ["an unknown type", { type: "json" }, "/type", "type", /unknown format type "json"/],
     ["a missing type", { value: "x" }, "/type", "type", /must be one of/],
-    ["raw grammar", { type: "grammar", grammar: 'root ::= "a"' }, "/type", "type", /EBNF/],
+    ["a bad grammar", { type: "grammar", grammar: "root ::= foo" }, "/grammar", "grammar", /line 1, column 10: rule "foo" is used but never defined/],
     ["qwen_xml_parameter", { type: "qwen_xml_parameter", json_schema: {} }, "/type", "type", /not supported/],
     ["an unknown field", { type: "const_string", value: "x", extra: 1 }, "/extra", "extra", /unknown field/],
     ["any_text with a field", { type: "any_text", max_tokens: 4 }, "/max_tokens", "max_tokens", /unknown field/],
