@@ -21,6 +21,12 @@ export const MAX_GRAMMAR_RULES = 512;
 /** Largest count in `{m,n}`: the engine writes out one rule per repetition. */
 export const MAX_GRAMMAR_REPEAT = 128;
 /**
+ * Most elements of a grammar with its counts multiplied out (`[a-z]{1,64}` is 64). The engine
+ * compiles a grammar on the model's worker thread, between steps, in about 1-4 ms per element
+ * that matches many tokens (SmolLM2's vocabulary, 2 cores), so this bounds the pause to about a second.
+ */
+export const MAX_GRAMMAR_SIZE = 512;
+/**
  * Most non-ASCII characters in one character class. The engine reads such a class byte by byte,
  * not as UTF-8 (`[é]` would allow the lone byte 0xE9), so kiln writes each non-ASCII member out as
  * a string of its own, and a negated class may exclude ASCII characters only.
@@ -111,6 +117,18 @@ function classEbnf(negated: boolean, ranges: ReadonlyArray<[number, number]>): s
   return `(${[...(ascii.length > 0 ? [asciiClass] : []), ...strings].join(" | ")})`;
 }
 
+/** Elements of `item` with its counts multiplied out (a reference counts once: the rule is compiled once). */
+function expandedSize(item: GrammarItem): number {
+  switch (item.kind) {
+    case "group":
+      return item.alternatives.reduce((n, seq) => n + seq.reduce((m, e) => m + expandedSize(e), 0), 0);
+    case "repeat":
+      return expandedSize(item.item) * Math.max(1, item.max ?? item.min);
+    default:
+      return 1;
+  }
+}
+
 class GbnfParser {
   private pos = 0;
   private readonly rules = new Map<string, GrammarItem[][]>();
@@ -130,6 +148,14 @@ class GbnfParser {
     if (this.rules.size === 0) this.fail("the grammar defines no rule", 0);
     if (!this.rules.has("root")) this.fail('the grammar has no "root" rule, where the output starts', 0);
     for (const ref of this.refs) if (!this.rules.has(ref.name)) this.fail(`rule "${ref.name}" is used but never defined`, ref.at);
+    const size = [...this.rules.values()].reduce((n, alts) => n + expandedSize({ kind: "group", alternatives: alts }), 0);
+    if (size > MAX_GRAMMAR_SIZE) {
+      throw new ConstraintError(
+        `the grammar expands to ${size} elements with its counts multiplied out; at most ${MAX_GRAMMAR_SIZE} are accepted`,
+        "",
+        "grammar",
+      );
+    }
     return { rules: this.rules };
   }
 

@@ -43,6 +43,8 @@ describe("GBNF grammars", () => {
     expect(problem('root ::= "\\ud800"')).toMatch(/not a Unicode character/);
     expect(problem("root ::= [\\u4e00-\\u9fa5]")).toMatch(/at most 256 are accepted/);
     expect(problem("")).toMatch(/defines no rule/);
+    expect(problem('root ::= ([a-z]{1,128} " "){1,4}')).toMatch(/expands to 516 elements/);
+    expect(problem('root ::= ([a-z]{1,120} " "){1,4}')).toBe("accepted");
     expect(problem("x".repeat(MAX_GRAMMAR_CHARS + 1))).toMatch(/characters long/);
     expect(problem('root ::= "a" | "b"\nother ::= root')).toBe("accepted");
   });
