@@ -22,7 +22,7 @@ type State =
   /** Before the answer's first visible text: a `<think>` here opens the reasoning. */
   | "start"
   | "reasoning"
-  /** Right after `</think>`: the white space that separates it from the answer is not content. */
+  /** Right after `</think>`: the line breaks that separate it from the answer are not content. */
   | "after-reasoning"
   | "content";
 
@@ -86,7 +86,8 @@ export class ThinkSplitter {
         return false;
       }
       case "after-reasoning": {
-        const rest = text.trimStart();
+        // Line breaks only: an answer held to a grammar (a choice " yes") may itself start with a blank.
+        const rest = text.replace(/^[\r\n]+/, "");
         if (rest === "" && !end) {
           this.held = "";
           return false;

@@ -40,6 +40,8 @@ const CASES: Array<{ name: string; text: string; opened: boolean; reasoning: str
   { name: "a second closing tag is content", text: "a</think>b</think>c", opened: true, reasoning: "a", content: "b</think>c" },
   { name: "an answer that is only a tag's start", text: "<thi", opened: false, reasoning: null, content: "<thi" },
   { name: "only white space", text: "  \n", opened: false, reasoning: null, content: "  \n" },
+  // The line breaks after the thinking are dropped, not an answer's own leading blank (a choice " yes").
+  { name: "an answer starting with a blank", text: "hm</think>\r\n\n yes", opened: true, reasoning: "hm", content: " yes" },
 ];
 
 describe("ThinkSplitter", () => {
