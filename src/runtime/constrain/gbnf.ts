@@ -26,13 +26,6 @@ export const MAX_GRAMMAR_REPEAT = 128;
  * that matches many tokens (SmolLM2's vocabulary, 2 cores), so this bounds the pause to about a second.
  */
 export const MAX_GRAMMAR_SIZE = 512;
-/**
- * Most non-ASCII characters in one character class. The engine reads such a class byte by byte,
- * not as UTF-8 (`[é]` would allow the lone byte 0xE9), so kiln writes each non-ASCII member out as
- * a string of its own, and a negated class may exclude ASCII characters only.
- */
-export const MAX_CLASS_NON_ASCII = 256;
-
 /** One element of a sequence. Characters are Unicode code points. */
 export type GrammarItem =
   | { kind: "literal"; chars: number[] }
@@ -106,15 +99,80 @@ function classChar(c: number): string {
   return escaped(c, "\\]-^[");
 }
 
-/** A character class as the engine matches it: the ASCII ranges as a class, each non-ASCII member as a string beside it. */
+/**
+ * A character class as the engine matches it. The engine reads a class member above U+007F as one
+ * byte, not as a UTF-8 character (`[é]` would allow the lone byte 0xE9), and ignores such members
+ * of a negated class. So a class that holds none is written as it is (the engine matches a negated
+ * ASCII class against whole UTF-8 characters), and any other as the ASCII members it allows beside
+ * the UTF-8 byte sequences of the non-ASCII characters it allows, one byte class per byte.
+ */
 function classEbnf(negated: boolean, ranges: ReadonlyArray<[number, number]>): string {
-  const ascii = ranges.filter(([lo]) => lo < 0x80).map(([lo, hi]): [number, number] => [lo, Math.min(hi, 0x7f)]);
-  const asciiClass = `[${negated ? "^" : ""}${ascii.map(([lo, hi]) => (lo === hi ? classChar(lo) : `${classChar(lo)}-${classChar(hi)}`)).join("")}]`;
-  if (negated) return asciiClass;
-  const strings: string[] = [];
-  for (const [lo, hi] of ranges) for (let c = Math.max(lo, 0x80); c <= hi; c++) strings.push(`"${escaped(c, '"\\')}"`);
-  if (strings.length === 0) return asciiClass;
-  return `(${[...(ascii.length > 0 ? [asciiClass] : []), ...strings].join(" | ")})`;
+  const byteClass = (parts: ReadonlyArray<[number, number]>, not = false) =>
+    `[${not ? "^" : ""}${parts.map(([lo, hi]) => (lo === hi ? classChar(lo) : `${classChar(lo)}-${classChar(hi)}`)).join("")}]`;
+  if (ranges.every(([, hi]) => hi < 0x80)) return byteClass(ranges, negated);
+  const allowed = negated ? complement(ranges) : ranges.filter(([lo, hi]) => !(lo === 0 && hi === 0));
+  const ascii = allowed.filter(([lo]) => lo < 0x80).map(([lo, hi]): [number, number] => [lo, Math.min(hi, 0x7f)]);
+  const sequences: Array<Array<[number, number]>> = [];
+  for (const [lo, hi] of allowed) if (hi >= 0x80) utf8Sequences(Math.max(lo, 0x80), hi, sequences);
+  // A class of one member above U+007F is read as that character, UTF-8 encoded, not as a byte: written twice, it stays a byte.
+  const oneByte = ([lo, hi]: [number, number]) => (lo === hi ? `[${classChar(lo)}${classChar(lo)}]` : byteClass([[lo, hi]]));
+  const parts = [...(ascii.length > 0 ? [byteClass(ascii)] : []), ...sequences.map((seq) => seq.map(oneByte).join(" "))];
+  return parts.length === 1 ? parts[0] : `(${parts.join(" | ")})`;
+}
+
+/** The code points outside `ranges`, NUL and the surrogates left out, as ascending ranges. */
+function complement(ranges: ReadonlyArray<[number, number]>): Array<[number, number]> {
+  const out: Array<[number, number]> = [];
+  let next = 1;
+  for (const [lo, hi] of [...ranges].sort((a, b) => a[0] - b[0])) {
+    if (lo > next) out.push([next, lo - 1]);
+    next = Math.max(next, hi + 1);
+  }
+  if (next <= MAX_CODE_POINT) out.push([next, MAX_CODE_POINT]);
+  return out;
+}
+
+/**
+ * Appends to `out` the UTF-8 encodings of the code points lo..hi (above U+007F; surrogates
+ * skipped) as sequences of byte ranges, each sequence's bytes independent of one another: the
+ * range is split where the encoded length changes, and where a continuation byte would not run
+ * over all of 0x80..0xBF (as Go's and Rust's regex engines compile Unicode classes).
+ */
+export function utf8Sequences(lo: number, hi: number, out: Array<Array<[number, number]>>): void {
+  if (lo > hi) return;
+  if (lo <= 0xdfff && hi >= 0xd800) {
+    utf8Sequences(lo, 0xd7ff, out);
+    utf8Sequences(0xe000, hi, out);
+    return;
+  }
+  for (const max of [0x7f, 0x7ff, 0xffff]) {
+    if (lo <= max && hi > max) {
+      utf8Sequences(lo, max, out);
+      utf8Sequences(max + 1, hi, out);
+      return;
+    }
+  }
+  const length = utf8Bytes(lo).length;
+  for (let i = 1; i < length; i++) {
+    const low = (1 << (6 * i)) - 1;
+    if (Math.floor(lo / (low + 1)) === Math.floor(hi / (low + 1))) continue;
+    if ((lo & low) !== 0) {
+      utf8Sequences(lo, lo | low, out);
+      utf8Sequences((lo | low) + 1, hi, out);
+      return;
+    }
+    if ((hi & low) !== low) {
+      utf8Sequences(lo, (hi & ~low) - 1, out);
+      utf8Sequences(hi & ~low, hi, out);
+      return;
+    }
+  }
+  const [a, b] = [utf8Bytes(lo), utf8Bytes(hi)];
+  out.push(a.map((byte, i): [number, number] => [byte, b[i]]));
+}
+
+function utf8Bytes(c: number): number[] {
+  return [...new TextEncoder().encode(String.fromCodePoint(c))];
 }
 
 /** Elements of `item` with its counts multiplied out (a reference counts once: the rule is compiled once). */
@@ -250,26 +308,23 @@ class GbnfParser {
     while (this.text[this.pos] !== "]") {
       if (this.pos >= this.text.length) this.fail('the character class is not closed with "]"', start);
       const at = this.pos;
-      const lo = this.char();
+      const lo = this.char(true);
       let hi = lo;
       if (this.text[this.pos] === "-" && this.text[this.pos + 1] !== "]" && this.pos + 1 < this.text.length) {
         this.pos++;
-        hi = this.char();
+        hi = this.char(true);
         if (hi < lo) this.fail(`the range ${String.fromCodePoint(lo)}-${String.fromCodePoint(hi)} goes backwards`, at);
       }
       ranges.push([lo, hi]);
     }
     this.pos++;
-    if (ranges.length === 0 && !negated) this.fail("the character class [] matches no character", start);
-    const nonAscii = ranges.reduce((n, [lo, hi]) => n + Math.max(0, hi - Math.max(lo, 0x80) + 1), 0);
-    const first = ranges.find(([, hi]) => hi >= 0x80);
-    if (negated && first) this.fail(`a negated class can exclude only ASCII characters, not "${String.fromCodePoint(Math.max(first[0], 0x80))}"`, start);
-    if (nonAscii > MAX_CLASS_NON_ASCII) this.fail(`the class holds ${nonAscii} non-ASCII characters; at most ${MAX_CLASS_NON_ASCII} are accepted`, start);
+    // NUL may be named (excluded, as JSON's grammars do), but never written.
+    if (!negated && ranges.every(([lo, hi]) => lo === 0 && hi === 0)) this.fail("the character class matches no character", start);
     return ranges.length === 0 ? { kind: "any" } : { kind: "class", negated, ranges };
   }
 
-  /** One character of a literal or class, an escape included; its code point. */
-  private char(): number {
+  /** One character of a literal or class, an escape included; its code point (NUL only in a class). */
+  private char(inClass = false): number {
     const at = this.pos;
     const cp = this.text.codePointAt(this.pos)!;
     if (cp !== 0x5c) {
@@ -288,7 +343,7 @@ class GbnfParser {
     const hex = this.text.slice(this.pos + 2, this.pos + 2 + digits);
     if (!new RegExp(`^[0-9A-Fa-f]{${digits}}$`).test(hex)) this.fail(`"\\${kind}" takes ${digits} hexadecimal digits`, at);
     const value = parseInt(hex, 16);
-    if (value === 0) this.fail("the grammar holds a NUL character", at);
+    if (value === 0 && !inClass) this.fail("a string cannot hold a NUL character", at);
     if (value > MAX_CODE_POINT || (value >= 0xd800 && value <= 0xdfff)) this.fail(`"\\${kind}${hex}" is not a Unicode character`, at);
     this.pos += 2 + digits;
     return value;

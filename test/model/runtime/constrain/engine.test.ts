@@ -444,6 +444,17 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     // Non-ASCII characters in a class and `.` are whole characters, never a lone byte.
     ['root ::= "\\u00e9" [\\U0001F600-\\U0001F602x-z] . [^a-z]', (t) => /^é[😀-😂x-z].[^a-z]$/su.test(t)],
     ['root ::= ("a"* "b"?)* "!" | ', (t) => /^((a*b?)*!)?$/.test(t)],
+    // Japanese scripts (llama.cpp's japanese.gbnf), then a negated class that excludes a non-ASCII character.
+    ["root ::= [一-龯ぁ-んァ-ン]{1,3} [^a-zé\\n]{2}", (t) => /^[一-龯ぁ-んァ-ン]{1,3}[^a-zé\n]{2}$/u.test(t)],
+    // llama.cpp's list.gbnf and json.gbnf's string: NUL and non-ASCII characters named in negated classes.
+    [
+      'root ::= ("- " item){1,2}\nitem ::= [^\\r\\n\\x0b\\x0c\\x85\\u2028\\u2029]{1,6} "\\n"',
+      (t) => /^(- [^\r\n\x0b\x0c\x85\u2028\u2029]{1,6}\n){1,2}$/u.test(t),
+    ],
+    [
+      'root ::= "\\"" ( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\bfnrt] | "u" [0-9a-fA-F]{4}) ){0,6} "\\""',
+      (t) => /^"([^"\\\x7f\x00-\x1f]|\\(["\\bfnrt]|u[0-9a-fA-F]{4})){0,6}"$/u.test(t),
+    ],
   ];
   for (const [grammar, holds] of grammars) {
     it(`grammar ${JSON.stringify(grammar)}: random walks derive from it`, async () => {
@@ -466,6 +477,10 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     expect(allowedIds(await maskOf(written))).toContain(stopIds[0]);
     written.dispose();
     await walk(engine.matcher({ type: "grammar", grammar: 'root ::= [a-c\\u00e9-\\u00fc\\U0001F600-\\U0001F602]{4} "!"' }), "é😁üa!");
+    await walk(engine.matcher({ type: "grammar", grammar: "root ::= [一-龯ぁ-んァ-ン]{1,3} [^a-zé\\n]{2}" }), "をンー!");
+    const notE = engine.matcher({ type: "grammar", grammar: "root ::= [^é]" });
+    expect(notE.accept(tokenizer.encode("é")[0])).toBe(false);
+    notE.dispose();
     const m = engine.matcher({ type: "grammar", grammar: arithmetic });
     expect(m.accept(tokenizer.encode("+")[0])).toBe(false);
     m.dispose();
@@ -476,7 +491,6 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
       ['root ::= "a"\nroot ::= "b"', /line 2, column 1: rule "root" is defined twice/],
       ['root ::= "a"{1,500}', /counts above/],
       ['root ::= "\\q"', /unknown escape/],
-      ["root ::= [^é]", /negated class can exclude only ASCII/],
     ] as const) {
       expect(() => engine.matcher({ type: "grammar", grammar }), grammar).toThrow(message);
     }

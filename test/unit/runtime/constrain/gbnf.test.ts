@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { engineEbnf, MAX_GRAMMAR_CHARS, parseGbnf } from "../../../../src/runtime/constrain/gbnf.js";
+import { engineEbnf, MAX_GRAMMAR_CHARS, parseGbnf, utf8Sequences } from "../../../../src/runtime/constrain/gbnf.js";
+import { Xoshiro128ss } from "../../../../src/runtime/sampling/prng.js";
 
 const ebnf = (text: string) => engineEbnf(parseGbnf(text));
 const problem = (text: string) => {
@@ -27,8 +28,36 @@ describe("GBNF grammars", () => {
     expect(ebnf('root ::= "\\"\\\\\\x41\\u00e9\\U0001F600" [\\]\\-^a] "b"{2} "c"{1,} "d"{0,3} ("e"+)?')).toBe(
       'root ::= "\\"\\\\A\\u00e9\\U0001f600" [\\]\\-\\^a] "b"{2} "c"+ "d"{0,3} ("e"+)?',
     );
-    // Non-ASCII class members become strings; `.` and [^] any character as a negated class.
-    expect(ebnf('root ::= [a\\u00e9-\\u00ea] [^"] . [^]')).toBe('root ::= ([a] | "\\u00e9" | "\\u00ea") [^"] [^\\u0000] [^\\u0000]');
+    // Non-ASCII class members as their UTF-8 bytes, a byte class each; `.` and [^] any character as a negated class.
+    expect(ebnf('root ::= [a\\u00e9-\\u00ea] [^"] . [^]')).toBe('root ::= ([a] | [\\u00c3\\u00c3] [\\u00a9-\\u00aa]) [^"] [^\\u0000] [^\\u0000]');
+    // A negated class with a non-ASCII member: what it allows, written out (NUL and surrogates never).
+    expect(ebnf("root ::= [^\\x00-\\x60b-\\x7f\\u0080-\\U0010FFFE]")).toBe(
+      "root ::= ([a] | [\\u00f4\\u00f4] [\\u008f\\u008f] [\\u00bf\\u00bf] [\\u00bf\\u00bf])",
+    );
+    // NUL may be named in a class (JSON's grammars exclude it), never written.
+    expect(ebnf('root ::= [^"\\\\\\x7F\\x00-\\x1F]')).toBe('root ::= [^"\\\\\\u007f\\u0000-\\u001f]');
+  });
+
+  it("writes any range of code points as UTF-8 byte sequences that encode exactly that range", () => {
+    const decode = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+    const expand = (seq: Array<[number, number]>): number[][] =>
+      seq.reduce<number[][]>((acc, [lo, hi]) => acc.flatMap((prefix) => Array.from({ length: hi - lo + 1 }, (_, i) => [...prefix, lo + i])), [[]]);
+    const rng = Xoshiro128ss.fromSeed(5);
+    for (let n = 0; n < 40; n++) {
+      const lo = 0x80 + Math.floor(rng.nextFloat() * 0x30000);
+      const hi = Math.min(0x10ffff, lo + Math.floor(rng.nextFloat() * (n % 2 ? 300 : 70000)));
+      const out: Array<Array<[number, number]>> = [];
+      utf8Sequences(lo, hi, out);
+      const got = out.flatMap(expand).map((bytes) => decode.decode(new Uint8Array(bytes)).codePointAt(0)!);
+      const want = Array.from({ length: hi - lo + 1 }, (_, i) => lo + i).filter((c) => c < 0xd800 || c > 0xdfff);
+      expect(
+        got.sort((a, b) => a - b),
+        `${lo.toString(16)}..${hi.toString(16)}`,
+      ).toEqual(want);
+    }
+    const all: Array<Array<[number, number]>> = [];
+    utf8Sequences(0x80, 0x10ffff, all);
+    expect(all.reduce((n, seq) => n + seq.reduce((m, [lo, hi]) => m * (hi - lo + 1), 1), 0)).toBe(0x110000 - 0x80 - 0x800);
   });
 
   it("refuses what the engine would abort on or mis-enforce, naming line and column", () => {
@@ -39,9 +68,9 @@ describe("GBNF grammars", () => {
     expect(problem("root ::= []")).toMatch(/matches no character/);
     expect(problem("root ::= *")).toMatch(/must follow an element/);
     expect(problem('root ::= "a"{3,2}')).toMatch(/maximum below its minimum/);
-    expect(problem('root ::= "\\x00"')).toMatch(/NUL/);
+    expect(problem('root ::= "\\x00"')).toMatch(/cannot hold a NUL/);
+    expect(problem("root ::= [\\x00]")).toMatch(/matches no character/);
     expect(problem('root ::= "\\ud800"')).toMatch(/not a Unicode character/);
-    expect(problem("root ::= [\\u4e00-\\u9fa5]")).toMatch(/at most 256 are accepted/);
     expect(problem("")).toMatch(/defines no rule/);
     expect(problem('root ::= ([a-z]{1,128} " "){1,4}')).toMatch(/expands to 516 elements/);
     expect(problem('root ::= ([a-z]{1,120} " "){1,4}')).toBe("accepted");
