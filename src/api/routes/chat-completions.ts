@@ -8,8 +8,8 @@ import { chatEnding, ignoredChatFields, parseChatCompletionRequest } from "../pr
 import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
 import { toolUseOf } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
-import { templateMessage } from "./chat-messages.js";
-import { answerPlan, checkEndTokens, completionBudget, truncatedPrompt } from "./generation-request.js";
+import { messageChars, templateMessage } from "./chat-messages.js";
+import { answerPlan, checkEndTokens, checkPromptLength, completionBudget, truncatedPrompt } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -36,7 +36,9 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     }
     const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
     const thinking = reasoningPlan(model, { effort: body.reasoning_effort, templateVariables: body.chat_template_kwargs }, forced);
-    const rendered = model.chatPrompt(body.messages.map(templateMessage), { tools: toolUse?.tools, variables: thinking.variables, ending: chatEnding(body) });
+    const messages = body.messages.map(templateMessage);
+    if (body.truncate_prompt_tokens == null) checkPromptLength(model, messageChars(messages), "messages");
+    const rendered = model.chatPrompt(messages, { tools: toolUse?.tools, variables: thinking.variables, ending: chatEnding(body) });
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
     const requested = body.max_completion_tokens ?? body.max_tokens;
     const promptIds = truncatedPrompt(model, rendered, body.truncate_prompt_tokens, requested);

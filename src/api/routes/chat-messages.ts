@@ -19,3 +19,13 @@ export function templateMessage(m: ChatMessageIn): ChatMessage {
   if (m.tool_call_id) out.tool_call_id = m.tool_call_id;
   return out;
 }
+
+/** Characters of text in `messages` (contents and text parts): what their prompt holds at least, before the template adds its own. */
+export function messageChars(messages: readonly ChatMessage[]): number {
+  let chars = 0;
+  for (const m of messages) {
+    if (typeof m.content === "string") chars += m.content.length;
+    else for (const part of m.content ?? []) chars += typeof part.text === "string" ? part.text.length : 0;
+  }
+  return chars;
+}

@@ -13,7 +13,7 @@ import {
 } from "../protocol/completions.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
-import { checkEndTokens, completionBudget, answerPlan, truncatedPrompt } from "./generation-request.js";
+import { checkEndTokens, checkPromptLength, completionBudget, answerPlan, truncatedPrompt } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -24,7 +24,7 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const ignored = ignoredFieldsHeader(ignoredCompletionFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
     const model = await lookupServedModel(ctx, request, body.model);
-    const prompts = promptsOf(model, body.prompt, body.echo === true).map((p) => truncated(model, p, body));
+    const prompts = promptsOf(model, body.prompt, body.echo === true, body.truncate_prompt_tokens != null).map((p) => truncated(model, p, body));
     const budgets = prompts.map((p) => ({
       promptIds: p.ids,
       maxTokens: completionBudget(model, p.ids.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS),
@@ -58,8 +58,11 @@ function truncated(model: ServedModel, prompt: Prompt, body: CompletionRequest):
 }
 
 /** The request's prompts, in order: a string, strings, token ids, or lists of token ids. */
-function promptsOf(model: ServedModel, prompt: CompletionRequest["prompt"], echo: boolean): Prompt[] {
-  const fromText = (text: string): Prompt => ({ ids: model.textPrompt(text), text });
+function promptsOf(model: ServedModel, prompt: CompletionRequest["prompt"], echo: boolean, truncating: boolean): Prompt[] {
+  const fromText = (text: string): Prompt => {
+    if (!truncating) checkPromptLength(model, text.length, "prompt");
+    return { ids: model.textPrompt(text), text };
+  };
   const fromIds = (ids: number[]): Prompt => {
     if (ids.some((id) => id >= model.vocabSize)) {
       throw apiError("invalid_value", `Token ids in 'prompt' must be below the vocabulary size ${model.vocabSize}.`, "prompt");

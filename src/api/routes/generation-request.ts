@@ -64,6 +64,22 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
 }
 
 /**
+ * A 400 `context_length_exceeded` for a prompt of `chars` characters that cannot fit the context
+ * whatever it tokenizes to, found before the work of tokenizing it (a prompt of megabytes would
+ * otherwise hold the server's event loop for as long as that takes).
+ * @param promptParam the field the prompt came from ("messages", "prompt" or "input")
+ */
+export function checkPromptLength(model: ServedModel, chars: number, promptParam: string): void {
+  const fewest = model.fewestTokens(chars);
+  if (fewest < model.contextLength) return;
+  throw apiError(
+    "context_length_exceeded",
+    `This model's maximum context length is ${model.contextLength} tokens. However, your ${promptParam} holds ${chars} characters, at least ${fewest} tokens. Please reduce the length of the ${promptParam}.`,
+    promptParam,
+  );
+}
+
+/**
  * The completion budget for a prompt of `promptTokens`: `requested` when it fits the context,
  * else a 400 `context_length_exceeded`; without a request, `fallback` clipped to what is left.
  * @param promptParam the field the prompt came from ("messages" or "prompt")

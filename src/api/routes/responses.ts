@@ -32,7 +32,8 @@ import {
   type ResponsesRequest,
 } from "../protocol/responses.js";
 import { functionToolUse, type OfferedChoice } from "../protocol/tools.js";
-import { answerPlan, completionBudget } from "./generation-request.js";
+import { messageChars } from "./chat-messages.js";
+import { answerPlan, checkPromptLength, completionBudget } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { responsesId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -276,6 +277,7 @@ function renderConversation(
   variables: Record<string, unknown> | undefined,
 ): { promptIds: number[]; kept: StoredItem[] } {
   let kept = items;
+  if (body.truncation !== "auto") checkPromptLength(model, messageChars(chatMessages(body.instructions, kept)), "input");
   for (;;) {
     const promptIds = chatPrompt(model, chatMessages(body.instructions, kept), toolUse, variables);
     if (body.truncation !== "auto" || promptIds.length + (body.max_output_tokens ?? 1) <= model.contextLength || kept.length <= 1) return { promptIds, kept };

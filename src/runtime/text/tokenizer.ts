@@ -85,6 +85,7 @@ export class Tokenizer {
   private readonly specials: SpecialTokenMatcher;
   private readonly wordCache = new Map<string, number[]>();
   private parsedTexts: readonly string[] | undefined;
+  private longestEntry: number | undefined;
   private readonly pieceCache: [Array<Uint8Array | undefined>, Array<Uint8Array | undefined>];
 
   private constructor(spec: TokenizerSpec) {
@@ -195,6 +196,17 @@ export class Tokenizer {
 
   get eogIds(): number[] {
     return [...this.eog].sort((a, b) => a - b);
+  }
+
+  /**
+   * Fewest tokens a text of `chars` UTF-16 units can encode to: no token covers more of the input
+   * than its vocabulary entry is long (a byte-level entry has a character per byte, a SentencePiece
+   * one its text). Bounds a prompt's length before the work of tokenizing it. Bytes the vocabulary
+   * cannot spell are dropped as llama.cpp drops them, so a text made of those encodes shorter.
+   */
+  fewestTokens(chars: number): number {
+    if (this.longestEntry === undefined) this.longestEntry = this.texts.reduce((n, t) => Math.max(n, t.length), 1);
+    return Math.ceil(chars / this.longestEntry);
   }
 
   isControl(id: number): boolean {

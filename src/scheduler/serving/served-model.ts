@@ -72,6 +72,8 @@ export interface ServedModel {
   reasoning: TemplateReasoning | null;
   /** Tokens of generated text, special-token text counted as the control tokens the model wrote (for `reasoning_tokens`). */
   countTokens(text: string): number;
+  /** Fewest tokens a prompt of `chars` characters can take (a bound known before tokenizing it). */
+  fewestTokens(chars: number): number;
   /**
    * How this model writes tool calls: `tools` given to {@link chatPrompt} reach it through its
    * template, or through this dialect's instructions when the template cannot render them.
@@ -174,6 +176,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     },
     reasoning: template?.reasoning ?? null,
     countTokens: (text) => tokenizer.encode(text, { parseSpecial: true }).length,
+    fewestTokens: (chars) => tokenizer.fewestTokens(chars),
     toolDialect,
     textPrompt: (prompt, bos) => encodePrompt(tokenizer, prompt, options.specialTokens, bos),
     decode: (ids) => tokenizer.decode(ids),

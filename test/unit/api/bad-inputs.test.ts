@@ -104,3 +104,47 @@ describe("an array of the wrong length", () => {
     await app.close();
   });
 });
+
+describe("a prompt too long for the context whatever it tokenizes to", () => {
+  const long = "x".repeat(600);
+  const cases: Array<[string, Record<string, unknown>, string]> = [
+    [
+      "/v1/chat/completions",
+      {
+        messages: [
+          { role: "system", content: "be brief" },
+          { role: "user", content: [{ type: "text", text: long }] },
+        ],
+      },
+      "messages",
+    ],
+    ["/v1/completions", { prompt: ["short", long] }, "prompt"],
+    ["/v1/responses", { input: long }, "input"],
+  ];
+  for (const [url, body, param] of cases) {
+    it(`${url}: a 400 naming ${param}, before it is rendered or tokenized`, async () => {
+      const fake = fakeModel({ contextLength: 512 });
+      const { app } = await fakeApp({ fake });
+      try {
+        const res = await app.inject({ method: "POST", url, payload: { model: SLUG, ...body }, headers: AUTH });
+        expectApiError(res, 400, "context_length_exceeded", param);
+        expect(res.json().error.message).toMatch(/holds 6\d\d characters, at least 6\d\d tokens/);
+        expect(fake.rendered).toHaveLength(0);
+      } finally {
+        await app.close();
+      }
+    });
+  }
+
+  it("is left to the tokens where truncate_prompt_tokens keeps the prompt's end", async () => {
+    const { app } = await fakeApp({ fake: fakeModel({ contextLength: 512 }) });
+    try {
+      const payload = { model: SLUG, prompt: long, max_tokens: 1, truncate_prompt_tokens: 100 };
+      const res = await app.inject({ method: "POST", url: "/v1/completions", payload, headers: AUTH });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json().usage.prompt_tokens).toBe(100);
+    } finally {
+      await app.close();
+    }
+  });
+});

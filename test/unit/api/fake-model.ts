@@ -89,6 +89,8 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     },
     reasoning: options.reasoning ?? null,
     countTokens: (text) => encode(text).length,
+    // One token per byte, and a character is at least one byte.
+    fewestTokens: (chars) => chars,
     toolDialect: hermes,
     textPrompt: encode,
     decode: (ids) => new TextDecoder().decode(Uint8Array.from(ids.filter((i) => i < 256))),

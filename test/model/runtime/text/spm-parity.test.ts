@@ -91,6 +91,13 @@ describe("SentencePiece tokenizer parity with llama.cpp", () => {
         });
       }
 
+      it("never counts more tokens for a text than it encodes to, before encoding it", () => {
+        for (const s of [...inputs, " ".repeat(3000), "▁".repeat(500)]) {
+          for (const parseSpecial of [true, false])
+            expect(tokenizer.fewestTokens(s.length), JSON.stringify(s.slice(0, 40))).toBeLessThanOrEqual(tokenizer.encode(s, { parseSpecial }).length);
+        }
+      });
+
       it("detokenizes to llama.cpp's text, and round-trips every string", () => {
         for (const s of inputs) {
           for (const parseSpecial of [true, false]) {

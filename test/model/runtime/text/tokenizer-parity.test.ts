@@ -61,6 +61,16 @@ describe("tokenizer parity with llama.cpp on SmolLM2-135M-Instruct", () => {
     });
   }
 
+  it("never counts more tokens for a text than it encodes to, before encoding it (bytes the vocabulary cannot spell aside)", () => {
+    const texts = [...inputs.filter(spellable), " ".repeat(5000), "=".repeat(3000), "😀".repeat(500), "<|im_start|>".repeat(50)];
+    for (const s of texts) {
+      for (const parseSpecial of [true, false])
+        expect(tokenizer.fewestTokens(s.length), JSON.stringify(s.slice(0, 40))).toBeLessThanOrEqual(tokenizer.encode(s, { parseSpecial }).length);
+    }
+    // Not a vacuous bound: 5,000 blanks take at least a few dozen tokens.
+    expect(tokenizer.fewestTokens(5000)).toBeGreaterThan(20);
+  });
+
   it("decodes to the same text as llama.cpp", () => {
     for (const s of inputs) {
       for (const parseSpecial of [true, false]) {
