@@ -5,7 +5,7 @@
  * default (no effect), otherwise a 400 names it.
  */
 import { z } from "zod";
-import { MAX_STOP_TOKEN_IDS } from "../../runtime/sampling/index.js";
+import { MAX_ALLOWED_TOKEN_IDS, MAX_BAD_WORDS, MAX_STOP_TOKEN_IDS } from "../../runtime/sampling/index.js";
 import { apiError } from "../errors.js";
 
 /** Most choices per request (`n`): they share one prompt pass and then decode side by side. */
@@ -33,6 +33,13 @@ export const samplingFields = {
   ignore_eos: z.boolean().nullish(),
   /** vLLM's extension: more tokens that end the output, as the model's end tokens do. */
   stop_token_ids: z.array(z.number().int().min(0)).max(MAX_STOP_TOKEN_IDS).nullish(),
+  /** vLLM's extension: only these tokens may be sampled. */
+  allowed_token_ids: z.array(z.number().int().min(0)).min(1).max(MAX_ALLOWED_TOKEN_IDS).nullish(),
+  /** vLLM's extension: words the output never writes (each tokenized alone and after a space). */
+  bad_words: z
+    .array(z.string().min(1).max(256))
+    .max(MAX_BAD_WORDS / 2)
+    .nullish(),
   /** vLLM's extension: a matched stop string or stop token stays in the output. */
   include_stop_str_in_output: z.boolean().nullish(),
   /** vLLM's extension: false writes control tokens into the output as their text. */
@@ -134,6 +141,8 @@ export const GENERATION_EXTENSIONS = [
   "min_tokens",
   "ignore_eos",
   "stop_token_ids",
+  "allowed_token_ids",
+  "bad_words",
   "include_stop_str_in_output",
   "skip_special_tokens",
   "truncate_prompt_tokens",

@@ -1,6 +1,7 @@
 /** Wire fields -> the scheduler's GenerationRequest: token budget, sampling, and the answer plan both endpoints run. */
 import type { ConstraintSpec } from "../../runtime/constrain/index.js";
 import { validateSamplingParams, type SamplingParams, type ServedModel } from "../../scheduler/index.js";
+import { MAX_BAD_WORD_TOKENS } from "../../runtime/sampling/index.js";
 import { apiError } from "../errors.js";
 import { stopList, type SharedFields } from "../protocol/common.js";
 import type { AnswerPlan } from "./generation.js";
@@ -39,6 +40,8 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
     min_tokens: body.min_tokens,
     ignore_eos: body.ignore_eos,
     stop_token_ids: body.stop_token_ids,
+    allowed_token_ids: body.allowed_token_ids,
+    ...(body.bad_words?.length ? { bad_words_ids: badWordIds(model, body.bad_words) } : {}),
     logprobs: topLogprobs !== null,
     top_logprobs: topLogprobs ?? 0,
   });
@@ -154,6 +157,27 @@ export function checkEndTokens(
       "min_tokens",
     );
   }
+}
+
+/**
+ * The token sequences of `bad_words`, as vLLM makes them: each word (its leading blanks taken off)
+ * tokenized alone and after a space, so that it is banned at the start of the text and after a word.
+ */
+function badWordIds(model: ServedModel, words: readonly string[]): number[][] {
+  const out: number[][] = [];
+  const seen = new Set<string>();
+  words.forEach((word, i) => {
+    for (const text of [word.trimStart(), " " + word.trimStart()]) {
+      const ids = model.textPrompt(text, false);
+      if (ids.length > MAX_BAD_WORD_TOKENS) {
+        throw apiError("invalid_value", `'bad_words[${i}]' is ${ids.length} tokens long; at most ${MAX_BAD_WORD_TOKENS} are accepted.`, `bad_words[${i}]`);
+      }
+      const key = ids.join(",");
+      if (ids.length > 0 && !seen.has(key)) out.push(ids);
+      seen.add(key);
+    }
+  });
+  return out;
 }
 
 /** Sampling parameters of a request, checked against the model (logit_bias ids within its vocabulary). */

@@ -3,3 +3,4 @@ export { checkJsonSchema } from "./check-schema.js";
 export { checkConstraint } from "./check-constraint.js";
 export { ConstraintEngine, type ConstraintSpec, type TokenMatcher } from "./engine.js";
 export { applyTokenMask } from "./mask.js";
+export { TokenSetMatcher } from "./token-set.js";

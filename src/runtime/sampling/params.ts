@@ -69,6 +69,19 @@ export interface SamplingParams {
    */
   stop_token_ids?: readonly number[] | null;
   /**
+   * kiln extension (vLLM's): only these tokens may be sampled, the model's end tokens included only
+   * when listed. Token ids within the vocabulary, at most {@link MAX_ALLOWED_TOKEN_IDS}; applied as a
+   * mask by the worker, on the CPU row and on the device. Default none (every token).
+   */
+  allowed_token_ids?: readonly number[] | null;
+  /**
+   * kiln extension (vLLM's `bad_words`, as token ids): a token that would complete one of these
+   * sequences at the end of the output is never sampled (a one-token sequence is never sampled at
+   * all). At most {@link MAX_BAD_WORDS} sequences of at most {@link MAX_BAD_WORD_TOKENS} ids each.
+   * Default none.
+   */
+  bad_words_ids?: ReadonlyArray<readonly number[]> | null;
+  /**
    * Seed of the sequence's random generator: the same seed and the same sequence of logits give
    * the same tokens. Any integer (values beyond 2^53 lose precision in JSON but stay
    * deterministic). Default: a random seed per sequence.
@@ -100,6 +113,11 @@ export const SAMPLING_LIMITS = {
 
 /** Most `stop_token_ids` of one request. */
 export const MAX_STOP_TOKEN_IDS = 256;
+/** Most `allowed_token_ids` of one request. */
+export const MAX_ALLOWED_TOKEN_IDS = 65536;
+/** Most token sequences of `bad_words_ids`, and most ids in one. */
+export const MAX_BAD_WORDS = 256;
+export const MAX_BAD_WORD_TOKENS = 32;
 
 /** Bounds of repetition_penalty: above `above` (exclusive: 0 would zero every seen logit), at most `max`. */
 export const REPETITION_PENALTY_LIMITS = { above: 0, max: 2 } as const;
@@ -124,6 +142,8 @@ export interface ResolvedSamplingParams {
   /** The request's own end tokens (`stop_token_ids`), and the tokens generated before they may be sampled (`min_tokens`). */
   stopIds: Int32Array;
   stopTokensFrom: number;
+  /** `bad_words_ids`, each sequence split into the tokens before its last and its last. */
+  badWords: Array<{ prefix: readonly number[]; last: number }>;
   /** The seed asked for, or undefined for a random one. */
   seed: number | undefined;
   logprobs: boolean;
@@ -205,21 +225,30 @@ export function validateSamplingParams(p: unknown, options: ValidateSamplingOpti
     problems.push({ param: "ignore_eos", message: "ignore_eos must be a boolean" });
   }
 
-  const stopIds = o.stop_token_ids;
-  if (!isUnset(stopIds)) {
-    const inVocab = (id: unknown) =>
-      typeof id === "number" && Number.isSafeInteger(id) && id >= 0 && (options.vocabSize === undefined || id < options.vocabSize);
-    if (!Array.isArray(stopIds) || stopIds.length > MAX_STOP_TOKEN_IDS) {
-      problems.push({ param: "stop_token_ids", message: `stop_token_ids must be a list of at most ${MAX_STOP_TOKEN_IDS} token ids` });
+  const inVocab = (id: unknown) => typeof id === "number" && Number.isSafeInteger(id) && id >= 0 && (options.vocabSize === undefined || id < options.vocabSize);
+  const size = options.vocabSize === undefined ? "" : ` (size ${options.vocabSize})`;
+  /** A list of at most `most` token ids of the vocabulary; a problem names its place. */
+  const idList = (name: string, value: unknown, most: number): void => {
+    if (!Array.isArray(value) || value.length > most) {
+      problems.push({ param: name, message: `${name} must be a list of at most ${most} token ids` });
+      return;
+    }
+    const bad = value.findIndex((id) => !inVocab(id));
+    if (bad >= 0) problems.push({ param: `${name}[${bad}]`, message: `${name}[${bad}] (${String(value[bad])}) is not a token id of the vocabulary${size}` });
+  };
+  if (!isUnset(o.stop_token_ids)) idList("stop_token_ids", o.stop_token_ids, MAX_STOP_TOKEN_IDS);
+  if (!isUnset(o.allowed_token_ids)) {
+    idList("allowed_token_ids", o.allowed_token_ids, MAX_ALLOWED_TOKEN_IDS);
+    if (Array.isArray(o.allowed_token_ids) && o.allowed_token_ids.length === 0) {
+      problems.push({ param: "allowed_token_ids", message: "allowed_token_ids must list at least one token id" });
+    }
+  }
+  const badWords = o.bad_words_ids;
+  if (!isUnset(badWords)) {
+    if (!Array.isArray(badWords) || badWords.length > MAX_BAD_WORDS) {
+      problems.push({ param: "bad_words_ids", message: `bad_words_ids must be a list of at most ${MAX_BAD_WORDS} token-id lists` });
     } else {
-      const bad = stopIds.findIndex((id) => !inVocab(id));
-      if (bad >= 0) {
-        const size = options.vocabSize === undefined ? "" : ` (size ${options.vocabSize})`;
-        problems.push({
-          param: `stop_token_ids[${bad}]`,
-          message: `stop_token_ids[${bad}] (${String(stopIds[bad])}) is not a token id of the vocabulary${size}`,
-        });
-      }
+      badWords.forEach((w, i) => idList(`bad_words_ids[${i}]`, w, MAX_BAD_WORD_TOKENS));
     }
   }
 
@@ -298,6 +327,7 @@ export function resolveSamplingParams(p: SamplingParams = {}): ResolvedSamplingP
     endTokensFrom: p.ignore_eos ? Infinity : (p.min_tokens ?? 0),
     stopIds: Int32Array.from(new Set(p.stop_token_ids ?? [])),
     stopTokensFrom: p.min_tokens ?? 0,
+    badWords: (p.bad_words_ids ?? []).filter((w) => w.length > 0).map((w) => ({ prefix: w.slice(0, -1), last: w[w.length - 1] })),
     seed: p.seed ?? undefined,
     logprobs: p.logprobs ?? false,
     topLogprobs: p.logprobs ? (p.top_logprobs ?? 0) : 0,

@@ -129,6 +129,9 @@ export class SequenceSampler {
   private readonly topIds: Int32Array;
   private readonly topVals: Float64Array;
   private readonly endIds: readonly number[];
+  /** The last generated tokens, as many as the longest bad word's prefix (only with `bad_words_ids`). */
+  private readonly recent: number[] = [];
+  private readonly recentKept: number;
 
   /** Throws {@link SamplingParamsError} when `params` are invalid. */
   constructor(params: SamplingParams = {}, options: SequenceSamplerOptions = {}) {
@@ -138,6 +141,7 @@ export class SequenceSampler {
     this.topIds = new Int32Array(this.params.topLogprobs);
     this.topVals = new Float64Array(this.params.topLogprobs);
     this.endIds = options.endIds ?? [];
+    this.recentKept = this.params.badWords.reduce((n, w) => Math.max(n, w.prefix.length), 0);
     const prompt = options.promptIds;
     if (this.params.repetitionPenalty !== 1 && prompt) for (let i = 0; i < prompt.length; i++) this.rememberSeen(prompt[i]);
   }
@@ -163,6 +167,23 @@ export class SequenceSampler {
     }
     this.total++;
     if (this.params.repetitionPenalty !== 1) this.rememberSeen(token);
+    if (this.recentKept > 0) {
+      this.recent.push(token);
+      if (this.recent.length > this.recentKept) this.recent.shift();
+    }
+  }
+
+  /** Tokens that would complete a bad word now: the last of each whose other tokens end the output. */
+  private badWordEnds(): number[] {
+    const out: number[] = [];
+    const { recent } = this;
+    for (const { prefix, last } of this.params.badWords) {
+      if (prefix.length > recent.length) continue;
+      let matches = true;
+      for (let i = 0, at = recent.length - prefix.length; i < prefix.length && matches; i++) matches = recent[at + i] === prefix[i];
+      if (matches) out.push(last);
+    }
+    return out;
   }
 
   /** How many times `token` has been generated so far. */
@@ -230,6 +251,14 @@ export class SequenceSampler {
         logits[id] = -Infinity;
       }
     }
+    if (p.badWords.length > 0) {
+      for (const id of this.badWordEnds()) {
+        if (id >= vocab) continue;
+        modIds[nMod] = id;
+        modVals[nMod++] = logits[id];
+        logits[id] = -Infinity;
+      }
+    }
     const repetition = p.repetitionPenalty;
     if (repetition !== 1) {
       const { repIds } = this;
@@ -288,6 +317,7 @@ export class SequenceSampler {
     for (let i = 0; i < p.biasIds.length && p.biasIds[i] < vocab; i++) out.bias[entry(p.biasIds[i])] += p.biasValues[i];
     if (this.endBanned) for (const id of this.endIds) if (id < vocab) out.bias[entry(id)] = -Infinity;
     if (this.stopBanned) for (const id of p.stopIds) if (id < vocab) out.bias[entry(id)] = -Infinity;
+    if (p.badWords.length > 0) for (const id of this.badWordEnds()) if (id < vocab) out.bias[entry(id)] = -Infinity;
     if (p.repetitionPenalty !== 1) for (const id of this.repIds) if (id >= 0 && id < vocab) out.repetition[entry(id)] = p.repetitionPenalty;
     if (p.presencePenalty !== 0 || p.frequencyPenalty !== 0) {
       for (let i = 0; i < this.penIds.length; i++) {

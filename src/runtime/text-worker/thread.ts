@@ -5,7 +5,7 @@
  */
 import type { TextLoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, TextWorkerRequest } from "./protocol.js";
 import { readTokenizerSpec } from "../artifact/index.js";
-import { applyTokenMask, ConstraintEngine, type TokenMatcher } from "../constrain/index.js";
+import { applyTokenMask, ConstraintEngine, TokenSetMatcher, type TokenMatcher } from "../constrain/index.js";
 import { scorePositions, SequenceSampler, type PositionScores } from "../sampling/index.js";
 import { TextSession } from "./session.js";
 import { runDeviceStep } from "./webgpu-step.js";
@@ -49,6 +49,15 @@ class TextThreadState {
     return this.session;
   }
 
+  /** The matcher of a sequence being opened: its constraint's, its `allowed_token_ids`, both, or none. */
+  private async openMatcher(op: Extract<SlotOp, { op: "open" }>, logitsWidth: number): Promise<TokenMatcher | undefined> {
+    const engine = op.constraint ? await this.constraintEngine() : undefined;
+    const constraint = op.constraint ? engine!.matcher(op.constraint) : undefined;
+    const allowed = op.sampling.allowed_token_ids;
+    if (!allowed?.length) return constraint;
+    return new TokenSetMatcher(allowed, logitsWidth, constraint, engine?.freeTextBans);
+  }
+
   /** Applies slot operations in order; one that fails fails only the sequence it names. */
   async applyOps(ops: readonly SlotOp[], failed: SequenceFailure[]): Promise<void> {
     const session = this.requireSession();
@@ -60,7 +69,8 @@ class TextThreadState {
           this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream, promptIds: op.promptIds, endIds: session.manifest.stopTokenIds }));
           this.matchers.get(op.seqId)?.dispose();
           this.matchers.delete(op.seqId);
-          if (op.constraint) this.matchers.set(op.seqId, (await this.constraintEngine()).matcher(op.constraint));
+          const matcher = await this.openMatcher(op, session.vocab);
+          if (matcher) this.matchers.set(op.seqId, matcher);
         } else if (op.op === "copy") {
           await kv.copyPrefix(op.from, op.to, op.length);
         } else {

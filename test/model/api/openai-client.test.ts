@@ -222,6 +222,43 @@ describe("kiln serve with the openai client", () => {
     expect(responses).toMatchObject({ status: 400, code: "unsupported_parameter", param: "stop_token_ids" });
   });
 
+  it("allowed_token_ids and bad_words (vLLM's) hold the answer to some tokens, or keep words out", async () => {
+    const prompt = "The capital of France is";
+    const free = await client.completions.create({ model: MODEL, prompt, temperature: 0, max_tokens: 6 });
+    expect(free.choices[0].text.startsWith(" Paris")).toBe(true);
+    // Only " yes", " no" and the end token: sampled at temperature 1, every answer is made of them.
+    const [yes, no] = [tokenizer.encode(" yes"), tokenizer.encode(" no")];
+    expect([yes.length, no.length]).toEqual([1, 1]);
+    const end = tokenizer.eosId!;
+    const held = await client.completions.create({
+      model: MODEL,
+      prompt,
+      max_tokens: 8,
+      n: 4,
+      seed: 2,
+      // @ts-expect-error vLLM's extensions, not in the client's types
+      allowed_token_ids: [yes[0], no[0], end],
+    });
+    for (const c of held.choices) expect(c.text, c.text).toMatch(/^( yes| no)*$/);
+    // The greedy answer's first word, banned: the answer starts otherwise.
+    // @ts-expect-error as above
+    const banned = await client.completions.create({ model: MODEL, prompt, temperature: 0, max_tokens: 6, bad_words: ["Paris"] });
+    expect(banned.choices[0].text.startsWith(" Paris")).toBe(false);
+    const chat = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "What is the capital of France? One word." }],
+      temperature: 0,
+      max_tokens: 8,
+      // @ts-expect-error as above
+      bad_words: ["Paris"],
+    });
+    expect(chat.choices[0].message.content).not.toMatch(/^ ?Paris/);
+    const bad = await client.completions
+      .create({ model: MODEL, prompt, max_tokens: 1, ...({ allowed_token_ids: [5, 10 ** 7] } as object) })
+      .catch((e: unknown) => e);
+    expect(bad).toMatchObject({ status: 400, param: "allowed_token_ids[1]" });
+  });
+
   it("lets the system prompt reach the model", async () => {
     const question = { role: "user" as const, content: "Hello, who are you?" };
     const plain = await client.chat.completions.create({ model: MODEL, messages: [question], temperature: 0, max_tokens: 16 });

@@ -119,6 +119,23 @@ describe("min_tokens and ignore_eos keep the model's end tokens out", () => {
     expect(ignoring.sample(stopRow()).token).toBe(5);
   });
 
+  it("bad_words_ids: the token that would complete a banned sequence is kept out, on the row and in the device's adjustments", () => {
+    // Banned: 3 alone, and 5 right after 4, 9.
+    const s = new SequenceSampler({ temperature: 0, bad_words_ids: [[3], [4, 9, 5]] });
+    const prefer = (...order: number[]) => {
+      const logits = new Float32Array(VOCAB);
+      order.forEach((id, i) => (logits[id] = 10 - i));
+      return logits;
+    };
+    expect(s.logitAdjustments(VOCAB)).toMatchObject({ ids: [3], bias: [-Infinity] });
+    expect(s.sample(prefer(3, 4)).token).toBe(4);
+    expect(s.sample(prefer(9)).token).toBe(9);
+    expect(s.logitAdjustments(VOCAB)).toMatchObject({ ids: [3, 5], bias: [-Infinity, -Infinity] });
+    expect(sampleFromDevice(s, prefer(5, 6))).toBe(6);
+    // After 6 the sequence 4, 9 no longer ends the output: 5 may come.
+    expect(s.sample(prefer(5)).token).toBe(5);
+  });
+
   /** Greedy from the device's candidates for `logits`, as a GPU step would give them. */
   function sampleFromDevice(s: SequenceSampler, logits: Float32Array): number {
     return s.sampleCandidates(deviceRow(logits, s), VOCAB).token;
