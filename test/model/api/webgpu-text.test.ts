@@ -159,6 +159,22 @@ describe("text on the WebGPU device", () => {
     expect(answer.choices[0].message.content.length).toBeGreaterThan(cpu.chat.choices[0].message.content.length);
   }, 300_000);
 
+  it("keeps a bad word out on the device: the same answer up to it, then another token", async () => {
+    const content = cpu.chat.choices[0].message.content;
+    const before = content.slice(0, content.indexOf("Paris"));
+    expect(before.length).toBeGreaterThan(0);
+    const answer = await post<ChatAnswer>(gpu!, "/chat/completions", {
+      ...CHAT,
+      logprobs: false,
+      top_logprobs: undefined,
+      max_tokens: 10,
+      bad_words: ["Paris"],
+    });
+    const text = answer.choices[0].message.content;
+    expect(text.startsWith(before), text).toBe(true);
+    expect(text.slice(before.length).startsWith("Paris"), text).toBe(false);
+  }, 300_000);
+
   it("streams the same answer as server-sent events, ending with [DONE]", async () => {
     expect(gpuChat, "the non-streamed answer").toBeDefined();
     const res = await fetch(`${gpu!.baseURL}/chat/completions`, {
