@@ -1,13 +1,14 @@
 /** `kiln models`: the catalogue as an aligned text table (or JSON). */
 import { join } from "node:path";
 import { listModels } from "../../catalogue/catalogue.js";
-import { footprintBytes, localFootprint, type LocalFootprint } from "../../catalogue/local-store.js";
-import { kilnHome, modelDir } from "../../catalogue/paths.js";
+import { footprintBytes, localFootprint, localSlugs, type LocalFootprint } from "../../catalogue/local-store.js";
+import { artifactsDir, kilnHome, modelDir } from "../../catalogue/paths.js";
 import { formatBytes } from "../../catalogue/pull/progress.js";
 import { readRecord } from "../../catalogue/pull/store.js";
 import type { ModelEntry, ModelKind } from "../../catalogue/types.js";
 import { assessCompilability, type Compilability, freeDiskBytes, gib, machineMemoryBytes } from "../../compiler/compilability.js";
 import { isFirstOrOnlyGguf } from "../../compiler/gguf/split.js";
+import { readManifest } from "../../runtime/artifact/index.js";
 import { defineCommand } from "../command.js";
 import { option } from "../options.js";
 
@@ -42,6 +43,43 @@ export function formatCompilability(c: Compilability): string {
   return c.memory.fitsToServe ? "yes" : `yes (serving needs ~${gib(c.memory.neededBytes)} memory)`;
 }
 
+/** A model this machine keeps that the catalogue does not list: compiled from a local GGUF file. */
+export interface LocalFileModel {
+  slug: string;
+  /** From its newest artifact's manifest; undefined when none can be read. */
+  kind?: ModelKind;
+  contextLength?: number;
+  /** The GGUF file it was compiled from. */
+  sourceFile?: string;
+  local: LocalFootprint;
+}
+
+/** The models under KILN_HOME that the catalogue does not list (compiled from local GGUF files), sorted. */
+export function localFileModels(home: string, catalogued: ReadonlySet<string>): LocalFileModel[] {
+  const out: LocalFileModel[] = [];
+  for (const slug of localSlugs(home)) {
+    if (catalogued.has(slug)) continue;
+    const local = localFootprint(slug, home);
+    if (!local) continue;
+    const manifests = local.artifacts.flatMap((a) => {
+      try {
+        return [readManifest(join(artifactsDir(slug, home), a.id))];
+      } catch {
+        return []; // still being written, or not an artifact
+      }
+    });
+    const newest = manifests.sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1))[0];
+    out.push({
+      slug,
+      kind: newest?.kind ?? (newest ? "text" : undefined),
+      contextLength: newest?.shape?.contextLength,
+      sourceFile: newest?.source?.file,
+      local,
+    });
+  }
+  return out;
+}
+
 /** The LOCAL cell: what this machine keeps of the model, on disk, or "-". */
 export function formatLocal(f: LocalFootprint | null | undefined): string {
   return f ? formatBytes(footprintBytes(f)) : "-";
@@ -55,6 +93,7 @@ export function formatModelsTable(
   models: readonly ModelEntry[],
   compile?: ReadonlyMap<string, Compilability>,
   local?: ReadonlyMap<string, LocalFootprint | null>,
+  files: readonly LocalFileModel[] = [],
 ): string {
   const header = ["SLUG", "KIND", "PARAMS", "CONTEXT", "PRICE (USD)", "LICENCE", ...(local ? ["LOCAL"] : []), ...(compile ? ["COMPILE"] : [])];
   const rows = models.map((m) => [
@@ -67,6 +106,19 @@ export function formatModelsTable(
     ...(local ? [formatLocal(local.get(m.slug))] : []),
     ...(compile ? [formatCompilability(compile.get(m.slug)!)] : []),
   ]);
+  // A model compiled from a local file has no catalogue entry: what its artifact says, and "-".
+  for (const f of files) {
+    rows.push([
+      f.slug,
+      f.kind ?? "-",
+      "-",
+      f.contextLength ? formatContext(f.contextLength) : "-",
+      "local file",
+      "-",
+      ...(local ? [formatLocal(f.local)] : []),
+      ...(compile ? ["-"] : []),
+    ]);
+  }
   const rightAligned = new Set([2, 3, ...(local ? [6] : [])]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
@@ -86,7 +138,9 @@ every weight type has a mapping (read from the GGUF header once pulled, else fro
 quantization), and the disk at KILN_HOME holds the weights and the artifact. A model whose artifact
 is larger than this machine's memory still compiles (one tensor at a time) but cannot be served here.
 LOCAL is what this machine keeps of the model under KILN_HOME, pulled weights and compiled artifacts
-together (\`local\` in --json: the bytes of each, or null); \`kiln rm\` deletes it.
+together (\`local\` in --json: the bytes of each, or null); \`kiln rm\` deletes it. With --local, the
+models compiled from local GGUF files (\`kiln compile ./file.gguf\`) follow, priced "local file"
+(\`sourceFile\` in --json).
 Text prices are USD per million input / output tokens; transcription prices are USD per audio minute.`,
   options: {
     kind: option.choice(["text", "transcription"] satisfies ModelKind[], { description: "only the models of this kind; all when absent" }),
@@ -97,14 +151,24 @@ Text prices are USD per million input / output tokens; transcription prices are 
     const home = kilnHome();
     const kept = new Map(listModels({ kind: options.kind }).map((m) => [m.slug, localFootprint(m.slug, home)]));
     const models = listModels({ kind: options.kind }).filter((m) => !options.local || kept.get(m.slug) !== null);
+    const files = options.local ? localFileModels(home, new Set(listModels().map((m) => m.slug))).filter((f) => !options.kind || f.kind === options.kind) : [];
     const compile = await assessAll(models);
     const out = options.json
       ? JSON.stringify(
-          models.map((m) => ({ ...m, local: localJson(kept.get(m.slug) ?? null), compile: compile.get(m.slug) })),
+          [
+            ...models.map((m) => ({ ...m, local: localJson(kept.get(m.slug) ?? null), compile: compile.get(m.slug) })),
+            ...files.map((f) => ({
+              slug: f.slug,
+              kind: f.kind ?? null,
+              contextLength: f.contextLength ?? null,
+              sourceFile: f.sourceFile ?? null,
+              local: localJson(f.local),
+            })),
+          ],
           null,
           2,
         )
-      : formatModelsTable(models, compile, kept);
+      : formatModelsTable(models, compile, kept, files);
     io.stdout.write(out + "\n");
     return 0;
   },

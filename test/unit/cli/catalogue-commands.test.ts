@@ -150,6 +150,39 @@ describe("kiln rm and kiln models --local", () => {
     expect(JSON.parse(c.out.stdout).find((m: { slug: string }) => m.slug === "qwen-3-8b").local).toBeNull();
   });
 
+  it("--local lists the models compiled from local GGUF files after the catalogue's, from their artifacts' manifests", async () => {
+    file(join(home, "artifacts", "my-model-q4_k_m", "m1", "model.onnx.data"), 4096);
+    const manifest = {
+      id: "m1",
+      slug: "my-model-q4_k_m",
+      kind: "text",
+      createdAt: "2026-11-28T00:00:00Z",
+      shape: { contextLength: 4096 },
+      source: { file: "/data/my-model-Q4_K_M.gguf" },
+    };
+    writeFileSync(join(home, "artifacts", "my-model-q4_k_m", "m1", "manifest.json"), JSON.stringify(manifest));
+    file(join(home, "artifacts", "half-written", "h1", "model.onnx.data"), 10);
+    let c = capture();
+    expect(await modelsCommand.run(["--local"], c.io)).toBe(0);
+    const lines = c.out.stdout.trimEnd().split("\n");
+    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual(["SLUG", "smollm2-135m-instruct", "whisper-tiny-en", "half-written", "my-model-q4_k_m"]);
+    expect(lines[4]).toMatch(/^my-model-q4_k_m\s+text\s+-\s+4,096\s+local file\s+-\s+4\.2 KiB\s+-$/);
+    expect(lines[3]).toMatch(/^half-written\s+-\s+-\s+-\s+local file/);
+    c = capture();
+    expect(await modelsCommand.run(["--local", "--json", "--kind", "text"], c.io)).toBe(0);
+    expect(JSON.parse(c.out.stdout).at(-1)).toEqual({
+      slug: "my-model-q4_k_m",
+      kind: "text",
+      contextLength: 4096,
+      sourceFile: "/data/my-model-Q4_K_M.gguf",
+      local: { weights_bytes: 0, artifacts: [{ id: "m1", bytes: 4096 + JSON.stringify(manifest).length }] },
+    });
+    // Without --local the list is the catalogue's.
+    c = capture();
+    expect(await modelsCommand.run([], c.io)).toBe(0);
+    expect(c.out.stdout).not.toMatch(/my-model/);
+  });
+
   it("deletes the artifacts alone, then everything, and says what it freed; a model not kept is an error", async () => {
     let c = capture();
     expect(await rmCommand.run(["--artifacts", "smollm2-135m-instruct"], c.io)).toBe(0);
