@@ -1,10 +1,11 @@
 /**
  * Ids of answers, as the OpenAI API shapes them (`chatcmpl-…`, `cmpl-…`; the Responses API's
- * `resp_…` and its items' `msg_…`, `fc_…`, `fco_…`); `transcr-…` keys a transcription's usage record.
+ * `resp_…` and its items' `msg_…`, `fc_…`, `fco_…`); `transcr-…` keys a transcription's usage record,
+ * `tok-…` a tokenization's admission.
  */
 import { randomBytes } from "node:crypto";
 
-export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr"): string {
+export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr" | "tok"): string {
   return `${prefix}-${randomBytes(15).toString("base64url")}`;
 }
 

@@ -3,7 +3,7 @@
  * completion or a chat completion would be prompted (so `count` is the `prompt_tokens` such a request
  * is billed), and ids back to text. Nothing is generated.
  */
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
@@ -20,6 +20,7 @@ import {
 } from "../protocol/tokenize.js";
 import { toolUseOf } from "../protocol/tools.js";
 import { templateMessage } from "./chat-messages.js";
+import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
 
 export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
@@ -28,13 +29,15 @@ export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const ignored = ignoredFieldsHeader(ignoredTokenizeFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
     const model = await lookupServedModel(ctx, request, body.model);
-    const tokens = promptTokens(model, body);
-    return {
-      count: tokens.length,
-      max_model_len: model.contextLength,
-      tokens,
-      token_strs: body.return_token_strs ? tokens.map((id) => model.tokenText(id)) : null,
-    };
+    return admitted(ctx, request, reply, model, (): TokenizeAnswer => {
+      const tokens = promptTokens(model, body);
+      return {
+        count: tokens.length,
+        max_model_len: model.contextLength,
+        tokens,
+        token_strs: body.return_token_strs ? tokens.map((id) => model.tokenText(id)) : null,
+      };
+    });
   });
 
   app.post("/detokenize", async (request, reply): Promise<DetokenizeAnswer> => {
@@ -50,8 +53,24 @@ export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
         `tokens[${outside}]`,
       );
     }
-    return { prompt: model.detokenize(body.tokens) };
+    return admitted(ctx, request, reply, model, () => ({ prompt: model.detokenize(body.tokens) }));
   });
+}
+
+/**
+ * `answer` once the request's key is admitted: in cloud mode a tokenization counts against the
+ * key's request and concurrency limits (its work holds the server as a prompt's does), and is
+ * charged nothing: its admission is released when it is answered.
+ */
+async function admitted<T>(ctx: ApiContext, request: FastifyRequest, reply: FastifyReply, model: ServedModel, answer: () => T): Promise<T> {
+  if (!ctx.cloud) return answer();
+  const requestId = answerId("tok");
+  await ctx.cloud.admit(request, reply, { requestId, slug: model.slug, artifactId: model.artifactId, promptTokens: 0, maxCompletionTokens: 0, audioMs: 0 });
+  try {
+    return answer();
+  } finally {
+    await ctx.cloud.release(requestId);
+  }
 }
 
 /** The request's prompt or chat as the model would be prompted with it. */

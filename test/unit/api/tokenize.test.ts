@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { openDatabase } from "../../../src/catalogue/db.js";
 import { sqliteKeyStore } from "../cloud/keys-support.js";
+import type { AdmissionRequest, Metering } from "../../../src/api/cloud-port.js";
 import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
 
 const bytes = (text: string) => [...new TextEncoder().encode(text)];
@@ -110,5 +111,42 @@ describe("POST /detokenize", () => {
     }
     const missing = await post("/detokenize", { model: SLUG }, app);
     expect(missing.json().error).toMatchObject({ code: "missing_required_parameter", param: "tokens" });
+  });
+});
+
+describe("cloud mode's limits", () => {
+  it("a tokenization is admitted against the key's limits, charged nothing, and released; past a limit it is a 429", async () => {
+    const keys = sqliteKeyStore(openDatabase({ path: ":memory:" }));
+    const { key } = await keys.create("ci");
+    const admitted: AdmissionRequest[] = [];
+    const released: string[] = [];
+    const state = { limitRequests: 2, remainingRequests: 0, resetRequestsMs: 30_000, limitTokens: null, remainingTokens: null, resetTokensMs: null };
+    const metering: Metering = {
+      async admit(_key, what) {
+        admitted.push(what);
+        return admitted.length <= 2
+          ? { outcome: "admitted", state: null }
+          : { outcome: "refused", state, code: "rate_limit_exceeded", limit: "requests", retryAfterMs: 30_000 };
+      },
+      async release(requestId) {
+        released.push(requestId);
+      },
+      lastKnownState: () => null,
+      record: () => {},
+    };
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys }, cloud: metering });
+    const headers = { authorization: `Bearer ${key}` };
+    const ok = await app.inject({ method: "POST", url: "/tokenize", payload: { model: SLUG, prompt: "ab" }, headers });
+    expect(ok.json().count).toBe(2);
+    expect((await app.inject({ method: "POST", url: "/detokenize", payload: { model: SLUG, tokens: [97] }, headers })).statusCode).toBe(200);
+    expect(admitted.map((a) => [a.promptTokens, a.maxCompletionTokens, a.requestId.startsWith("tok-")])).toEqual([
+      [0, 0, true],
+      [0, 0, true],
+    ]);
+    expect(released).toEqual(admitted.map((a) => a.requestId));
+    const refused = await app.inject({ method: "POST", url: "/tokenize", payload: { model: SLUG, prompt: "ab" }, headers });
+    expect(refused.statusCode).toBe(429);
+    expect(refused.headers["retry-after"]).toBe("30");
+    expect(released).toHaveLength(2);
   });
 });
