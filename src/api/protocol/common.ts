@@ -56,7 +56,10 @@ export const samplingFields = {
   stream: z.boolean().nullish(),
   // Strict, as the reference API is: a misspelled `include_usage` would silently lose the usage chunk.
   // `include_obfuscation` pads chunks against length side channels; kiln sends none, which it may turn off.
-  stream_options: z.strictObject({ include_usage: z.boolean().nullish(), include_obfuscation: z.boolean().nullish() }).nullish(),
+  // `continuous_usage_stats` (vLLM's): with `include_usage`, every chunk carries the usage so far.
+  stream_options: z
+    .strictObject({ include_usage: z.boolean().nullish(), include_obfuscation: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() })
+    .nullish(),
   user: z.string().nullish(),
 };
 

@@ -50,6 +50,7 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
     answerId: parts.answerId,
     stream,
     includeUsage: stream && body.stream_options?.include_usage === true,
+    continuousUsage: stream && body.stream_options?.include_usage === true && body.stream_options?.continuous_usage_stats === true,
     requests: parts.prompts.map(({ promptIds, maxTokens }) => ({
       promptIds,
       maxTokens,

@@ -65,8 +65,17 @@ export interface AnswerPlan {
   stream: boolean;
   /** Streaming: send the format's usage event at the end (chat's usage chunk before [DONE]; the Responses API's closing event, always). */
   includeUsage: boolean;
+  /** Streaming: every chunk that has a `usage` field carries the usage so far (vLLM's `continuous_usage_stats`). Default false. */
+  continuousUsage?: boolean;
   /** Unique id of the answer (`chatcmpl-…`, `cmpl-…`), also the usage record's key. */
   answerId: string;
+}
+
+/** The usage a streamed chunk carries with `continuous_usage_stats`, as vLLM writes it. */
+interface RunningUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
 }
 
 /** Collects metrics of one request as its events go by. */
@@ -179,6 +188,13 @@ class Generation {
     return this.life.clientLeft;
   }
 
+  /** Tokens so far: the prompts', and those generated up to the last event read. */
+  usageSoFar(): RunningUsage {
+    const promptTokens = this.plan.requests.reduce((sum, r) => sum + r.promptIds.length, 0);
+    const completionTokens = this.tracker.completionTokens;
+    return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  }
+
   /** Throws the answer's error when the drain deadline ended the generation (its events stop short, as if cancelled). */
   assertNotCutOff(): void {
     const error = this.life.cutOffError();
@@ -229,7 +245,7 @@ export async function answerGeneration(
   }
   try {
     if (!plan.stream) return await wholeAnswer(generation, reply, format);
-    await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, plan.includeUsage), format.framing);
+    await streamSse(reply, ctx.sse, (sse) => streamAnswer(generation, sse, format, plan.includeUsage, plan.continuousUsage), format.framing);
     return reply;
   } finally {
     generation.end();
@@ -262,15 +278,22 @@ async function wholeAnswer(generation: Generation, reply: FastifyReply, format: 
 }
 
 /** The streamed answer: each event as its chunks, each sent once the client has room for it, then the usage chunk. */
-async function streamAnswer(generation: Generation, sse: SseSink, format: AnswerFormat, includeUsage: boolean): Promise<void> {
+async function streamAnswer(generation: Generation, sse: SseSink, format: AnswerFormat, includeUsage: boolean, continuousUsage = false): Promise<void> {
   for (const event of format.begin?.() ?? []) await sse.send(event);
   const started = new Set<number>();
   for (let r = await generation.next(); !r.done; r = await generation.next()) {
-    for (const chunk of chunksOf(r.value, format, started)) await sse.send(chunk);
+    const chunks = chunksOf(r.value, format, started);
+    for (const chunk of continuousUsage ? withUsageSoFar(chunks, generation.usageSoFar()) : chunks) await sse.send(chunk);
   }
   const usage = generation.end();
   generation.assertNotCutOff();
   if (includeUsage) await sse.send(format.usage(usage));
+}
+
+/** The chunks with their `usage` field set to the usage so far (prompt, and tokens generated up to them). */
+function withUsageSoFar(chunks: unknown[], usage: RunningUsage): unknown[] {
+  for (const chunk of chunks) if (chunk !== null && typeof chunk === "object" && "usage" in chunk) (chunk as { usage: unknown }).usage = { ...usage };
+  return chunks;
 }
 
 /** The wire chunks of one event: a choice's opening chunk before its first event, then its delta or finish (a cancelled choice gets none). */

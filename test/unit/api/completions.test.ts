@@ -76,6 +76,21 @@ describe("completions", () => {
     expect(chunks[4]).toMatchObject({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 } });
   });
 
+  it("continuous_usage_stats (vLLM's): every chunk carries the usage so far, and the usage chunk the whole", async () => {
+    const res = await complete({ prompt: "x", max_tokens: 3, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } });
+    const chunks = (sseEvents(res.body) as any[]).slice(0, -1);
+    expect(chunks.map((c) => [c.choices[0]?.text ?? null, c.usage])).toEqual([
+      ["Hello", { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 }],
+      [" world", { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }],
+      ["Hello", { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 }],
+      ["", { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 }],
+      [null, expect.objectContaining({ prompt_tokens: 1, completion_tokens: 3, total_tokens: 4, prompt_tokens_details: expect.anything() })],
+    ]);
+    // Without include_usage it asks for nothing: the chunks carry no usage.
+    const plain = await complete({ prompt: "x", max_tokens: 3, stream: true, stream_options: { continuous_usage_stats: true } });
+    for (const c of (sseEvents(plain.body) as any[]).slice(0, -1)) expect(c).not.toHaveProperty("usage");
+  });
+
   it("usage details: cached_tokens counts the prompt tokens the prefix cache served, streamed and not", async () => {
     const fake = fakeModel({ script: long, contextLength: 2048 });
     const { app } = await fakeApp({ fake });
