@@ -65,6 +65,8 @@ export interface GenerationRequest {
 
 /** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */
 export interface TokenLogprob {
+  /** The token's id in the model's vocabulary. */
+  id: number;
   token: string;
   logprob: number;
   /** The token's UTF-8 bytes (a token may hold part of a character). */
@@ -108,9 +110,12 @@ export interface FinishEvent {
 
 /** A prompt token as scored: the first has neither a log probability nor alternatives (nothing came before it). */
 export interface PromptTokenLogprob {
+  id: number;
   token: string;
   bytes: number[];
   logprob: number | null;
+  /** Its rank among the vocabulary by raw log probability (1 = likeliest); null for the first token, and on a device that counts only its top alternatives, for a token outside them. */
+  rank: number | null;
   /** The most likely tokens at its position, most likely first. */
   top: TokenLogprob[] | null;
 }

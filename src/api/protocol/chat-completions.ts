@@ -6,6 +6,7 @@ import { z } from "zod";
 import type { ChatEnding } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
 import {
+  checkPromptLogprobs,
   checkStreamOptions,
   isEmptyArray,
   isOneOf,
@@ -175,6 +176,7 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
   const request = parseOrThrow(chatCompletionRequestSchema, body);
   rejectUnsupported(body as Record<string, unknown>, REFUSED);
   checkStreamOptions(request);
+  checkPromptLogprobs(request);
   checkRequestConstraint(request);
   if (request.top_logprobs && request.logprobs !== true) {
     throw apiError("invalid_value", "'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");

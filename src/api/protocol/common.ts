@@ -33,6 +33,8 @@ export const samplingFields = {
   ignore_eos: z.boolean().nullish(),
   /** vLLM's extension: more tokens that end the output, as the model's end tokens do. */
   stop_token_ids: z.array(z.number().int().min(0)).max(MAX_STOP_TOKEN_IDS).nullish(),
+  /** vLLM's extension: score the prompt, each token's log probability and rank with this many alternatives (not streamed). */
+  prompt_logprobs: z.number().int().min(0).max(20).nullish(),
   /** vLLM's extension: only these tokens may be sampled. */
   allowed_token_ids: z.array(z.number().int().min(0)).min(1).max(MAX_ALLOWED_TOKEN_IDS).nullish(),
   /** vLLM's extension: words the output never writes (each tokenized alone and after a space). */
@@ -149,6 +151,7 @@ export const GENERATION_EXTENSIONS = [
   "include_stop_str_in_output",
   "skip_special_tokens",
   "truncate_prompt_tokens",
+  "prompt_logprobs",
   "guided_json",
   "guided_regex",
   "guided_choice",
@@ -226,6 +229,16 @@ export const isOneOf =
   (...allowed: unknown[]) =>
   (v: unknown): boolean =>
     allowed.includes(v);
+
+/** A vLLM-style scored prompt: per prompt token (null for the first) its id's entry and its alternatives', by token id. */
+export type PromptLogprobs = Array<Record<string, { logprob: number; rank: number | null; decoded_token: string }> | null>;
+
+/** `prompt_logprobs` comes whole with the answer, as vLLM gives it: not beside `stream`. */
+export function checkPromptLogprobs(body: { stream?: boolean | null; prompt_logprobs?: number | null }): void {
+  if (body.prompt_logprobs != null && body.stream === true) {
+    throw apiError("unsupported_value", "'prompt_logprobs' is not available when 'stream' is enabled.", "prompt_logprobs");
+  }
+}
 
 /** `stream_options` only means something when streaming. */
 export function checkStreamOptions(body: { stream?: boolean | null; stream_options?: unknown }): void {

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { apiError } from "../errors.js";
 import {
+  checkPromptLogprobs,
   checkStreamOptions,
   GENERATION_EXTENSIONS,
   refusedExtensions,
@@ -10,6 +11,7 @@ import {
   rejectUnsupported,
   unknownFields,
   samplingFields,
+  type PromptLogprobs,
   type UnsupportedField,
 } from "./common.js";
 import { parseOrThrow } from "./issues.js";
@@ -71,6 +73,7 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
   const request = parseOrThrow(completionRequestSchema, body);
   rejectUnsupported(body as Record<string, unknown>, REFUSED);
   checkStreamOptions(request);
+  checkPromptLogprobs(request);
   checkRequestConstraint(request);
   if (request.best_of !== null && request.best_of !== undefined && request.best_of !== (request.n ?? 1)) {
     throw apiError("unsupported_parameter", "Unsupported parameter: 'best_of' must equal 'n' (kiln does not rank candidates).", "best_of");
@@ -91,6 +94,8 @@ export interface CompletionChoice {
   text: string;
   logprobs: CompletionLogprobs | null;
   finish_reason: "stop" | "length" | null;
+  /** vLLM's, when asked for. */
+  prompt_logprobs?: PromptLogprobs;
 }
 
 export interface Completion {

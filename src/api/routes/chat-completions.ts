@@ -54,12 +54,14 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       answerId: answerId("chatcmpl"),
       prompts: [{ promptIds, maxTokens }],
       topLogprobs,
+      promptLogprobs: body.prompt_logprobs ?? null,
       ...(constraint ? { constraint } : {}),
       endRepeatedCalls: toolUse !== undefined,
     });
     const answer = chatFormat(plan.answerId, model, {
       includeUsage: plan.includeUsage,
       logprobs: topLogprobs !== null,
+      promptLogprobs: body.prompt_logprobs ?? null,
       tools: toolUse !== undefined,
       ...(reasoning ? { reasoning } : {}),
     });

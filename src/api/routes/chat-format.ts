@@ -26,6 +26,7 @@ import type {
 } from "../protocol/chat-completions.js";
 import type { AnswerFormat, CollectedChoice } from "./generation.js";
 import { unixNow } from "./ids.js";
+import { vllmPromptLogprobs } from "./prompt-logprobs.js";
 import { withReasoningTokens } from "./reasoning.js";
 
 export interface ChatFormatOptions {
@@ -33,6 +34,8 @@ export interface ChatFormatOptions {
   includeUsage: boolean;
   /** Report log probabilities. */
   logprobs: boolean;
+  /** Alternatives of vLLM's `prompt_logprobs` (at the answer's top level, as vLLM puts them on chat), or null for none. Default none. */
+  promptLogprobs?: number | null;
   /** Read tool calls out of the text (the request offered tools the model may call). */
   tools: boolean;
   /**
@@ -144,6 +147,7 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
         usage,
         choices.map((c) => c.text),
       ),
+      ...(options.promptLogprobs != null ? { prompt_logprobs: vllmPromptLogprobs(choices[0]?.promptLogprobs ?? [], options.promptLogprobs) } : {}),
     }),
   };
 }

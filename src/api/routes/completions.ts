@@ -16,6 +16,7 @@ import { requestConstraint } from "../protocol/output-constraint.js";
 import { checkEndTokens, checkPromptLength, completionBudget, answerPlan, truncatedPrompt } from "./generation-request.js";
 import { answerGeneration, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
+import { vllmPromptLogprobs } from "./prompt-logprobs.js";
 import { lookupServedModel } from "./model-lookup.js";
 
 export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
@@ -30,8 +31,9 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
       maxTokens: completionBudget(model, p.ids.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS),
     }));
     const topLogprobs = body.logprobs ?? null;
-    // `echo` with `logprobs` scores the prompt: lm-evaluation-harness's loglikelihood requests.
-    const promptLogprobs = body.echo ? topLogprobs : null;
+    // `echo` with `logprobs` scores the prompt (lm-evaluation-harness's loglikelihood requests), and so does `prompt_logprobs`.
+    const echoScores = body.echo ? topLogprobs : null;
+    const promptLogprobs = echoScores === null && body.prompt_logprobs == null ? null : Math.max(echoScores ?? 0, body.prompt_logprobs ?? 0);
     const constraint = requestConstraint(body);
     checkEndTokens(body, constraint !== undefined, Math.min(...budgets.map((b) => b.maxTokens)));
     const plan = answerPlan(body, { model, answerId: answerId("cmpl"), prompts: budgets, topLogprobs, promptLogprobs, ...(constraint ? { constraint } : {}) });
@@ -39,7 +41,8 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
       includeUsage: plan.includeUsage,
       echo: body.echo ? prompts.map((p) => p.text) : null,
       n: body.n ?? 1,
-      logprobs: topLogprobs !== null,
+      logprobs: topLogprobs,
+      promptLogprobs: body.prompt_logprobs ?? null,
     });
     return answerGeneration(ctx, request, reply, plan, format);
   });
@@ -79,13 +82,18 @@ function promptsOf(model: ServedModel, prompt: CompletionRequest["prompt"], echo
  * Legacy logprobs of a choice: its scored prompt's tokens (offsets from 0), then its generated
  * tokens, whose text starts at `offset` in the choice's text.
  */
-function legacyLogprobs(prompt: readonly PromptTokenLogprob[] | null, entries: readonly EmittedTokenLogprob[], offset: number): CompletionLogprobs {
+function legacyLogprobs(
+  prompt: readonly PromptTokenLogprob[] | null,
+  entries: readonly EmittedTokenLogprob[],
+  offset: number,
+  top: number,
+): CompletionLogprobs {
   const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
   let at = 0;
   for (const e of prompt ?? []) {
     out.tokens.push(e.token);
     out.token_logprobs.push(e.logprob);
-    out.top_logprobs.push(e.top ? Object.fromEntries(e.top.map((t) => [t.token, t.logprob])) : null);
+    out.top_logprobs.push(e.top ? Object.fromEntries(e.top.slice(0, top).map((t) => [t.token, t.logprob])) : null);
     out.text_offset.push(at);
     at += e.token.length;
   }
@@ -105,7 +113,10 @@ interface CompletionFormatOptions {
   echo: string[] | null;
   /** Choices per prompt: choice i continues prompt floor(i / n). */
   n: number;
-  logprobs: boolean;
+  /** Alternatives of each token's legacy log probabilities, or null for none. */
+  logprobs: number | null;
+  /** Alternatives of vLLM's `prompt_logprobs` on each choice, or null for none. */
+  promptLogprobs: number | null;
 }
 
 function completionFormat(id: string, model: ServedModel, options: CompletionFormatOptions): AnswerFormat {
@@ -126,12 +137,16 @@ function completionFormat(id: string, model: ServedModel, options: CompletionFor
       const echo = echoOf(index);
       offsets.set(index, echo?.length ?? 0);
       if (echo === null) return null;
-      return answer([{ index, text: echo, logprobs: options.logprobs && prompt ? legacyLogprobs(prompt, [], 0) : null, finish_reason: null }]);
+      return answer([
+        { index, text: echo, logprobs: options.logprobs !== null && prompt ? legacyLogprobs(prompt, [], 0, options.logprobs) : null, finish_reason: null },
+      ]);
     },
     delta: (index, text, logprobs) => {
       const at = offsets.get(index) ?? 0;
       offsets.set(index, at + text.length);
-      return answer([{ index, text, logprobs: options.logprobs && logprobs ? legacyLogprobs(null, logprobs, at) : null, finish_reason: null }]);
+      return answer([
+        { index, text, logprobs: options.logprobs !== null && logprobs ? legacyLogprobs(null, logprobs, at, options.logprobs) : null, finish_reason: null },
+      ]);
     },
     finish: (index, reason) => answer([{ index, text: "", logprobs: null, finish_reason: reason }]),
     usage: (usage) => ({ ...answer([]), usage }),
@@ -142,8 +157,10 @@ function completionFormat(id: string, model: ServedModel, options: CompletionFor
           return {
             index: c.index,
             text: echo + c.text,
-            logprobs: options.logprobs ? legacyLogprobs(c.promptLogprobs, c.logprobs, echo.length) : null,
+            logprobs:
+              options.logprobs !== null ? legacyLogprobs(options.echo === null ? null : c.promptLogprobs, c.logprobs, echo.length, options.logprobs) : null,
             finish_reason: c.finishReason === "length" ? "length" : "stop",
+            ...(options.promptLogprobs !== null ? { prompt_logprobs: vllmPromptLogprobs(c.promptLogprobs ?? [], options.promptLogprobs) } : {}),
           };
         }),
       ),

@@ -16,6 +16,8 @@ export interface PositionScores {
   topIds: Int32Array;
   /** Their log probabilities, in the same layout. */
   topLogprobs: Float64Array;
+  /** Per position: the token that followed, ranked among the vocabulary by raw logit (1 = likeliest; ties share the better rank); 0 where not counted. */
+  ranks: Int32Array;
 }
 
 /**
@@ -25,13 +27,23 @@ export interface PositionScores {
 export function scorePositions(logits: Float32Array, vocab: number, targets: ArrayLike<number>, top: number): PositionScores {
   const n = targets.length;
   const k = Math.min(top, vocab);
-  const out: PositionScores = { top: k, logprobs: new Float64Array(n), topIds: new Int32Array(n * k), topLogprobs: new Float64Array(n * k) };
+  const out: PositionScores = {
+    top: k,
+    logprobs: new Float64Array(n),
+    topIds: new Int32Array(n * k),
+    topLogprobs: new Float64Array(n * k),
+    ranks: new Int32Array(n),
+  };
   const ids = new Int32Array(k);
   const vals = new Float64Array(k);
   for (let p = 0; p < n; p++) {
     const row = logits.subarray(p * vocab, (p + 1) * vocab);
     const lse = rawLogSumExp(row);
-    out.logprobs[p] = row[targets[p]] - lse;
+    const target = row[targets[p]];
+    out.logprobs[p] = target - lse;
+    let above = 0;
+    for (let i = 0; i < vocab; i++) if (row[i] > target) above++;
+    out.ranks[p] = above + 1;
     const found = rawTop(row, ids, vals);
     for (let i = 0; i < k; i++) {
       // A row of NaNs keeps fewer than k: the rest read as impossible tokens.

@@ -151,12 +151,22 @@ function candidateRow(out: DeviceStepOutputs, row: number, p: number): Candidate
 function scoreRow(out: DeviceStepOutputs, req: StepRequest, score: NonNullable<StepRequest["score"]>): PositionScores {
   const n = score.next >= 0 ? req.tokensPerRow : req.tokensPerRow - 1;
   const k = Math.min(score.top, out.top);
-  const result: PositionScores = { top: k, logprobs: new Float64Array(n), topIds: new Int32Array(n * k), topLogprobs: new Float64Array(n * k) };
+  const result: PositionScores = {
+    top: k,
+    logprobs: new Float64Array(n),
+    topIds: new Int32Array(n * k),
+    topLogprobs: new Float64Array(n * k),
+    ranks: new Int32Array(n),
+  };
+  const targetAt = (p: number) => (score.next >= 0 && p === req.tokensPerRow - 1 ? score.next : req.tokens[score.row * req.tokensPerRow + p + 1]);
   for (let p = 0; p < n; p++) {
     const at = score.row * out.positions + p;
     const lse = out.logNormalizer[at];
     result.logprobs[p] = out.targetLogits[at] - lse;
     const found = tokensAmong(out.topIds.subarray(at * out.top, (at + 1) * out.top));
+    // The device returns its top tokens only: a rank beyond them is not counted.
+    const target = targetAt(p);
+    for (let i = 0; i < found; i++) if (Number(out.topIds[at * out.top + i]) === target) result.ranks[p] ||= i + 1;
     for (let i = 0; i < k; i++) {
       // As on the CPU: fewer tokens than asked read as impossible ones.
       result.topIds[p * k + i] = i < found ? Number(out.topIds[at * out.top + i]) : 0;

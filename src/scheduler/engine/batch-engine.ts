@@ -504,12 +504,12 @@ export class BatchEngine {
   /** Appends a chunk's scores from position `start`: each is the log probability of the prompt token after it. */
   private addScores(seq: Sequence, start: number, scores: PositionScores): void {
     const bytes = (id: number) => this.text.tokenBytes(id);
-    if (start === 0) seq.promptLogprobs!.push({ ...describeToken(bytes, seq.tokens[0], 0), logprob: null, top: null });
+    if (start === 0) seq.promptLogprobs!.push({ ...describeToken(bytes, seq.tokens[0], 0), logprob: null, rank: null, top: null });
     const k = scores.top;
     for (let p = 0; p < scores.logprobs.length; p++) {
       const top: TokenLogprob[] = [];
       for (let i = p * k; i < (p + 1) * k; i++) top.push(describeToken(bytes, scores.topIds[i], scores.topLogprobs[i]));
-      seq.promptLogprobs!.push({ ...describeToken(bytes, seq.tokens[start + 1 + p], scores.logprobs[p]), top });
+      seq.promptLogprobs!.push({ ...describeToken(bytes, seq.tokens[start + 1 + p], scores.logprobs[p]), rank: scores.ranks[p] || null, top });
     }
   }
 

@@ -104,5 +104,5 @@ export class ChoiceOutput {
 /** A token's log probability as reported: its bytes, and their text (a piece of a character decodes to U+FFFD). */
 export function describeToken(tokenBytes: ((id: number) => Uint8Array) | undefined, token: number, logprob: number): TokenLogprob {
   const bytes = tokenBytes?.(token) ?? new Uint8Array();
-  return { token: whole.decode(bytes), logprob, bytes: [...bytes] };
+  return { id: token, token: whole.decode(bytes), logprob, bytes: [...bytes] };
 }

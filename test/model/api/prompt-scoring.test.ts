@@ -95,6 +95,23 @@ async function llamaScores(prompt: number[]): Promise<number[]> {
   return out;
 }
 
+/** llama.cpp's rank of each token after the first in its next-token distribution (1 = likeliest). */
+async function llamaRanks(prompt: number[]): Promise<number[]> {
+  const context = await model.createContext({ contextSize: 1024, threads: 1, flashAttention: false });
+  const sequence = context.getSequence();
+  const input = prompt.slice(0, -1).map((t) => [t, { generateNext: { probabilities: true } }] as const);
+  const results = await sequence.controlledEvaluate(input as never);
+  const ranks = prompt.slice(1).map((target, i) => {
+    const probabilities = results[i]!.next.probabilities! as Map<number, number>;
+    const p = probabilities.get(target)!;
+    let above = 0;
+    for (const q of probabilities.values()) if (q > p) above++;
+    return above + 1;
+  });
+  await context.dispose();
+  return ranks;
+}
+
 const perplexity = (logprobs: number[]) => Math.exp(-logprobs.reduce((a, b) => a + b, 0) / logprobs.length);
 
 beforeAll(async () => {
@@ -144,6 +161,43 @@ describe("prompt scoring on the real model", () => {
     expect(diffs[0]).toBeLessThan(1e-4);
     expect(mean).toBeLessThan(0.15);
     for (const d of diffs) expect(d).toBeLessThan(1);
+  });
+
+  it("vLLM's prompt_logprobs: each token's log probability as echo gives it, its alternatives, and its rank as llama.cpp ranks it", async () => {
+    const prompt = ids.slice(0, 60);
+    const body = await completions({ prompt, max_tokens: 1, prompt_logprobs: 3, echo: true, logprobs: 2 });
+    const scored = body.choices[0].prompt_logprobs as Array<Record<string, { logprob: number; rank: number; decoded_token: string }> | null>;
+    const echo = body.choices[0].logprobs as Scored;
+    expect(scored).toHaveLength(prompt.length);
+    expect(scored[0]).toBeNull();
+    // echo's alternatives stay at its own logprobs: 2.
+    expect(Object.keys(echo.top_logprobs[1]!)).toHaveLength(2);
+    const ranks: number[] = [];
+    for (let i = 1; i < prompt.length; i++) {
+      const own = scored[i]![String(prompt[i])];
+      expect(own.logprob).toBe(echo.token_logprobs[i]);
+      expect(own.decoded_token).toBe(echo.tokens[i]);
+      const alternatives = Object.entries(scored[i]!).filter(([, e]) => e.rank <= 3);
+      // The three likeliest with ranks 1..3, the prompt's token among them exactly when its rank is at most 3.
+      expect(Object.keys(scored[i]!).length).toBe(own.rank <= 3 ? 3 : 4);
+      expect(alternatives.map(([, e]) => e.rank).sort()).toEqual([1, 2, 3]);
+      for (const [, e] of alternatives) if (e.rank > 1) expect(e.logprob).toBeLessThanOrEqual(alternatives.find(([, a]) => a.rank === e.rank - 1)![1].logprob);
+      if (own.rank > 3) expect(own.logprob).toBeLessThanOrEqual(Math.min(...alternatives.map(([, e]) => e.logprob)));
+      ranks.push(own.rank);
+    }
+    const reference = await llamaRanks(prompt);
+    const off = ranks.map((r, i) => Math.abs(Math.log(r / reference[i])));
+    console.log(`prompt token ranks, kiln / llama.cpp: ${ranks.map((r, i) => `${r}/${reference[i]}`).join(" ")}`);
+    expect(ranks.filter((r, i) => (r === 1) === (reference[i] === 1)).length / ranks.length).toBeGreaterThanOrEqual(0.9);
+    expect(Math.max(...off)).toBeLessThan(1.5);
+    // Not streamed, as vLLM: a 400 naming it.
+    const res = await fetch(`${server.baseURL}/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: TEXT_SLUG, prompt: "Hi", prompt_logprobs: 1, stream: true }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as any).error).toMatchObject({ code: "unsupported_value", param: "prompt_logprobs" });
   });
 
   it("scores three prompts in one request as it scores each alone", async () => {

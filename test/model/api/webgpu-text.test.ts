@@ -42,9 +42,12 @@ const SCORED = {
   prompt: "The lighthouse keeper kept two notebooks: one for the weather and one for the ships.",
   echo: true,
   logprobs: 2,
+  prompt_logprobs: 2,
   max_tokens: 1,
   temperature: 0,
 };
+
+type PromptLogprobs = Array<Record<string, { logprob: number; rank: number | null; decoded_token: string }> | null>;
 
 interface ChatAnswer {
   object: string;
@@ -223,6 +226,16 @@ describe("text on the WebGPU device", () => {
       );
       expect(Object.keys(got.top_logprobs[p]!).length, `position ${p}`).toBeGreaterThanOrEqual(1);
       expect(Object.keys(got.top_logprobs[p]!).length, `position ${p}`).toBeLessThanOrEqual(2);
+    }
+    // vLLM's prompt_logprobs: the same log probabilities; a rank where the device's top alternatives hold the token, else null.
+    const ids = (answer.choices[0] as unknown as { prompt_logprobs: PromptLogprobs }).prompt_logprobs;
+    const cpuIds = (cpu.scored.choices[0] as unknown as { prompt_logprobs: PromptLogprobs }).prompt_logprobs;
+    for (let p = 1; p < n; p++) {
+      const cpuOwn = Object.values(cpuIds[p]!).find((e) => e.decoded_token === want.tokens[p] && e.logprob === want.token_logprobs[p])!;
+      const own = Object.values(ids[p]!).find((e) => e.logprob === got.token_logprobs[p])!;
+      expect(own, `position ${p}`).toBeDefined();
+      if (cpuOwn.rank === 1) expect(own.rank, `position ${p}`).not.toBeNull();
+      if (own.rank !== null) expect(Math.abs(own.rank - cpuOwn.rank), `position ${p}`).toBeLessThanOrEqual(2);
     }
     const mean = sum / (n - 1);
     console.log(`prompt scoring, webgpu vs cpu over ${n - 1} tokens: mean |difference| ${mean.toFixed(4)} nats, largest ${largest.toFixed(4)}`);

@@ -350,3 +350,37 @@ describe("truncate_prompt_tokens (vLLM's)", () => {
     expect((await completions({ prompt: ids.slice(0, 7), max_tokens: 1, truncate_prompt_tokens: 100 })).json().usage.prompt_tokens).toBe(7);
   });
 });
+
+describe("prompt_logprobs (vLLM's)", () => {
+  it("chat: the rendered prompt scored at the answer's top level, each token by id with its rank and alternatives", async () => {
+    const res = await ask(chat({ max_tokens: 2, prompt_logprobs: 1 }));
+    expect(res.statusCode, res.body).toBe(200);
+    const scored = res.json().prompt_logprobs;
+    expect(scored[0]).toBeNull();
+    expect(scored.length).toBe(res.json().usage.prompt_tokens);
+    // The fake scores each token as its own likeliest alternative.
+    for (const entry of scored.slice(1)) {
+      const [[id, e]] = Object.entries(entry) as Array<[string, any]>;
+      expect(Object.keys(entry)).toHaveLength(1);
+      expect(e).toMatchObject({ rank: 1, decoded_token: String.fromCharCode(Number(id)) });
+    }
+    expect(res.json().choices[0]).not.toHaveProperty("prompt_logprobs");
+  });
+
+  it("is a 400 beside stream, on chat and completions, and on the Responses API", async () => {
+    const { app } = await fakeApp();
+    try {
+      for (const [url, body] of [
+        ["/v1/chat/completions", chat({ prompt_logprobs: 1, stream: true })],
+        ["/v1/completions", { model: SLUG, prompt: "hi", prompt_logprobs: 1, stream: true }],
+        ["/v1/responses", { model: SLUG, input: "hi", prompt_logprobs: 1 }],
+      ] as const) {
+        const res = await app.inject({ method: "POST", url, payload: body, headers: AUTH });
+        expect(res.statusCode, url).toBe(400);
+        expect(res.json().error.param, url).toBe("prompt_logprobs");
+      }
+    } finally {
+      await app.close();
+    }
+  });
+});

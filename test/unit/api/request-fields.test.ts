@@ -82,6 +82,7 @@ const EXTENSIONS = [
   "include_stop_str_in_output",
   "skip_special_tokens",
   "truncate_prompt_tokens",
+  "prompt_logprobs",
   "guided_json",
   "guided_regex",
   "guided_choice",
@@ -149,7 +150,7 @@ describe("the known top-level fields", () => {
 describe("unknown top-level fields: other servers' extensions refused by name, the rest ignored and named back", () => {
   const foreign = [
     "guided_decoding_backend",
-    "prompt_logprobs",
+    "repeat_last_n",
     "use_beam_search",
     "guided_whitespace_pattern",
     "length_penalty",

@@ -95,6 +95,8 @@ function fakeScores(call: StepCall, score: NonNullable<StepCall["score"]>, vocab
     logprobs: new Float64Array(targets.length),
     topIds: new Int32Array(targets.length * k),
     topLogprobs: new Float64Array(targets.length * k),
+    // The token that followed is its own first alternative.
+    ranks: new Int32Array(targets.length).fill(1),
   };
   targets.forEach((t, p) => {
     out.logprobs[p] = fakePromptLogprob(t);
