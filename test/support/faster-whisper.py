@@ -41,6 +41,8 @@ def transcribe(args):
             vad_filter=False,
             word_timestamps=args.word_timestamps,
             condition_on_previous_text=args.condition_on_previous_text,
+            initial_prompt=args.initial_prompt,
+            hotwords=args.hotwords,
         )
         out = []
         for s in segments:  # the generator does the work: consume it inside the timing
@@ -85,6 +87,8 @@ def main():
     t.add_argument("--seed", type=int, default=1, help="CTranslate2's random seed, set before each file")
     t.add_argument("--word-timestamps", action="store_true")
     t.add_argument("--no-condition-on-previous-text", dest="condition_on_previous_text", action="store_false")
+    t.add_argument("--initial-prompt")
+    t.add_argument("--hotwords")
     t.add_argument("files", nargs="+")
     m = modes.add_parser("mel")
     m.add_argument("--bins", type=int, default=80)

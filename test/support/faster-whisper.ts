@@ -35,6 +35,10 @@ export interface ReferenceOptions {
   conditionOnPreviousText?: boolean;
   /** CTranslate2's random seed for the temperature fallback's sampling, set before each file. Default 1. */
   seed?: number;
+  /** faster-whisper's `initial_prompt` (the API's `prompt`). Default none. */
+  initialPrompt?: string;
+  /** faster-whisper's `hotwords`. Default none. */
+  hotwords?: string;
 }
 
 export interface ReferenceSegment {
@@ -76,6 +80,8 @@ export async function referenceTranscribe(
   ];
   if (options.wordTimestamps) args.push("--word-timestamps");
   if (options.conditionOnPreviousText === false) args.push("--no-condition-on-previous-text");
+  if (options.initialPrompt !== undefined) args.push("--initial-prompt", options.initialPrompt);
+  if (options.hotwords !== undefined) args.push("--hotwords", options.hotwords);
   const { stdout } = await run(referencePython(), [...args, ...files], { maxBuffer: 64 * 1024 * 1024 });
   const parsed = JSON.parse(stdout) as { results: ReferenceTranscript[]; load_seconds: number };
   return { results: parsed.results, loadSeconds: parsed.load_seconds };

@@ -74,6 +74,8 @@ export const transcriptionRequestSchema = z.object({
   include: z.array(z.enum(TRANSCRIPTION_INCLUDES)).default([]),
   chunking_strategy: chunkingStrategySchema.optional(),
   vad_filter: z.preprocess(booleanFromString, z.boolean()).optional(),
+  /** faster-whisper's: words to favour, in every window's prompt (at most 1,000 characters). */
+  hotwords: z.string().max(1000).optional(),
   /** kiln's: beams of the beam search (1 = greedy decoding); default the server's `--beam-size`, which is also the most allowed. */
   beam_size: z.preprocess(numberFromString, z.number().int().min(1).max(16)).optional(),
 });
@@ -86,7 +88,7 @@ export type TranscriptionRequest = z.output<typeof transcriptionRequestSchema>;
  * transcription's, so the same answer formats come back.
  */
 export const translationRequestSchema = transcriptionRequestSchema
-  .pick({ model: true, prompt: true, response_format: true, temperature: true, vad_filter: true, beam_size: true })
+  .pick({ model: true, prompt: true, hotwords: true, response_format: true, temperature: true, vad_filter: true, beam_size: true })
   .transform((body) => ({
     ...body,
     language: undefined,

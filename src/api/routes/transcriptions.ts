@@ -297,6 +297,7 @@ async function answerTranscription(
   const options: TranscribeOptions = {
     language: body.language,
     prompt: body.prompt,
+    hotwords: body.hotwords,
     temperature: body.temperature,
     beamSize: body.beam_size,
     wordTimestamps: body.timestamp_granularities.includes("word"),

@@ -43,6 +43,12 @@ interface Attempt {
   text: string;
 }
 
+/** The text tokens a window's decoding follows: the hotwords (every window), then the text so far (or the request's prompt). */
+interface WindowPrompt {
+  hotwords: number[];
+  prompt: number[];
+}
+
 /** What a window's decoding is conditioned on besides the audio: the language (absent: English) and the task. */
 interface Conditioning {
   language: string | undefined;
@@ -92,6 +98,8 @@ export class Transcriber {
       let language = options.language ?? (this.model.multilingual ? undefined : "en");
       const task = options.task ?? "transcribe";
       const history: number[] = options.prompt?.trim() ? this.model.tokenizer.encode(" " + options.prompt.trim()) : [];
+      // faster-whisper keeps up to 223 tokens of them; kiln half that, so that with the text so far the window keeps room to decode.
+      const hotwords = options.hotwords?.trim() ? this.model.tokenizer.encode(" " + options.hotwords.trim()).slice(0, this.sampleLength >> 1) : [];
       let promptFrom = 0;
       let seek = 0;
       while (seek < frames) {
@@ -103,7 +111,7 @@ export class Transcriber {
         signal?.throwIfAborted();
         if (language === undefined) language = await this.detectLanguage(slot);
         const prompt = history.slice(promptFrom);
-        const attempt = await this.decodeWithFallback(slot, seek, prompt, { language, task }, temperature, decoding, signal);
+        const attempt = await this.decodeWithFallback(slot, seek, { hotwords, prompt }, { language, task }, temperature, decoding, signal);
         if (isSilence(attempt)) {
           seek += windowFrames;
           continue;
@@ -176,7 +184,7 @@ export class Transcriber {
   private async decodeWithFallback(
     slot: number,
     seek: number,
-    prompt: number[],
+    prompt: WindowPrompt,
     conditioning: Conditioning,
     temperature: number,
     decoding: DecodingOptions,
@@ -199,7 +207,7 @@ export class Transcriber {
   /** One decoding attempt of the window encoded for the transcription's rows, which start at `slot`. */
   private async decodeWindow(
     slot: number,
-    prompt: number[],
+    { hotwords, prompt }: WindowPrompt,
     conditioning: Conditioning,
     temperature: number,
     seed: number,
@@ -207,7 +215,7 @@ export class Transcriber {
     signal?: AbortSignal,
   ): Promise<Attempt> {
     const t = this.model.tokens;
-    const previous = prompt.length > 0 ? [t.startOfPrev, ...prompt.slice(-(this.sampleLength - 1))] : [];
+    const previous = prompt.length > 0 || hotwords.length > 0 ? [t.startOfPrev, ...hotwords, ...prompt.slice(-(this.sampleLength - 1))] : [];
     const start = this.startSequence(conditioning);
     const request: WindowRequest = {
       slot,

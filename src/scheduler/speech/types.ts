@@ -50,6 +50,12 @@ export interface TranscribeOptions {
   language?: string;
   /** Text of a previous part of the audio, to carry style and spelling over (`<|startofprev|>`). */
   prompt?: string;
+  /**
+   * Words and spellings to favour (faster-whisper's `hotwords`): put after `<|startofprev|>` in
+   * every window, before the text so far, as faster-whisper does (at most their first 112 tokens).
+   * Default none.
+   */
+  hotwords?: string;
   /** Starting sampling temperature, 0..1; Whisper falls back to higher ones when a window fails. Default 0. */
   temperature?: number;
   /**

@@ -1,12 +1,14 @@
 /**
  * Transcription fields beyond the plain upload, on the real whisper-tiny-en through the real
  * `kiln serve` over HTTP with the official client: `prompt` conditioning the first window as
- * Whisper's does, voice activity detection (`vad_filter`, `chunking_strategy`) on speech padded
+ * Whisper's does, `hotwords` every window as faster-whisper's do, voice activity detection (`vad_filter`, `chunking_strategy`) on speech padded
  * with long silences, `include[]=logprobs`, and translations refused on an English-only model.
  */
 import { createReadStream } from "node:fs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pullModel } from "../../../src/catalogue/pull/index.js";
+import { referenceAvailable, referencePython, referenceTranscribe } from "../../support/faster-whisper.js";
 import { type RunningServer, startServer, stopServer } from "../../support/server.js";
 import { paddedSpeech, speechFixture } from "../../support/speech.js";
 import { wordErrorRate } from "../../support/wer.js";
@@ -61,6 +63,30 @@ describe("prompt", () => {
     expect(hyphen.text).toContain("lighthouse-keeper");
     expect(wordErrorRate(f.text, lower.text)).toBeLessThan(0.5);
   }, 120_000);
+});
+
+describe("hotwords (faster-whisper's)", () => {
+  it("condition every window as faster-whisper's hotwords do: its transcript on the same weights, not the one without them", async () => {
+    expect(referenceAvailable(), `faster-whisper is missing at ${referencePython()}: run scripts/setup.sh`).toBe(true);
+    const f = speechFixture("long");
+    const hotwords = "Kiln lighthouse-keeper";
+    const ask = (extra: Record<string, unknown>) =>
+      client.audio.transcriptions.create({
+        model: SLUG,
+        file: createReadStream(f.files.wav),
+        beam_size: 1,
+        ...extra,
+      } as OpenAI.Audio.TranscriptionCreateParamsNonStreaming);
+    const [plain, hot] = [await ask({}), await ask({ hotwords })];
+    const modelDir = (await pullModel(SLUG)).dir;
+    const reference = await referenceTranscribe(modelDir, [f.files.wav], { threads: 2, beamSize: 1, hotwords });
+    const peer = reference.results[0].text;
+    console.log(`hotwords ${JSON.stringify(hotwords)}:\n  kiln:           ${hot.text}\n  faster-whisper: ${peer}\n  kiln without:   ${plain.text}`);
+    // The same words as faster-whisper's with the same hotwords, where the answer without them differs.
+    expect(wordErrorRate(peer, hot.text)).toBeLessThan(wordErrorRate(peer, plain.text));
+    expect(wordErrorRate(peer, hot.text)).toBeLessThan(0.05);
+    expect(wordErrorRate(f.text, hot.text)).toBeLessThan(0.5);
+  }, 300_000);
 });
 
 describe("voice activity detection", () => {

@@ -244,6 +244,14 @@ describe("response formats", () => {
     const { speech: other } = await transcribe(base([]));
     expect(other.calls[0].beamSize).toBeUndefined();
   });
+
+  it("passes faster-whisper's hotwords on; longer than 1,000 characters is a 400 naming it", async () => {
+    const { speech } = await transcribe(base([["hotwords", "Kiln lighthouse-keeper"]]));
+    expect(speech.calls[0].hotwords).toBe("Kiln lighthouse-keeper");
+    const { res, speech: none } = await transcribe(base([["hotwords", "x".repeat(1001)]]));
+    expectError(res, 400, "hotwords", /1000/);
+    expect(none.calls).toHaveLength(0);
+  });
 });
 
 describe("streaming", () => {
