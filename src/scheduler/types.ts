@@ -48,9 +48,10 @@ export interface GenerationRequest {
    * Score the prompt: each prompt token's log probability after the tokens before it, with this
    * many alternatives (0..20), computed by the prefill itself and reported in one
    * {@link PromptEvent} per choice before its first delta. Such a prompt is computed whole: a
-   * cached prefix would leave its positions unscored. Default: none.
+   * cached prefix would leave its positions unscored. `ranks`: each token's rank among the
+   * vocabulary too ({@link PromptTokenLogprob.rank}; null without it). Default: none.
    */
-  promptLogprobs?: { top: number };
+  promptLogprobs?: { top: number; ranks?: boolean };
   /**
    * What every choice's output must be (a JSON object, or JSON valid against a schema): tokens the
    * constraint does not allow are never sampled. Default none.

@@ -55,6 +55,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       prompts: [{ promptIds, maxTokens }],
       topLogprobs,
       promptLogprobs: body.prompt_logprobs ?? null,
+      promptRanks: body.prompt_logprobs != null,
       ...(constraint ? { constraint } : {}),
       endRepeatedCalls: toolUse !== undefined,
     });

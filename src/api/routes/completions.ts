@@ -36,7 +36,15 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const promptLogprobs = echoScores === null && body.prompt_logprobs == null ? null : Math.max(echoScores ?? 0, body.prompt_logprobs ?? 0);
     const constraint = requestConstraint(body);
     checkEndTokens(body, constraint !== undefined, Math.min(...budgets.map((b) => b.maxTokens)));
-    const plan = answerPlan(body, { model, answerId: answerId("cmpl"), prompts: budgets, topLogprobs, promptLogprobs, ...(constraint ? { constraint } : {}) });
+    const plan = answerPlan(body, {
+      model,
+      answerId: answerId("cmpl"),
+      prompts: budgets,
+      topLogprobs,
+      promptLogprobs,
+      promptRanks: body.prompt_logprobs != null,
+      ...(constraint ? { constraint } : {}),
+    });
     const format = completionFormat(plan.answerId, model, {
       includeUsage: plan.includeUsage,
       echo: body.echo ? prompts.map((p) => p.text) : null,

@@ -15,8 +15,10 @@ export interface PlanParts {
   prompts: Array<{ promptIds: number[]; maxTokens: number }>;
   /** Alternatives to report beside each token's log probability (0..20), or null for no log probabilities. */
   topLogprobs: number | null;
-  /** Score the prompt's tokens too, with this many alternatives (completions' `echo` with `logprobs`). Default: no. */
+  /** Score the prompt's tokens too, with this many alternatives (completions' `echo` with `logprobs`, `prompt_logprobs`). Default: no. */
   promptLogprobs?: number | null;
+  /** Rank each scored prompt token among the vocabulary (vLLM's `prompt_logprobs`). Default false. */
+  promptRanks?: boolean;
   /** What the output must be (`response_format`, `guided_*`). Default none. */
   constraint?: ConstraintSpec;
   /** The output holds tool calls: a choice ends where it starts repeating a call it already made (the engine's `endRepeatedCalls`). Default false. */
@@ -60,7 +62,9 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
       ...(body.skip_special_tokens === false ? { renderSpecial: true } : {}),
       n: body.n ?? 1,
       ...(topLogprobs !== null ? { logprobs: { top: topLogprobs } } : {}),
-      ...(promptLogprobs !== null && promptLogprobs !== undefined ? { promptLogprobs: { top: promptLogprobs } } : {}),
+      ...(promptLogprobs !== null && promptLogprobs !== undefined
+        ? { promptLogprobs: { top: promptLogprobs, ...(parts.promptRanks ? { ranks: true } : {}) } }
+        : {}),
       ...(parts.constraint ? { constraint: parts.constraint } : {}),
       ...(parts.endRepeatedCalls ? { endRepeatedCalls: true } : {}),
     })),

@@ -22,9 +22,10 @@ export interface PositionScores {
 
 /**
  * Scores `targets.length` positions whose logits are the consecutive rows of `logits` (each
- * `vocab` wide): row p is the distribution that `targets[p]` was drawn from.
+ * `vocab` wide): row p is the distribution that `targets[p]` was drawn from. `ranks` counts each
+ * target's rank too (one more pass over the row; 0 in {@link PositionScores.ranks} otherwise).
  */
-export function scorePositions(logits: Float32Array, vocab: number, targets: ArrayLike<number>, top: number): PositionScores {
+export function scorePositions(logits: Float32Array, vocab: number, targets: ArrayLike<number>, top: number, ranks = false): PositionScores {
   const n = targets.length;
   const k = Math.min(top, vocab);
   const out: PositionScores = {
@@ -41,9 +42,11 @@ export function scorePositions(logits: Float32Array, vocab: number, targets: Arr
     const lse = rawLogSumExp(row);
     const target = row[targets[p]];
     out.logprobs[p] = target - lse;
-    let above = 0;
-    for (let i = 0; i < vocab; i++) if (row[i] > target) above++;
-    out.ranks[p] = above + 1;
+    if (ranks) {
+      let above = 0;
+      for (let i = 0; i < vocab; i++) if (row[i] > target) above++;
+      out.ranks[p] = above + 1;
+    }
     const found = rawTop(row, ids, vals);
     for (let i = 0; i < k; i++) {
       // A row of NaNs keeps fewer than k: the rest read as impossible tokens.

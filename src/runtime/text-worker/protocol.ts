@@ -120,10 +120,11 @@ export interface StepRequest {
    * Score the prompt chunk of row `row`: at each of its positions, the log probability of the
    * prompt token that follows (the chunk's own next token, then `next` after its last position;
    * -1 when the chunk ends the prompt, whose last position is only sampled) and the `top`
-   * likeliest tokens with theirs, answered in {@link StepResult.scores}. The forward pass then
-   * computes every position's logits; only these numbers come back. Default none.
+   * likeliest tokens with theirs, answered in {@link StepResult.scores}, with the token's rank
+   * among the vocabulary when `ranks` is set (a pass over each row, a third more scoring work).
+   * The forward pass then computes every position's logits; only these numbers come back. Default none.
    */
-  score?: { row: number; top: number; next: number };
+  score?: { row: number; top: number; next: number; ranks?: boolean };
 }
 
 export type TextWorkerRequest = TextLoadRequest | StepRequest;

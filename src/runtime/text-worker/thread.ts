@@ -167,7 +167,7 @@ function scoreChunk(logits: Float32Array, vocab: number, req: StepRequest, score
   const targets = new Int32Array(score.next >= 0 ? req.tokensPerRow : req.tokensPerRow - 1);
   targets.set(req.tokens.subarray(first + 1, first + req.tokensPerRow));
   if (score.next >= 0) targets[req.tokensPerRow - 1] = score.next;
-  return scorePositions(logits.subarray(first * vocab), vocab, targets, score.top);
+  return scorePositions(logits.subarray(first * vocab), vocab, targets, score.top, score.ranks === true);
 }
 
 /** Samples `row` with the logits of `bans` at -Infinity, then puts them back (other samplers may share the row). */

@@ -662,6 +662,8 @@ function prefillCall(call: Extract<PlannedCall, { kind: "prefill" }>, forks: Seq
     seqIds: [seq.id],
     sample: [call.last && generates],
     ...(forks.length > 0 && generates ? { forks: forks.map((f) => ({ row: 0, seqId: f.id })) } : {}),
-    ...(request.promptLogprobs ? { score: { row: 0, top: request.promptLogprobs.top, next: call.last ? -1 : seq.tokens[end] } } : {}),
+    ...(request.promptLogprobs
+      ? { score: { row: 0, top: request.promptLogprobs.top, next: call.last ? -1 : seq.tokens[end], ...(request.promptLogprobs.ranks ? { ranks: true } : {}) } }
+      : {}),
   };
 }

@@ -31,6 +31,15 @@ describe("scorePositions", () => {
     }
   });
 
+  it("ranks each target among the vocabulary only when asked (1 = likeliest, ties sharing the better rank)", () => {
+    const targets = [5, 17, 2999];
+    const want = targets.map((t, p) => 1 + rows[p].filter((v) => v > rows[p][t]).length);
+    expect([...scorePositions(logits, vocab, targets, 2, true).ranks]).toEqual(want);
+    expect([...scorePositions(logits, vocab, targets, 2).ranks]).toEqual([0, 0, 0]);
+    const tied = Float32Array.from([1, 3, 3, 2]);
+    expect([...scorePositions(tied, 4, [2], 1, true).ranks]).toEqual([1]);
+  });
+
   it("scores no position for no target", () => {
     expect(scorePositions(new Float32Array(0), vocab, [], 2).logprobs).toHaveLength(0);
   });
