@@ -173,6 +173,15 @@ export class SequenceSampler {
     }
   }
 
+  /** The tokens the next sample may not be: end tokens before `min_tokens` (or with `ignore_eos`), `stop_token_ids` before `min_tokens`, bad words' last tokens. */
+  private bannedNow(): number[] {
+    const out: number[] = [];
+    if (this.endBanned) out.push(...this.endIds);
+    if (this.stopBanned) out.push(...this.params.stopIds);
+    if (this.params.badWords.length > 0) out.push(...this.badWordEnds());
+    return out;
+  }
+
   /** Tokens that would complete a bad word now: the last of each whose other tokens end the output. */
   private badWordEnds(): number[] {
     const out: number[] = [];
@@ -235,29 +244,11 @@ export class SequenceSampler {
       modVals[nMod++] = logits[id];
       logits[id] += biasValues[i];
     }
-    if (this.endBanned) {
-      for (const id of this.endIds) {
-        if (id >= vocab) continue;
-        modIds[nMod] = id;
-        modVals[nMod++] = logits[id];
-        logits[id] = -Infinity;
-      }
-    }
-    if (this.stopBanned) {
-      for (const id of p.stopIds) {
-        if (id >= vocab) continue;
-        modIds[nMod] = id;
-        modVals[nMod++] = logits[id];
-        logits[id] = -Infinity;
-      }
-    }
-    if (p.badWords.length > 0) {
-      for (const id of this.badWordEnds()) {
-        if (id >= vocab) continue;
-        modIds[nMod] = id;
-        modVals[nMod++] = logits[id];
-        logits[id] = -Infinity;
-      }
+    for (const id of this.bannedNow()) {
+      if (id >= vocab) continue;
+      modIds[nMod] = id;
+      modVals[nMod++] = logits[id];
+      logits[id] = -Infinity;
     }
     const repetition = p.repetitionPenalty;
     if (repetition !== 1) {
@@ -315,9 +306,7 @@ export class SequenceSampler {
     };
     const p = this.params;
     for (let i = 0; i < p.biasIds.length && p.biasIds[i] < vocab; i++) out.bias[entry(p.biasIds[i])] += p.biasValues[i];
-    if (this.endBanned) for (const id of this.endIds) if (id < vocab) out.bias[entry(id)] = -Infinity;
-    if (this.stopBanned) for (const id of p.stopIds) if (id < vocab) out.bias[entry(id)] = -Infinity;
-    if (p.badWords.length > 0) for (const id of this.badWordEnds()) if (id < vocab) out.bias[entry(id)] = -Infinity;
+    for (const id of this.bannedNow()) if (id < vocab) out.bias[entry(id)] = -Infinity;
     if (p.repetitionPenalty !== 1) for (const id of this.repIds) if (id >= 0 && id < vocab) out.repetition[entry(id)] = p.repetitionPenalty;
     if (p.presencePenalty !== 0 || p.frequencyPenalty !== 0) {
       for (let i = 0; i < this.penIds.length; i++) {
