@@ -1,3 +1,5 @@
+import { kilnVersion } from "../catalogue/version.js";
+import { COMPILER_VERSION } from "../compiler/compile.js";
 import type { Command, CommandIO } from "./command.js";
 import bench from "./commands/bench.js";
 import compile from "./commands/compile.js";
@@ -25,8 +27,8 @@ function help(): string {
     "Commands:",
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.description}`),
     "",
-    "Run `kiln <command> --help` (or `kiln help <command>`) for a command's options. KILN_HOME",
-    "(default ~/.kiln) holds models, artifacts and records.",
+    "Run `kiln <command> --help` (or `kiln help <command>`) for a command's options, `kiln --version`",
+    "for the version. KILN_HOME (default ~/.kiln) holds models, artifacts and records.",
   ].join("\n");
 }
 
@@ -38,6 +40,10 @@ export async function main(argv: string[], io: CommandIO = process): Promise<num
     return 2;
   }
   if (name === "-h" || name === "--help" || name === "help") return showHelp(rest[0], io);
+  if (name === "-V" || name === "--version" || name === "version") {
+    io.stdout.write(`kiln ${kilnVersion()} (compiler ${COMPILER_VERSION})\n`);
+    return 0;
+  }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) {
     io.stderr.write(`kiln: unknown command "${name}"\n\n${help()}\n`);

@@ -1,9 +1,10 @@
 /**
- * GET /health (503 until the models are loaded, and while draining) and GET /metrics (Prometheus).
+ * GET /health (503 until the models are loaded, and while draining), GET /version and GET /metrics (Prometheus).
  * In cloud mode /metrics asks for a valid API key like /v1 does: its series name the served
  * models and their load. /health stays open, for probes.
  */
 import type { FastifyInstance } from "fastify";
+import { kilnVersion } from "../../catalogue/version.js";
 import { authHook, type AuthMode } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { engineSnapshots } from "../metrics/engine-metrics.js";
@@ -18,6 +19,9 @@ export function healthRoutes(app: FastifyInstance, ctx: ApiContext, auth: AuthMo
     const { device, adapter, software } = ctx.device;
     return reply.code(status === "ok" ? 200 : 503).send({ status, models, device: { name: device, adapter, software }, ...warnings });
   });
+
+  // vLLM's: which server and version answers, for clients that check before they call.
+  app.get("/version", async () => ({ version: kilnVersion(), server: "kiln" }));
 
   app.get("/metrics", { onRequest: auth.mode === "cloud" ? authHook(auth) : [] }, async (_request, reply) =>
     reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.render(() => engineSnapshots(ctx.models)) + renderDeviceInfo(ctx.device)),

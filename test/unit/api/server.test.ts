@@ -1,5 +1,8 @@
 /** Cross-cutting behaviour: request ids, logs, /health, /metrics, client disconnects, draining. */
+import { readFileSync } from "node:fs";
 import { Writable } from "node:stream";
+import { openDatabase } from "../../../src/catalogue/db.js";
+import { sqliteKeyStore } from "../cloud/keys-support.js";
 import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { drainApp } from "../../../src/api/app.js";
@@ -44,7 +47,16 @@ describe("request ids", () => {
   });
 });
 
-describe("/health and /metrics", () => {
+describe("/health, /version and /metrics", () => {
+  it("/version names the server and its version, with no key even in cloud mode", async () => {
+    const { version } = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys: sqliteKeyStore(openDatabase({ path: ":memory:" })) } });
+    const res = await app.inject({ method: "GET", url: "/version" });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ version, server: "kiln" });
+    await app.close();
+  });
+
   it("/health answers 503 while models load, then 200", async () => {
     const models = new ModelRegistry();
     models.expect(SLUG, "compiling");

@@ -1,5 +1,7 @@
 /** defineCommand's exit codes and streams, and `kiln`'s own help. */
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { COMPILER_VERSION } from "../../../src/compiler/compile.js";
 import { defineCommand } from "../../../src/cli/command.js";
 import { main } from "../../../src/cli/kiln.js";
 import { option, UsageError } from "../../../src/cli/options.js";
@@ -59,6 +61,15 @@ describe("kiln", () => {
     expect(await main(["--help"], io)).toBe(0);
     expect(out.stdout).toMatch(/^Usage: kiln <command> \[options\]/);
     for (const name of ["models", "pull", "compile", "run", "serve", "keys"]) expect(out.stdout).toMatch(new RegExp(`^  ${name} +\\S`, "m"));
+  });
+
+  it("prints its version and the compiler's for --version, -V and `kiln version`", async () => {
+    const { version } = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string };
+    for (const argv of [["--version"], ["-V"], ["version"]]) {
+      const { out, io } = capture();
+      expect(await main(argv, io)).toBe(0);
+      expect(out.stdout).toBe(`kiln ${version} (compiler ${COMPILER_VERSION})\n`);
+    }
   });
 
   it("shows a command's help for `kiln help <command>`", async () => {
