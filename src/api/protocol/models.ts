@@ -23,6 +23,8 @@ export interface ModelObject {
    * allows (prompts past it get `context_length_exceeded`), else the catalogue's window.
    */
   context_length: number;
+  /** `context_length` under vLLM's name, which clients written for vLLM read to size their prompts. */
+  max_model_len: number;
   /** The model's own context window, in tokens (at least `context_length`). */
   native_context_length: number;
   capabilities: readonly string[];
@@ -110,6 +112,7 @@ export function modelObject(
     display_name: entry.displayName,
     kind: entry.kind,
     context_length: text?.contextLength ?? entry.contextLength,
+    max_model_len: text?.contextLength ?? entry.contextLength,
     native_context_length: text?.nativeContextLength ?? entry.contextLength,
     capabilities: capabilitiesOf(entry, text),
     pricing,

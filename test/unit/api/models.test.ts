@@ -22,6 +22,7 @@ describe("models", () => {
         native_context_length: expect.any(Number),
       });
       expect(m.context_length).toBeLessThanOrEqual(m.native_context_length);
+      expect(m.max_model_len).toBe(m.context_length);
       expect(Array.isArray(m.capabilities)).toBe(true);
       expect(["serving", "available"]).toContain(m.status);
       if (m.kind === "text") {
