@@ -19,6 +19,13 @@ function optionalBool(file: GgufFile, key: string, fallback: boolean): boolean {
  */
 const SPM_DEFAULT_IDS = { bos: 1, eos: 2, unk: 0 };
 
+/** The keys of the fill-in-the-middle markers' ids: current name, older name. */
+const FIM_KEYS = [
+  ["fim_pre", "prefix"],
+  ["fim_suf", "suffix"],
+  ["fim_mid", "middle"],
+] as const;
+
 /** The tokenizer exactly as the GGUF describes it (`tokenizer.ggml.*`), with llama.cpp's defaults for absent keys. */
 export function tokenizerSpec(file: GgufFile): TokenizerSpec {
   const model = getString(file, "tokenizer.ggml.model");
@@ -26,6 +33,9 @@ export function tokenizerSpec(file: GgufFile): TokenizerSpec {
   const spm = model === "llama";
   const id = (key: string, spmDefault: number) => optionalId(file, key, tokens.length) ?? (spm ? spmDefault : null);
   const name = findMetadata(file, "general.name");
+  const fimIds = FIM_KEYS.map(
+    ([key, old]) => optionalId(file, `tokenizer.ggml.${key}_token_id`, tokens.length) ?? optionalId(file, `tokenizer.ggml.${old}_token_id`, tokens.length),
+  );
   return {
     model,
     pre: getString(file, "tokenizer.ggml.pre", "default"),
@@ -38,6 +48,7 @@ export function tokenizerSpec(file: GgufFile): TokenizerSpec {
     merges: getStringArray(file, "tokenizer.ggml.merges", []),
     ...(spm ? { scores: getNumberArray(file, "tokenizer.ggml.scores", []) } : {}),
     ...(typeof name === "string" ? { modelName: name } : {}),
+    ...(fimIds.some((id) => id !== null) ? { fimIds: fimIds as [number | null, number | null, number | null] } : {}),
     bosId: id("tokenizer.ggml.bos_token_id", SPM_DEFAULT_IDS.bos),
     eosId: id("tokenizer.ggml.eos_token_id", SPM_DEFAULT_IDS.eos),
     eotId: optionalId(file, "tokenizer.ggml.eot_token_id"),

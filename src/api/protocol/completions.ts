@@ -34,6 +34,7 @@ export const completionRequestSchema = z
     max_tokens: z.number().int().min(0).nullish(),
     echo: z.boolean().nullish(),
     logprobs: z.number().int().min(0).max(5).nullish(),
+    /** Text after the completion: the model fills in what goes between the prompt and it (a model with fill-in-the-middle tokens only). */
     suffix: z.string().nullish(),
     best_of: z.number().int().min(1).nullish(),
     ...samplingFields,
@@ -50,7 +51,6 @@ export const completionRequestSchema = z
 export type CompletionRequest = z.output<typeof completionRequestSchema>;
 
 const UNSUPPORTED: readonly UnsupportedField[] = [
-  { field: "suffix", accepts: (v) => v === "", why: "is not supported: kiln's models do not fill in the middle." },
   {
     field: "response_format",
     accepts: (v) => (v as { type?: unknown })?.type === "text",
@@ -79,6 +79,32 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
     throw apiError("unsupported_parameter", "Unsupported parameter: 'best_of' must equal 'n' (kiln does not rank candidates).", "best_of");
   }
   return request;
+}
+
+/**
+ * The text the model fills in before, or null for a plain completion. `suffix` "" is a plain
+ * completion on a model without fill-in-the-middle markers (clients send it for "nothing after"); any
+ * other suffix needs the markers (a 400 naming `suffix` without them). An infill leaves no place for
+ * an echo, and truncating its prompt would cut the markers around it.
+ */
+export function infillSuffix(request: CompletionRequest, slug: string, modelHasMarkers: boolean): string | null {
+  if (request.suffix == null || (request.suffix === "" && !modelHasMarkers)) return null;
+  if (!modelHasMarkers) {
+    throw apiError(
+      "unsupported_value",
+      `The model '${slug}' cannot fill in the middle: its vocabulary has no fill-in-the-middle tokens. Send 'suffix' to a code model that has them (Qwen2.5, StarCoder2, CodeLlama, DeepSeek-Coder, Codestral), or leave it out.`,
+      "suffix",
+    );
+  }
+  if (request.echo) throw apiError("unsupported_value", "'echo' cannot be combined with 'suffix': the prompt is not text before the completion.", "echo");
+  if (request.truncate_prompt_tokens != null) {
+    throw apiError(
+      "unsupported_value",
+      "'truncate_prompt_tokens' cannot be combined with 'suffix': shorten the prompt or the suffix instead.",
+      "truncate_prompt_tokens",
+    );
+  }
+  return request.suffix;
 }
 
 /** The legacy logprobs object of one choice: with `echo`, the prompt's tokens come first, and the first of them has nulls. */

@@ -6,6 +6,7 @@ import { apiError } from "../errors.js";
 import {
   DEFAULT_COMPLETION_MAX_TOKENS,
   ignoredCompletionFields,
+  infillSuffix,
   parseCompletionRequest,
   type Completion,
   type CompletionLogprobs,
@@ -25,7 +26,8 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const ignored = ignoredFieldsHeader(ignoredCompletionFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
     const model = await lookupServedModel(ctx, request, body.model);
-    const prompts = promptsOf(model, body.prompt, body.echo === true, body.truncate_prompt_tokens != null).map((p) => truncated(model, p, body));
+    const suffix = infillSuffix(body, model.slug, model.fillsInMiddle);
+    const prompts = suffix === null ? promptsOf(model, body).map((p) => truncated(model, p, body)) : infillPromptsOf(model, body.prompt, suffix);
     const budgets = prompts.map((p) => ({
       promptIds: p.ids,
       maxTokens: completionBudget(model, p.ids.length, body.max_tokens, "prompt", DEFAULT_COMPLETION_MAX_TOKENS),
@@ -69,21 +71,44 @@ function truncated(model: ServedModel, prompt: Prompt, body: CompletionRequest):
 }
 
 /** The request's prompts, in order: a string, strings, token ids, or lists of token ids. */
-function promptsOf(model: ServedModel, prompt: CompletionRequest["prompt"], echo: boolean, truncating: boolean): Prompt[] {
-  const fromText = (text: string): Prompt => {
-    if (!truncating) checkPromptLength(model, text.length, "prompt");
-    return { ids: model.textPrompt(text), text };
-  };
-  const fromIds = (ids: number[]): Prompt => {
-    if (ids.some((id) => id >= model.vocabSize)) {
-      throw apiError("invalid_value", `Token ids in 'prompt' must be below the vocabulary size ${model.vocabSize}.`, "prompt");
-    }
-    return { ids, text: echo ? model.decode(ids) : "" };
-  };
+function promptsOf(model: ServedModel, body: CompletionRequest): Prompt[] {
+  const truncating = body.truncate_prompt_tokens != null;
+  return eachPrompt(
+    body.prompt,
+    (text) => {
+      if (!truncating) checkPromptLength(model, text.length, "prompt");
+      return { ids: model.textPrompt(text), text };
+    },
+    (ids) => ({ ids: checkedIds(model, ids), text: body.echo ? model.decode(ids) : "" }),
+  );
+}
+
+/** Each prompt (text or token ids, without BOS) with `suffix` after it, between the model's fill-in-the-middle markers. */
+function infillPromptsOf(model: ServedModel, prompt: CompletionRequest["prompt"], suffix: string): Prompt[] {
+  const infill = (before: number[]): Prompt => ({ ids: model.infillPrompt(before, suffix)!, text: "" });
+  return eachPrompt(
+    prompt,
+    (text) => {
+      checkPromptLength(model, text.length + suffix.length, "prompt");
+      return infill(model.textPrompt(text, false));
+    },
+    (ids) => infill(checkedIds(model, ids)),
+  );
+}
+
+/** Maps each of the request's prompts (a string, strings, token ids, or lists of token ids) by its kind. */
+function eachPrompt(prompt: CompletionRequest["prompt"], fromText: (text: string) => Prompt, fromIds: (ids: number[]) => Prompt): Prompt[] {
   if (typeof prompt === "string") return [fromText(prompt)];
   const list = prompt as Array<string | number | number[]>;
   if (typeof list[0] === "number") return [fromIds(list as number[])];
   return list.map((p) => (typeof p === "string" ? fromText(p) : fromIds(p as number[])));
+}
+
+function checkedIds(model: ServedModel, ids: number[]): number[] {
+  if (ids.some((id) => id >= model.vocabSize)) {
+    throw apiError("invalid_value", `Token ids in 'prompt' must be below the vocabulary size ${model.vocabSize}.`, "prompt");
+  }
+  return ids;
 }
 
 /**

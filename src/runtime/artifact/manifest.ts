@@ -40,6 +40,12 @@ export interface TokenizerSpec {
    * named like Phi-3 swallow the whitespace after them). Absent: no such attributes.
    */
   modelName?: string;
+  /**
+   * `tokenizer.ggml.fim_{pre,suf,mid}_token_id` (or their older names `prefix`, `suffix`, `middle`):
+   * the fill-in-the-middle markers the GGUF names, each null where it names none. Absent: none
+   * named; the tokenizer then looks for them by their usual texts.
+   */
+  fimIds?: [number | null, number | null, number | null];
 }
 
 /** Model shape facts the runtime needs to size its KV cache and feeds. */

@@ -82,6 +82,15 @@ export interface VocabAttributes {
   attrs: Uint16Array;
   eogIds: Set<number>;
   eotId: number | null;
+  /** The fill-in-the-middle markers, when the vocabulary has all three; null otherwise. */
+  fim: FimTokens | null;
+}
+
+/** A vocabulary's fill-in-the-middle markers: the prompt is `prefix <prefix text> suffix <suffix text> middle`. */
+export interface FimTokens {
+  prefix: number;
+  suffix: number;
+  middle: number;
 }
 
 /**
@@ -117,10 +126,14 @@ export function vocabAttributes(spec: TokenizerSpec): VocabAttributes {
   }
   const eomId = firstOf(EOM_TEXTS);
   if (eomId !== null) forceControl(eomId);
-  for (const list of FIM_TEXTS) {
-    const id = firstOf(list);
+  // The GGUF's own ids come first; a vocabulary without them is searched by text, as llama.cpp does.
+  const fimIds = FIM_TEXTS.map((list, i) => {
+    const id = validId(spec.fimIds?.[i] ?? null, texts.length) ?? firstOf(list);
     if (id !== null) forceControl(id);
-  }
+    return id;
+  });
+  const [prefix, suffix, middle] = fimIds;
+  const fim = prefix !== null && suffix !== null && middle !== null ? { prefix, suffix, middle } : null;
 
   const eogIds = new Set<number>();
   for (const list of FIM_EOG_TEXTS) {
@@ -141,7 +154,7 @@ export function vocabAttributes(spec: TokenizerSpec): VocabAttributes {
 
   dropAmbiguousEogs(texts, attrs, eogIds);
   stripAttributesByName(spec, texts, attrs);
-  return { texts, attrs, eogIds, eotId };
+  return { texts, attrs, eogIds, eotId, fim };
 }
 
 /**

@@ -5,7 +5,7 @@ import { PreTokenizer, preTokenizerKind } from "./pre-tokenizer.js";
 import { SpecialTokenMatcher } from "./special-tokens.js";
 import { SPACE_MARKER, SpmVocab } from "./spm.js";
 import { StreamDecoder } from "./stream-decoder.js";
-import { ATTR_BYTE, ATTR_CONTROL, ATTR_NORMAL, ATTR_UNKNOWN, ATTR_USER_DEFINED, vocabAttributes } from "./token-attrs.js";
+import { ATTR_BYTE, ATTR_CONTROL, ATTR_NORMAL, ATTR_UNKNOWN, ATTR_USER_DEFINED, type FimTokens, vocabAttributes } from "./token-attrs.js";
 
 export interface EncodeOptions {
   /** Add BOS/EOS as the model asks (spec.addBos / spec.addEos), like llama_tokenize's add_special. Default false. */
@@ -66,6 +66,8 @@ export class Tokenizer {
   readonly bosId: number | null;
   readonly eosId: number | null;
   readonly eotId: number | null;
+  /** The fill-in-the-middle markers, or null for a vocabulary without all three. */
+  readonly fim: FimTokens | null;
   readonly addBos: boolean;
   readonly addEos: boolean;
   readonly pre: string;
@@ -97,6 +99,7 @@ export class Tokenizer {
     this.attrs = vocab.attrs;
     this.eog = vocab.eogIds;
     this.eotId = vocab.eotId;
+    this.fim = vocab.fim;
     this.vocabSize = vocab.texts.length;
     this.bosId = spec.bosId;
     this.eosId = spec.eosId;

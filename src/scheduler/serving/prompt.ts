@@ -151,6 +151,19 @@ export function encodePrompt(tokenizer: Tokenizer, text: string, mode: SpecialTo
   return bos ? withBos(tokenizer, ids) : ids;
 }
 
+/**
+ * A fill-in-the-middle prompt, as llama.cpp's server builds one for `/infill` and node-llama-cpp for
+ * its infill completions (prefix-suffix-middle order): the BOS the model wants, the prefix marker,
+ * `prefix` (token ids, no BOS), the suffix marker, `suffix`'s tokens, the middle marker, after which
+ * the model writes what goes between. Null when the vocabulary has no such markers.
+ */
+export function infillPrompt(tokenizer: Tokenizer, prefix: readonly number[], suffix: string, mode: SpecialTokenMode = "text"): number[] | null {
+  const fim = tokenizer.fim;
+  if (fim === null) return null;
+  const ids = [fim.prefix, ...prefix, fim.suffix, ...encodePrompt(tokenizer, suffix, mode, false), fim.middle];
+  return withBos(tokenizer, ids);
+}
+
 function withBos(tokenizer: Tokenizer, ids: number[]): number[] {
   const bos = tokenizer.bosId;
   if (tokenizer.addBos && bos !== null && ids[0] !== bos) ids.unshift(bos);

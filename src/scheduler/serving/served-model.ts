@@ -13,7 +13,7 @@ import type { ChatMessage } from "../types.js";
 import { ChatTemplate, type TemplateReasoning } from "../../runtime/text/index.js";
 import { getModel, hasModel, type Promotion } from "../../catalogue/index.js";
 import { chooseToolDialect, type ToolDialect, type ToolFunction } from "../tools/index.js";
-import { type ChatEnding, chatPromptIds, encodePrompt, type SpecialTokenMode } from "./prompt.js";
+import { type ChatEnding, chatPromptIds, encodePrompt, infillPrompt, type SpecialTokenMode } from "./prompt.js";
 
 /** How {@link ServedModel.chatPrompt} renders a chat, beyond its messages. */
 export interface ChatOptions {
@@ -84,6 +84,14 @@ export interface ServedModel {
    * with the BOS the model wants in front unless `bos` is false (default true).
    */
   textPrompt(text: string, bos?: boolean): number[];
+  /**
+   * A fill-in-the-middle prompt (completions' `suffix`): the model writes what goes between
+   * `prefix` (token ids, without BOS) and `suffix`. Null for a model whose vocabulary has no
+   * fill-in-the-middle markers (see {@link fillsInMiddle}).
+   */
+  infillPrompt(prefix: readonly number[], suffix: string): number[] | null;
+  /** Whether the model's vocabulary has fill-in-the-middle markers (prefix, suffix, middle). */
+  fillsInMiddle: boolean;
   /** Text of token ids (for `echo` of token prompts). */
   decode(ids: readonly number[]): string;
   /**
@@ -179,6 +187,8 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     fewestTokens: (chars) => tokenizer.fewestTokens(chars),
     toolDialect,
     textPrompt: (prompt, bos) => encodePrompt(tokenizer, prompt, options.specialTokens, bos),
+    infillPrompt: (prefix, suffix) => infillPrompt(tokenizer, prefix, suffix, options.specialTokens),
+    fillsInMiddle: tokenizer.fim !== null,
     decode: (ids) => tokenizer.decode(ids),
     detokenize: (ids) => tokenizer.detokenize(ids, { renderSpecial: true }),
     tokenText: (id) => tokenizer.tokenText(id),

@@ -1,6 +1,6 @@
 /** POST /v1/completions (legacy) on a fake model. */
 import { describe, expect, it } from "vitest";
-import { AUTH, fakeApp, fakeModel, NO_DETAILS, SLUG, sseEvents, word } from "./fake-model.js";
+import { AUTH, FIM, fakeApp, fakeModel, NO_DETAILS, SLUG, sseEvents, word } from "./fake-model.js";
 
 const long = Array.from({ length: 40 }, (_, i) => word(i % 2 ? " world" : "Hello"));
 
@@ -119,5 +119,65 @@ describe("completions", () => {
     } finally {
       await app.close();
     }
+  });
+
+  describe("suffix (fill in the middle)", () => {
+    const prefillTokens = (fake: ReturnType<typeof fakeModel>) => fake.backend.calls.filter((c) => c.kind === "prefill").flatMap((c) => c.tokens);
+    const enc = (text: string) => [...new TextEncoder().encode(text)];
+
+    it("puts each prompt, text or token ids, between the model's markers with the suffix after it", async () => {
+      const fake = fakeModel({ script: long, fillsInMiddle: true });
+      const body = (await complete({ prompt: "ab", suffix: "yz", max_tokens: 2 }, fake)).json();
+      expect(prefillTokens(fake)).toEqual([FIM.prefix, ...enc("ab"), FIM.suffix, ...enc("yz"), FIM.middle]);
+      expect(body.usage.prompt_tokens).toBe(7);
+      expect(body.choices[0]).toMatchObject({ text: "Hello world", finish_reason: "length" });
+      const ids = fakeModel({ script: long, fillsInMiddle: true });
+      await complete({ prompt: [[10, 11], [12]], suffix: "", max_tokens: 1 }, ids);
+      const seen = ids.backend.calls.filter((c) => c.kind === "prefill").map((c) => c.tokens);
+      expect(seen).toEqual(
+        expect.arrayContaining([
+          [FIM.prefix, 10, 11, FIM.suffix, FIM.middle],
+          [FIM.prefix, 12, FIM.suffix, FIM.middle],
+        ]),
+      );
+    });
+
+    it("streams an infill as any completion", async () => {
+      const fake = fakeModel({ script: long, fillsInMiddle: true });
+      const events = sseEvents((await complete({ prompt: "ab", suffix: "yz", max_tokens: 2, stream: true }, fake)).body) as any[];
+      expect(events.at(-1)).toBe("[DONE]");
+      expect(
+        events
+          .slice(0, -1)
+          .map((e) => e.choices[0]?.text ?? "")
+          .join(""),
+      ).toBe("Hello world");
+      expect(prefillTokens(fake)[0]).toBe(FIM.prefix);
+    });
+
+    it("an empty suffix is a plain completion on a model without markers; any other is a 400 naming suffix", async () => {
+      const plain = fakeModel({ script: long });
+      expect((await complete({ prompt: "ab", suffix: "", max_tokens: 1 }, plain)).statusCode).toBe(200);
+      expect(prefillTokens(plain)).toEqual(enc("ab"));
+      const res = await complete({ prompt: "ab", suffix: "yz" });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error).toMatchObject({ code: "unsupported_value", param: "suffix" });
+      expect(res.json().error.message).toMatch(/cannot fill in the middle/);
+    });
+
+    it("echo and truncate_prompt_tokens cannot go with an infill", async () => {
+      const fim = () => fakeModel({ script: long, fillsInMiddle: true });
+      const echo = await complete({ prompt: "ab", suffix: "yz", echo: true }, fim());
+      expect(echo.json().error).toMatchObject({ code: "unsupported_value", param: "echo" });
+      const truncate = await complete({ prompt: "ab", suffix: "yz", truncate_prompt_tokens: 4 }, fim());
+      expect(truncate.json().error).toMatchObject({ code: "unsupported_value", param: "truncate_prompt_tokens" });
+    });
+
+    it("a prompt and suffix too long for the context together are refused before tokenizing", async () => {
+      const fake = fakeModel({ script: long, fillsInMiddle: true, contextLength: 64 });
+      const res = await complete({ prompt: "a".repeat(40), suffix: "b".repeat(40) }, fake);
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error).toMatchObject({ code: "context_length_exceeded", param: "prompt" });
+    });
   });
 });

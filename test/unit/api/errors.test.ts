@@ -202,7 +202,7 @@ describe("validation errors (400)", () => {
     ["a token id outside the vocabulary in a later prompt", { model: SLUG, prompt: [[1], [2, 99999]] }, "prompt", "invalid_value"],
     ["max_tokens below 0", { model: SLUG, prompt: "x", max_tokens: -1 }, "max_tokens", "invalid_value"],
     ["logprobs above 5", { model: SLUG, prompt: "x", logprobs: 6 }, "logprobs", "invalid_value"],
-    ["suffix", { model: SLUG, prompt: "x", suffix: "tail" }, "suffix", "unsupported_parameter"],
+    ["suffix on a model without fill-in-the-middle tokens", { model: SLUG, prompt: "x", suffix: "tail" }, "suffix", "unsupported_value"],
     ["best_of above n", { model: SLUG, prompt: "x", best_of: 3 }, "best_of", "unsupported_parameter"],
     ["temperature out of range", { model: SLUG, prompt: "x", temperature: -1 }, "temperature", "invalid_value"],
     ["a token id outside the vocabulary", { model: SLUG, prompt: [1, 2, 99999] }, "prompt", "invalid_value"],

@@ -43,7 +43,12 @@ export type FakeModelOptions = Partial<FakeStepOptions> &
     reasoning?: ServedModel["reasoning"];
     /** The rendered prompt ends by opening the reasoning (`<think>\n`), as DeepSeek-R1 distills' templates do, unless `enable_thinking` is false. Default false. */
     opensThinking?: boolean;
+    /** The vocabulary has fill-in-the-middle markers: bytes 1, 2 and 3 (prefix, suffix, middle). Default false. */
+    fillsInMiddle?: boolean;
   };
+
+/** The fake's fill-in-the-middle markers (with `fillsInMiddle`): prefix, suffix, middle. */
+export const FIM = { prefix: 1, suffix: 2, middle: 3 };
 
 export function fakeModel(options: FakeModelOptions = {}): FakeModel {
   const contextLength = options.contextLength ?? 512;
@@ -93,6 +98,8 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     fewestTokens: (chars) => chars,
     toolDialect: hermes,
     textPrompt: encode,
+    infillPrompt: (prefix, suffix) => (options.fillsInMiddle ? [FIM.prefix, ...prefix, FIM.suffix, ...encode(suffix), FIM.middle] : null),
+    fillsInMiddle: options.fillsInMiddle ?? false,
     decode: (ids) => new TextDecoder().decode(Uint8Array.from(ids.filter((i) => i < 256))),
     detokenize: (ids) => ids.map((id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`)).join(""),
     tokenText: (id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`),

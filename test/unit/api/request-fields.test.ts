@@ -224,7 +224,7 @@ describe("unknown top-level fields: other servers' extensions refused by name, t
   it("fields the reference API has and kiln cannot honour keep their specific 400", async () => {
     expect400(await post(CHAT_URL, chat({ store: true })), "unsupported_parameter", "store");
     expect400(await post(CHAT_URL, chat({ audio: { voice: "alloy", format: "wav" } })), "unsupported_parameter", "audio");
-    expect400(await post(COMPLETIONS_URL, completion({ suffix: "tail" })), "unsupported_parameter", "suffix");
+    expect400(await post(COMPLETIONS_URL, completion({ suffix: "tail" })), "unsupported_value", "suffix");
   });
 
   it("messages stay lenient: what the reference's own answers carry can be replayed", async () => {

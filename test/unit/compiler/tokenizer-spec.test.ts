@@ -36,4 +36,20 @@ describe("tokenizerSpec", () => {
     expect(spec.scores).toBeUndefined();
     expect(spec).toMatchObject({ bosId: null, eosId: null, unkId: null, addBos: false, addSpacePrefix: false });
   });
+
+  it("records the fill-in-the-middle ids the GGUF names, by their current or older keys, and nothing when it names none", () => {
+    const tokens = ["a", "b", "c", "d"];
+    const named = tokenizerSpec(
+      gguf({
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.fim_pre_token_id": 1,
+        "tokenizer.ggml.suffix_token_id": 2,
+        "tokenizer.ggml.fim_mid_token_id": 9,
+      }),
+    );
+    // An id outside the vocabulary is ignored, as llama.cpp ignores it.
+    expect(named.fimIds).toEqual([1, 2, null]);
+    expect(tokenizerSpec(gguf({ "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": tokens })).fimIds).toBeUndefined();
+  });
 });

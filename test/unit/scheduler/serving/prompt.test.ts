@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
 import { BYTE_TO_CHAR } from "../../../../src/runtime/text/byte-level.js";
 import { ChatTemplate, Tokenizer, type ChatMessage } from "../../../../src/runtime/text/index.js";
-import { chatPromptIds, encodePrompt, renderChat } from "../../../../src/scheduler/serving/prompt.js";
+import { chatPromptIds, encodePrompt, infillPrompt, renderChat } from "../../../../src/scheduler/serving/prompt.js";
 import { byteLevel } from "../../runtime/text/tiny-vocab.js";
 
 const CONTROL = 3;
@@ -228,6 +228,44 @@ describe("completion prompts", () => {
     // "<s>" typed as text is not the BOS token, so BOS is still added in front of it.
     expect(encodePrompt(withBos, "<s>hi")[0]).toBe(withBos.bosId);
     expect(controlIds(encodePrompt(withBos, "<s>hi"))).toEqual([withBos.bosId]);
+  });
+});
+
+describe("fill-in-the-middle prompts", () => {
+  const FIM_TEXTS = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"];
+  /** The base vocabulary with Qwen's three markers after it, typed normal as some GGUFs type them. */
+  function fimSpec(over: Partial<TokenizerSpec> = {}): TokenizerSpec {
+    const base = spec(over);
+    return { ...base, tokens: [...base.tokens, ...FIM_TEXTS], tokenTypes: [...base.tokenTypes, 1, 1, 1] };
+  }
+  const fimTokenizer = Tokenizer.fromSpec(fimSpec());
+  const [pre, suf, mid] = [0, 1, 2].map((i) => fimTokenizer.vocabSize - 3 + i);
+
+  it("is prefix marker, prefix, suffix marker, suffix, middle marker, found by the markers' texts", () => {
+    expect(fimTokenizer.fim).toEqual({ prefix: pre, suffix: suf, middle: mid });
+    const prefix = encodePrompt(fimTokenizer, "Hello", "text", false);
+    expect(infillPrompt(fimTokenizer, prefix, " there")).toEqual([pre, ...prefix, suf, ...fimTokenizer.encode(" there"), mid]);
+    // Markers typed normal are still control tokens (llama.cpp forces them), so they never decode to text.
+    expect(fimTokenizer.isControl(pre)).toBe(true);
+  });
+
+  it("leads with the BOS the model wants; marker text in the suffix stays text", () => {
+    const withBos = Tokenizer.fromSpec(fimSpec({ addBos: true }));
+    const ids = infillPrompt(withBos, [], "<|fim_middle|>hi")!;
+    expect(ids[0]).toBe(withBos.bosId);
+    expect(ids.filter((id) => id === mid)).toHaveLength(1);
+    expect(ids.at(-1)).toBe(mid);
+  });
+
+  it("takes the ids the GGUF names over the texts, and needs all three markers", () => {
+    const named = Tokenizer.fromSpec({ ...fimSpec(), fimIds: [CONTROLS.indexOf("[INST]"), CONTROLS.indexOf("[/INST]"), null] });
+    expect(named.fim).toEqual({ prefix: CONTROLS.indexOf("[INST]"), suffix: CONTROLS.indexOf("[/INST]"), middle: mid });
+    expect(tokenizer.fim).toBeNull();
+    expect(infillPrompt(tokenizer, [1], "x")).toBeNull();
+    const twoOfThree = spec();
+    twoOfThree.tokens = [...twoOfThree.tokens, FIM_TEXTS[0], FIM_TEXTS[1]];
+    twoOfThree.tokenTypes = [...twoOfThree.tokenTypes, 3, 3];
+    expect(Tokenizer.fromSpec(twoOfThree).fim).toBeNull();
   });
 });
 
