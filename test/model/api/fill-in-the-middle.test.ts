@@ -15,7 +15,7 @@ import { getLlama, LlamaCompletion, type Llama, type LlamaModel } from "node-lla
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GgmlType, GgufValueType } from "../../../src/compiler/gguf/types.js";
 import { meta, type MetaValue } from "../../fixtures/gguf/write-gguf.js";
-import { writeTinyModel } from "../../fixtures/synthetic/tiny-model.js";
+import { type TinyModelTypes, writeTinyModel } from "../../fixtures/synthetic/tiny-model.js";
 import { type RunningServer, startServer, stopServer } from "../../support/server.js";
 import { syntheticTokenizer } from "../../support/synthetic-parity.js";
 
@@ -75,7 +75,7 @@ async function completions(body: Record<string, unknown>): Promise<Response> {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "kiln-fim-"));
-  const same = { attnQ: F32, attnK: F32, attnV: F32, attnOutput: F32, ffnGate: F32, ffnUp: F32, ffnDown: F32 };
+  const same: Omit<TinyModelTypes, "embedding" | "output"> = { attnQ: F32, attnK: F32, attnV: F32, attnOutput: F32, ffnGate: F32, ffnUp: F32, ffnDown: F32 };
   const spec = {
     architecture: "llama",
     seed: 77,
