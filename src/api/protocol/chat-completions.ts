@@ -8,7 +8,6 @@ import { apiError } from "../errors.js";
 import {
   checkPromptLogprobs,
   checkStreamOptions,
-  isEmptyArray,
   isOneOf,
   GENERATION_EXTENSIONS,
   refusedExtensions,
@@ -21,7 +20,7 @@ import {
 } from "./common.js";
 import { parseOrThrow } from "./issues.js";
 import { checkRequestConstraint, constraintFields } from "./output-constraint.js";
-import { toolFields } from "./tools.js";
+import { checkLegacyFunctions, legacyFunctionFields, toolFields } from "./tools.js";
 
 const contentPart = z.looseObject({ type: z.string(), text: z.string().nullish() }).superRefine((part, ctx) => {
   if (part.type !== "text") {
@@ -67,7 +66,11 @@ const toolCall = z.looseObject({
   }),
 });
 
-export const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
+/** The deprecated `function_call` of an assistant message: the one call it made, in the legacy shape. */
+const legacyFunctionCall = z.looseObject({ name: z.string().min(1), arguments: z.string() });
+
+/** `function` is the deprecated role of a function's result (legacy function calling), named by `name`. */
+export const ROLES = ["system", "developer", "user", "assistant", "tool", "function"] as const;
 
 export const chatMessage = z
   .object({
@@ -76,12 +79,13 @@ export const chatMessage = z
     name: z.string().nullish(),
     tool_calls: z.array(toolCall).nullish(),
     tool_call_id: z.string().nullish(),
+    function_call: legacyFunctionCall.nullish(),
     refusal: z.string().nullish(),
   })
   .superRefine((m, ctx) => {
     const missing = (path: string, message: string) => ctx.addIssue({ code: "custom", path: [path], message, params: { code: "missing_required_parameter" } });
     if (m.role === "assistant") {
-      if ((m.content === null || m.content === undefined) && !m.tool_calls?.length) {
+      if ((m.content === null || m.content === undefined) && !m.tool_calls?.length && !m.function_call) {
         missing("content", "An assistant message needs 'content' or 'tool_calls'.");
       }
     } else if (m.content === null || m.content === undefined) {
@@ -91,6 +95,18 @@ export const chatMessage = z
     const misplaced = (path: string, message: string) => ctx.addIssue({ code: "custom", path: [path], message, params: { code: "invalid_value" } });
     if (m.role !== "assistant" && m.tool_calls?.length) misplaced("tool_calls", `Only assistant messages carry 'tool_calls', not a ${m.role} message.`);
     if (m.role !== "tool" && m.tool_call_id != null) misplaced("tool_call_id", `Only tool messages carry 'tool_call_id', not a ${m.role} message.`);
+    if (m.role === "function" && !m.name) missing("name", "A function message needs the 'name' of the function whose result it holds.");
+    if (m.role !== "assistant" && m.function_call) misplaced("function_call", `Only assistant messages carry 'function_call', not a ${m.role} message.`);
+    if (m.function_call && m.tool_calls?.length)
+      misplaced("function_call", "An assistant message carries 'tool_calls' or the older 'function_call', not both.");
+    const problem = m.function_call ? argumentsProblem(m.function_call.arguments) : undefined;
+    if (problem !== undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: ["function_call", "arguments"],
+        message: `'function_call.arguments' must be a string holding a JSON object; this one ${problem}.`,
+        params: { code: "invalid_value" },
+      });
   });
 
 /**
@@ -122,6 +138,7 @@ export const chatCompletionRequestSchema = z.object({
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
   ...toolFields,
+  ...legacyFunctionFields,
   response_format: responseFormat.nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
   // Caching and abuse-tracking hints of the reference API: nothing for kiln to do with them, and nothing lost.
@@ -150,8 +167,6 @@ export type ChatCompletionRequest = z.output<typeof chatCompletionRequestSchema>
 export type ChatMessageIn = ChatCompletionRequest["messages"][number];
 
 const UNSUPPORTED: readonly UnsupportedField[] = [
-  { field: "functions", accepts: isEmptyArray, why: "is not supported: kiln does not do function calling." },
-  { field: "function_call", accepts: isOneOf("none", "auto"), why: "is not supported: kiln does not do function calling." },
   { field: "audio", why: "is not supported: kiln's chat models produce text only." },
   { field: "modalities", accepts: (v) => Array.isArray(v) && v.every((m) => m === "text"), why: 'can only be ["text"].' },
   { field: "prediction", why: "(predicted outputs) is not supported." },
@@ -182,6 +197,7 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
     throw apiError("invalid_value", "'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
   }
   chatEnding(request);
+  checkLegacyFunctions(request);
   return request;
 }
 
@@ -239,13 +255,27 @@ export interface WireToolCallDelta {
   function: { name?: string; arguments: string };
 }
 
-export type ChatFinishReason = "stop" | "length" | "tool_calls";
+/** A call in the deprecated legacy shape (`functions` offered): the message's one `function_call`. */
+export interface WireFunctionCall {
+  name: string;
+  arguments: string;
+}
+
+/** `finish_reason` "function_call": the answer is a legacy function call. */
+export type ChatFinishReason = "stop" | "length" | "tool_calls" | "function_call";
 
 export interface ChatCompletionChoice {
   index: number;
   /** `content` is null when the answer is only tool calls; `tool_calls` is absent when there are none. */
   /** `reasoning_content`, on a reasoning model only: its thinking, apart from the answer (null when it did not think). */
-  message: { role: "assistant"; content: string | null; reasoning_content?: string | null; refusal: null; tool_calls?: WireToolCall[] };
+  message: {
+    role: "assistant";
+    content: string | null;
+    reasoning_content?: string | null;
+    refusal: null;
+    tool_calls?: WireToolCall[];
+    function_call?: WireFunctionCall;
+  };
   logprobs: ChatLogprobs | null;
   finish_reason: ChatFinishReason;
 }
@@ -290,7 +320,14 @@ export interface ChatCompletionChunk {
   system_fingerprint: string;
   choices: Array<{
     index: number;
-    delta: { role?: "assistant"; content?: string; reasoning_content?: string; tool_calls?: WireToolCallDelta[] };
+    delta: {
+      role?: "assistant";
+      content?: string;
+      reasoning_content?: string;
+      tool_calls?: WireToolCallDelta[];
+      /** A legacy call streamed: the first fragment carries the name, later ones only argument text. */
+      function_call?: { name?: string; arguments: string };
+    };
     logprobs: ChatLogprobs | null;
     finish_reason: ChatFinishReason | null;
   }>;

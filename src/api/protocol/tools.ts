@@ -36,12 +36,48 @@ export const toolFields = {
 type ToolFields = z.output<z.ZodObject<typeof toolFields>>;
 
 /**
+ * Chat's deprecated function calling, which the reference API still answers: `functions` (plain
+ * function definitions) and `function_call` (`none`, `auto` or `{name}`). The model calls at most one
+ * function, and the answer has the legacy shape (`message.function_call`, finish reason
+ * `function_call`).
+ */
+export const legacyFunctionFields = {
+  functions: z.array(toolDefinition.shape.function).max(MAX_TOOLS).nullish(),
+  function_call: z.union([z.enum(["none", "auto"]), z.object({ name: z.string().min(1) })]).nullish(),
+};
+
+type LegacyFunctionFields = z.output<z.ZodObject<typeof legacyFunctionFields>>;
+
+/** `functions` and `tools` are two spellings of one offer: a request uses one of them. */
+export function checkLegacyFunctions(body: ToolFields & LegacyFunctionFields): void {
+  const legacy = body.functions != null || body.function_call != null;
+  if (!legacy) return;
+  const both = body.tools != null ? "tools" : body.tool_choice != null ? "tool_choice" : body.parallel_tool_calls != null ? "parallel_tool_calls" : null;
+  if (both !== null) {
+    throw apiError(
+      "invalid_value",
+      `'${both}' and the deprecated 'functions'/'function_call' cannot be combined: send 'tools' and 'tool_choice' alone.`,
+      body.functions != null ? "functions" : "function_call",
+    );
+  }
+}
+
+/** Whether the request offers functions in the deprecated legacy shape (so the answer is in that shape too). */
+export function usesLegacyFunctions(body: LegacyFunctionFields): boolean {
+  return body.functions != null;
+}
+
+/**
  * What the request asks of tool calling, checked: undefined when the model is not to call tools
  * (no tools, or `tool_choice: "none"`). Throws a 400 naming the field at fault: duplicate names, a
  * `parameters` schema kiln cannot enforce, a named choice that is not among the tools, a choice
  * without tools.
  */
-export function toolUseOf(body: ToolFields): ToolUse | undefined {
+export function toolUseOf(body: ToolFields & Partial<LegacyFunctionFields>): ToolUse | undefined {
+  if (body.functions != null || body.function_call != null) {
+    // One call at most: the legacy answer has room for one.
+    return functionToolUse(body.functions ?? [], body.function_call, false, (i, field) => `functions[${i}].${field}`, LEGACY_NAMES);
+  }
   const choice = body.tool_choice;
   return functionToolUse(
     (body.tools ?? []).map((t) => t.function),
@@ -50,6 +86,15 @@ export function toolUseOf(body: ToolFields): ToolUse | undefined {
     (i, field) => `tools[${i}].function.${field}`,
   );
 }
+
+/** How the body names its offer and its choice, for the errors. */
+interface OfferNames {
+  tools: string;
+  choice: string;
+}
+
+const TOOL_NAMES: OfferNames = { tools: "tools", choice: "tool_choice" };
+const LEGACY_NAMES: OfferNames = { tools: "functions", choice: "function_call" };
 
 /** A function a request offers, whichever endpoint's shape it came in. */
 export interface OfferedFunction {
@@ -71,17 +116,22 @@ export function functionToolUse(
   toolChoice: OfferedChoice,
   parallelToolCalls: boolean | null | undefined,
   param: (index: number, field: "name" | "parameters") => string,
+  names: OfferNames = TOOL_NAMES,
 ): ToolUse | undefined {
   const choice = toolChoice ?? "auto";
   if (offered.length === 0) {
     if (toolChoice !== null && toolChoice !== undefined && choice !== "none") {
-      throw apiError("invalid_value", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", "tool_choice");
+      throw apiError(
+        "invalid_value",
+        `Invalid value for '${names.choice}': '${names.choice}' is only allowed when '${names.tools}' are specified.`,
+        names.choice,
+      );
     }
     return undefined;
   }
   const seen = new Set<string>();
   const functions: ToolFunction[] = offered.map(({ name, description, parameters }, i) => {
-    if (seen.has(name)) throw apiError("invalid_value", `Invalid 'tools': the function name '${name}' appears more than once.`, param(i, "name"));
+    if (seen.has(name)) throw apiError("invalid_value", `Invalid '${names.tools}': the function name '${name}' appears more than once.`, param(i, "name"));
     seen.add(name);
     const schema = parameters ?? { type: "object", properties: {} };
     checkParameters(schema, param(i, "parameters"));
@@ -89,7 +139,7 @@ export function functionToolUse(
   });
   if (choice === "none") return undefined;
   if (typeof choice === "object" && !seen.has(choice.name)) {
-    throw apiError("invalid_value", `Invalid value for 'tool_choice': no function named '${choice.name}' is in 'tools'.`, "tool_choice");
+    throw apiError("invalid_value", `Invalid value for '${names.choice}': no function named '${choice.name}' is in '${names.tools}'.`, names.choice);
   }
   return { tools: functions, choice, parallel: parallelToolCalls ?? true };
 }

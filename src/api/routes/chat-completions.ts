@@ -6,9 +6,9 @@ import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import { chatEnding, ignoredChatFields, parseChatCompletionRequest } from "../protocol/chat-completions.js";
 import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
-import { toolUseOf } from "../protocol/tools.js";
+import { toolUseOf, usesLegacyFunctions } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
-import { messageChars, templateMessage } from "./chat-messages.js";
+import { messageChars, templateMessages } from "./chat-messages.js";
 import { answerPlan, checkEndTokens, checkPromptLength, completionBudget, truncatedPrompt } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
@@ -36,7 +36,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     }
     const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
     const thinking = reasoningPlan(model, { effort: body.reasoning_effort, templateVariables: body.chat_template_kwargs }, forced);
-    const messages = body.messages.map(templateMessage);
+    const messages = templateMessages(body.messages, () => model.toolDialect.newId());
     if (body.truncate_prompt_tokens == null) checkPromptLength(model, messageChars(messages), "messages");
     const rendered = model.chatPrompt(messages, { tools: toolUse?.tools, variables: thinking.variables, ending: chatEnding(body) });
     const budgetParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
@@ -63,7 +63,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       includeUsage: plan.includeUsage,
       logprobs: topLogprobs !== null,
       promptLogprobs: body.prompt_logprobs ?? null,
-      tools: toolUse !== undefined,
+      tools: toolUse !== undefined ? (usesLegacyFunctions(body) ? "legacy" : "tools") : false,
       ...(reasoning ? { reasoning } : {}),
     });
     return answerGeneration(ctx, request, reply, plan, answer);

@@ -36,8 +36,12 @@ export interface ChatFormatOptions {
   logprobs: boolean;
   /** Alternatives of vLLM's `prompt_logprobs` (at the answer's top level, as vLLM puts them on chat), or null for none. Default none. */
   promptLogprobs?: number | null;
-  /** Read tool calls out of the text (the request offered tools the model may call). */
-  tools: boolean;
+  /**
+   * Read tool calls out of the text (the request offered tools the model may call) and answer them as
+   * `tool_calls` ("tools"), or as the deprecated `function_call` ("legacy": the request offered
+   * `functions`); false: no calls.
+   */
+  tools: "tools" | "legacy" | false;
   /**
    * Split a reasoning model's thinking from its answer; `opened`: the prompt ended by opening it, so
    * the answer starts inside. Absent: no split (a model that does not reason, or a constrained answer).
@@ -85,11 +89,13 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
     for (const piece of pieces) {
       if (piece.type === "reasoning") deltas.push({ reasoning_content: piece.text });
       else if (!stream.tools) deltas.push({ content: piece.text });
-      else deltas.push(...stream.tools.push(piece.text).map(pieceDelta));
+      else deltas.push(...stream.tools.push(piece.text).map(callDelta));
     }
-    if (end && stream.tools) deltas.push(...stream.tools.finish().map(pieceDelta));
-    return deltas.filter((d) => d.tool_calls !== undefined || (d.content ?? d.reasoning_content) !== "");
+    if (end && stream.tools) deltas.push(...stream.tools.finish().map(callDelta));
+    return deltas.filter((d) => d.tool_calls !== undefined || d.function_call !== undefined || (d.content ?? d.reasoning_content) !== "");
   };
+  const legacy = options.tools === "legacy";
+  const callDelta = legacy ? legacyPieceDelta : pieceDelta;
   const withReasoning = (usage: Usage, texts: string[]): Usage =>
     options.reasoning ? withReasoningTokens(usage, model, texts, options.reasoning.opened) : usage;
 
@@ -111,7 +117,7 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
     finish: (index, reason) => {
       const stream = options.tools || options.reasoning ? streamOf(index) : undefined;
       const chunks = stream ? deltasOf(stream, "", true).map((delta) => deltaChunk(index, delta)) : [];
-      chunks.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(reason, stream?.tools?.calls ?? 0) }]));
+      chunks.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(reason, stream?.tools?.calls ?? 0, legacy) }]));
       return chunks;
     },
     usage: (usage) => ({
@@ -137,10 +143,10 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
             content: message.content,
             ...(options.reasoning ? { reasoning_content: split.reasoning } : {}),
             refusal: null,
-            ...(message.calls.length > 0 ? { tool_calls: message.calls } : {}),
+            ...(message.calls.length === 0 ? {} : legacy ? { function_call: message.calls[0].function } : { tool_calls: message.calls }),
           },
           logprobs: options.logprobs ? chatLogprobs(c.logprobs) : null,
-          finish_reason: finishReason(c.finishReason, message.calls.length),
+          finish_reason: finishReason(c.finishReason, message.calls.length, legacy),
         };
       }),
       usage: withReasoning(
@@ -152,9 +158,16 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
   };
 }
 
-function finishReason(reason: CollectedChoice["finishReason"], calls: number): ChatFinishReason {
+function finishReason(reason: CollectedChoice["finishReason"], calls: number, legacy: boolean): ChatFinishReason {
   if (reason === "length") return "length";
-  return calls > 0 ? "tool_calls" : "stop";
+  if (calls === 0) return "stop";
+  return legacy ? "function_call" : "tool_calls";
+}
+
+/** A piece in the deprecated shape: the call's name first, then its argument text (one call only: the offer allows no more). */
+function legacyPieceDelta(piece: ToolOutputPiece): Delta {
+  if (piece.type === "content") return { content: piece.text };
+  return { function_call: piece.type === "call-start" ? { name: piece.name, arguments: "" } : { arguments: piece.text } };
 }
 
 function pieceDelta(piece: ToolOutputPiece): Delta {

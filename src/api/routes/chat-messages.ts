@@ -20,6 +20,25 @@ export function templateMessage(m: ChatMessageIn): ChatMessage {
   return out;
 }
 
+/**
+ * The wire's messages as the chat template sees them ({@link templateMessage}), with deprecated
+ * function-calling turns in today's shape, which templates are written for: an assistant's
+ * `function_call` becomes its one tool call, under an id from `newId` (the model's own form of
+ * call id), and a `function` message the `tool` result of the call before it.
+ */
+export function templateMessages(messages: readonly ChatMessageIn[], newId: () => string): ChatMessage[] {
+  let lastCallId: string | undefined;
+  return messages.map((m) => {
+    if (m.role === "assistant" && m.function_call) {
+      lastCallId = newId();
+      const call = { id: lastCallId, type: "function", function: { name: m.function_call.name, arguments: m.function_call.arguments } };
+      return { ...templateMessage(m), tool_calls: [call] };
+    }
+    if (m.role === "function") return { ...templateMessage({ ...m, role: "tool" }), tool_call_id: lastCallId ?? newId() };
+    return templateMessage(m);
+  });
+}
+
 /** Characters of text in `messages` (contents and text parts): what their prompt holds at least, before the template adds its own. */
 export function messageChars(messages: readonly ChatMessage[]): number {
   let chars = 0;

@@ -19,7 +19,7 @@ import {
   type TokenizeRequest,
 } from "../protocol/tokenize.js";
 import { toolUseOf } from "../protocol/tools.js";
-import { templateMessage } from "./chat-messages.js";
+import { templateMessages } from "./chat-messages.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
 
@@ -80,9 +80,12 @@ function promptTokens(model: ServedModel, body: TokenizeRequest): number[] {
     throw apiError("invalid_value", `The model '${model.slug}' has no chat template: tokenize a plain 'prompt' instead.`, "messages");
   }
   const tools = toolUseOf(body)?.tools;
-  return model.chatPrompt(body.messages!.map(templateMessage), {
-    tools,
-    variables: body.chat_template_kwargs ?? undefined,
-    ending: chatEnding({ ...body, messages: body.messages! }),
-  });
+  return model.chatPrompt(
+    templateMessages(body.messages!, () => model.toolDialect.newId()),
+    {
+      tools,
+      variables: body.chat_template_kwargs ?? undefined,
+      ending: chatEnding({ ...body, messages: body.messages! }),
+    },
+  );
 }

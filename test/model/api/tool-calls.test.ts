@@ -226,4 +226,38 @@ describe("tool calls on the real model", () => {
       expect(whole.finish).toBe(whole.calls.length > 0 ? "tool_calls" : whole.finish === "length" ? "length" : "stop");
     }
   }, 60_000);
+
+  it("the deprecated functions/function_call: one valid call as message.function_call, streamed and not, and its history answers", async () => {
+    const functions = [WEATHER.function, TIME.function];
+    const body = { model: TEXT_SLUG, messages: ask("Quito"), functions, function_call: { name: "get_weather" }, temperature: 0, max_tokens: 80 };
+    const whole = await client.chat.completions.create(body);
+    const message = whole.choices[0].message;
+    expect(whole.choices[0].finish_reason).toBe("function_call");
+    expect(message.tool_calls).toBeUndefined();
+    expect(message.function_call!.name).toBe("get_weather");
+    expect(ajv.validate(WEATHER.function.parameters!, JSON.parse(message.function_call!.arguments)), JSON.stringify(ajv.errors)).toBe(true);
+    let name = "";
+    let args = "";
+    let finish: string | null = null;
+    for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+      const call = chunk.choices[0]?.delta.function_call;
+      name += call?.name ?? "";
+      args += call?.arguments ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect({ name, arguments: args, finish }).toEqual({ ...message.function_call, finish: "function_call" });
+    const next = await client.chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [
+        ...ask("Quito"),
+        { role: "assistant", content: null, function_call: message.function_call },
+        { role: "function", name: "get_weather", content: '{"sky": "clear"}' },
+      ],
+      functions,
+      temperature: 0,
+      max_tokens: 30,
+    });
+    expect(next.usage!.prompt_tokens).toBeGreaterThan(whole.usage!.prompt_tokens);
+    expect(next.choices[0].finish_reason).toMatch(/^(stop|length|function_call)$/);
+  }, 60_000);
 });

@@ -125,7 +125,6 @@ describe("validation errors (400)", () => {
   }
 
   const unsupported: Array<[string, unknown]> = [
-    ["functions", [{ name: "f" }]],
     ["audio", { voice: "alloy", format: "wav" }],
     ["modalities", ["text", "audio"]],
     ["store", true],
