@@ -98,6 +98,12 @@ export interface FinishEvent {
   type: "finish";
   choice: number;
   reason: FinishReason;
+  /**
+   * What of the request's own ended the choice (vLLM's `stop_reason`): the stop string that matched,
+   * or the `stop_token_ids` id sampled. Absent when it ended otherwise (the model's end-of-turn
+   * token, the token budget, a cancel).
+   */
+  stopReason?: string | number;
   /** Tokens generated for this choice (a matched stop string's tokens included, end-of-turn token excluded). */
   completionTokens: number;
   /** Seconds from the first token to the last, for time-per-output-token. */

@@ -278,6 +278,8 @@ export interface ChatCompletionChoice {
   };
   logprobs: ChatLogprobs | null;
   finish_reason: ChatFinishReason;
+  /** vLLM's: the request's stop string or stop token id that ended the choice; absent when none did. */
+  stop_reason?: string | number;
 }
 
 /** The reference API's `usage` (its `CompletionUsage`), on chat and legacy completions alike. */
@@ -330,6 +332,7 @@ export interface ChatCompletionChunk {
     };
     logprobs: ChatLogprobs | null;
     finish_reason: ChatFinishReason | null;
+    stop_reason?: string | number;
   }>;
   usage?: Usage | null;
 }

@@ -120,6 +120,8 @@ export interface CompletionChoice {
   text: string;
   logprobs: CompletionLogprobs | null;
   finish_reason: "stop" | "length" | null;
+  /** vLLM's: the request's stop string or stop token id that ended the choice; absent when none did. */
+  stop_reason?: string | number;
   /** vLLM's, when asked for. */
   prompt_logprobs?: PromptLogprobs;
 }

@@ -24,7 +24,7 @@ import type {
   WireToolCall,
   WireToolCallDelta,
 } from "../protocol/chat-completions.js";
-import type { AnswerFormat, CollectedChoice } from "./generation.js";
+import { stopReasonField, type AnswerFormat, type CollectedChoice } from "./generation.js";
 import { unixNow } from "./ids.js";
 import { vllmPromptLogprobs } from "./prompt-logprobs.js";
 import { withReasoningTokens } from "./reasoning.js";
@@ -114,10 +114,12 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
       }
       return chunks;
     },
-    finish: (index, reason) => {
+    finish: (index, reason, stopReason) => {
       const stream = options.tools || options.reasoning ? streamOf(index) : undefined;
       const chunks = stream ? deltasOf(stream, "", true).map((delta) => deltaChunk(index, delta)) : [];
-      chunks.push(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(reason, stream?.tools?.calls ?? 0, legacy) }]));
+      chunks.push(
+        chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(reason, stream?.tools?.calls ?? 0, legacy), ...stopReasonField(stopReason) }]),
+      );
       return chunks;
     },
     usage: (usage) => ({
@@ -147,6 +149,7 @@ export function chatFormat(id: string, model: ServedModel, options: ChatFormatOp
           },
           logprobs: options.logprobs ? chatLogprobs(c.logprobs) : null,
           finish_reason: finishReason(c.finishReason, message.calls.length, legacy),
+          ...stopReasonField(c.stopReason),
         };
       }),
       usage: withReasoning(

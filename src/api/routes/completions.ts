@@ -15,7 +15,7 @@ import {
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
 import { checkEndTokens, checkPromptLength, completionBudget, answerPlan, truncatedPrompt } from "./generation-request.js";
-import { answerGeneration, type AnswerFormat } from "./generation.js";
+import { answerGeneration, stopReasonField, type AnswerFormat } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
 import { vllmPromptLogprobs } from "./prompt-logprobs.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -181,7 +181,7 @@ function completionFormat(id: string, model: ServedModel, options: CompletionFor
         { index, text, logprobs: options.logprobs !== null && logprobs ? legacyLogprobs(null, logprobs, at, options.logprobs) : null, finish_reason: null },
       ]);
     },
-    finish: (index, reason) => answer([{ index, text: "", logprobs: null, finish_reason: reason }]),
+    finish: (index, reason, stopReason) => answer([{ index, text: "", logprobs: null, finish_reason: reason, ...stopReasonField(stopReason) }]),
     usage: (usage) => ({ ...answer([]), usage }),
     complete: (choices, usage): Completion => ({
       ...answer(
@@ -193,6 +193,7 @@ function completionFormat(id: string, model: ServedModel, options: CompletionFor
             logprobs:
               options.logprobs !== null ? legacyLogprobs(options.echo === null ? null : c.promptLogprobs, c.logprobs, echo.length, options.logprobs) : null,
             finish_reason: c.finishReason === "length" ? "length" : "stop",
+            ...stopReasonField(c.stopReason),
             ...(options.promptLogprobs !== null ? { prompt_logprobs: vllmPromptLogprobs(c.promptLogprobs ?? [], options.promptLogprobs) } : {}),
           };
         }),

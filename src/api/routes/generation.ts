@@ -29,7 +29,14 @@ export interface CollectedChoice {
   /** Its scored prompt, when the request asked for it. */
   promptLogprobs: PromptTokenLogprob[] | null;
   finishReason: FinishReason;
+  /** The request's stop string or stop token id that ended the choice (vLLM's `stop_reason`); absent when none did. */
+  stopReason?: string | number;
   completionTokens: number;
+}
+
+/** vLLM's `stop_reason` on a choice, present only when the request's own stop string or stop token ended it. */
+export function stopReasonField(stopReason: string | number | undefined): { stop_reason?: string | number } {
+  return stopReason === undefined ? {} : { stop_reason: stopReason };
 }
 
 /** The endpoint-specific wire shapes (chat, legacy completions, or the Responses API). */
@@ -46,7 +53,7 @@ export interface AnswerFormat {
   /** Streaming: the chunk for a piece of text of one choice, or a list of chunks (chat's tool calls), possibly empty. */
   delta(choice: number, text: string, logprobs: EmittedTokenLogprob[] | undefined): unknown;
   /** Streaming: the chunk that closes a choice, or a list ending with it (what a tool-call parser held back comes first). */
-  finish(choice: number, reason: "stop" | "length"): unknown;
+  finish(choice: number, reason: "stop" | "length", stopReason?: string | number): unknown;
   /** Streaming: the usage chunk (`choices: []`), or the event that closes the stream with the usage (the Responses API's `response.completed`). */
   usage(usage: Usage): unknown;
   /** The whole non-streamed answer. */
@@ -307,7 +314,7 @@ function chunksOf(event: GenerationEvent, format: AnswerFormat, started: Set<num
   if (event.type === "delta") {
     if (event.text !== "" || (event.logprobs?.length ?? 0) > 0) pushChunks(chunks, format.delta(event.choice, event.text, event.logprobs));
   } else if (event.type === "finish" && event.reason !== "cancelled") {
-    pushChunks(chunks, format.finish(event.choice, event.reason));
+    pushChunks(chunks, format.finish(event.choice, event.reason, event.stopReason));
   }
   return chunks;
 }
@@ -331,6 +338,7 @@ function collect(choices: Map<number, CollectedChoice>, event: GenerationEvent):
     if (event.logprobs) choice.logprobs.push(...event.logprobs);
   } else {
     choice.finishReason = event.reason;
+    if (event.stopReason !== undefined) choice.stopReason = event.stopReason;
     choice.completionTokens = event.completionTokens;
   }
 }

@@ -517,9 +517,11 @@ export class BatchEngine {
   private sampled(seq: Sequence, sample: RowSample | null): void {
     const submission = this.submissionOf.get(seq);
     if (!submission || submission.cancelled || !seq.live || !sample) return;
-    const requestStop = submission.stopIds?.has(sample.token) === true;
-    if (this.stopTokens.has(sample.token) || (requestStop && !submission.request.includeStop)) {
-      this.finish(seq, "stop");
+    // The model's own end comes first: a stop_token_ids id that is also its end-of-turn token is not the request's stop.
+    const endOfTurn = this.stopTokens.has(sample.token);
+    const requestStop = !endOfTurn && submission.stopIds?.has(sample.token) === true;
+    if (endOfTurn || (requestStop && !submission.request.includeStop)) {
+      this.finish(seq, "stop", false, requestStop ? sample.token : undefined);
       return;
     }
     const limit = seq.accept(sample.token, this.now());
@@ -532,17 +534,23 @@ export class BatchEngine {
       completionTokens: seq.generated,
       ...(step.logprobs ? { logprobs: step.logprobs } : {}),
     });
-    if (step.stopped) this.finish(seq, "stop", true);
-    else if (requestStop) this.finish(seq, "stop");
+    if (step.stopped) this.finish(seq, "stop", true, step.stopString);
+    else if (requestStop) this.finish(seq, "stop", false, sample.token);
     else if (limit) this.finish(seq, limit);
   }
 
-  /** Ends a choice: releases held-back text, reports the finish, frees its slot. */
-  private finish(seq: Sequence, reason: FinishReason, stoppedByString = false): void {
+  /**
+   * Ends a choice: releases held-back text, reports the finish, frees its slot. `stopReason`: the
+   * request's stop string or stop token that ended it, if one did.
+   */
+  private finish(seq: Sequence, reason: FinishReason, stoppedByString = false, stopReason?: string | number): void {
     const submission = this.submissionOf.get(seq)!;
     if (reason !== "cancelled" && !stoppedByString) {
       const tail = seq.output.finish();
-      if (tail.stopped) reason = "stop";
+      if (tail.stopped) {
+        reason = "stop";
+        stopReason = tail.stopString;
+      }
       if (tail.text !== "" || (tail.logprobs?.length ?? 0) > 0) {
         submission.channel.push({
           type: "delta",
@@ -559,6 +567,7 @@ export class BatchEngine {
       type: "finish",
       choice: seq.choice,
       reason,
+      ...(stopReason !== undefined ? { stopReason } : {}),
       completionTokens: seq.generated,
       decodeSeconds: (seq.lastTokenAt - seq.firstTokenAt) / 1000,
       cachedPromptTokens: seq.reusedPrompt,

@@ -25,6 +25,8 @@ export interface ChoiceOutputOptions {
 export interface ChoiceStep {
   text: string;
   stopped: boolean;
+  /** The client's stop string that ended the choice (not one of kiln's own, such as a repeated call). */
+  stopString?: string;
   logprobs?: EmittedTokenLogprob[];
 }
 
@@ -65,7 +67,7 @@ export class ChoiceOutput {
     if (match.stopped) {
       // The stop string starts where released text ends: tokens that began before it are kept.
       const cut = this.matcher.emitted;
-      return { ...match, logprobs: this.release((p) => p.start < cut, true) };
+      return { ...match, ...this.clientStop(), logprobs: this.release((p) => p.start < cut, true) };
     }
     const emitted = this.matcher.emitted;
     return { ...match, logprobs: this.release((p) => p.end <= emitted) };
@@ -77,9 +79,15 @@ export class ChoiceOutput {
     const last = this.matcher.push(tail);
     if (last.stopped) {
       const cut = this.matcher.emitted;
-      return { text: last.text, stopped: true, logprobs: this.release((p) => p.start < cut, true) };
+      return { text: last.text, stopped: true, ...this.clientStop(), logprobs: this.release((p) => p.start < cut, true) };
     }
     return { text: last.text + this.matcher.flush(), stopped: false, logprobs: this.release(() => true, true) };
+  }
+
+  /** The matched stop string, when it is one the client sent. */
+  private clientStop(): { stopString?: string } {
+    const matched = this.matcher.matched;
+    return matched !== null && this.options.stop?.includes(matched) ? { stopString: matched } : {};
   }
 
   /** Takes the pending entries from the front while `take` holds; `last` drops the rest. */

@@ -16,6 +16,8 @@ export class StopMatcher {
   private done = false;
   /** Characters released so far. */
   private released = 0;
+  /** The stop string that matched; null before a match. */
+  matched: string | null = null;
 
   /**
    * @param stops stop strings; empty ones are ignored.
@@ -48,7 +50,10 @@ export class StopMatcher {
     for (const stop of this.stops) {
       const at = text.indexOf(stop);
       // At one place the longest stop string is the match, so that `keep` releases all of it.
-      if (at !== -1 && (first === -1 || at < first || (at === first && at + stop.length > end))) [first, end] = [at, at + stop.length];
+      if (at !== -1 && (first === -1 || at < first || (at === first && at + stop.length > end))) {
+        [first, end] = [at, at + stop.length];
+        this.matched = stop;
+      }
     }
     if (first !== -1) {
       this.done = true;

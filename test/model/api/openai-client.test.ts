@@ -168,7 +168,8 @@ describe("kiln serve with the openai client", () => {
     expect(text.startsWith(before)).toBe(true);
     // @ts-expect-error vLLM's extensions, not in the client's types
     const cut = await client.completions.create({ model: MODEL, prompt, temperature: 0, max_tokens: 12, stop_token_ids: [ids[at]] });
-    expect(cut.choices[0]).toMatchObject({ text: before, finish_reason: "stop" });
+    // vLLM's stop_reason names the token id that ended it.
+    expect(cut.choices[0]).toMatchObject({ text: before, finish_reason: "stop", stop_reason: ids[at] });
     expect(cut.usage!.completion_tokens).toBe(at);
     const kept = await client.completions.create({
       model: MODEL,
@@ -191,7 +192,8 @@ describe("kiln serve with the openai client", () => {
       // @ts-expect-error as above
       include_stop_str_in_output: true,
     });
-    expect(keptString.choices[0].text).toBe(before + stop);
+    expect(keptString.choices[0]).toMatchObject({ text: before + stop, stop_reason: stop });
+    expect("stop_reason" in free.choices[0]).toBe(false);
 
     // A control token forced by logit_bias gives no text, unless skip_special_tokens is false.
     const imStart = tokenizer.encode("<|im_start|>", { parseSpecial: true });

@@ -34,6 +34,26 @@ describe("completions", () => {
     expect(fake.backend.samplings[0].temperature ?? 1).toBe(1);
   });
 
+  it("stop_reason (vLLM's): the stop string or stop token id that ended a choice, streamed or not; absent otherwise", async () => {
+    const byString = (await complete({ prompt: "x", stop: ["zz", " world"] })).json();
+    expect(byString.choices[0]).toMatchObject({ text: "Hello", finish_reason: "stop", stop_reason: " world" });
+    const byToken = (await complete({ prompt: "x", stop_token_ids: [word(" world")] })).json();
+    expect(byToken.choices[0]).toMatchObject({ text: "Hello", finish_reason: "stop", stop_reason: word(" world") });
+    const streamed = sseEvents((await complete({ prompt: "x", stop: " world", stream: true })).body) as any[];
+    expect(streamed.at(-2).choices[0]).toMatchObject({ finish_reason: "stop", stop_reason: " world" });
+    const byLength = (await complete({ prompt: "x", max_tokens: 2 })).json();
+    expect(byLength.choices[0].finish_reason).toBe("length");
+    expect("stop_reason" in byLength.choices[0]).toBe(false);
+    const { app } = await fakeApp({ fake: fakeModel({ script: long }) });
+    const chat = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      payload: { model: SLUG, messages: [{ role: "user", content: "x" }], stop: " world" },
+      headers: AUTH,
+    });
+    expect(chat.json().choices[0]).toMatchObject({ message: { content: "Hello" }, finish_reason: "stop", stop_reason: " world" });
+  });
+
   it("takes a prompt as a string, an array of one string or token ids", async () => {
     expect((await complete({ prompt: ["ab"] })).json().usage.prompt_tokens).toBe(2);
     expect((await complete({ prompt: [1, 2, 3] })).json().usage.prompt_tokens).toBe(3);

@@ -50,9 +50,21 @@ describe("BatchEngine", () => {
     expect(atEos.finish[0]).toMatchObject({ reason: "stop", completionTokens: 2 });
     const atString = await collect(setup({ next: script([0, 27, 28, 29, 30, 1]) }).engine.submit(request({ stop: ["STOP"] })));
     expect(atString.text).toBe("a");
-    expect(atString.finish[0]).toMatchObject({ reason: "stop", completionTokens: 5 });
+    expect(atString.finish[0]).toMatchObject({ reason: "stop", completionTokens: 5, stopReason: "STOP" });
     const atContext = await collect(setup({ next: () => 0, contextLength: 6 }).engine.submit(request({ maxTokens: 100 })));
     expect(atContext.finish[0]).toMatchObject({ reason: "length", completionTokens: 3 });
+    // Only the request's own stops are a stop reason: not the model's end-of-turn token, not the budget.
+    expect([atEos, atContext].map((r) => "stopReason" in r.finish[0])).toEqual([false, false]);
+  });
+
+  it("names the request's stop string that matched first; text held back for a stop string that never came is no stop", async () => {
+    const script = (tokens: number[]) => (h: readonly number[]) => tokens[h.length - 3] ?? 0;
+    const first = await collect(setup({ next: script([0, 27, 28, 29, 30, 1]) }).engine.submit(request({ stop: ["TOP", "aS"] })));
+    expect(first.finish[0]).toMatchObject({ reason: "stop", stopReason: "aS" });
+    const held = await collect(setup({ next: script([0, 1, 3]) }).engine.submit(request({ stop: ["abc"], maxTokens: 2 })));
+    expect(held.text).toBe("ab");
+    expect(held.finish[0]).toMatchObject({ reason: "length" });
+    expect("stopReason" in held.finish[0]).toBe(false);
   });
 
   it("ends at a request's stop token as at the model's, or keeps it and a stop string with includeStop", async () => {
@@ -60,13 +72,16 @@ describe("BatchEngine", () => {
     const next = script([0, 27, 1, 28, 29, 30, 2]);
     const atToken = await collect(setup({ next }).engine.submit(request({ sampling: { stop_token_ids: [27] } })));
     expect(atToken.text).toBe("a");
-    expect(atToken.finish[0]).toMatchObject({ reason: "stop", completionTokens: 1 });
+    expect(atToken.finish[0]).toMatchObject({ reason: "stop", completionTokens: 1, stopReason: 27 });
     const kept = await collect(setup({ next }).engine.submit(request({ sampling: { stop_token_ids: [27] }, includeStop: true })));
     expect(kept.text).toBe("aS");
-    expect(kept.finish[0]).toMatchObject({ reason: "stop", completionTokens: 2 });
+    expect(kept.finish[0]).toMatchObject({ reason: "stop", completionTokens: 2, stopReason: 27 });
     const keptString = await collect(setup({ next: script([0, 27, 28, 29, 30, 1]) }).engine.submit(request({ stop: ["TOP", "STOP"], includeStop: true })));
     expect(keptString.text).toBe("aSTOP");
-    expect(keptString.finish[0]).toMatchObject({ reason: "stop", completionTokens: 5 });
+    expect(keptString.finish[0]).toMatchObject({ reason: "stop", completionTokens: 5, stopReason: "STOP" });
+    // The model's own end-of-turn token listed in stop_token_ids is still the model's end.
+    const eos = await collect(setup({ next: script([0, EOS]) }).engine.submit(request({ sampling: { stop_token_ids: [EOS] } })));
+    expect(eos.finish[0].type === "finish" && eos.finish[0].stopReason).toBeUndefined();
   });
 
   it("reports log probabilities with the text they belong to", async () => {
