@@ -21,7 +21,7 @@ import { ConstraintError } from "./errors.js";
 import { fillIntegerRanges, placeIntegerRanges } from "./int-range.js";
 import { JSON_OBJECT_EBNF, JSON_WS_EBNF } from "./json-object-grammar.js";
 import { engineEbnf, parseGbnf } from "./gbnf.js";
-import { engineRegex } from "./regex.js";
+import { enginePattern } from "./regex.js";
 import { loadXgrammar, type Xgrammar } from "./xgrammar.js";
 
 /**
@@ -164,8 +164,10 @@ class Instance {
     switch (c.type) {
       case "json_schema":
         return this.compileEbnf(this.schemaEbnf(c.schema));
-      case "regex":
-        return compiler.CompileStructuralTag(structuralTag({ type: "regex", pattern: engineRegex(c.pattern) }));
+      case "regex": {
+        const form = enginePattern(c.pattern);
+        return "ebnf" in form ? this.compileEbnf(form.ebnf) : compiler.CompileStructuralTag(structuralTag({ type: "regex", pattern: form.regex }));
+      }
       case "choice":
         // EBNF rather than an `or` of const strings, which cannot hold an empty choice.
         return this.compileEbnf(choiceEbnf(c.choices));
@@ -190,7 +192,7 @@ class Instance {
    * A checked structural-tag format as the engine must be given it. The engine compiles a
    * `json_schema` element with its defaults (any white space, unbounded), so each becomes a
    * `grammar` element holding the schema's EBNF built with kiln's JSON-schema settings, the same
-   * as a `json_schema` constraint; regex patterns get kiln's rewriting (engineRegex), GBNF
+   * as a `json_schema` constraint; regex patterns get kiln's rewriting (enginePattern), GBNF
    * grammars gbnf.ts's.
    */
   private engineFormat(node: unknown): unknown {
@@ -198,7 +200,10 @@ class Instance {
     if (typeof node !== "object" || node === null) return node;
     const format = node as Record<string, unknown>;
     if (format.type === "json_schema") return { type: "grammar", grammar: this.schemaEbnf(format.json_schema) };
-    if (format.type === "regex") return { type: "regex", pattern: engineRegex(format.pattern as string) };
+    if (format.type === "regex") {
+      const form = enginePattern(format.pattern as string);
+      return "ebnf" in form ? { type: "grammar", grammar: form.ebnf } : { type: "regex", pattern: form.regex };
+    }
     if (format.type === "grammar") return { type: "grammar", grammar: engineEbnf(parseGbnf(format.grammar as string)) };
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(format)) out[k] = k === "content" || k === "elements" || k === "tags" ? this.engineFormat(v) : v;

@@ -116,12 +116,13 @@ function classEbnf(negated: boolean, ranges: ReadonlyArray<[number, number]>): s
   for (const [lo, hi] of allowed) if (hi >= 0x80) utf8Sequences(Math.max(lo, 0x80), hi, sequences);
   // A class of one member above U+007F is read as that character, UTF-8 encoded, not as a byte: written twice, it stays a byte.
   const oneByte = ([lo, hi]: [number, number]) => (lo === hi ? `[${classChar(lo)}${classChar(lo)}]` : byteClass([[lo, hi]]));
-  const parts = [...(ascii.length > 0 ? [byteClass(ascii)] : []), ...sequences.map((seq) => seq.map(oneByte).join(" "))];
-  return parts.length === 1 ? parts[0] : `(${parts.join(" | ")})`;
+  const parts = [...(ascii.length > 0 ? [[byteClass(ascii)]] : []), ...sequences.map((seq) => seq.map(oneByte))];
+  // One class alone stands as it is; anything longer is grouped, so that a count after it applies to the whole character.
+  return parts.length === 1 && parts[0].length === 1 ? parts[0][0] : `(${parts.map((p) => p.join(" ")).join(" | ")})`;
 }
 
 /** The code points outside `ranges`, NUL and the surrogates left out, as ascending ranges. */
-function complement(ranges: ReadonlyArray<[number, number]>): Array<[number, number]> {
+export function complement(ranges: ReadonlyArray<[number, number]>): Array<[number, number]> {
   const out: Array<[number, number]> = [];
   let next = 1;
   for (const [lo, hi] of [...ranges].sort((a, b) => a[0] - b[0])) {

@@ -9,12 +9,15 @@
  * {@link engineRegex} rewrites into forms the engine gets right.
  *
  * What is accepted: literals (any Unicode); `.` (any character but a newline, as in Python);
- * classes of ASCII members (`[a-z_]`, `[^"\n]`, with `\d \w \s` inside); `\d \D \w \W \s \S`
+ * classes (`[a-z_]`, `[^"\n]`, with `\d \w \s` inside; in a constraint's own pattern also
+ * non-ASCII members and ranges, `[à-ÿ]`, and `\D \W \S` inside); `\d \D \w \W \s \S`
  * outside classes; the escapes `\n \r \t \f \v \a`, `\b` in a class, `\xHH \uHHHH \u{H...}
  * \UHHHHHHHH \cX` and escaped punctuation; groups `(...)`, `(?:...)` and `(?<name>...)` (letters
  * only); alternation; quantifiers `* + ? {n} {n,} {n,m}` (lazy forms too, which mean the same here);
  * and `^`/`$` at the pattern's ends (the whole output must match anyway). `\s` is ASCII white space.
  */
+
+import { complement, engineEbnf, type GrammarItem } from "./gbnf.js";
 
 /** Largest count in a `{n,m}` repetition: compile time grows with it (`[^\n]{1,64}` ≈ 2.6 s, `{1,256}` ≈ 7.7 s). */
 export const MAX_REPEAT_BOUND = 64;
@@ -32,6 +35,19 @@ export function regexProblem(pattern: string): string | undefined {
  */
 export function schemaPatternProblem(pattern: string): string | undefined {
   return attempt(() => new RegexScan(pattern, false).run());
+}
+
+/**
+ * How the engine must be given a pattern {@link regexProblem} accepts: as a regex
+ * ({@link engineRegex}), or, for a pattern with a class the engine's regex converter would read as
+ * bytes (a non-ASCII member, or `\D \W \S` inside a class), as kiln's own EBNF for it, written by
+ * gbnf.ts, which encodes such classes as whole UTF-8 characters.
+ */
+export function enginePattern(pattern: string): { regex: string } | { ebnf: string } {
+  const scan = new RegexScan(pattern, true);
+  scan.run();
+  if (!scan.wideClasses) return { regex: engineRegex(pattern) };
+  return { ebnf: engineEbnf({ rules: new Map([["root", scan.alternatives]]) }) };
 }
 
 /**
@@ -63,7 +79,36 @@ function attempt(run: () => void): string | undefined {
   }
 }
 
-type Item = { kind: "anchor"; char: "^" | "$"; at: number } | { kind: "atom"; at: number; quantified: boolean; count: number; group?: Item[][] };
+type Item =
+  | { kind: "anchor"; char: "^" | "$"; at: number }
+  | { kind: "atom"; at: number; quantified: boolean; count: number; group?: Item[][]; node: GrammarItem };
+
+type Ranges = Array<[number, number]>;
+
+/** What `\d`, `\w` and `\s` match (ASCII, as kiln's regexes read them); the capitals match the rest. */
+const CLASS_ESCAPES: Record<string, Ranges> = {
+  d: [[48, 57]],
+  w: [
+    [48, 57],
+    [65, 90],
+    [95, 95],
+    [97, 122],
+  ],
+  s: [
+    [9, 13],
+    [32, 32],
+  ],
+};
+
+function classEscapeItem(c: string): GrammarItem {
+  const lower = c.toLowerCase();
+  return { kind: "class", negated: c !== lower, ranges: CLASS_ESCAPES[lower] };
+}
+
+/** The grammar of alternatives of scanned items (anchors match nothing: the whole output must match anyway). */
+function grammarOf(alt: Item[][]): GrammarItem[][] {
+  return alt.map((seq) => seq.flatMap((it) => (it.kind === "atom" ? [it.node] : [])));
+}
 
 const HEX = /^[0-9A-Fa-f]$/;
 const QUANTIFIERS = "*+?{";
@@ -72,6 +117,10 @@ class RegexScan {
   private i = 0;
   /** Replacements [start, end, text], in order. */
   readonly rewrites: Array<[number, number, string]> = [];
+  /** The pattern has a class the engine's regex converter reads as bytes (see {@link enginePattern}). */
+  wideClasses = false;
+  /** The pattern as grammar alternatives, once scanned. */
+  alternatives: GrammarItem[][] = [];
 
   constructor(
     private readonly src: string,
@@ -89,6 +138,7 @@ class RegexScan {
     if (this.i < src.length) this.fail(this.i, "an unmatched ')'");
     this.anchors(alt, true, true);
     this.products(alt, 1);
+    this.alternatives = grammarOf(alt);
   }
 
   private fail(at: number, what: string, hint = ""): never {
@@ -131,15 +181,22 @@ class RegexScan {
         this.i++;
         continue;
       }
-      const atom: Item = { kind: "atom", at, quantified: false, count: 1 };
-      if (c === "(") atom.group = this.group();
-      else if (c === "[") this.charClass();
-      else if (c === "\\") this.escape();
+      let node: GrammarItem;
+      let group: Item[][] | undefined;
+      if (c === "(") {
+        group = this.group();
+        node = { kind: "group", alternatives: grammarOf(group) };
+      } else if (c === "[") node = this.charClass();
+      else if (c === "\\") node = this.escape();
       else if (c === ".") {
         if (this.rewriting) this.rewrites.push([at, at + 1, "[^\\n]"]);
         this.i++;
-      } else this.i += codePointLength(src, at);
-      items.push(atom);
+        node = { kind: "class", negated: true, ranges: [[10, 10]] };
+      } else {
+        node = { kind: "literal", chars: [src.codePointAt(at)!] };
+        this.i += codePointLength(src, at);
+      }
+      items.push({ kind: "atom", at, quantified: false, count: 1, node, ...(group ? { group } : {}) });
     }
     return items;
   }
@@ -154,6 +211,7 @@ class RegexScan {
     if (prev === undefined || prev.kind === "anchor") this.fail(at, `a quantifier '${c}' with nothing to repeat`);
     if (prev.quantified) this.fail(at, `a second quantifier '${c}' in a row`, "wrap the first in a group: (?:a+)*");
     prev.quantified = true;
+    let [min, max]: [number, number | null] = c === "*" ? [0, null] : c === "+" ? [1, null] : [0, 1];
     if (c === "{") {
       const m = /^\{([0-9]+)(,([0-9]*))?\}/.exec(src.slice(at))!;
       const lo = Number(m[1]);
@@ -163,10 +221,12 @@ class RegexScan {
         this.fail(at, `a repetition count over ${MAX_REPEAT_BOUND} (${m[0]})`, "compile time grows steeply with it");
       }
       prev.count = Math.max(lo, hi, 1);
+      [min, max] = [lo, m[2] !== undefined && m[3] === "" ? null : hi];
       this.i += m[0].length;
     } else {
       this.i++;
     }
+    prev.node = { kind: "repeat", item: prev.node, min, max };
     if (src[this.i] === "?") this.i++; // lazy: the same set of outputs
   }
 
@@ -200,16 +260,22 @@ class RegexScan {
     return alt;
   }
 
-  /** `[...]`: ASCII members only (the engine's byte-level classes do not match wider members). */
-  private charClass(): void {
+  /**
+   * `[...]`. The engine's regex converter reads a class member above U+007F as a byte, so a class
+   * with one (or with `\D \W \S`, which span them) is refused in a schema's pattern, and in a
+   * constraint's own pattern sends the whole pattern through kiln's grammar ({@link enginePattern}).
+   */
+  private charClass(): GrammarItem {
     const src = this.src;
     const at = this.i;
     this.i++;
     if (src[this.i] === "]") this.fail(at, "an empty character class []");
-    if (src[this.i] === "^") this.i++;
+    const negated = src[this.i] === "^";
+    if (negated) this.i++;
     // After `[` (or `[^`), the engine reads an escaped ^ as negation.
     else if (src.startsWith("\\^", this.i))
       this.fail(this.i, "an escaped '^' first in a class (the engine reads it as negation)", "put it later in the class: [a^]");
+    const ranges: Ranges = [];
     while (this.i < src.length && src[this.i] !== "]") {
       const start = this.i;
       if (src.startsWith("[:", start) || src.startsWith("[=", start) || src.startsWith("[.", start)) {
@@ -221,63 +287,75 @@ class RegexScan {
         this.i++;
         const endAt = this.i;
         const end = src[endAt] === "\\" ? this.classEscape() : this.classLiteral();
-        if (member === "class" || end === "class") this.fail(start, "a range with a class escape such as [\\d-z]", "escape the '-': [\\d\\-z]");
-        if ((member as number) > (end as number)) this.fail(start, `a range out of order (${src.slice(start, this.i)})`);
-      }
+        if (typeof member !== "number" || typeof end !== "number") this.fail(start, "a range with a class escape such as [\\d-z]", "escape the '-': [\\d\\-z]");
+        if (member > end) this.fail(start, `a range out of order (${src.slice(start, this.i)})`);
+        ranges.push([member, end]);
+      } else if (typeof member === "number") ranges.push([member, member]);
+      else ranges.push(...member);
     }
     if (this.i >= src.length) this.fail(at, "an unclosed character class '['");
     this.i++;
+    return { kind: "class", negated, ranges };
+  }
+
+  /** A class member above U+007F: refused in a schema's pattern, sent through kiln's grammar in a constraint's. */
+  private wide(at: number, what: string, hint: string): void {
+    if (!this.rewriting) this.fail(at, what, hint);
+    this.wideClasses = true;
   }
 
   private classLiteral(): number {
     const cp = this.src.codePointAt(this.i)!;
-    if (cp > 0x7f) this.fail(this.i, `a non-ASCII character '${String.fromCodePoint(cp)}' in a character class`, "write alternatives instead: (?:é|è)");
+    if (cp > 0x7f) this.wide(this.i, `a non-ASCII character '${String.fromCodePoint(cp)}' in a character class`, "write alternatives instead: (?:é|è)");
     this.i += codePointLength(this.src, this.i);
     return cp;
   }
 
-  /** An escape inside a class: a code point, or "class" for \d \w \s. */
-  private classEscape(): number | "class" {
+  /** An escape inside a class: a code point, or the ranges of \d \w \s (and of \D \W \S where allowed). */
+  private classEscape(): number | Ranges {
     const src = this.src;
     const at = this.i;
     const c = src[at + 1];
     if (c === undefined) this.fail(at, "a trailing backslash");
     if (c === "d" || c === "w" || c === "s") {
       this.i += 2;
-      return "class";
+      return CLASS_ESCAPES[c];
     }
-    if (c === "D" || c === "W" || c === "S")
-      this.fail(at, `\\${c} inside a character class (it spans non-ASCII characters)`, `use a negated class such as [^0-9] for \\D`);
+    if (c === "D" || c === "W" || c === "S") {
+      this.wide(at, `\\${c} inside a character class (it spans non-ASCII characters)`, `use a negated class such as [^0-9] for \\D`);
+      this.i += 2;
+      return complement(CLASS_ESCAPES[c.toLowerCase()]);
+    }
     if (c === "b") {
       this.i += 2;
       return 8;
     }
     const cp = this.charEscape();
-    if (cp > 0x7f) this.fail(at, `a non-ASCII character ${src.slice(at, this.i)} in a character class`, "write alternatives instead: (?:é|è)");
+    if (cp > 0x7f) this.wide(at, `a non-ASCII character ${src.slice(at, this.i)} in a character class`, "write alternatives instead: (?:é|è)");
     return cp;
   }
 
   /** An escape outside a class. */
-  private escape(): void {
+  private escape(): GrammarItem {
     const src = this.src;
     const at = this.i;
     const c = src[at + 1];
     if (c === undefined) this.fail(at, "a trailing backslash");
     if ("dDwWs".includes(c)) {
       this.i += 2;
-      return;
+      return classEscapeItem(c);
     }
     if (c === "S") {
       // The engine's \S also refuses "[" and lets no-break space through; [^\s] is right.
       if (!this.rewriting) this.fail(at, "\\S outside a character class (the engine also refuses '[' for it)", "write [^\\s]");
       this.rewrites.push([at, at + 2, "[^\\s]"]);
       this.i += 2;
-      return;
+      return classEscapeItem(c);
     }
     if (c === "b" || c === "B") this.fail(at, `a word boundary \\${c}`);
     if (c >= "1" && c <= "9") this.fail(at, `a backreference \\${c}`);
     if (c === "k") this.fail(at, "a named backreference \\k<...>");
-    this.charEscape();
+    return { kind: "literal", chars: [this.charEscape()] };
   }
 
   /** An escape that stands for one character (both in and outside classes); returns its code point. */

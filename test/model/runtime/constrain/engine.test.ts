@@ -364,6 +364,10 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     ["(?<user>[a-z]{1,5})@(?<host>[a-z]{1,5})\\.(com|org)", /^[a-z]{1,5}@[a-z]{1,5}\.(com|org)$/],
     [".{1,10}", /^[^\n]{1,10}$/u],
     ["\\S{1,6}", /^[^ \t\n\r\f\v]{1,6}$/u],
+    // Classes with non-ASCII members (through kiln's grammar): whole characters, never a lone byte.
+    ["[A-ZÀ-Þ][a-zß-ÿ]{1,8}", /^[A-ZÀ-Þ][a-zß-ÿ]{1,8}$/u],
+    ["[^aé\\n]{2,6}!", /^[^aé\n]{2,6}!$/u],
+    ["[一-龯ぁ-ん]{1,3}[\\D]?", /^[一-龯ぁ-ん]{1,3}\D?$/u],
   ];
   for (const [pattern, check] of patterns) {
     it(`regex ${pattern}: random walks match it`, async () => {
@@ -384,6 +388,10 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
 
   it("regex: . and \\S reach non-ASCII characters and '['; a complete match allows only stop tokens", async () => {
     await walk(engine.matcher({ type: "regex", pattern: ".{1,4}" }), "é😀[x");
+    await walk(engine.matcher({ type: "regex", pattern: "[é-ê]+x" }), "éêx");
+    const accented = engine.matcher({ type: "regex", pattern: "[é-ê]" });
+    expect(accented.accept(tokenizer.encode("e")[0])).toBe(false);
+    accented.dispose();
     await walk(engine.matcher({ type: "regex", pattern: "\\S{5}" }), "a[b]ü");
     const m = engine.matcher({ type: "regex", pattern: "\\d{3}" });
     expect(m.accept(tokenizer.encode("a")[0])).toBe(false);
