@@ -533,6 +533,8 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
       [{ type: "json_schema", schema: JSON.stringify(SCHEMA) }, JSON.stringify(INSTANCE)],
       [{ type: "json_object" }, '{"any": [1, {"b": null}], "c": "d"}'],
       [{ type: "regex", pattern: "[0-9]{3}-(ab|cd)" }, "123-cd"],
+      // A regex kiln writes as its own grammar (a non-ASCII class), inside the structural tag too.
+      [{ type: "regex", pattern: "[0-9][é-ê]{2}" }, "1êé"],
       [{ type: "choice", choices: ["yes", "no"] }, "no"],
       [{ type: "choice", choices: ["", "a.b", "(c)"] }, "(c)"],
       [{ type: "choice", choices: [""] }, ""],
