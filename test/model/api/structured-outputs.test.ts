@@ -127,6 +127,14 @@ describe("structured outputs on the real model", () => {
       extended({ model: TEXT_SLUG, prompt: "Today's date:", max_tokens: 16, temperature: 1, seed: 5, guided_regex: "20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]" }),
     );
     expect(date.choices[0].text).toMatch(/^20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]$/);
+    // A class with non-ASCII members matches whole characters, streamed or not.
+    const accented = { model: TEXT_SLUG, prompt: "Un prénom français :", max_tokens: 12, temperature: 1, seed: 7, guided_regex: " [A-ZÀ-Þ][a-zß-ÿ]{2,8}" };
+    const name = await client.completions.create(extended(accented));
+    expect(name.choices[0].text).toMatch(/^ [A-ZÀ-Þ][a-zß-ÿ]{2,8}$/u);
+    const streamedName = await client.completions.create({ ...extended(accented), stream: true });
+    let text = "";
+    for await (const chunk of streamedName) text += chunk.choices[0]?.text ?? "";
+    expect(text).toBe(name.choices[0].text);
     const schema = {
       type: "object",
       properties: { city: { type: "string", maxLength: 20 }, rank: { type: "integer", minimum: 1, maximum: 9 } },
