@@ -25,6 +25,7 @@ import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
 import { modelsRoute } from "./routes/models.js";
+import { ollamaRoutes } from "./routes/ollama.js";
 import { responsesRoutes } from "./routes/responses.js";
 import { tokenizeRoutes } from "./routes/tokenize.js";
 import { transcriptionsRoute } from "./routes/transcriptions.js";
@@ -202,6 +203,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     root.addHook("onRequest", authHook(auth));
     tokenizeRoutes(root, ctx);
   });
+  await ollamaRoutes(app, ctx, auth);
   return app;
 }
 

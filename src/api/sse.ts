@@ -1,5 +1,6 @@
 /**
- * The only writer of server-sent events: one `data: <json>` line and a blank line per event,
+ * The only writer of streamed answers: server-sent events, one `data: <json>` line and a blank line
+ * per event (or, for Ollama's routes, one line of JSON per event: {@link SseFraming.lines}),
  * `: keep-alive` comments while idle, and no `event:` lines (they confuse the OpenAI Node client's
  * chat streams) except on streams framed as named events (the Responses API's, whose clients read
  * `event: <type>`: see {@link SseFraming}). {@link streamSse} owns a stream's whole life, so that
@@ -41,6 +42,12 @@ export interface SseFraming {
   named?: boolean;
   /** The events that end a stream failing after its first event. Default one `{"error": …}` event (the API contract's). */
   failure?: (error: ApiError) => unknown[];
+  /**
+   * Newline-delimited JSON instead of server-sent events (Ollama's streams): each event one line of
+   * JSON, `application/x-ndjson`, no keep-alive comments (a line that is not an event would break
+   * its clients), and no end marker. Default false.
+   */
+  lines?: boolean;
 }
 
 /**
@@ -57,8 +64,8 @@ export async function streamSse(
   body: (sse: SseSink) => Promise<void>,
   framing: SseFraming | SseEnd = "done-marker",
 ): Promise<void> {
-  const { end = "done-marker", named = false, failure } = typeof framing === "string" ? { end: framing } : framing;
-  const writer = new SseWriter(reply, options.keepAliveMs ?? 15_000, named);
+  const { end = "done-marker", named = false, failure, lines = false } = typeof framing === "string" ? { end: framing } : framing;
+  const writer = new SseWriter(reply, lines ? 0 : (options.keepAliveMs ?? 15_000), named, lines);
   try {
     await body(writer);
   } catch (err) {
@@ -70,7 +77,7 @@ export async function streamSse(
     writer.end((failure ? failure(error) : [error.toBody()]).map((event) => writer.frame(event)).join(""));
     return;
   }
-  writer.end(end === "done-marker" ? "data: [DONE]\n\n" : "");
+  writer.end(end === "done-marker" && !lines ? "data: [DONE]\n\n" : "");
 }
 
 /** One response's event stream: a PassThrough that fastify pipes to the client, opened on the first event. */
@@ -84,6 +91,7 @@ class SseWriter implements SseSink {
     private readonly reply: FastifyReply,
     private readonly keepAliveMs: number,
     private readonly named: boolean,
+    private readonly lines = false,
   ) {}
 
   /** Whether the response has begun (its head is sent or on its way). */
@@ -103,6 +111,7 @@ class SseWriter implements SseSink {
 
   /** One event as its frame: its `event:` line when events are named and it has a type, then its `data:` line. */
   frame(data: unknown): string {
+    if (this.lines) return `${JSON.stringify(data)}\n`;
     const type = this.named ? (data as { type?: unknown } | null)?.type : undefined;
     return `${typeof type === "string" ? `event: ${type}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
   }
@@ -117,10 +126,14 @@ class SseWriter implements SseSink {
     if (!this.stream.destroyed) this.stream.end();
   }
 
-  /** Sends the response head (200, text/event-stream) with the stream as its body. */
+  /** Sends the response head (200, text/event-stream or application/x-ndjson) with the stream as its body. */
   private start(): void {
     this.isStarted = true;
-    this.reply.code(200).header("content-type", "text/event-stream").header("cache-control", "no-cache").header("x-accel-buffering", "no");
+    this.reply
+      .code(200)
+      .header("content-type", this.lines ? "application/x-ndjson" : "text/event-stream")
+      .header("cache-control", "no-cache")
+      .header("x-accel-buffering", "no");
     void this.reply.send(this.stream);
     this.armKeepAlive();
   }

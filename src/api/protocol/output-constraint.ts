@@ -126,6 +126,23 @@ export function textFormatConstraint(format: TextFormat | null | undefined): Con
 }
 
 /**
+ * The constraint Ollama's `format` asks for: "json" any JSON object, an object a JSON schema ("" and
+ * none ask for nothing), checked: a schema the engine cannot enforce is a 400 naming `format`.
+ */
+export function ollamaFormatConstraint(format: "json" | "" | Record<string, unknown> | null | undefined): ConstraintSpec | undefined {
+  if (format === "json") return { type: "json_object" };
+  if (format === "" || format === null || format === undefined) return undefined;
+  try {
+    checkJsonSchema(format);
+  } catch (err) {
+    if (!(err instanceof ConstraintError)) throw err;
+    const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
+    throw apiError("invalid_value", `Invalid 'format': ${where}: ${err.message}`, "format");
+  }
+  return { type: "json_schema", schema: JSON.stringify(format) };
+}
+
+/**
  * The field that constrains the output, if one does, for errors about the constraint as a whole
  * (e.g. one that cannot go with tool calls); a second one is a 400 naming it.
  */

@@ -32,6 +32,8 @@ export interface CollectedChoice {
   /** The request's stop string or stop token id that ended the choice (vLLM's `stop_reason`); absent when none did. */
   stopReason?: string | number;
   completionTokens: number;
+  /** Seconds from the choice's first token to its last. */
+  decodeSeconds?: number;
 }
 
 /** vLLM's `stop_reason` on a choice, present only when the request's own stop string or stop token ended it. */
@@ -340,6 +342,7 @@ function collect(choices: Map<number, CollectedChoice>, event: GenerationEvent):
     choice.finishReason = event.reason;
     if (event.stopReason !== undefined) choice.stopReason = event.stopReason;
     choice.completionTokens = event.completionTokens;
+    choice.decodeSeconds = event.decodeSeconds;
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 
-export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr" | "tok"): string {
+export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr" | "tok" | "ollama"): string {
   return `${prefix}-${randomBytes(15).toString("base64url")}`;
 }
 

@@ -1,0 +1,186 @@
+/**
+ * POST /api/chat and /api/generate (Ollama's): validate -> render the prompt -> the same engine,
+ * budget, constraints, tools and thinking as `/v1/chat/completions` -> Ollama's lines of JSON or
+ * one object.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { promptOpensThinking, thinkingFirst, toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
+import type { ConstraintSpec } from "../../runtime/constrain/index.js";
+import type { ApiContext } from "../context.js";
+import { apiError } from "../errors.js";
+import { ignoredFieldsHeader, type REASONING_EFFORTS } from "../protocol/common.js";
+import { parseOrThrow } from "../protocol/issues.js";
+import {
+  ignoredOllamaOptions,
+  ollamaChatRequestSchema,
+  ollamaGenerateRequestSchema,
+  ollamaSampling,
+  ollamaTopLogprobs,
+  type OllamaMessage,
+} from "../protocol/ollama.js";
+import { ollamaFormatConstraint } from "../protocol/output-constraint.js";
+import { functionToolUse } from "../protocol/tools.js";
+import { messageChars } from "./chat-messages.js";
+import { answerPlan, checkPromptLength, completionBudget } from "./generation-request.js";
+import { answerGeneration } from "./generation.js";
+import { answerId } from "./ids.js";
+import { lookupServedModel } from "./model-lookup.js";
+import { ollamaFormat } from "./ollama-format.js";
+import { reasoningPlan, type ReasoningPlan } from "./reasoning.js";
+
+export function ollamaChatRoute(app: FastifyInstance, ctx: ApiContext): void {
+  app.post("/chat", async (request, reply) => {
+    const startedAt = performance.now();
+    const body = parseOrThrow(ollamaChatRequestSchema, request.body);
+    nameIgnored(reply, ignoredOllamaOptions(body));
+    const { model, loadMs } = await timedLookup(ctx, request, body.model);
+    if (!body.messages?.length) return loaded(model, "chat", body.keep_alive);
+    if (!model.hasChatTemplate) throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /api/generate with "raw": true.`, "model");
+    const toolUse = functionToolUse(
+      (body.tools ?? []).map((t) => t.function),
+      undefined,
+      true,
+      (i, field) => `tools[${i}].function.${field}`,
+    );
+    const format = ollamaFormatConstraint(body.format);
+    if (toolUse && format)
+      throw apiError("unsupported_value", "kiln cannot hold the answer to 'format' while tools are on offer: send one or the other.", "format");
+    const thinking = reasoningPlan(model, { effort: thinkEffort(model, body.think) }, format !== undefined, "think");
+    const messages = templateMessages(body.messages, () => model.toolDialect.newId());
+    checkPromptLength(model, messageChars(messages), "messages");
+    const promptIds = model.chatPrompt(messages, { tools: toolUse?.tools, variables: thinking.variables });
+    return answer(ctx, request, reply, { model, startedAt, loadMs, route: "chat", promptIds, promptParam: "messages", thinking, toolUse, format, body });
+  });
+}
+
+export function ollamaGenerateRoute(app: FastifyInstance, ctx: ApiContext): void {
+  app.post("/generate", async (request, reply) => {
+    const startedAt = performance.now();
+    const body = parseOrThrow(ollamaGenerateRequestSchema, request.body);
+    nameIgnored(reply, ignoredOllamaOptions(body));
+    const { model, loadMs } = await timedLookup(ctx, request, body.model);
+    const prompt = body.prompt ?? "";
+    if (prompt === "" && body.suffix == null) return loaded(model, "generate", body.keep_alive);
+    const format = ollamaFormatConstraint(body.format);
+    checkPromptLength(model, prompt.length + (body.suffix ?? "").length + (body.system ?? "").length, "prompt");
+    let promptIds: number[];
+    let thinking: ReasoningPlan = { split: false };
+    if (body.suffix != null) {
+      if (body.raw) throw apiError("unsupported_value", "'raw' cannot go with 'suffix': a fill-in-the-middle prompt has the model's own markers.", "suffix");
+      if (!model.fillsInMiddle) {
+        throw apiError("unsupported_value", `The model '${model.slug}' does not support insert: its vocabulary has no fill-in-the-middle tokens.`, "suffix");
+      }
+      promptIds = model.infillPrompt(model.textPrompt(prompt, false), body.suffix)!;
+    } else if (body.raw || !model.hasChatTemplate) {
+      promptIds = model.textPrompt(prompt);
+    } else {
+      thinking = reasoningPlan(model, { effort: thinkEffort(model, body.think) }, format !== undefined, "think");
+      const messages: ChatMessage[] = [...(body.system ? [{ role: "system", content: body.system }] : []), { role: "user", content: prompt }];
+      promptIds = model.chatPrompt(messages, { variables: thinking.variables });
+    }
+    return answer(ctx, request, reply, { model, startedAt, loadMs, route: "generate", promptIds, promptParam: "prompt", thinking, format, body });
+  });
+}
+
+interface Answer {
+  model: ServedModel;
+  startedAt: number;
+  loadMs: number;
+  route: "chat" | "generate";
+  promptIds: number[];
+  promptParam: string;
+  thinking: ReasoningPlan;
+  toolUse?: ToolUse;
+  format: ConstraintSpec | undefined;
+  body: Parameters<typeof ollamaSampling>[0] & Parameters<typeof ollamaTopLogprobs>[0];
+}
+
+/** Generates the answer of either route: the budget, sampling and constraint, then Ollama's shape. */
+function answer(ctx: ApiContext, request: FastifyRequest, reply: FastifyReply, a: Answer): Promise<unknown> {
+  const { model, promptIds, toolUse, format } = a;
+  const { fields, maxTokens } = ollamaSampling(a.body);
+  const budget = completionBudget(model, promptIds.length, maxTokens, a.promptParam, undefined, "options.num_predict");
+  const topLogprobs = ollamaTopLogprobs(a.body);
+  const reasoning = a.thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
+  const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+  const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
+  const plan = answerPlan(fields, {
+    model,
+    answerId: answerId("ollama"),
+    prompts: [{ promptIds, maxTokens: budget }],
+    topLogprobs,
+    ...(constraint ? { constraint } : {}),
+    endRepeatedCalls: toolUse !== undefined,
+  });
+  const shape = ollamaFormat(model, {
+    route: a.route,
+    startedAt: a.startedAt,
+    loadMs: a.loadMs,
+    ...(reasoning ? { reasoning } : {}),
+    tools: toolUse !== undefined,
+    topLogprobs,
+  });
+  return answerGeneration(ctx, request, reply, plan, shape);
+}
+
+/** The model a request names, and the milliseconds it waited for it to load. */
+async function timedLookup(ctx: ApiContext, request: FastifyRequest, id: string): Promise<{ model: ServedModel; loadMs: number }> {
+  const t = performance.now();
+  const model = await lookupServedModel(ctx, request, id);
+  return { model, loadMs: performance.now() - t };
+}
+
+/**
+ * Ollama's answer to a request with nothing to generate from: the model is loaded (which finding it
+ * did). `keep_alive: 0` asks Ollama to unload it, which kiln leaves to its own `--keep-alive`.
+ */
+function loaded(model: ServedModel, route: "chat" | "generate", keepAlive: string | number | null | undefined): unknown {
+  if (keepAlive === 0 || (typeof keepAlive === "string" && /^0+(\.0+)?[smh]?$/.test(keepAlive))) {
+    throw apiError(
+      "unsupported_value",
+      "kiln unloads a model after the server's --keep-alive, least recently used first: a request cannot unload one.",
+      "keep_alive",
+    );
+  }
+  const created_at = new Date().toISOString();
+  const text = route === "chat" ? { message: { role: "assistant", content: "" } } : { response: "" };
+  return { model: model.slug, created_at, ...text, done: true, done_reason: "load" };
+}
+
+/** Ollama's `think` as a reasoning effort: off is "none" (only a reasoning model can switch off), any level on. */
+function thinkEffort(model: ServedModel, think: boolean | string | null | undefined): (typeof REASONING_EFFORTS)[number] | undefined {
+  if (think === null || think === undefined) return undefined;
+  if (think === false) return model.reasoning ? "none" : undefined;
+  return think === "low" || think === "medium" ? think : "high";
+}
+
+function nameIgnored(reply: FastifyReply, ignored: string[]): void {
+  const header = ignoredFieldsHeader(ignored);
+  if (header !== undefined) reply.header("x-kiln-ignored-fields", header);
+}
+
+/**
+ * Ollama's messages as the chat template sees them: an assistant's `tool_calls` (arguments an
+ * object) become calls with ids of the model's form and their arguments as JSON text, and a `tool`
+ * message the result of the call it names (by `tool_call_id`, else the latest call of `tool_name`,
+ * else the latest call). Images were refused by the schema.
+ */
+function templateMessages(messages: readonly OllamaMessage[], newId: () => string): ChatMessage[] {
+  const calls: Array<{ id: string; name: string }> = [];
+  return messages.map((m): ChatMessage => {
+    if (m.role === "assistant" && m.tool_calls?.length) {
+      const toolCalls = m.tool_calls.map((c) => {
+        const id = c.id ?? newId();
+        calls.push({ id, name: c.function.name });
+        return { id, type: "function", function: { name: c.function.name, arguments: JSON.stringify(c.function.arguments ?? {}) } };
+      });
+      return { role: "assistant", content: m.content ?? "", tool_calls: toolCalls };
+    }
+    if (m.role === "tool") {
+      const named = m.tool_name ? [...calls].reverse().find((c) => c.name === m.tool_name) : undefined;
+      const id = m.tool_call_id ?? named?.id ?? calls.at(-1)?.id ?? newId();
+      return { role: "tool", content: m.content ?? "", tool_call_id: id, ...(m.tool_name ? { name: m.tool_name } : {}) };
+    }
+    return { role: m.role, content: m.content ?? "" };
+  });
+}
