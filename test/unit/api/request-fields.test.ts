@@ -284,7 +284,9 @@ describe("unknown top-level fields: other servers' extensions refused by name, t
 
   it("a message role outside the list is named, with the supported ones", async () => {
     const message = expect400(await post(CHAT_URL, chat({ messages: [{ role: "robot", content: "hi" }] })), "invalid_value", "messages[0].role");
-    expect(message).toBe(`Invalid value for 'messages[0].role': 'robot'. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.`);
+    expect(message).toBe(
+      `Invalid value for 'messages[0].role': 'robot'. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.`,
+    );
   });
 
   it("identifiers and hints are accepted", async () => {

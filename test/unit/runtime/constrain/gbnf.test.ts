@@ -35,7 +35,9 @@ describe("GBNF grammars", () => {
       "root ::= ([a] | [\\u00f4\\u00f4] [\\u008f\\u008f] [\\u00bf\\u00bf] [\\u00bf\\u00bf])",
     );
     // A class of one multi-byte character is grouped, so that a count repeats the character, not its last byte.
-    expect(ebnf("root ::= [\u00e9]? [\u00e0-\u00ff]{2} [a]*")).toBe("root ::= ([\\u00c3\\u00c3] [\\u00a9\\u00a9])? ([\\u00c3\\u00c3] [\\u00a0-\\u00bf]){2} [a]*");
+    expect(ebnf("root ::= [\u00e9]? [\u00e0-\u00ff]{2} [a]*")).toBe(
+      "root ::= ([\\u00c3\\u00c3] [\\u00a9\\u00a9])? ([\\u00c3\\u00c3] [\\u00a0-\\u00bf]){2} [a]*",
+    );
     // NUL may be named in a class (JSON's grammars exclude it), never written.
     expect(ebnf('root ::= [^"\\\\\\x7F\\x00-\\x1F]')).toBe('root ::= [^"\\\\\\u007f\\u0000-\\u001f]');
   });
