@@ -24,6 +24,7 @@ import { releaseModelHolds } from "./routes/model-lookup.js";
 import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
+import { messagesRoutes } from "./routes/messages.js";
 import { modelsRoute } from "./routes/models.js";
 import { ollamaRoutes } from "./routes/ollama.js";
 import { responsesRoutes } from "./routes/responses.js";
@@ -194,6 +195,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       completionsRoute(v1, ctx);
       responsesRoutes(v1, ctx);
       tokenizeRoutes(v1, ctx);
+      await messagesRoutes(v1, ctx);
       await v1.register(async (audio) => transcriptionsRoute(audio, ctx));
     },
     { prefix: "/v1" },

@@ -32,11 +32,13 @@ export function bearerToken(header: string | undefined): string | null {
 export function authHook(auth: AuthMode) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const header = request.headers.authorization;
+    // Anthropic's clients send their key as `x-api-key`: without an Authorization header, that is the key.
+    const apiKey = request.headers["x-api-key"];
     if (auth.mode === "local" && header === undefined) {
       request.apiKey = LOCAL_KEY;
       return;
     }
-    const token = bearerToken(header);
+    const token = header === undefined && typeof apiKey === "string" ? apiKey.trim() || null : bearerToken(header);
     if (token === null) {
       throw apiError(
         "invalid_api_key",

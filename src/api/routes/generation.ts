@@ -56,7 +56,10 @@ export interface AnswerFormat {
   delta(choice: number, text: string, logprobs: EmittedTokenLogprob[] | undefined): unknown;
   /** Streaming: the chunk that closes a choice, or a list ending with it (what a tool-call parser held back comes first). */
   finish(choice: number, reason: "stop" | "length", stopReason?: string | number): unknown;
-  /** Streaming: the usage chunk (`choices: []`), or the event that closes the stream with the usage (the Responses API's `response.completed`). */
+  /**
+   * Streaming: the usage chunk (`choices: []`), or the event or list of events that close the stream
+   * with the usage (the Responses API's `response.completed`, the Messages API's `message_delta` and `message_stop`).
+   */
   usage(usage: Usage): unknown;
   /** The whole non-streamed answer. */
   complete(choices: CollectedChoice[], usage: Usage): unknown;
@@ -296,7 +299,7 @@ async function streamAnswer(generation: Generation, sse: SseSink, format: Answer
   }
   const usage = generation.end();
   generation.assertNotCutOff();
-  if (includeUsage) await sse.send(format.usage(usage));
+  if (includeUsage) for (const event of asList(format.usage(usage))) await sse.send(event);
 }
 
 /** The chunks with their `usage` field set to the usage so far (prompt, and tokens generated up to them). */
@@ -323,8 +326,11 @@ function chunksOf(event: GenerationEvent, format: AnswerFormat, started: Set<num
 
 /** A format gives one chunk (an object) or a list of them. */
 function pushChunks(chunks: unknown[], produced: unknown): void {
-  if (Array.isArray(produced)) chunks.push(...(produced as unknown[]));
-  else chunks.push(produced);
+  chunks.push(...asList(produced));
+}
+
+function asList(produced: unknown): unknown[] {
+  return Array.isArray(produced) ? (produced as unknown[]) : [produced];
 }
 
 function collect(choices: Map<number, CollectedChoice>, event: GenerationEvent): void {

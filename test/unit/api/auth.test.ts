@@ -76,6 +76,22 @@ describe("cloud mode", () => {
     expect((await call(key)).statusCode).toBe(401);
   });
 
+  it("takes the key from x-api-key (Anthropic's clients) when there is no Authorization header, on every route", async () => {
+    const { keys } = cloud();
+    const { key } = await keys.create("anthropic");
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys } });
+    const messages = (headers: Record<string, string>) =>
+      app.inject({ method: "POST", url: "/v1/messages", payload: { model: SLUG, max_tokens: 4, messages: [{ role: "user", content: "hi" }] }, headers });
+    expect((await messages({ "x-api-key": key })).statusCode).toBe(200);
+    const wrong = await messages({ "x-api-key": "kiln-not-a-key" });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json()).toEqual({ type: "error", error: { type: "authentication_error", message: expect.any(String) } });
+    expect((await messages({ "x-api-key": " " })).statusCode).toBe(401);
+    expect((await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers: { "x-api-key": key } })).statusCode).toBe(200);
+    // An Authorization header, when there is one, is the key.
+    expect((await messages({ "x-api-key": key, authorization: "Bearer kiln-not-a-key" })).statusCode).toBe(401);
+  });
+
   it("answers 403 permission_error for a model outside the key's list", async () => {
     const { keys } = cloud();
     const { key } = await keys.create("limited", { models: ["smollm2-360m-instruct"] });
