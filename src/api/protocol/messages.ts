@@ -96,6 +96,13 @@ export const messagesRequestSchema = z.looseObject({
   top_p: z.number().min(0).max(1).nullish(),
   top_k: z.number().int().min(0).nullish(),
   stream: z.boolean().nullish(),
+  /** `format`: the answer is JSON valid against this schema; `effort`: how much a reasoning model thinks (kiln's think or do not: any effort is on). */
+  output_config: z
+    .looseObject({
+      effort: z.enum(["low", "medium", "high", "xhigh", "max"]).nullish(),
+      format: z.looseObject({ type: z.literal("json_schema"), schema: z.record(z.string(), z.unknown()) }).nullish(),
+    })
+    .nullish(),
   metadata: z.looseObject({ user_id: z.string().nullish() }).nullish(),
   service_tier: z.enum(["auto", "standard_only"]).nullish(),
 });

@@ -14,7 +14,8 @@ import {
   type ToolUse,
 } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
-import { toApiError } from "../errors.js";
+import { checkJsonSchema, ConstraintError, type ConstraintSpec } from "../../runtime/constrain/index.js";
+import { apiError, toApiError } from "../errors.js";
 import { ignoredFieldsHeader, type SharedFields } from "../protocol/common.js";
 import { parseOrThrow } from "../protocol/issues.js";
 import {
@@ -24,6 +25,7 @@ import {
   type ContentBlock,
   type CountTokensRequest,
   type MessageParam,
+  type MessagesRequest,
 } from "../protocol/messages.js";
 import { functionToolUse, type OfferedChoice } from "../protocol/tools.js";
 import { messageChars } from "./chat-messages.js";
@@ -59,8 +61,9 @@ export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Pro
         // The stream's last events carry the output tokens, as a usage chunk would.
         stream_options: body.stream ? { include_usage: true } : undefined,
       };
+      const jsonFormat = outputFormat(body, prompt.toolUse);
       const reasoning = prompt.thinking.split ? { opened: promptOpensThinking(model.decode, prompt.ids) } : undefined;
-      const calls = prompt.toolUse ? toolConstraint(model.toolDialect.syntax, prompt.toolUse) : undefined;
+      const calls = prompt.toolUse ? toolConstraint(model.toolDialect.syntax, prompt.toolUse) : jsonFormat;
       const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
       const id = anthropicId("msg");
       const plan = answerPlan(fields, {
@@ -99,13 +102,35 @@ const READ = new Set([
   "stream",
   "metadata",
   "service_tier",
+  "output_config",
 ]);
+
+/** `output_config.format`'s schema as a constraint, checked (a 400 naming it for a schema kiln cannot enforce, or beside tools). */
+function outputFormat(body: MessagesRequest, toolUse: ToolUse | undefined): ConstraintSpec | undefined {
+  const schema = body.output_config?.format?.schema;
+  if (schema === undefined) return undefined;
+  if (toolUse)
+    throw apiError(
+      "unsupported_value",
+      "kiln cannot hold the answer to 'output_config.format' while tools may be called: send one or the other.",
+      "output_config.format",
+    );
+  try {
+    checkJsonSchema(schema);
+  } catch (err) {
+    if (!(err instanceof ConstraintError)) throw err;
+    const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
+    throw apiError("invalid_value", `Invalid 'output_config.format.schema': ${where}: ${err.message}`, "output_config.format.schema");
+  }
+  return { type: "json_schema", schema: JSON.stringify(schema) };
+}
 
 /** The conversation's prompt, the tool use it offers and what it asks of the thinking; names ignored fields on the reply. */
 function renderedPrompt(model: ServedModel, body: CountTokensRequest, reply: FastifyReply): { ids: number[]; toolUse?: ToolUse; thinking: ReasoningPlan } {
   const ignored = Object.keys(body).filter((k) => !READ.has(k));
   // A model that does not reason cannot think however it is asked: the request is answered, and told.
   if (body.thinking?.type === "enabled" && !model.reasoning) ignored.push("thinking");
+  if ((body as Partial<MessagesRequest>).output_config?.effort != null && !model.reasoning) ignored.push("output_config.effort");
   const header = ignoredFieldsHeader(ignored);
   if (header !== undefined) reply.header("x-kiln-ignored-fields", header);
   const toolUse = functionToolUse(
@@ -115,7 +140,8 @@ function renderedPrompt(model: ServedModel, body: CountTokensRequest, reply: Fas
     (i, field) => `tools[${i}].${field === "parameters" ? "input_schema" : field}`,
   );
   const effort = body.thinking?.type === "disabled" && model.reasoning ? "none" : undefined;
-  const thinking = reasoningPlan(model, { effort }, toolUse !== undefined && toolUse.choice !== "auto", "thinking");
+  const formatted = (body as Partial<MessagesRequest>).output_config?.format != null;
+  const thinking = reasoningPlan(model, { effort }, formatted || (toolUse !== undefined && toolUse.choice !== "auto"), "thinking");
   const messages = templateMessages(body.system, body.messages, () => model.toolDialect.newId());
   checkPromptLength(model, messageChars(messages), "messages");
   const ids = model.chatPrompt(messages, { tools: toolUse?.tools, variables: thinking.variables, ending: endingOf(body.messages) });

@@ -24,17 +24,25 @@ afterAll(async () => {
 
 const messages: Anthropic.MessageParam[] = [{ role: "user", content: "Name three colours of the rainbow." }];
 
+/**
+ * The client's request types no longer list `temperature` (Anthropic's newest models take none);
+ * the API, vLLM's and kiln's still do, and a greedy answer is what these checks compare.
+ */
+type WithSampling<T> = T & { temperature?: number };
+const create = (params: WithSampling<Anthropic.MessageCreateParamsNonStreaming>) => client.messages.create(params);
+const stream = (params: WithSampling<Anthropic.MessageStreamParams>) => client.messages.stream(params);
+
 describe("Anthropic's client against kiln", () => {
   it("a message, and its stream accumulated by the client into the same message", async () => {
-    const whole = await client.messages.create({ model: TEXT_SLUG, max_tokens: 24, temperature: 0, system: "Answer briefly.", messages });
+    const whole = await create({ model: TEXT_SLUG, max_tokens: 24, temperature: 0, system: "Answer briefly.", messages });
     expect(whole).toMatchObject({ type: "message", role: "assistant", model: TEXT_SLUG });
     expect(whole.content[0].type).toBe("text");
     expect(["end_turn", "max_tokens"]).toContain(whole.stop_reason);
     expect(whole.usage.output_tokens).toBeGreaterThan(0);
-    const stream = client.messages.stream({ model: TEXT_SLUG, max_tokens: 24, temperature: 0, system: "Answer briefly.", messages });
+    const streaming = stream({ model: TEXT_SLUG, max_tokens: 24, temperature: 0, system: "Answer briefly.", messages });
     let texts = "";
-    stream.on("text", (t) => (texts += t));
-    const final = await stream.finalMessage();
+    streaming.on("text", (t) => (texts += t));
+    const final = await streaming.finalMessage();
     expect(final.content).toEqual(whole.content);
     expect(texts).toBe((whole.content[0] as Anthropic.TextBlock).text);
     expect(final.stop_reason).toBe(whole.stop_reason);
@@ -42,10 +50,10 @@ describe("Anthropic's client against kiln", () => {
   });
 
   it("a stop sequence ends the message and is named; count_tokens counts what the message's input is", async () => {
-    const free = await client.messages.create({ model: TEXT_SLUG, max_tokens: 16, temperature: 0, messages });
+    const free = await create({ model: TEXT_SLUG, max_tokens: 16, temperature: 0, messages });
     const text = (free.content[0] as Anthropic.TextBlock).text;
     const stop = text.slice(4, 8);
-    const stopped = await client.messages.create({ model: TEXT_SLUG, max_tokens: 16, temperature: 0, messages, stop_sequences: [stop] });
+    const stopped = await create({ model: TEXT_SLUG, max_tokens: 16, temperature: 0, messages, stop_sequences: [stop] });
     expect(stopped).toMatchObject({ stop_reason: "stop_sequence", stop_sequence: stop });
     expect((stopped.content[0] as Anthropic.TextBlock).text).toBe(text.slice(0, text.indexOf(stop)));
     const counted = await client.messages.countTokens({ model: TEXT_SLUG, messages });
@@ -61,7 +69,7 @@ describe("Anthropic's client against kiln", () => {
     const ask: Anthropic.MessageParam[] = [{ role: "user", content: "What is the weather in Lima right now?" }];
     const ajv = new Ajv2020({ strict: false });
     for (const temperature of [0, 1]) {
-      const call = await client.messages.create({
+      const call = await create({
         model: TEXT_SLUG,
         max_tokens: 60,
         temperature,
@@ -73,7 +81,7 @@ describe("Anthropic's client against kiln", () => {
       const use = call.content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use")!;
       expect(use.name).toBe("get_weather");
       expect(ajv.validate(weather.input_schema, use.input), JSON.stringify(use.input)).toBe(true);
-      const answer = await client.messages.create({
+      const answer = await create({
         model: TEXT_SLUG,
         max_tokens: 30,
         temperature: 0,
@@ -89,11 +97,33 @@ describe("Anthropic's client against kiln", () => {
     }
   });
 
+  it("output_config.format holds the answer to a JSON schema", async () => {
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string", maxLength: 20 }, age: { type: "integer", minimum: 0, maximum: 120 } },
+      required: ["name", "age"],
+      additionalProperties: false,
+    };
+    const ajv = new Ajv2020({ strict: false });
+    for (const temperature of [0, 1]) {
+      const answer = await create({
+        model: TEXT_SLUG,
+        max_tokens: 60,
+        temperature,
+        messages: [{ role: "user", content: "Invent a person. Answer in JSON." }],
+        output_config: { format: { type: "json_schema", schema } },
+      });
+      const text = (answer.content[0] as Anthropic.TextBlock).text;
+      expect(ajv.validate(schema, JSON.parse(text)), text).toBe(true);
+      expect(answer.stop_reason).toBe("end_turn");
+    }
+  });
+
   it("errors reach the client as Anthropic's: status and error type", async () => {
-    const missing = await client.messages.create({ model: "no-such-model", max_tokens: 4, messages }).catch((e: unknown) => e);
+    const missing = await create({ model: "no-such-model", max_tokens: 4, messages }).catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(Anthropic.NotFoundError);
     expect((missing as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: "error", error: { type: "not_found_error" } });
-    const bad = await client.messages.create({ model: TEXT_SLUG, max_tokens: 4, temperature: 3, messages }).catch((e: unknown) => e);
+    const bad = await create({ model: TEXT_SLUG, max_tokens: 4, temperature: 3, messages }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(Anthropic.BadRequestError);
   });
 });

@@ -150,6 +150,19 @@ describe("POST /v1/messages", () => {
     expect(plain.res.headers["x-kiln-ignored-fields"]).toBe("thinking");
   });
 
+  it("output_config.format holds the answer to a JSON schema; a schema kiln cannot enforce is a 400 naming it", async () => {
+    const schema = { type: "object", properties: { age: { type: "integer" } }, required: ["age"] };
+    const { res, fake } = await post(ask({ output_config: { format: { type: "json_schema", schema } } }), fakeModel({ script: bytes('{"age": 3}') }));
+    const open = fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
+    expect(open?.constraint).toEqual({ type: "json_schema", schema: JSON.stringify(schema) });
+    expect(res.json().content).toEqual([{ type: "text", text: '{"age": 3}' }]);
+    const bad = await post(
+      ask({ output_config: { format: { type: "json_schema", schema: { type: "object", properties: { a: { type: "string", pattern: "[é]" } } } } } }),
+    );
+    expect(bad.res.statusCode).toBe(400);
+    expect(bad.res.json().error.message).toMatch(/output_config\.format\.schema/);
+  });
+
   it("a last assistant message is a prefill: the answer continues it", async () => {
     const { fake } = await post(
       ask({
