@@ -113,7 +113,8 @@ export function messagesFormat(model: ServedModel, options: MessagesFormatOption
       {
         type: "message_delta",
         delta: { stop_reason: state.stop.reason, stop_sequence: state.stop.sequence },
-        usage: { output_tokens: usage.completion_tokens },
+        // The whole usage, as Anthropic's API sends it: its clients take these totals over message_start's.
+        usage: messagesUsage(usage),
       },
       { type: "message_stop" },
     ],
