@@ -13,8 +13,12 @@ export type ModelStatus = "serving" | "loading" | "failed" | "available";
 export interface ModelObject {
   id: string;
   object: "model";
+  /** Anthropic's `type` of the object, for clients of its Models API. */
+  type: "model";
   /** Unix seconds: when the artifact in service was built, else when this server started. */
   created: number;
+  /** `created` as an RFC 3339 time, as Anthropic's Models API gives it. */
+  created_at: string;
   owned_by: string;
   display_name: string;
   kind: ModelEntry["kind"];
@@ -74,6 +78,15 @@ export interface OptimizationInfo {
 export interface ModelList {
   object: "list";
   data: ModelObject[];
+  /** Anthropic's paging fields: the whole list comes in one page. */
+  has_more: false;
+  first_id: string | null;
+  last_id: string | null;
+}
+
+/** The list of `data`, with the fields of OpenAI's list and of Anthropic's page. */
+export function modelList(data: ModelObject[]): ModelList {
+  return { object: "list", data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
 }
 
 /** Who publishes the weights: the owner part of the upstream repository. */
@@ -104,10 +117,13 @@ export function modelObject(
   // Only a text model's window can be cut by a KV budget, and only its output is measured in tokens.
   const text = serving?.kind === "text" ? serving : null;
   const created = serving ? Math.floor(Date.parse(serving.artifactCreatedAt) / 1000) : NaN;
+  const createdSeconds = Number.isFinite(created) ? created : startedAt;
   return {
     id: entry.slug,
     object: "model",
-    created: Number.isFinite(created) ? created : startedAt,
+    type: "model",
+    created: createdSeconds,
+    created_at: new Date(createdSeconds * 1000).toISOString(),
     owned_by: ownerOf(entry),
     display_name: entry.displayName,
     kind: entry.kind,

@@ -4,7 +4,7 @@ import { listModels } from "../../catalogue/catalogue.js";
 import type { ModelEntry } from "../../catalogue/types.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
-import { modelObject, type ModelList, type ModelObject } from "../protocol/models.js";
+import { modelList, modelObject, type ModelList, type ModelObject } from "../protocol/models.js";
 import { localModelObject, localModelStates } from "./local-models.js";
 import { modelSlugOf } from "./model-lookup.js";
 
@@ -16,13 +16,7 @@ export function modelsRoute(app: FastifyInstance, ctx: ApiContext): void {
     return modelObject(entry, state, ctx.startedAt, ctx.metrics.throughput(entry.slug, artifactId), ctx.models.availability(entry.slug));
   };
 
-  app.get(
-    "/models",
-    async (): Promise<ModelList> => ({
-      object: "list",
-      data: [...listModels().map(describe), ...localModelStates(ctx).map((s) => localModelObject(ctx, s))],
-    }),
-  );
+  app.get("/models", async (): Promise<ModelList> => modelList([...listModels().map(describe), ...localModelStates(ctx).map((s) => localModelObject(ctx, s))]));
 
   // A wildcard, so that ids holding "/" (raw or percent-encoded) reach this route and get a model answer.
   app.get("/models/*", async (request): Promise<ModelObject> => {

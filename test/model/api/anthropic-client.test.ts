@@ -119,6 +119,16 @@ describe("Anthropic's client against kiln", () => {
     }
   });
 
+  it("lists and retrieves models as Anthropic's Models API does", async () => {
+    const listed: Anthropic.ModelInfo[] = [];
+    for await (const model of client.models.list()) listed.push(model);
+    const smol = listed.find((m) => m.id === TEXT_SLUG);
+    expect(smol).toMatchObject({ type: "model", display_name: expect.any(String) });
+    expect(new Date(smol!.created_at).toISOString()).toBe(smol!.created_at);
+    expect(listed.length).toBe(42);
+    expect(await client.models.retrieve(TEXT_SLUG)).toMatchObject({ id: TEXT_SLUG, type: "model" });
+  });
+
   it("errors reach the client as Anthropic's: status and error type", async () => {
     const missing = await create({ model: "no-such-model", max_tokens: 4, messages }).catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(Anthropic.NotFoundError);
