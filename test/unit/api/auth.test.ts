@@ -121,4 +121,38 @@ describe("cloud mode", () => {
     });
     expect(rows[0].cost_nano_usd).toBeGreaterThan(0);
   });
+
+  it("meters Anthropic's and Ollama's routes as it meters chat, each request once under its own id", async () => {
+    const { db, keys } = cloud();
+    const { key, record } = await keys.create("other-apis");
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys }, usage: sqliteUsageRecorder(db, (slug) => getModel(slug)) });
+    const messages = await app.inject({
+      method: "POST",
+      url: "/v1/messages",
+      payload: { model: SLUG, max_tokens: 8, messages: [{ role: "user", content: "hi" }] },
+      headers: { "x-api-key": key },
+    });
+    const ollama = await app.inject({ method: "POST", url: "/api/chat", payload: { ...chat(), stream: false }, headers: { authorization: `Bearer ${key}` } });
+    const streamed = await app.inject({
+      method: "POST",
+      url: "/api/generate",
+      payload: { model: SLUG, prompt: "hi" },
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect([messages.statusCode, ollama.statusCode, streamed.statusCode]).toEqual([200, 200, 200]);
+    const rows = db.prepare("SELECT * FROM usage ORDER BY rowid").all() as any[];
+    expect(rows.map((r) => [r.key_id, r.slug, r.completion_tokens])).toEqual([
+      [record.id, SLUG, 3],
+      [record.id, SLUG, 3],
+      [record.id, SLUG, 3],
+    ]);
+    expect(rows[0]).toMatchObject({ request_id: messages.json().id, prompt_tokens: messages.json().usage.input_tokens });
+    expect(rows[1].prompt_tokens).toBe(ollama.json().prompt_eval_count);
+    expect(new Set(rows.map((r) => r.request_id)).size).toBe(3);
+    expect(rows.every((r) => r.cost_nano_usd > 0)).toBe(true);
+    // Without a key, Ollama's routes are refused in its error shape.
+    const none = await app.inject({ method: "POST", url: "/api/chat", payload: chat() });
+    expect(none.statusCode).toBe(401);
+    expect(typeof none.json().error).toBe("string");
+  });
 });
