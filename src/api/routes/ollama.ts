@@ -9,14 +9,14 @@ import type { FastifyError, FastifyInstance } from "fastify";
 import { listModels } from "../../catalogue/catalogue.js";
 import type { ModelEntry, WeightSource } from "../../catalogue/types.js";
 import { kilnVersion } from "../../catalogue/version.js";
-import { authHook, type AuthMode } from "../auth/auth.js";
+import { assertModelAllowed, authHook, type AuthMode } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { apiError, toApiError } from "../errors.js";
 import { ollamaErrorBody, ollamaShowRequestSchema } from "../protocol/ollama.js";
 import { parseOrThrow } from "../protocol/issues.js";
 import { ollamaChatRoute, ollamaGenerateRoute } from "./ollama-generation.js";
 import { localModelStates } from "./local-models.js";
-import { lookupServedModel } from "./model-lookup.js";
+import { modelSlugOf } from "./model-lookup.js";
 
 /** Ollama's routes kiln does not have, and what to do instead. */
 const NOT_IMPLEMENTED: Array<[method: "GET" | "POST" | "DELETE" | "HEAD", path: string, instead: string]> = [
@@ -54,12 +54,18 @@ export async function ollamaRoutes(app: FastifyInstance, ctx: ApiContext, auth: 
           .filter((m) => m.served)
           .map((m) => ({ ...m.listing, expires_at: null, size_vram: 0, context_length: m.contextLength })),
       }));
+      // Described from the catalogue and, once loaded, the model itself: showing a model does not load it.
       api.post("/show", async (request) => {
         const body = parseOrThrow(ollamaShowRequestSchema, request.body);
         const id = body.model ?? body.name;
         if (id === undefined) throw apiError("missing_required_parameter", "Missing required parameter: 'model'.", "model");
-        const model = await lookupServedModel(ctx, request, id);
-        const entry = listModels().find((m) => m.slug === model.slug);
+        const slug = modelSlugOf(ctx, id);
+        const entry = listModels().find((m) => m.slug === slug && m.kind === "text");
+        const state = ctx.models.get(slug);
+        const served = state?.status === "serving" && state.model.kind === "text" ? state.model : undefined;
+        if (!entry && !served) throw apiError("model_not_found", `The model '${id}' does not exist (GET /api/tags lists the ones here).`, "model");
+        assertModelAllowed(request, slug);
+        const reasons = served ? served.reasoning !== null : (entry?.capabilities.includes("reasoning") ?? false);
         return {
           modelfile: "",
           parameters: "",
@@ -68,15 +74,15 @@ export async function ollamaRoutes(app: FastifyInstance, ctx: ApiContext, auth: 
           model_info: {
             "general.architecture": entry?.architecture ?? "",
             "general.parameter_count": entry?.parameters ?? 0,
-            [`${entry?.architecture || "general"}.context_length`]: model.contextLength,
+            [`${entry?.architecture || "general"}.context_length`]: served?.contextLength ?? entry!.contextLength,
           },
           capabilities: [
             "completion",
-            ...(model.hasChatTemplate ? ["tools"] : []),
-            ...(model.fillsInMiddle ? ["insert"] : []),
-            ...(model.reasoning ? ["thinking"] : []),
+            ...((served ? served.hasChatTemplate : entry!.capabilities.includes("tools")) ? ["tools"] : []),
+            ...(served?.fillsInMiddle ? ["insert"] : []),
+            ...(reasons ? ["thinking"] : []),
           ],
-          modified_at: new Date(model.artifactCreatedAt).toISOString(),
+          modified_at: new Date(served ? served.artifactCreatedAt : ctx.startedAt * 1000).toISOString(),
         };
       });
       ollamaChatRoute(api, ctx);
@@ -114,7 +120,7 @@ function localModels(ctx: ApiContext): LocalModel[] {
     const file = mainFile(entry.sources);
     out.push({
       listing: { name: entry.slug, model: entry.slug, size: file?.bytes ?? 0, digest: file?.sha256 ?? "", details: details(entry) },
-      modifiedAt: new Date(served ? served.artifactCreatedAt : ctx.startedAt).toISOString(),
+      modifiedAt: new Date(served ? served.artifactCreatedAt : ctx.startedAt * 1000).toISOString(),
       served: served !== undefined,
       contextLength: served?.contextLength ?? entry.contextLength,
     });

@@ -234,6 +234,14 @@ describe("Ollama's errors and listings", () => {
     expect((await get("/api/tags")).models.map((m: { name: string }) => m.name)).toEqual([SLUG]);
     const shown = (await app.inject({ method: "POST", url: "/api/show", payload: { model: SLUG }, headers: AUTH })).json();
     expect(shown.capabilities).toEqual(["completion", "tools"]);
+    expect(Date.parse(shown.modified_at)).toBeGreaterThan(Date.parse("2025-01-01"));
+    expect(Date.parse(running.models[0].modified_at ?? shown.modified_at)).toBeGreaterThan(Date.parse("2025-01-01"));
+    // A model the server does not serve is dated by the server's start, in milliseconds like any other.
+    const catalogueOnly = await app.inject({ method: "POST", url: "/api/show", payload: { model: "llama-3-2-1b-instruct" }, headers: AUTH });
+    expect(Date.parse(catalogueOnly.json().modified_at)).toBeGreaterThan(Date.parse("2025-01-01"));
+    // Showing a model the server does not have is a 404; showing one does not load it.
+    const unknown = await app.inject({ method: "POST", url: "/api/show", payload: { model: "nope" }, headers: AUTH });
+    expect(unknown.statusCode).toBe(404);
     expect(shown.details).toMatchObject({ quantization_level: "Q4_1" });
   });
 });
