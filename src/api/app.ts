@@ -24,6 +24,7 @@ import { releaseModelHolds } from "./routes/model-lookup.js";
 import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
 import { healthRoutes } from "./routes/health.js";
+import { llamaNativeRoutes } from "./routes/llama-native.js";
 import { messagesRoutes } from "./routes/messages.js";
 import { modelsRoute } from "./routes/models.js";
 import { ollamaRoutes } from "./routes/ollama.js";
@@ -206,6 +207,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     tokenizeRoutes(root, ctx);
   });
   await ollamaRoutes(app, ctx, auth);
+  await llamaNativeRoutes(app, ctx, auth);
   return app;
 }
 

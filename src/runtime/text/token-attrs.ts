@@ -91,6 +91,10 @@ export interface FimTokens {
   prefix: number;
   suffix: number;
   middle: number;
+  /** The repository-name marker of repository-level prompts (Qwen2.5-Coder's `<|repo_name|>`), or null. */
+  repo: number | null;
+  /** The file separator of repository-level prompts (`<|file_sep|>`), or null. */
+  fileSeparator: number | null;
 }
 
 /**
@@ -133,7 +137,8 @@ export function vocabAttributes(spec: TokenizerSpec): VocabAttributes {
     return id;
   });
   const [prefix, suffix, middle] = fimIds;
-  const fim = prefix !== null && suffix !== null && middle !== null ? { prefix, suffix, middle } : null;
+  const [, repo, fileSeparator] = FIM_EOG_TEXTS.map(firstOf);
+  const fim = prefix !== null && suffix !== null && middle !== null ? { prefix, suffix, middle, repo, fileSeparator } : null;
 
   const eogIds = new Set<number>();
   for (const list of FIM_EOG_TEXTS) {

@@ -164,6 +164,56 @@ export function infillPrompt(tokenizer: Tokenizer, prefix: readonly number[], su
   return withBos(tokenizer, ids);
 }
 
+/** A file given as context to an infill (llama.cpp's `input_extra`). */
+export interface InfillFile {
+  filename: string;
+  text: string;
+}
+
+/** What llama.cpp's `/infill` takes: the text before and after the cursor, more text after the prefix, and files as context. */
+export interface InfillRequest {
+  prefix: string;
+  suffix: string;
+  /** Text put after the prefix (llama.cpp's `prompt` on `/infill`). */
+  prompt: string;
+  extra: readonly InfillFile[];
+}
+
+/** Most tokens of the prefix and the suffix kept, as llama.cpp keeps them with its default batch of 2048: three quarters, one quarter. */
+const INFILL_BATCH = 2048;
+
+/**
+ * llama.cpp's `/infill` prompt (format_prompt_infill): the files of `extra` as a repository-level
+ * context (`<repo> myproject\n`, each file as `<file_sep> filename\n text`, then `<file_sep>
+ * filename\n`, where the vocabulary has those markers; otherwise each file after a `--- snippet ---`
+ * line), then the BOS the model wants, `<prefix> prefix prompt <suffix> suffix <middle>`. The prefix
+ * keeps its last 1,536 tokens, the suffix its first 510 less the prompt's, and the context its last
+ * tokens that fit `room` ({@link infillContextRoom}), as llama.cpp cuts them. Null when the vocabulary has no fill-in-the-middle markers.
+ */
+export function repositoryInfillPrompt(tokenizer: Tokenizer, request: InfillRequest, room: number, mode: SpecialTokenMode = "text"): number[] | null {
+  const fim = tokenizer.fim;
+  if (fim === null) return null;
+  const tokens = (text: string) => encodePrompt(tokenizer, text, mode, false);
+  const extra: number[] = [];
+  if (fim.repo !== null) extra.push(fim.repo, ...tokens("myproject\n"));
+  for (const file of request.extra) {
+    if (fim.fileSeparator !== null) extra.push(fim.fileSeparator, ...tokens(`${file.filename}\n`));
+    else extra.push(...tokens("\n\n--- snippet ---\n\n"));
+    extra.push(...tokens(file.text));
+  }
+  if (fim.fileSeparator !== null) extra.push(fim.fileSeparator, ...tokens("filename\n"));
+  const promptIds = tokens(request.prompt);
+  const prefix = tokens(request.prefix).slice(-Math.floor((3 * INFILL_BATCH) / 4));
+  const suffix = tokens(request.suffix).slice(0, Math.max(0, INFILL_BATCH / 4 - (2 + promptIds.length)));
+  const context = extra.slice(extra.length - Math.min(extra.length, Math.max(0, room)));
+  return [...context, ...withBos(tokenizer, [fim.prefix, ...prefix, ...promptIds]), fim.suffix, ...suffix, fim.middle];
+}
+
+/** Tokens llama.cpp's `/infill` leaves its file context: the context less a batch and twice its server's default budget (-1). */
+export function infillContextRoom(contextLength: number): number {
+  return contextLength - INFILL_BATCH + 2;
+}
+
 function withBos(tokenizer: Tokenizer, ids: number[]): number[] {
   const bos = tokenizer.bosId;
   if (tokenizer.addBos && bos !== null && ids[0] !== bos) ids.unshift(bos);

@@ -13,7 +13,16 @@ import type { ChatMessage } from "../types.js";
 import { ChatTemplate, type TemplateReasoning } from "../../runtime/text/index.js";
 import { getModel, hasModel, type Promotion } from "../../catalogue/index.js";
 import { chooseToolDialect, type ToolDialect, type ToolFunction } from "../tools/index.js";
-import { type ChatEnding, chatPromptIds, encodePrompt, infillPrompt, type SpecialTokenMode } from "./prompt.js";
+import {
+  type ChatEnding,
+  chatPromptIds,
+  encodePrompt,
+  infillContextRoom,
+  infillPrompt,
+  type InfillRequest,
+  repositoryInfillPrompt,
+  type SpecialTokenMode,
+} from "./prompt.js";
 
 /** How {@link ServedModel.chatPrompt} renders a chat, beyond its messages. */
 export interface ChatOptions {
@@ -92,6 +101,8 @@ export interface ServedModel {
   infillPrompt(prefix: readonly number[], suffix: string): number[] | null;
   /** Whether the model's vocabulary has fill-in-the-middle markers (prefix, suffix, middle). */
   fillsInMiddle: boolean;
+  /** llama.cpp's `/infill` prompt: prefix, suffix and files as context (see `repositoryInfillPrompt`); null without the markers. */
+  repositoryInfillPrompt(request: InfillRequest): number[] | null;
   /** Text of token ids (for `echo` of token prompts). */
   decode(ids: readonly number[]): string;
   /**
@@ -189,6 +200,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     textPrompt: (prompt, bos) => encodePrompt(tokenizer, prompt, options.specialTokens, bos),
     infillPrompt: (prefix, suffix) => infillPrompt(tokenizer, prefix, suffix, options.specialTokens),
     fillsInMiddle: tokenizer.fim !== null,
+    repositoryInfillPrompt: (request) => repositoryInfillPrompt(tokenizer, request, infillContextRoom(contextLength), options.specialTokens),
     decode: (ids) => tokenizer.decode(ids),
     detokenize: (ids) => tokenizer.detokenize(ids, { renderSpecial: true }),
     tokenText: (id) => tokenizer.tokenText(id),

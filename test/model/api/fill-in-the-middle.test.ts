@@ -84,7 +84,8 @@ beforeAll(async () => {
     heads: 4,
     kvHeads: 2,
     ffn: 128,
-    contextLength: 256,
+    // Past llama.cpp's batch of 2,048, so that /infill has room for files as context.
+    contextLength: 4096,
     ropeTheta: 10000,
     rmsEps: 1e-5,
   } as const;
@@ -177,3 +178,36 @@ describe("completions with suffix on a model with fill-in-the-middle markers", (
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
+
+describe("llama.cpp's /infill on the same model", () => {
+  it("prompts as llama.cpp's server does (repository marker, snippet, prefix, suffix) and scores the first token as llama.cpp does", async () => {
+    const file = { filename: "util.py", text: "def helper():\n    pass\n" };
+    const res = await fetch(`${server!.root}/infill`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: SLUG, input_prefix: PREFIX, input_suffix: SUFFIX, input_extra: [file], n_predict: 1, temperature: 0, n_probs: 5 }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const body = (await res.json()) as { tokens_evaluated: number; completion_probabilities: Array<{ top_logprobs: Array<{ id: number; logprob: number }> }> };
+    // format_prompt_infill's layout, assembled here with llama.cpp's own tokenizer: SmolLM2's `<reponame>` (id 4) is its
+    // repository marker, and with no file separator in the vocabulary each file follows a snippet line.
+    const tokens = (text: string) => [...model.tokenize(text)].map(Number);
+    const expected = [
+      4,
+      ...tokens("myproject\n"),
+      ...tokens("\n\n--- snippet ---\n\n"),
+      ...tokens(file.text),
+      11,
+      ...tokens(PREFIX),
+      12,
+      ...tokens(SUFFIX),
+      13,
+    ];
+    expect(body.tokens_evaluated).toBe(expected.length);
+    const after = (await llamaLogprobs(expected)).at(-1)!;
+    const top = [...after.entries()].sort((a, b) => b[1] - a[1]).slice(0, 5);
+    const kiln = body.completion_probabilities[0].top_logprobs;
+    expect(kiln.map((t) => t.id)).toEqual(top.map(([id]) => id));
+    for (let i = 0; i < top.length; i++) expect(Math.abs(kiln[i].logprob - top[i][1])).toBeLessThan(LIMIT);
+  });
+});

@@ -100,6 +100,11 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     textPrompt: encode,
     infillPrompt: (prefix, suffix) => (options.fillsInMiddle ? [FIM.prefix, ...prefix, FIM.suffix, ...encode(suffix), FIM.middle] : null),
     fillsInMiddle: options.fillsInMiddle ?? false,
+    // The fake's layout for llama.cpp's /infill: each file's name and text, then the prefix, the prompt and the suffix between the markers.
+    repositoryInfillPrompt: ({ prefix, suffix, prompt, extra }) =>
+      options.fillsInMiddle
+        ? [...extra.flatMap((f) => encode(`${f.filename}:${f.text}`)), FIM.prefix, ...encode(prefix + prompt), FIM.suffix, ...encode(suffix), FIM.middle]
+        : null,
     decode: (ids) => new TextDecoder().decode(Uint8Array.from(ids.filter((i) => i < 256))),
     detokenize: (ids) => ids.map((id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`)).join(""),
     tokenText: (id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`),

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { TokenizerSpec } from "../../../../src/runtime/artifact/index.js";
 import { BYTE_TO_CHAR } from "../../../../src/runtime/text/byte-level.js";
 import { ChatTemplate, Tokenizer, type ChatMessage } from "../../../../src/runtime/text/index.js";
-import { chatPromptIds, encodePrompt, infillPrompt, renderChat } from "../../../../src/scheduler/serving/prompt.js";
+import { chatPromptIds, encodePrompt, infillContextRoom, infillPrompt, renderChat, repositoryInfillPrompt } from "../../../../src/scheduler/serving/prompt.js";
 import { byteLevel } from "../../runtime/text/tiny-vocab.js";
 
 const CONTROL = 3;
@@ -242,7 +242,7 @@ describe("fill-in-the-middle prompts", () => {
   const [pre, suf, mid] = [0, 1, 2].map((i) => fimTokenizer.vocabSize - 3 + i);
 
   it("is prefix marker, prefix, suffix marker, suffix, middle marker, found by the markers' texts", () => {
-    expect(fimTokenizer.fim).toEqual({ prefix: pre, suffix: suf, middle: mid });
+    expect(fimTokenizer.fim).toEqual({ prefix: pre, suffix: suf, middle: mid, repo: null, fileSeparator: null });
     const prefix = encodePrompt(fimTokenizer, "Hello", "text", false);
     expect(infillPrompt(fimTokenizer, prefix, " there")).toEqual([pre, ...prefix, suf, ...fimTokenizer.encode(" there"), mid]);
     // Markers typed normal are still control tokens (llama.cpp forces them), so they never decode to text.
@@ -259,13 +259,67 @@ describe("fill-in-the-middle prompts", () => {
 
   it("takes the ids the GGUF names over the texts, and needs all three markers", () => {
     const named = Tokenizer.fromSpec({ ...fimSpec(), fimIds: [CONTROLS.indexOf("[INST]"), CONTROLS.indexOf("[/INST]"), null] });
-    expect(named.fim).toEqual({ prefix: CONTROLS.indexOf("[INST]"), suffix: CONTROLS.indexOf("[/INST]"), middle: mid });
+    expect(named.fim).toMatchObject({ prefix: CONTROLS.indexOf("[INST]"), suffix: CONTROLS.indexOf("[/INST]"), middle: mid });
     expect(tokenizer.fim).toBeNull();
     expect(infillPrompt(tokenizer, [1], "x")).toBeNull();
     const twoOfThree = spec();
     twoOfThree.tokens = [...twoOfThree.tokens, FIM_TEXTS[0], FIM_TEXTS[1]];
     twoOfThree.tokenTypes = [...twoOfThree.tokenTypes, 3, 3];
     expect(Tokenizer.fromSpec(twoOfThree).fim).toBeNull();
+  });
+});
+
+describe("llama.cpp's /infill prompt", () => {
+  const MARKERS = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>", "<|file_sep|>"];
+  function markerTokenizer(markers: readonly string[], over: Partial<TokenizerSpec> = {}): Tokenizer {
+    const base = spec(over);
+    return Tokenizer.fromSpec({ ...base, tokens: [...base.tokens, ...markers], tokenTypes: [...base.tokenTypes, ...markers.map(() => 3)] });
+  }
+  const request = { prefix: "Hello", suffix: " there", prompt: "hi", extra: [{ filename: "a.py", text: "ok" }] };
+
+  it("puts the files first as a repository (Qwen2.5-Coder's markers), then the BOS the model wants and prefix, prompt, suffix", () => {
+    const tok = markerTokenizer(MARKERS, { addBos: true });
+    const [pre, suf, mid, repo, sep] = MARKERS.map((_, i) => tok.vocabSize - MARKERS.length + i);
+    const enc = (text: string) => tok.encode(text);
+    expect(repositoryInfillPrompt(tok, request, 10_000)).toEqual([
+      repo,
+      ...enc("myproject\n"),
+      sep,
+      ...enc("a.py\n"),
+      ...enc("ok"),
+      sep,
+      ...enc("filename\n"),
+      tok.bosId,
+      pre,
+      ...enc("Hello"),
+      ...enc("hi"),
+      suf,
+      ...enc(" there"),
+      mid,
+    ]);
+  });
+
+  it("without a file separator, each file follows a snippet line; the context keeps its last tokens that fit the room", () => {
+    const tok = markerTokenizer(MARKERS.slice(0, 3));
+    const [pre, suf, mid] = [0, 1, 2].map((i) => tok.vocabSize - 3 + i);
+    const enc = (text: string) => tok.encode(text);
+    const context = [...enc("\n\n--- snippet ---\n\n"), ...enc("ok")];
+    const tail = [pre, ...enc("Hello"), ...enc("hi"), suf, ...enc(" there"), mid];
+    expect(repositoryInfillPrompt(tok, request, 10_000)).toEqual([...context, ...tail]);
+    expect(repositoryInfillPrompt(tok, request, 1)).toEqual([...context.slice(-1), ...tail]);
+    expect(repositoryInfillPrompt(tok, request, -5)).toEqual(tail);
+    expect(infillContextRoom(8192)).toBe(8192 - 2048 + 2);
+  });
+
+  it("keeps the prefix's last 1,536 tokens and the suffix's first 510 less the prompt's", () => {
+    const tok = markerTokenizer(MARKERS.slice(0, 3));
+    const x = tok.encode("x")[0];
+    const ids = repositoryInfillPrompt(tok, { prefix: "x".repeat(2000), suffix: "x".repeat(2000), prompt: "", extra: [] }, 0)!;
+    const [pre, suf] = [tok.vocabSize - 3, tok.vocabSize - 2];
+    expect(ids.indexOf(suf) - ids.indexOf(pre) - 1).toBe(1536);
+    expect(ids.length - ids.indexOf(suf) - 2).toBe(510);
+    expect(ids.filter((id) => id !== x)).toHaveLength(3);
+    expect(repositoryInfillPrompt(tokenizer, request, 0)).toBeNull();
   });
 });
 

@@ -1,0 +1,114 @@
+/**
+ * llama.cpp server's own completion API (`/completion` and `/infill`, what its editor plugins
+ * llama.vim and llama.vscode call): the requests as its clients send them, with llama.cpp's sampling
+ * defaults, and its error shape.
+ */
+import { z } from "zod";
+import type { ApiError } from "../errors.js";
+
+/** Most stop strings in `stop`. */
+export const MAX_NATIVE_STOP = 16;
+
+/** llama.cpp's sampling defaults (common_params_sampling), used where a request leaves one out. */
+export const LLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
+
+/**
+ * Fields that tune how llama.cpp's server runs a request (its slots, cache, time limits, progress
+ * reports) rather than what it writes: accepted, and named back in `x-kiln-ignored-fields`.
+ */
+export const NATIVE_RUNTIME_FIELDS = [
+  "cache_prompt",
+  "id_slot",
+  "n_keep",
+  "n_indent",
+  "t_max_prompt_ms",
+  "t_max_predict_ms",
+  "timings_per_token",
+  "samplers",
+  "response_fields",
+  "return_progress",
+  "repeat_last_n",
+  "penalize_nl",
+  "n_discard",
+];
+
+/** A logit bias: `[[token, bias], ...]` (false bans the token) or `{"token": bias}`. */
+const logitBias = z.union([
+  z.array(z.tuple([z.number().int().min(0), z.union([z.number(), z.literal(false)])])),
+  z.record(z.string(), z.union([z.number(), z.literal(false)])),
+]);
+
+/** The sampling fields both routes take (llama.cpp's names). */
+const samplingFields = {
+  /** Which model answers; without it, the one text model the server serves (llama.cpp's server has one). */
+  model: z.string().min(1).nullish(),
+  /** Most tokens to write: -1 (the default) until the model stops or the context is full. */
+  n_predict: z
+    .number()
+    .int()
+    .refine((v) => v === -1 || v >= 0, "must be -1 (no limit) or at least 0")
+    .nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_k: z.number().int().nullish(),
+  top_p: z.number().min(0).max(1).nullish(),
+  min_p: z.number().min(0).max(1).nullish(),
+  /** -1 (the default): a random seed. */
+  seed: z.number().int().nullish(),
+  repeat_penalty: z.number().gt(0).max(2).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  stop: z.array(z.string()).max(MAX_NATIVE_STOP).nullish(),
+  ignore_eos: z.boolean().nullish(),
+  logit_bias: logitBias.nullish(),
+  /** The likeliest tokens to report beside each one written (`completion_probabilities`). */
+  n_probs: z.number().int().min(0).max(20).nullish(),
+  grammar: z.string().nullish(),
+  json_schema: z.record(z.string(), z.unknown()).nullish(),
+  stream: z.boolean().nullish(),
+  /** Samplers kiln does not have: accepted only at their values that change nothing. */
+  typical_p: z.literal(1, { message: "kiln has no typical sampling: leave 'typical_p' out, or at 1" }).nullish(),
+  mirostat: z.literal(0, { message: "kiln has no Mirostat sampling: leave 'mirostat' out, or at 0" }).nullish(),
+  xtc_probability: z.literal(0, { message: "kiln has no XTC sampling: leave 'xtc_probability' out, or at 0" }).nullish(),
+  dry_multiplier: z.literal(0, { message: "kiln has no DRY sampling: leave 'dry_multiplier' out, or at 0" }).nullish(),
+};
+
+/** The sampling fields of either route, as parsed. */
+export type NativeSampling = z.output<z.ZodObject<typeof samplingFields>>;
+
+export const nativeCompletionRequestSchema = z.looseObject({
+  /** A prompt as text (special-token text stays text) or token ids. */
+  prompt: z.union([z.string(), z.array(z.number().int().min(0)).min(1)]),
+  ...samplingFields,
+});
+
+export type NativeCompletionRequest = z.output<typeof nativeCompletionRequestSchema>;
+
+export const infillRequestSchema = z.looseObject({
+  input_prefix: z.string(),
+  input_suffix: z.string(),
+  input_extra: z.array(z.looseObject({ text: z.string(), filename: z.string().nullish() })).nullish(),
+  prompt: z.string().nullish(),
+  ...samplingFields,
+});
+
+export type InfillRequestBody = z.output<typeof infillRequestSchema>;
+
+/** The fields of either route kiln reads; the rest are named back as ignored. */
+export const NATIVE_FIELDS = new Set([...Object.keys(samplingFields), "prompt", "input_prefix", "input_suffix", "input_extra"]);
+
+/** llama.cpp's error type by status. */
+const ERROR_TYPES: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  501: "not_supported_error",
+  503: "unavailable_error",
+};
+
+/** An error as llama.cpp's server gives it: `{error: {code, message, type}}`. */
+export function nativeErrorBody(error: ApiError): { error: { code: number; message: string; type: string } } {
+  return {
+    error: { code: error.status, message: error.message, type: ERROR_TYPES[error.status] ?? (error.status >= 500 ? "server_error" : "invalid_request_error") },
+  };
+}

@@ -1,0 +1,180 @@
+/**
+ * POST /completion and /infill, llama.cpp server's own completion API (what llama.vim and
+ * llama.vscode call for code completion): validate -> the prompt (text or token ids; for `/infill`
+ * llama.cpp's fill-in-the-middle layout with files as context) -> the same engine and constraints as
+ * `/v1/completions` -> llama.cpp's answer shape. Errors come in llama.cpp's shape.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { checkConstraint, ConstraintError, type ConstraintSpec } from "../../runtime/constrain/index.js";
+import type { ServedModel } from "../../scheduler/index.js";
+import { authHook, type AuthMode } from "../auth/auth.js";
+import type { ApiContext } from "../context.js";
+import { apiError, toApiError } from "../errors.js";
+import { ignoredFieldsHeader, type SharedFields } from "../protocol/common.js";
+import { parseOrThrow } from "../protocol/issues.js";
+import {
+  infillRequestSchema,
+  LLAMA_DEFAULTS,
+  NATIVE_FIELDS,
+  nativeCompletionRequestSchema,
+  nativeErrorBody,
+  type NativeSampling,
+} from "../protocol/llama-native.js";
+import { answerPlan, checkPromptLength, completionBudget } from "./generation-request.js";
+import { answerGeneration } from "./generation.js";
+import { answerId } from "./ids.js";
+import { nativeFormat } from "./llama-native-format.js";
+import { lookupServedModel } from "./model-lookup.js";
+
+type SamplingBody = NativeSampling;
+
+export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, auth: AuthMode): Promise<void> {
+  await app.register(async (api) => {
+    api.addHook("onRequest", authHook(auth));
+    api.setErrorHandler((err: FastifyError, request, reply) => {
+      const error = toApiError(err, request.id);
+      if (error.status >= 500 && error.code === "internal_error") request.log.error({ err }, "request failed");
+      else request.log.info({ code: error.code, status: error.status, param: error.param }, error.message);
+      if (error.retryAfter !== undefined) reply.header("retry-after", String(error.retryAfter));
+      return reply.code(error.status).send(nativeErrorBody(error));
+    });
+
+    api.post("/completion", async (request, reply) => {
+      const startedAt = performance.now();
+      const body = parseOrThrow(nativeCompletionRequestSchema, request.body);
+      nameIgnored(reply, body);
+      const model = await lookupServedModel(ctx, request, body.model ?? onlyModel(ctx));
+      let promptIds: number[];
+      if (typeof body.prompt === "string") {
+        checkPromptLength(model, body.prompt.length, "prompt");
+        promptIds = model.textPrompt(body.prompt);
+      } else {
+        if (body.prompt.some((id) => id >= model.vocabSize))
+          throw apiError("invalid_value", `Token ids in 'prompt' must be below the vocabulary size ${model.vocabSize}.`, "prompt");
+        promptIds = body.prompt;
+      }
+      return answer(ctx, request, reply, model, promptIds, body, startedAt);
+    });
+
+    api.post("/infill", async (request, reply) => {
+      const startedAt = performance.now();
+      const body = parseOrThrow(infillRequestSchema, request.body);
+      nameIgnored(reply, body);
+      const model = await lookupServedModel(ctx, request, body.model ?? onlyModel(ctx));
+      if (!model.fillsInMiddle) {
+        throw apiError("unsupported_value", `Infill is not supported by the model '${model.slug}': its vocabulary has no fill-in-the-middle tokens.`, "model");
+      }
+      const extra = (body.input_extra ?? []).map((f) => ({ filename: f.filename ?? "tmp", text: f.text }));
+      const chars =
+        body.input_prefix.length + body.input_suffix.length + (body.prompt ?? "").length + extra.reduce((n, f) => n + f.text.length + f.filename.length, 0);
+      checkPromptLength(model, chars, "input_prefix");
+      const promptIds = model.repositoryInfillPrompt({ prefix: body.input_prefix, suffix: body.input_suffix, prompt: body.prompt ?? "", extra })!;
+      return answer(ctx, request, reply, model, promptIds, body, startedAt);
+    });
+  });
+}
+
+/** A request without `model` is answered by the one text model served, as llama.cpp's server (one model) answers it. */
+function onlyModel(ctx: ApiContext): string {
+  const served = ctx.models.servingText();
+  if (served.length === 1) return served[0].slug;
+  throw apiError("missing_required_parameter", `Missing required parameter: 'model' (this server serves ${served.length} text models).`, "model");
+}
+
+/** Generates the answer of either route. */
+function answer(
+  ctx: ApiContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  model: ServedModel,
+  promptIds: number[],
+  body: SamplingBody,
+  startedAt: number,
+): Promise<unknown> {
+  const predict = body.n_predict ?? -1;
+  const maxTokens = completionBudget(model, promptIds.length, predict >= 0 ? predict : null, "prompt", undefined, "n_predict");
+  const fields = samplingOf(body);
+  const probs = body.n_probs ?? 0;
+  const constraint = constraintOf(body);
+  const plan = answerPlan(fields, {
+    model,
+    answerId: answerId("cmpl"),
+    prompts: [{ promptIds, maxTokens }],
+    topLogprobs: probs > 0 ? probs : null,
+    ...(constraint ? { constraint } : {}),
+  });
+  const format = nativeFormat(model, { startedAt, prompt: model.detokenize(promptIds), settings: settingsOf(fields, maxTokens, probs), probs });
+  return answerGeneration(ctx, request, reply, plan, format);
+}
+
+/** llama.cpp's sampling fields as kiln's, with llama.cpp's defaults where they are left out. */
+function samplingOf(body: SamplingBody): SharedFields {
+  const topK = body.top_k ?? LLAMA_DEFAULTS.top_k;
+  return {
+    temperature: body.temperature ?? LLAMA_DEFAULTS.temperature,
+    top_k: topK <= 0 ? -1 : topK,
+    top_p: body.top_p ?? LLAMA_DEFAULTS.top_p,
+    min_p: body.min_p ?? LLAMA_DEFAULTS.min_p,
+    seed: body.seed === -1 ? undefined : body.seed,
+    repetition_penalty: body.repeat_penalty,
+    presence_penalty: body.presence_penalty,
+    frequency_penalty: body.frequency_penalty,
+    stop: body.stop,
+    ignore_eos: body.ignore_eos,
+    logit_bias: logitBiasOf(body.logit_bias),
+    stream: body.stream === true,
+    // The stream's last event carries the counts and timings, as a usage chunk would.
+    stream_options: body.stream ? { include_usage: true } : undefined,
+  };
+}
+
+/** `[[token, bias]]` or `{token: bias}`, false banning the token, as kiln's `{token: bias}` within ±100. */
+function logitBiasOf(bias: SamplingBody["logit_bias"]): Record<string, number> | undefined {
+  if (bias == null) return undefined;
+  const entries: Array<[string | number, number | false]> = Array.isArray(bias) ? bias : Object.entries(bias);
+  return Object.fromEntries(entries.map(([token, b]) => [String(token), b === false ? -100 : Math.max(-100, Math.min(100, b))]));
+}
+
+/** `grammar` (GBNF) or `json_schema`, checked: a 400 naming the field for one kiln cannot enforce, or for both. */
+function constraintOf(body: SamplingBody): ConstraintSpec | undefined {
+  const grammar = body.grammar ? body.grammar : undefined;
+  if (grammar !== undefined && body.json_schema != null) throw apiError("invalid_value", "Send 'grammar' or 'json_schema', not both.", "json_schema");
+  const [spec, param]: [ConstraintSpec | undefined, string] =
+    grammar !== undefined
+      ? [{ type: "grammar", grammar }, "grammar"]
+      : body.json_schema != null
+        ? [{ type: "json_schema", schema: JSON.stringify(body.json_schema) }, "json_schema"]
+        : [undefined, ""];
+  if (spec === undefined) return undefined;
+  try {
+    checkConstraint(spec);
+  } catch (err) {
+    if (!(err instanceof ConstraintError)) throw err;
+    throw apiError("invalid_value", `Invalid '${param}': ${err.message}`, param);
+  }
+  return spec;
+}
+
+/** `generation_settings` of the answer: what was asked, after the defaults. */
+function settingsOf(fields: SharedFields, maxTokens: number, probs: number): Record<string, unknown> {
+  return {
+    n_predict: maxTokens,
+    seed: fields.seed ?? -1,
+    temperature: fields.temperature,
+    top_k: fields.top_k,
+    top_p: fields.top_p,
+    min_p: fields.min_p,
+    repeat_penalty: fields.repetition_penalty ?? 1,
+    presence_penalty: fields.presence_penalty ?? 0,
+    frequency_penalty: fields.frequency_penalty ?? 0,
+    stop: fields.stop ?? [],
+    ignore_eos: fields.ignore_eos ?? false,
+    n_probs: probs,
+    stream: fields.stream,
+  };
+}
+
+function nameIgnored(reply: FastifyReply, body: Record<string, unknown>): void {
+  const header = ignoredFieldsHeader(Object.keys(body).filter((k) => !NATIVE_FIELDS.has(k)));
+  if (header !== undefined) reply.header("x-kiln-ignored-fields", header);
+}

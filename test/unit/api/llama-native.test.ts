@@ -1,0 +1,138 @@
+/**
+ * llama.cpp server's own `/completion` and `/infill` on a fake model: its answer shape (`content`,
+ * `stop_type` and `stopping_word`, counts, `timings`, `completion_probabilities`), llama.cpp's
+ * sampling defaults, its streamed `data:` events, the infill prompt, and errors in its shape.
+ */
+import { describe, expect, it } from "vitest";
+import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
+import { AUTH, fakeApp, fakeModel, FIM, SLUG, sseEvents, word } from "./fake-model.js";
+
+const bytes = (text: string) => [...new TextEncoder().encode(text)];
+const HELLO = [word("Hello"), word(" world"), word("!")];
+
+async function post(url: string, payload: Record<string, unknown>, fake = fakeModel({ script: HELLO })) {
+  const { app } = await fakeApp({ fake });
+  const res = await app.inject({ method: "POST", url, payload, headers: AUTH });
+  return { res, fake };
+}
+
+const prefillTokens = (fake: ReturnType<typeof fakeModel>) => fake.backend.calls.filter((c) => c.kind === "prefill").flatMap((c) => c.tokens);
+
+describe("POST /completion", () => {
+  it("answers llama.cpp's object: the text, why it stopped, the counts and the timings", async () => {
+    const { res, fake } = await post("/completion", { prompt: "abc" });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({
+      index: 0,
+      content: "Hello world!",
+      stop: true,
+      model: SLUG,
+      tokens_predicted: 3,
+      tokens_evaluated: 3,
+      prompt: "abc",
+      stop_type: "eos",
+      stopping_word: "",
+      truncated: false,
+      has_new_line: false,
+    });
+    for (const key of [
+      "cache_n",
+      "prompt_n",
+      "prompt_ms",
+      "prompt_per_token_ms",
+      "prompt_per_second",
+      "predicted_n",
+      "predicted_ms",
+      "predicted_per_token_ms",
+      "predicted_per_second",
+    ]) {
+      expect(typeof body.timings[key], key).toBe("number");
+    }
+    expect(body.timings).toMatchObject({ prompt_n: 3, predicted_n: 3 });
+    // llama.cpp's sampling defaults where the request leaves them out; a request without `model` gets the one served.
+    expect(fake.backend.samplings[0]).toMatchObject({ temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 });
+    expect(body.generation_settings).toMatchObject({ temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, n_predict: expect.any(Number) });
+  });
+
+  it("names a stop word, and a budget's end; takes token ids, a logit bias list and n_probs", async () => {
+    const word_ = (await post("/completion", { prompt: "abc", stop: [" world"] })).res.json();
+    expect(word_).toMatchObject({ content: "Hello", stop_type: "word", stopping_word: " world" });
+    expect((await post("/completion", { prompt: "abc", n_predict: 2 })).res.json()).toMatchObject({ content: "Hello world", stop_type: "limit" });
+    const { res, fake } = await post("/completion", {
+      prompt: [97, 98],
+      logit_bias: [
+        [5, false],
+        [6, 2.5],
+      ],
+      n_probs: 1,
+      seed: -1,
+    });
+    expect(prefillTokens(fake)).toEqual([97, 98]);
+    expect(fake.backend.samplings[0].logit_bias).toEqual({ 5: -100, 6: 2.5 });
+    expect(fake.backend.samplings[0].seed).toBeUndefined();
+    const probs = res.json().completion_probabilities as Array<{ id: number; token: string; logprob: number; top_logprobs: unknown[] }>;
+    expect(probs.map((p) => [p.id, p.token])).toEqual(HELLO.map((id, i) => [id, ["Hello", " world", "!"][i]]));
+    expect(probs.every((p) => p.top_logprobs.length === 1)).toBe(true);
+  });
+
+  it("streams data: events of the text, then one with stop true and everything else; no [DONE]", async () => {
+    const { res } = await post("/completion", { prompt: "abc", stream: true });
+    const events = sseEvents(res.body) as Array<Record<string, any>>;
+    expect(events).not.toContain("[DONE]");
+    expect(events.slice(0, -1).every((e) => e.stop === false)).toBe(true);
+    expect(
+      events
+        .slice(0, -1)
+        .map((e) => e.content)
+        .join(""),
+    ).toBe("Hello world!");
+    expect(events.at(-1)).toMatchObject({ stop: true, content: "", stop_type: "eos", tokens_predicted: 3 });
+  });
+
+  it("grammar and json_schema hold the answer; a bad one is a 400 in llama.cpp's error shape", async () => {
+    const opened = (fake: ReturnType<typeof fakeModel>) =>
+      fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open")?.constraint;
+    const grammar = await post("/completion", { prompt: "x", grammar: 'root ::= "yes" | "no"' }, fakeModel({ script: bytes("yes") }));
+    expect(opened(grammar.fake)).toEqual({ type: "grammar", grammar: 'root ::= "yes" | "no"' });
+    const bad = await post("/completion", { prompt: "x", grammar: "root ::= item" });
+    expect(bad.res.statusCode).toBe(400);
+    expect(bad.res.json()).toEqual({ error: { code: 400, message: expect.stringContaining("never defined"), type: "invalid_request_error" } });
+  });
+
+  it("refuses samplers kiln does not have, unknown models and missing prompts in llama.cpp's shape; names runtime fields as ignored", async () => {
+    const cases: Array<[Record<string, unknown>, number]> = [
+      [{ prompt: "x", mirostat: 2 }, 400],
+      [{ prompt: "x", xtc_probability: 0.5 }, 400],
+      [{ prompt: "x", model: "nope" }, 404],
+      [{ n_predict: 4 }, 400],
+      [{ prompt: [] }, 400],
+    ];
+    for (const [payload, status] of cases) {
+      const { res } = await post("/completion", payload);
+      expect(res.statusCode, JSON.stringify(payload)).toBe(status);
+      expect(res.json().error).toMatchObject({ code: status, message: expect.any(String), type: expect.any(String) });
+    }
+    const { res } = await post("/completion", { prompt: "x", cache_prompt: true, id_slot: 0 });
+    expect(res.headers["x-kiln-ignored-fields"]).toBe("cache_prompt, id_slot");
+  });
+});
+
+describe("POST /infill", () => {
+  it("prompts with the files as context, then prefix, prompt and suffix between the model's markers", async () => {
+    const fake = fakeModel({ script: HELLO, fillsInMiddle: true });
+    const { res } = await post(
+      "/infill",
+      { input_prefix: "ab", input_suffix: "yz", prompt: "c", input_extra: [{ filename: "f.py", text: "q" }, { text: "r" }] },
+      fake,
+    );
+    expect(res.json()).toMatchObject({ content: "Hello world!", stop: true });
+    expect(prefillTokens(fake)).toEqual([...bytes("f.py:q"), ...bytes("tmp:r"), FIM.prefix, ...bytes("abc"), FIM.suffix, ...bytes("yz"), FIM.middle]);
+  });
+
+  it("is a 400 on a model without fill-in-the-middle markers", async () => {
+    const { res } = await post("/infill", { input_prefix: "a", input_suffix: "b" });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.message).toMatch(/Infill is not supported/);
+  });
+});
