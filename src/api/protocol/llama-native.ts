@@ -25,7 +25,6 @@ export const NATIVE_RUNTIME_FIELDS = [
   "t_max_predict_ms",
   "timings_per_token",
   "samplers",
-  "response_fields",
   "return_progress",
   "repeat_last_n",
   "penalize_nl",
@@ -65,6 +64,8 @@ const samplingFields = {
   grammar: z.string().nullish(),
   json_schema: z.record(z.string(), z.unknown()).nullish(),
   stream: z.boolean().nullish(),
+  /** Only these fields of the final answer, by path (`timings/prompt_n`), flattened as llama.cpp gives them. */
+  response_fields: z.array(z.string()).nullish(),
   /** Samplers kiln does not have: accepted only at their values that change nothing. */
   typical_p: z.literal(1, { message: "kiln has no typical sampling: leave 'typical_p' out, or at 1" }).nullish(),
   mirostat: z.literal(0, { message: "kiln has no Mirostat sampling: leave 'mirostat' out, or at 0" }).nullish(),

@@ -17,6 +17,8 @@ export interface NativeFormatOptions {
   settings: Record<string, unknown>;
   /** Alternatives to report beside each token (`n_probs`); 0: no `completion_probabilities`. */
   probs: number;
+  /** Only these paths of the final answer (`response_fields`), or null for all of it. */
+  fields: readonly string[] | null;
 }
 
 interface NativeProb {
@@ -91,14 +93,30 @@ export function nativeFormat(model: ServedModel, options: NativeFormatOptions): 
       ending = endOf(reason, stopReason);
       return [];
     },
-    usage: (usage) => final("", usage, firstTokenAt === null ? 0 : lastTokenAt - firstTokenAt),
+    usage: (usage) => selected(final("", usage, firstTokenAt === null ? 0 : lastTokenAt - firstTokenAt), options.fields),
     complete: (choices: CollectedChoice[], usage: Usage) => {
       const choice = choices[0];
       ending = endOf(choice.finishReason, choice.stopReason);
       const answer = final(choice.text, usage, (choice.decodeSeconds ?? 0) * 1000);
-      return options.probs > 0 ? { ...answer, completion_probabilities: nativeProbs(choice.logprobs, options.probs) } : answer;
+      return selected(options.probs > 0 ? { ...answer, completion_probabilities: nativeProbs(choice.logprobs, options.probs) } : answer, options.fields);
     },
   };
+}
+
+/**
+ * llama.cpp's `response_fields`: each path (`timings/prompt_n`) that leads to a value, under the path
+ * itself as its key, as llama.cpp flattens them; paths that lead nowhere are left out.
+ */
+function selected(answer: Record<string, unknown>, paths: readonly string[] | null): Record<string, unknown> {
+  if (paths === null) return answer;
+  const out: Record<string, unknown> = {};
+  for (const path of paths) {
+    let value: unknown = answer;
+    for (const key of path.split("/"))
+      value = value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>)[key] : undefined;
+    if (value !== undefined) out[path] = value;
+  }
+  return out;
 }
 
 function nativeProbs(entries: readonly EmittedTokenLogprob[], top: number): NativeProb[] {

@@ -103,7 +103,13 @@ function answer(
     topLogprobs: probs > 0 ? probs : null,
     ...(constraint ? { constraint } : {}),
   });
-  const format = nativeFormat(model, { startedAt, prompt: model.detokenize(promptIds), settings: settingsOf(fields, maxTokens, probs), probs });
+  const format = nativeFormat(model, {
+    startedAt,
+    prompt: model.detokenize(promptIds),
+    settings: settingsOf(fields, maxTokens, probs),
+    probs,
+    fields: body.response_fields?.length ? body.response_fields : null,
+  });
   return answerGeneration(ctx, request, reply, plan, format);
 }
 

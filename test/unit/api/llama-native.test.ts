@@ -90,6 +90,17 @@ describe("POST /completion", () => {
     expect(events.at(-1)).toMatchObject({ stop: true, content: "", stop_type: "eos", tokens_predicted: 3 });
   });
 
+  it("response_fields keeps only those paths of the final answer, flattened as llama.cpp's editor plugins read them", async () => {
+    const fields = ["content", "timings/prompt_n", "timings/predicted_n", "tokens_cached", "timings/nope", "nope"];
+    const { res } = await post("/completion", { prompt: "abc", response_fields: fields });
+    expect(res.json()).toEqual({ content: "Hello world!", "timings/prompt_n": 3, "timings/predicted_n": 3, tokens_cached: 6 });
+    const streamed = sseEvents((await post("/completion", { prompt: "abc", response_fields: fields, stream: true })).res.body) as Array<
+      Record<string, unknown>
+    >;
+    expect(streamed.at(-1)).toEqual({ content: "", "timings/prompt_n": 3, "timings/predicted_n": 3, tokens_cached: 6 });
+    expect(streamed[0]).toMatchObject({ content: "Hello", stop: false });
+  });
+
   it("grammar and json_schema hold the answer; a bad one is a 400 in llama.cpp's error shape", async () => {
     const opened = (fake: ReturnType<typeof fakeModel>) =>
       fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open")?.constraint;
