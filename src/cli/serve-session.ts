@@ -102,6 +102,7 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
     maxRunning: given("maxRunning"),
     prefillChunk: given("prefillChunk"),
     prefixReuse: given("prefixReuse"),
+    draftTokens: o.draftTokens,
     session: { device: o.resolvedDevice.device },
     deviceActivations: o.activations,
     adapterMemory: o.resolvedDevice.adapter?.memory,

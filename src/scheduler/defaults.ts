@@ -13,3 +13,14 @@ export const DEFAULT_STEP_TOKENS = 512;
 export const DEFAULT_PREFILL_CHUNK = 256;
 /** Keep-alive of a model loaded on demand: 5 minutes, as Ollama's. */
 export const DEFAULT_KEEP_ALIVE_MS = 5 * 60_000;
+/**
+ * Most prompt-lookup draft tokens checked per step when one sequence decodes alone: 0, off, as in
+ * vLLM and llama.cpp's server, because a draft's check computes its positions together, whose int8
+ * activation rounding differs from one position's: greedy answers may part where two tokens nearly tie.
+ */
+export const DEFAULT_DRAFT_TOKENS = 0;
+/**
+ * Most draft tokens checked per step from a request's predicted output: more than a lookup's,
+ * since a prediction is usually right (a check of 9 positions costs about 1.8 decode steps here).
+ */
+export const PREDICTION_DRAFT_TOKENS = 8;

@@ -62,6 +62,12 @@ export interface GenerationRequest {
    * ends there (finish `stop`, the repeat never emitted), as a stop string would end it. Default false.
    */
   endRepeatedCalls?: boolean;
+  /**
+   * Tokens the answer is expected to repeat (the reference API's predicted outputs: a file being
+   * edited): a choice decoding alone checks them as drafts, where its output so far follows them or
+   * its last tokens occur in them, several per model call. It changes no token's probability. Default none.
+   */
+  prediction?: readonly number[];
 }
 
 /** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */
@@ -113,6 +119,11 @@ export interface FinishEvent {
    * `cached_tokens`); 0 when its prompt was computed, or copied from a sibling choice's prefill.
    */
   cachedPromptTokens: number;
+  /**
+   * With a {@link GenerationRequest.prediction}: its tokens this choice's checks confirmed
+   * (`accepted_prediction_tokens`), and the rest of it (`rejected_prediction_tokens`). Absent without one.
+   */
+  prediction?: { accepted: number; rejected: number };
 }
 
 /** A prompt token as scored: the first has neither a log probability nor alternatives (nothing came before it). */

@@ -66,6 +66,18 @@ const FAMILIES: Family[] = [
     help: "Prompt tokens looked up in the prefix cache, by model.",
     read: (s) => s.prefix.promptTokens,
   },
+  {
+    name: "kiln_draft_tokens_total",
+    kind: "counter",
+    help: "Prompt-lookup draft tokens checked (--draft-tokens), by model.",
+    read: (s) => s.draftTokens,
+  },
+  {
+    name: "kiln_draft_accepted_tokens_total",
+    kind: "counter",
+    help: "Draft tokens the model confirmed, each a decode step saved, by model (acceptance rate: divide by kiln_draft_tokens_total).",
+    read: (s) => s.draftTokensAccepted,
+  },
 ];
 
 /** The engine series in Prometheus text format; "" when no model is serving. */

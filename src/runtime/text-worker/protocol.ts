@@ -125,6 +125,14 @@ export interface StepRequest {
    * The forward pass then computes every position's logits; only these numbers come back. Default none.
    */
   score?: { row: number; top: number; next: number; ranks?: boolean };
+  /**
+   * The call checks a draft: `rows` is 1 and the row's tokens after the first are guesses at what the
+   * sequence samples next. Every position is sampled in turn, as decode steps would sample them,
+   * while each sample equals the guess after it; the cache keeps the input and the guesses confirmed
+   * (the first sample is the next input). Answered in `samples[0]` and {@link StepResult.confirmed}.
+   * Default false.
+   */
+  verify?: boolean;
 }
 
 export type TextWorkerRequest = TextLoadRequest | StepRequest;
@@ -159,6 +167,11 @@ export interface StepResult {
   forwardError?: string;
   /** The answer to {@link StepRequest.score} (absent without it, or when its sequence failed). */
   scores?: PositionScores;
+  /**
+   * The answer to {@link StepRequest.verify}: the samples after `samples[0]`, in order, each taken
+   * because the one before it equalled its guess (absent otherwise; empty when the first guess failed).
+   */
+  confirmed?: RowSample[];
   /** Milliseconds spent in the ONNX run, and in sampling. */
   runMs: number;
   sampleMs: number;

@@ -85,12 +85,44 @@ class TextThreadState {
     }
   }
 
+  /**
+   * Samples a draft's positions in turn (see {@link StepRequest.verify}): each sample is kept, and
+   * the next position sampled, while it equals the draft token after it. A constrained sequence's
+   * mask follows each kept sample, as it does between decode steps.
+   */
+  private async confirmDraft(
+    req: StepRequest,
+    samplePosition: (position: number) => RowSample | null,
+    masks: Map<number, Int32Array | null>,
+    failed: SequenceFailure[],
+  ): Promise<RowSample[]> {
+    const seqId = req.seqIds[0];
+    const kept: RowSample[] = [];
+    for (let p = 0; p < req.tokensPerRow; p++) {
+      const matcher = this.matchers.get(seqId);
+      if (p > 0 && matcher) {
+        try {
+          masks.set(seqId, await matcher.nextMask());
+        } catch (err) {
+          failed.push({ seqId, message: `the constraint failed: ${messageOf(err)}` });
+          break;
+        }
+      }
+      const sample = samplePosition(p);
+      if (!sample) break;
+      kept.push(sample);
+      if (p + 1 === req.tokensPerRow || sample.token !== req.tokens[p + 1]) break;
+    }
+    return kept;
+  }
+
   async step(req: StepRequest): Promise<StepResult> {
     const failed: SequenceFailure[] = [];
     await this.applyOps(req.ops, failed);
     if (req.rows === 0) return { samples: [], failed, runMs: 0, sampleMs: 0 };
     const session = this.requireSession();
     if (session instanceof WebGpuTextSession) {
+      if (req.verify) return { samples: [], failed, forwardError: "drafts are verified on the CPU only", runMs: 0, sampleMs: 0 };
       // The device applies the masks, so they are computed before its forward pass.
       if (this.matchers.size > 0) await this.constraintEngine();
       const masks = await nextMasks(this.matchers, req, failed);
@@ -98,13 +130,14 @@ class TextThreadState {
       return runDeviceStep(ctx, req, masks, failed);
     }
     const t0 = performance.now();
+    const cachedBefore = session.kv.lengths[req.firstSlot];
     let logits: Float32Array;
     let masks: Map<number, Int32Array | null>;
     try {
       // Masks are computed after the forward pass has been started. onnxruntime-node runs a session on
       // the calling thread from a setImmediate, so today they do not overlap; an engine that runs truly
       // in the background would overlap them without changing this code.
-      const forward = session.forward(req.firstSlot, req.rows, req.tokensPerRow, req.tokens, req.score !== undefined);
+      const forward = session.forward(req.firstSlot, req.rows, req.tokensPerRow, req.tokens, req.score !== undefined || req.verify === true);
       forward.catch(() => {}); // handled by the await below; never an unhandled rejection meanwhile
       masks = await nextMasks(this.matchers, req, failed);
       logits = await forward;
@@ -120,7 +153,8 @@ class TextThreadState {
     const rowLogits = (row: number) => logits.subarray(((row + 1) * perRow - 1) * vocab, (row + 1) * perRow * vocab);
     // Scored before sampling, which may mask a row in place.
     const scores = req.score && !gone.has(req.seqIds[req.score.row]) ? scoreChunk(logits, vocab, req, req.score) : undefined;
-    const sampleRow = (row: number, seqId: number): RowSample | null => {
+    const sampleRow = (row: number, seqId: number) => sampleLogits(rowLogits(row), seqId, sharedRows.has(row));
+    const sampleLogits = (rowLogits: Float32Array, seqId: number, shared: boolean): RowSample | null => {
       if (gone.has(seqId)) return null;
       const sampler = this.samplers.get(seqId);
       if (!sampler) {
@@ -128,16 +162,16 @@ class TextThreadState {
         gone.add(seqId);
         return null;
       }
-      if (!masks.has(seqId)) return sampler.sample(rowLogits(row));
+      if (!masks.has(seqId)) return sampler.sample(rowLogits);
       const mask = masks.get(seqId)!;
       let sample: RowSample;
       if (mask === null) {
         // Free text: the few ids the engine never allows are banned in place and restored, rather
         // than copying and masking the whole row.
-        sample = sampleWithBans(sampler, rowLogits(row), this.engine!.freeTextBans);
+        sample = sampleWithBans(sampler, rowLogits, this.engine!.freeTextBans);
       } else {
         // Masked in place when no other sequence samples this row; a copy when one does (n > 1), so it sees the row unmasked.
-        const masked = sharedRows.has(row) ? rowLogits(row).slice() : rowLogits(row);
+        const masked = shared ? rowLogits.slice() : rowLogits;
         applyTokenMask(masked, mask);
         sample = sampler.sample(masked);
       }
@@ -148,6 +182,16 @@ class TextThreadState {
       }
       return sample;
     };
+    if (req.verify) {
+      const confirmed = await this.confirmDraft(
+        req,
+        (position) => sampleLogits(logits.subarray(position * vocab, (position + 1) * vocab), req.seqIds[0], false),
+        masks,
+        failed,
+      );
+      session.kv.truncate(req.firstSlot, cachedBefore + confirmed.length);
+      return { samples: [confirmed[0] ?? null], confirmed: confirmed.slice(1), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
+    }
     const samples: Array<RowSample | null> = [];
     for (let r = 0; r < req.rows; r++) {
       const top = req.sample[r] && req.topLogits ? topLogits(rowLogits(r), req.topLogits) : undefined;

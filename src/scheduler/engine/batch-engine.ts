@@ -25,6 +25,7 @@ import type { RowSample, StepResult } from "../../runtime/text-worker/protocol.j
 import { EngineClosedError, OverloadedError } from "../errors.js";
 import type { FinishReason, GenerationEvent, GenerationRequest, GenerationStream, TokenLogprob, TokenText } from "../types.js";
 import { Channel } from "./channel.js";
+import { lookupDraft, predictedDraft } from "./draft.js";
 import { ChoiceOutput, describeToken } from "./choice-output.js";
 import { EngineStats } from "./engine-stats.js";
 import { KvSlots, type PrefixReuse } from "./kv-slots.js";
@@ -33,7 +34,7 @@ import { SlotOps } from "./slot-ops.js";
 import { admissions, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS, planStep, waitingAfterAdmission, type StepLimits } from "./step-planner.js";
 import type { ComputeGate } from "../compute-gate.js";
 import type { StepCall, StepRunner } from "./step-runner.js";
-import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING } from "../defaults.js";
+import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, PREDICTION_DRAFT_TOKENS } from "../defaults.js";
 
 export interface BatchEngineOptions {
   /** Name used in error messages: the model's slug. */
@@ -67,6 +68,17 @@ export interface BatchEngineOptions {
   now?: () => number;
   /** Turns on the machine shared with the process's other models (see `ComputeGate`). Default: none, calls run at once. */
   gate?: ComputeGate;
+  /**
+   * Most draft tokens checked per step when one sequence decodes alone (prompt lookup, see
+   * `draft.ts`): its next tokens guessed from its own earlier ones and confirmed in one model call,
+   * where a decode call confirms one. Default 0: never (a request's prediction still drafts).
+   */
+  draftTokens?: number;
+  /**
+   * The runner checks drafts (`StepRequest.verify`) and the cache can be cut back to any length (no
+   * sliding-window layers). False: no drafts at all, predictions included. Default true.
+   */
+  checksDrafts?: boolean;
 }
 
 export { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING };
@@ -92,6 +104,7 @@ interface Submission {
 /** One model call of a step, as planned. */
 type PlannedCall =
   | { kind: "decode"; firstSlot: number; seqs: Sequence[] }
+  | { kind: "verify"; seq: Sequence; draft: number[]; predicted: boolean }
   | { kind: "prefill"; seq: Sequence; start: number; count: number; last: boolean; forks: Sequence[] };
 
 export class BatchEngine {
@@ -203,6 +216,7 @@ export class BatchEngine {
         contextLength: this.contextLength,
         output,
         scorePrompt: request.promptLogprobs !== undefined,
+        ...(request.prediction?.length ? { prediction: request.prediction } : {}),
       });
       submission.sequences.push(seq);
       this.submissionOf.set(seq, submission);
@@ -322,6 +336,12 @@ export class BatchEngine {
         decodeRows += call.seqs.length;
         decodeCalls++;
         if (result) this.decoded(call.seqs, result);
+      } else if (call.kind === "verify") {
+        if (!call.seq.ready) continue;
+        const result = await this.run(verifyCall(call), [call.seq]);
+        decodeRows++;
+        decodeCalls++;
+        if (result) this.verified(call, result);
       } else {
         const submission = this.submissionOf.get(call.seq);
         if (call.seq.status !== "prefilling" || !submission || submission.cancelled) continue;
@@ -358,10 +378,15 @@ export class BatchEngine {
     return reaped + admitted > 0;
   }
 
-  /** The step's model calls: one decode call per run of consecutive ready slots, then prompt chunks. */
+  /**
+   * The step's model calls: one decode call per run of consecutive ready slots (or the check of a
+   * lone sequence's draft), then prompt chunks.
+   */
   private plan(): PlannedCall[] {
-    const calls: PlannedCall[] = this.kv.runs().map((run) => ({ kind: "decode", firstSlot: run.first, seqs: run.holders as Sequence[] }));
-    const decodeRows = calls.reduce((n, c) => n + (c.kind === "decode" ? c.seqs.length : 0), 0);
+    const runs = this.kv.runs();
+    const check = runs.length === 1 && runs[0].holders.length === 1 ? this.draftFor(runs[0].holders[0] as Sequence) : null;
+    const calls: PlannedCall[] = check ? [check] : runs.map((run) => ({ kind: "decode", firstSlot: run.first, seqs: run.holders as Sequence[] }));
+    const decodeRows = calls.reduce((n, c) => n + (c.kind === "decode" ? c.seqs.length : c.kind === "verify" ? 1 + c.draft.length : 0), 0);
     const prefilling = this.live.filter((s) => s.status === "prefilling");
     const step = planStep(
       decodeRows,
@@ -373,6 +398,22 @@ export class BatchEngine {
       calls.push({ kind: "prefill", seq, start: chunk.start, count: chunk.count, last: chunk.last, forks: chunk.last ? [...seq.followers] : [] });
     }
     return calls;
+  }
+
+  /**
+   * The check of a draft for a sequence decoding alone, from its prediction, else from its own
+   * tokens; null when there is none. A draft holds no more tokens than the sequence may still
+   * generate, or its context hold.
+   */
+  private draftFor(seq: Sequence): Extract<PlannedCall, { kind: "verify" }> | null {
+    if (this.options.checksDrafts === false) return null;
+    const room = Math.min(seq.maxTokens - seq.generated - 1, this.contextLength - seq.cached - 1);
+    if (seq.prediction) {
+      const draft = predictedDraft(seq.prediction, seq.generatedTokens, { maxTokens: Math.min(room, PREDICTION_DRAFT_TOKENS) });
+      if (draft.length > 0) return { kind: "verify", seq, draft, predicted: true };
+    }
+    const draft = lookupDraft(seq.tokens, { maxTokens: Math.min(room, this.options.draftTokens ?? 0) });
+    return draft.length > 0 ? { kind: "verify", seq, draft, predicted: false } : null;
   }
 
   /** Ends the live sequences of cancelled requests; returns how many. */
@@ -464,6 +505,19 @@ export class BatchEngine {
       s.decoded();
       this.sampled(s, result.samples[r]);
     });
+  }
+
+  /** Postprocess of a draft's check: each sample kept cached its input (the draft token before it), as a decode step would have. */
+  private verified(call: Extract<PlannedCall, { kind: "verify" }>, result: StepResult): void {
+    const { seq } = call;
+    const samples = [result.samples[0] ?? null, ...(result.confirmed ?? [])];
+    this.stats.drafted(call.draft.length, samples.length - 1);
+    for (const [i, sample] of samples.entries()) {
+      if (!seq.live || seq.status !== "running") return;
+      if (i > 0 && call.predicted) seq.predictionAccepted++;
+      seq.decoded();
+      this.sampled(seq, sample);
+    }
   }
 
   /**
@@ -571,6 +625,7 @@ export class BatchEngine {
       completionTokens: seq.generated,
       decodeSeconds: (seq.lastTokenAt - seq.firstTokenAt) / 1000,
       cachedPromptTokens: seq.reusedPrompt,
+      ...(seq.prediction ? { prediction: { accepted: seq.predictionAccepted, rejected: Math.max(0, seq.prediction.length - seq.predictionAccepted) } } : {}),
     });
     if (--submission.unfinished === 0) this.done(submission);
   }
@@ -656,6 +711,19 @@ function decodeCall(call: Extract<PlannedCall, { kind: "decode" }>): Omit<StepCa
     tokens: Int32Array.from(call.seqs, (s) => s.nextInput),
     seqIds: call.seqs.map((s) => s.id),
     sample: call.seqs.map(() => true),
+  };
+}
+
+function verifyCall(call: Extract<PlannedCall, { kind: "verify" }>): Omit<StepCall, "ops"> {
+  const { seq, draft } = call;
+  return {
+    firstSlot: seq.slot,
+    rows: 1,
+    tokensPerRow: 1 + draft.length,
+    tokens: Int32Array.from([seq.nextInput, ...draft]),
+    seqIds: [seq.id],
+    sample: [true],
+    verify: true,
   };
 }
 

@@ -60,6 +60,9 @@ export interface EngineStatsSnapshot {
   prefix: PrefixStats & { hitRate: number };
   /** KV copies sent to the worker. */
   copies: number;
+  /** Prompt-lookup drafts: tokens proposed, and of those, confirmed by the model. */
+  draftTokens: number;
+  draftTokensAccepted: number;
 }
 
 export const BATCH_SIZE_BOUNDS = [1, 2, 4, 8, 16, 32, 64, 128];
@@ -88,6 +91,8 @@ export class EngineStats implements EngineStatsReader {
   promptTokensComputed = 0;
   completionTokens = 0;
   sharedPromptTokens = 0;
+  private draftTokens = 0;
+  private draftTokensAccepted = 0;
 
   constructor(
     private readonly slots: number,
@@ -107,6 +112,12 @@ export class EngineStats implements EngineStatsReader {
     if (record.prefillTokens > 0) this.prefillHist.observe(record.prefillTokens);
     this.promptTokensComputed += record.prefillTokens;
     for (const o of this.observers) o.onStep?.(record);
+  }
+
+  /** A draft of `proposed` tokens was checked, and its first `accepted` confirmed. */
+  drafted(proposed: number, accepted: number): void {
+    this.draftTokens += proposed;
+    this.draftTokensAccepted += accepted;
   }
 
   queued(seconds: number): void {
@@ -130,6 +141,8 @@ export class EngineStats implements EngineStatsReader {
       sharedPromptTokens: this.sharedPromptTokens,
       prefix: { ...prefix, hitRate: prefix.promptTokens > 0 ? prefix.hitTokens / prefix.promptTokens : 0 },
       copies: this.copies,
+      draftTokens: this.draftTokens,
+      draftTokensAccepted: this.draftTokensAccepted,
     };
   }
 }

@@ -27,6 +27,8 @@ export interface SequenceInit {
   output: ChoiceOutput;
   /** Its request scores the prompt (see {@link Sequence.promptLogprobs}). Default false. */
   scorePrompt?: boolean;
+  /** Tokens its output is expected to repeat (`GenerationRequest.prediction`). Default none. */
+  prediction?: readonly number[];
 }
 
 export class Sequence {
@@ -61,6 +63,9 @@ export class Sequence {
   paused = false;
   /** When its request scores the prompt: the prompt tokens its prefill has scored so far; else null. */
   readonly promptLogprobs: PromptTokenLogprob[] | null;
+  /** Tokens its output is expected to repeat, or null; and how many of them checks confirmed. */
+  readonly prediction: readonly number[] | null;
+  predictionAccepted = 0;
   /** Clock readings (ms) of the first and last generated token. */
   firstTokenAt = 0;
   lastTokenAt = 0;
@@ -74,6 +79,7 @@ export class Sequence {
     this.output = init.output;
     this.tokens = [...init.promptIds];
     this.promptLogprobs = init.scorePrompt ? [] : null;
+    this.prediction = init.prediction ?? null;
   }
 
   /** Holds a slot (prefilling or running). */
@@ -89,6 +95,11 @@ export class Sequence {
   /** Prompt tokens still to compute; 0 while it waits for a sibling's prefill. */
   get prefillLeft(): number {
     return this.status === "prefilling" && this.shareFrom === null ? this.promptLength - this.cached : 0;
+  }
+
+  /** Its generated tokens. */
+  get generatedTokens(): readonly number[] {
+    return this.tokens.slice(this.promptLength);
   }
 
   /** The decode input: the one token not yet cached. */

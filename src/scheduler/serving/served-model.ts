@@ -8,6 +8,7 @@ import type { ComputeDevice } from "../../runtime/device/index.js";
 import type { LoadedModel } from "../../runtime/loaded-model.js";
 import type { ComputeGate } from "../compute-gate.js";
 import { BatchEngine } from "../engine/batch-engine.js";
+import { DEFAULT_DRAFT_TOKENS } from "../defaults.js";
 import type { PrefixReuse } from "../engine/kv-slots.js";
 import type { ChatMessage } from "../types.js";
 import { ChatTemplate, type TemplateReasoning } from "../../runtime/text/index.js";
@@ -157,6 +158,12 @@ export interface ServeOptions {
   gate?: ComputeGate;
   /** A Jinja chat template (its source) used instead of the one the model came with. Default: the model's own. */
   chatTemplate?: string;
+  /**
+   * Most prompt-lookup draft tokens checked per step when one sequence decodes alone (see
+   * `BatchEngineOptions.draftTokens`); 0 turns them off. Drafts, a request's prediction included,
+   * are checked only on the CPU and for models without sliding-window layers. Default {@link DEFAULT_DRAFT_TOKENS}.
+   */
+  draftTokens?: number;
 }
 
 /** Serves a loaded model: prompt rendering in front of a {@link BatchEngine} over its worker. */
@@ -178,6 +185,8 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     prefixReuse: options.prefixReuse,
     slidingWindow: manifest.shape.slidingWindow,
     gate: options.gate,
+    draftTokens: options.draftTokens ?? DEFAULT_DRAFT_TOKENS,
+    checksDrafts: worker.info.device === "cpu" && !manifest.shape.slidingWindow,
   });
   return {
     kind: "text",

@@ -414,3 +414,111 @@ describe("BatchEngine", () => {
     expect(snap.batchSize.counts.at(-1)).toBe(snap.batchSize.count);
   });
 });
+
+describe("BatchEngine drafts (prompt lookup)", () => {
+  /** A "model" that continues "abcdefghij" over and over, except where `swerve` says otherwise. */
+  const cycle =
+    (swerve: Record<number, number> = {}) =>
+    (h: readonly number[]) =>
+      swerve[h.length] ?? h.length % 10;
+  const cyclePrompt = Array.from({ length: 10 }, (_, i) => i);
+  const checks = (fake: FakeStepRunner) => fake.calls.filter((c) => c.verify);
+
+  it("checks a lone sequence's drafts in one call each and answers exactly what it answers without them", async () => {
+    for (const swerve of [{}, { 14: 25 }, { 13: 25, 19: 24, 20: 23 }, { 25: EOS }] as Array<Record<number, number>>) {
+      const req = request({ promptIds: cyclePrompt, maxTokens: 20 });
+      const plain = await alone(req, { next: cycle(swerve) });
+      const { fake, engine } = setup({ next: cycle(swerve) }, { draftTokens: 4 });
+      const drafted = await collect(engine.submit(req));
+      expect(drafted.text).toBe(plain.text);
+      const withoutTimes = (f: GenerationEvent[]) => f.map((e) => ({ ...e, decodeSeconds: 0 }));
+      expect(withoutTimes(drafted.finish)).toEqual(withoutTimes(plain.finish));
+      expect(checks(fake).length).toBeGreaterThan(0);
+      expect(checks(fake).every((c) => c.rows === 1 && c.tokensPerRow <= 5)).toBe(true);
+      // Fewer model calls than tokens: confirmed drafts cost no call of their own.
+      expect(fake.calls.length).toBeLessThan(plain.finish[0].completionTokens);
+      // Nothing sampled past what was kept: no draft reaches beyond max tokens.
+      expect(fake.computed).toBe(drafted.finish[0].completionTokens + (drafted.finish[0].reason === "stop" ? 1 : 0));
+    }
+  });
+
+  it("confirms whole drafts of a repeating answer, and counts proposed and confirmed tokens", async () => {
+    const { fake, engine } = setup({ next: cycle() }, { draftTokens: 4 });
+    const { text, finish } = await collect(engine.submit(request({ promptIds: cyclePrompt, maxTokens: 21 })));
+    expect(text).toBe("abcdefghijabcdefghija");
+    expect(finish[0]).toMatchObject({ reason: "length", completionTokens: 21 });
+    // The prefill samples the first token, two decode steps the next two (their last 3 tokens, 8 9 0
+    // and 9 0 1, occur nowhere before), then each check confirms its whole draft and one more token.
+    expect(fake.calls.map((c) => c.tokens.join(""))).toEqual(["0123456789", "0", "1", "23456", "78901", "23456", "789"]);
+    expect(engine.stats.snapshot()).toMatchObject({ draftTokens: 14, draftTokensAccepted: 14, completionTokens: 21 });
+  });
+
+  it("ends at a stop string or a stop token inside a confirmed draft, and at the context end", async () => {
+    const req = request({ promptIds: cyclePrompt, maxTokens: 30 });
+    const atString = await collect(setup({ next: cycle() }, { draftTokens: 4 }).engine.submit({ ...req, stop: ["ef"] }));
+    expect(atString.text).toBe("abcd");
+    expect(atString.finish[0]).toMatchObject({ reason: "stop", stopReason: "ef" });
+    const atEos = await collect(setup({ next: cycle({ 23: EOS }) }, { draftTokens: 4 }).engine.submit(req));
+    expect(atEos.text).toBe("abcdefghijabc");
+    expect(atEos.finish[0]).toMatchObject({ reason: "stop", completionTokens: 13 });
+    // The fake throws past the context: a draft never reaches beyond it.
+    const atContext = await collect(setup({ next: cycle(), contextLength: 24 }, { draftTokens: 8 }).engine.submit(req));
+    expect(atContext.finish[0]).toMatchObject({ reason: "length", completionTokens: 14 });
+  });
+
+  it("drafts only for a sequence decoding alone, and never with draftTokens 0", async () => {
+    const { fake, engine } = setup({ next: cycle(), stepDelayMs: 1 }, { draftTokens: 4 });
+    const req = request({ promptIds: cyclePrompt, maxTokens: 12 });
+    const [a, b] = await Promise.all([collect(engine.submit(req)), collect(engine.submit({ ...req, maxTokens: 30 }))]);
+    expect([a.text, b.text]).toEqual(["abcdefghijab", "abcdefghijabcdefghijabcdefghij"]);
+    const together = fake.calls.filter((c) => c.kind === "decode" && c.rows === 2);
+    expect(together.length).toBeGreaterThan(0);
+    // Checks come only once the shorter one has finished.
+    const lastTogether = fake.calls.lastIndexOf(together.at(-1)!);
+    expect(fake.calls.findIndex((c) => c.verify)).toBeGreaterThan(lastTogether);
+    const off = setup({ next: cycle() }, { draftTokens: 0 });
+    await collect(off.engine.submit(req));
+    expect(checks(off.fake)).toEqual([]);
+  });
+});
+
+describe("BatchEngine predictions", () => {
+  const cycle = (h: readonly number[]) => h.length % 10;
+  const req = (prediction: number[], maxTokens = 20) => request({ promptIds: [20, 21, 22], maxTokens, prediction });
+  // The "model" writes 3 4 5 6 7 8 9 0 1 ... after a prompt of 3 tokens.
+  const answer = (n: number) => Array.from({ length: n }, (_, i) => (i + 3) % 10);
+
+  it("checks a prediction the answer follows as drafts, even with lookup drafts off, and counts it", async () => {
+    const plain = await alone(req([]), { next: cycle });
+    const { fake, engine } = setup({ next: cycle }, { draftTokens: 0 });
+    const predicted = await collect(engine.submit(req(answer(20))));
+    expect(predicted.text).toBe(plain.text);
+    // The prefill samples the first token, two checks of 8 confirm 9 tokens each, and a decode step
+    // the last (a draft leaves room for the token its check adds). Confirmed: 16 of the prediction's 20.
+    expect(fake.calls.map((c) => c.tokensPerRow)).toEqual([3, 9, 9, 1]);
+    expect(predicted.finish[0]).toMatchObject({ completionTokens: 20, prediction: { accepted: 16, rejected: 4 } });
+    expect(plain.finish[0].prediction).toBeUndefined();
+  });
+
+  it("picks a prediction up again after the answer departs from it, nearest where the answer stands", async () => {
+    // The prediction has two tokens the model does not write (25 at 5, 24 at 12).
+    const prediction = answer(20);
+    prediction[5] = 25;
+    prediction[12] = 24;
+    const plain = await alone(req([]), { next: cycle });
+    const { fake, engine } = setup({ next: cycle }, { draftTokens: 0 });
+    const predicted = await collect(engine.submit(req(prediction)));
+    expect(predicted.text).toBe(plain.text);
+    const accepted = predicted.finish[0].prediction!.accepted;
+    expect(accepted).toBeGreaterThan(10);
+    expect(predicted.finish[0].prediction!.rejected).toBe(20 - accepted);
+    expect(fake.calls.length).toBeLessThan(12);
+  });
+
+  it("leaves predictions unused where the runner cannot check drafts", async () => {
+    const { fake, engine } = setup({ next: cycle }, { checksDrafts: false, draftTokens: 4 });
+    const predicted = await collect(engine.submit(req(answer(20))));
+    expect(fake.calls.filter((c) => c.verify)).toEqual([]);
+    expect(predicted.finish[0]).toMatchObject({ completionTokens: 20, prediction: { accepted: 0, rejected: 20 } });
+  });
+});

@@ -3,7 +3,7 @@
  * and the "model" picks the next token from a slot's whole history, so a sequence read from the
  * wrong slot, or a bad copy, shows up as different output. Like the real worker it applies each
  * message's slot operations in order before the forward pass, fails only the sequence an operation
- * names, and enforces the worker's rules (a multi-token step only at rows = 1, copies of at most
+ * names, checks drafts as it does, and enforces the worker's rules (a multi-token step only at rows = 1, copies of at most
  * what a slot holds, samplers opened first). Scored prompt chunks get {@link fakePromptLogprob}s.
  */
 import type { SamplingParams } from "../../../../src/runtime/sampling/index.js";
@@ -56,6 +56,8 @@ export interface StepLog {
   ops: SlotOp[];
   /** The prompt scoring it asked for. */
   score?: StepRequest["score"];
+  /** It checked a draft (the tokens after the first). */
+  verify?: boolean;
 }
 
 export interface FakeStepRunner extends StepRunner, TokenText {
@@ -231,8 +233,22 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
         forks: call.forks?.length ?? 0,
         ops: call.ops,
         ...(call.score ? { score: call.score } : {}),
+        ...(call.verify ? { verify: true } : {}),
       });
       const gone = new Set(failed.map((f) => f.seqId));
+      if (call.verify) {
+        // As the worker checks a draft: each position sampled in turn while it equals the next token.
+        const slot = call.firstSlot;
+        const kept: RowSample[] = [];
+        for (let p = 0; p < call.tokensPerRow && !gone.has(call.seqIds[0]); p++) {
+          kv[slot].push(call.tokens[p]);
+          const s = sample(slot, call.seqIds[0], failed);
+          if (!s) break;
+          kept.push(s);
+          if (s.token !== call.tokens[p + 1]) break;
+        }
+        return { samples: [kept[0] ?? null], confirmed: kept.slice(1), failed, runMs: 0, sampleMs: 0 };
+      }
       const samples: Array<RowSample | null> = [];
       for (let r = 0; r < call.rows; r++) {
         const slot = call.firstSlot + r;
