@@ -159,6 +159,12 @@ export const chatCompletionRequestSchema = z.object({
    * open and the answer continues its text. Default false.
    */
   continue_final_message: z.boolean().nullish(),
+  /**
+   * Predicted outputs: text the answer is expected to repeat, such as the file being edited. A
+   * choice decoding alone checks it as drafts, several tokens per model call; no token's
+   * probability changes. `usage` counts its tokens confirmed and the rest.
+   */
+  prediction: z.strictObject({ type: z.literal("content"), content }).nullish(),
   ...samplingFields,
   ...constraintFields,
 });
@@ -169,7 +175,6 @@ export type ChatMessageIn = ChatCompletionRequest["messages"][number];
 const UNSUPPORTED: readonly UnsupportedField[] = [
   { field: "audio", why: "is not supported: kiln's chat models produce text only." },
   { field: "modalities", accepts: (v) => Array.isArray(v) && v.every((m) => m === "text"), why: 'can only be ["text"].' },
-  { field: "prediction", why: "(predicted outputs) is not supported." },
   { field: "store", accepts: isOneOf(false), why: "is not supported: kiln does not store completions." },
   { field: "web_search_options", why: "is not supported: kiln does not search the web." },
   { field: "service_tier", accepts: isOneOf("auto", "default"), why: "can only be 'auto' or 'default'." },
@@ -289,19 +294,38 @@ export interface Usage {
   total_tokens: number;
   /** `cached_tokens`: prompt tokens served from the prefix cache, not computed for this request; kiln takes no audio. */
   prompt_tokens_details: { cached_tokens: number; audio_tokens: number };
-  /** `reasoning_tokens`: those of a reasoning model's thinking, its tags included; kiln's models do not predict or speak: 0 each. */
+  /**
+   * `reasoning_tokens`: those of a reasoning model's thinking, its tags included; kiln's models do not
+   * speak (`audio_tokens` 0). `accepted_prediction_tokens`: tokens of the request's `prediction` its
+   * answer confirmed; `rejected_prediction_tokens`: the rest of the prediction (not counted in
+   * `completion_tokens`, unlike the reference API's, since checking them cost little).
+   */
   completion_tokens_details: { reasoning_tokens: number; audio_tokens: number; accepted_prediction_tokens: number; rejected_prediction_tokens: number };
 }
 
-/** The usage of `promptTokens` prompt tokens (`cachedTokens` of them from the prefix cache) and `completionTokens` generated. */
-export function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number): Usage {
+/**
+ * The usage of `promptTokens` prompt tokens (`cachedTokens` of them from the prefix cache) and
+ * `completionTokens` generated, `prediction` the predicted output's tokens confirmed and not.
+ */
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number, prediction = { accepted: 0, rejected: 0 }): Usage {
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,
     total_tokens: promptTokens + completionTokens,
     prompt_tokens_details: { cached_tokens: cachedTokens, audio_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: 0,
+      audio_tokens: 0,
+      accepted_prediction_tokens: prediction.accepted,
+      rejected_prediction_tokens: prediction.rejected,
+    },
   };
+}
+
+/** The text of a `prediction`'s content: the string, or its text parts joined. */
+export function predictionText(prediction: NonNullable<ChatCompletionRequest["prediction"]>): string {
+  const { content } = prediction;
+  return typeof content === "string" ? content : content.map((part) => part.text ?? "").join("");
 }
 
 export interface ChatCompletion {

@@ -4,12 +4,12 @@ import { promptOpensThinking, thinkingFirst, toolConstraint } from "../../schedu
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
-import { chatEnding, ignoredChatFields, parseChatCompletionRequest } from "../protocol/chat-completions.js";
+import { chatEnding, ignoredChatFields, parseChatCompletionRequest, predictionText } from "../protocol/chat-completions.js";
 import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
 import { toolUseOf, usesLegacyFunctions } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
 import { messageChars, templateMessages } from "./chat-messages.js";
-import { answerPlan, checkEndTokens, checkPromptLength, completionBudget, truncatedPrompt } from "./generation-request.js";
+import { answerPlan, checkEndTokens, checkPromptLength, completionBudget, predictionIds, truncatedPrompt } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -58,6 +58,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       promptRanks: body.prompt_logprobs != null,
       ...(constraint ? { constraint } : {}),
       endRepeatedCalls: toolUse !== undefined,
+      ...(body.prediction ? { prediction: predictionIds(model, predictionText(body.prediction)) } : {}),
     });
     const answer = chatFormat(plan.answerId, model, {
       includeUsage: plan.includeUsage,

@@ -23,6 +23,8 @@ export interface PlanParts {
   constraint?: ConstraintSpec;
   /** The output holds tool calls: a choice ends where it starts repeating a call it already made (the engine's `endRepeatedCalls`). Default false. */
   endRepeatedCalls?: boolean;
+  /** Tokens the answer is expected to repeat (chat's `prediction`). Default none. */
+  prediction?: number[];
 }
 
 /** The plan of a generation request's answer: a route's parts plus the fields both endpoints share. */
@@ -67,8 +69,18 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
         : {}),
       ...(parts.constraint ? { constraint: parts.constraint } : {}),
       ...(parts.endRepeatedCalls ? { endRepeatedCalls: true } : {}),
+      ...(parts.prediction?.length ? { prediction: parts.prediction } : {}),
     })),
   };
+}
+
+/**
+ * A predicted output's tokens, as many as an answer can hold. Its text is cut first to 16 characters
+ * a position of the context (more than any token holds), so that a prediction of megabytes does not
+ * hold the event loop while it is tokenized only to be cut.
+ */
+export function predictionIds(model: ServedModel, text: string): number[] {
+  return model.textPrompt(text.slice(0, model.contextLength * 16), false).slice(0, model.contextLength);
 }
 
 /**

@@ -100,6 +100,8 @@ class Tracker {
   private readonly produced = new Map<number, number>();
   /** Prompt tokens each finished choice found in the prefix cache. */
   private readonly cached = new Map<number, number>();
+  /** Predicted output tokens confirmed and not, over the finished choices. */
+  private readonly prediction = { accepted: 0, rejected: 0 };
   /** Whether a choice ended cancelled (by its client leaving, or by the drain deadline). */
   stoppedEarly = false;
 
@@ -120,6 +122,10 @@ class Tracker {
     }
     if (event.reason === "cancelled") this.stoppedEarly = true;
     this.cached.set(event.choice, event.cachedPromptTokens);
+    if (event.prediction) {
+      this.prediction.accepted += event.prediction.accepted;
+      this.prediction.rejected += event.prediction.rejected;
+    }
     if (event.completionTokens >= 2) {
       this.perToken.push(event.decodeSeconds / (event.completionTokens - 1));
       this.decodeSeconds += event.decodeSeconds;
@@ -141,7 +147,7 @@ class Tracker {
       cancelled: settledFrom === "cancelled",
     });
     life.recordUsage({ slug: plan.model.slug, artifactId: plan.model.artifactId, promptTokens, completionTokens: this.completionTokens }, settledFrom);
-    return usageOf(promptTokens, this.completionTokens, this.cachedPromptTokens(plan));
+    return usageOf(promptTokens, this.completionTokens, this.cachedPromptTokens(plan), this.prediction);
   }
 
   /**

@@ -129,7 +129,6 @@ describe("validation errors (400)", () => {
     ["modalities", ["text", "audio"]],
     ["store", true],
     ["reasoning_effort", "high"],
-    ["prediction", { type: "content", content: "x" }],
     ["service_tier", "flex"],
   ];
   for (const [field, value] of unsupported) {
