@@ -5,6 +5,7 @@
  *   soak   soak run of `kiln serve`: many streaming clients, aborts, slow readers; errors, p99, RSS over time (bench/soak.ts)
  *   speech Whisper real-time factor vs faster-whisper, streamed TTFT, chat TTFT while transcribing (bench/speech.ts)
  *   structured  per-token cost of JSON-schema constraints vs unconstrained decoding, schema preparation time (bench/structured.ts)
+ *   drafts drafts (prompt lookup, predicted outputs) vs llama.cpp's own prompt lookup, one greedy stream (bench/drafts.ts)
  *   finish      share of strict-schema and forced tool-call answers that end on their own at max_tokens 200 (bench/constrained-finish.ts)
  *   peers  kiln vs onnxruntime-genai's own int4/int8 builds: speed and fidelity against the float reference (bench/peers.ts; needs scripts/peers/genai.sh)
  *   lm-eval  lm-evaluation-harness on a small local task against `kiln serve` (bench/lm-eval.ts; needs scripts/peers/genai.sh)
@@ -28,6 +29,7 @@ const SUBCOMMANDS: Record<string, string> = {
   speech: "./speech.ts",
   structured: "./structured.ts",
   finish: "./constrained-finish.ts",
+  drafts: "./drafts.ts",
   cloud: "./cloud.ts",
   peers: "./peers.ts",
   "lm-eval": "./lm-eval.ts",
@@ -51,7 +53,7 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
   }
 } else {
   process.stderr.write(
-    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|cloud|peers|lm-eval|attention|gpu-attention|floor|gpu|gpu-profile|gpu-speech [options]]  (unknown: ${sub})\n`,
+    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|drafts|cloud|peers|lm-eval|attention|gpu-attention|floor|gpu|gpu-profile|gpu-speech [options]]  (unknown: ${sub})\n`,
   );
   process.exit(2);
 }
