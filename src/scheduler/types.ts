@@ -68,6 +68,11 @@ export interface GenerationRequest {
    * its last tokens occur in them, several per model call. It changes no token's probability. Default none.
    */
   prediction?: readonly number[];
+  /**
+   * Milliseconds from a choice's first token after which it ends (finish `length`) at the next
+   * token that holds a line break, that token included (llama.cpp's `t_max_predict_ms`). Default none.
+   */
+  lineTimeLimitMs?: number;
 }
 
 /** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */

@@ -22,7 +22,6 @@ export const NATIVE_RUNTIME_FIELDS = [
   "n_keep",
   "n_indent",
   "t_max_prompt_ms",
-  "t_max_predict_ms",
   "timings_per_token",
   "samplers",
   "return_progress",
@@ -64,6 +63,12 @@ const samplingFields = {
   grammar: z.string().nullish(),
   json_schema: z.record(z.string(), z.unknown()).nullish(),
   stream: z.boolean().nullish(),
+  /**
+   * Milliseconds of writing (from the first token) after which the answer ends at the next token
+   * that holds a line break; 0 (the default) or less: no limit. The editor plugins send it so that a
+   * slow completion still ends at a line's end.
+   */
+  t_max_predict_ms: z.number().int().nullish(),
   /** Only these fields of the final answer, by path (`timings/prompt_n`), flattened as llama.cpp gives them. */
   response_fields: z.array(z.string()).nullish(),
   /** Samplers kiln does not have: accepted only at their values that change nothing. */

@@ -25,6 +25,8 @@ export interface PlanParts {
   endRepeatedCalls?: boolean;
   /** Tokens the answer is expected to repeat (chat's `prediction`). Default none. */
   prediction?: number[];
+  /** Milliseconds of writing after which a choice ends at its next line break (llama.cpp's `t_max_predict_ms`). Default none. */
+  lineTimeLimitMs?: number;
 }
 
 /** The plan of a generation request's answer: a route's parts plus the fields both endpoints share. */
@@ -70,6 +72,7 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
       ...(parts.constraint ? { constraint: parts.constraint } : {}),
       ...(parts.endRepeatedCalls ? { endRepeatedCalls: true } : {}),
       ...(parts.prediction?.length ? { prediction: parts.prediction } : {}),
+      ...(parts.lineTimeLimitMs !== undefined ? { lineTimeLimitMs: parts.lineTimeLimitMs } : {}),
     })),
   };
 }

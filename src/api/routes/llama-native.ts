@@ -102,6 +102,7 @@ function answer(
     prompts: [{ promptIds, maxTokens }],
     topLogprobs: probs > 0 ? probs : null,
     ...(constraint ? { constraint } : {}),
+    ...(body.t_max_predict_ms != null && body.t_max_predict_ms > 0 ? { lineTimeLimitMs: body.t_max_predict_ms } : {}),
   });
   const format = nativeFormat(model, {
     startedAt,

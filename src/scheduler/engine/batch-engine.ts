@@ -590,7 +590,13 @@ export class BatchEngine {
     });
     if (step.stopped) this.finish(seq, "stop", true, step.stopString);
     else if (requestStop) this.finish(seq, "stop", false, sample.token);
-    else if (limit) this.finish(seq, limit);
+    else if (limit || this.pastLineTimeLimit(seq, submission.request, sample.token)) this.finish(seq, "length");
+  }
+
+  /** The request's time limit has passed since the choice's first token, and this token ends a line. */
+  private pastLineTimeLimit(seq: Sequence, request: GenerationRequest, token: number): boolean {
+    const limit = request.lineTimeLimitMs;
+    return limit !== undefined && seq.lastTokenAt - seq.firstTokenAt > limit && this.text.tokenBytes(token).includes(0x0a);
   }
 
   /**

@@ -127,6 +127,22 @@ describe("POST /completion", () => {
     const { res } = await post("/completion", { prompt: "x", cache_prompt: true, id_slot: 0 });
     expect(res.headers["x-kiln-ignored-fields"]).toBe("cache_prompt, id_slot");
   });
+
+  it("t_max_predict_ms: past the limit, the answer ends at a token holding a line break, with stop_type limit", async () => {
+    const lines = "one\ntwo\nthree\nfour\nfive\nsix\n";
+    const slow = () => fakeModel({ script: bytes(lines), tokenDelayMs: 15 });
+    const limited = (await post("/completion", { prompt: "x", t_max_predict_ms: 40 }, slow())).res.json();
+    expect(limited.stop_type).toBe("limit");
+    expect(limited.content.endsWith("\n")).toBe(true);
+    expect(lines.startsWith(limited.content)).toBe(true);
+    expect(limited.content.length).toBeLessThan(lines.length);
+    // Without it (or at 0), the whole answer.
+    for (const payload of [{ prompt: "x" }, { prompt: "x", t_max_predict_ms: 0 }]) {
+      const { res } = await post("/completion", payload, slow());
+      expect(res.json()).toMatchObject({ content: lines, stop_type: "eos" });
+      expect(res.headers["x-kiln-ignored-fields"]).toBeUndefined();
+    }
+  });
 });
 
 describe("POST /infill", () => {

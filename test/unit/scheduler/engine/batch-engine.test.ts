@@ -482,6 +482,21 @@ describe("BatchEngine drafts (prompt lookup)", () => {
   });
 });
 
+describe("BatchEngine line time limit", () => {
+  it("ends a choice at the first token holding a line break once the limit has passed since its first token", async () => {
+    let clock = 0;
+    const lines = [0, 31, 1, 31, 2, 31, 3, 31]; // a, newline, b, newline, ... (id 31 is "\n")
+    const backend = { vocab: [...vocab, "\n"], next: (h: readonly number[]) => ((clock += 10), lines[h.length - 3] ?? 4) };
+    const limited = await collect(setup(backend, { now: () => clock }).engine.submit(request({ maxTokens: 8, lineTimeLimitMs: 25 })));
+    // Tokens at 10, 20, 30, 40 ms: the newline at 20 is 10 ms after the first, the one at 40 is 30.
+    expect(limited.text).toBe("a\nb\n");
+    expect(limited.finish[0]).toMatchObject({ reason: "length", completionTokens: 4 });
+    clock = 0;
+    const whole = await collect(setup(backend, { now: () => clock }).engine.submit(request({ maxTokens: 8 })));
+    expect(whole.text).toBe("a\nb\nc\nd\n");
+  });
+});
+
 describe("BatchEngine predictions", () => {
   const cycle = (h: readonly number[]) => h.length % 10;
   const req = (prediction: number[], maxTokens = 20) => request({ promptIds: [20, 21, 22], maxTokens, prediction });
