@@ -10,6 +10,7 @@
  * the cache back to the wrong length, would be off by nats.
  */
 import { getLlama, type Llama, type LlamaModel } from "node-llama-cpp";
+import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEXT_SLUG, textGgufPath } from "../../../support/model.js";
 import { type RunningServer, startServer, stopServer } from "../../../support/server.js";
@@ -127,6 +128,27 @@ describe("drafts on the real model", () => {
     console.log(`prediction: ${details.accepted_prediction_tokens} confirmed, ${details.rejected_prediction_tokens} not, of ${answer.length} generated`);
     expect(details.accepted_prediction_tokens).toBeGreaterThan(answer.length / 2);
     await expectLlamaAgrees("prediction", prompt, answer, logprobs);
+  });
+
+  it("takes a prediction from the official client, streamed, with its counts in the usage chunk", async () => {
+    const client = new OpenAI({ baseURL: server.baseURL, apiKey: "local" });
+    const stream = await client.chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [{ role: "user", content: RENAME }],
+      prediction: { type: "content", content: CODE.replace("fibonacci", "fib") },
+      temperature: 0,
+      max_tokens: 100,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      usage = chunk.usage ?? usage;
+    }
+    expect(text).toContain("a = b;");
+    expect(usage!.completion_tokens_details!.accepted_prediction_tokens).toBeGreaterThan(usage!.completion_tokens / 2);
   });
 
   it("holds a JSON schema through confirmed drafts, and a seeded sample repeats, streamed or not", async () => {
