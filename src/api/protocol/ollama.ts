@@ -77,7 +77,10 @@ const generationFields = {
   options: options.nullish(),
   think,
   stream: z.boolean().nullish(),
-  /** How long the model stays loaded after the request: kiln keeps models by its own `--keep-alive`. */
+  /**
+   * How long a model loaded on demand stays loaded after the request: seconds, or a duration
+   * ("5m", "1h30m", "300ms"); 0 unloads it, a negative one keeps it ({@link keepAliveMs}).
+   */
   keep_alive: z.union([z.string(), z.number()]).nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
@@ -142,8 +145,31 @@ export function ignoredOllamaOptions(body: { options?: Options | null; keep_aliv
   const ignored = Object.keys(body.options ?? {})
     .filter((k) => RUNTIME_OPTIONS.has(k) || !(k in options.shape))
     .map((k) => `options.${k}`);
-  for (const field of ["keep_alive", "truncate", "shift"] as const) if (body[field] != null) ignored.push(field);
+  for (const field of ["truncate", "shift"] as const) if (body[field] != null) ignored.push(field);
   return ignored;
+}
+
+const DURATION_UNITS_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * A `keep_alive` in milliseconds, as Ollama reads it: a number of seconds, or a duration of Go's
+ * form (`"5m"`, `"1h30m"`, `"300ms"`, `"-1m"`; a bare number counts as seconds); negative keeps
+ * the model (Infinity). Undefined when absent; a 400 naming `keep_alive` when unreadable.
+ */
+export function keepAliveMs(value: string | number | null | undefined): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  let ms: number;
+  if (typeof value === "number") ms = value * 1000;
+  else if (/^\s*[-+]?\d+(\.\d+)?\s*$/.test(value)) ms = Number(value) * 1000;
+  else {
+    const match = /^([-+]?)((?:\d+(?:\.\d*)?(?:ns|us|µs|ms|s|m|h))+)$/.exec(value.trim());
+    if (!match)
+      throw apiError("invalid_value", `'keep_alive' must be seconds or a duration such as "5m" or "1h30m", not ${JSON.stringify(value)}.`, "keep_alive");
+    ms = 0;
+    for (const [, amount, unit] of match[2].matchAll(/(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)/g)) ms += Number(amount) * DURATION_UNITS_MS[unit];
+    if (match[1] === "-") ms = -ms;
+  }
+  return ms < 0 ? Infinity : ms;
 }
 
 /**

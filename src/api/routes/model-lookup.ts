@@ -23,15 +23,21 @@ export function modelSlugOf(ctx: ApiContext, id: string): string {
   return ctx.models.get(id) || hasModel(id) ? id : (resolveModelId(id) ?? id);
 }
 
-export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, id: string): Promise<ServedModel>;
-export function lookupServedModel<K extends ModelKind>(ctx: ApiContext, request: FastifyRequest, id: string, kind: K): Promise<ModelOfKind<K>>;
-export async function lookupServedModel(ctx: ApiContext, request: FastifyRequest, id: string, kind: ModelKind = "text"): Promise<AnyServedModel> {
+/** The slug of a model this server knows (served or in the catalogue) that the request's key may use; else a 404 or 403. */
+export function knownModelSlug(ctx: ApiContext, request: FastifyRequest, id: string): string {
   const slug = modelSlugOf(ctx, id);
-  const known = ctx.models.get(slug);
-  if (!known && !hasModel(slug)) {
+  if (!ctx.models.get(slug) && !hasModel(slug)) {
     throw apiError("model_not_found", `The model '${id}' does not exist (GET /v1/models lists them).`, "model");
   }
   assertModelAllowed(request, slug);
+  return slug;
+}
+
+export function lookupServedModel(ctx: ApiContext, request: FastifyRequest, id: string): Promise<ServedModel>;
+export function lookupServedModel<K extends ModelKind>(ctx: ApiContext, request: FastifyRequest, id: string, kind: K): Promise<ModelOfKind<K>>;
+export async function lookupServedModel(ctx: ApiContext, request: FastifyRequest, id: string, kind: ModelKind = "text"): Promise<AnyServedModel> {
+  const slug = knownModelSlug(ctx, request, id);
+  const known = ctx.models.get(slug);
   // Checked before the serving state: naming a model of the wrong kind is the client's mistake
   // whether or not this server serves it (and loads nothing for it).
   assertKind(slug, known?.status === "serving" ? known.model.kind : catalogueKind(slug), kind);

@@ -12,6 +12,7 @@ import { ignoredFieldsHeader, type REASONING_EFFORTS } from "../protocol/common.
 import { parseOrThrow } from "../protocol/issues.js";
 import {
   ignoredOllamaOptions,
+  keepAliveMs,
   ollamaChatRequestSchema,
   ollamaGenerateRequestSchema,
   ollamaSampling,
@@ -24,7 +25,7 @@ import { messageChars } from "./chat-messages.js";
 import { answerPlan, checkPromptLength, completionBudget } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
-import { lookupServedModel } from "./model-lookup.js";
+import { knownModelSlug, lookupServedModel } from "./model-lookup.js";
 import { ollamaFormat } from "./ollama-format.js";
 import { reasoningPlan, type ReasoningPlan } from "./reasoning.js";
 
@@ -32,9 +33,11 @@ export function ollamaChatRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat", async (request, reply) => {
     const startedAt = performance.now();
     const body = parseOrThrow(ollamaChatRequestSchema, request.body);
-    nameIgnored(reply, ignoredOllamaOptions(body));
+    const keepAlive = keepAliveMs(body.keep_alive);
+    if (!body.messages?.length && keepAlive === 0) return unloaded(ctx, request, body.model, "chat");
     const { model, loadMs } = await timedLookup(ctx, request, body.model);
-    if (!body.messages?.length) return loaded(model, "chat", body.keep_alive);
+    nameIgnored(reply, [...ignoredOllamaOptions(body), ...applyKeepAlive(ctx, model, keepAlive)]);
+    if (!body.messages?.length) return loaded(model, "chat");
     if (!model.hasChatTemplate) throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /api/generate with "raw": true.`, "model");
     const toolUse = functionToolUse(
       (body.tools ?? []).map((t) => t.function),
@@ -57,10 +60,13 @@ export function ollamaGenerateRoute(app: FastifyInstance, ctx: ApiContext): void
   app.post("/generate", async (request, reply) => {
     const startedAt = performance.now();
     const body = parseOrThrow(ollamaGenerateRequestSchema, request.body);
-    nameIgnored(reply, ignoredOllamaOptions(body));
-    const { model, loadMs } = await timedLookup(ctx, request, body.model);
+    const keepAlive = keepAliveMs(body.keep_alive);
     const prompt = body.prompt ?? "";
-    if (prompt === "" && body.suffix == null) return loaded(model, "generate", body.keep_alive);
+    const nothingToWrite = prompt === "" && body.suffix == null;
+    if (nothingToWrite && keepAlive === 0) return unloaded(ctx, request, body.model, "generate");
+    const { model, loadMs } = await timedLookup(ctx, request, body.model);
+    nameIgnored(reply, [...ignoredOllamaOptions(body), ...applyKeepAlive(ctx, model, keepAlive)]);
+    if (nothingToWrite) return loaded(model, "generate");
     const format = ollamaFormatConstraint(body.format);
     checkPromptLength(model, prompt.length + (body.suffix ?? "").length + (body.system ?? "").length, "prompt");
     let promptIds: number[];
@@ -130,21 +136,33 @@ async function timedLookup(ctx: ApiContext, request: FastifyRequest, id: string)
   return { model, loadMs: performance.now() - t };
 }
 
+/** Ollama's answer to a request with nothing to generate from: the model is loaded (which finding it did). */
+function loaded(model: ServedModel, route: "chat" | "generate"): unknown {
+  return nothingWritten(model.slug, route, "load");
+}
+
 /**
- * Ollama's answer to a request with nothing to generate from: the model is loaded (which finding it
- * did). `keep_alive: 0` asks Ollama to unload it, which kiln leaves to its own `--keep-alive`.
+ * Ollama's answer to `keep_alive: 0` with nothing to generate from (`ollama stop`): a model loaded
+ * on demand is unloaded once no request uses it, one not loaded stays so (nothing is loaded for
+ * it); one the server was started with is a 400, since kiln keeps those while it serves.
  */
-function loaded(model: ServedModel, route: "chat" | "generate", keepAlive: string | number | null | undefined): unknown {
-  if (keepAlive === 0 || (typeof keepAlive === "string" && /^0+(\.0+)?[smh]?$/.test(keepAlive))) {
-    throw apiError(
-      "unsupported_value",
-      "kiln unloads a model after the server's --keep-alive, least recently used first: a request cannot unload one.",
-      "keep_alive",
-    );
+function unloaded(ctx: ApiContext, request: FastifyRequest, id: string, route: "chat" | "generate"): unknown {
+  const slug = knownModelSlug(ctx, request, id);
+  if (ctx.models.keepAlive(slug, 0) === "pinned") {
+    throw apiError("unsupported_value", `kiln keeps '${slug}' loaded while it serves: the server was started with it (--model).`, "keep_alive");
   }
-  const created_at = new Date().toISOString();
+  return nothingWritten(slug, route, "unload");
+}
+
+function nothingWritten(slug: string, route: "chat" | "generate", reason: "load" | "unload"): unknown {
   const text = route === "chat" ? { message: { role: "assistant", content: "" } } : { response: "" };
-  return { model: model.slug, created_at, ...text, done: true, done_reason: "load" };
+  return { model: slug, created_at: new Date().toISOString(), ...text, done: true, done_reason: reason };
+}
+
+/** A request's `keep_alive` for its model; named back as ignored (the returned list) for a model the server keeps anyway. */
+function applyKeepAlive(ctx: ApiContext, model: ServedModel, ms: number | undefined): string[] {
+  if (ms === undefined) return [];
+  return ctx.models.keepAlive(model.slug, ms) === "pinned" ? ["keep_alive"] : [];
 }
 
 /** Ollama's `think` as a reasoning effort: off is "none" (only a reasoning model can switch off), any level on. */

@@ -97,8 +97,11 @@ export class ModelRegistry {
   private readonly loadWaitMs: number;
   /** Models loaded (or loading) on demand: unloaded after the keep-alive, evicted under the budget. */
   private readonly onDemand = new Set<string>();
-  /** Per loaded model: when a request last used it, and the memory it takes. */
-  private readonly usage = new Map<string, { lastUsed: number; bytes: number }>();
+  /**
+   * Per loaded model: when a request last used it, the memory it takes, and the keep-alive its
+   * latest request asked for ({@link keepAlive}; absent: the server's).
+   */
+  private readonly usage = new Map<string, { lastUsed: number; bytes: number; keepAliveMs?: number }>();
   /** When each on-demand load failed. */
   private readonly failedAt = new Map<string, number>();
   /** The loads in flight, by slug; they run one at a time (each makes room for itself first). */
@@ -244,7 +247,33 @@ export class ModelRegistry {
       this.holds.delete(model);
       for (const wake of this.holdWaiters.get(model) ?? []) wake();
       this.holdWaiters.delete(model);
+      this.sweepAfter(this.usage.get(model.slug)?.keepAliveMs);
     };
+  }
+
+  /**
+   * How long `slug`, if loaded on demand, stays loaded after its last request (Ollama's per-request
+   * `keep_alive`): 0 unloads it once no request uses it, Infinity keeps it; it holds until a later
+   * request says otherwise or the model is unloaded. A model served from the start is kept however
+   * long a request asks ("pinned"); one not in service stays so ("absent").
+   */
+  keepAlive(slug: string, ms: number): "set" | "pinned" | "absent" {
+    const state = this.states.get(slug);
+    if (state?.status !== "serving") return "absent";
+    if (!this.onDemand.has(slug)) return "pinned";
+    const usage = this.usage.get(slug);
+    if (usage) {
+      usage.keepAliveMs = ms;
+      usage.lastUsed = Date.now();
+    }
+    if (!this.busy(state.model)) this.sweepAfter(ms);
+    return "set";
+  }
+
+  /** Looks for idle models to unload once a request's keep-alive of `ms` has passed (the periodic sweep may come much later). */
+  private sweepAfter(ms: number | undefined): void {
+    if (ms === undefined || !Number.isFinite(ms) || ms >= this.keepAliveMs) return;
+    setTimeout(() => this.unloadIdle(), Math.max(0, ms) + 1).unref();
   }
 
   /** Resolves once no request holds `model` (at once when the registry closes). */
@@ -368,8 +397,9 @@ export class ModelRegistry {
     for (const s of [...this.states.values()]) {
       if (s.status !== "serving" || !this.onDemand.has(s.slug) || this.switching.has(s.slug) || this.claims.has(s.slug)) continue;
       // A model busy now was used now: its keep-alive counts from its last request's end.
+      const usage = this.usage.get(s.slug);
       if (this.busy(s.model)) this.touch(s.slug);
-      else if (now - (this.usage.get(s.slug)?.lastUsed ?? 0) >= this.keepAliveMs) void this.unload(s);
+      else if (now - (usage?.lastUsed ?? 0) >= (usage?.keepAliveMs ?? this.keepAliveMs)) void this.unload(s);
     }
   }
 

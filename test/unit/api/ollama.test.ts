@@ -5,6 +5,7 @@
  * errors as `{"error": "..."}` with the right status, mid-stream too; the model listings.
  */
 import { describe, expect, it } from "vitest";
+import { keepAliveMs } from "../../../src/api/protocol/ollama.js";
 import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
 import { AUTH, fakeApp, fakeModel, FIM, SLUG, word } from "./fake-model.js";
 
@@ -166,11 +167,22 @@ describe("POST /api/generate", () => {
     expect(plain.res.json().error).toMatch(/does not support insert/);
   });
 
-  it("an empty prompt loads the model; keep_alive 0 (unload) is refused with the reason", async () => {
+  it("an empty prompt loads the model; keep_alive 0 (unload) on a model the server was started with is refused with the reason", async () => {
     expect((await post("/api/generate", { model: SLUG })).res.json()).toMatchObject({ response: "", done: true, done_reason: "load" });
     const unload = await post("/api/generate", { model: SLUG, keep_alive: 0 });
     expect(unload.res.statusCode).toBe(400);
-    expect(unload.res.json().error).toMatch(/--keep-alive/);
+    expect(unload.res.json().error).toMatch(/--model/);
+  });
+});
+
+describe("keep_alive", () => {
+  it("reads seconds and Go durations as Ollama does; negative keeps the model; anything else is a 400", () => {
+    expect([300, "300", "5m", "1h30m", "1.5s", "250ms", "0", 0, "0s"].map((v) => keepAliveMs(v))).toEqual([
+      300_000, 300_000, 300_000, 5_400_000, 1500, 250, 0, 0, 0,
+    ]);
+    expect([-1, "-1", "-1m"].map((v) => keepAliveMs(v))).toEqual([Infinity, Infinity, Infinity]);
+    expect(keepAliveMs(undefined)).toBeUndefined();
+    for (const bad of ["5 minutes", "m", "1d", ""]) expect(() => keepAliveMs(bad), bad).toThrow(/keep_alive/);
   });
 });
 

@@ -142,6 +142,36 @@ describe("models loaded on demand", () => {
     expect((await chat(A)).statusCode).toBe(200);
   });
 
+  it("Ollama's keep_alive: 0 unloads a model loaded on demand (`ollama stop`), a duration holds it, a pinned one stays", async () => {
+    const { loader, loads, closed } = fakeLoader();
+    const { app, registry } = await server({ loader, keepAliveMs: 60_000 }, [B]);
+    const generate = (payload: Record<string, unknown>) =>
+      app.inject({ method: "POST", url: "/api/generate", headers: AUTH, payload: { stream: false, ...payload } });
+    // A generation asking to unload afterwards: answered, then unloaded once idle.
+    expect((await generate({ model: A, prompt: "hi", keep_alive: 0 })).statusCode).toBe(200);
+    await vi.waitFor(() => expect(closed).toEqual([A]), { timeout: 2000, interval: 10 });
+    // Stopping a model not loaded loads nothing.
+    expect((await generate({ model: A, keep_alive: "0s" })).json()).toMatchObject({ model: A, done: true, done_reason: "unload" });
+    expect(loads).toEqual([A]);
+    // A short duration outlives the request by about that long; the server's own keep-alive is a minute.
+    expect((await generate({ model: A, prompt: "hi", keep_alive: "150ms" })).statusCode).toBe(200);
+    expect(registry.get(A)?.status).toBe("serving");
+    await vi.waitFor(() => expect(closed).toEqual([A, A]), { timeout: 2000, interval: 10 });
+    // Loaded, then stopped with nothing to write.
+    expect((await generate({ model: A })).json()).toMatchObject({ done_reason: "load" });
+    expect((await generate({ model: A, keep_alive: 0 })).json()).toMatchObject({ done_reason: "unload" });
+    await vi.waitFor(() => expect(closed).toEqual([A, A, A]), { timeout: 2000, interval: 10 });
+    // A model the server was started with is kept: stopping it is a 400, a duration on it is named as ignored.
+    const pinned = await generate({ model: B, keep_alive: 0 });
+    expect(pinned.statusCode).toBe(400);
+    expect(pinned.json().error).toMatch(/--model/);
+    const held = await generate({ model: B, prompt: "hi", keep_alive: "1m" });
+    expect(held.headers["x-kiln-ignored-fields"]).toBe("keep_alive");
+    // Unreadable durations are a 400 naming the field; an unknown model a 404, as on the other routes.
+    expect((await generate({ model: A, keep_alive: "5 minutes" })).json().error).toMatch(/keep_alive/);
+    expect((await generate({ model: "nope", keep_alive: 0 })).statusCode).toBe(404);
+  });
+
   it("evicts the least recently used model under the memory budget, failing no request", async () => {
     const { loader, loads, closed } = fakeLoader({ bytes: { [A]: 100 * MIB, [B]: 100 * MIB, [C]: 100 * MIB } });
     const { chat, registry } = await server({ loader, memoryBudgetBytes: 250 * MIB });
