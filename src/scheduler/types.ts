@@ -73,6 +73,12 @@ export interface GenerationRequest {
    * token that holds a line break, that token included (llama.cpp's `t_max_predict_ms`). Default none.
    */
   lineTimeLimitMs?: number;
+  /**
+   * Spaces and tabs each line after a line break needs: a line indented less ends the choice after
+   * its indentation (finish `length`), as llama.cpp's `n_indent` ends a code completion where its
+   * block does. Default none.
+   */
+  minIndent?: number;
 }
 
 /** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */

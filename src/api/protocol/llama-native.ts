@@ -20,7 +20,6 @@ export const NATIVE_RUNTIME_FIELDS = [
   "cache_prompt",
   "id_slot",
   "n_keep",
-  "n_indent",
   "t_max_prompt_ms",
   "timings_per_token",
   "samplers",
@@ -69,6 +68,12 @@ const samplingFields = {
    * slow completion still ends at a line's end.
    */
   t_max_predict_ms: z.number().int().nullish(),
+  /**
+   * Spaces and tabs each line after a line break needs: the answer ends after the indentation of the
+   * first line indented less (`stop_type` `limit`); 0 (the default): no minimum. The editor plugins
+   * send the cursor's indentation, so that a completion ends where its block does.
+   */
+  n_indent: z.number().int().nullish(),
   /** Only these fields of the final answer, by path (`timings/prompt_n`), flattened as llama.cpp gives them. */
   response_fields: z.array(z.string()).nullish(),
   /** Samplers kiln does not have: accepted only at their values that change nothing. */

@@ -27,6 +27,8 @@ export interface PlanParts {
   prediction?: number[];
   /** Milliseconds of writing after which a choice ends at its next line break (llama.cpp's `t_max_predict_ms`). Default none. */
   lineTimeLimitMs?: number;
+  /** Spaces and tabs each line after a line break needs, else a choice ends there (llama.cpp's `n_indent`). Default none. */
+  minIndent?: number;
 }
 
 /** The plan of a generation request's answer: a route's parts plus the fields both endpoints share. */
@@ -73,6 +75,7 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
       ...(parts.endRepeatedCalls ? { endRepeatedCalls: true } : {}),
       ...(parts.prediction?.length ? { prediction: parts.prediction } : {}),
       ...(parts.lineTimeLimitMs !== undefined ? { lineTimeLimitMs: parts.lineTimeLimitMs } : {}),
+      ...(parts.minIndent !== undefined ? { minIndent: parts.minIndent } : {}),
     })),
   };
 }

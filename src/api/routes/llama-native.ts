@@ -103,6 +103,7 @@ function answer(
     topLogprobs: probs > 0 ? probs : null,
     ...(constraint ? { constraint } : {}),
     ...(body.t_max_predict_ms != null && body.t_max_predict_ms > 0 ? { lineTimeLimitMs: body.t_max_predict_ms } : {}),
+    ...(body.n_indent != null && body.n_indent > 0 ? { minIndent: body.n_indent } : {}),
   });
   const format = nativeFormat(model, {
     startedAt,

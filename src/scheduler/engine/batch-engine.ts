@@ -207,6 +207,7 @@ export class BatchEngine {
         tokenBytes: (id) => this.text.tokenBytes(id),
         endRepeatedCalls: request.endRepeatedCalls,
         minTokens: request.sampling.min_tokens ?? 0,
+        minIndent: request.minIndent,
       });
       const seq = new Sequence({
         id: this.nextSequenceId++,
@@ -588,7 +589,7 @@ export class BatchEngine {
       completionTokens: seq.generated,
       ...(step.logprobs ? { logprobs: step.logprobs } : {}),
     });
-    if (step.stopped) this.finish(seq, "stop", true, step.stopString);
+    if (step.stopped) this.finish(seq, step.dedented ? "length" : "stop", true, step.stopString);
     else if (requestStop) this.finish(seq, "stop", false, sample.token);
     else if (limit || this.pastLineTimeLimit(seq, submission.request, sample.token)) this.finish(seq, "length");
   }
@@ -608,7 +609,7 @@ export class BatchEngine {
     if (reason !== "cancelled" && !stoppedByString) {
       const tail = seq.output.finish();
       if (tail.stopped) {
-        reason = "stop";
+        reason = tail.dedented ? "length" : "stop";
         stopReason = tail.stopString;
       }
       if (tail.text !== "" || (tail.logprobs?.length ?? 0) > 0) {

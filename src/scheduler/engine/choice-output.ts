@@ -20,6 +20,8 @@ export interface ChoiceOutputOptions {
   includeStop?: boolean;
   /** Tokens whose text stop strings are not looked for in (`min_tokens`, as vLLM counts it: the text of the tokens before the nth). Default 0. */
   minTokens?: number;
+  /** Spaces and tabs a line after a line break needs, else the choice ends after its indentation (see {@link StopMatcher}). Default 0: none. */
+  minIndent?: number;
 }
 
 export interface ChoiceStep {
@@ -27,6 +29,8 @@ export interface ChoiceStep {
   stopped: boolean;
   /** The client's stop string that ended the choice (not one of kiln's own, such as a repeated call). */
   stopString?: string;
+  /** A line indented less than `minIndent` ended the choice. */
+  dedented?: boolean;
   logprobs?: EmittedTokenLogprob[];
 }
 
@@ -51,7 +55,7 @@ export class ChoiceOutput {
     private readonly decoder: TokenDecoder,
     private readonly options: ChoiceOutputOptions = {},
   ) {
-    this.matcher = new StopMatcher(options.stop, options.includeStop);
+    this.matcher = new StopMatcher(options.stop, options.includeStop, options.minIndent);
     if (options.endRepeatedCalls) this.calls = new CallTexts();
   }
 
@@ -84,8 +88,9 @@ export class ChoiceOutput {
     return { text: last.text + this.matcher.flush(), stopped: false, logprobs: this.release(() => true, true) };
   }
 
-  /** The matched stop string, when it is one the client sent. */
-  private clientStop(): { stopString?: string } {
+  /** The matched stop string, when it is one the client sent; or that a dedented line ended the choice. */
+  private clientStop(): { stopString?: string; dedented?: boolean } {
+    if (this.matcher.dedented) return { dedented: true };
     const matched = this.matcher.matched;
     return matched !== null && this.options.stop?.includes(matched) ? { stopString: matched } : {};
   }

@@ -2,6 +2,10 @@
  * Stop strings over streamed text. Text that could be the start of a stop string is held back
  * until the next piece shows whether it is; a full match ends the stream and neither the stop
  * string nor anything after it is ever released.
+ *
+ * With a minimum indentation, a line that starts after a line break is held back until its first
+ * character after spaces and tabs shows its indentation; one indented less ends the stream after its
+ * indentation (llama.cpp's `n_indent`, for code completion that stops where a block ends).
  */
 export interface StopMatch {
   /** Text safe to emit now. */
@@ -18,14 +22,20 @@ export class StopMatcher {
   private released = 0;
   /** The stop string that matched; null before a match. */
   matched: string | null = null;
+  /** The stream ended at a line indented less than the minimum. */
+  dedented = false;
+  /** The released text ends with a line break: what comes next starts a line. */
+  private afterBreak = false;
 
   /**
    * @param stops stop strings; empty ones are ignored.
    * @param keep a matched stop string is released with the text before it (vLLM's `include_stop_str_in_output`). Default false.
+   * @param minIndent spaces and tabs a line after a line break needs, else the stream ends there. Default 0: none.
    */
   constructor(
     stops: readonly string[] = [],
     private readonly keep = false,
+    private readonly minIndent = 0,
   ) {
     this.stops = [...new Set(stops.filter((s) => s.length > 0))];
   }
@@ -44,7 +54,8 @@ export class StopMatcher {
   push(piece: string): StopMatch {
     if (this.done) return { text: "", stopped: true };
     const text = this.held + piece;
-    if (this.stops.length === 0) return this.release(text, "");
+    const lines = this.minIndent > 0 ? this.scanLines(text) : { cut: -1, open: text.length };
+    if (this.stops.length === 0 && lines.cut === -1) return this.release(text.slice(0, lines.open), text.slice(lines.open));
     let first = -1;
     let end = -1;
     for (const stop of this.stops) {
@@ -55,6 +66,15 @@ export class StopMatcher {
         this.matched = stop;
       }
     }
+    if (lines.cut !== -1 && (first === -1 || lines.cut <= first)) {
+      this.done = true;
+      this.held = "";
+      this.matched = null;
+      this.dedented = true;
+      const out = text.slice(0, lines.cut);
+      this.released += out.length;
+      return { text: out, stopped: true };
+    }
     if (first !== -1) {
       this.done = true;
       this.held = "";
@@ -62,8 +82,26 @@ export class StopMatcher {
       this.released += out.length;
       return { text: out, stopped: true };
     }
-    const keep = this.partialSuffix(text);
+    const keep = Math.max(this.partialSuffix(text), text.length - lines.open);
     return this.release(text.slice(0, text.length - keep), text.slice(text.length - keep));
+  }
+
+  /**
+   * The lines of `text` that start after a line break: `cut`, where the first one indented less
+   * than the minimum ends (after its indentation; -1 when none does), and `open`, where the last one
+   * starts when nothing but spaces and tabs has come of it yet (its indentation is still unknown;
+   * `text.length` when there is none).
+   */
+  private scanLines(text: string): { cut: number; open: number } {
+    const starts = this.afterBreak ? [0] : [];
+    for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) starts.push(i + 1);
+    for (const start of starts) {
+      let j = start;
+      while (j < text.length && (text[j] === " " || text[j] === "\t")) j++;
+      if (j === text.length) return { cut: -1, open: start };
+      if (j - start < this.minIndent) return { cut: j, open: text.length };
+    }
+    return { cut: -1, open: text.length };
   }
 
   /** Feeds the next piece of text without looking for stop strings in it: all of it is released. */
@@ -85,6 +123,7 @@ export class StopMatcher {
   private release(out: string, held: string): StopMatch {
     this.held = held;
     this.released += out.length;
+    if (out.length > 0) this.afterBreak = out.endsWith("\n");
     return { text: out, stopped: false };
   }
 

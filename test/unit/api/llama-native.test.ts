@@ -128,6 +128,15 @@ describe("POST /completion", () => {
     expect(res.headers["x-kiln-ignored-fields"]).toBe("cache_prompt, id_slot");
   });
 
+  it("n_indent: the answer ends after the indentation of the first later line indented less, with stop_type limit", async () => {
+    const code = "x + 1;\n    return x;\n  }\n  next();\n";
+    const fake = () => fakeModel({ script: bytes(code) });
+    const cut = (await post("/completion", { prompt: "x", n_indent: 4 }, fake())).res;
+    expect(cut.json()).toMatchObject({ content: "x + 1;\n    return x;\n  ", stop_type: "limit" });
+    expect(cut.headers["x-kiln-ignored-fields"]).toBeUndefined();
+    expect((await post("/completion", { prompt: "x", n_indent: 2 }, fake())).res.json()).toMatchObject({ content: code, stop_type: "eos" });
+  });
+
   it("t_max_predict_ms: past the limit, the answer ends at a token holding a line break, with stop_type limit", async () => {
     const lines = "one\ntwo\nthree\nfour\nfive\nsix\n";
     const slow = () => fakeModel({ script: bytes(lines), tokenDelayMs: 15 });

@@ -66,4 +66,37 @@ describe("StopMatcher", () => {
     m.push("c");
     expect(m.emitted).toBe(4);
   });
+
+  describe("a minimum indentation", () => {
+    it("ends after the indentation of the first line after a break indented less, holding each line until its indentation shows", () => {
+      const m = new StopMatcher([], false, 4);
+      expect(m.push("if (x) {\n")).toEqual({ text: "if (x) {\n", stopped: false });
+      expect(m.push("  ")).toEqual({ text: "", stopped: false });
+      expect(m.push("  y();\n")).toEqual({ text: "    y();\n", stopped: false });
+      expect(m.push("  }\nmore")).toEqual({ text: "  ", stopped: true });
+      expect(m.dedented).toBe(true);
+      expect(m.matched).toBeNull();
+    });
+
+    it("never checks the first line; an empty line counts as indented by nothing; tabs count as spaces do", () => {
+      expect(new StopMatcher([], false, 2).push("x = 1")).toEqual({ text: "x = 1", stopped: false });
+      expect(new StopMatcher([], false, 2).push("a\n\n  b")).toEqual({ text: "a\n", stopped: true });
+      expect(new StopMatcher([], false, 2).push("a\n\t\tb\n")).toEqual({ text: "a\n\t\tb\n", stopped: false });
+    });
+
+    it("goes with stop strings: whichever comes first ends the stream", () => {
+      const early = new StopMatcher(["END"], false, 2);
+      expect(early.push("aEND\nb")).toEqual({ text: "a", stopped: true });
+      expect([early.matched, early.dedented]).toEqual(["END", false]);
+      const late = new StopMatcher(["END"], false, 2);
+      expect(late.push("a\nbEND")).toEqual({ text: "a\n", stopped: true });
+      expect([late.matched, late.dedented]).toEqual([null, true]);
+    });
+
+    it("releases an unfinished line of spaces at the end", () => {
+      const m = new StopMatcher([], false, 4);
+      expect(m.push("a\n  ")).toEqual({ text: "a\n", stopped: false });
+      expect(m.flush()).toBe("  ");
+    });
+  });
 });
