@@ -8,6 +8,7 @@ import { CHAT_COMMANDS, chatSession } from "../chat-session.js";
 import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
 import { type CommandIO, defineCommand } from "../command.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
+import { draftTokensOption } from "../draft-tokens-option.js";
 import { option, UsageError } from "../options.js";
 import type { TranscribeFileOptions } from "../transcribe-file.js";
 
@@ -48,6 +49,7 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
     }),
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
     device: deviceOption,
+    draftTokens: draftTokensOption,
     activations: activationsOption,
   },
   async run({ options, positionals, given }, io) {
@@ -82,6 +84,7 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
         adapterMemory: device.adapter?.memory,
         onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
         chatTemplate,
+        draftTokens: options.draftTokens,
         // Each turn resends the conversation: the last turn's cache, its answer included, is reused
         // whole, so a turn computes only what was typed since (llama.cpp's and Ollama's chats do so).
         ...(conversation ? { prefixReuse: "any" as const } : {}),

@@ -6,10 +6,11 @@ import { DEFAULT_ORPHAN_AFTER_MS } from "../../cloud/defaults.js";
 import { DEFAULT_BEAM_SIZE } from "../../provision/defaults.js";
 import type { LocalGguf } from "../../provision/index.js";
 import type { DeviceDecision } from "../../runtime/device/choose.js";
-import { DEFAULT_DRAFT_TOKENS, DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK } from "../../scheduler/defaults.js";
+import { DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK } from "../../scheduler/defaults.js";
 import { databaseOption, keySecretFileOption } from "../cloud-options.js";
 import { defineCommand } from "../command.js";
 import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
+import { draftTokensOption } from "../draft-tokens-option.js";
 import { activationsOption, deviceOption } from "../device-option.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 
@@ -92,13 +93,7 @@ const options = {
     description:
       "reuse of cached prompt prefixes across requests: exact (whole prefill chunks, results identical to a fresh prefill), any (every cached position, e.g. short shared system prompts; results may differ slightly), off",
   }),
-  draftTokens: option.integer({
-    min: 0,
-    max: 16,
-    default: DEFAULT_DRAFT_TOKENS,
-    description:
-      "prompt-lookup drafts, per text model: when one sequence decodes alone, its next tokens are guessed from where its last 3-4 tokens occurred before (in its prompt or answer) and up to this many checked in one model call; answers that quote their prompt (code edits, extraction) come about twice as fast. 0, the default, turns drafts off: a check rounds activations as a prompt does, so greedy answers may part from undrafted ones where two tokens nearly tie",
-  }),
+  draftTokens: draftTokensOption,
   kvMemoryMb: option.integer({
     value: "MiB",
     min: 1,
