@@ -52,7 +52,7 @@ export async function ollamaRoutes(app: FastifyInstance, ctx: ApiContext, auth: 
       api.get("/ps", async () => ({
         models: localModels(ctx)
           .filter((m) => m.served)
-          .map((m) => ({ ...m.listing, expires_at: null, size_vram: 0, context_length: m.contextLength })),
+          .map((m) => ({ ...m.listing, expires_at: expiresAt(ctx, m.listing.model), size_vram: 0, context_length: m.contextLength })),
       }));
       // Described from the catalogue and, once loaded, the model itself: showing a model does not load it.
       api.post("/show", async (request) => {
@@ -166,4 +166,10 @@ function parameterSize(parameters: number): string {
 /** The quantization a GGUF file's name states (`…Q4_K_M.gguf` -> "Q4_K_M"), or "". */
 function quantizationOf(path: string): string {
   return /(I?Q[0-9](?:_[A-Z0-9]+)*|BF16|F16|F32)(?=(?:-[0-9]{5}-of-[0-9]{5})?\.gguf$)/i.exec(path)?.[1]?.toUpperCase() ?? "";
+}
+
+/** When a model loaded on demand will be unloaded without further requests (RFC 3339); null for one kiln keeps while it serves. */
+function expiresAt(ctx: ApiContext, slug: string): string | null {
+  const at = ctx.models.expiresAt(slug);
+  return at === null ? null : new Date(at).toISOString();
 }

@@ -270,6 +270,18 @@ export class ModelRegistry {
     return "set";
   }
 
+  /**
+   * When `slug` will be unloaded if no request comes first (Unix milliseconds): its last request's
+   * end plus its keep-alive, for a model loaded on demand; null for one served from the start or
+   * kept without end, or one not in service.
+   */
+  expiresAt(slug: string): number | null {
+    const usage = this.usage.get(slug);
+    if (this.states.get(slug)?.status !== "serving" || !this.onDemand.has(slug) || !usage) return null;
+    const at = usage.lastUsed + (usage.keepAliveMs ?? this.keepAliveMs);
+    return Number.isFinite(at) ? at : null;
+  }
+
   /** Looks for idle models to unload once a request's keep-alive of `ms` has passed (the periodic sweep may come much later). */
   private sweepAfter(ms: number | undefined): void {
     if (ms === undefined || !Number.isFinite(ms) || ms >= this.keepAliveMs) return;

@@ -161,6 +161,13 @@ describe("models loaded on demand", () => {
     expect((await generate({ model: A })).json()).toMatchObject({ done_reason: "load" });
     expect((await generate({ model: A, keep_alive: 0 })).json()).toMatchObject({ done_reason: "unload" });
     await vi.waitFor(() => expect(closed).toEqual([A, A, A]), { timeout: 2000, interval: 10 });
+    // /api/ps says when a model loaded on demand goes; one the server was started with does not.
+    expect((await generate({ model: A, prompt: "hi", keep_alive: "10m" })).statusCode).toBe(200);
+    const running = (await app.inject({ method: "GET", url: "/api/ps", headers: AUTH })).json().models as Array<{ model: string; expires_at: string | null }>;
+    const expiry = Date.parse(running.find((m) => m.model === A)!.expires_at!) - Date.now();
+    expect(expiry).toBeGreaterThan(9 * 60_000);
+    expect(expiry).toBeLessThanOrEqual(10 * 60_000);
+    expect(running.find((m) => m.model === B)!.expires_at).toBeNull();
     // A model the server was started with is kept: stopping it is a 400, a duration on it is named as ignored.
     const pinned = await generate({ model: B, keep_alive: 0 });
     expect(pinned.statusCode).toBe(400);
