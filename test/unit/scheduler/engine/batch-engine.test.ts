@@ -466,6 +466,25 @@ describe("BatchEngine drafts (prompt lookup)", () => {
     expect(atContext.finish[0]).toMatchObject({ reason: "length", completionTokens: 14 });
   });
 
+  it("a cancel between checks ends the choice at the next step; the waiting request then runs and drafts too", async () => {
+    const { fake, engine } = setup({ next: cycle(), slots: 1, stepDelayMs: 1 }, { draftTokens: 4 });
+    const controller = new AbortController();
+    const events: GenerationEvent[] = [];
+    const waiting = collect(engine.submit(request({ promptIds: cyclePrompt, maxTokens: 12 })));
+    for await (const e of engine.submit(request({ promptIds: cyclePrompt, maxTokens: 1000 }), controller.signal)) {
+      events.push(e);
+      // Mid-way through the first check's five tokens.
+      if (events.length === 6) controller.abort();
+    }
+    const cancelled = fake.opened[0].seqId;
+    expect(events.at(-1)).toMatchObject({ type: "finish", reason: "cancelled" });
+    expect(fake.calls.filter((c) => c.seqIds.includes(cancelled)).length).toBeLessThanOrEqual(5);
+    expect((await waiting).text).toBe("abcdefghijab");
+    expect(fake.calls.filter((c) => c.verify && !c.seqIds.includes(cancelled)).length).toBeGreaterThan(0);
+    expect(fake.closed).toContain(cancelled);
+    expect(engine.load).toEqual({ waiting: 0, running: 0 });
+  });
+
   it("drafts only for a sequence decoding alone, and never with draftTokens 0", async () => {
     const { fake, engine } = setup({ next: cycle(), stepDelayMs: 1 }, { draftTokens: 4 });
     const req = request({ promptIds: cyclePrompt, maxTokens: 12 });
