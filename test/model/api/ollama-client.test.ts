@@ -137,5 +137,10 @@ describe("Ollama's client against kiln", () => {
     expect(images).toMatchObject({ name: "ResponseError", status_code: 400 });
     const pull = await ollama.pull({ model: TEXT_SLUG }).catch((e: unknown) => e);
     expect(pull).toMatchObject({ name: "ResponseError", status_code: 501 });
+    // `ollama stop`: the server was started with this model, so it stays, and says why.
+    const stop = await ollama.generate({ model: TEXT_SLUG, prompt: "", keep_alive: 0 }).catch((e: unknown) => e);
+    expect(stop).toMatchObject({ name: "ResponseError", status_code: 400 });
+    expect((stop as Error).message).toMatch(/--model/);
+    expect((await ollama.ps()).models.find((m) => m.name === TEXT_SLUG)?.expires_at).toBeNull();
   });
 });
