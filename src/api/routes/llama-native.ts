@@ -25,6 +25,7 @@ import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { nativeFormat } from "./llama-native-format.js";
 import { lookupServedModel } from "./model-lookup.js";
+import { kilnVersion } from "../../catalogue/version.js";
 
 type SamplingBody = NativeSampling;
 
@@ -37,6 +38,13 @@ export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, a
       else request.log.info({ code: error.code, status: error.status, param: error.param }, error.message);
       if (error.retryAfter !== undefined) reply.header("retry-after", String(error.retryAfter));
       return reply.code(error.status).send(nativeErrorBody(error));
+    });
+
+    // What llama.cpp's server says of itself, read by clients to size prompts and render chats.
+    api.get("/props", async (request) => {
+      const query = request.query as { model?: unknown };
+      const model = await lookupServedModel(ctx, request, typeof query.model === "string" && query.model !== "" ? query.model : onlyModel(ctx));
+      return serverProps(model);
     });
 
     api.post("/completion", async (request, reply) => {
@@ -179,6 +187,27 @@ function settingsOf(fields: SharedFields, maxTokens: number, probs: number): Rec
     ignore_eos: fields.ignore_eos ?? false,
     n_probs: probs,
     stream: fields.stream,
+  };
+}
+
+/**
+ * llama.cpp's `/props` for one model: its context per sequence (`n_ctx`) and the generation
+ * settings a request without fields gets, the slots (sequences generating at once), its chat
+ * template and its vocabulary's BOS and EOS tokens.
+ */
+function serverProps(model: ServedModel): Record<string, unknown> {
+  const fields = samplingOf({});
+  const { bos, eos } = model.sequenceTokens ?? { bos: null, eos: null };
+  return {
+    default_generation_settings: { n_ctx: model.contextLength, params: settingsOf(fields, -1, 0) },
+    total_slots: model.engine.stats.snapshot().slots,
+    model_alias: model.slug,
+    model_path: model.slug,
+    modalities: { vision: false, audio: false },
+    chat_template: model.chatTemplateSource ?? "",
+    bos_token: bos !== null ? model.tokenText(bos) : "",
+    eos_token: eos !== null ? model.tokenText(eos) : "",
+    build_info: `kiln ${kilnVersion()}`,
   };
 }
 

@@ -69,6 +69,10 @@ export interface ServedModel {
   vocabSize: number;
   /** Whether the model has a chat template (chat completions need one). */
   hasChatTemplate: boolean;
+  /** The chat template's Jinja source (the model's own, or the one the server was given); null without one. Absent in test fakes. */
+  chatTemplateSource?: string | null;
+  /** The vocabulary's beginning- and end-of-sequence token ids (the GGUF's), null where it names none. Absent in test fakes. */
+  sequenceTokens?: { bos: number | null; eos: number | null };
   /**
    * Renders messages through the model's chat template and tokenizes the result: only the template's
    * own scaffolding becomes control tokens, special-token text inside the messages stays text (see
@@ -198,6 +202,8 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     kvMemoryBytes: worker.slots * kvBytesPerSlot(manifest.shape, contextLength),
     vocabSize: tokenizer.vocabSize,
     hasChatTemplate: template !== null,
+    chatTemplateSource: template?.source ?? null,
+    sequenceTokens: { bos: tokenizer.bosId, eos: tokenizer.eosId },
     chatPrompt(messages, { tools, variables, ending } = {}) {
       if (!template) throw new Error(`${slug} has no chat template`);
       return chatPromptIds(template, tokenizer, messages, options.specialTokens, { tools: tools && { tools, dialect: toolDialect }, variables, ending });

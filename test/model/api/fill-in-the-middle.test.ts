@@ -181,6 +181,13 @@ function escapeRegExp(text: string): string {
 }
 
 describe("llama.cpp's /infill on the same model", () => {
+  it("/props names the vocabulary's BOS and EOS tokens and the chat template as llama.cpp reads them from the GGUF", async () => {
+    const props = (await (await fetch(`${server!.root}/props?model=${SLUG}`)).json()) as Record<string, any>;
+    expect(props).toMatchObject({ bos_token: model.tokens.bosString, eos_token: model.tokens.eosString, model_path: SLUG });
+    expect(props.chat_template).toBe(model.fileInfo.metadata.tokenizer.chat_template ?? "");
+    expect(props.default_generation_settings.n_ctx).toBeGreaterThan(2048);
+  });
+
   it("prompts as llama.cpp's server does (repository marker, snippet, prefix, suffix) and scores the first token as llama.cpp does", async () => {
     const file = { filename: "util.py", text: "def helper():\n    pass\n" };
     const res = await fetch(`${server!.root}/infill`, {

@@ -154,6 +154,25 @@ describe("POST /completion", () => {
   });
 });
 
+describe("GET /props", () => {
+  it("describes the one text model served: its context, default settings and slots", async () => {
+    const { app } = await fakeApp({ fake: fakeModel({ script: HELLO }) });
+    const res = await app.inject({ method: "GET", url: "/props", headers: AUTH });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      default_generation_settings: { n_ctx: 512, params: { n_predict: -1, temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 } },
+      total_slots: 4,
+      model_path: SLUG,
+      modalities: { vision: false, audio: false },
+      build_info: expect.stringMatching(/^kiln /),
+    });
+    expect((await app.inject({ method: "GET", url: `/props?model=${SLUG}`, headers: AUTH })).json().model_path).toBe(SLUG);
+    const missing = await app.inject({ method: "GET", url: "/props?model=nope", headers: AUTH });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json().error).toMatchObject({ code: 404, type: "not_found_error" });
+  });
+});
+
 describe("POST /infill", () => {
   it("prompts with the files as context, then prefix, prompt and suffix between the model's markers", async () => {
     const fake = fakeModel({ script: HELLO, fillsInMiddle: true });
