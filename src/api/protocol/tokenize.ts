@@ -11,9 +11,16 @@ import { toolFields } from "./tools.js";
 
 export const tokenizeRequestSchema = z
   .object({
-    model: z.string().min(1),
-    /** A completion prompt. Exactly one of `prompt` and `messages`. */
+    /** Which model tokenizes; without it, the one text model served (llama.cpp's server sends none). */
+    model: z.string().min(1).nullish(),
+    /** A completion prompt. Exactly one of `prompt`, `content` and `messages`. */
     prompt: z.string().nullish(),
+    /** llama.cpp's spelling of `prompt`, with its own defaults: `add_special` false. */
+    content: z.string().nullish(),
+    /** `content` only (llama.cpp's): put the BOS the model wants in front. Default false. */
+    add_special: z.boolean().nullish(),
+    /** `content` only (llama.cpp's): answer each token as `{id, piece}`, its text. Default false. */
+    with_pieces: z.boolean().nullish(),
     /** A chat, rendered through the model's template as a chat completion renders it. */
     messages: z.array(chatMessage).min(1).nullish(),
     /** `prompt` only: put the BOS the model wants in front (default true). A chat's special tokens are its template's. */
@@ -29,13 +36,19 @@ export const tokenizeRequestSchema = z
   })
   .superRefine((r, ctx) => {
     const has = (v: unknown) => v !== null && v !== undefined;
-    if (has(r.prompt) === has(r.messages)) {
+    const given = (["prompt", "content", "messages"] as const).filter((k) => has(r[k]));
+    if (given.length !== 1) {
       ctx.addIssue({
         code: "custom",
-        path: [has(r.prompt) ? "messages" : "prompt"],
-        message: "Send exactly one of 'prompt' (a completion prompt) and 'messages' (a chat).",
-        params: { code: has(r.prompt) ? "invalid_value" : "missing_required_parameter" },
+        path: [given[1] ?? "prompt"],
+        message: "Send exactly one of 'prompt' (a completion prompt, or llama.cpp's 'content') and 'messages' (a chat).",
+        params: { code: given.length > 1 ? "invalid_value" : "missing_required_parameter" },
       });
+    }
+    for (const k of ["add_special", "with_pieces"] as const) {
+      if (has(r[k]) && !has(r.content)) {
+        ctx.addIssue({ code: "custom", path: [k], message: `'${k}' is llama.cpp's and goes with its 'content'.`, params: { code: "invalid_value" } });
+      }
     }
   });
 
@@ -57,11 +70,13 @@ export function ignoredTokenizeFields(body: unknown): string[] {
 export function parseTokenizeRequest(body: unknown): TokenizeRequest {
   const request = parseOrThrow(tokenizeRequestSchema, body);
   rejectUnsupported(body as Record<string, unknown>, TOKENIZE_REFUSED);
-  if (request.prompt != null) {
+  if (request.prompt != null || request.content != null) {
     const chatField = (["add_generation_prompt", "continue_final_message", "chat_template_kwargs", "tools", "tool_choice"] as const).find(
       (f) => request[f] != null,
     );
     if (chatField) throw apiError("invalid_value", `'${chatField}' ${chatOnly(chatField).why}`, chatField);
+    if (request.content != null && request.add_special_tokens != null)
+      throw apiError("invalid_value", "'add_special_tokens' goes with 'prompt'; with llama.cpp's 'content', send 'add_special'.", "add_special_tokens");
   } else if (request.add_special_tokens === true) {
     throw apiError(
       "unsupported_value",
@@ -77,13 +92,15 @@ export interface TokenizeAnswer {
   count: number;
   /** Tokens a request may use on this server, prompt plus completion (the served context). */
   max_model_len: number;
-  tokens: number[];
+  /** The ids; with llama.cpp's `with_pieces`, each as `{id, piece}` (its text; a token holding part of a character gives U+FFFD). */
+  tokens: number[] | Array<{ id: number; piece: string }>;
   /** Each token's vocabulary entry, when `return_token_strs` asked for them; null otherwise. */
   token_strs: string[] | null;
 }
 
 export const detokenizeRequestSchema = z.object({
-  model: z.string().min(1),
+  /** Which model; without it, the one text model served (llama.cpp's server sends none). */
+  model: z.string().min(1).nullish(),
   tokens: z.array(z.number().int().min(0)),
 });
 
@@ -104,4 +121,6 @@ export function parseDetokenizeRequest(body: unknown): DetokenizeRequest {
 export interface DetokenizeAnswer {
   /** The tokens' text, control tokens written as their text. */
   prompt: string;
+  /** The same text, under llama.cpp's name. */
+  content: string;
 }

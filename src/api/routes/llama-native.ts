@@ -24,7 +24,7 @@ import { answerPlan, checkPromptLength, completionBudget } from "./generation-re
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { nativeFormat } from "./llama-native-format.js";
-import { lookupServedModel } from "./model-lookup.js";
+import { lookupServedModel, onlyTextModel } from "./model-lookup.js";
 import { kilnVersion } from "../../catalogue/version.js";
 
 type SamplingBody = NativeSampling;
@@ -43,7 +43,7 @@ export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, a
     // What llama.cpp's server says of itself, read by clients to size prompts and render chats.
     api.get("/props", async (request) => {
       const query = request.query as { model?: unknown };
-      const model = await lookupServedModel(ctx, request, typeof query.model === "string" && query.model !== "" ? query.model : onlyModel(ctx));
+      const model = await lookupServedModel(ctx, request, typeof query.model === "string" && query.model !== "" ? query.model : onlyTextModel(ctx));
       return serverProps(model);
     });
 
@@ -51,7 +51,7 @@ export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, a
       const startedAt = performance.now();
       const body = parseOrThrow(nativeCompletionRequestSchema, request.body);
       nameIgnored(reply, body);
-      const model = await lookupServedModel(ctx, request, body.model ?? onlyModel(ctx));
+      const model = await lookupServedModel(ctx, request, body.model ?? onlyTextModel(ctx));
       let promptIds: number[];
       if (typeof body.prompt === "string") {
         checkPromptLength(model, body.prompt.length, "prompt");
@@ -68,7 +68,7 @@ export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, a
       const startedAt = performance.now();
       const body = parseOrThrow(infillRequestSchema, request.body);
       nameIgnored(reply, body);
-      const model = await lookupServedModel(ctx, request, body.model ?? onlyModel(ctx));
+      const model = await lookupServedModel(ctx, request, body.model ?? onlyTextModel(ctx));
       if (!model.fillsInMiddle) {
         throw apiError("unsupported_value", `Infill is not supported by the model '${model.slug}': its vocabulary has no fill-in-the-middle tokens.`, "model");
       }
@@ -80,13 +80,6 @@ export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, a
       return answer(ctx, request, reply, model, promptIds, body, startedAt);
     });
   });
-}
-
-/** A request without `model` is answered by the one text model served, as llama.cpp's server (one model) answers it. */
-function onlyModel(ctx: ApiContext): string {
-  const served = ctx.models.servingText();
-  if (served.length === 1) return served[0].slug;
-  throw apiError("missing_required_parameter", `Missing required parameter: 'model' (this server serves ${served.length} text models).`, "model");
 }
 
 /** Generates the answer of either route. */

@@ -23,6 +23,16 @@ export function modelSlugOf(ctx: ApiContext, id: string): string {
   return ctx.models.get(id) || hasModel(id) ? id : (resolveModelId(id) ?? id);
 }
 
+/**
+ * The one text model served, for a request without `model` on routes of servers that serve one
+ * (llama.cpp's); a 400 asking for `model` when there are several or none.
+ */
+export function onlyTextModel(ctx: ApiContext): string {
+  const served = ctx.models.servingText();
+  if (served.length === 1) return served[0].slug;
+  throw apiError("missing_required_parameter", `Missing required parameter: 'model' (this server serves ${served.length} text models).`, "model");
+}
+
 /** The slug of a model this server knows (served or in the catalogue) that the request's key may use; else a 404 or 403. */
 export function knownModelSlug(ctx: ApiContext, request: FastifyRequest, id: string): string {
   const slug = modelSlugOf(ctx, id);

@@ -21,20 +21,20 @@ import {
 import { toolUseOf } from "../protocol/tools.js";
 import { templateMessages } from "./chat-messages.js";
 import { answerId } from "./ids.js";
-import { lookupServedModel } from "./model-lookup.js";
+import { lookupServedModel, onlyTextModel } from "./model-lookup.js";
 
 export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/tokenize", async (request, reply): Promise<TokenizeAnswer> => {
     const body = parseTokenizeRequest(request.body);
     const ignored = ignoredFieldsHeader(ignoredTokenizeFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
-    const model = await lookupServedModel(ctx, request, body.model);
+    const model = await lookupServedModel(ctx, request, body.model ?? onlyTextModel(ctx));
     return admitted(ctx, request, reply, model, (): TokenizeAnswer => {
       const tokens = promptTokens(model, body);
       return {
         count: tokens.length,
         max_model_len: model.contextLength,
-        tokens,
+        tokens: body.with_pieces ? tokens.map((id) => ({ id, piece: model.detokenize([id]) })) : tokens,
         token_strs: body.return_token_strs ? tokens.map((id) => model.tokenText(id)) : null,
       };
     });
@@ -44,7 +44,7 @@ export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const body = parseDetokenizeRequest(request.body);
     const ignored = ignoredFieldsHeader(ignoredDetokenizeFields(request.body));
     if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
-    const model = await lookupServedModel(ctx, request, body.model);
+    const model = await lookupServedModel(ctx, request, body.model ?? onlyTextModel(ctx));
     const outside = body.tokens.findIndex((id) => id >= model.vocabSize);
     if (outside >= 0) {
       throw apiError(
@@ -53,7 +53,10 @@ export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
         `tokens[${outside}]`,
       );
     }
-    return admitted(ctx, request, reply, model, () => ({ prompt: model.detokenize(body.tokens) }));
+    return admitted(ctx, request, reply, model, () => {
+      const text = model.detokenize(body.tokens);
+      return { prompt: text, content: text };
+    });
   });
 }
 
@@ -76,6 +79,7 @@ async function admitted<T>(ctx: ApiContext, request: FastifyRequest, reply: Fast
 /** The request's prompt or chat as the model would be prompted with it. */
 function promptTokens(model: ServedModel, body: TokenizeRequest): number[] {
   if (body.prompt != null) return model.textPrompt(body.prompt, body.add_special_tokens ?? true);
+  if (body.content != null) return model.textPrompt(body.content, body.add_special ?? false);
   if (!model.hasChatTemplate) {
     throw apiError("invalid_value", `The model '${model.slug}' has no chat template: tokenize a plain 'prompt' instead.`, "messages");
   }

@@ -3,9 +3,10 @@
  * prompt_tokens the same completion or chat is billed, text comes back whole, and special-token text
  * a client writes stays text.
  */
+import { getLlama } from "node-llama-cpp";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEXT_SLUG } from "../../support/model.js";
+import { TEXT_SLUG, textGgufPath } from "../../support/model.js";
 import { type RunningServer, startServer, stopServer } from "../../support/server.js";
 
 let server: RunningServer | undefined;
@@ -83,6 +84,25 @@ describe("tokenize and detokenize on SmolLM2", () => {
     const raw = await client().completions.create({ model: TEXT_SLUG, prompt: tokenized.tokens, max_tokens: 8, temperature: 0 });
     expect(chat.choices[0].message.content).toBe(raw.choices[0].text);
     expect(chat.choices[0].message.content!.length).toBeGreaterThan(0);
+  });
+
+  it("llama.cpp's spelling: content without a model gives llama.cpp's ids for the text (node-llama-cpp's tokenizer on the same GGUF), pieces that join to it", async () => {
+    const plain = "Naïve café ☃ costs 3.50€";
+    const llama = await getLlama({ gpu: false });
+    const model = await llama.loadModel({ modelPath: await textGgufPath() });
+    try {
+      const reference = [...model.tokenize(plain)].map(Number);
+      const tokenized = await post("/tokenize", { content: plain });
+      expect(tokenized.tokens).toEqual(reference);
+      const pieces = (await post("/tokenize", { content: plain, with_pieces: true })).tokens as Array<{ id: number; piece: string }>;
+      expect(pieces.map((p) => p.id)).toEqual(reference);
+      // A piece of a character reads as U+FFFD; the others join to the text around them.
+      expect(pieces.map((p) => p.piece).join("")).toContain(" costs 3.50");
+      expect((await post("/detokenize", { tokens: reference })).content).toBe(plain);
+    } finally {
+      await model.dispose();
+      await llama.dispose();
+    }
   });
 
   it("an id outside the vocabulary is a 400 naming its place", async () => {

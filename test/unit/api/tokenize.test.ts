@@ -57,6 +57,9 @@ describe("POST /tokenize", () => {
       [{ model: SLUG, messages: [] }, 400, "invalid_value", "messages"],
       [{ model: SLUG, prompt: 7 }, 400, "invalid_type", "prompt"],
       [{ model: "no-such-model", prompt: "a" }, 404, "model_not_found", "model"],
+      [{ content: "a", prompt: "a" }, 400, "invalid_value", "content"],
+      [{ prompt: "a", with_pieces: true }, 400, "invalid_value", "with_pieces"],
+      [{ content: "a", add_special_tokens: true }, 400, "invalid_value", "add_special_tokens"],
     ];
     const { app } = await fakeApp();
     for (const [payload, status, code, param] of cases) {
@@ -85,15 +88,28 @@ describe("POST /tokenize", () => {
   });
 });
 
+describe("llama.cpp's spelling", () => {
+  it("/tokenize takes content (no BOS unless add_special) and with_pieces, /detokenize answers content, both without a model", async () => {
+    const { app } = await fakeApp();
+    expect((await post("/tokenize", { content: "Hi" }, app)).json()).toMatchObject({ count: 2, tokens: bytes("Hi") });
+    const pieces = await post("/tokenize", { content: "Hi", with_pieces: true }, app);
+    expect(pieces.json().tokens).toEqual([
+      { id: bytes("H")[0], piece: "H" },
+      { id: bytes("i")[0], piece: "i" },
+    ]);
+    expect((await post("/detokenize", { tokens: bytes("Hi") }, app)).json()).toEqual({ prompt: "Hi", content: "Hi" });
+  });
+});
+
 describe("POST /detokenize", () => {
   it("gives the ids' text back, at the root as under /v1", async () => {
     const { app } = await fakeApp();
     for (const url of ["/detokenize", "/v1/detokenize"]) {
       const res = await post(url, { model: SLUG, tokens: bytes("Hello") }, app);
       expect(res.statusCode).toBe(200);
-      expect(res.json()).toEqual({ prompt: "Hello" });
+      expect(res.json()).toEqual({ prompt: "Hello", content: "Hello" });
     }
-    expect((await post("/detokenize", { model: SLUG, tokens: [] }, app)).json()).toEqual({ prompt: "" });
+    expect((await post("/detokenize", { model: SLUG, tokens: [] }, app)).json()).toEqual({ prompt: "", content: "" });
   });
 
   it("refuses an id outside the vocabulary, a negative or a fractional one, naming its place", async () => {
