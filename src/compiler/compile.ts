@@ -50,8 +50,9 @@ import { DEFAULT_COMPILE_OPTIONS } from "./defaults.js";
  * artifacts built before 0.6.1 carry the earlier attention under the same id). The `lmHead`
  * option (no version change: it is in the id only when not the default, whose graph is unchanged).
  * `lmHead: "4bit-rescored"`, the `gateUp` option, `minFold: "block-means"` and `deviceWeights` likewise.
+ * 0.7.0: CPU text graphs also return the final norm's output at every new position (`hidden`, for embeddings).
  */
-export const COMPILER_VERSION = "0.6.1";
+export const COMPILER_VERSION = "0.7.0";
 
 /** Options that change the compiled graph (part of the artifact id). */
 export interface CompileOptions {

@@ -6,7 +6,7 @@ import { type Architecture, decoderTensors, layerNeeds, mergeNeeds, type TensorN
 import { cachedAttention, qkNorms, qkvProjection, selfAttentionTensors } from "./blocks/attention.js";
 import { type BlockContext, scalar } from "./blocks/context.js";
 import { explicitDeviceAttention } from "./blocks/device-io.js";
-import { type DecoderHyper, declareTextIo, emitLogits, keepLogitPositions, lmHead, tokenEmbedding } from "./blocks/decoder.js";
+import { type DecoderHyper, declareTextIo, emitLogits, finalNormed, lmHead, tokenEmbedding } from "./blocks/decoder.js";
 import { project } from "./blocks/linear.js";
 import { gatedMlp, gatedMlpTensors } from "./blocks/mlp.js";
 import { rmsNorm, skipRmsNorm } from "./blocks/norm.js";
@@ -165,7 +165,7 @@ export async function buildGemmaFamily(ctx: BlockContext, h: GemmaHyper, options
     pending = await norm(await gatedMlp(ctx, l, normed2, h.ffn, { activation: "gelu_tanh" }), `${p}.post_ffw_norm.weight`);
   }
   const outNorm = "output_norm.weight";
-  const [finalNorm] = skipRmsNorm(ctx, keepLogitPositions(ctx, pending!), keepLogitPositions(ctx, residual), outNorm, await w.floats(outNorm), h.rmsEps);
+  const finalNorm = finalNormed(ctx, pending!, residual, outNorm, await w.floats(outNorm), h.rmsEps);
   const logits = await lmHead(ctx, finalNorm);
   emitLogits(ctx, h.finalSoftcap !== undefined ? softcapped(ctx, logits, h.finalSoftcap) : logits);
   recordGemmaChoices(ctx, h);

@@ -40,6 +40,11 @@ export const TEXT_GRAPH = {
   pastValue: (layer: number) => `past_value.${layer}`,
   /** float32 [batch, positions, vocab]: the logits of the positions from `logits_from` on. */
   logits: "logits",
+  /**
+   * float32 [batch, seq, hidden]: the final norm's output at every new position, before the LM head:
+   * what embeddings pool (llama.cpp's embeddings read the same tensor).
+   */
+  hidden: "hidden",
   /** float32 [batch, kv_heads, seq, head_dim]: one layer's new keys. */
   presentKey: (layer: number) => `present_key.${layer}`,
   /** float32 [batch, kv_heads, seq, head_dim]: one layer's new values. */
@@ -51,7 +56,7 @@ export function textGraphIo(layers: number, sliding = false): GraphIo {
   const g = TEXT_GRAPH;
   const inputs: string[] = [g.inputIds, g.positionIds, g.pastMask, g.newMask, g.logitsFrom];
   if (sliding) inputs.push(g.ringPositions);
-  const outputs: string[] = [g.logits];
+  const outputs: string[] = [g.logits, g.hidden];
   for (let l = 0; l < layers; l++) inputs.push(g.pastKey(l), g.pastValue(l));
   for (let l = 0; l < layers; l++) outputs.push(g.presentKey(l), g.presentValue(l));
   return { inputs, outputs };

@@ -27,6 +27,8 @@ const NEG_INF = -Infinity;
 export class TextSession {
   /** Timings of the most recent `forward`. */
   readonly lastStep: StepTimings = { feedMs: 0, growMs: 0, runMs: 0, appendMs: 0 };
+  /** The final norm's output of the most recent `forward`, [rows, tokensPerRow, hidden]: what embeddings pool. */
+  lastHidden: Float32Array = new Float32Array(0);
 
   private constructor(
     readonly manifest: ArtifactManifest,
@@ -127,6 +129,7 @@ export class TextSession {
     kv.advance(firstSlot, rows, tokensPerRow);
     const t4 = performance.now();
     Object.assign(this.lastStep, { growMs: t1 - t0, feedMs: t2 - t1, runMs: t3 - t2, appendMs: t4 - t3 });
+    this.lastHidden = out[TEXT_GRAPH.hidden].data as Float32Array;
     return out[TEXT_GRAPH.logits].data as Float32Array;
   }
 

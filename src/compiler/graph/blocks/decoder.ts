@@ -38,6 +38,7 @@ export function declareTextIo(ctx: BlockContext, h: ModelShape): void {
     g.input(IO.pastValue(l), DataType.FLOAT, ["batch", h.kvHeads, past, h.headDim]);
   }
   g.output(IO.logits, DataType.FLOAT, ["batch", "positions", h.vocab]);
+  g.output(IO.hidden, DataType.FLOAT, ["batch", "seq", h.hidden]);
   for (let l = 0; l < h.layers; l++) {
     g.output(IO.presentKey(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
     g.output(IO.presentValue(l), DataType.FLOAT, ["batch", h.kvHeads, "seq", h.headDim]);
@@ -222,6 +223,19 @@ function rescoreTop(ctx: BlockContext, x: string, approx: string, table: { prefi
   return g.op("ScatterElements", [approx, indices, exact], { attributes: { axis: -1 } });
 }
 
+/**
+ * The output norm of the last layer's output plus its residual, at the positions whose logits are
+ * asked for. The CPU graph normalizes every new position and names that the `hidden` output (what
+ * embeddings pool) before it keeps those positions; the norm is per position, so the logits are the
+ * same. The GPU target, which has no `hidden` output, keeps them first.
+ */
+export function finalNormed(ctx: BlockContext, x: string, residual: string, name: string, gamma: Float32Array, eps: number): string {
+  if (buildsForDevice(ctx)) return skipRmsNorm(ctx, keepLogitPositions(ctx, x), keepLogitPositions(ctx, residual), name, gamma, eps)[0];
+  const [normed] = skipRmsNorm(ctx, x, residual, name, gamma, eps);
+  ctx.g.node("Identity", [normed], { names: [IO.hidden] });
+  return keepLogitPositions(ctx, normed);
+}
+
 /** Names `logits` the graph's `logits` output; the GPU target returns its candidates instead (`device-io.ts`). */
 export function emitLogits(ctx: BlockContext, logits: string): void {
   if (buildsForDevice(ctx)) return emitDeviceOutputs(ctx, logits);
@@ -256,14 +270,7 @@ export async function preNormDecoder(ctx: BlockContext, h: DecoderHyper, layers:
     residual = residual2;
     pending = await layers.feedForward(l, normed2);
   }
-  const [finalNorm] = skipRmsNorm(
-    ctx,
-    keepLogitPositions(ctx, pending!),
-    keepLogitPositions(ctx, residual),
-    "output_norm.weight",
-    await w.floats("output_norm.weight"),
-    h.rmsEps,
-  );
+  const finalNorm = finalNormed(ctx, pending!, residual, "output_norm.weight", await w.floats("output_norm.weight"), h.rmsEps);
   emitLogits(ctx, await lmHead(ctx, finalNorm));
 }
 

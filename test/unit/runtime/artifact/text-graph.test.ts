@@ -34,7 +34,7 @@ describe("the text graph contract", () => {
       "past_key_t.1",
       "past_value.1",
     ]);
-    expect(io.outputs).toEqual(["logits", "present_key.0", "present_value.0", "present_key.1", "present_value.1"]);
+    expect(io.outputs).toEqual(["logits", "hidden", "present_key.0", "present_value.0", "present_key.1", "present_value.1"]);
     expect(TEXT_GRAPH.pastKey(7)).toBe("past_key_t.7");
   });
 
