@@ -5,8 +5,10 @@
  */
 import type { ConstraintSpec } from "../runtime/constrain/index.js";
 import type { SamplingParams } from "../runtime/sampling/index.js";
+import type { Pooling } from "../runtime/text-worker/protocol.js";
 
 export type { SamplingParams } from "../runtime/sampling/index.js";
+export type { Pooling } from "../runtime/text-worker/protocol.js";
 export type { ChatMessage, ContentPart } from "../runtime/text/index.js";
 
 /** Why a choice ended: an end-of-turn token or a stop string ("stop"), max tokens or the context ("length"), or its caller went away ("cancelled"). */
@@ -79,6 +81,12 @@ export interface GenerationRequest {
    * block does. Default none.
    */
   minIndent?: number;
+  /**
+   * Make the prompt's embedding (see {@link Pooling}) instead of continuing it: the request must
+   * ask for no new tokens and one choice; its prompt is computed whole (no cached prefix), and an
+   * {@link EmbeddingEvent} comes before its finish. Default: none.
+   */
+  embed?: { pooling: Pooling };
 }
 
 /** The log probability of one token, with the text it decodes to (the API's `logprobs.content` entry). */
@@ -157,7 +165,14 @@ export interface PromptEvent {
   logprobs: PromptTokenLogprob[];
 }
 
-export type GenerationEvent = PromptEvent | DeltaEvent | FinishEvent;
+/** A prompt's embedding (a request with {@link GenerationRequest.embed}): the pooled final hidden states, not normalized. */
+export interface EmbeddingEvent {
+  type: "embedding";
+  choice: number;
+  embedding: Float32Array;
+}
+
+export type GenerationEvent = PromptEvent | EmbeddingEvent | DeltaEvent | FinishEvent;
 
 /** A running or waiting request: iterate for its events; stop iterating (or abort its signal) to cancel it. */
 export type GenerationStream = AsyncIterable<GenerationEvent>;

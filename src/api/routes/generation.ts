@@ -114,7 +114,7 @@ class Tracker {
   }
 
   see(event: GenerationEvent): void {
-    if (event.type === "prompt") return;
+    if (event.type === "prompt" || event.type === "embedding") return;
     this.produced.set(event.choice, Math.max(this.produced.get(event.choice) ?? 0, event.completionTokens));
     if (event.type === "delta") {
       this.ttft ??= this.reply.elapsedTime / 1000;
@@ -347,6 +347,8 @@ function collect(choices: Map<number, CollectedChoice>, event: GenerationEvent):
   }
   if (event.type === "prompt") {
     choice.promptLogprobs = event.logprobs;
+  } else if (event.type === "embedding") {
+    return; // generations never ask for one
   } else if (event.type === "delta") {
     choice.text += event.text;
     if (event.logprobs) choice.logprobs.push(...event.logprobs);

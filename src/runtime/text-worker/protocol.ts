@@ -133,7 +133,19 @@ export interface StepRequest {
    * Default false.
    */
   verify?: boolean;
+  /**
+   * Pool row `row`'s final hidden states for an embedding (see {@link Pooling}): "mean" answers the
+   * sum over the chunk's positions (the engine divides once the prompt is whole), "last" the last
+   * position's vector. Answered in {@link StepResult.pooled}. Default none.
+   */
+  embed?: { row: number; pooling: Pooling };
 }
+
+/**
+ * How an embedding is made of a prompt's final hidden states: their "mean" over every position,
+ * or the "last" position's (which alone has seen the whole prompt in a causal model).
+ */
+export type Pooling = "mean" | "last";
 
 export type TextWorkerRequest = TextLoadRequest | StepRequest;
 
@@ -172,6 +184,8 @@ export interface StepResult {
    * because the one before it equalled its guess (absent otherwise; empty when the first guess failed).
    */
   confirmed?: RowSample[];
+  /** The answer to {@link StepRequest.embed}, hidden-size floats (absent otherwise, or when its sequence failed). */
+  pooled?: Float32Array;
   /** Milliseconds spent in the ONNX run, and in sampling. */
   runMs: number;
   sampleMs: number;

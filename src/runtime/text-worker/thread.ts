@@ -8,6 +8,7 @@ import { readTokenizerSpec } from "../artifact/index.js";
 import { applyTokenMask, ConstraintEngine, TokenSetMatcher, type TokenMatcher } from "../constrain/index.js";
 import { scorePositions, SequenceSampler, type PositionScores } from "../sampling/index.js";
 import { TextSession } from "./session.js";
+import { poolChunk } from "./pooling.js";
 import { runDeviceStep } from "./webgpu-step.js";
 import { WebGpuTextSession } from "./webgpu-session.js";
 
@@ -123,6 +124,7 @@ class TextThreadState {
     const session = this.requireSession();
     if (session instanceof WebGpuTextSession) {
       if (req.verify) return { samples: [], failed, forwardError: "drafts are verified on the CPU only", runMs: 0, sampleMs: 0 };
+      if (req.embed) return { samples: [], failed, forwardError: "embeddings are computed on the CPU only", runMs: 0, sampleMs: 0 };
       // The device applies the masks, so they are computed before its forward pass.
       if (this.matchers.size > 0) await this.constraintEngine();
       const masks = await nextMasks(this.matchers, req, failed);
@@ -153,6 +155,10 @@ class TextThreadState {
     const rowLogits = (row: number) => logits.subarray(((row + 1) * perRow - 1) * vocab, (row + 1) * perRow * vocab);
     // Scored before sampling, which may mask a row in place.
     const scores = req.score && !gone.has(req.seqIds[req.score.row]) ? scoreChunk(logits, vocab, req, req.score) : undefined;
+    const pooled =
+      req.embed && !gone.has(req.seqIds[req.embed.row])
+        ? poolChunk(session.lastHidden, req.embed.row, req.tokensPerRow, session.manifest.shape.hidden, req.embed.pooling)
+        : undefined;
     const sampleRow = (row: number, seqId: number) => sampleLogits(rowLogits(row), seqId, sharedRows.has(row));
     const sampleLogits = (rowLogits: Float32Array, seqId: number, shared: boolean): RowSample | null => {
       if (gone.has(seqId)) return null;
@@ -201,7 +207,15 @@ class TextThreadState {
     }
     // The sampler restores the row it was given, so further sequences can sample the same logits.
     const forkSamples = req.forks?.map(({ row, seqId }) => sampleRow(row, seqId));
-    return { samples, ...(forkSamples ? { forkSamples } : {}), ...(scores ? { scores } : {}), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
+    return {
+      samples,
+      ...(forkSamples ? { forkSamples } : {}),
+      ...(scores ? { scores } : {}),
+      ...(pooled ? { pooled } : {}),
+      failed,
+      runMs: t1 - t0,
+      sampleMs: performance.now() - t1,
+    };
   }
 }
 

@@ -166,6 +166,11 @@ export class BatchEngine {
     return this.options.contextLength;
   }
 
+  /** Sequences holding a KV slot at once: the largest decode batch. */
+  get slots(): number {
+    return this.kv.count;
+  }
+
   /** Requests waiting for their first slot, and requests generating. */
   get load(): { waiting: number; running: number } {
     const waiting = this.queue.filter((s) => !s.admitted).length;
@@ -218,6 +223,7 @@ export class BatchEngine {
         output,
         scorePrompt: request.promptLogprobs !== undefined,
         ...(request.prediction?.length ? { prediction: request.prediction } : {}),
+        ...(request.embed ? { embed: request.embed.pooling } : {}),
       });
       submission.sequences.push(seq);
       this.submissionOf.set(seq, submission);
@@ -256,6 +262,7 @@ export class BatchEngine {
       throw new RangeError(`maxTokens must be a non-negative integer, got ${request.maxTokens}`);
     const n = request.n ?? 1;
     if (!Number.isInteger(n) || n < 1) throw new RangeError(`n must be a positive integer, got ${n}`);
+    if (request.embed && (request.maxTokens !== 0 || n !== 1)) throw new RangeError("an embedding request asks for no new tokens and one choice");
   }
 
   /** A request's caller went away: waiting choices end now, running ones at the next step. */
@@ -466,8 +473,9 @@ export class BatchEngine {
         seq.shareFrom = leader;
         leader.followers.push(seq);
       } else {
-        // A scored prompt needs the logits of every position, which a reused prefix never computes.
-        const a = this.kv.allocate(seq, seq.tokens, seq.promptLogprobs ? 0 : seq.promptLength - 1);
+        // A scored prompt needs the logits of every position, and a mean embedding their hidden states, which a reused prefix never computes.
+        const computesAll = seq.promptLogprobs !== null || seq.embedding?.pooling === "mean";
+        const a = this.kv.allocate(seq, seq.tokens, computesAll ? 0 : seq.promptLength - 1);
         seq.admit(a.slot, a.reused, a.exact);
       }
       this.live.push(seq);
@@ -534,6 +542,13 @@ export class BatchEngine {
       }
       this.addScores(seq, start, result.scores);
     }
+    if (seq.embedding?.wants(start + count === seq.promptLength)) {
+      if (!result.pooled) {
+        this.failSequences([seq], new Error("the text worker returned no pooled hidden states"));
+        return;
+      }
+      seq.embedding.add(result.pooled, count);
+    }
     seq.prefilled(count);
     if (seq.cached < seq.promptLength) return;
     const alive = forks.filter((f) => f.status === "prefilling");
@@ -547,6 +562,7 @@ export class BatchEngine {
     if (!submission || submission.cancelled) return;
     for (const s of [seq, ...alive]) {
       if (seq.promptLogprobs) submission.channel.push({ type: "prompt", choice: s.choice, logprobs: seq.promptLogprobs });
+      if (seq.embedding) submission.channel.push({ type: "embedding", choice: s.choice, embedding: seq.embedding.result() });
       if (seq.maxTokens === 0) this.finish(s, "length");
     }
     if (seq.maxTokens === 0) return;
@@ -749,5 +765,6 @@ function prefillCall(call: Extract<PlannedCall, { kind: "prefill" }>, forks: Seq
     ...(request.promptLogprobs
       ? { score: { row: 0, top: request.promptLogprobs.top, next: call.last ? -1 : seq.tokens[end], ...(request.promptLogprobs.ranks ? { ranks: true } : {}) } }
       : {}),
+    ...(seq.embedding?.wants(call.last) ? { embed: { row: 0, pooling: seq.embedding.pooling } } : {}),
   };
 }

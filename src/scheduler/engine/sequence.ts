@@ -10,7 +10,8 @@
  * is the next decode input. The engine moves it along; this class only keeps the books.
  */
 import type { ChoiceOutput } from "./choice-output.js";
-import type { FinishReason, PromptTokenLogprob } from "../types.js";
+import type { FinishReason, Pooling, PromptTokenLogprob } from "../types.js";
+import { EmbeddingPool } from "./embedding-pool.js";
 
 export type SequenceStatus = "waiting" | "prefilling" | "running" | "finished" | "cancelled";
 
@@ -29,6 +30,8 @@ export interface SequenceInit {
   scorePrompt?: boolean;
   /** Tokens its output is expected to repeat (`GenerationRequest.prediction`). Default none. */
   prediction?: readonly number[];
+  /** Its request makes the prompt's embedding this way (`GenerationRequest.embed`). Default none. */
+  embed?: Pooling;
 }
 
 export class Sequence {
@@ -66,6 +69,8 @@ export class Sequence {
   /** Tokens its output is expected to repeat, or null; and how many of them checks confirmed. */
   readonly prediction: readonly number[] | null;
   predictionAccepted = 0;
+  /** When its request makes an embedding: the chunks pooled so far; else null. */
+  readonly embedding: EmbeddingPool | null;
   /** Clock readings (ms) of the first and last generated token. */
   firstTokenAt = 0;
   lastTokenAt = 0;
@@ -80,6 +85,7 @@ export class Sequence {
     this.tokens = [...init.promptIds];
     this.promptLogprobs = init.scorePrompt ? [] : null;
     this.prediction = init.prediction ?? null;
+    this.embedding = init.embed ? new EmbeddingPool(init.embed) : null;
   }
 
   /** Holds a slot (prefilling or running). */

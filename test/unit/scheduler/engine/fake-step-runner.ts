@@ -58,6 +58,8 @@ export interface StepLog {
   score?: StepRequest["score"];
   /** It checked a draft (the tokens after the first). */
   verify?: boolean;
+  /** The pooling it asked for. */
+  embed?: StepRequest["embed"];
 }
 
 export interface FakeStepRunner extends StepRunner, TokenText {
@@ -108,6 +110,22 @@ function fakeScores(call: StepCall, score: NonNullable<StepCall["score"]>, vocab
     }
   });
   return out;
+}
+
+/** Values in the fake model's hidden states. */
+export const FAKE_HIDDEN_WIDTH = 4;
+
+/** The fake model's final hidden state at `position` of a slot holding `token` there. */
+export const fakeHidden = (token: number, position: number) => Float32Array.of(token, position + 1, 1, (token * position) % 7);
+
+/** Row `row`'s pooled part of a call (as the worker's poolChunk pools the graph's hidden output). */
+function fakePooled(call: StepCall, embed: NonNullable<StepCall["embed"]>, startPosition: number): Float32Array {
+  const tokens = call.tokens.subarray(embed.row * call.tokensPerRow, (embed.row + 1) * call.tokensPerRow);
+  const states = [...tokens].map((t, p) => fakeHidden(t, startPosition + p));
+  if (embed.pooling === "last") return states.at(-1)!;
+  const sum = new Float32Array(FAKE_HIDDEN_WIDTH);
+  for (const v of states) v.forEach((x, i) => (sum[i] += x));
+  return sum;
 }
 
 /** Default model: a deterministic hash of the history, the seed and the stream, avoiding stop tokens. */
@@ -234,6 +252,7 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
         ops: call.ops,
         ...(call.score ? { score: call.score } : {}),
         ...(call.verify ? { verify: true } : {}),
+        ...(call.embed ? { embed: call.embed } : {}),
       });
       const gone = new Set(failed.map((f) => f.seqId));
       if (call.verify) {
@@ -249,6 +268,8 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
         }
         return { samples: [kept[0] ?? null], confirmed: kept.slice(1), failed, runMs: 0, sampleMs: 0 };
       }
+      const pooled =
+        call.embed && !gone.has(call.seqIds[call.embed.row]) ? fakePooled(call, call.embed, kv[call.firstSlot + call.embed.row].length) : undefined;
       const samples: Array<RowSample | null> = [];
       for (let r = 0; r < call.rows; r++) {
         const slot = call.firstSlot + r;
@@ -258,7 +279,7 @@ export function fakeStepRunner(options: FakeStepOptions): FakeStepRunner {
       }
       const forkSamples = call.forks?.map((f) => (gone.has(f.seqId) ? null : sample(call.firstSlot + f.row, f.seqId, failed)));
       const scores = call.score && !gone.has(call.seqIds[call.score.row]) ? fakeScores(call, call.score, bytes.length) : undefined;
-      return { samples, ...(forkSamples ? { forkSamples } : {}), ...(scores ? { scores } : {}), failed, runMs: 0, sampleMs: 0 };
+      return { samples, ...(forkSamples ? { forkSamples } : {}), ...(scores ? { scores } : {}), ...(pooled ? { pooled } : {}), failed, runMs: 0, sampleMs: 0 };
     },
     createDecoder() {
       const decoder = new TextDecoder("utf-8", { fatal: false });
