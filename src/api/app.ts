@@ -23,6 +23,7 @@ import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { releaseModelHolds } from "./routes/model-lookup.js";
 import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
+import { embeddingsRoute } from "./routes/embeddings.js";
 import { healthRoutes } from "./routes/health.js";
 import { llamaNativeRoutes } from "./routes/llama-native.js";
 import { messagesRoutes } from "./routes/messages.js";
@@ -194,6 +195,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       modelsRoute(v1, ctx);
       chatCompletionsRoute(v1, ctx);
       completionsRoute(v1, ctx);
+      embeddingsRoute(v1, ctx);
       responsesRoutes(v1, ctx);
       tokenizeRoutes(v1, ctx);
       await messagesRoutes(v1, ctx);

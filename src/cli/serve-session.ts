@@ -103,6 +103,7 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
     prefillChunk: given("prefillChunk"),
     prefixReuse: given("prefixReuse"),
     draftTokens: o.draftTokens,
+    pooling: o.pooling,
     session: { device: o.resolvedDevice.device },
     deviceActivations: o.activations,
     adapterMemory: o.resolvedDevice.adapter?.memory,

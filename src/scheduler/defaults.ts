@@ -24,3 +24,9 @@ export const DEFAULT_DRAFT_TOKENS = 0;
  * since a prediction is usually right (a check of 9 positions costs about 1.8 decode steps here).
  */
 export const PREDICTION_DRAFT_TOKENS = 8;
+/**
+ * How embeddings pool an input's final hidden states: the last position's, which alone has read
+ * the whole input in a causal model, as vLLM, Ollama and llama.cpp's bindings embed with a
+ * generative model (Qwen3-Embedding and the other last-token embedders are trained for it).
+ */
+export const DEFAULT_POOLING = "last" as const;

@@ -18,7 +18,7 @@ export {
   type ModelState,
   type ModelSwitch,
 } from "./serving/model-registry.js";
-export { type ChatOptions, hostKvMemoryBytes, serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
+export { type ChatOptions, type EmbeddingSupport, hostKvMemoryBytes, serveLoadedModel, type ServedModel, type ServeOptions } from "./serving/served-model.js";
 export { benchPrompt, measureThroughput, type DecodeFigures, type ThroughputFigures, type ThroughputPlan } from "./serving/throughput.js";
 export { type ChatEnding, chatPromptIds, encodePrompt, type InfillFile, type InfillRequest, renderChat, type SpecialTokenMode } from "./serving/prompt.js";
 export { BatchEngine, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, type BatchEngineOptions } from "./engine/batch-engine.js";

@@ -1,11 +1,11 @@
 /**
  * Ids of answers, as the OpenAI API shapes them (`chatcmpl-…`, `cmpl-…`; the Responses API's
  * `resp_…` and its items' `msg_…`, `fc_…`, `fco_…`); `transcr-…` keys a transcription's usage record,
- * `tok-…` a tokenization's admission; Anthropic's `msg_…` and `toolu_…`.
+ * `tok-…` a tokenization's admission, `embd-…` an embeddings answer's usage record; Anthropic's `msg_…` and `toolu_…`.
  */
 import { randomBytes } from "node:crypto";
 
-export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr" | "tok" | "ollama"): string {
+export function answerId(prefix: "chatcmpl" | "cmpl" | "transcr" | "tok" | "embd" | "ollama"): string {
   return `${prefix}-${randomBytes(15).toString("base64url")}`;
 }
 

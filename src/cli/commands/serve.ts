@@ -6,7 +6,7 @@ import { DEFAULT_ORPHAN_AFTER_MS } from "../../cloud/defaults.js";
 import { DEFAULT_BEAM_SIZE } from "../../provision/defaults.js";
 import type { LocalGguf } from "../../provision/index.js";
 import type { DeviceDecision } from "../../runtime/device/choose.js";
-import { DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_PREFILL_CHUNK } from "../../scheduler/defaults.js";
+import { DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAULT_POOLING, DEFAULT_PREFILL_CHUNK } from "../../scheduler/defaults.js";
 import { databaseOption, keySecretFileOption } from "../cloud-options.js";
 import { defineCommand } from "../command.js";
 import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
@@ -94,6 +94,11 @@ const options = {
       "reuse of cached prompt prefixes across requests: exact (whole prefill chunks, results identical to a fresh prefill), any (every cached position, e.g. short shared system prompts; results may differ slightly), off",
   }),
   draftTokens: draftTokensOption,
+  pooling: option.choice(["last", "mean"], {
+    default: DEFAULT_POOLING,
+    description:
+      "how embeddings (/v1/embeddings, Ollama's /api/embed, llama.cpp's /embedding) pool an input's final hidden states: last (the last position's, which alone has read the whole input; as vLLM and Ollama embed with a generative model) or mean (every position's average)",
+  }),
   kvMemoryMb: option.integer({
     value: "MiB",
     min: 1,

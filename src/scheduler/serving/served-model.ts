@@ -8,9 +8,9 @@ import type { ComputeDevice } from "../../runtime/device/index.js";
 import type { LoadedModel } from "../../runtime/loaded-model.js";
 import type { ComputeGate } from "../compute-gate.js";
 import { BatchEngine } from "../engine/batch-engine.js";
-import { DEFAULT_DRAFT_TOKENS } from "../defaults.js";
+import { DEFAULT_DRAFT_TOKENS, DEFAULT_POOLING } from "../defaults.js";
 import type { PrefixReuse } from "../engine/kv-slots.js";
-import type { ChatMessage } from "../types.js";
+import type { ChatMessage, Pooling } from "../types.js";
 import { ChatTemplate, type TemplateReasoning } from "../../runtime/text/index.js";
 import { getModel, hasModel, type Promotion } from "../../catalogue/index.js";
 import { chooseToolDialect, type ToolDialect, type ToolFunction } from "../tools/index.js";
@@ -118,8 +118,23 @@ export interface ServedModel {
   /** A token's vocabulary entry as the model's tokenizer stores it (byte-level form for BPE, "▁" for SentencePiece spaces). */
   tokenText(id: number): string;
   engine: BatchEngine;
+  /** How the model makes embeddings; absent where it cannot (the GPU graph returns no hidden states). */
+  embeddings?: EmbeddingSupport;
   /** Lets running requests finish, then frees the model. */
   close(): Promise<void>;
+}
+
+/** What a served model's embeddings are (`GenerationRequest.embed`). */
+export interface EmbeddingSupport {
+  /** How an input's final hidden states become one vector. */
+  pooling: Pooling;
+  /** Values per embedding: the model's hidden size. */
+  dimensions: number;
+  /**
+   * Token ids of a text input, with the BOS and EOS the vocabulary asks for around it (as llama.cpp
+   * adds them to what it embeds) unless `special` is false (default true).
+   */
+  prompt(text: string, special?: boolean): number[];
 }
 
 /** How a loaded model is served (the `kiln serve` flags). */
@@ -168,6 +183,12 @@ export interface ServeOptions {
    * are checked only on the CPU and for models without sliding-window layers. Default {@link DEFAULT_DRAFT_TOKENS}.
    */
   draftTokens?: number;
+  /**
+   * How embeddings pool an input's final hidden states (see {@link Pooling}). Default
+   * {@link DEFAULT_POOLING}: the last position's, as vLLM, Ollama and llama.cpp's bindings embed with
+   * a generative model.
+   */
+  pooling?: Pooling;
 }
 
 /** Serves a loaded model: prompt rendering in front of a {@link BatchEngine} over its worker. */
@@ -220,6 +241,19 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     detokenize: (ids) => tokenizer.detokenize(ids, { renderSpecial: true }),
     tokenText: (id) => tokenizer.tokenText(id),
     engine,
+    ...(worker.info.device === "cpu"
+      ? {
+          embeddings: {
+            pooling: options.pooling ?? DEFAULT_POOLING,
+            dimensions: manifest.shape.hidden,
+            prompt: (text: string, special = true) => {
+              const ids = encodePrompt(tokenizer, text, options.specialTokens, special);
+              if (special && tokenizer.addEos && tokenizer.eosId !== null && ids.at(-1) !== tokenizer.eosId) ids.push(tokenizer.eosId);
+              return ids;
+            },
+          },
+        }
+      : {}),
     async close() {
       await engine.close();
       await loaded.close();

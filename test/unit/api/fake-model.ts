@@ -6,8 +6,8 @@
 import { buildApp, type AppOptions } from "../../../src/api/app.js";
 import { BatchEngine, type BatchEngineOptions, ModelRegistry, type ServedModel } from "../../../src/scheduler/index.js";
 import { hermes } from "../../../src/scheduler/tools/hermes.js";
-import type { ChatMessage, ToolFunction } from "../../../src/scheduler/index.js";
-import { fakeStepRunner, type FakeStepOptions, type FakeStepRunner } from "../scheduler/engine/fake-step-runner.js";
+import type { ChatMessage, Pooling, ToolFunction } from "../../../src/scheduler/index.js";
+import { FAKE_HIDDEN_WIDTH, fakeStepRunner, type FakeStepOptions, type FakeStepRunner } from "../scheduler/engine/fake-step-runner.js";
 
 export const SLUG = "smollm2-135m-instruct";
 
@@ -45,6 +45,10 @@ export type FakeModelOptions = Partial<FakeStepOptions> &
     opensThinking?: boolean;
     /** The vocabulary has fill-in-the-middle markers: bytes 1, 2 and 3 (prefix, suffix, middle). Default false. */
     fillsInMiddle?: boolean;
+    /** How embeddings pool (see `ServeOptions.pooling`). Default "last". */
+    pooling?: Pooling;
+    /** false: the model makes no embeddings (as on the GPU). Default true. */
+    embeds?: boolean;
   };
 
 /** The fake's fill-in-the-middle markers (with `fillsInMiddle`): prefix, suffix, middle. */
@@ -109,6 +113,16 @@ export function fakeModel(options: FakeModelOptions = {}): FakeModel {
     detokenize: (ids) => ids.map((id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`)).join(""),
     tokenText: (id) => (id < 256 ? String.fromCharCode(id) : `<${id}>`),
     engine,
+    // The fake's vocabulary asks for EOS after an embedded text, as some embedding models' do.
+    ...(options.embeds === false
+      ? {}
+      : {
+          embeddings: {
+            pooling: options.pooling ?? "last",
+            dimensions: FAKE_HIDDEN_WIDTH,
+            prompt: (text, special = true) => (special ? [...encode(text), EOS] : encode(text)),
+          },
+        }),
     close: () => engine.close(),
   };
   return { model, backend, rendered, renderedTools, renderedVariables };
