@@ -104,6 +104,49 @@ export const infillRequestSchema = z.looseObject({
 
 export type InfillRequestBody = z.output<typeof infillRequestSchema>;
 
+const embeddingInput = z.union([z.string(), z.array(z.number().int().min(0)), z.array(z.union([z.string(), z.array(z.number().int().min(0))]))]);
+
+/** POST /embedding and /embeddings (llama.cpp's own shape): `content` (or `input`), a text, token ids, or a list of them. */
+export const nativeEmbeddingRequestSchema = z
+  .looseObject({
+    model: z.string().min(1).nullish(),
+    content: embeddingInput.nullish(),
+    input: embeddingInput.nullish(),
+    /** How each vector is scaled: -1 not at all, 0 to the int16 range by its largest value, 1 taxicab, 2 Euclidean (the default), p > 2 its p-norm. */
+    embd_normalize: z.number().int().min(-1).nullish(),
+  })
+  .superRefine((r, ctx) => {
+    const given = r.content ?? r.input;
+    if (given == null)
+      ctx.addIssue({ code: "custom", path: ["content"], message: "'content' (or 'input') must be provided.", params: { code: "missing_required_parameter" } });
+    else if (Array.isArray(given) && given.length === 0)
+      ctx.addIssue({ code: "custom", path: [r.content != null ? "content" : "input"], message: "'content' must not be empty." });
+  });
+
+export type NativeEmbeddingRequest = z.output<typeof nativeEmbeddingRequestSchema>;
+
+/** Each input of an embedding request, in order: a text or token ids. */
+export function nativeEmbeddingInputs(body: NativeEmbeddingRequest): Array<string | number[]> {
+  const given = (body.content ?? body.input)!;
+  if (typeof given === "string") return [given];
+  if (given.every((x) => typeof x === "number")) return [given as number[]];
+  return given as Array<string | number[]>;
+}
+
+/** `v` scaled as llama.cpp's `embd_normalize` says (see {@link nativeEmbeddingRequestSchema}); a zero scale leaves zeros. */
+export function llamaNormalized(v: Float32Array, norm: number): number[] {
+  let scale: number;
+  if (norm === -1) scale = 1;
+  else if (norm === 0) scale = v.reduce((m, x) => Math.max(m, Math.abs(x)), 0) / 32760;
+  else
+    scale = Math.pow(
+      v.reduce((s, x) => s + Math.pow(Math.abs(x), norm), 0),
+      1 / norm,
+    );
+  const factor = scale > 0 ? 1 / scale : 0;
+  return Array.from(v, (x) => Math.fround(x * factor));
+}
+
 /** The fields of either route kiln reads; the rest are named back as ignored. */
 export const NATIVE_FIELDS = new Set([...Object.keys(samplingFields), "prompt", "input_prefix", "input_suffix", "input_extra"]);
 

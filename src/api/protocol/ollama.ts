@@ -134,6 +134,30 @@ export const ollamaGenerateRequestSchema = z.looseObject({
 
 export type OllamaGenerateRequest = z.output<typeof ollamaGenerateRequestSchema>;
 
+/** POST /api/embed: one input or several, each made unit length. */
+export const ollamaEmbedRequestSchema = z.looseObject({
+  model: z.string().min(1),
+  /** A text or texts; absent or empty loads the model and embeds nothing. */
+  input: z.union([z.string(), z.array(z.string())]).nullish(),
+  /** Cut an input too long for the context to its first tokens (Ollama's default, true); false refuses it. */
+  truncate: z.boolean().nullish(),
+  /** Keep each vector's first this many values, made unit length again. Default: all of them. */
+  dimensions: z.number().int().min(1).nullish(),
+  options: options.nullish(),
+  keep_alive: z.union([z.string(), z.number()]).nullish(),
+});
+
+export type OllamaEmbedRequest = z.output<typeof ollamaEmbedRequestSchema>;
+
+/** POST /api/embeddings (Ollama's older route): one prompt, its vector as pooled (not unit length). */
+export const ollamaEmbeddingsRequestSchema = z.looseObject({
+  model: z.string().min(1),
+  /** The text; absent or empty loads the model and answers an empty vector. */
+  prompt: z.string().nullish(),
+  options: options.nullish(),
+  keep_alive: z.union([z.string(), z.number()]).nullish(),
+});
+
 export const ollamaShowRequestSchema = z.looseObject({
   model: z.string().min(1).optional(),
   name: z.string().min(1).optional(),
@@ -147,6 +171,11 @@ export function ignoredOllamaOptions(body: { options?: Options | null; keep_aliv
     .map((k) => `options.${k}`);
   for (const field of ["truncate", "shift"] as const) if (body[field] != null) ignored.push(field);
   return ignored;
+}
+
+/** An embedding request's `options`, none of which changes an embedding: all named back to the client. */
+export function ignoredEmbeddingOptions(body: { options?: Options | null }): string[] {
+  return Object.keys(body.options ?? {}).map((k) => `options.${k}`);
 }
 
 const DURATION_UNITS_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };

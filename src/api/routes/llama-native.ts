@@ -2,7 +2,8 @@
  * POST /completion and /infill, llama.cpp server's own completion API (what llama.vim and
  * llama.vscode call for code completion): validate -> the prompt (text or token ids; for `/infill`
  * llama.cpp's fill-in-the-middle layout with files as context) -> the same engine and constraints as
- * `/v1/completions` -> llama.cpp's answer shape. Errors come in llama.cpp's shape.
+ * `/v1/completions` -> llama.cpp's answer shape. Also its `/embedding(s)` and `GET /props`. Errors
+ * come in llama.cpp's shape.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { checkConstraint, ConstraintError, type ConstraintSpec } from "../../runtime/constrain/index.js";
@@ -15,6 +16,9 @@ import { parseOrThrow } from "../protocol/issues.js";
 import {
   infillRequestSchema,
   LLAMA_DEFAULTS,
+  llamaNormalized,
+  nativeEmbeddingInputs,
+  nativeEmbeddingRequestSchema,
   NATIVE_FIELDS,
   nativeCompletionRequestSchema,
   nativeErrorBody,
@@ -25,6 +29,8 @@ import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { nativeFormat } from "./llama-native-format.js";
 import { lookupServedModel, onlyTextModel } from "./model-lookup.js";
+import { embeddingModel, embeddingPrompts, runEmbeddings } from "./embedding-run.js";
+import { CLIENT_CLOSED_STATUS } from "./request-life.js";
 import { kilnVersion } from "../../catalogue/version.js";
 
 type SamplingBody = NativeSampling;
@@ -46,6 +52,21 @@ export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, a
       const model = await lookupServedModel(ctx, request, typeof query.model === "string" && query.model !== "" ? query.model : onlyTextModel(ctx));
       return serverProps(model);
     });
+
+    // llama.cpp's own embeddings shape, beside /v1/embeddings: one entry per input, its vector in a list (of one, pooled).
+    for (const url of ["/embedding", "/embeddings"]) {
+      api.post(url, async (request, reply) => {
+        const body = parseOrThrow(nativeEmbeddingRequestSchema, request.body);
+        const param = body.content != null ? "content" : "input";
+        const model = embeddingModel(await lookupServedModel(ctx, request, body.model ?? onlyTextModel(ctx)));
+        const inputs = nativeEmbeddingInputs(body);
+        if (inputs.some((i) => i.length === 0))
+          throw apiError("invalid_value", `'${param}' holds an empty input: each needs at least one character or token id.`, param);
+        const run = await runEmbeddings(ctx, request, reply, model, embeddingPrompts(model, inputs, param, { keep: "none" }));
+        if (run.clientLeft) return reply.code(CLIENT_CLOSED_STATUS).send();
+        return run.vectors.map((v, index) => ({ index, embedding: [llamaNormalized(v, body.embd_normalize ?? 2)] }));
+      });
+    }
 
     api.post("/completion", async (request, reply) => {
       const startedAt = performance.now();

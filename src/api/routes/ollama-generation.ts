@@ -130,7 +130,7 @@ function answer(ctx: ApiContext, request: FastifyRequest, reply: FastifyReply, a
 }
 
 /** The model a request names, and the milliseconds it waited for it to load. */
-async function timedLookup(ctx: ApiContext, request: FastifyRequest, id: string): Promise<{ model: ServedModel; loadMs: number }> {
+export async function timedLookup(ctx: ApiContext, request: FastifyRequest, id: string): Promise<{ model: ServedModel; loadMs: number }> {
   const t = performance.now();
   const model = await lookupServedModel(ctx, request, id);
   return { model, loadMs: performance.now() - t };
@@ -160,7 +160,7 @@ function nothingWritten(slug: string, route: "chat" | "generate", reason: "load"
 }
 
 /** A request's `keep_alive` for its model; named back as ignored (the returned list) for a model the server keeps anyway. */
-function applyKeepAlive(ctx: ApiContext, model: ServedModel, ms: number | undefined): string[] {
+export function applyKeepAlive(ctx: ApiContext, model: ServedModel, ms: number | undefined): string[] {
   if (ms === undefined) return [];
   return ctx.models.keepAlive(model.slug, ms) === "pinned" ? ["keep_alive"] : [];
 }
@@ -172,7 +172,8 @@ function thinkEffort(model: ServedModel, think: boolean | string | null | undefi
   return think === "low" || think === "medium" ? think : "high";
 }
 
-function nameIgnored(reply: FastifyReply, ignored: string[]): void {
+/** Names `ignored` fields back in `x-kiln-ignored-fields`. */
+export function nameIgnored(reply: FastifyReply, ignored: string[]): void {
   const header = ignoredFieldsHeader(ignored);
   if (header !== undefined) reply.header("x-kiln-ignored-fields", header);
 }

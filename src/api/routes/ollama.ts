@@ -1,9 +1,9 @@
 /**
  * Ollama's native API under `/api`, for the clients and tools that speak only it: `/api/chat`,
- * `/api/generate`, `/api/tags`, `/api/ps`, `/api/show` and `/api/version`, on the same models,
- * engine and limits as `/v1`. Errors come in Ollama's shape, `{"error": "<message>"}`, with the same
+ * `/api/generate`, `/api/embed`, `/api/embeddings`, `/api/tags`, `/api/ps`, `/api/show` and
+ * `/api/version`, on the same models, engine and limits as `/v1`. Errors come in Ollama's shape, `{"error": "<message>"}`, with the same
  * statuses as on `/v1`. The routes that manage Ollama's own model store (pull, push, create, copy,
- * delete, blobs) and its embeddings are a 501 naming what kiln does instead.
+ * delete, blobs) are a 501 naming what kiln does instead.
  */
 import type { FastifyError, FastifyInstance } from "fastify";
 import { listModels } from "../../catalogue/catalogue.js";
@@ -15,6 +15,7 @@ import { apiError, toApiError } from "../errors.js";
 import { ollamaErrorBody, ollamaShowRequestSchema } from "../protocol/ollama.js";
 import { parseOrThrow } from "../protocol/issues.js";
 import { ollamaChatRoute, ollamaGenerateRoute } from "./ollama-generation.js";
+import { ollamaEmbedRoutes } from "./ollama-embed.js";
 import { localModelStates } from "./local-models.js";
 import { modelSlugOf } from "./model-lookup.js";
 
@@ -25,8 +26,6 @@ const NOT_IMPLEMENTED: Array<[method: "GET" | "POST" | "DELETE" | "HEAD", path: 
   ["POST", "/create", "serve a GGUF file with `kiln serve --model ./file.gguf`"],
   ["POST", "/copy", "kiln's models are named by their slugs"],
   ["DELETE", "/delete", "delete a model with `kiln rm <slug>` where the server runs"],
-  ["POST", "/embed", "kiln serves text generation and transcription, not embeddings"],
-  ["POST", "/embeddings", "kiln serves text generation and transcription, not embeddings"],
   ["HEAD", "/blobs/:digest", "kiln has no blob store"],
   ["POST", "/blobs/:digest", "kiln has no blob store"],
 ];
@@ -87,6 +86,7 @@ export async function ollamaRoutes(app: FastifyInstance, ctx: ApiContext, auth: 
       });
       ollamaChatRoute(api, ctx);
       ollamaGenerateRoute(api, ctx);
+      ollamaEmbedRoutes(api, ctx);
       for (const [method, path, instead] of NOT_IMPLEMENTED) {
         api.route({
           method,

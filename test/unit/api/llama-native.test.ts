@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
-import { AUTH, fakeApp, fakeModel, FIM, SLUG, sseEvents, word } from "./fake-model.js";
+import { AUTH, EOS, fakeApp, fakeModel, FIM, SLUG, sseEvents, word } from "./fake-model.js";
+import { fakeHidden } from "../scheduler/engine/fake-step-runner.js";
 
 const bytes = (text: string) => [...new TextEncoder().encode(text)];
 const HELLO = [word("Hello"), word(" world"), word("!")];
@@ -189,5 +190,47 @@ describe("POST /infill", () => {
     const { res } = await post("/infill", { input_prefix: "a", input_suffix: "b" });
     expect(res.statusCode).toBe(400);
     expect(res.json().error.message).toMatch(/Infill is not supported/);
+  });
+});
+
+describe("llama.cpp's /embedding", () => {
+  const last = (text: string) => Array.from(fakeHidden(EOS, bytes(text).length));
+
+  it("answers each input as {index, embedding: [vector]}, Euclidean by default, scaled as embd_normalize says", async () => {
+    for (const url of ["/embedding", "/embeddings"]) {
+      const { res } = await post(url, { content: ["ab", "abc"] });
+      expect(res.statusCode).toBe(200);
+      const body = res.json();
+      expect(body.map((e: any) => [e.index, e.embedding.length])).toEqual([
+        [0, 1],
+        [1, 1],
+      ]);
+      const v = last("ab");
+      const length = Math.hypot(...v);
+      body[0].embedding[0].forEach((x: number, j: number) => expect(x).toBeCloseTo(v[j] / length, 6));
+    }
+    const v = last("ab");
+    const raw = (await post("/embedding", { content: "ab", embd_normalize: -1 })).res.json();
+    expect(raw[0].embedding[0]).toEqual(v);
+    const int16 = (await post("/embedding", { input: "ab", embd_normalize: 0 })).res.json();
+    expect(Math.max(...int16[0].embedding[0].map(Math.abs))).toBeCloseTo(32760, 2);
+    const taxicab = (await post("/embedding", { content: "ab", embd_normalize: 1 })).res.json();
+    expect(taxicab[0].embedding[0].reduce((s: number, x: number) => s + Math.abs(x), 0)).toBeCloseTo(1, 5);
+  });
+
+  it("takes token ids, and refuses what has nothing to embed with a 400 naming the field", async () => {
+    const ids = (await post("/embedding", { content: [104, 105], embd_normalize: -1 })).res.json();
+    expect(ids[0].embedding[0]).toEqual(Array.from(fakeHidden(105, 1)));
+    for (const [payload, param] of [
+      [{}, "content"],
+      [{ content: "" }, "content"],
+      [{ content: [] }, "content"],
+      [{ input: ["a", ""] }, "input"],
+      [{ content: "a", embd_normalize: -2 }, "embd_normalize"],
+    ] as const) {
+      const { res } = await post("/embedding", payload);
+      expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(res.json().error.message).toMatch(new RegExp(param));
+    }
   });
 });

@@ -7,7 +7,8 @@
 import { describe, expect, it } from "vitest";
 import { keepAliveMs } from "../../../src/api/protocol/ollama.js";
 import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
-import { AUTH, fakeApp, fakeModel, FIM, SLUG, word } from "./fake-model.js";
+import { AUTH, EOS, fakeApp, fakeModel, FIM, SLUG, word } from "./fake-model.js";
+import { fakeHidden } from "../scheduler/engine/fake-step-runner.js";
 
 const bytes = (text: string) => [...new TextEncoder().encode(text)];
 const HELLO = [word("Hello"), word(" world"), word("!")];
@@ -201,7 +202,10 @@ describe("Ollama's errors and listings", () => {
       ["/api/generate", { model: SLUG, prompt: "x", context: [1, 2] }, 400, /context/],
       ["/api/generate", { model: SLUG, prompt: "x", raw: true, suffix: "y" }, 400, /raw/],
       ["/api/pull", { model: SLUG }, 501, /kiln pull/],
-      ["/api/embed", { model: SLUG, input: "x" }, 501, /embeddings/],
+      ["/api/embed", { model: SLUG, input: "x", truncate: false, dimensions: 9 }, 400, /dimensions/],
+      ["/api/embed", { model: SLUG, input: ["x", ""] }, 400, /empty/],
+      ["/api/embed", { model: SLUG, input: "x".repeat(600), truncate: false }, 400, /context length/],
+      ["/api/embeddings", { model: SLUG, prompt: 5 }, 400, /prompt/],
       ["/api/nothing", {}, 404, /Unknown request URL/],
     ];
     for (const [url, payload, status, message] of cases) {
@@ -255,5 +259,33 @@ describe("Ollama's errors and listings", () => {
     const unknown = await app.inject({ method: "POST", url: "/api/show", payload: { model: "nope" }, headers: AUTH });
     expect(unknown.statusCode).toBe(404);
     expect(shown.details).toMatchObject({ quantization_level: "Q4_1" });
+  });
+});
+
+describe("Ollama's embeddings", () => {
+  const unit = (v: ArrayLike<number>) => Array.from(v, (x) => x / Math.hypot(...Array.from(v)));
+
+  it("/api/embed answers unit-length vectors in input order, cuts a long input to its first tokens, and counts them", async () => {
+    const { res } = await post("/api/embed", { model: SLUG, input: ["ab", "x".repeat(600)], options: { num_ctx: 64 } });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(Object.keys(body)).toEqual(["model", "embeddings", "total_duration", "load_duration", "prompt_eval_count"]);
+    expect(body.model).toBe(SLUG);
+    expect(body.prompt_eval_count).toBe(3 + 511);
+    // The fake pools the last position: "ab" then the EOS its vocabulary asks for, at position 2; the long input's last kept "x" at 510.
+    const want = [unit(fakeHidden(EOS, 2)), unit(fakeHidden("x".charCodeAt(0), 510))];
+    body.embeddings.forEach((v: number[], i: number) => v.forEach((x, j) => expect(x).toBeCloseTo(want[i][j], 6)));
+    expect(res.headers["x-kiln-ignored-fields"]).toBe("options.num_ctx");
+    const cut = await post("/api/embed", { model: SLUG, input: "ab", dimensions: 2 });
+    expect(cut.res.json().embeddings[0]).toHaveLength(2);
+    const none = await post("/api/embed", { model: SLUG });
+    expect(none.res.json()).toMatchObject({ embeddings: [], prompt_eval_count: 0 });
+  });
+
+  it("/api/embeddings answers one vector as pooled, and an empty one for no prompt", async () => {
+    const { res } = await post("/api/embeddings", { model: SLUG, prompt: "ab" });
+    expect(res.json()).toEqual({ embedding: Array.from(fakeHidden(EOS, 2)) });
+    const empty = await post("/api/embeddings", { model: SLUG, prompt: "" });
+    expect(empty.res.json()).toEqual({ embedding: [] });
   });
 });
