@@ -6,6 +6,7 @@
  *   speech Whisper real-time factor vs faster-whisper, streamed TTFT, chat TTFT while transcribing (bench/speech.ts)
  *   structured  per-token cost of JSON-schema constraints vs unconstrained decoding, schema preparation time (bench/structured.ts)
  *   drafts drafts (prompt lookup, predicted outputs) vs llama.cpp's own prompt lookup, one greedy stream (bench/drafts.ts)
+ *   embeddings embeddings throughput vs llama.cpp (binding and llama-embedding), same GGUF and pooling (bench/embeddings.ts)
  *   finish      share of strict-schema and forced tool-call answers that end on their own at max_tokens 200 (bench/constrained-finish.ts)
  *   peers  kiln vs onnxruntime-genai's own int4/int8 builds: speed and fidelity against the float reference (bench/peers.ts; needs scripts/peers/genai.sh)
  *   lm-eval  lm-evaluation-harness on a small local task against `kiln serve` (bench/lm-eval.ts; needs scripts/peers/genai.sh)
@@ -30,6 +31,7 @@ const SUBCOMMANDS: Record<string, string> = {
   structured: "./structured.ts",
   finish: "./constrained-finish.ts",
   drafts: "./drafts.ts",
+  embeddings: "./embeddings.ts",
   cloud: "./cloud.ts",
   peers: "./peers.ts",
   "lm-eval": "./lm-eval.ts",
@@ -53,7 +55,7 @@ if (sub !== undefined && sub in SUBCOMMANDS) {
   }
 } else {
   process.stderr.write(
-    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|drafts|cloud|peers|lm-eval|attention|gpu-attention|floor|gpu|gpu-profile|gpu-speech [options]]  (unknown: ${sub})\n`,
+    `usage: npm run bench [-- text|serve|soak|speech|structured|finish|drafts|embeddings|cloud|peers|lm-eval|attention|gpu-attention|floor|gpu|gpu-profile|gpu-speech [options]]  (unknown: ${sub})\n`,
   );
   process.exit(2);
 }

@@ -23,6 +23,8 @@ export interface NativeBinaries {
   batchedBench: string;
   /** Built when cheap; absent if its build failed. */
   perplexity: string | null;
+  /** `llama-embedding`, likewise. */
+  embedding: string | null;
   /** The pinned source, e.g. "llama-cpp-python 0.3.36" (from the install folder), or null. */
   version: string | null;
 }
@@ -33,11 +35,13 @@ export function findNative(binDir = NATIVE_BIN_DIR): NativeBinaries | null {
   const batchedBench = join(binDir, "llama-batched-bench");
   if (!existsSync(bench) || !existsSync(batchedBench)) return null;
   const perplexity = join(binDir, "llama-perplexity");
+  const embedding = join(binDir, "llama-embedding");
   const versionFile = join(binDir, "..", "VERSION");
   return {
     bench,
     batchedBench,
     perplexity: existsSync(perplexity) ? perplexity : null,
+    embedding: existsSync(embedding) ? embedding : null,
     version: existsSync(versionFile) ? readFileSync(versionFile, "utf8").trim() : null,
   };
 }
@@ -297,4 +301,37 @@ export async function nativeBatched(
     generatedTokens: tokens,
     prefillTokensPerSecond: mean(prefill),
   };
+}
+
+/** What one `llama-embedding` run did: its prompt-eval milliseconds and tokens (its own timer), and the process's wall seconds. */
+export interface EmbeddingRun {
+  promptMs: number;
+  tokens: number;
+  wallSeconds: number;
+}
+
+/**
+ * Embeds each line of `file` with `llama-embedding`, vectors as pooled (`--embd-normalize -1`). With
+ * its default of one "parallel" sequence the tool takes a unified KV cache and packs as many inputs
+ * into each batch as `batchTokens` holds; a pooled batch must be one ubatch, so the ubatch is the
+ * whole batch, with flash attention to keep its scratch small. Its prompt-eval timer prints at log
+ * verbosity 4.
+ */
+export async function runEmbeddingBinary(
+  bin: string,
+  gguf: string,
+  file: string,
+  options: { threads: number; pooling: "last" | "mean"; batchTokens: number; timeoutMs?: number },
+): Promise<EmbeddingRun> {
+  const batch = String(options.batchTokens);
+  const r = await runChild(
+    bin,
+    ["-m", gguf, "-f", file, "-t", String(options.threads), "--pooling", options.pooling, "--embd-normalize", "-1"]
+      .concat(["-c", batch, "-b", batch, "-ub", batch, "-fa", "on"])
+      .concat(["--embd-output-format", "json", "-lv", "4"]),
+    options.timeoutMs ?? 300_000,
+  );
+  const m = /prompt eval time =\s+([\d.]+) ms \/\s+(\d+) tokens/.exec(r.stderr);
+  if (!m) throw new Error(`llama-embedding printed no prompt eval time: ${r.stderr.split("\n").slice(-4).join(" | ")}`);
+  return { promptMs: Number(m[1]), tokens: Number(m[2]), wallSeconds: r.wallSeconds };
 }

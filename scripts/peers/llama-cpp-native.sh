@@ -5,7 +5,8 @@
 # through pip so no other download path is needed; GGML_NATIVE tunes them to this CPU, which is why
 # the binaries are built here rather than taken prebuilt.
 # - idempotent: when the binaries exist, prints their folder and exits 0;
-# - builds only llama-bench, llama-batched-bench and llama-perplexity (about 3-5 minutes on 2 cores);
+# - builds only llama-bench, llama-batched-bench, llama-perplexity and llama-embedding (about 3-5
+#   minutes on 2 cores);
 # - everything lives under .cache/peers (gitignored); the compiler's output goes to
 #   .cache/peers/build.log, and this script prints one line per step;
 # - not run by `npm test`: benchmarks only.
@@ -19,11 +20,11 @@ JOBS="${JOBS:-2}"
 
 peers=.cache/peers
 bin="$peers/llama.cpp/bin"
-targets=(llama-bench llama-batched-bench llama-perplexity)
+targets=(llama-bench llama-batched-bench llama-perplexity llama-embedding)
 
 log() { printf 'llama-cpp-native: %s\n' "$*"; }
 
-if [[ -x "$bin/llama-bench" && -x "$bin/llama-batched-bench" ]]; then
+if [[ -x "$bin/llama-bench" && -x "$bin/llama-batched-bench" && -x "$bin/llama-embedding" ]]; then
   log "up to date"
   echo "$(pwd)/$bin"
   exit 0
@@ -58,13 +59,16 @@ cmake -S "$src/vendor/llama.cpp" -B "$build" \
   -DLLAMA_BUILD_SERVER=OFF \
   >"$peers/build.log" 2>&1 || { tail -20 "$peers/build.log" >&2; exit 1; }
 
-# llama-perplexity is the cheapest extra (it shares llama-common with the others) and serves the
-# perplexity checks against llama.cpp; a failure there must not cost the two benchmarks.
+# llama-perplexity and llama-embedding are cheap extras (they share llama-common with the others):
+# the perplexity checks against llama.cpp and the embeddings benchmark; a failure there must not
+# cost the two benchmarks.
 log "cmake build ${targets[*]} (-j$JOBS; log $peers/build.log)"
 cmake --build "$build" --config Release -j"$JOBS" --target llama-bench llama-batched-bench \
   >>"$peers/build.log" 2>&1 || { tail -20 "$peers/build.log" >&2; exit 1; }
-cmake --build "$build" --config Release -j"$JOBS" --target llama-perplexity \
-  >>"$peers/build.log" 2>&1 || log "llama-perplexity failed to build (see $peers/build.log); continuing without it"
+for extra in llama-perplexity llama-embedding; do
+  cmake --build "$build" --config Release -j"$JOBS" --target "$extra" \
+    >>"$peers/build.log" 2>&1 || log "$extra failed to build (see $peers/build.log); continuing without it"
+done
 
 log "install into $bin"
 for t in "${targets[@]}"; do

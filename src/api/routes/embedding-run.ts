@@ -5,6 +5,7 @@
  * neither floods the engine's waiting queue nor waits behind it. Its {@link RequestLife} cancels
  * what is left when the client goes away, and counts the metrics and usage once.
  */
+import { setMaxListeners } from "node:events";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { EngineClosedError, OverloadedError, type EmbeddingSupport, type GenerationRequest, type ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
@@ -96,7 +97,7 @@ export async function runEmbeddings(
   const life = new RequestLife(ctx, request, reply, id);
   let charged = true;
   try {
-    const vectors = await inWindows(model, prompts, life.signal);
+    const vectors = await embedInWindows(model, prompts, life.signal);
     return { vectors, promptTokens, clientLeft: life.clientLeft };
   } catch (err) {
     if (life.clientLeft) return { vectors: [], promptTokens, clientLeft: true };
@@ -130,9 +131,15 @@ export async function runEmbeddings(
  * Each prompt's vector, at most {@link EMBEDDING_WINDOW} (or the engine's slots) in the engine at a time. The first failure
  * cancels the others in flight and is thrown; an abort of `signal` cancels them all.
  */
-async function inWindows(model: ServedModel & { embeddings: EmbeddingSupport }, prompts: readonly number[][], signal: AbortSignal): Promise<Float32Array[]> {
+export async function embedInWindows(
+  model: ServedModel & { embeddings: EmbeddingSupport },
+  prompts: readonly number[][],
+  signal: AbortSignal,
+): Promise<Float32Array[]> {
   const vectors = new Array<Float32Array>(prompts.length);
   const stop = new AbortController();
+  // Each input in the engine listens on it: many listeners here are by design.
+  setMaxListeners(EMBEDDING_WINDOW + 10, stop.signal);
   const onAbort = () => stop.abort(signal.reason);
   signal.addEventListener("abort", onAbort, { once: true });
   let next = 0;
