@@ -120,6 +120,25 @@ describe("POST /v1/embeddings", () => {
     expect(noModel.res.statusCode).toBe(404);
   });
 
+  it("records usage and metrics once, the inputs' tokens as prompt tokens; a failed embedding is a 500 recorded as failed", async () => {
+    for (const [what, fake, status, settled] of [
+      ["answered", fakeModel(), 200, "completed"],
+      ["failed", fakeModel({ failForwardOf: { opened: 2, message: "boom" } }), 500, "failed"],
+    ] as const) {
+      const records: any[] = [];
+      const { app } = await fakeApp({ fake, usage: { record: (u) => records.push(u) } });
+      const res = await app.inject({ method: "POST", url: "/v1/embeddings", payload: { model: SLUG, input: ["ab", "cde"] }, headers: AUTH });
+      expect(res.statusCode, what).toBe(status);
+      expect(records, what).toEqual([expect.objectContaining({ slug: SLUG, promptTokens: 3 + 4, completionTokens: 0, settledFrom: settled })]);
+      expect(res.body, what).not.toContain("boom");
+      const metrics = (await app.inject({ method: "GET", url: "/metrics" })).body;
+      expect(metrics, what).toMatch(new RegExp(`kiln_prompt_tokens_total\\{model="${SLUG}"\\} 7\n`));
+      // The engine serves the next request.
+      const again = await app.inject({ method: "POST", url: "/v1/embeddings", payload: { model: SLUG, input: "x" }, headers: AUTH });
+      expect(again.statusCode, what).toBe(200);
+    }
+  });
+
   it("names the GPU when the model's device makes no embeddings, and ignores unknown fields by name", async () => {
     const gpu = await embed({ input: "a" }, { embeds: false });
     expect(gpu.res.statusCode).toBe(400);
