@@ -84,7 +84,11 @@ const generationFields = {
   keep_alive: z.union([z.string(), z.number()]).nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(20).nullish(),
-  /** Ollama shortens a prompt too long for the context; kiln refuses it (a 400), as on its other routes. */
+  /**
+   * On `/api/chat` (default true): a chat too long for the context keeps its system messages and its
+   * latest turns that fit, as Ollama cuts it; false refuses it (a 400). `/api/generate` refuses a
+   * prompt too long either way.
+   */
   truncate: z.boolean().nullish(),
   shift: z.boolean().nullish(),
   images: z.array(z.string()).max(0, "kiln serves text models: images cannot be sent").nullish(),
@@ -165,11 +169,11 @@ export const ollamaShowRequestSchema = z.looseObject({
 });
 
 /** Options Ollama has that kiln takes but does not use (named back to the client), in `body.options`. */
-export function ignoredOllamaOptions(body: { options?: Options | null; keep_alive?: unknown; truncate?: unknown; shift?: unknown }): string[] {
+export function ignoredOllamaOptions(body: { options?: Options | null; keep_alive?: unknown; shift?: unknown }): string[] {
   const ignored = Object.keys(body.options ?? {})
     .filter((k) => RUNTIME_OPTIONS.has(k) || !(k in options.shape))
     .map((k) => `options.${k}`);
-  for (const field of ["truncate", "shift"] as const) if (body[field] != null) ignored.push(field);
+  if (body.shift != null) ignored.push("shift");
   return ignored;
 }
 

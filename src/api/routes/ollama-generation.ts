@@ -50,8 +50,9 @@ export function ollamaChatRoute(app: FastifyInstance, ctx: ApiContext): void {
       throw apiError("unsupported_value", "kiln cannot hold the answer to 'format' while tools are on offer: send one or the other.", "format");
     const thinking = reasoningPlan(model, { effort: thinkEffort(model, body.think) }, format !== undefined, "think");
     const messages = templateMessages(body.messages, () => model.toolDialect.newId());
-    checkPromptLength(model, messageChars(messages), "messages");
-    const promptIds = model.chatPrompt(messages, { tools: toolUse?.tools, variables: thinking.variables });
+    const render = (kept: readonly ChatMessage[]) => model.chatPrompt(kept, { tools: toolUse?.tools, variables: thinking.variables });
+    if (body.truncate === false) checkPromptLength(model, messageChars(messages), "messages");
+    const promptIds = body.truncate === false ? render(messages) : fittedChat(model, messages, render);
     return answer(ctx, request, reply, { model, startedAt, loadMs, route: "chat", promptIds, promptParam: "messages", thinking, toolUse, format, body });
   });
 }
@@ -65,7 +66,8 @@ export function ollamaGenerateRoute(app: FastifyInstance, ctx: ApiContext): void
     const nothingToWrite = prompt === "" && body.suffix == null;
     if (nothingToWrite && keepAlive === 0) return unloaded(ctx, request, body.model, "generate");
     const { model, loadMs } = await timedLookup(ctx, request, body.model);
-    nameIgnored(reply, [...ignoredOllamaOptions(body), ...applyKeepAlive(ctx, model, keepAlive)]);
+    // A prompt too long for the context is refused whatever `truncate` says (Ollama's would cut it).
+    nameIgnored(reply, [...ignoredOllamaOptions(body), ...(body.truncate != null ? ["truncate"] : []), ...applyKeepAlive(ctx, model, keepAlive)]);
     if (nothingToWrite) return loaded(model, "generate");
     const format = ollamaFormatConstraint(body.format);
     checkPromptLength(model, prompt.length + (body.suffix ?? "").length + (body.system ?? "").length, "prompt");
@@ -86,6 +88,43 @@ export function ollamaGenerateRoute(app: FastifyInstance, ctx: ApiContext): void
     }
     return answer(ctx, request, reply, { model, startedAt, loadMs, route: "generate", promptIds, promptParam: "prompt", thinking, format, body });
   });
+}
+
+/**
+ * The prompt of the latest messages that fit the context, as Ollama cuts a chat too long for it:
+ * system messages always stay, and the history starts at the latest user message from which the
+ * rest fits (kiln cuts only before a user message, so the kept turns still alternate as templates
+ * expect). The prompt leaves room for one generated token; when not even the last user turn fits,
+ * a 400 `context_length_exceeded` on `messages`. Found by bisection over the user turns (a shorter
+ * history never renders longer), so a long chat is rendered a few times, not once per message.
+ */
+function fittedChat(model: ServedModel, messages: readonly ChatMessage[], render: (kept: readonly ChatMessage[]) => number[]): number[] {
+  const whole = render(messages);
+  if (whole.length < model.contextLength) return whole;
+  const starts = messages.flatMap((m, i) => (m.role === "user" && i > 0 ? [i] : []));
+  const rendered = new Map<number, number[]>();
+  const fitsFrom = (k: number) => {
+    const start = starts[k];
+    const ids = render([...messages.slice(0, start).filter((m) => m.role === "system"), ...messages.slice(start)]);
+    rendered.set(k, ids);
+    return ids.length < model.contextLength;
+  };
+  const latest = starts.length - 1;
+  if (latest < 0 || !fitsFrom(latest)) {
+    throw apiError(
+      "context_length_exceeded",
+      `This model's maximum context length is ${model.contextLength} tokens. However, the chat's last turn with its system messages resulted in ${(rendered.get(latest) ?? whole).length} tokens. Please reduce its length.`,
+      "messages",
+    );
+  }
+  // starts[hi] fits; the earliest start that fits keeps the most history.
+  let [lo, hi] = [0, latest];
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (fitsFrom(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  return rendered.get(hi)!;
 }
 
 interface Answer {

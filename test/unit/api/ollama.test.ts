@@ -289,3 +289,40 @@ describe("Ollama's embeddings", () => {
     expect(empty.res.json()).toEqual({ embedding: [] });
   });
 });
+
+describe("Ollama's chat too long for the context", () => {
+  // The fake renders `<role>content` per message, then `<assistant>`: one token per byte, a context of 512.
+  const turns = Array.from({ length: 12 }, (_, i) => [
+    { role: "user", content: `question ${i} `.padEnd(60, "q") },
+    { role: "assistant", content: `answer ${i} `.padEnd(60, "a") },
+  ]).flat();
+  const history = [{ role: "system", content: "Be brief." }, ...turns, { role: "user", content: "last question" }];
+  const rendered = (messages: Array<{ role: string; content: string }>) =>
+    messages.map((m) => `<${m.role}>${m.content}`).join("").length + "<assistant>".length;
+
+  it("keeps the system messages and as many of the latest turns as fit, from a user message, as Ollama cuts it", async () => {
+    const fake = fakeModel({ script: HELLO });
+    const { res } = await post("/api/chat", { model: SLUG, messages: history, stream: false }, fake);
+    expect(res.statusCode).toBe(200);
+    // The history was rendered a few times (a bisection over its user turns); the answer's prompt is the kept one.
+    expect(fake.rendered.length).toBeLessThan(8);
+    const kept = fake.rendered.find((r) => rendered(r as never) === res.json().prompt_eval_count)!;
+    expect(kept[0]).toEqual({ role: "system", content: "Be brief." });
+    expect(kept[1].role).toBe("user");
+    expect(kept.slice(1)).toEqual(history.slice(history.length - (kept.length - 1)));
+    const length = rendered(kept as never);
+    expect(length).toBeLessThan(512);
+    // One more turn (the question and answer before) would not have fitted.
+    const from = history.length - (kept.length - 1);
+    expect(rendered([history[0], ...history.slice(from - 2)])).toBeGreaterThanOrEqual(512);
+  });
+
+  it("refuses it with truncate false, and a last turn too long for the context either way", async () => {
+    const refused = await post("/api/chat", { model: SLUG, messages: history, truncate: false, stream: false });
+    expect(refused.res.statusCode).toBe(400);
+    expect(refused.res.json().error).toMatch(/context length/);
+    const tooLong = await post("/api/chat", { model: SLUG, messages: [...history.slice(0, -1), { role: "user", content: "x".repeat(600) }], stream: false });
+    expect(tooLong.res.statusCode).toBe(400);
+    expect(tooLong.res.json().error).toMatch(/last turn/);
+  });
+});
