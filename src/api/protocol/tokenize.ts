@@ -21,6 +21,8 @@ export const tokenizeRequestSchema = z
     add_special: z.boolean().nullish(),
     /** `content` only (llama.cpp's): answer each token as `{id, piece}`, its text. Default false. */
     with_pieces: z.boolean().nullish(),
+    /** `content` only (llama.cpp's): special-token text (`<|im_start|>`) becomes its control token, as llama.cpp's /tokenize reads it. Default true. */
+    parse_special: z.boolean().nullish(),
     /** A chat, rendered through the model's template as a chat completion renders it. */
     messages: z.array(chatMessage).min(1).nullish(),
     /** `prompt` only: put the BOS the model wants in front (default true). A chat's special tokens are its template's. */
@@ -45,7 +47,7 @@ export const tokenizeRequestSchema = z
         params: { code: given.length > 1 ? "invalid_value" : "missing_required_parameter" },
       });
     }
-    for (const k of ["add_special", "with_pieces"] as const) {
+    for (const k of ["add_special", "with_pieces", "parse_special"] as const) {
       if (has(r[k]) && !has(r.content)) {
         ctx.addIssue({ code: "custom", path: [k], message: `'${k}' is llama.cpp's and goes with its 'content'.`, params: { code: "invalid_value" } });
       }

@@ -79,7 +79,8 @@ async function admitted<T>(ctx: ApiContext, request: FastifyRequest, reply: Fast
 /** The request's prompt or chat as the model would be prompted with it. */
 function promptTokens(model: ServedModel, body: TokenizeRequest): number[] {
   if (body.prompt != null) return model.textPrompt(body.prompt, body.add_special_tokens ?? true);
-  if (body.content != null) return model.textPrompt(body.content, body.add_special ?? false);
+  // Only ids come back (nothing runs), and token-id prompts are taken as they are anyway: parsing special-token text forges nothing.
+  if (body.content != null) return model.textPrompt(body.content, body.add_special ?? false, body.parse_special === false ? "text" : "parse");
   if (!model.hasChatTemplate) {
     throw apiError("invalid_value", `The model '${model.slug}' has no chat template: tokenize a plain 'prompt' instead.`, "messages");
   }

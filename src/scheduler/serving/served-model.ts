@@ -94,10 +94,10 @@ export interface ServedModel {
    */
   toolDialect: ToolDialect;
   /**
-   * Tokenizes a raw completion prompt (special-token text stays text unless the server parses it),
-   * with the BOS the model wants in front unless `bos` is false (default true).
+   * Tokenizes a raw completion prompt (special-token text stays text unless the server parses it,
+   * or `special` says otherwise), with the BOS the model wants in front unless `bos` is false (default true).
    */
-  textPrompt(text: string, bos?: boolean): number[];
+  textPrompt(text: string, bos?: boolean, special?: SpecialTokenMode): number[];
   /**
    * A fill-in-the-middle prompt (completions' `suffix`): the model writes what goes between
    * `prefix` (token ids, without BOS) and `suffix`. Null for a model whose vocabulary has no
@@ -233,7 +233,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     countTokens: (text) => tokenizer.encode(text, { parseSpecial: true }).length,
     fewestTokens: (chars) => tokenizer.fewestTokens(chars),
     toolDialect,
-    textPrompt: (prompt, bos) => encodePrompt(tokenizer, prompt, options.specialTokens, bos),
+    textPrompt: (prompt, bos, special) => encodePrompt(tokenizer, prompt, special ?? options.specialTokens, bos),
     infillPrompt: (prefix, suffix) => infillPrompt(tokenizer, prefix, suffix, options.specialTokens),
     fillsInMiddle: tokenizer.fim !== null,
     repositoryInfillPrompt: (request) => repositoryInfillPrompt(tokenizer, request, infillContextRoom(contextLength), options.specialTokens),

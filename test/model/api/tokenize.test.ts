@@ -99,6 +99,14 @@ describe("tokenize and detokenize on SmolLM2", () => {
       // A piece of a character reads as U+FFFD; the others join to the text around them.
       expect(pieces.map((p) => p.piece).join("")).toContain(" costs 3.50");
       expect((await post("/detokenize", { tokens: reference })).content).toBe(plain);
+      // Special-token text is a control token by default, as llama.cpp's /tokenize parses it; text with parse_special false.
+      const chat = "<|im_start|>user\nHi<|im_end|>";
+      const parsed = (await post("/tokenize", { content: chat })).tokens as number[];
+      expect(parsed).toEqual([...model.tokenize(chat, true)].map(Number));
+      expect(parsed).toContain(model.tokenize("<|im_start|>", true)[0]);
+      const literal = (await post("/tokenize", { content: chat, parse_special: false })).tokens as number[];
+      expect(literal).toEqual([...model.tokenize(chat, false)].map(Number));
+      expect(literal.length).toBeGreaterThan(parsed.length);
     } finally {
       await model.dispose();
       await llama.dispose();
