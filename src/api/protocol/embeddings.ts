@@ -3,6 +3,7 @@
  * vector's final form (cut to `dimensions`, made unit length) and its wire encodings.
  */
 import { z } from "zod";
+import { chatMessage } from "./chat-completions.js";
 import { knownFields, rejectUnsupported, unknownFields, type UnsupportedField } from "./common.js";
 import { parseOrThrow } from "./issues.js";
 
@@ -14,8 +15,16 @@ const tokenIds = z.array(z.number().int().min(0));
 export const embeddingRequestSchema = z
   .object({
     model: z.string().min(1),
-    // The reference API's four shapes: a string, strings, token ids, lists of token ids.
-    input: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)]),
+    // The reference API's four shapes: a string, strings, token ids, lists of token ids. Exactly one of `input` and `messages`.
+    input: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)]).nullish(),
+    /** vLLM's extension: a chat, rendered through the model's template as one input (for embedders trained on an instruction format). */
+    messages: z.array(chatMessage).min(1).nullish(),
+    /** `messages` only: end with the assistant turn's opening. Default false (vLLM's default for embeddings). */
+    add_generation_prompt: z.boolean().nullish(),
+    /** `messages` only: leave the last message, an assistant's, open. Default false. */
+    continue_final_message: z.boolean().nullish(),
+    /** `messages` only: more variables for the chat template. */
+    chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
     /** "float" (a JSON array) or "base64" (the little-endian float32 bytes, which the official clients ask for). Default "float". */
     encoding_format: z.enum(["float", "base64"]).nullish(),
     /** Keep the vector's first this many values, made unit length again (as Ollama does for any model). Default: all of them. */
@@ -34,6 +43,20 @@ export const embeddingRequestSchema = z
     normalize: z.boolean().nullish(),
   })
   .superRefine((r, ctx) => {
+    if ((r.input == null) === (r.messages == null)) {
+      ctx.addIssue({
+        code: "custom",
+        path: [r.input == null ? "input" : "messages"],
+        message: "Send exactly one of 'input' (texts or token ids) and 'messages' (a chat).",
+        params: { code: r.input == null ? "missing_required_parameter" : "invalid_value" },
+      });
+      return;
+    }
+    for (const k of ["add_generation_prompt", "continue_final_message", "chat_template_kwargs"] as const) {
+      if (r[k] != null && r.messages == null)
+        ctx.addIssue({ code: "custom", path: [k], message: `'${k}' applies to a chat: send 'messages'.`, params: { code: "invalid_value" } });
+    }
+    if (r.input == null) return;
     const inputs = Array.isArray(r.input) && typeof r.input[0] !== "number" ? (r.input as Array<string | number[]>) : [r.input as string | number[]];
     if (Array.isArray(r.input) && r.input.length === 0) {
       ctx.addIssue({ code: "custom", path: ["input"], message: "'input' must not be an empty array." });
@@ -53,10 +76,7 @@ export const embeddingRequestSchema = z
 export type EmbeddingRequest = z.output<typeof embeddingRequestSchema>;
 
 const REFUSED: readonly UnsupportedField[] = [
-  {
-    field: "messages",
-    why: "is not supported: embed a chat by rendering it yourself (POST /tokenize with 'messages' gives its token ids, which 'input' takes).",
-  },
+  { field: "chat_template", why: "is not supported: the model's own chat template renders the chat (`kiln serve --chat-template-file` sets another)." },
 ];
 
 const KNOWN = knownFields(embeddingRequestSchema, REFUSED);
@@ -73,7 +93,7 @@ export function ignoredEmbeddingFields(body: unknown): string[] {
 }
 
 /** The request's inputs, in order: each a string or token ids. */
-export function embeddingInputs(input: EmbeddingRequest["input"]): Array<string | number[]> {
+export function embeddingInputs(input: NonNullable<EmbeddingRequest["input"]>): Array<string | number[]> {
   if (typeof input === "string") return [input];
   if (typeof input[0] === "number") return [input as number[]];
   return input as Array<string | number[]>;

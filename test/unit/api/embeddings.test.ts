@@ -72,6 +72,17 @@ describe("POST /v1/embeddings", () => {
     expect(plain.body.data[0].embedding).toEqual(body.data[0].embedding);
   });
 
+  it("embeds a chat rendered through the model's template, with no assistant turn opened unless asked (vLLM's messages)", async () => {
+    const messages = [{ role: "user", content: "hi" }];
+    const { body, fake } = await embed({ messages });
+    expect(fake.rendered).toEqual([messages]);
+    const plain = bytes("<user>hi");
+    expect(body.usage.prompt_tokens).toBe(plain.length);
+    body.data[0].embedding.forEach((x: number, j: number) => expect(x).toBeCloseTo(unit(lastOf(plain))[j], 6));
+    const opened = await embed({ messages, add_generation_prompt: true });
+    expect(opened.body.usage.prompt_tokens).toBe(bytes("<user>hi<assistant>").length);
+  });
+
   it("answers more inputs than the engine has slots and waiting room", async () => {
     const inputs = Array.from({ length: 60 }, (_, i) => `input ${i}`);
     const { res, body, fake } = await embed({ input: inputs }, { maxWaiting: 2 });
@@ -109,6 +120,9 @@ describe("POST /v1/embeddings", () => {
       [{ input: "a", dimensions: 0 }, "dimensions"],
       [{ input: "a", encoding_format: "int8" }, "encoding_format"],
       [{ input: "a", messages: [{ role: "user", content: "x" }] }, "messages"],
+      [{}, "input"],
+      [{ input: "a", add_generation_prompt: true }, "add_generation_prompt"],
+      [{ messages: [{ role: "user", content: "x" }], chat_template: "{{ x }}" }, "chat_template"],
       [{ input: Array.from({ length: 2049 }, () => "a") }, "input"],
     ];
     for (const [payload, param] of cases) {
