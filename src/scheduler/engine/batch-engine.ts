@@ -15,9 +15,10 @@
  * The n choices of a request share one prefill: the first choice computes the prompt, the others
  * sample their first token from the same logits (each with its own stream of the seed) and copy
  * its cache. A request that scores its prompt has its prefill chunks return each position's log
- * probabilities too, and computes its whole prompt (no cached prefix). Requests beyond the waiting
- * bound are refused at once (`OverloadedError`). A failure fails the requests of the sequences it
- * touched, and no others.
+ * probabilities too, and computes its whole prompt (no cached prefix); one that embeds its prompt has
+ * its chunks' final hidden states pooled (`embedding-pool.ts`; a mean computes its whole prompt too)
+ * and generates nothing. Requests beyond the waiting bound are refused at once (`OverloadedError`).
+ * A failure fails the requests of the sequences it touched, and no others.
  */
 import { type SlidingWindowShape, slidingCacheCapacity } from "../../runtime/artifact/index.js";
 import type { PositionScores } from "../../runtime/sampling/index.js";
