@@ -399,7 +399,7 @@ export class BatchEngine {
     const prefilling = this.live.filter((s) => s.status === "prefilling");
     const step = planStep(
       decodeRows,
-      prefilling.map((s) => ({ cached: s.cached, promptLength: s.promptLength, eligible: s.shareFrom === null })),
+      prefilling.map((s) => ({ cached: s.cached, promptLength: s.promptLength, eligible: s.shareFrom === null, background: s.embedding !== null })),
       this.limits,
     );
     for (const chunk of step.prefill) {

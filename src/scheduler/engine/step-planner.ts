@@ -5,7 +5,8 @@
  * token budget on prompt chunks of prefilling sequences, oldest first. A chunk always covers the
  * positions [k * prefillChunk, (k + 1) * prefillChunk) of its prompt (or the prompt's end), never a
  * piece cut to fit the budget: the same prompt is then computed the same way whatever else runs,
- * so a request's result does not depend on the load. Admission is first come first served: no
+ * so a request's result does not depend on the load. Background prompts (embeddings) yield to
+ * decoding: one chunk a step while sequences decode. Admission is first come first served: no
  * request overtakes the head of the queue, so none starves.
  */
 import { DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS } from "../defaults.js";
@@ -28,6 +29,13 @@ export interface PrefillCandidate {
   promptLength: number;
   /** False while it waits for something else (a sibling's prefill): it gets no chunk. */
   eligible: boolean;
+  /**
+   * Background work (an embedding): while sequences decode, background prompts get one chunk a step
+   * between them. A step's time is its model calls', and a short input's call costs two or three
+   * decode steps, so a large embedding request beside a chat slows the chat's tokens by about one
+   * such call. Default false.
+   */
+  background?: boolean;
 }
 
 /** One prefill call: `count` prompt tokens of candidate `index`, from position `start`. */
@@ -61,10 +69,12 @@ export function nextChunk(cached: number, promptLength: number, chunk: number): 
  */
 export function planStep(decodeRows: number, candidates: readonly PrefillCandidate[], limits: StepLimits): StepPlan {
   let budget = limits.stepTokens - decodeRows;
+  let backgroundChunks = decodeRows > 0 ? 1 : Infinity;
   const prefill: PrefillChunk[] = [];
   const take = (index: number, start: number, count: number) => {
     prefill.push({ index, start, count, last: start + count === candidates[index].promptLength });
     budget -= count;
+    if (candidates[index].background) backgroundChunks--;
   };
   for (let index = 0; index < candidates.length && budget > 0; index++) {
     const c = candidates[index];
@@ -72,6 +82,7 @@ export function planStep(decodeRows: number, candidates: readonly PrefillCandida
     for (let at = c.cached; at < c.promptLength; at += prefill[prefill.length - 1].count) {
       const count = nextChunk(at, c.promptLength, limits.prefillChunk);
       if (count > budget) break;
+      if (c.background && backgroundChunks === 0) break;
       take(index, at, count);
     }
   }

@@ -2,7 +2,8 @@
 // EmbeddingEvent before its finish, generating nothing: "mean" averages every position (each chunk
 // pooled, never a cached prefix, whose positions would be missing), "last" takes the prompt's last
 // position (a cached prefix is fine: the last position is always computed); several inputs share
-// steps; a request that also asks for tokens or choices is refused.
+// steps, one chunk a step while other sequences decode; a request that also asks for tokens or
+// choices is refused.
 import { describe, expect, it } from "vitest";
 import { BatchEngine } from "../../../../src/scheduler/engine/batch-engine.js";
 import type { EmbeddingEvent, GenerationEvent, GenerationRequest, GenerationStream, Pooling } from "../../../../src/scheduler/types.js";
@@ -85,6 +86,22 @@ describe("embeddings in the engine", () => {
     expect(engine.stats.snapshot().steps).toBe(1);
     expect([...(ea[0] as EmbeddingEvent).embedding]).toEqual(expected(a, "mean").map(Math.fround));
     expect([...(eb[0] as EmbeddingEvent).embedding]).toEqual(expected(b, "mean").map(Math.fround));
+  });
+
+  it("yields to decoding: while a sequence decodes, one embedding chunk a step", async () => {
+    const { fake, engine } = setup(4);
+    const chat = engine.submit({ promptIds: prompt(3, 6), maxTokens: 12, sampling: {} })[Symbol.asyncIterator]();
+    await chat.next(); // decoding from here on
+    const inputs = Promise.all([7, 8, 9].map((salt) => events(engine.submit(embedding(prompt(5, salt), "last")))));
+    while (!(await chat.next()).done);
+    await inputs;
+    const kinds = fake.calls.map((c) => (c.embed ? "embed" : c.kind)).join(" ");
+    expect(kinds).not.toMatch(/embed embed/);
+    expect(kinds.match(/embed/g)).toHaveLength(3);
+    // Without decoding, they share one step.
+    fake.calls.length = 0;
+    await Promise.all([1, 2, 3].map((salt) => events(engine.submit(embedding(prompt(5, salt), "last")))));
+    expect(fake.calls.map((c) => c.kind)).toEqual(["prefill", "prefill", "prefill"]);
   });
 
   it("refuses an embedding that asks for new tokens or several choices", () => {

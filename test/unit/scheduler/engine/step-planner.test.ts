@@ -35,6 +35,25 @@ describe("planStep", () => {
     expect(planStep(0, [cand(0, 10, false), cand(0, 10)], limits).prefill).toEqual([{ index: 1, start: 0, count: 10, last: true }]);
   });
 
+  it("gives background prompts one chunk a step while sequences decode, and the whole budget otherwise", () => {
+    const bg = (cached: number, promptLength: number): PrefillCandidate => ({ ...cand(cached, promptLength), background: true });
+    const candidates = [bg(0, 5), bg(0, 40), cand(0, 5), bg(0, 3)];
+    expect(planStep(2, candidates, limits).prefill).toEqual([
+      { index: 0, start: 0, count: 5, last: true },
+      { index: 2, start: 0, count: 5, last: true },
+    ]);
+    // A background prompt longer than a chunk goes one chunk a step.
+    expect(planStep(2, [bg(0, 40)], limits).prefill).toEqual([{ index: 0, start: 0, count: 16, last: false }]);
+    expect(planStep(0, candidates, limits).prefill.map((c) => [c.index, c.count])).toEqual([
+      [0, 5],
+      [1, 16],
+      [1, 16],
+      [1, 8],
+      [2, 5],
+      [3, 3],
+    ]);
+  });
+
   it("still gives the oldest one chunk when the decode rows leave no room", () => {
     expect(planStep(64, [cand(0, 30), cand(0, 3)], limits).prefill).toEqual([{ index: 0, start: 0, count: 16, last: false }]);
     expect(planStep(3, [], limits)).toEqual({ decodeRows: 3, prefill: [], tokens: 3 });
