@@ -5,7 +5,9 @@
  * its API embeds) and, when built (`bash scripts/peers/llama-cpp-native.sh`), llama.cpp's own
  * `llama-embedding`, which packs many inputs into each batch. Each figure is input tokens/s over the
  * whole set (load excluded; llama-embedding's from its own prompt-eval timer), the median of the
- * runs, alternating; the cosine to llama.cpp's vectors is printed beside kiln's as a check.
+ * runs, alternating; the cosine to llama.cpp's vectors is printed beside kiln's as a check. Last,
+ * what a large embedding request costs a chat beside it: the chat's decode tokens/s alone and while
+ * 512 inputs are embedded.
  *
  *   npm run bench -- embeddings [--threads 2] [--runs 3]
  */
@@ -90,6 +92,32 @@ for (const { name, texts } of WORKLOADS) {
   }
   log(`  kiln / strongest llama.cpp: ${(median(figures.kiln) / best).toFixed(2)}x`);
 }
+
+/** Decode tokens/s of one greedy chat answer, first token to last. */
+async function chatDecode(): Promise<number> {
+  const promptIds = kilnModel.chatPrompt([{ role: "user", content: "Explain how a bicycle works." }]);
+  let [first, last, tokens] = [0, 0, 0];
+  for await (const e of kilnModel.engine.submit({ promptIds, maxTokens: 48, sampling: { temperature: 0 } })) {
+    if (e.type === "delta" && first === 0) first = performance.now();
+    if (e.type === "finish") [last, tokens] = [performance.now(), e.completionTokens];
+  }
+  return ((tokens - 1) * 1000) / (last - first);
+}
+
+// What a large embedding request costs a chat beside it: embeddings yield to decoding (one prefill chunk a step).
+const alone: number[] = [];
+const beside: number[] = [];
+const sentences = WORKLOADS[0].texts.map((t) => kilnModel.embeddings.prompt(t));
+for (let run = 0; run < runs; run++) {
+  alone.push(await chatDecode());
+  const background = embedInWindows(kilnModel, [...sentences, ...sentences], new AbortController().signal);
+  await new Promise((r) => setTimeout(r, 300));
+  beside.push(await chatDecode());
+  await background;
+}
+log(
+  `\nchat decode beside 512 inputs being embedded: ${median(beside).toFixed(1)} tokens/s, alone ${median(alone).toFixed(1)} (${(median(beside) / median(alone)).toFixed(2)}x)`,
+);
 
 rmSync(work, { recursive: true, force: true });
 await llamaContext.dispose();
