@@ -5,8 +5,8 @@
  *
  * - Float activations (the accuracy-level 0 artifact): cosine to llama.cpp at least 0.9995 (0.99975
  *   measured). The default int8-activation artifact rounds each layer's input: at least 0.99 each
- *   and 0.995 on average (0.9956 to 0.9989 measured). The previous position's state, what an
- *   off-by-one would answer, is at 0.67-0.75, so the bounds tell a right vector from a wrong one.
+ *   and 0.995 on average (0.9956 to 0.9991 measured). The previous position's state, what an
+ *   off-by-one would answer, is at 0.26-0.75, so the bounds tell a right vector from a wrong one.
  * - "mean" pooling (`--pooling mean`) is the average of llama.cpp's last-position embeddings of every
  *   prefix of the input (each position of a causal model sees only its prefix).
  * - An input longer than a prefill chunk pools across chunks; the official openai client (which
