@@ -3,6 +3,7 @@
  * numbers and booleans arrive as strings, arrays as repeated `name[]` fields), checked with zod,
  * and the answer and stream event shapes. The `file` part is the route's (see transcriptions.ts).
  */
+import type { FormFields } from "../multipart-form.js";
 import { z } from "zod";
 import { apiError } from "../errors.js";
 import { parseOrThrow } from "./issues.js";
@@ -15,8 +16,7 @@ export const TIMESTAMP_GRANULARITIES = ["segment", "word"] as const;
 /** What `include[]` may ask for besides the text. */
 export const TRANSCRIPTION_INCLUDES = ["logprobs"] as const;
 
-/** The form's text fields: each name with its values in the order they came. */
-export type FormFields = Record<string, string[]>;
+export type { FormFields };
 
 /** A number sent as a form string; anything else is left for zod to call a wrong type. */
 const numberField = (schema: z.ZodNumber) => z.preprocess((v: unknown) => numberFromString(v), schema);
@@ -106,8 +106,8 @@ const ARRAY_FIELDS: Record<string, string> = {
   include: "include",
 };
 
-/** Form names that carry one property of an object, as the clients flatten objects: `name[property]`. */
-const OBJECT_FIELD = /^(chunking_strategy)\[([a-z_]+)\]$/;
+/** Form names that carry one property of an object, as the clients flatten objects: `name[property]` (`chunking_strategy[type]`, `expires_after[seconds]`). */
+const OBJECT_FIELD = /^([a-z_]+)\[([a-z_]+)\]$/;
 
 /**
  * The form's fields as one object for the schema: array fields gathered under their bare name,

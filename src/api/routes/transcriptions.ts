@@ -6,13 +6,13 @@
  * aborts the decoding and the transcription; every transcription that reached its model is
  * counted in the metrics and metered in cloud mode.
  */
-import multipart, { type MultipartFile, type MultipartValue } from "@fastify/multipart";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AudioDecodeError, decodeAudio } from "../../runtime/audio/index.js";
 import type { ServedSpeechModel, TranscribeOptions, Transcript, TranscriptSegment } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError, ApiError } from "../errors.js";
 import { EngineClosedError, joinSegmentTexts, OverloadedError } from "../../scheduler/index.js";
+import { readForm, registerMultipart, requireFile, type FormSpec, type Upload } from "../multipart-form.js";
 import { formatTranscript } from "../protocol/transcription-formats.js";
 import {
   parseTranscriptionRequest,
@@ -32,19 +32,22 @@ import { assertUsageKept, CLIENT_CLOSED_STATUS, RequestLife } from "./request-li
 export const MAX_FILE_BYTES = 25 * 1024 * 1024;
 /** Most bytes of one text field (a prompt is at most a few hundred tokens). */
 export const MAX_FIELD_BYTES = 64 * 1024;
-/** Room for the form around the file: boundaries, part headers and the text fields. */
-const FORM_OVERHEAD_BYTES = 1024 * 1024;
 /** The decoder's sample rate (decodeAudio gives 16 kHz mono). */
 const SAMPLE_RATE = 16_000;
 
-/** Busboy's limits: the file is cut (and answered 413) past the limit, fields past theirs. */
-const MULTIPART_LIMITS = { fileSize: MAX_FILE_BYTES, files: 4, fields: 32, fieldSize: MAX_FIELD_BYTES, parts: 40, headerPairs: 100 };
-
-/** The uploaded audio. */
-interface Upload {
-  bytes: Buffer;
-  filename: string | undefined;
-}
+/** The form this route reads: one audio file of at most {@link MAX_FILE_BYTES}, small text fields. */
+const AUDIO_FORM: FormSpec = {
+  maxFileBytes: MAX_FILE_BYTES,
+  maxFieldBytes: MAX_FIELD_BYTES,
+  what: "the transcription request",
+  fileTooLarge: () =>
+    apiError(
+      "file_too_large",
+      `The audio file is larger than the ${MAX_FILE_BYTES / (1024 * 1024)} MB limit: split it, or compress it (e.g. to mp3 or ogg).`,
+      "file",
+    ),
+  missingFile: "Missing required parameter: 'file' (the audio, as a file part of the form).",
+};
 
 /**
  * Registers the route with its own multipart parser: registered in this (encapsulated) context,
@@ -52,20 +55,20 @@ interface Upload {
  * its body limit.
  */
 export async function transcriptionsRoute(app: FastifyInstance, ctx: ApiContext): Promise<void> {
-  await app.register(multipart, { limits: MULTIPART_LIMITS, throwFileSizeLimit: true });
+  await registerMultipart(app, AUDIO_FORM);
   app.post("/audio/transcriptions", (request, reply) => speechToText(ctx, request, reply, "transcribe"));
   app.post("/audio/translations", (request, reply) => speechToText(ctx, request, reply, "translate"));
 }
 
 /** Either route: the form read and checked, the model found, then the work. */
 async function speechToText(ctx: ApiContext, request: FastifyRequest, reply: FastifyReply, task: SpeechTask): Promise<unknown> {
-  const { fields, upload } = await readForm(request);
+  const { fields, upload } = await readForm(request, AUDIO_FORM);
   const body = task === "translate" ? parseTranslationRequest(fields) : parseTranscriptionRequest(fields);
   const model = await lookupServedModel(ctx, request, body.model, "transcription");
   assertLanguage(model, body.language);
   assertTask(model, task);
   assertBeamSize(model, body.beam_size);
-  const file = requireFile(upload);
+  const file = requireFile(upload, AUDIO_FORM);
   assertUsageKept(ctx);
   const transcription = new Transcription(ctx, request, reply, model);
   try {
@@ -76,104 +79,6 @@ async function speechToText(ctx: ApiContext, request: FastifyRequest, reply: Fas
 }
 
 type SpeechTask = "transcribe" | "translate";
-
-// ---------------------------------------------------------------------------------------------
-// The form
-
-/** Reads the multipart form: the text fields, and the `file` part into memory (bounded). */
-async function readForm(request: FastifyRequest): Promise<{ fields: FormFields; upload: Upload | null }> {
-  if (!request.isMultipart()) {
-    throw apiError("invalid_request", "Send the transcription request as multipart/form-data, with the audio in a 'file' part.");
-  }
-  assertDeclaredLengthFits(request);
-  const fields: FormFields = {};
-  let upload: Upload | null = null;
-  try {
-    for await (const part of request.parts()) {
-      if (part.type === "file") {
-        if (part.fieldname !== "file") await discard(part);
-        else if (upload) throw apiError("invalid_value", "Send one audio file per request: the form has more than one 'file' part.", "file");
-        else upload = { bytes: await readFileBounded(part), filename: part.filename || undefined };
-      } else {
-        addField(fields, part);
-      }
-    }
-  } catch (err) {
-    throw multipartError(err);
-  }
-  return { fields, upload };
-}
-
-/** A body declared larger than any acceptable form is refused before a byte of it is read. */
-function assertDeclaredLengthFits(request: FastifyRequest): void {
-  const declared = Number(request.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > MAX_FILE_BYTES + FORM_OVERHEAD_BYTES) throw fileTooLarge();
-}
-
-function addField(fields: FormFields, part: MultipartValue): void {
-  if (part.valueTruncated) {
-    throw apiError("request_too_large", `The form field '${part.fieldname}' is longer than ${MAX_FIELD_BYTES} bytes.`, part.fieldname);
-  }
-  if (part.fieldname === "file") {
-    throw apiError("invalid_type", "'file' must be an uploaded file (a file part of the form), not a text field.", "file");
-  }
-  (fields[part.fieldname] ??= []).push(String(part.value));
-}
-
-/** The file's bytes, stopping at the first byte past the limit (busboy cuts the file there). */
-async function readFileBounded(part: MultipartFile): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of part.file) {
-    if (part.file.truncated) throw fileTooLarge();
-    chunks.push(chunk as Buffer);
-  }
-  if (part.file.truncated) throw fileTooLarge();
-  return Buffer.concat(chunks);
-}
-
-/** Reads a file part nobody asked for to its end, keeping nothing. */
-async function discard(part: MultipartFile): Promise<void> {
-  for await (const _ of part.file);
-}
-
-function fileTooLarge(): ApiError {
-  return apiError(
-    "file_too_large",
-    `The audio file is larger than the ${MAX_FILE_BYTES / (1024 * 1024)} MB limit: split it, or compress it (e.g. to mp3 or ogg).`,
-    "file",
-  );
-}
-
-/** The multipart parser's own errors, in the API's words. */
-function multipartError(err: unknown): unknown {
-  const code = (err as { code?: unknown }).code;
-  switch (code) {
-    case "FST_REQ_FILE_TOO_LARGE":
-      return fileTooLarge();
-    case "FST_PARTS_LIMIT":
-    case "FST_FIELDS_LIMIT":
-    case "FST_FILES_LIMIT":
-      return apiError(
-        "request_too_large",
-        `The form has more parts than this route takes (at most ${MULTIPART_LIMITS.fields} fields and ${MULTIPART_LIMITS.files} files).`,
-      );
-    case "FST_PROTO_VIOLATION":
-      return apiError("invalid_request", "The form has a field whose name is not allowed.");
-    case "FST_INVALID_JSON_FIELD_ERROR":
-      return apiError("invalid_request", "A form field declared as JSON does not hold valid JSON.");
-    default:
-      // What else the form reading throws without a status is busboy's: a body that is not well-formed multipart.
-      if (err instanceof Error && !(err instanceof ApiError) && (err as { statusCode?: unknown }).statusCode === undefined) {
-        return apiError("invalid_request", `The multipart/form-data body could not be read: ${err.message}.`);
-      }
-      return err;
-  }
-}
-
-function requireFile(upload: Upload | null): Upload {
-  if (!upload) throw apiError("missing_required_parameter", "Missing required parameter: 'file' (the audio, as a file part of the form).", "file");
-  return upload;
-}
 
 function assertLanguage(model: ServedSpeechModel, language: string | undefined): void {
   if (language === undefined || model.languages.includes(language)) return;
