@@ -217,3 +217,44 @@ CREATE TABLE IF NOT EXISTS response_items (
   PRIMARY KEY (item_id, response_id)
 );
 CREATE INDEX IF NOT EXISTS response_items_response ON response_items (response_id);
+
+-- Files of the Files API (POST /v1/files; a batch's output and error files), kept until deleted or
+-- past expires_at (src/catalogue/stored-files.ts). key_id: the cloud key that owns it, NULL in
+-- local mode; only that key finds it. purpose: `batch` for a batch's input, `batch_output` for what
+-- a batch wrote, or another of the reference API's purposes. created_at, expires_at: Unix seconds
+-- (expires_at NULL: kept until deleted). content: the file's bytes.
+CREATE TABLE IF NOT EXISTS files (
+  id         TEXT PRIMARY KEY,
+  key_id     TEXT,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER,
+  filename   TEXT NOT NULL,
+  purpose    TEXT NOT NULL,
+  bytes      INTEGER NOT NULL,
+  content    BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_key ON files (key_id, created_at);
+
+-- Batches of the Batch API (POST /v1/batches; src/catalogue/stored-batches.ts): batch_json is the
+-- batch object as GET /v1/batches/{id} answers it; key_json the key it runs as (id, name, models, limits),
+-- so that a batch left unfinished by a stopped server resumes under the same key.
+CREATE TABLE IF NOT EXISTS batches (
+  id         TEXT PRIMARY KEY,
+  key_id     TEXT,
+  created_at INTEGER NOT NULL,
+  status     TEXT NOT NULL,
+  batch_json TEXT NOT NULL,
+  key_json   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS batches_key ON batches (key_id, created_at);
+
+-- Each answered line of an unfinished batch (line: its 0-based place in the input file), so that a
+-- resumed batch skips what it has; failed: 1 when it goes to the error file. Gathered into the
+-- output and error files when the batch finalizes, then deleted.
+CREATE TABLE IF NOT EXISTS batch_results (
+  batch_id    TEXT NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+  line        INTEGER NOT NULL,
+  failed      INTEGER NOT NULL,
+  result_json TEXT NOT NULL,
+  PRIMARY KEY (batch_id, line)
+);

@@ -5,12 +5,15 @@
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { openDatabase } from "../catalogue/db.js";
+import { BatchStore } from "../catalogue/stored-batches.js";
+import { FileStore } from "../catalogue/stored-files.js";
 import { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
-import { authHook, type AuthMode } from "./auth/auth.js";
+import { authHook, InternalKeys, type AuthMode } from "./auth/auth.js";
+import { BatchRunner, DEFAULT_BATCH_CONCURRENCY, type LineAnswer, type SendLine } from "./batches/batch-runner.js";
 import { CloudGate } from "./cloud-gate.js";
 import { consoleRoutes, type TrackRecords, type UsageReport } from "./console.js";
-import type { Metering, UsageRecorder } from "./cloud-port.js";
+import type { ApiKeyInfo, Metering, UsageRecorder } from "./cloud-port.js";
 import { Lifecycle, type ApiContext } from "./context.js";
 import { assertPlainBody } from "./content-encoding.js";
 import { allowCrossOrigin, type AllowedOrigins } from "./cors.js";
@@ -23,7 +26,9 @@ import { chatCompletionsRoute } from "./routes/chat-completions.js";
 import { releaseModelHolds } from "./routes/model-lookup.js";
 import { CLIENT_CLOSED_STATUS } from "./routes/request-life.js";
 import { completionsRoute } from "./routes/completions.js";
+import { batchesRoutes } from "./routes/batches.js";
 import { embeddingsRoute } from "./routes/embeddings.js";
+import { filesRoutes } from "./routes/files.js";
 import { healthRoutes } from "./routes/health.js";
 import { llamaNativeRoutes } from "./routes/llama-native.js";
 import { messagesRoutes } from "./routes/messages.js";
@@ -71,6 +76,12 @@ export interface AppOptions extends ServerLimits {
   usageReport?: UsageReport;
   /** The device the models run on, named by /health and /metrics; default the CPU. */
   device?: ServerDevice;
+  /** Where the Files API keeps files; default a store in a database in memory, gone with the app. */
+  files?: FileStore;
+  /** Where the Batch API keeps batches (unfinished ones resume when the app is ready); default a store in a database in memory. */
+  batches?: BatchStore;
+  /** Most requests of all batches answered at once. Default {@link DEFAULT_BATCH_CONCURRENCY}. */
+  batchConcurrency?: number;
 }
 
 /** Methods whose requests are answered from their body: an empty one is the client's mistake. */
@@ -81,10 +92,16 @@ const ALWAYS_OPEN = new Set(["/health", "/metrics"]);
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const models = options.models;
+  const lifecycle = options.lifecycle ?? new Lifecycle();
+  const internalKeys = new InternalKeys();
+  // Batches send their requests through this app's own routes, once it exists.
+  let sendLine: SendLine = () => Promise.reject(new Error("the app is not built yet"));
+  const inMemory = !options.files || !options.batches ? openDatabase({ path: ":memory:", seed: false }) : undefined;
+  const files = options.files ?? new FileStore(inMemory!);
   const ctx: ApiContext = {
     models,
     metrics: options.metrics ?? new KilnMetrics(() => queueLoads(models)),
-    lifecycle: options.lifecycle ?? new Lifecycle(),
+    lifecycle,
     usage: options.usage ?? options.cloud,
     cloud: options.cloud && new CloudGate(options.cloud),
     startedAt: Math.floor(Date.now() / 1000),
@@ -92,6 +109,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     warnings: options.warnings ?? [],
     device: options.device ?? CPU_DEVICE,
     responses: options.responses ?? new ResponseStore(openDatabase({ path: ":memory:", seed: false })),
+    files,
+    batches: new BatchRunner(options.batches ?? new BatchStore(inMemory!), files, (endpoint, body, key) => sendLine(endpoint, body, key), {
+      concurrency: options.batchConcurrency,
+      halted: () => lifecycle.draining,
+      onError: (batchId, err) => app.log.error({ err, batch: batchId }, "batch: could not run"),
+    }),
   };
   const exchanges: CurrentExchanges = new WeakMap();
   const app = Fastify({
@@ -111,6 +134,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   });
   capConnections(app, options);
+  // A batch's key is the ApiKeyInfo its route stored (`routes/batches.ts`).
+  sendLine = (endpoint, body, key) => sendThroughApp(app, internalKeys, endpoint, body, key as unknown as ApiKeyInfo);
+  app.addHook("onReady", async () => ctx.batches.resume());
+  app.addHook("onClose", async () => ctx.batches.stop());
   timeoutsPastStalls(app.server);
 
   // Every body is read as JSON whatever its content type (curl -d sends form-urlencoded).
@@ -166,7 +193,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.addHook("onResponse", async (request, reply) => {
     countRequest(request, reply.statusCode);
     // While draining, a finished answer frees its connection instead of keeping it alive.
-    if (ctx.lifecycle.draining) request.raw.socket?.end();
+    // (A batch's request, sent through the app itself, has no real connection to end.)
+    if (ctx.lifecycle.draining && typeof request.raw.socket?.end === "function") request.raw.socket.end();
   });
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -188,7 +216,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   consoleRoutes(app, auth, options.tracks, options.usageReport);
   await app.register(
     async (v1) => {
-      v1.addHook("onRequest", authHook(auth));
+      v1.addHook("onRequest", authHook(auth, internalKeys));
       const cloud = ctx.cloud;
       // Every cloud answer after auth carries its key's rate-limit headers (admission sets fresh ones).
       if (cloud) v1.addHook("onSend", async (request, reply) => cloud.addLastKnownHeaders(request, reply));
@@ -198,7 +226,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       embeddingsRoute(v1, ctx);
       responsesRoutes(v1, ctx);
       tokenizeRoutes(v1, ctx);
+      batchesRoutes(v1, ctx);
       await messagesRoutes(v1, ctx);
+      await v1.register(async (uploads) => filesRoutes(uploads, ctx));
       await v1.register(async (audio) => transcriptionsRoute(audio, ctx));
     },
     { prefix: "/v1" },
@@ -211,6 +241,34 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await ollamaRoutes(app, ctx, auth);
   await llamaNativeRoutes(app, ctx, auth);
   return app;
+}
+
+/**
+ * One request of a batch, sent through the app's own routes as the batch's key, so it is checked,
+ * scheduled, counted and metered as any other. A 429 or 503 that names a wait (and does not say a
+ * retry cannot succeed) is answered with that wait, for the runner to try again.
+ */
+async function sendThroughApp(app: FastifyInstance, keys: InternalKeys, endpoint: string, body: unknown, key: ApiKeyInfo): Promise<LineAnswer> {
+  const token = keys.issue(key);
+  try {
+    const res = await app.inject({
+      method: "POST",
+      url: endpoint,
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      payload: JSON.stringify(body),
+    });
+    const retryAfter = Number(res.headers["retry-after"]);
+    const retryable = (res.statusCode === 429 || res.statusCode === 503) && res.headers["x-should-retry"] !== "false" && Number.isFinite(retryAfter);
+    let answer: unknown;
+    try {
+      answer = res.json();
+    } catch {
+      answer = { error: { message: res.body, type: "server_error", param: null, code: null } };
+    }
+    return { status: res.statusCode, requestId: String(res.headers["x-request-id"] ?? ""), body: answer, ...(retryable ? { retryAfter } : {}) };
+  } finally {
+    keys.revoke(token);
+  }
 }
 
 /** A path under /v1 names a route that does not exist; elsewhere the client may have left out the prefix. */

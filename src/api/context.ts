@@ -1,6 +1,8 @@
 /** What the routes share: the models, metrics, usage records and the server's lifecycle. */
 import { setMaxListeners } from "node:events";
+import type { FileStore } from "../catalogue/stored-files.js";
 import type { ResponseStore } from "../catalogue/stored-responses.js";
+import type { BatchRunner } from "./batches/batch-runner.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import type { CloudGate } from "./cloud-gate.js";
 import type { UsageRecorder } from "./cloud-port.js";
@@ -79,4 +81,8 @@ export interface ApiContext {
   responses: ResponseStore;
   /** The device the models run on (/health, /metrics). */
   device: ServerDevice;
+  /** The Files API's files (uploads, batches' output). */
+  files: FileStore;
+  /** The Batch API's batches, run in the background. */
+  batches: BatchRunner;
 }

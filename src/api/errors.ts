@@ -40,6 +40,9 @@ export const ERRORS = {
   route_not_found: { status: 404, type: "invalid_request_error", code: null },
   // GET, DELETE or input_items of a response that is not stored, past retention, or another key's.
   response_not_found: { status: 404, type: "invalid_request_error", code: null },
+  // A file (Files API) or batch (Batch API) that does not exist, has expired, or is another key's.
+  file_not_found: { status: 404, type: "invalid_request_error", code: null },
+  batch_not_found: { status: 404, type: "invalid_request_error", code: null },
   // A `previous_response_id` the key has no stored response for: the reference API's 400 and code.
   previous_response_not_found: { status: 400, type: "invalid_request_error", code: "previous_response_not_found" },
   request_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },

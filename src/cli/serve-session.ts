@@ -21,6 +21,8 @@ import { getModel, hasModel } from "../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../catalogue/db.js";
 import { createProgressPrinter } from "../catalogue/pull/progress.js";
 import type { Promotion } from "../catalogue/promotions.js";
+import { BatchStore } from "../catalogue/stored-batches.js";
+import { FileStore } from "../catalogue/stored-files.js";
 import { ResponseStore } from "../catalogue/stored-responses.js";
 import {
   DEFAULT_SPEECH_SLOTS,
@@ -156,6 +158,7 @@ class ServeSession {
   private cloud: { store: CloudStore; meter: CloudMeter } | null = null;
   /** Promotions choose each text model's artifact at start, and are followed while serving (the live switch); null when the database cannot be opened. */
   private promotionsDb: KilnDatabase | null = null;
+  private memoryDb: KilnDatabase | null = null;
   private watcher: PromotionWatcher | null = null;
   /** Stops the optimization track's scheduler, started once the models serve. */
   private stopNightly: (() => Promise<void>) | null = null;
@@ -247,6 +250,13 @@ class ServeSession {
     }
   }
 
+  /** Where the server keeps what its clients store: the records database beside the promotions, or one in memory for this process when that cannot be opened or only read. */
+  private recordsDb(): KilnDatabase {
+    if (this.promotionsDb && !this.promotionsDb.readonly) return this.promotionsDb;
+    this.memoryDb ??= openDatabase({ path: ":memory:", seed: false });
+    return this.memoryDb;
+  }
+
   /** The HTTP app over the registry (empty yet); a host beyond loopback without key checks is warned about here and in /health. */
   private async createApp(): Promise<void> {
     const o = this.o;
@@ -264,10 +274,14 @@ class ServeSession {
       warnings: warning ? [warning] : [],
       device: serverDevice(o.resolvedDevice),
       // In the records database beside the promotions; in memory, for this process only, when it cannot be opened or only read.
-      responses: new ResponseStore(this.promotionsDb && !this.promotionsDb.readonly ? this.promotionsDb : openDatabase({ path: ":memory:", seed: false }), {
+      responses: new ResponseStore(this.recordsDb(), {
         maxCount: o.storedResponses,
         maxAgeSeconds: o.storedResponseDays * 86_400,
       }),
+      // Files and batches beside them, so an unfinished batch resumes when the server starts again.
+      files: new FileStore(this.recordsDb()),
+      batches: new BatchStore(this.recordsDb()),
+      batchConcurrency: o.batchConcurrency,
       allowedOrigins: this.o.origins,
       // The console's track pages, read as `kiln tracks --json` reads them; empty without the records database.
       tracks: {

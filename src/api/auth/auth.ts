@@ -5,11 +5,35 @@
  * which models it may use (403 otherwise). When the key database cannot be reached, cloud mode
  * fails closed: 503, never a request let through unchecked.
  */
+import { randomBytes } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors.js";
 import type { ApiKeyInfo, KeyVerifier } from "../cloud-port.js";
 
 export type AuthMode = { mode: "local" } | { mode: "cloud"; keys: KeyVerifier };
+
+/**
+ * Keys the server issues to itself, to send a batch's requests through its own routes as the
+ * batch's owner: random, never sent outside the process, revoked once the request is answered.
+ */
+export class InternalKeys {
+  private readonly keys = new Map<string, ApiKeyInfo>();
+
+  /** A fresh token that authenticates as `key` until revoked. */
+  issue(key: ApiKeyInfo): string {
+    const token = `kiln-internal-${randomBytes(32).toString("hex")}`;
+    this.keys.set(token, key);
+    return token;
+  }
+
+  revoke(token: string): void {
+    this.keys.delete(token);
+  }
+
+  lookup(token: string): ApiKeyInfo | null {
+    return this.keys.get(token) ?? null;
+  }
+}
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -28,8 +52,11 @@ export function bearerToken(header: string | undefined): string | null {
   return token ? token : null;
 }
 
-/** An onRequest hook that authenticates or answers 401 (503 when cloud mode's key database is unreachable). */
-export function authHook(auth: AuthMode) {
+/**
+ * An onRequest hook that authenticates or answers 401 (503 when cloud mode's key database is unreachable).
+ * A token of `internal` authenticates as the key it was issued for.
+ */
+export function authHook(auth: AuthMode, internal?: InternalKeys) {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const header = request.headers.authorization;
     // Anthropic's clients send their key as `x-api-key`: without an Authorization header, that is the key.
@@ -45,6 +72,11 @@ export function authHook(auth: AuthMode) {
         "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
       );
     }
+    const issued = internal?.lookup(token);
+    if (issued) {
+      request.apiKey = issued;
+      return;
+    }
     if (auth.mode === "local") {
       request.apiKey = LOCAL_KEY;
       return;
@@ -59,6 +91,11 @@ export function authHook(auth: AuthMode) {
     if (!info) throw apiError("invalid_api_key", `Incorrect API key provided: ${redact(token)}.`);
     request.apiKey = info;
   };
+}
+
+/** The id of the key that owns what a request stores or reads (responses, files, batches); null in local mode. */
+export function ownerKeyId(request: FastifyRequest): string | null {
+  return request.apiKey?.id ?? null;
 }
 
 /** Throws 403 when the request's key may not use `slug`. */

@@ -17,6 +17,7 @@ import {
   type ServedModel,
   type ToolUse,
 } from "../../scheduler/index.js";
+import { ownerKeyId } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
@@ -49,7 +50,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     if (!model.hasChatTemplate) {
       throw apiError("invalid_value", `The model '${model.slug}' has no chat template: use /v1/completions with a plain prompt.`, "model");
     }
-    const keyId = keyOf(request);
+    const keyId = ownerKeyId(request);
     const toolUse = responsesToolUse(body);
     const format = textFormatConstraint(body.text?.format);
     if (toolUse && format) {
@@ -126,7 +127,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.delete("/responses/:id", async (request) => {
     const { id } = request.params as { id: string };
-    if (!ctx.responses.delete(id, keyOf(request))) throw responseNotFound(id);
+    if (!ctx.responses.delete(id, ownerKeyId(request))) throw responseNotFound(id);
     return { id, object: "response", deleted: true };
   });
 
@@ -153,17 +154,13 @@ const inputItemsQuery = z.looseObject({
 });
 
 /** The key whose responses a request sees: its cloud key, or null in local mode (where every response is the one local key's). */
-function keyOf(request: FastifyRequest): string | null {
-  return request.apiKey?.id ?? null;
-}
-
 function responseNotFound(id: string) {
   return apiError("response_not_found", `Response with id '${id}' not found.`);
 }
 
 function storedResponse(ctx: ApiContext, request: FastifyRequest) {
   const { id } = request.params as { id: string };
-  const stored = ctx.responses.get(id, keyOf(request));
+  const stored = ctx.responses.get(id, ownerKeyId(request));
   if (!stored) throw responseNotFound(id);
   return stored;
 }

@@ -1,6 +1,6 @@
 /** `kiln serve --model <slug>...`: the OpenAI-compatible HTTP API over the given models. The server itself is `serve-session.ts`, loaded when it starts, so that help and option errors come without loading it. */
 import { originProblem } from "../../api/cors.js";
-import { DEFAULT_DRAIN_TIMEOUT_MS } from "../../api/defaults.js";
+import { DEFAULT_BATCH_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_MS } from "../../api/defaults.js";
 import { DEFAULT_MAX_STORED_RESPONSES, DEFAULT_STORED_RESPONSE_DAYS } from "../../catalogue/stored-responses.js";
 import { DEFAULT_ORPHAN_AFTER_MS } from "../../cloud/defaults.js";
 import { DEFAULT_BEAM_SIZE } from "../../provision/defaults.js";
@@ -134,6 +134,14 @@ const options = {
     max: 36_500,
     default: DEFAULT_STORED_RESPONSE_DAYS,
     description: "days a stored Responses API response is kept; older ones are neither found nor continued, and are deleted",
+  }),
+  batchConcurrency: option.integer({
+    value: "<count>",
+    min: 1,
+    max: 4096,
+    default: DEFAULT_BATCH_CONCURRENCY,
+    description:
+      "most requests of Batch API batches (POST /v1/batches) answered at once, beside interactive requests; batches, their files and their progress are kept in $KILN_HOME/kiln.sqlite, and an unfinished one resumes when the server starts again",
   }),
   chatTemplateFile: chatTemplateFileOption("for every text model this server serves, so serve one with it"),
   noNightly: option.flag({
