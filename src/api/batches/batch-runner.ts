@@ -108,6 +108,7 @@ export class BatchRunner {
       expired_at: null,
       cancelling_at: null,
       cancelled_at: null,
+      model: null,
       request_counts: { total: 0, completed: 0, failed: 0 },
       metadata: request.metadata,
       usage: emptyUsage(),
@@ -184,6 +185,7 @@ export class BatchRunner {
       batch.status = "in_progress";
       batch.in_progress_at = this.seconds();
       counts(batch).total = read.lines.length;
+      batch.model = soleModel(read.lines);
       this.batches.update(batch);
     }
     const answered = new Set(this.batches.results(batch.id).map((r) => r.line));
@@ -311,6 +313,13 @@ export class BatchRunner {
   private seconds(): number {
     return Math.floor(this.now() / 1000);
   }
+}
+
+/** The model every request names, when they all name the same one (the batch's `model`); else null. */
+function soleModel(lines: readonly BatchLine[]): string | null {
+  const models = new Set(lines.map((l) => l.body.model));
+  const [only] = models;
+  return models.size === 1 && typeof only === "string" ? only : null;
 }
 
 /** The error-file line of a request a cancelled or expired batch never sent. */

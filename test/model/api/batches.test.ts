@@ -18,15 +18,17 @@ const FINAL = ["completed", "failed", "cancelled", "expired"];
 
 let server: RunningServer | undefined;
 
-/** Batches this file made: any left unfinished by a failing test is cancelled, so that no later server over the same KILN_HOME resumes it. */
+/** Batches this file made: any left unfinished by a failing test is cancelled, so that no later server over the same KILN_HOME resumes it, and their files deleted. */
 const made: string[] = [];
 
 afterAll(async () => {
-  if (server)
-    for (const id of made)
-      await clientOf(server)
-        .batches.cancel(id)
-        .catch(() => undefined);
+  if (server) {
+    const client = clientOf(server);
+    for (const id of made) {
+      const batch = await client.batches.cancel(id).catch(() => undefined);
+      for (const file of [batch?.input_file_id, batch?.output_file_id, batch?.error_file_id]) if (file) await client.files.delete(file).catch(() => undefined);
+    }
+  }
   await stopServer(server);
 });
 
@@ -86,6 +88,7 @@ describe("Batch API on the real model", () => {
     expect(batch.status).toBe("completed");
     expect(batch.request_counts).toEqual({ total: 6, completed: 6, failed: 0 });
     expect(batch.error_file_id).toBeNull();
+    expect(batch.model).toBe(TEXT_SLUG);
     const lines = await outputLines(client, batch.output_file_id);
     expect(lines.map((l) => l.custom_id)).toEqual(prompts.map((_, i) => `q${i}`));
     let output = 0;
@@ -153,7 +156,7 @@ describe("Batch API on the real model", () => {
     const lines = await outputLines(client, batch.output_file_id);
     expect(lines.map((l) => l.custom_id)).toEqual(Array.from({ length: count }, (_, i) => `c${i}`));
     expect(lines.every((l) => l.response.body.usage.completion_tokens === 24)).toBe(true);
-    // The batch's files are the client's to delete.
-    for (const id of [file.id, batch.output_file_id!]) expect((await client.files.delete(id)).deleted).toBe(true);
+    expect((await client.files.delete(file.id)).deleted).toBe(true);
+    await expect(client.files.retrieve(file.id)).rejects.toMatchObject({ status: 404 });
   });
 });

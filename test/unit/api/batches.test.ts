@@ -151,6 +151,7 @@ describe("Batch API", () => {
     expect(batch.request_counts).toEqual({ total: 4, completed: 3, failed: 1 });
     for (const field of ["in_progress_at", "finalizing_at", "completed_at"]) expect(batch[field], field).toBeGreaterThanOrEqual(batch.created_at);
     expect(batch.expires_at).toBe(batch.created_at + 86_400);
+    expect(batch.model).toBe(SLUG);
 
     const output = await fileLines(app, batch.output_file_id);
     expect(output.map((l) => l.custom_id)).toEqual(["one", "two", "three"]);
