@@ -236,15 +236,19 @@ CREATE TABLE IF NOT EXISTS files (
 CREATE INDEX IF NOT EXISTS files_key ON files (key_id, created_at);
 
 -- Batches of the Batch API (POST /v1/batches; src/catalogue/stored-batches.ts): batch_json is the
--- batch object as GET /v1/batches/{id} answers it; key_json the key it runs as (id, name, models, limits),
--- so that a batch left unfinished by a stopped server resumes under the same key.
+-- batch object as GET /v1/batches/{id} answers it; key_json the key it runs as (id, name, models,
+-- limits), so that a batch left unfinished by a stopped server resumes under the same key. runner:
+-- the server process that runs it, until lease_until (Unix milliseconds), renewed while it runs; an
+-- unfinished batch whose lease has ended is taken by the next server to look.
 CREATE TABLE IF NOT EXISTS batches (
-  id         TEXT PRIMARY KEY,
-  key_id     TEXT,
-  created_at INTEGER NOT NULL,
-  status     TEXT NOT NULL,
-  batch_json TEXT NOT NULL,
-  key_json   TEXT NOT NULL
+  id          TEXT PRIMARY KEY,
+  key_id      TEXT,
+  created_at  INTEGER NOT NULL,
+  status      TEXT NOT NULL,
+  batch_json  TEXT NOT NULL,
+  key_json    TEXT NOT NULL,
+  runner      TEXT,
+  lease_until INTEGER
 );
 CREATE INDEX IF NOT EXISTS batches_key ON batches (key_id, created_at);
 

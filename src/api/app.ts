@@ -5,12 +5,12 @@
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { openDatabase } from "../catalogue/db.js";
-import { BatchStore } from "../catalogue/stored-batches.js";
-import { FileStore } from "../catalogue/stored-files.js";
+import { SqliteBatchStore, type BatchStore } from "../catalogue/stored-batches.js";
+import { SqliteFileStore, type FileStore } from "../catalogue/stored-files.js";
 import { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, InternalKeys, type AuthMode } from "./auth/auth.js";
-import { BatchRunner, DEFAULT_BATCH_CONCURRENCY, type LineAnswer, type SendLine } from "./batches/batch-runner.js";
+import { BatchRunner, DEFAULT_BATCH_CONCURRENCY, DEFAULT_BATCH_LEASE_MS, type LineAnswer, type SendLine } from "./batches/batch-runner.js";
 import { CloudGate } from "./cloud-gate.js";
 import { consoleRoutes, type TrackRecords, type UsageReport } from "./console.js";
 import type { ApiKeyInfo, Metering, UsageRecorder } from "./cloud-port.js";
@@ -82,6 +82,8 @@ export interface AppOptions extends ServerLimits {
   batches?: BatchStore;
   /** Most requests of all batches answered at once. Default {@link DEFAULT_BATCH_CONCURRENCY}. */
   batchConcurrency?: number;
+  /** Milliseconds this server's hold on a batch it runs lasts unrenewed (another server sharing `batches` takes it over after). Default {@link DEFAULT_BATCH_LEASE_MS}. */
+  batchLeaseMs?: number;
 }
 
 /** Methods whose requests are answered from their body: an empty one is the client's mistake. */
@@ -97,7 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Batches send their requests through this app's own routes, once it exists.
   let sendLine: SendLine = () => Promise.reject(new Error("the app is not built yet"));
   const inMemory = !options.files || !options.batches ? openDatabase({ path: ":memory:", seed: false }) : undefined;
-  const files = options.files ?? new FileStore(inMemory!);
+  const files = options.files ?? new SqliteFileStore(inMemory!);
   const ctx: ApiContext = {
     models,
     metrics: options.metrics ?? new KilnMetrics(() => queueLoads(models)),
@@ -110,8 +112,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     device: options.device ?? CPU_DEVICE,
     responses: options.responses ?? new ResponseStore(openDatabase({ path: ":memory:", seed: false })),
     files,
-    batches: new BatchRunner(options.batches ?? new BatchStore(inMemory!), files, (endpoint, body, key) => sendLine(endpoint, body, key), {
+    batches: new BatchRunner(options.batches ?? new SqliteBatchStore(inMemory!), files, (endpoint, body, key) => sendLine(endpoint, body, key), {
       concurrency: options.batchConcurrency,
+      leaseMs: options.batchLeaseMs,
       halted: () => lifecycle.draining,
       onError: (batchId, err) => app.log.error({ err, batch: batchId }, "batch: could not run"),
     }),

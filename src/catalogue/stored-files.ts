@@ -1,7 +1,8 @@
 /**
  * Files of the Files API: uploads (a batch's input) and what batches write (their output and error
- * files), kept in the records database (table `files`) until deleted or past their expiry. A file
- * belongs to the key that made it (null in local mode) and is found only with that key.
+ * files), kept until deleted or past their expiry. A file belongs to the key that made it (null in
+ * local mode) and is found only with that key. {@link FileStore} is what the API needs; here in the
+ * records database (table `files`), and in cloud mode's Postgres for a fleet (`src/cloud`).
  */
 import type { KilnDatabase } from "./db.js";
 
@@ -44,15 +45,32 @@ interface FileRow {
 
 const INFO_COLUMNS = "id, key_id, created_at, expires_at, filename, purpose, bytes";
 
-export class FileStore {
+/** Where the Files API keeps files. */
+export interface FileStore {
+  /** Stores a file's bytes under `info.id` (and forgets the files past their expiry). */
+  save(info: StoredFileInfo, content: Buffer): Promise<void>;
+  /** The file `id` as `keyId` may see it, or null (unknown, another key's, or expired). */
+  get(id: string, keyId: string | null): Promise<StoredFileInfo | null>;
+  /** The bytes of the file `id` as `keyId` may see it, or null. */
+  content(id: string, keyId: string | null): Promise<Buffer | null>;
+  /** Deletes the file `id` of `keyId`; false when there is none it may see. */
+  delete(id: string, keyId: string | null): Promise<boolean>;
+  /**
+   * `keyId`'s files in creation order (newest first unless `asc`), from after `query.after`, at most
+   * `query.limit` of them, and whether more follow. An `after` the key cannot see lists nothing.
+   */
+  list(keyId: string | null, query: FileListQuery): Promise<{ files: StoredFileInfo[]; hasMore: boolean }>;
+}
+
+/** The {@link FileStore} in kiln's SQLite records database. */
+export class SqliteFileStore implements FileStore {
   /** @param now the clock, milliseconds (tests move it) */
   constructor(
     private readonly db: KilnDatabase,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Stores a file's bytes under `info.id`, and deletes the files past their expiry. */
-  save(info: StoredFileInfo, content: Buffer): void {
+  async save(info: StoredFileInfo, content: Buffer): Promise<void> {
     this.db
       .transaction(() => {
         this.db.prepare("DELETE FROM files WHERE expires_at IS NOT NULL AND expires_at <= ?").run(this.seconds());
@@ -63,32 +81,25 @@ export class FileStore {
       .immediate();
   }
 
-  /** The file `id` as `keyId` may see it, or null (unknown, another key's, or expired). */
-  get(id: string, keyId: string | null): StoredFileInfo | null {
+  async get(id: string, keyId: string | null): Promise<StoredFileInfo | null> {
     const row = this.db.prepare(`SELECT ${INFO_COLUMNS} FROM files WHERE id = ? AND key_id IS ? AND ${LIVE}`).get(id, keyId, this.seconds()) as
       | FileRow
       | undefined;
     return row ? infoOf(row) : null;
   }
 
-  /** The bytes of the file `id` as `keyId` may see it, or null. */
-  content(id: string, keyId: string | null): Buffer | null {
+  async content(id: string, keyId: string | null): Promise<Buffer | null> {
     const row = this.db.prepare(`SELECT content FROM files WHERE id = ? AND key_id IS ? AND ${LIVE}`).get(id, keyId, this.seconds()) as
       | { content: Buffer }
       | undefined;
     return row ? row.content : null;
   }
 
-  /** Deletes the file `id` of `keyId`; false when there is none it may see. */
-  delete(id: string, keyId: string | null): boolean {
+  async delete(id: string, keyId: string | null): Promise<boolean> {
     return this.db.prepare(`DELETE FROM files WHERE id = ? AND key_id IS ? AND ${LIVE}`).run(id, keyId, this.seconds()).changes > 0;
   }
 
-  /**
-   * `keyId`'s files in creation order (newest first unless `asc`), from after `query.after`, at most
-   * `query.limit` of them, and whether more follow. An `after` the key cannot see lists nothing.
-   */
-  list(keyId: string | null, query: FileListQuery): { files: StoredFileInfo[]; hasMore: boolean } {
+  async list(keyId: string | null, query: FileListQuery): Promise<{ files: StoredFileInfo[]; hasMore: boolean }> {
     const desc = query.order !== "asc";
     const conditions = [`key_id IS ?`, LIVE];
     const params: unknown[] = [keyId, this.seconds()];

@@ -21,8 +21,8 @@ import { getModel, hasModel } from "../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../catalogue/db.js";
 import { createProgressPrinter } from "../catalogue/pull/progress.js";
 import type { Promotion } from "../catalogue/promotions.js";
-import { BatchStore } from "../catalogue/stored-batches.js";
-import { FileStore } from "../catalogue/stored-files.js";
+import { SqliteBatchStore } from "../catalogue/stored-batches.js";
+import { SqliteFileStore } from "../catalogue/stored-files.js";
 import { ResponseStore } from "../catalogue/stored-responses.js";
 import {
   DEFAULT_SPEECH_SLOTS,
@@ -278,10 +278,11 @@ class ServeSession {
         maxCount: o.storedResponses,
         maxAgeSeconds: o.storedResponseDays * 86_400,
       }),
-      // Files and batches beside them, so an unfinished batch resumes when the server starts again.
-      files: new FileStore(this.recordsDb()),
-      batches: new BatchStore(this.recordsDb()),
+      // Files and batches beside them, so an unfinished batch resumes when the server starts again;
+      // in a fleet's Postgres, where every replica finds them and another takes over a gone one's batches.
+      ...(this.cloud?.store.batchStores?.() ?? { files: new SqliteFileStore(this.recordsDb()), batches: new SqliteBatchStore(this.recordsDb()) }),
       batchConcurrency: o.batchConcurrency,
+      batchLeaseMs: o.orphanTimeout * 1000,
       allowedOrigins: this.o.origins,
       // The console's track pages, read as `kiln tracks --json` reads them; empty without the records database.
       tracks: {

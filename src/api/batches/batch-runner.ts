@@ -4,7 +4,9 @@
  * beside the server's other traffic; at most `concurrency` requests of all batches run at once.
  * Every answer is recorded as it comes, so a batch a stopped server left unfinished resumes where
  * it was; when the last is in, the answers become the batch's output file (2xx answers) and error
- * file (the rest), in the order of the input file.
+ * file (the rest), in the order of the input file. A runner holds each batch it runs by a lease in
+ * the store, renewed while it runs: over a store shared by a fleet's replicas, one replica runs a
+ * batch, any replica answers for it, and another takes it over when its runner is gone.
  */
 import { randomBytes } from "node:crypto";
 import { setMaxListeners } from "node:events";
@@ -36,10 +38,19 @@ export interface LineAnswer {
 /** Sends one request of a batch to `endpoint` as `key`. */
 export type SendLine = (endpoint: BatchEndpoint, body: Record<string, unknown>, key: BatchKey) => Promise<LineAnswer>;
 
+/** Default milliseconds a runner's hold on a batch lasts without renewal: 15 s (a stopped replica's batches are taken over after it). */
+export const DEFAULT_BATCH_LEASE_MS = 15_000;
+
 export interface BatchRunnerOptions {
   /** Most requests of all batches answered at once. Default {@link DEFAULT_BATCH_CONCURRENCY}. */
   concurrency?: number;
-  /** True while the server is stopping: no request starts, and what is unanswered waits for the next start. Default never. */
+  /**
+   * Milliseconds a runner's hold on a batch lasts; it is renewed three times as often, and a batch
+   * whose holder is gone (a replica stopped or dead) is taken by another runner once it ends.
+   * Default {@link DEFAULT_BATCH_LEASE_MS}.
+   */
+  leaseMs?: number;
+  /** True while the server is stopping: no request starts, and what is unanswered waits for the next runner. Default never. */
   halted?: () => boolean;
   /** The clock, milliseconds (tests move it). */
   now?: () => number;
@@ -56,22 +67,28 @@ export interface NewBatch {
   outputExpiresAfter: number | null;
 }
 
-/** A batch being run: its object (the one copy that is updated) and whether it was cancelled. */
+/** A batch this runner holds: its id, key, whether it was cancelled or its hold lost, and its end. */
 interface Run {
-  batch: BatchObject;
+  id: string;
   key: BatchKey;
   cancelled: boolean;
+  /** Another runner took the batch (this one's lease ended unrenewed): stop, leaving it to that one. */
+  lost: boolean;
   done?: Promise<void>;
 }
 
 export class BatchRunner {
+  /** This runner's name in the store's leases: one per server process. */
+  readonly id = `runner_${randomBytes(8).toString("hex")}`;
   private readonly runs = new Map<string, Run>();
   private readonly slots: Slots;
   private readonly halted: () => boolean;
   private readonly now: () => number;
+  private readonly leaseMs: number;
   private stopping = false;
-  /** Aborted on stop: ends the waits before retries. */
+  /** Aborted on stop: ends the waits before retries and the look for batches to take. */
   private readonly stopSignal = new AbortController();
+  private looking: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly batches: BatchStore,
@@ -82,12 +99,13 @@ export class BatchRunner {
     this.slots = new Slots(options.concurrency ?? DEFAULT_BATCH_CONCURRENCY);
     this.halted = options.halted ?? (() => false);
     this.now = options.now ?? Date.now;
+    this.leaseMs = options.leaseMs ?? DEFAULT_BATCH_LEASE_MS;
     // Each request waiting to retry listens for the stop.
     setMaxListeners(0, this.stopSignal.signal);
   }
 
-  /** Stores a new batch (`validating`) and starts it. */
-  create(request: NewBatch, key: BatchKey): BatchObject {
+  /** Stores a new batch (`validating`), held by this runner, and starts it. */
+  async create(request: NewBatch, key: BatchKey): Promise<BatchObject> {
     const createdAt = this.seconds();
     const batch: BatchObject = {
       id: `batch_${randomBytes(16).toString("hex")}`,
@@ -114,123 +132,166 @@ export class BatchRunner {
       usage: emptyUsage(),
       ...(request.outputExpiresAfter !== null ? { output_expires_after: { anchor: "created_at", seconds: request.outputExpiresAfter } } : {}),
     };
-    this.batches.create(batch, key);
-    this.start(batch, key);
+    await this.batches.create(batch, key, this.id, this.leaseMs);
+    this.start(batch.id, key);
     return batch;
   }
 
-  /** The batch `id` as `keyId` may see it (the running copy when it runs), or null. */
-  get(id: string, keyId: string | null): BatchObject | null {
-    const stored = this.batches.get(id, keyId);
-    return stored && (this.runs.get(id)?.batch ?? stored);
+  /** The batch `id` as `keyId` may see it, or null. */
+  get(id: string, keyId: string | null): Promise<BatchObject | null> {
+    return this.batches.get(id, keyId);
   }
 
-  /** `keyId`'s batches, newest first, from after `after`, at most `limit` (the running copies of those that run), and whether more follow. */
-  list(keyId: string | null, after: string | undefined, limit: number): { batches: BatchObject[]; hasMore: boolean } {
-    const { batches, hasMore } = this.batches.list(keyId, after, limit);
-    return { batches: batches.map((b) => this.runs.get(b.id)?.batch ?? b), hasMore };
+  /** `keyId`'s batches, newest first, from after `after`, at most `limit`, and whether more follow. */
+  list(keyId: string | null, after: string | undefined, limit: number): Promise<{ batches: BatchObject[]; hasMore: boolean }> {
+    return this.batches.list(keyId, after, limit);
   }
 
   /**
    * Cancels the batch `id`: no more of its requests start, the running ones finish, and the batch
-   * ends `cancelled` with the answers it has. A batch already ended is answered as it is; null when
-   * `keyId` has no such batch.
+   * ends `cancelled` with the answers it has (ended by whichever runner holds it). A batch already
+   * ended is answered as it is; null when `keyId` has no such batch.
    */
-  cancel(id: string, keyId: string | null): BatchObject | null {
-    const batch = this.get(id, keyId);
-    if (!batch || FINAL_BATCH_STATUSES.has(batch.status) || batch.status === "cancelling") return batch;
-    batch.status = "cancelling";
-    batch.cancelling_at = this.seconds();
-    this.batches.update(batch);
+  async cancel(id: string, keyId: string | null): Promise<BatchObject | null> {
+    if (!(await this.batches.get(id, keyId))) return null;
+    const batch = await this.batches.update(id, (b) => {
+      if (FINAL_BATCH_STATUSES.has(b.status) || b.status === "cancelling") return;
+      b.status = "cancelling";
+      b.cancelling_at = this.seconds();
+    });
     const run = this.runs.get(id);
     if (run) run.cancelled = true;
     return batch;
   }
 
-  /** Starts every batch the database holds unfinished (a server starting again). */
-  resume(): void {
-    for (const { batch, key } of this.batches.unfinished()) if (!this.runs.has(batch.id)) this.start(batch, key);
+  /**
+   * Takes every unfinished batch no runner holds (those a stopped server left, or a gone replica's),
+   * now and then every third of a lease, until {@link stop}.
+   */
+  async resume(): Promise<void> {
+    if (this.stopping) return;
+    await this.takeOver();
+    this.looking ??= setInterval(() => void this.takeOver().catch((err) => this.options.onError?.("(looking for batches)", err)), this.leaseMs / 3).unref();
   }
 
-  /** Starts no more requests and waits for the running ones; unfinished batches stay so, for the next start. */
+  /** Starts no more requests and waits for the running ones; unfinished batches stay so, for the next runner. */
   async stop(): Promise<void> {
     this.stopping = true;
+    if (this.looking) clearInterval(this.looking);
     this.stopSignal.abort();
     this.slots.wakeAll();
     await Promise.all([...this.runs.values()].map((run) => run.done));
   }
 
-  private start(batch: BatchObject, key: BatchKey): void {
-    const run: Run = { batch, key, cancelled: batch.status === "cancelling" };
-    this.runs.set(batch.id, run);
+  private async takeOver(): Promise<void> {
+    for (const { batch, key } of await this.batches.claimable()) {
+      if (this.stopped() || this.runs.has(batch.id)) continue;
+      if (await this.batches.claim(batch.id, this.id, this.leaseMs)) this.start(batch.id, key);
+    }
+  }
+
+  private start(id: string, key: BatchKey): void {
+    const run: Run = { id, key, cancelled: false, lost: false };
+    this.runs.set(id, run);
+    const renewing = setInterval(() => void this.renew(run).catch((err) => this.options.onError?.(id, err)), this.leaseMs / 3).unref();
     run.done = this.execute(run)
-      .catch((err) => this.options.onError?.(batch.id, err))
-      .finally(() => this.runs.delete(batch.id));
+      .catch((err) => this.options.onError?.(id, err))
+      .finally(() => {
+        clearInterval(renewing);
+        this.runs.delete(id);
+      });
+  }
+
+  /** Keeps the hold on a running batch, and hears of a cancel another server took. */
+  private async renew(run: Run): Promise<void> {
+    if (!(await this.batches.claim(run.id, this.id, this.leaseMs))) {
+      run.lost = true;
+      return;
+    }
+    if ((await this.batches.get(run.id, run.key.id))?.status === "cancelling") run.cancelled = true;
   }
 
   private stopped(): boolean {
     return this.stopping || this.halted();
   }
 
+  /** Whether a run should start no more requests. */
+  private ending(run: Run, batch: BatchObject): boolean {
+    return this.stopped() || run.cancelled || run.lost || this.expired(batch);
+  }
+
   private async execute(run: Run): Promise<void> {
-    const { batch, key } = run;
-    const input = this.files.content(String(batch.input_file_id), key.id);
+    const { id, key } = run;
+    let batch = await this.batches.get(id, key.id);
+    if (!batch || FINAL_BATCH_STATUSES.has(batch.status)) return;
+    if (batch.status === "cancelling") run.cancelled = true;
+    const input = await this.files.content(String(batch.input_file_id), key.id);
     if (!input)
-      return this.fail(batch, [
+      return this.fail(id, [
         { code: "file_not_found", message: `The input file '${batch.input_file_id}' no longer exists.`, param: "input_file_id", line: null },
       ]);
     const read = readBatchLines(input, batch.endpoint as BatchEndpoint);
-    if (!read.ok) return this.fail(batch, read.errors);
+    if (!read.ok) return this.fail(id, read.errors);
     if (batch.status === "validating") {
-      batch.status = "in_progress";
-      batch.in_progress_at = this.seconds();
-      counts(batch).total = read.lines.length;
-      batch.model = soleModel(read.lines);
-      this.batches.update(batch);
+      batch =
+        (await this.batches.update(id, (b) => {
+          if (b.status !== "validating") return;
+          b.status = "in_progress";
+          b.in_progress_at = this.seconds();
+          counts(b).total = read.lines.length;
+          b.model = soleModel(read.lines);
+        })) ?? batch;
     }
-    const answered = new Set(this.batches.results(batch.id).map((r) => r.line));
+    const answered = new Set((await this.batches.results(id)).map((r) => r.line));
     const running = new Set<Promise<void>>();
     for (const line of read.lines) {
       if (answered.has(line.line)) continue;
       await this.slots.acquire();
-      if (this.stopped() || run.cancelled || this.expired(batch)) {
+      if (this.ending(run, batch)) {
         this.slots.release();
         break;
       }
-      const answer = this.answer(run, line).finally(() => {
-        this.slots.release();
-        running.delete(answer);
-      });
+      const answer = this.answer(run, batch, line)
+        // The store failed (its database unreachable): this run stops, and the batch is taken up again once its lease ends.
+        .catch((err: unknown) => {
+          run.lost = true;
+          this.options.onError?.(id, err);
+        })
+        .finally(() => {
+          this.slots.release();
+          running.delete(answer);
+        });
       running.add(answer);
     }
     await Promise.all(running);
-    if (this.stopped() && !run.cancelled && !this.expired(batch) && this.batches.results(batch.id).length < read.lines.length) return;
-    this.finish(run, read.lines);
+    if (run.lost) return;
+    const unanswered = read.lines.length - (await this.batches.results(id)).length;
+    // Stopping with requests unanswered: the batch stays as it is, for the next runner to take at once.
+    if (this.stopped() && !run.cancelled && !this.expired(batch) && unanswered > 0) return this.batches.release(id, this.id);
+    await this.finish(run, batch, read.lines);
   }
 
   /** Sends one request, again while the server says a retry may cure its answer, and records the answer. */
-  private async answer(run: Run, line: BatchLine): Promise<void> {
-    const { batch, key } = run;
+  private async answer(run: Run, batch: BatchObject, line: BatchLine): Promise<void> {
     for (;;) {
       let answer: LineAnswer;
       try {
-        answer = await this.send(batch.endpoint as BatchEndpoint, line.body, key);
+        answer = await this.send(batch.endpoint as BatchEndpoint, line.body, run.key);
       } catch (err) {
         answer = serverFailure(err);
       }
-      const givingUp = this.stopped() || run.cancelled || this.expired(batch);
       // A stopping server's 503 is not the request's answer: it is asked again when the batch resumes.
       if (answer.retryAfter !== undefined && this.stopped()) return;
-      if (answer.retryAfter !== undefined && !givingUp) {
+      if (answer.retryAfter !== undefined && !this.ending(run, batch)) {
         await sleep(Math.min(Math.max(answer.retryAfter * 1000, 100), MAX_RETRY_WAIT_MS), this.stopSignal.signal);
         continue;
       }
-      this.record(batch, line, answer);
+      await this.record(run, line, answer);
       return;
     }
   }
 
-  private record(batch: BatchObject, line: BatchLine, answer: LineAnswer): void {
+  private async record(run: Run, line: BatchLine, answer: LineAnswer): Promise<void> {
     const failed = answer.status < 200 || answer.status >= 300;
     const result: BatchResult = {
       line: line.line,
@@ -242,52 +303,53 @@ export class BatchRunner {
         error: null,
       },
     };
-    const c = counts(batch);
-    if (failed) c.failed++;
-    else {
-      c.completed++;
-      addUsage(batch, answer.body);
-    }
-    this.batches.addResult(batch.id, result);
-    this.batches.update(batch);
+    const after = await this.batches.addResult(run.id, result, (b) => {
+      if (failed) counts(b).failed++;
+      else {
+        counts(b).completed++;
+        addUsage(b, answer.body);
+      }
+    });
+    if (after?.status === "cancelling") run.cancelled = true;
   }
 
   /** Writes the output and error files (unanswered requests, of a cancelled or expired batch, into the latter) and ends the batch. */
-  private finish(run: Run, lines: readonly BatchLine[]): void {
-    const batch = run.batch;
+  private async finish(run: Run, batch: BatchObject, lines: readonly BatchLine[]): Promise<void> {
     const end = run.cancelled ? "cancelled" : this.expired(batch) ? "expired" : "completed";
-    batch.status = "finalizing";
-    batch.finalizing_at = this.seconds();
-    this.batches.update(batch);
-    const results = new Map(this.batches.results(batch.id).map((r) => [r.line, r]));
+    await this.batches.update(run.id, (b) => {
+      b.status = "finalizing";
+      b.finalizing_at = this.seconds();
+    });
+    const results = new Map((await this.batches.results(run.id)).map((r) => [r.line, r]));
     const output: Array<Record<string, unknown>> = [];
     const errors: Array<Record<string, unknown>> = [];
     for (const line of lines) {
       const result = results.get(line.line);
       if (result) (result.failed ? errors : output).push(result.result);
-      else {
-        errors.push(unansweredResult(line, end));
-        counts(batch).failed++;
-      }
+      else errors.push(unansweredResult(line, end));
     }
-    batch.output_file_id = this.writeFile(run, "output", output);
-    batch.error_file_id = this.writeFile(run, "error", errors);
-    batch.status = end;
-    batch[`${end}_at`] = this.seconds();
-    this.batches.update(batch);
-    this.batches.clearResults(batch.id);
+    const outputFileId = await this.writeFile(run, batch, "output", output);
+    const errorFileId = await this.writeFile(run, batch, "error", errors);
+    await this.batches.update(run.id, (b) => {
+      counts(b).failed += lines.length - results.size;
+      b.output_file_id = outputFileId;
+      b.error_file_id = errorFileId;
+      b.status = end;
+      b[`${end}_at`] = this.seconds();
+    });
+    await this.batches.clearResults(run.id);
   }
 
-  private writeFile({ batch, key }: Run, kind: "output" | "error", results: Array<Record<string, unknown>>): string | null {
+  private async writeFile(run: Run, batch: BatchObject, kind: "output" | "error", results: Array<Record<string, unknown>>): Promise<string | null> {
     if (results.length === 0) return null;
     const content = Buffer.from(results.map((r) => JSON.stringify(r)).join("\n") + "\n");
     const createdAt = this.seconds();
     const expiresAfter = (batch.output_expires_after as { seconds: number } | undefined)?.seconds;
     const id = `file-${randomBytes(12).toString("hex")}`;
-    this.files.save(
+    await this.files.save(
       {
         id,
-        keyId: key.id,
+        keyId: run.key.id,
         createdAt,
         expiresAt: expiresAfter ? createdAt + expiresAfter : null,
         filename: `${batch.id}_${kind}.jsonl`,
@@ -299,11 +361,12 @@ export class BatchRunner {
     return id;
   }
 
-  private fail(batch: BatchObject, errors: ReadonlyArray<{ code: string; message: string; param: string | null; line: number | null }>): void {
-    batch.status = "failed";
-    batch.failed_at = this.seconds();
-    batch.errors = { object: "list", data: errors };
-    this.batches.update(batch);
+  private async fail(id: string, errors: ReadonlyArray<{ code: string; message: string; param: string | null; line: number | null }>): Promise<void> {
+    await this.batches.update(id, (b) => {
+      b.status = "failed";
+      b.failed_at = this.seconds();
+      b.errors = { object: "list", data: errors };
+    });
   }
 
   private expired(batch: BatchObject): boolean {

@@ -16,7 +16,7 @@ import { fileNotFound } from "./files.js";
 export function batchesRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/batches", async (request) => {
     const body = parseOrThrow(batchCreateSchema, request.body);
-    const input = ctx.files.get(body.input_file_id, ownerKeyId(request));
+    const input = await ctx.files.get(body.input_file_id, ownerKeyId(request));
     if (!input) throw fileNotFound(body.input_file_id);
     if (input.purpose !== "batch") {
       throw apiError(
@@ -34,18 +34,18 @@ export function batchesRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.get("/batches", async (request) => {
     const query = parseOrThrow(batchListQuery, request.query ?? {});
-    const { batches: data, hasMore } = ctx.batches.list(ownerKeyId(request), query.after, query.limit);
+    const { batches: data, hasMore } = await ctx.batches.list(ownerKeyId(request), query.after, query.limit);
     return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
   });
 
   app.get("/batches/:id", async (request) => {
     const id = batchId(request);
-    return ctx.batches.get(id, ownerKeyId(request)) ?? throwNotFound(id);
+    return (await ctx.batches.get(id, ownerKeyId(request))) ?? throwNotFound(id);
   });
 
   app.post("/batches/:id/cancel", async (request) => {
     const id = batchId(request);
-    return ctx.batches.cancel(id, ownerKeyId(request)) ?? throwNotFound(id);
+    return (await ctx.batches.cancel(id, ownerKeyId(request))) ?? throwNotFound(id);
   });
 }
 

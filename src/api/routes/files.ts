@@ -44,29 +44,29 @@ export async function filesRoutes(app: FastifyInstance, ctx: ApiContext): Promis
       purpose: form.purpose,
       bytes: file.bytes.length,
     };
-    ctx.files.save(info, file.bytes);
+    await ctx.files.save(info, file.bytes);
     return fileObject(info);
   });
 
   app.get("/files", async (request) => {
     const query = parseOrThrow(fileListQuery, request.query ?? {});
-    const { files, hasMore } = ctx.files.list(ownerKeyId(request), query);
+    const { files, hasMore } = await ctx.files.list(ownerKeyId(request), query);
     const data = files.map(fileObject);
     return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
   });
 
-  app.get("/files/:id", async (request) => fileObject(storedFile(ctx, request)));
+  app.get("/files/:id", async (request) => fileObject(await storedFile(ctx, request)));
 
   app.get("/files/:id/content", async (request, reply) => {
     const id = fileId(request);
-    const content = ctx.files.content(id, ownerKeyId(request));
+    const content = await ctx.files.content(id, ownerKeyId(request));
     if (!content) throw fileNotFound(id);
     return reply.type("application/octet-stream").send(content);
   });
 
   app.delete("/files/:id", async (request) => {
     const id = fileId(request);
-    if (!ctx.files.delete(id, ownerKeyId(request))) throw fileNotFound(id);
+    if (!(await ctx.files.delete(id, ownerKeyId(request)))) throw fileNotFound(id);
     return { id, object: "file", deleted: true };
   });
 }
@@ -86,9 +86,9 @@ export function fileObject(info: StoredFileInfo): Record<string, unknown> {
   };
 }
 
-function storedFile(ctx: ApiContext, request: FastifyRequest): StoredFileInfo {
+async function storedFile(ctx: ApiContext, request: FastifyRequest): Promise<StoredFileInfo> {
   const id = fileId(request);
-  const info = ctx.files.get(id, ownerKeyId(request));
+  const info = await ctx.files.get(id, ownerKeyId(request));
   if (!info) throw fileNotFound(id);
   return info;
 }

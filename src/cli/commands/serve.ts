@@ -59,7 +59,8 @@ const options = {
     min: 1,
     max: 86_400,
     default: DEFAULT_ORPHAN_AFTER_MS / 1000,
-    description: "cloud mode: a replica silent this long is taken for dead, and the requests it was serving are charged from their reservations",
+    description:
+      "cloud mode: a replica silent this long is taken for dead, and the requests it was serving are charged from their reservations; also how long this server's hold on a Batch API batch lasts unrenewed, after which another server (a fleet's replica, or this one started again) takes the batch over",
   }),
   threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads per model" }),
   device: deviceOption,

@@ -4,7 +4,11 @@
  * read as bigint, counts as safe integers.
  */
 import pg from "pg";
+import type { BatchStore } from "../../catalogue/stored-batches.js";
+import type { FileStore } from "../../catalogue/stored-files.js";
+import { PostgresBatchStore, PostgresFileStore } from "./postgres-batches.js";
 import { migratePostgres } from "./postgres-migrate.js";
+import { inTransaction } from "./postgres-transaction.js";
 import { ledgerRowOfOrphan, type ReservationRow } from "./sqlite-store.js";
 import type { PriceInForce } from "../money.js";
 import {
@@ -253,18 +257,12 @@ export class PostgresCloudStore implements CloudStore {
     await this.pool.end();
   }
 
-  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
-      const result = await work(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (err) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+  /** The Files and Batch APIs' stores in this database, shared by the fleet. */
+  batchStores(): { files: FileStore; batches: BatchStore } {
+    return { files: new PostgresFileStore(this.pool), batches: new PostgresBatchStore(this.pool) };
+  }
+
+  private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, work);
   }
 }

@@ -6,6 +6,8 @@
  * Money is integer nano-USD (see `money.ts`): per row a JS safe integer, sums done by the database
  * and returned as bigint.
  */
+import type { BatchStore } from "../../catalogue/stored-batches.js";
+import type { FileStore } from "../../catalogue/stored-files.js";
 import type { KeyLimits } from "../limits/limiter.js";
 import type { Metered, PriceInForce } from "../money.js";
 
@@ -102,6 +104,8 @@ export interface UsageLine {
 export interface CloudStore {
   /** "sqlite" or "postgres". */
   readonly kind: string;
+  /** The Files and Batch APIs' stores in this database, where a fleet shares it (Postgres); absent: each server keeps its own, in its records database. */
+  batchStores?(): { files: FileStore; batches: BatchStore };
   createKey(key: NewKey): Promise<KeyRecord>;
   /** The key with this hash, revoked and expired ones included (the caller decides); null = none. */
   keyByHash(hash: string): Promise<(KeyRecord & { hash: string }) | null>;

@@ -9,7 +9,7 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../../../src/catalogue/db.js";
-import { BatchStore } from "../../../src/catalogue/stored-batches.js";
+import { SqliteBatchStore } from "../../../src/catalogue/stored-batches.js";
 import { CHAT_PROMPTS, TEXT_SLUG } from "../../support/model.js";
 import { beyondRounding, chatSteps } from "../../support/rounding.js";
 import { type RunningServer, startServer, stopServer } from "../../support/server.js";
@@ -142,7 +142,7 @@ describe("Batch API on the real model", () => {
     }
     expect(await stopServer(server)).toBe(0);
     const db = openDatabase();
-    const left = new BatchStore(db).get(created.id, null)!;
+    const left = (await new SqliteBatchStore(db).get(created.id, null))!;
     db.close();
     expect(left.status).toBe("in_progress");
     const done = (left.request_counts as { completed: number }).completed;

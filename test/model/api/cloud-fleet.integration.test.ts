@@ -3,7 +3,8 @@
  * three `kiln serve --cloud` replicas of the embedded model, and nginx in front of them. Checks that
  * a limit holds for the fleet, that the ledger's totals equal what clients got (plus the
  * reservation of a request whose replica was killed), that revoked and expired keys fail on every
- * replica, and that a database dump holds no usable key.
+ * replica, that a database dump holds no usable key, and that the Batch API's files and batches are
+ * the fleet's: a batch whose replica is killed is finished by another.
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -296,5 +297,54 @@ describe("cloud mode as a fleet of three replicas behind nginx", () => {
     const [line] = JSON.parse(await kiln(["usage", "--key", keyId, "--json"])) as { requests: number; completionTokens: number; costNanoUsd: string }[];
     expect(line).toMatchObject({ requests: 7, costNanoUsd: String(total) });
     expect(line.completionTokens).toBe(rows.reduce((sum, r) => sum + Number(r.completion_tokens), 0));
+  });
+
+  it("shares a key's files and batches across the fleet, and another replica finishes a batch whose replica was killed", async () => {
+    const { key } = await createKey("batches");
+    const headers = { authorization: `Bearer ${key}` };
+    const count = 16;
+    const lines = Array.from({ length: count }, (_, i) =>
+      JSON.stringify({
+        custom_id: `c${i}`,
+        method: "POST",
+        url: "/v1/completions",
+        body: { model: TEXT_SLUG, prompt: `Count from ${i}:`, max_tokens: 16, temperature: 0, ignore_eos: true },
+      }),
+    );
+    // Uploaded through replica 1, the batch made on replica 0 (which runs it), read through replica 1 (replica 2 was killed above).
+    const form = new FormData();
+    form.append("purpose", "batch");
+    form.append("file", new Blob([lines.join("\n")]), "requests.jsonl");
+    const file = (await (await fetch(`${replicaUrl(1)}/v1/files`, { method: "POST", headers, body: form })).json()) as { id: string };
+    const created = await fetch(`${replicaUrl(0)}/v1/batches`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }),
+    });
+    expect(created.status).toBe(200);
+    const { id } = (await created.json()) as { id: string };
+    const batchAt = async (base: string) => (await (await fetch(`${base}/v1/batches/${id}`, { headers })).json()) as any;
+    const before = await until("two requests of the batch answered", 60_000, async () => {
+      const now = await batchAt(replicaUrl(1));
+      return now.request_counts.completed >= 2 ? now : null;
+    });
+    fleet.replicas[0].process.kill("SIGKILL");
+    expect(before.status).toBe("in_progress");
+    expect(before.request_counts.completed).toBeLessThan(count);
+    const batch = await until("the batch finished by another replica", 90_000, async () => {
+      const now = await batchAt(replicaUrl(1));
+      return ["completed", "failed", "cancelled", "expired"].includes(now.status) ? now : null;
+    });
+    expect(batch.status).toBe("completed");
+    expect(batch.request_counts).toEqual({ total: count, completed: count, failed: 0 });
+    const output = (await (await fetch(`${replicaUrl(1)}/v1/files/${batch.output_file_id}/content`, { headers })).text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { custom_id: string; response: { body: { usage: { completion_tokens: number } } } });
+    expect(output.map((l) => l.custom_id)).toEqual(Array.from({ length: count }, (_, i) => `c${i}`));
+    expect(output.every((l) => l.response.body.usage.completion_tokens === 16)).toBe(true);
+    // Another key finds none of it.
+    const other = { authorization: `Bearer ${(await createKey("batches-other")).key}` };
+    for (const url of [`/v1/batches/${id}`, `/v1/files/${file.id}`]) expect((await fetch(`${replicaUrl(1)}${url}`, { headers: other })).status, url).toBe(404);
   });
 });

@@ -9,8 +9,8 @@ import { describe, expect, it } from "vitest";
 import { drainApp } from "../../../src/api/app.js";
 import { Lifecycle } from "../../../src/api/context.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
-import { BatchStore } from "../../../src/catalogue/stored-batches.js";
-import { FileStore } from "../../../src/catalogue/stored-files.js";
+import { SqliteBatchStore } from "../../../src/catalogue/stored-batches.js";
+import { SqliteFileStore } from "../../../src/catalogue/stored-files.js";
 import { sqliteKeyStore } from "../cloud/keys-support.js";
 import { AUTH, fakeApp, fakeModel, SLUG } from "./fake-model.js";
 
@@ -123,7 +123,7 @@ describe("Files API", () => {
   it("takes expires_after as the official clients send it, and the file is gone past it", async () => {
     let now = Date.now();
     const db = openDatabase({ path: ":memory:", seed: false });
-    const { app } = await fakeApp({ files: new FileStore(db, () => now), batches: new BatchStore(db) });
+    const { app } = await fakeApp({ files: new SqliteFileStore(db, () => now), batches: new SqliteBatchStore(db) });
     const f = form({ purpose: "batch", "expires_after[anchor]": "created_at", "expires_after[seconds]": "3600" }, { name: "a.jsonl", content: "x" });
     const file = (await app.inject({ method: "POST", url: "/v1/files", payload: f.payload, headers: { ...AUTH, ...f.headers } })).json();
     expect(file.expires_at).toBe(file.created_at + 3600);
@@ -240,7 +240,7 @@ describe("Batch API", () => {
 
   it("a draining server leaves its batch unfinished; a new app over the same database resumes it and answers every line once", async () => {
     const db = openDatabase({ path: ":memory:", seed: false });
-    const stores = () => ({ files: new FileStore(db), batches: new BatchStore(db) });
+    const stores = () => ({ files: new SqliteFileStore(db), batches: new SqliteBatchStore(db) });
     const lifecycle = new Lifecycle();
     const first = await fakeApp({ fake: fakeModel({ tokenDelayMs: 5 }), batchConcurrency: 2, lifecycle, ...stores() });
     const lines = Array.from({ length: 12 }, (_, i) => chatLine(`r${i}`));
@@ -249,7 +249,7 @@ describe("Batch API", () => {
       await new Promise((r) => setTimeout(r, 5));
     }
     await drainApp(first.app, lifecycle);
-    const left = new BatchStore(db).get(created.id, null)!;
+    const left = (await new SqliteBatchStore(db).get(created.id, null))!;
     expect(left.status).toBe("in_progress");
     const done = (left.request_counts as { completed: number }).completed;
     expect(done).toBeGreaterThanOrEqual(2);
@@ -284,7 +284,7 @@ describe("Batch API", () => {
     const a = (await keys.create("a", { models: ["someone-else"] })).key;
     const b = (await keys.create("b")).key;
     const as = (key: string) => ({ authorization: `Bearer ${key}` });
-    const { app } = await fakeApp({ auth: { mode: "cloud", keys }, files: new FileStore(db), batches: new BatchStore(db) });
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys }, files: new SqliteFileStore(db), batches: new SqliteBatchStore(db) });
     const file = (await upload(app, chatLine("x"), "batch", as(a))).json();
     expect((await createBatch(app, file.id, as(b))).statusCode).toBe(404);
     const created = (await createBatch(app, file.id, as(a))).json();
