@@ -10,10 +10,11 @@ import { SqliteFileStore, type FileStore } from "../catalogue/stored-files.js";
 import { ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, InternalKeys, type AuthMode } from "./auth/auth.js";
-import { BatchRunner, DEFAULT_BATCH_CONCURRENCY, DEFAULT_BATCH_LEASE_MS, type LineAnswer, type SendLine } from "./batches/batch-runner.js";
+import { BatchRunner, DEFAULT_BATCH_CONCURRENCY, DEFAULT_BATCH_LEASE_MS, type SendLine } from "./batches/batch-runner.js";
+import { sendThroughApp } from "./batches/send-through-app.js";
 import { CloudGate } from "./cloud-gate.js";
 import { consoleRoutes, type TrackRecords, type UsageReport } from "./console.js";
-import type { ApiKeyInfo, Metering, UsageRecorder } from "./cloud-port.js";
+import type { Metering, UsageRecorder } from "./cloud-port.js";
 import { Lifecycle, type ApiContext } from "./context.js";
 import { assertPlainBody } from "./content-encoding.js";
 import { allowCrossOrigin, type AllowedOrigins } from "./cors.js";
@@ -137,8 +138,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   });
   capConnections(app, options);
-  // A batch's key is the ApiKeyInfo its route stored (`routes/batches.ts`).
-  sendLine = (endpoint, body, key) => sendThroughApp(app, internalKeys, endpoint, body, key as unknown as ApiKeyInfo);
+  sendLine = (endpoint, body, key) => sendThroughApp(app, internalKeys, endpoint, body, key);
   app.addHook("onReady", async () => ctx.batches.resume());
   app.addHook("onClose", async () => ctx.batches.stop());
   timeoutsPastStalls(app.server);
@@ -244,34 +244,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await ollamaRoutes(app, ctx, auth);
   await llamaNativeRoutes(app, ctx, auth);
   return app;
-}
-
-/**
- * One request of a batch, sent through the app's own routes as the batch's key, so it is checked,
- * scheduled, counted and metered as any other. A 429 or 503 that names a wait (and does not say a
- * retry cannot succeed) is answered with that wait, for the runner to try again.
- */
-async function sendThroughApp(app: FastifyInstance, keys: InternalKeys, endpoint: string, body: unknown, key: ApiKeyInfo): Promise<LineAnswer> {
-  const token = keys.issue(key);
-  try {
-    const res = await app.inject({
-      method: "POST",
-      url: endpoint,
-      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
-      payload: JSON.stringify(body),
-    });
-    const retryAfter = Number(res.headers["retry-after"]);
-    const retryable = (res.statusCode === 429 || res.statusCode === 503) && res.headers["x-should-retry"] !== "false" && Number.isFinite(retryAfter);
-    let answer: unknown;
-    try {
-      answer = res.json();
-    } catch {
-      answer = { error: { message: res.body, type: "server_error", param: null, code: null } };
-    }
-    return { status: res.statusCode, requestId: String(res.headers["x-request-id"] ?? ""), body: answer, ...(retryable ? { retryAfter } : {}) };
-  } finally {
-    keys.revoke(token);
-  }
 }
 
 /** A path under /v1 names a route that does not exist; elsewhere the client may have left out the prefix. */
