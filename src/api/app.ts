@@ -7,7 +7,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import { openDatabase } from "../catalogue/db.js";
 import { SqliteBatchStore, type BatchStore } from "../catalogue/stored-batches.js";
 import { SqliteFileStore, type FileStore } from "../catalogue/stored-files.js";
-import { ResponseStore } from "../catalogue/stored-responses.js";
+import { SqliteResponseStore, type ResponseStore } from "../catalogue/stored-responses.js";
 import type { ModelRegistry } from "../scheduler/index.js";
 import { authHook, InternalKeys, type AuthMode } from "./auth/auth.js";
 import { BatchRunner, DEFAULT_BATCH_CONCURRENCY, DEFAULT_BATCH_LEASE_MS, type SendLine } from "./batches/batch-runner.js";
@@ -111,7 +111,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     sse: options.sse ?? {},
     warnings: options.warnings ?? [],
     device: options.device ?? CPU_DEVICE,
-    responses: options.responses ?? new ResponseStore(openDatabase({ path: ":memory:", seed: false })),
+    responses: options.responses ?? new SqliteResponseStore(openDatabase({ path: ":memory:", seed: false })),
     files,
     batches: new BatchRunner(options.batches ?? new SqliteBatchStore(inMemory!), files, (endpoint, body, key) => sendLine(endpoint, body, key), {
       concurrency: options.batchConcurrency,

@@ -7,8 +7,9 @@ export { currentPromotion, promoteArtifact, promotionHistory, rollbackPromotion,
 export {
   DEFAULT_MAX_STORED_RESPONSES,
   DEFAULT_STORED_RESPONSE_DAYS,
-  ResponseStore,
+  SqliteResponseStore,
   type ResponseRetention,
+  type ResponseStore,
   type StoredItem,
   type StoredResponse,
 } from "./stored-responses.js";

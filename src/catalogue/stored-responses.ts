@@ -1,10 +1,11 @@
 /**
  * Stored responses of the Responses API (`store: true`, its default): each response object as
  * answered, with the conversation items that fed it, so that a later request continues it by
- * `previous_response_id` and `GET /v1/responses/{id}` reads it back. Kept in the records database
- * (tables `responses` and `response_items`), within a bounded retention: at most `maxCount`
- * responses (the oldest go first) and none older than `maxAgeSeconds`. A response belongs to the
- * key that made it (null in local mode) and is found only with that key.
+ * `previous_response_id` and `GET /v1/responses/{id}` reads it back, within a bounded retention:
+ * at most `maxCount` responses (the oldest go first) and none older than `maxAgeSeconds`. A response
+ * belongs to the key that made it (null in local mode) and is found only with that key.
+ * {@link ResponseStore} is what the API needs; here in the records database (tables `responses` and
+ * `response_items`), and in cloud mode's Postgres for a fleet (`src/cloud`).
  */
 import type { KilnDatabase } from "./db.js";
 
@@ -48,7 +49,22 @@ interface ResponseRow {
   input_json: string;
 }
 
-export class ResponseStore {
+/** Where the Responses API keeps stored responses. */
+export interface ResponseStore {
+  /** Stores a response (and indexes its items for `item_reference`s), then deletes what retention no longer allows. */
+  save(stored: StoredResponse): Promise<void>;
+  /** The response `id` as `keyId` may see it, or null (unknown, another key's, or past retention). */
+  get(id: string, keyId: string | null): Promise<StoredResponse | null>;
+  /** Deletes the response `id` of `keyId`; false when there is none it may see. */
+  delete(id: string, keyId: string | null): Promise<boolean>;
+  /** An input or output item of one of `keyId`'s stored responses, by its id (an `item_reference`), or null. */
+  item(itemId: string, keyId: string | null): Promise<StoredItem | null>;
+  /** Responses stored (retention applied as of the last save). */
+  count(): Promise<number>;
+}
+
+/** The {@link ResponseStore} in kiln's SQLite records database. */
+export class SqliteResponseStore implements ResponseStore {
   readonly maxCount: number;
   readonly maxAgeSeconds: number;
 
@@ -62,8 +78,7 @@ export class ResponseStore {
     this.maxAgeSeconds = retention.maxAgeSeconds ?? DEFAULT_STORED_RESPONSE_DAYS * 86_400;
   }
 
-  /** Stores a response (and indexes its items for `item_reference`s), then deletes what retention no longer allows. */
-  save(stored: StoredResponse): void {
+  async save(stored: StoredResponse): Promise<void> {
     if (this.maxCount <= 0) return;
     const insertItem = this.db.prepare("INSERT OR IGNORE INTO response_items (item_id, response_id, item_json) VALUES (?, ?, ?)");
     this.db
@@ -77,8 +92,7 @@ export class ResponseStore {
       .immediate();
   }
 
-  /** The response `id` as `keyId` may see it, or null (unknown, another key's, or past retention). */
-  get(id: string, keyId: string | null): StoredResponse | null {
+  async get(id: string, keyId: string | null): Promise<StoredResponse | null> {
     const row = this.db.prepare("SELECT * FROM responses WHERE id = ? AND key_id IS ? AND created_at >= ?").get(id, keyId, this.oldestKept()) as
       | ResponseRow
       | undefined;
@@ -92,13 +106,11 @@ export class ResponseStore {
     };
   }
 
-  /** Deletes the response `id` of `keyId`; false when there is none it may see. */
-  delete(id: string, keyId: string | null): boolean {
+  async delete(id: string, keyId: string | null): Promise<boolean> {
     return this.db.prepare("DELETE FROM responses WHERE id = ? AND key_id IS ? AND created_at >= ?").run(id, keyId, this.oldestKept()).changes > 0;
   }
 
-  /** An input or output item of one of `keyId`'s stored responses, by its id (an `item_reference`), or null. */
-  item(itemId: string, keyId: string | null): StoredItem | null {
+  async item(itemId: string, keyId: string | null): Promise<StoredItem | null> {
     const row = this.db
       .prepare(
         `SELECT i.item_json FROM response_items i JOIN responses r ON r.id = i.response_id
@@ -108,8 +120,7 @@ export class ResponseStore {
     return row ? (JSON.parse(row.item_json) as StoredItem) : null;
   }
 
-  /** Responses stored (retention applied as of the last save). */
-  count(): number {
+  async count(): Promise<number> {
     return (this.db.prepare("SELECT count(*) AS n FROM responses").get() as { n: number }).n;
   }
 

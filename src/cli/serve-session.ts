@@ -16,6 +16,7 @@ import {
   storeUsageLedger,
   usageSpoolPath,
   type CloudStore,
+  type SharedStores,
 } from "../cloud/index.js";
 import { getModel, hasModel } from "../catalogue/catalogue.js";
 import { openDatabase, type KilnDatabase } from "../catalogue/db.js";
@@ -23,7 +24,7 @@ import { createProgressPrinter } from "../catalogue/pull/progress.js";
 import type { Promotion } from "../catalogue/promotions.js";
 import { SqliteBatchStore } from "../catalogue/stored-batches.js";
 import { SqliteFileStore } from "../catalogue/stored-files.js";
-import { ResponseStore } from "../catalogue/stored-responses.js";
+import { SqliteResponseStore } from "../catalogue/stored-responses.js";
 import {
   DEFAULT_SPEECH_SLOTS,
   loadLocalGguf,
@@ -250,6 +251,20 @@ class ServeSession {
     }
   }
 
+  /**
+   * Stored responses, files and batches: in a fleet's Postgres, where every replica finds them (and
+   * another takes over a gone one's batches); else in the records database beside the promotions (so
+   * an unfinished batch resumes when the server starts again), or in memory for this process only
+   * when that cannot be opened or only read.
+   */
+  private clientStores(): SharedStores {
+    const retention = { maxCount: this.o.storedResponses, maxAgeSeconds: this.o.storedResponseDays * 86_400 };
+    const shared = this.cloud?.store.sharedStores?.(retention);
+    if (shared) return shared;
+    const db = this.recordsDb();
+    return { responses: new SqliteResponseStore(db, retention), files: new SqliteFileStore(db), batches: new SqliteBatchStore(db) };
+  }
+
   /** Where the server keeps what its clients store: the records database beside the promotions, or one in memory for this process when that cannot be opened or only read. */
   private recordsDb(): KilnDatabase {
     if (this.promotionsDb && !this.promotionsDb.readonly) return this.promotionsDb;
@@ -273,14 +288,7 @@ class ServeSession {
       lifecycle: this.lifecycle,
       warnings: warning ? [warning] : [],
       device: serverDevice(o.resolvedDevice),
-      // In the records database beside the promotions; in memory, for this process only, when it cannot be opened or only read.
-      responses: new ResponseStore(this.recordsDb(), {
-        maxCount: o.storedResponses,
-        maxAgeSeconds: o.storedResponseDays * 86_400,
-      }),
-      // Files and batches beside them, so an unfinished batch resumes when the server starts again;
-      // in a fleet's Postgres, where every replica finds them and another takes over a gone one's batches.
-      ...(this.cloud?.store.batchStores?.() ?? { files: new SqliteFileStore(this.recordsDb()), batches: new SqliteBatchStore(this.recordsDb()) }),
+      ...this.clientStores(),
       batchConcurrency: o.batchConcurrency,
       batchLeaseMs: o.orphanTimeout * 1000,
       allowedOrigins: this.o.origins,

@@ -11,6 +11,6 @@ export { createRedisLimits } from "./limits/redis-limits.js";
 export { CloudMeter, DEFAULT_HEARTBEAT_MS, DEFAULT_ORPHAN_AFTER_MS, type CloudMeterOptions } from "./meter.js";
 export { formatNanoUsd, parseUsdToNano } from "./money.js";
 export { isPostgresUrl, openCloudStore } from "./store/open-store.js";
-export type { CloudStore, KeyListing, KeyRecord, UsageGrouping, UsageLine } from "./store/store.js";
+export type { CloudStore, KeyListing, KeyRecord, SharedStores, UsageGrouping, UsageLine } from "./store/store.js";
 export { sqliteUsageRecorder, storeUsageLedger, type UsageRecorder } from "./usage.js";
 export { SpooledUsageRecorder, usageSpoolPath, USAGE_SPOOL_FILE } from "./usage-spool.js";

@@ -58,10 +58,10 @@ export interface AnswerFormat {
   finish(choice: number, reason: "stop" | "length", stopReason?: string | number): unknown;
   /**
    * Streaming: the usage chunk (`choices: []`), or the event or list of events that close the stream
-   * with the usage (the Responses API's `response.completed`, the Messages API's `message_delta` and `message_stop`).
+   * with the usage (the Responses API's `response.completed`, the Messages API's `message_delta` and `message_stop`), or a promise of it.
    */
   usage(usage: Usage): unknown;
-  /** The whole non-streamed answer. */
+  /** The whole non-streamed answer (or a promise of it). */
   complete(choices: CollectedChoice[], usage: Usage): unknown;
 }
 
@@ -305,7 +305,8 @@ async function streamAnswer(generation: Generation, sse: SseSink, format: Answer
   }
   const usage = generation.end();
   generation.assertNotCutOff();
-  if (includeUsage) for (const event of asList(format.usage(usage))) await sse.send(event);
+  // A format may finish asynchronously (the Responses API stores the response before its closing event).
+  if (includeUsage) for (const event of asList(await format.usage(usage))) await sse.send(event);
 }
 
 /** The chunks with their `usage` field set to the usage so far (prompt, and tokens generated up to them). */

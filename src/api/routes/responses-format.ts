@@ -50,8 +50,8 @@ export interface ResponsesFormatOptions {
   logprobs: boolean;
   /** Split a reasoning model's thinking into a `reasoning` item; `opened`: the prompt opened it. Absent: no split. */
   reasoning?: { opened: boolean };
-  /** Called once with the finished response (completed or incomplete, streamed or not); not for one cut short. Where it is stored. */
-  onFinished?: (response: ResponseObject) => void;
+  /** Called once with the finished response (completed or incomplete, streamed or not), and awaited before the answer's end is sent; not for one cut short. Where it is stored. */
+  onFinished?: (response: ResponseObject) => void | Promise<void>;
 }
 
 /** One stream event: its `type` first and its `sequence_number` last, as the reference API writes them. */
@@ -258,10 +258,10 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
     };
   };
   /** The finished response, handed to `onFinished` once. */
-  const finished = (usage: Usage): ResponseObject => {
+  const finished = async (usage: Usage): Promise<ResponseObject> => {
     const counted = options.reasoning ? withReasoningTokens(usage, model, [written], options.reasoning.opened) : usage;
     const done = response(finishReason === "length" ? "incomplete" : "completed", { usage: responsesUsage(counted) });
-    if (finishReason !== null && finishReason !== "cancelled") options.onFinished?.(done);
+    if (finishReason !== null && finishReason !== "cancelled") await options.onFinished?.(done);
     return done;
   };
 
@@ -284,8 +284,8 @@ export function responsesFormat(model: ServedModel, options: ResponsesFormatOpti
       finishReason = reason;
       return [...builder.push(pieces("", true), []), ...builder.finish(reason)];
     },
-    usage: (usage) => {
-      const done = finished(usage);
+    usage: async (usage) => {
+      const done = await finished(usage);
       return seq.event(done.status === "completed" ? "response.completed" : "response.incomplete", { response: done });
     },
     complete: (choices, usage) => {

@@ -69,7 +69,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
         "reasoning.summary",
       );
     }
-    const items = conversationItems(ctx, body, keyId);
+    const items = await conversationItems(ctx, body, keyId);
     const { promptIds, kept } = renderConversation(model, body, items, toolUse, thinking.variables);
     const maxTokens = completionBudget(model, promptIds.length, body.max_output_tokens, "input", undefined, "max_output_tokens");
     const logprobs = body.include?.includes("message.output_text.logprobs") ?? false;
@@ -122,18 +122,18 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
         "stream",
       );
     }
-    return storedResponse(ctx, request).response;
+    return (await storedResponse(ctx, request)).response;
   });
 
   app.delete("/responses/:id", async (request) => {
     const { id } = request.params as { id: string };
-    if (!ctx.responses.delete(id, ownerKeyId(request))) throw responseNotFound(id);
+    if (!(await ctx.responses.delete(id, ownerKeyId(request)))) throw responseNotFound(id);
     return { id, object: "response", deleted: true };
   });
 
   app.get("/responses/:id/input_items", async (request) => {
     const query = parseOrThrow(inputItemsQuery, request.query ?? {});
-    const stored = storedResponse(ctx, request);
+    const stored = await storedResponse(ctx, request);
     const ordered = query.order === "asc" ? stored.input : [...stored.input].reverse();
     let start = 0;
     if (query.after !== undefined) {
@@ -158,22 +158,26 @@ function responseNotFound(id: string) {
   return apiError("response_not_found", `Response with id '${id}' not found.`);
 }
 
-function storedResponse(ctx: ApiContext, request: FastifyRequest) {
+async function storedResponse(ctx: ApiContext, request: FastifyRequest) {
   const { id } = request.params as { id: string };
-  const stored = ctx.responses.get(id, ownerKeyId(request));
+  const stored = await ctx.responses.get(id, ownerKeyId(request));
   if (!stored) throw responseNotFound(id);
   return stored;
 }
 
-/** Stores a finished response; a store that fails (a full disk) costs the client its stored copy, never the answer. */
-function keep(
+/**
+ * Stores a finished response, before its last bytes go out (so a client that continues it at once
+ * finds it, on any replica); a store that fails (a full disk, an unreachable database) costs the
+ * client its stored copy, never the answer.
+ */
+async function keep(
   ctx: ApiContext,
   request: FastifyRequest,
   stored: { id: string; keyId: string | null; createdAt: number; response: ResponseObject; input: StoredItem[] },
-): void {
+): Promise<void> {
   try {
     // The response object as JSON: its items are stored items (each has an id and a type).
-    ctx.responses.save({ ...stored, response: stored.response as unknown as StoredResponse["response"] });
+    await ctx.responses.save({ ...stored, response: stored.response as unknown as StoredResponse["response"] });
   } catch (err) {
     request.log.error({ err, responseId: stored.id }, "could not store the response: it cannot be retrieved or continued");
   }
@@ -184,26 +188,26 @@ function keep(
  * output), then this request's input, each with its id; `item_reference`s resolved from the key's
  * stored items, and items the previous response already holds (by id) not repeated.
  */
-function conversationItems(ctx: ApiContext, body: ResponsesRequest, keyId: string | null): StoredItem[] {
+async function conversationItems(ctx: ApiContext, body: ResponsesRequest, keyId: string | null): Promise<StoredItem[]> {
   const items: StoredItem[] = [];
   if (body.previous_response_id != null) {
-    const previous = ctx.responses.get(body.previous_response_id, keyId);
+    const previous = await ctx.responses.get(body.previous_response_id, keyId);
     if (!previous) throw apiError("previous_response_not_found", `Previous response with id '${body.previous_response_id}' not found.`, "previous_response_id");
     items.push(...previous.input, ...previous.response.output);
   }
   const seen = new Set(items.map((item) => item.id));
   const input = typeof body.input === "string" ? [{ type: "message" as const, role: "user" as const, content: body.input }] : (body.input ?? []);
-  input.forEach((entry, i) => {
-    const item = storedItem(ctx, entry, keyId, i);
-    if (seen.has(item.id)) return;
+  for (const [i, entry] of input.entries()) {
+    const item = await storedItem(ctx, entry, keyId, i);
+    if (seen.has(item.id)) continue;
     seen.add(item.id);
     items.push(item);
-  });
+  }
   return items;
 }
 
 /** An input item as stored: with an id (its own, or a new one), and a message's content as parts. */
-function storedItem(ctx: ApiContext, item: ResponsesInputItem, keyId: string | null, index: number): StoredItem {
+async function storedItem(ctx: ApiContext, item: ResponsesInputItem, keyId: string | null, index: number): Promise<StoredItem> {
   switch (item.type) {
     case "message": {
       const partType = item.role === "assistant" ? "output_text" : "input_text";
@@ -224,7 +228,7 @@ function storedItem(ctx: ApiContext, item: ResponsesInputItem, keyId: string | n
     case "reasoning":
       return { ...item, id: item.id ?? responsesId("rs"), type: "reasoning", status: "completed" };
     case "item_reference": {
-      const found = ctx.responses.item(item.id, keyId);
+      const found = await ctx.responses.item(item.id, keyId);
       if (!found) throw apiError("invalid_value", `Invalid 'input[${index}].id': no stored item has the id '${item.id}'.`, `input[${index}].id`);
       return found;
     }

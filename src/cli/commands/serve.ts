@@ -127,7 +127,7 @@ const options = {
     max: 100_000_000,
     default: DEFAULT_MAX_STORED_RESPONSES,
     description:
-      "most Responses API responses kept (store: true, the default) for previous_response_id and GET /v1/responses/{id}, in $KILN_HOME/kiln.sqlite; the oldest are deleted first; 0 keeps none",
+      "most Responses API responses kept (store: true, the default) for previous_response_id and GET /v1/responses/{id}, in $KILN_HOME/kiln.sqlite (in --cloud mode with a postgres:// --database, there, for the whole fleet); the oldest are deleted first; 0 keeps none",
   }),
   storedResponseDays: option.number({
     value: "<days>",
@@ -142,7 +142,7 @@ const options = {
     max: 4096,
     default: DEFAULT_BATCH_CONCURRENCY,
     description:
-      "most requests of Batch API batches (POST /v1/batches) answered at once, beside interactive requests; batches, their files and their progress are kept in $KILN_HOME/kiln.sqlite, and an unfinished one resumes when the server starts again",
+      "most requests of Batch API batches (POST /v1/batches) answered at once, beside interactive requests; batches, their files and their progress are kept in $KILN_HOME/kiln.sqlite (in --cloud mode with a postgres:// --database, there, for the whole fleet), and an unfinished one resumes when the server starts again",
   }),
   chatTemplateFile: chatTemplateFileOption("for every text model this server serves, so serve one with it"),
   noNightly: option.flag({

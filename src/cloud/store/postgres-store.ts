@@ -4,9 +4,9 @@
  * read as bigint, counts as safe integers.
  */
 import pg from "pg";
-import type { BatchStore } from "../../catalogue/stored-batches.js";
-import type { FileStore } from "../../catalogue/stored-files.js";
+import type { ResponseRetention } from "../../catalogue/stored-responses.js";
 import { PostgresBatchStore, PostgresFileStore } from "./postgres-batches.js";
+import { PostgresResponseStore } from "./postgres-responses.js";
 import { migratePostgres } from "./postgres-migrate.js";
 import { inTransaction } from "./postgres-transaction.js";
 import { ledgerRowOfOrphan, type ReservationRow } from "./sqlite-store.js";
@@ -18,6 +18,7 @@ import {
   type KeyRecord,
   type LedgerRow,
   type NewKey,
+  type SharedStores,
   type Reservation,
   type UsageLine,
   type UsageQuery,
@@ -257,9 +258,9 @@ export class PostgresCloudStore implements CloudStore {
     await this.pool.end();
   }
 
-  /** The Files and Batch APIs' stores in this database, shared by the fleet. */
-  batchStores(): { files: FileStore; batches: BatchStore } {
-    return { files: new PostgresFileStore(this.pool), batches: new PostgresBatchStore(this.pool) };
+  /** What clients store (files, batches, stored responses) in this database, shared by the fleet. */
+  sharedStores(retention: ResponseRetention): SharedStores {
+    return { files: new PostgresFileStore(this.pool), batches: new PostgresBatchStore(this.pool), responses: new PostgresResponseStore(this.pool, retention) };
   }
 
   private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {

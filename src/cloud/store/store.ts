@@ -8,6 +8,7 @@
  */
 import type { BatchStore } from "../../catalogue/stored-batches.js";
 import type { FileStore } from "../../catalogue/stored-files.js";
+import type { ResponseRetention, ResponseStore } from "../../catalogue/stored-responses.js";
 import type { KeyLimits } from "../limits/limiter.js";
 import type { Metered, PriceInForce } from "../money.js";
 
@@ -101,11 +102,18 @@ export interface UsageLine {
   costNanoUsd: bigint;
 }
 
+/** What clients store through the API (files, batches, stored responses), where every replica of a fleet finds it. */
+export interface SharedStores {
+  files: FileStore;
+  batches: BatchStore;
+  responses: ResponseStore;
+}
+
 export interface CloudStore {
   /** "sqlite" or "postgres". */
   readonly kind: string;
-  /** The Files and Batch APIs' stores in this database, where a fleet shares it (Postgres); absent: each server keeps its own, in its records database. */
-  batchStores?(): { files: FileStore; batches: BatchStore };
+  /** What clients store, in this database where a fleet shares it (Postgres); absent: each server keeps its own, in its records database. */
+  sharedStores?(retention: ResponseRetention): SharedStores;
   createKey(key: NewKey): Promise<KeyRecord>;
   /** The key with this hash, revoked and expired ones included (the caller decides); null = none. */
   keyByHash(hash: string): Promise<(KeyRecord & { hash: string }) | null>;

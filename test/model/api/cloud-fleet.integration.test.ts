@@ -3,8 +3,8 @@
  * three `kiln serve --cloud` replicas of the embedded model, and nginx in front of them. Checks that
  * a limit holds for the fleet, that the ledger's totals equal what clients got (plus the
  * reservation of a request whose replica was killed), that revoked and expired keys fail on every
- * replica, that a database dump holds no usable key, and that the Batch API's files and batches are
- * the fleet's: a batch whose replica is killed is finished by another.
+ * replica, that a database dump holds no usable key, and that what clients store is the fleet's: a
+ * response continued on another replica, a batch whose replica is killed finished by another.
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -238,6 +238,28 @@ describe("cloud mode as a fleet of three replicas behind nginx", () => {
       statuses.push(...(await Promise.all(candidates.slice(i, i + 16).map((c) => modelsStatus(replicaUrl(0), c)))));
     }
     expect(statuses.filter((s) => s !== 401)).toEqual([]);
+  });
+
+  it("continues a stored response on another replica, and reads it back on a third", async () => {
+    const { key } = await createKey("responses");
+    const respond = async (base: string, body: Record<string, unknown>) => {
+      const res = await fetch(`${base}/v1/responses`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: JSON.stringify({ model: TEXT_SLUG, max_output_tokens: 4, temperature: 0, ...body }),
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { id: string };
+    };
+    const first = await respond(replicaUrl(0), { input: "My name is Ada." });
+    const second = await respond(replicaUrl(1), { input: "What is my name?", previous_response_id: first.id });
+    const items = (await (
+      await fetch(`${replicaUrl(2)}/v1/responses/${second.id}/input_items?order=asc`, { headers: { authorization: `Bearer ${key}` } })
+    ).json()) as {
+      data: Array<{ type: string; content?: Array<{ text?: string }> }>;
+    };
+    expect(items.data.filter((i) => i.type === "message").map((i) => i.content?.[0]?.text)[0]).toBe("My name is Ada.");
+    expect(items.data.length).toBe(3);
   });
 
   it("leaves a ledger equal to what clients received, plus the reservation of a request whose replica was killed", async () => {

@@ -10,7 +10,7 @@ import { describe, expect, it, vi } from "vitest";
 import { drainApp } from "../../../src/api/app.js";
 import { Lifecycle } from "../../../src/api/context.js";
 import { openDatabase } from "../../../src/catalogue/db.js";
-import { ResponseStore } from "../../../src/catalogue/stored-responses.js";
+import { SqliteResponseStore } from "../../../src/catalogue/stored-responses.js";
 import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
 import { ChatTemplateError } from "../../../src/scheduler/index.js";
 import { sqliteKeyStore } from "../cloud/keys-support.js";
@@ -715,11 +715,28 @@ describe("stored responses", () => {
     ]);
   });
 
+  it("stores a response before its answer ends, so a client continuing it at once finds it, streamed or not", async () => {
+    // A store whose writes take a while (a fleet's database across the network).
+    const store = new SqliteResponseStore(openDatabase({ path: ":memory:", seed: false }));
+    const save = store.save.bind(store);
+    store.save = async (response) => {
+      await new Promise((r) => setTimeout(r, 60));
+      await save(response);
+    };
+    const { app } = await fakeApp({ responses: store });
+    for (const stream of [false, true]) {
+      const res = await post(app, request({ stream }));
+      const id = stream ? /"id":"(resp_[0-9a-f]+)"/.exec(res.body)![1] : res.json().id;
+      expect((await app.inject({ method: "GET", url: `/v1/responses/${id}`, headers: AUTH })).statusCode, `stream ${stream}`).toBe(200);
+      expect((await post(app, request({ previous_response_id: id }))).statusCode).toBe(200);
+    }
+  });
+
   it("in cloud mode a key sees only its own responses: another key gets 404, and cannot continue or reference them", async () => {
     const db = openDatabase({ path: ":memory:" });
     const keys = sqliteKeyStore(db);
     const [a, b] = [(await keys.create("a")).key, (await keys.create("b")).key];
-    const { app } = await fakeApp({ auth: { mode: "cloud", keys }, responses: new ResponseStore(db) });
+    const { app } = await fakeApp({ auth: { mode: "cloud", keys }, responses: new SqliteResponseStore(db) });
     const as = (key: string) => ({ authorization: `Bearer ${key}` });
     const created = (await post(app, request(), as(a))).json();
     for (const [method, url] of [
@@ -752,49 +769,5 @@ describe("stored responses", () => {
     expect(res.statusCode, res.body).toBe(200);
     expect(fake.rendered.at(-1)).toEqual([{ role: "user", content: "short?" }]);
     expect(res.json().truncation).toBe("auto");
-  });
-});
-
-describe("ResponseStore retention", () => {
-  const stored = (id: string, createdAt: number) => ({
-    id,
-    keyId: null,
-    createdAt,
-    response: { id, output: [{ id: `msg_${id}`, type: "message" }] },
-    input: [{ id: `in_${id}`, type: "message" }],
-  });
-
-  it("keeps at most maxCount responses, deleting the oldest first, with their items", () => {
-    const db = openDatabase({ path: ":memory:", seed: false });
-    const store = new ResponseStore(db, { maxCount: 2 });
-    const now = Math.floor(Date.now() / 1000);
-    for (const [i, id] of ["r1", "r2", "r3"].entries()) store.save(stored(id, now + i));
-    expect(store.count()).toBe(2);
-    expect(store.get("r1", null)).toBeNull();
-    expect(store.get("r3", null)?.input).toEqual([{ id: "in_r3", type: "message" }]);
-    expect(store.item("msg_r1", null)).toBeNull();
-    expect(store.item("msg_r2", null)).toEqual({ id: "msg_r2", type: "message" });
-    expect((db.prepare("SELECT count(*) AS n FROM response_items").get() as { n: number }).n).toBe(4);
-  });
-
-  it("hides and deletes responses older than maxAgeSeconds", () => {
-    const db = openDatabase({ path: ":memory:", seed: false });
-    let nowMs = Date.now();
-    const store = new ResponseStore(db, { maxAgeSeconds: 60 }, () => nowMs);
-    const start = Math.floor(nowMs / 1000);
-    store.save(stored("old", start));
-    nowMs += 61_000;
-    expect(store.get("old", null)).toBeNull();
-    expect(store.item("msg_old", null)).toBeNull();
-    expect(store.delete("old", null)).toBe(false);
-    store.save(stored("new", start + 61));
-    expect(store.count()).toBe(1);
-    expect(store.get("new", null)).not.toBeNull();
-  });
-
-  it("keeps nothing with maxCount 0", () => {
-    const store = new ResponseStore(openDatabase({ path: ":memory:", seed: false }), { maxCount: 0 });
-    store.save(stored("r1", Math.floor(Date.now() / 1000)));
-    expect(store.count()).toBe(0);
   });
 });

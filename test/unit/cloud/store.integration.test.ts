@@ -224,7 +224,7 @@ describe("Postgres migrations", () => {
     await client.connect();
     const { rows } = await client.query("SELECT version FROM schema_migrations ORDER BY version");
     await client.end();
-    expect(rows.map((r) => r.version)).toEqual(["001_cloud", "002_admin_keys", "003_batches"]);
+    expect(rows.map((r) => r.version)).toEqual(["001_cloud", "002_admin_keys", "003_batches", "004_responses"]);
   });
 });
 
