@@ -1,6 +1,7 @@
 import { kilnVersion } from "../catalogue/version.js";
 import { COMPILER_VERSION } from "../compiler/compile.js";
 import type { Command, CommandIO } from "./command.js";
+import batch from "./commands/batch.js";
 import bench from "./commands/bench.js";
 import compile from "./commands/compile.js";
 import compiler from "./commands/compiler.js";
@@ -17,7 +18,23 @@ import tracks from "./commands/tracks.js";
 import usage from "./commands/usage.js";
 
 /** Every command, in the order `kiln --help` and docs/cli.md list them. */
-export const COMMANDS: readonly Command[] = [models, pull, rm, compile, runCommand, bench, serve, keys, usage, track, tracks, promote, rollback, compiler];
+export const COMMANDS: readonly Command[] = [
+  models,
+  pull,
+  rm,
+  compile,
+  runCommand,
+  batch,
+  bench,
+  serve,
+  keys,
+  usage,
+  track,
+  tracks,
+  promote,
+  rollback,
+  compiler,
+];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
