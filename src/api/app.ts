@@ -39,7 +39,7 @@ import { responsesRoutes } from "./routes/responses.js";
 import { tokenizeRoutes } from "./routes/tokenize.js";
 import { transcriptionsRoute } from "./routes/transcriptions.js";
 import type { SseOptions } from "./sse.js";
-import { DEFAULT_DRAIN_TIMEOUT_MS } from "./defaults.js";
+import { DEFAULT_BATCH_PRICE, DEFAULT_DRAIN_TIMEOUT_MS } from "./defaults.js";
 
 /** Default most bytes of a request body: 4 MiB (a full 128k-token prompt is about 0.5 MB). */
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
@@ -83,6 +83,8 @@ export interface AppOptions extends ServerLimits {
   batches?: BatchStore;
   /** Most requests of all batches answered at once. Default {@link DEFAULT_BATCH_CONCURRENCY}. */
   batchConcurrency?: number;
+  /** Cloud mode: what a batch's request pays, as a fraction of the model's prices (0 to 1). Default {@link DEFAULT_BATCH_PRICE}. */
+  batchPrice?: number;
   /** Milliseconds this server's hold on a batch it runs lasts unrenewed (another server sharing `batches` takes it over after). Default {@link DEFAULT_BATCH_LEASE_MS}. */
   batchLeaseMs?: number;
 }
@@ -106,7 +108,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics: options.metrics ?? new KilnMetrics(() => queueLoads(models)),
     lifecycle,
     usage: options.usage ?? options.cloud,
-    cloud: options.cloud && new CloudGate(options.cloud),
+    cloud: options.cloud && new CloudGate(options.cloud, options.batchPrice),
     startedAt: Math.floor(Date.now() / 1000),
     sse: options.sse ?? {},
     warnings: options.warnings ?? [],

@@ -7,9 +7,14 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { AdmissionDecision, AdmissionRequest, Metering } from "./cloud-port.js";
 import { ApiError, apiError } from "./errors.js";
 import { rateLimitHeaders, retryAfterSeconds } from "./rate-limit-headers.js";
+import { DEFAULT_BATCH_PRICE } from "./defaults.js";
 
 export class CloudGate {
-  constructor(private readonly metering: Metering) {}
+  /** @param batchPrice what a batch's request pays, as a fraction of the model's prices */
+  constructor(
+    private readonly metering: Metering,
+    private readonly batchPrice: number = DEFAULT_BATCH_PRICE,
+  ) {}
 
   /**
    * Admits the request for its key, or throws 429 (a limit) or 503 (the limits or the database
@@ -19,7 +24,7 @@ export class CloudGate {
   async admit(request: FastifyRequest, reply: FastifyReply, what: AdmissionRequest): Promise<void> {
     const key = request.apiKey;
     if (!key) return;
-    const decision = await this.metering.admit(key, what);
+    const decision = await this.metering.admit(key, key.batch ? { ...what, priceFactor: this.batchPrice } : what);
     if (decision.state) reply.headers(rateLimitHeaders(decision.state));
     if (decision.outcome === "refused") throw refusal(decision);
     if (decision.outcome === "unavailable") {

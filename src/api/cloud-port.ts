@@ -26,6 +26,8 @@ export interface ApiKeyInfo {
   limits?: KeyLimits;
   /** An admin key (cloud mode): the console's operator actions (promote, rollback) accept only such a key. Absent = not an admin key. */
   admin?: boolean;
+  /** The key as the server runs a batch's requests with it (`api/auth`'s internal keys): they pay the batch price. Absent = a client's own request. */
+  batch?: boolean;
 }
 
 /** Looks keys up (cloud mode). */
@@ -88,6 +90,8 @@ export interface AdmissionRequest {
   maxCompletionTokens: number;
   /** Milliseconds of audio billed (transcriptions); 0 for text. */
   audioMs: number;
+  /** What the model's prices are multiplied by for this request (a batch's requests pay the batch price); default 1. */
+  priceFactor?: number;
 }
 
 /**

@@ -290,6 +290,7 @@ class ServeSession {
       device: serverDevice(o.resolvedDevice),
       ...this.clientStores(),
       batchConcurrency: o.batchConcurrency,
+      batchPrice: o.batchPrice,
       batchLeaseMs: o.orphanTimeout * 1000,
       allowedOrigins: this.o.origins,
       // The console's track pages, read as `kiln tracks --json` reads them; empty without the records database.

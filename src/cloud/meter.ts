@@ -12,7 +12,7 @@
 import { randomBytes } from "node:crypto";
 import type { ApiKeyInfo } from "./keys/key-store.js";
 import type { AdmitResult, LimitCounters, RateLimitState } from "./limits/limiter.js";
-import { costNanoUsd, priceOf as nanoPrice, type Metered, type PriceInForce } from "./money.js";
+import { costNanoUsd, priceOf as nanoPrice, scaledPrice, type Metered, type PriceInForce } from "./money.js";
 import type { CloudStore } from "./store/store.js";
 import type { UsageLog } from "./usage-spool.js";
 import type { PriceLookup, UsageRecord, UsageRecorder } from "./usage.js";
@@ -49,6 +49,8 @@ export interface AdmissionRequest {
   maxCompletionTokens: number;
   /** Milliseconds of audio billed (transcriptions); 0 for text. */
   audioMs: number;
+  /** What the model's prices are multiplied by for this request (a batch's requests pay the batch price); default 1. */
+  priceFactor?: number;
 }
 
 /** The answer to an admission; `state`: the key's limits as they stand, null without them. */
@@ -110,7 +112,7 @@ export class CloudMeter implements UsageRecorder {
    */
   async admit(key: ApiKeyInfo, what: AdmissionRequest): Promise<AdmissionDecision> {
     if (!key.id || !key.limits) return { outcome: "admitted", state: null };
-    const price = nanoPrice(this.options.priceOf(what.slug));
+    const price = scaledPrice(nanoPrice(this.options.priceOf(what.slug)), what.priceFactor ?? 1);
     const reserved: Metered = { promptTokens: what.promptTokens, completionTokens: what.maxCompletionTokens, audioMs: what.audioMs };
     const nanoUsd = costNanoUsd(price, reserved);
     let result: AdmitResult;

@@ -50,6 +50,16 @@ export function priceOf(entry: ModelEntry | undefined): PriceInForce {
   };
 }
 
+/** `price` times `factor` (a batch's discount), each rate rounded to a whole nano-USD. */
+export function scaledPrice(price: PriceInForce, factor: number): PriceInForce {
+  if (factor === 1) return price;
+  return {
+    inputNanoUsdPerMTok: Math.round(price.inputNanoUsdPerMTok * factor),
+    outputNanoUsdPerMTok: Math.round(price.outputNanoUsdPerMTok * factor),
+    nanoUsdPerAudioMinute: Math.round(price.nanoUsdPerAudioMinute * factor),
+  };
+}
+
 /** The cost of one request in nano-USD, by the rule in this file's header. Throws past 2^53 - 1. */
 export function costNanoUsd(price: PriceInForce, used: Metered): number {
   for (const [name, v] of Object.entries(used)) assertSafeAmount(v, name);

@@ -1,6 +1,6 @@
 /** `kiln serve --model <slug>...`: the OpenAI-compatible HTTP API over the given models. The server itself is `serve-session.ts`, loaded when it starts, so that help and option errors come without loading it. */
 import { originProblem } from "../../api/cors.js";
-import { DEFAULT_BATCH_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_MS } from "../../api/defaults.js";
+import { DEFAULT_BATCH_CONCURRENCY, DEFAULT_BATCH_PRICE, DEFAULT_DRAIN_TIMEOUT_MS } from "../../api/defaults.js";
 import { DEFAULT_MAX_STORED_RESPONSES, DEFAULT_STORED_RESPONSE_DAYS } from "../../catalogue/stored-responses.js";
 import { DEFAULT_ORPHAN_AFTER_MS } from "../../cloud/defaults.js";
 import { DEFAULT_BEAM_SIZE } from "../../provision/defaults.js";
@@ -143,6 +143,14 @@ const options = {
     default: DEFAULT_BATCH_CONCURRENCY,
     description:
       "most requests of Batch API batches (POST /v1/batches) answered at once, beside interactive requests; batches, their files and their progress are kept in $KILN_HOME/kiln.sqlite (in --cloud mode with a postgres:// --database, there, for the whole fleet), and an unfinished one resumes when the server starts again",
+  }),
+  batchPrice: option.number({
+    value: "<fraction>",
+    min: 0,
+    max: 1,
+    default: DEFAULT_BATCH_PRICE,
+    description:
+      "cloud mode: what a Batch API request pays, as a fraction of the model's prices (0.5: half price, as the reference API charges batches; 1: in full)",
   }),
   chatTemplateFile: chatTemplateFileOption("for every text model this server serves, so serve one with it"),
   noNightly: option.flag({

@@ -12,6 +12,7 @@ import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getModel } from "../../../src/catalogue/catalogue.js";
+import { costNanoUsd, priceOf, scaledPrice } from "../../../src/cloud/money.js";
 import { compiledArtifact, TEXT_SLUG } from "../../support/model.js";
 import { startFleet, type CloudSettings, type RunningFleet } from "../../support/servers/fleet.js";
 import { postgresBinary, startPostgres, type RunningPostgres } from "../../support/servers/postgres.js";
@@ -322,7 +323,7 @@ describe("cloud mode as a fleet of three replicas behind nginx", () => {
   });
 
   it("shares a key's files and batches across the fleet, and another replica finishes a batch whose replica was killed", async () => {
-    const { key } = await createKey("batches");
+    const { id: keyId, key } = await createKey("batches");
     const headers = { authorization: `Bearer ${key}` };
     const count = 16;
     const lines = Array.from({ length: count }, (_, i) =>
@@ -365,6 +366,15 @@ describe("cloud mode as a fleet of three replicas behind nginx", () => {
       .map((l) => JSON.parse(l) as { custom_id: string; response: { body: { usage: { completion_tokens: number } } } });
     expect(output.map((l) => l.custom_id)).toEqual(Array.from({ length: count }, (_, i) => `c${i}`));
     expect(output.every((l) => l.response.body.usage.completion_tokens === 16)).toBe(true);
+    // Every request the batch answered is charged at the batch price (half the model's, by default).
+    const halfPrice = scaledPrice(priceOf(getModel(TEXT_SLUG)), 0.5);
+    const answered = (await ledgerRows(keyId)).filter((r) => r.settled_from === "completed");
+    expect(answered.length).toBeGreaterThanOrEqual(count);
+    for (const r of answered) {
+      const cost = costNanoUsd(halfPrice, { promptTokens: Number(r.prompt_tokens), completionTokens: Number(r.completion_tokens), audioMs: 0 });
+      expect(Number(r.cost_nano_usd)).toBe(cost);
+      expect(BigInt(cost)).toBeLessThan(expectedCostNanoUsd(Number(r.prompt_tokens), Number(r.completion_tokens)));
+    }
     // Another key finds none of it.
     const other = { authorization: `Bearer ${(await createKey("batches-other")).key}` };
     for (const url of [`/v1/batches/${id}`, `/v1/files/${file.id}`]) expect((await fetch(`${replicaUrl(1)}${url}`, { headers: other })).status, url).toBe(404);

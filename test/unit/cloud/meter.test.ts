@@ -11,7 +11,7 @@ import { drainApp } from "../../../src/api/app.js";
 import { Lifecycle } from "../../../src/api/context.js";
 import { MemoryLimits } from "../../../src/cloud/limits/memory-limits.js";
 import { CloudMeter } from "../../../src/cloud/meter.js";
-import { costNanoUsd, priceOf } from "../../../src/cloud/money.js";
+import { costNanoUsd, priceOf, scaledPrice } from "../../../src/cloud/money.js";
 import { SqliteCloudStore } from "../../../src/cloud/store/sqlite-store.js";
 import { sqliteUsageRecorder } from "../../../src/cloud/usage.js";
 import { getModel } from "../../../src/catalogue/catalogue.js";
@@ -129,6 +129,44 @@ describe("reservation and ledger", () => {
       input_nano_usd_per_mtok: price.inputNanoUsdPerMTok,
       cost_nano_usd: costNanoUsd(price, { promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens, audioMs: 0 }),
     });
+  });
+
+  it("charges a batch's request at the batch price (half the model's by default), the same request sent alone in full", async () => {
+    const { app, db, key, ask } = await cloudApp({ requestsPerMinute: 100 });
+    const headers = { authorization: `Bearer ${key}` };
+    const body = { model: SLUG, messages: [{ role: "user", content: "hi" }], max_tokens: 5 };
+    const alone = await ask({ max_tokens: 5 });
+    const boundary = "b";
+    const line = JSON.stringify({ custom_id: "one", method: "POST", url: "/v1/chat/completions", body });
+    const upload = await app.inject({
+      method: "POST",
+      url: "/v1/files",
+      payload: `--${boundary}\r\ncontent-disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="a.jsonl"\r\n\r\n${line}\r\n--${boundary}--\r\n`,
+      headers: { ...headers, "content-type": `multipart/form-data; boundary=${boundary}` },
+    });
+    const created = await app.inject({
+      method: "POST",
+      url: "/v1/batches",
+      payload: { input_file_id: upload.json().id, endpoint: "/v1/chat/completions", completion_window: "24h" },
+      headers,
+    });
+    let batch = created.json();
+    while (batch.status !== "completed") {
+      await new Promise((r) => setTimeout(r, 10));
+      batch = (await app.inject({ method: "GET", url: `/v1/batches/${batch.id}`, headers })).json();
+    }
+    const rows = ledger(db);
+    expect(rows).toHaveLength(2);
+    const [full, half] = [rows.find((r) => r.request_id === alone.json().id), rows.find((r) => r.request_id !== alone.json().id)];
+    const price = priceOf(getModel(SLUG));
+    expect(half.input_nano_usd_per_mtok).toBe(Math.round(price.inputNanoUsdPerMTok / 2));
+    expect(half.output_nano_usd_per_mtok).toBe(Math.round(price.outputNanoUsdPerMTok / 2));
+    expect(full.input_nano_usd_per_mtok).toBe(price.inputNanoUsdPerMTok);
+    expect(half.completion_tokens).toBe(full.completion_tokens);
+    expect(half.cost_nano_usd).toBeLessThan(full.cost_nano_usd);
+    expect(half.cost_nano_usd).toBe(
+      costNanoUsd(scaledPrice(price, 0.5), { promptTokens: half.prompt_tokens, completionTokens: half.completion_tokens, audioMs: 0 }),
+    );
   });
 
   it("charges a stream for the tokens it produced", async () => {
