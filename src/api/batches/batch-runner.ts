@@ -170,8 +170,10 @@ export class BatchRunner {
    */
   async resume(): Promise<void> {
     if (this.stopping) return;
-    await this.takeOver();
-    this.looking ??= setInterval(() => void this.takeOver().catch((err) => this.options.onError?.("(looking for batches)", err)), this.leaseMs / 3).unref();
+    // A store that cannot be read now (its database down) is tried again at the next look.
+    const look = () => this.takeOver().catch((err: unknown) => this.options.onError?.("(looking for batches)", err));
+    await look();
+    this.looking ??= setInterval(() => void look(), this.leaseMs / 3).unref();
   }
 
   /** Starts no more requests and waits for the running ones; unfinished batches stay so, for the next runner. */
