@@ -120,6 +120,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       leaseMs: options.batchLeaseMs,
       halted: () => lifecycle.draining,
       onError: (batchId, err) => app.log.error({ err, batch: batchId }, "batch: could not run"),
+      onAnswered: (endpoint, failed) => ctx.metrics.batchRequest(endpoint, failed),
     }),
   };
   const exchanges: CurrentExchanges = new WeakMap();

@@ -56,6 +56,8 @@ export interface BatchRunnerOptions {
   now?: () => number;
   /** Called with a batch that could not run for a reason of the server's (logged); default none. */
   onError?: (batchId: string, err: unknown) => void;
+  /** Called with each request this runner answered: its endpoint, and whether it failed (the metrics). Default none. */
+  onAnswered?: (endpoint: BatchEndpoint, failed: boolean) => void;
 }
 
 /** What POST /v1/batches asks for, checked. */
@@ -288,12 +290,12 @@ export class BatchRunner {
         await sleep(Math.min(Math.max(answer.retryAfter * 1000, 100), MAX_RETRY_WAIT_MS), this.stopSignal.signal);
         continue;
       }
-      await this.record(run, line, answer);
+      await this.record(run, batch.endpoint as BatchEndpoint, line, answer);
       return;
     }
   }
 
-  private async record(run: Run, line: BatchLine, answer: LineAnswer): Promise<void> {
+  private async record(run: Run, endpoint: BatchEndpoint, line: BatchLine, answer: LineAnswer): Promise<void> {
     const failed = answer.status < 200 || answer.status >= 300;
     const result: BatchResult = {
       line: line.line,
@@ -312,6 +314,7 @@ export class BatchRunner {
         addUsage(b, answer.body);
       }
     });
+    this.options.onAnswered?.(endpoint, failed);
     if (after?.status === "cancelling") run.cancelled = true;
   }
 

@@ -48,6 +48,12 @@ export class KilnMetrics {
     new Counter("kiln_transcription_requests_total", "Transcription requests that reached their model (finished or cancelled), by model."),
   );
   readonly audioSeconds = this.registry.register(new Counter("kiln_audio_seconds_total", "Seconds of audio transcribed, by model."));
+  readonly batchRequests = this.registry.register(
+    new Counter(
+      "kiln_batch_requests_total",
+      "Requests of Batch API batches answered by this server, by endpoint and outcome (completed: a 2xx answer, to the output file; failed: any other, to the error file).",
+    ),
+  );
   /** Decode time and tokens per model, and per artifact within it. */
   private readonly decode = new Map<string, Map<string, { seconds: number; tokens: number }>>();
 
@@ -86,6 +92,11 @@ export class KilnMetrics {
     d.tokens += r.decodeTokens;
     artifacts.set(r.artifactId ?? "", d);
     this.decode.set(r.model, artifacts);
+  }
+
+  /** A batch's request answered: to the output file, or (`failed`) to the error file. */
+  batchRequest(endpoint: string, failed: boolean): void {
+    this.batchRequests.inc({ endpoint, outcome: failed ? "failed" : "completed" });
   }
 
   transcription(r: TranscriptionRecord): void {

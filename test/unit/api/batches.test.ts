@@ -170,6 +170,9 @@ describe("Batch API", () => {
     const errors = await fileLines(app, batch.error_file_id);
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ custom_id: "bad", error: null, response: { status_code: 400, body: { error: { param: "messages" } } } });
+    const metrics = (await app.inject({ method: "GET", url: "/metrics" })).body;
+    expect(metrics).toContain('kiln_batch_requests_total{endpoint="/v1/chat/completions",outcome="completed"} 3');
+    expect(metrics).toContain('kiln_batch_requests_total{endpoint="/v1/chat/completions",outcome="failed"} 1');
     const outputFile = (await app.inject({ method: "GET", url: `/v1/files/${batch.output_file_id}`, headers: AUTH })).json();
     expect(outputFile).toMatchObject({ purpose: "batch_output", filename: `${batch.id}_output.jsonl` });
   });
