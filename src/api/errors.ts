@@ -43,6 +43,8 @@ export const ERRORS = {
   // A file (Files API) or batch (Batch API) that does not exist, has expired, or is another key's.
   file_not_found: { status: 404, type: "invalid_request_error", code: null },
   batch_not_found: { status: 404, type: "invalid_request_error", code: null },
+  // A Message Batch's results or deletion asked for before it has ended.
+  batch_in_progress: { status: 400, type: "invalid_request_error", code: "batch_in_progress" },
   // A `previous_response_id` the key has no stored response for: the reference API's 400 and code.
   previous_response_not_found: { status: 400, type: "invalid_request_error", code: "previous_response_not_found" },
   request_too_large: { status: 413, type: "invalid_request_error", code: "request_too_large" },

@@ -19,7 +19,21 @@ export interface BatchObject {
   id: string;
   status: string;
   created_at: number;
+  /**
+   * Requests a cancelled or expired batch never sent (counted in `request_counts.failed`, written to
+   * its error file); kiln's own field, which the Message Batches API reads and `/v1/batches` does not show.
+   */
+  unsent_requests?: number;
   [field: string]: unknown;
+}
+
+/** A page of a key's batches, newest first: those after (older than) `after`, or before (newer than) `before`, whose ids start with `idPrefix`. */
+export interface BatchPage {
+  after?: string;
+  before?: string;
+  limit: number;
+  /** The kind of batch listed, by its ids' prefix: `batch_` (the Batch API), `msgbatch_` (Message Batches). */
+  idPrefix: string;
 }
 
 export interface StoredBatch {
@@ -43,8 +57,10 @@ export interface BatchStore {
   create(batch: BatchObject, key: BatchKey, runner: string, leaseMs: number): Promise<void>;
   /** The batch `id` as `keyId` may see it, or null. */
   get(id: string, keyId: string | null): Promise<BatchObject | null>;
-  /** `keyId`'s batches, newest first, from after `after`, at most `limit`, and whether more follow. */
-  list(keyId: string | null, after: string | undefined, limit: number): Promise<{ batches: BatchObject[]; hasMore: boolean }>;
+  /** A page of `keyId`'s batches, newest first, and whether more follow beyond it (older after `after`, newer before `before`). */
+  list(keyId: string | null, page: BatchPage): Promise<{ batches: BatchObject[]; hasMore: boolean }>;
+  /** Deletes the batch `id` of `keyId` and its answered lines; false when there is none. */
+  delete(id: string, keyId: string | null): Promise<boolean>;
   /** Applies `change` to the batch `id` as it is stored now, and stores it; the changed batch, or null when there is none. */
   update(id: string, change: (batch: BatchObject) => void): Promise<BatchObject | null>;
   /**
@@ -85,19 +101,30 @@ export class SqliteBatchStore implements BatchStore {
     return row ? (JSON.parse(row.batch_json) as BatchObject) : null;
   }
 
-  async list(keyId: string | null, after: string | undefined, limit: number): Promise<{ batches: BatchObject[]; hasMore: boolean }> {
-    const params: unknown[] = [keyId];
-    let where = "key_id IS ?";
-    if (after !== undefined) {
-      where += " AND (created_at, rowid) < (SELECT created_at, rowid FROM batches WHERE id = ? AND key_id IS ?)";
-      params.push(after, keyId);
+  async list(keyId: string | null, page: BatchPage): Promise<{ batches: BatchObject[]; hasMore: boolean }> {
+    const params: unknown[] = [keyId, page.idPrefix.length, page.idPrefix];
+    let where = "key_id IS ? AND substr(id, 1, ?) = ?";
+    const cursor = page.before ?? page.after;
+    if (cursor !== undefined) {
+      where += ` AND (created_at, rowid) ${page.before !== undefined ? ">" : "<"} (SELECT created_at, rowid FROM batches WHERE id = ? AND key_id IS ?)`;
+      params.push(cursor, keyId);
     }
+    // Before a cursor: the newer ones nearest to it, read oldest first and turned around.
+    const order = page.before !== undefined ? "ASC" : "DESC";
     const rows = this.db
-      .prepare(`SELECT batch_json FROM batches WHERE ${where} ORDER BY created_at DESC, rowid DESC LIMIT ?`)
-      .all(...params, limit + 1) as Array<{
-      batch_json: string;
-    }>;
-    return { batches: rows.slice(0, limit).map((r) => JSON.parse(r.batch_json) as BatchObject), hasMore: rows.length > limit };
+      .prepare(`SELECT batch_json FROM batches WHERE ${where} ORDER BY created_at ${order}, rowid ${order} LIMIT ?`)
+      .all(...params, page.limit + 1) as Array<{ batch_json: string }>;
+    return pageOf(rows, page);
+  }
+
+  async delete(id: string, keyId: string | null): Promise<boolean> {
+    return this.db
+      .transaction(() => {
+        const deleted = this.db.prepare("DELETE FROM batches WHERE id = ? AND key_id IS ?").run(id, keyId).changes > 0;
+        if (deleted) this.db.prepare("DELETE FROM batch_results WHERE batch_id = ?").run(id);
+        return deleted;
+      })
+      .immediate();
   }
 
   async update(id: string, change: (batch: BatchObject) => void): Promise<BatchObject | null> {
@@ -164,4 +191,11 @@ export class SqliteBatchStore implements BatchStore {
     this.db.prepare("UPDATE batches SET status = ?, batch_json = ? WHERE id = ?").run(batch.status, JSON.stringify(batch), id);
     return batch;
   }
+}
+
+/** A page read one past `page.limit` (to know whether more follow), newest first. */
+export function pageOf(rows: ReadonlyArray<{ batch_json: string }>, page: BatchPage): { batches: BatchObject[]; hasMore: boolean } {
+  const batches = rows.slice(0, page.limit).map((r) => JSON.parse(r.batch_json) as BatchObject);
+  if (page.before !== undefined) batches.reverse();
+  return { batches, hasMore: rows.length > page.limit };
 }

@@ -10,7 +10,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import type { BatchKey, BatchObject, BatchResult, BatchStore } from "../../catalogue/stored-batches.js";
+import type { BatchKey, BatchObject, BatchPage, BatchResult, BatchStore } from "../../catalogue/stored-batches.js";
 import { FINAL_BATCH_STATUSES } from "../../catalogue/stored-batches.js";
 import type { FileStore } from "../../catalogue/stored-files.js";
 import { DEFAULT_BATCH_CONCURRENCY } from "../defaults.js";
@@ -67,6 +67,10 @@ export interface NewBatch {
   metadata: Record<string, string> | null;
   /** Seconds after their creation the output and error files expire; null: kept until deleted. */
   outputExpiresAfter: number | null;
+  /** The start of the batch's id: `batch_` (the default, the Batch API's) or `msgbatch_` (Anthropic's Message Batches). */
+  idPrefix?: string;
+  /** Requests the input file holds, when known before it is read (shown in `request_counts.total` while the batch validates). Default 0. */
+  requests?: number;
 }
 
 /** A batch this runner holds: its id, key, whether it was cancelled or its hold lost, and its end. */
@@ -110,7 +114,7 @@ export class BatchRunner {
   async create(request: NewBatch, key: BatchKey): Promise<BatchObject> {
     const createdAt = this.seconds();
     const batch: BatchObject = {
-      id: `batch_${randomBytes(16).toString("hex")}`,
+      id: `${request.idPrefix ?? "batch_"}${randomBytes(16).toString("hex")}`,
       object: "batch",
       endpoint: request.endpoint,
       errors: null,
@@ -129,7 +133,7 @@ export class BatchRunner {
       cancelling_at: null,
       cancelled_at: null,
       model: null,
-      request_counts: { total: 0, completed: 0, failed: 0 },
+      request_counts: { total: request.requests ?? 0, completed: 0, failed: 0 },
       metadata: request.metadata,
       usage: emptyUsage(),
       ...(request.outputExpiresAfter !== null ? { output_expires_after: { anchor: "created_at", seconds: request.outputExpiresAfter } } : {}),
@@ -144,9 +148,17 @@ export class BatchRunner {
     return this.batches.get(id, keyId);
   }
 
-  /** `keyId`'s batches, newest first, from after `after`, at most `limit`, and whether more follow. */
-  list(keyId: string | null, after: string | undefined, limit: number): Promise<{ batches: BatchObject[]; hasMore: boolean }> {
-    return this.batches.list(keyId, after, limit);
+  /** A page of `keyId`'s batches, newest first, and whether more follow. */
+  list(keyId: string | null, page: BatchPage): Promise<{ batches: BatchObject[]; hasMore: boolean }> {
+    return this.batches.list(keyId, page);
+  }
+
+  /** Deletes the ended batch `id` and its files (input, output and error); null when `keyId` has no such batch. */
+  async delete(id: string, keyId: string | null): Promise<BatchObject | null> {
+    const batch = await this.batches.get(id, keyId);
+    if (!batch || !(await this.batches.delete(id, keyId))) return null;
+    for (const file of [batch.input_file_id, batch.output_file_id, batch.error_file_id]) if (typeof file === "string") await this.files.delete(file, keyId);
+    return batch;
   }
 
   /**
@@ -337,6 +349,7 @@ export class BatchRunner {
     const errorFileId = await this.writeFile(run, batch, "error", errors);
     await this.batches.update(run.id, (b) => {
       counts(b).failed += lines.length - results.size;
+      b.unsent_requests = lines.length - results.size;
       b.output_file_id = outputFileId;
       b.error_file_id = errorFileId;
       b.status = end;

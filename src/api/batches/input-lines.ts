@@ -5,12 +5,16 @@
  * runs nothing.
  */
 
-/** Routes a batch may run: the reference API's text endpoints kiln serves. */
+/** Routes a batch of the Batch API may run: the reference API's text endpoints kiln serves. */
 export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"] as const;
-export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
+/** The route of every request of a Message Batch (Anthropic's Message Batches API). */
+export const MESSAGE_BATCH_ENDPOINT = "/v1/messages";
+export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number] | typeof MESSAGE_BATCH_ENDPOINT;
 
 /** Most requests in one batch: 50,000, as the reference API allows. */
 export const MAX_BATCH_REQUESTS = 50_000;
+/** Most requests in one Message Batch: 100,000, as Anthropic's API allows. */
+export const MAX_MESSAGE_BATCH_REQUESTS = 100_000;
 
 /** Most errors reported for one input file; past them the file is not read further. */
 const MAX_REPORTED_ERRORS = 100;
@@ -59,10 +63,11 @@ export function readBatchLines(content: Buffer, endpoint: BatchEndpoint): ReadLi
   if (errors.length === 0 && lines.length === 0) {
     errors.push({ code: "empty_file", message: "The input file holds no requests: write one JSON object a line.", param: null, line: null });
   }
-  if (lines.length > MAX_BATCH_REQUESTS) {
+  const most = endpoint === MESSAGE_BATCH_ENDPOINT ? MAX_MESSAGE_BATCH_REQUESTS : MAX_BATCH_REQUESTS;
+  if (lines.length > most) {
     errors.push({
       code: "too_many_requests",
-      message: `The input file holds ${lines.length} requests; a batch takes at most ${MAX_BATCH_REQUESTS}. Split it into several batches.`,
+      message: `The input file holds ${lines.length} requests; a batch takes at most ${most}. Split it into several batches.`,
       param: null,
       line: null,
     });

@@ -34,25 +34,34 @@ export function batchesRoutes(app: FastifyInstance, ctx: ApiContext): void {
 
   app.get("/batches", async (request) => {
     const query = parseOrThrow(batchListQuery, request.query ?? {});
-    const { batches: data, hasMore } = await ctx.batches.list(ownerKeyId(request), query.after, query.limit);
+    const { batches, hasMore } = await ctx.batches.list(ownerKeyId(request), { after: query.after, limit: query.limit, idPrefix: "batch_" });
+    const data = batches.map(publicBatch);
     return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
   });
 
   app.get("/batches/:id", async (request) => {
     const id = batchId(request);
-    return (await ctx.batches.get(id, ownerKeyId(request))) ?? throwNotFound(id);
+    return publicBatch((await ctx.batches.get(id, ownerKeyId(request))) ?? throwNotFound(id));
   });
 
   app.post("/batches/:id/cancel", async (request) => {
     const id = batchId(request);
-    return (await ctx.batches.cancel(id, ownerKeyId(request))) ?? throwNotFound(id);
+    return publicBatch((await ctx.batches.cancel(id, ownerKeyId(request))) ?? throwNotFound(id));
   });
 }
 
 function batchId(request: FastifyRequest): string {
-  return (request.params as { id: string }).id;
+  const id = (request.params as { id: string }).id;
+  // A Message Batch is Anthropic's API's alone (`/v1/messages/batches`).
+  return id.startsWith("batch_") ? id : throwNotFound(id);
 }
 
-function throwNotFound(id: string): BatchObject {
+/** The batch object as the reference API shows it, without kiln's own fields. */
+function publicBatch(batch: BatchObject): BatchObject {
+  const { unsent_requests: _unsent, ...shown } = batch;
+  return shown;
+}
+
+function throwNotFound(id: string): never {
   throw apiError("batch_not_found", `No such Batch object: ${id}`);
 }

@@ -32,6 +32,7 @@ import { messageChars } from "./chat-messages.js";
 import { answerPlan, checkPromptLength, completionBudget } from "./generation-request.js";
 import { answerGeneration } from "./generation.js";
 import { anthropicId } from "./ids.js";
+import { messageBatchesRoutes } from "./message-batches.js";
 import { messagesFormat } from "./messages-format.js";
 import { lookupServedModel } from "./model-lookup.js";
 import { reasoningPlan, type ReasoningPlan } from "./reasoning.js";
@@ -77,6 +78,8 @@ export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Pro
       const format = messagesFormat(model, { id, inputTokens: prompt.ids.length, ...(reasoning ? { reasoning } : {}), tools: prompt.toolUse !== undefined });
       return answerGeneration(ctx, request, reply, plan, format);
     });
+
+    messageBatchesRoutes(api, ctx);
 
     api.post("/messages/count_tokens", async (request, reply) => {
       const body = parseOrThrow(countTokensRequestSchema, request.body);

@@ -5,7 +5,16 @@
  * milliseconds), as the SQLite stores keep them; `seq` orders rows made within one second.
  */
 import type pg from "pg";
-import { FINAL_BATCH_STATUSES, type BatchKey, type BatchObject, type BatchResult, type BatchStore, type StoredBatch } from "../../catalogue/stored-batches.js";
+import {
+  FINAL_BATCH_STATUSES,
+  pageOf,
+  type BatchKey,
+  type BatchObject,
+  type BatchPage,
+  type BatchResult,
+  type BatchStore,
+  type StoredBatch,
+} from "../../catalogue/stored-batches.js";
 import type { FileListQuery, FileStore, StoredFileInfo } from "../../catalogue/stored-files.js";
 import { inTransaction } from "./postgres-transaction.js";
 
@@ -133,19 +142,28 @@ export class PostgresBatchStore implements BatchStore {
     return rows[0] ? (JSON.parse(rows[0].batch_json) as BatchObject) : null;
   }
 
-  async list(keyId: string | null, after: string | undefined, limit: number): Promise<{ batches: BatchObject[]; hasMore: boolean }> {
-    const params: unknown[] = [keyId];
-    let where = "key_id IS NOT DISTINCT FROM $1";
-    if (after !== undefined) {
-      params.push(after);
-      where += ` AND (created_at, seq) < (SELECT created_at, seq FROM batches WHERE id = $2 AND key_id IS NOT DISTINCT FROM $1)`;
+  async list(keyId: string | null, page: BatchPage): Promise<{ batches: BatchObject[]; hasMore: boolean }> {
+    const params: unknown[] = [keyId, page.idPrefix];
+    let where = "key_id IS NOT DISTINCT FROM $1 AND starts_with(id, $2)";
+    const cursor = page.before ?? page.after;
+    if (cursor !== undefined) {
+      params.push(cursor);
+      where += ` AND (created_at, seq) ${page.before !== undefined ? ">" : "<"} (SELECT created_at, seq FROM batches WHERE id = $3 AND key_id IS NOT DISTINCT FROM $1)`;
     }
-    params.push(limit + 1);
+    params.push(page.limit + 1);
+    // Before a cursor: the newer ones nearest to it, read oldest first and turned around.
+    const order = page.before !== undefined ? "ASC" : "DESC";
     const { rows } = await this.pool.query<{ batch_json: string }>(
-      `SELECT batch_json FROM batches WHERE ${where} ORDER BY created_at DESC, seq DESC LIMIT $${params.length}`,
+      `SELECT batch_json FROM batches WHERE ${where} ORDER BY created_at ${order}, seq ${order} LIMIT $${params.length}`,
       params,
     );
-    return { batches: rows.slice(0, limit).map((r) => JSON.parse(r.batch_json) as BatchObject), hasMore: rows.length > limit };
+    return pageOf(rows, page);
+  }
+
+  async delete(id: string, keyId: string | null): Promise<boolean> {
+    // Its answered lines go with it (ON DELETE CASCADE).
+    const { rowCount } = await this.pool.query("DELETE FROM batches WHERE id = $1 AND key_id IS NOT DISTINCT FROM $2", [id, keyId]);
+    return (rowCount ?? 0) > 0;
   }
 
   update(id: string, change: (batch: BatchObject) => void): Promise<BatchObject | null> {

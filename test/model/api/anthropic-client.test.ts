@@ -2,7 +2,7 @@
  * Anthropic's Messages API on the real model through the real server, with Anthropic's official
  * npm client (`@anthropic-ai/sdk`): a message and its stream (the client's own accumulation equal
  * to the whole message), a stop sequence, a forced tool use whose input validates, answered with a
- * tool result, token counting, and errors the client reads as Anthropic's.
+ * tool result, token counting, a Message Batch and its results, and errors the client reads as Anthropic's.
  */
 import Anthropic from "@anthropic-ai/sdk";
 import { Ajv2020 } from "ajv/dist/2020.js";
@@ -127,6 +127,45 @@ describe("Anthropic's client against kiln", () => {
     expect(new Date(smol!.created_at).toISOString()).toBe(smol!.created_at);
     expect(listed.length).toBe(42);
     expect(await client.models.retrieve(TEXT_SLUG)).toMatchObject({ id: TEXT_SLUG, type: "model" });
+  });
+
+  it("a Message Batch: created, polled, its results decoded by the client, each request's answer or its error", async () => {
+    const batchMessages = (content: string): Anthropic.MessageParam[] => [{ role: "user", content }];
+    const created = await client.messages.batches.create({
+      requests: [
+        { custom_id: "colours", params: { model: TEXT_SLUG, max_tokens: 12, messages } },
+        { custom_id: "capital", params: { model: TEXT_SLUG, max_tokens: 12, messages: batchMessages("What is the capital of France?") } },
+        // Parameters are checked when the request runs: this one errs alone, as Anthropic's batches do.
+        { custom_id: "no-model", params: { model: "no-such-model", max_tokens: 12, messages } },
+      ],
+    });
+    expect(created).toMatchObject({ type: "message_batch", processing_status: "in_progress", results_url: null });
+    let batch = created;
+    for (let i = 0; i < 300 && batch.processing_status !== "ended"; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      batch = await client.messages.batches.retrieve(created.id);
+    }
+    expect(batch.request_counts).toEqual({ processing: 0, succeeded: 2, errored: 1, canceled: 0, expired: 0 });
+    const results = new Map<string, Anthropic.Messages.MessageBatchResult>();
+    for await (const line of await client.messages.batches.results(created.id)) results.set(line.custom_id, line.result);
+    for (const [id, content] of [
+      ["colours", messages[0].content as string],
+      ["capital", "What is the capital of France?"],
+    ]) {
+      const result = results.get(id)!;
+      expect(result.type, id).toBe("succeeded");
+      const message = (result as Anthropic.Messages.MessageBatchSucceededResult).message;
+      expect(message).toMatchObject({ type: "message", role: "assistant", model: TEXT_SLUG });
+      expect((message.content[0] as Anthropic.TextBlock).text.length).toBeGreaterThan(0);
+      const counted = await client.messages.countTokens({ model: TEXT_SLUG, messages: batchMessages(content) });
+      expect(message.usage.input_tokens + (message.usage.cache_read_input_tokens ?? 0)).toBe(counted.input_tokens);
+    }
+    expect(results.get("no-model")).toMatchObject({ type: "errored", error: { type: "error", error: { type: "not_found_error" } } });
+    const listed = [];
+    for await (const b of client.messages.batches.list()) listed.push(b.id);
+    expect(listed).toContain(created.id);
+    expect(await client.messages.batches.delete(created.id)).toEqual({ id: created.id, type: "message_batch_deleted" });
+    expect(await client.messages.batches.retrieve(created.id).catch((e: unknown) => e)).toBeInstanceOf(Anthropic.NotFoundError);
   });
 
   it("errors reach the client as Anthropic's: status and error type", async () => {

@@ -104,10 +104,16 @@ describe.each(implementations)("the %s batch stores", (_kind, open) => {
     await batches.create(batch("batch_2"), { id: "k1" }, "r1", 1000);
     await batches.create(batch("batch_3"), { id: "k1" }, "r1", 1000);
     await batches.create(batch("batch_x"), { id: "k2" }, "r1", 1000);
-    const page = await batches.list("k1", undefined, 2);
+    await batches.create(batch("msgbatch_1"), { id: "k1" }, "r1", 1000);
+    const page = await batches.list("k1", { limit: 2, idPrefix: "batch_" });
     expect([page.batches.map((b) => b.id), page.hasMore]).toEqual([["batch_3", "batch_2"], true]);
-    const rest = await batches.list("k1", "batch_2", 2);
+    const rest = await batches.list("k1", { after: "batch_2", limit: 2, idPrefix: "batch_" });
     expect([rest.batches.map((b) => b.id), rest.hasMore]).toEqual([["batch_1"], false]);
+    // Before a batch: the newer ones nearest it, still newest first.
+    const newer = await batches.list("k1", { before: "batch_1", limit: 1, idPrefix: "batch_" });
+    expect([newer.batches.map((b) => b.id), newer.hasMore]).toEqual([["batch_2"], true]);
+    expect((await batches.list("k1", { before: "batch_1", limit: 5, idPrefix: "batch_" })).batches.map((b) => b.id)).toEqual(["batch_3", "batch_2"]);
+    expect((await batches.list("k1", { limit: 5, idPrefix: "msgbatch_" })).batches.map((b) => b.id)).toEqual(["msgbatch_1"]);
     expect(await batches.get("batch_x", "k1")).toBeNull();
     const changed = await Promise.all(
       Array.from({ length: 8 }, () =>
@@ -159,5 +165,16 @@ describe.each(implementations)("the %s batch stores", (_kind, open) => {
     ]);
     await batches.clearResults("batch_1");
     expect(await batches.results("batch_1")).toEqual([]);
+  });
+
+  it("delete a key's batch with its answers, and only with that key", async () => {
+    const { batches } = await open();
+    await batches.create(batch("batch_1"), { id: "k1" }, "r1", 1000);
+    await batches.addResult("batch_1", { line: 0, failed: false, result: {} }, () => {});
+    expect(await batches.delete("batch_1", "k2")).toBe(false);
+    expect(await batches.delete("batch_1", "k1")).toBe(true);
+    expect(await batches.get("batch_1", "k1")).toBeNull();
+    expect(await batches.results("batch_1")).toEqual([]);
+    expect(await batches.delete("batch_1", "k1")).toBe(false);
   });
 });
