@@ -42,5 +42,14 @@ export {
   windowSeconds,
 } from "./speech/throughput.js";
 export type { ToolCallParser, ToolFunction, ToolOutputPiece, ToolUse } from "./tools/types.js";
-export { ThinkSplitter, splitThinking, reasoningPart, promptOpensThinking, thinkingFirst, type ReasoningPiece } from "./reasoning/index.js";
+export {
+  ThinkSplitter,
+  splitThinking,
+  reasoningPart,
+  promptOpensThinking,
+  thinkingFirst,
+  THINK_OPEN,
+  THINK_CLOSE,
+  type ReasoningPiece,
+} from "./reasoning/index.js";
 export { CallParser, chooseToolDialect, toolConstraint, type CallSyntax, type ToolDialect } from "./tools/index.js";

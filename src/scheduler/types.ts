@@ -3,7 +3,7 @@
  * what comes back ({@link GenerationEvent}s). A request may ask for several choices and every event
  * names its choice.
  */
-import type { ConstraintSpec } from "../runtime/constrain/index.js";
+import type { ConstraintSpec, ThinkingBudget } from "../runtime/constrain/index.js";
 import type { SamplingParams } from "../runtime/sampling/index.js";
 import type { Pooling } from "../runtime/text-worker/protocol.js";
 
@@ -59,6 +59,11 @@ export interface GenerationRequest {
    * constraint does not allow are never sampled. Default none.
    */
   constraint?: ConstraintSpec;
+  /**
+   * A reasoning model's thinking held to a number of tokens: past it, the thinking's close tag is
+   * forced and the answer follows (see {@link ThinkingBudget}). Default none: the model ends its own thinking.
+   */
+  thinkingBudget?: ThinkingBudget;
   /**
    * The output holds tool calls: a choice that starts writing a call it already made, exactly,
    * ends there (finish `stop`, the repeat never emitted), as a stop string would end it. Default false.

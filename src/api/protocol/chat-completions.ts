@@ -150,6 +150,11 @@ export const chatCompletionRequestSchema = z.object({
    * `enable_thinking`), the others leave it on. A 400 on a model that does not reason.
    */
   reasoning_effort: z.enum(REASONING_EFFORTS).nullish(),
+  /**
+   * vLLM's extension: most tokens a reasoning model thinks; past them its thinking is closed for it
+   * and the answer follows. 0 closes it at once. A 400 on a model that does not reason. Default none.
+   */
+  thinking_token_budget: z.number().int().min(0).nullish(),
   /** vLLM's and llama.cpp's extension: more variables for the model's chat template, such as `{"enable_thinking": false}`. */
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   /** vLLM's extension: end the prompt with the assistant turn's opening (default true), or right after the last message. */

@@ -69,7 +69,7 @@ const toolChoice = z.discriminatedUnion("type", [
   z.looseObject({ type: z.literal("none") }),
 ]);
 
-/** `thinking`: on (with a budget kiln does not cut at: its reasoning models end their own thinking) or off. */
+/** `thinking`: on (with a budget of tokens, past which the thinking is closed for the model), adaptive (no budget) or off. */
 const thinking = z.discriminatedUnion("type", [
   z.looseObject({ type: z.literal("enabled"), budget_tokens: z.number().int().min(1) }),
   z.looseObject({ type: z.literal("disabled") }),

@@ -13,7 +13,7 @@ import { answerPlan, checkEndTokens, checkPromptLength, completionBudget, predic
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
-import { reasoningPlan } from "./reasoning.js";
+import { reasoningPlan, thinkingBudgetOf } from "./reasoning.js";
 
 export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat/completions", async (request, reply) => {
@@ -49,6 +49,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     // Beside a split, the constraint (a format, forced or automatic tool calls) starts after the thinking.
     const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
     const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
+    const budget = thinkingBudgetOf(model, body.thinking_token_budget, reasoning, "thinking_token_budget");
     const plan = answerPlan(body, {
       model,
       answerId: answerId("chatcmpl"),
@@ -57,6 +58,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       promptLogprobs: body.prompt_logprobs ?? null,
       promptRanks: body.prompt_logprobs != null,
       ...(constraint ? { constraint } : {}),
+      ...(budget ? { thinkingBudget: budget } : {}),
       endRepeatedCalls: toolUse !== undefined,
       ...(body.prediction ? { prediction: predictionIds(model, predictionText(body.prediction)) } : {}),
     });

@@ -1,5 +1,5 @@
 /** Wire fields -> the scheduler's GenerationRequest: token budget, sampling, and the answer plan both endpoints run. */
-import type { ConstraintSpec } from "../../runtime/constrain/index.js";
+import type { ConstraintSpec, ThinkingBudget } from "../../runtime/constrain/index.js";
 import { validateSamplingParams, type SamplingParams, type ServedModel } from "../../scheduler/index.js";
 import { MAX_BAD_WORD_TOKENS } from "../../runtime/sampling/index.js";
 import { apiError } from "../errors.js";
@@ -21,6 +21,8 @@ export interface PlanParts {
   promptRanks?: boolean;
   /** What the output must be (`response_format`, `guided_*`). Default none. */
   constraint?: ConstraintSpec;
+  /** Most tokens a reasoning model thinks before its thinking is closed for it (see `thinkingBudgetOf`). Default none. */
+  thinkingBudget?: ThinkingBudget;
   /** The output holds tool calls: a choice ends where it starts repeating a call it already made (the engine's `endRepeatedCalls`). Default false. */
   endRepeatedCalls?: boolean;
   /** Tokens the answer is expected to repeat (chat's `prediction`). Default none. */
@@ -72,6 +74,7 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
         ? { promptLogprobs: { top: promptLogprobs, ...(parts.promptRanks ? { ranks: true } : {}) } }
         : {}),
       ...(parts.constraint ? { constraint: parts.constraint } : {}),
+      ...(parts.thinkingBudget ? { thinkingBudget: parts.thinkingBudget } : {}),
       ...(parts.endRepeatedCalls ? { endRepeatedCalls: true } : {}),
       ...(parts.prediction?.length ? { prediction: parts.prediction } : {}),
       ...(parts.lineTimeLimitMs !== undefined ? { lineTimeLimitMs: parts.lineTimeLimitMs } : {}),

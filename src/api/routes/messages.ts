@@ -35,7 +35,7 @@ import { anthropicId } from "./ids.js";
 import { messageBatchesRoutes } from "./message-batches.js";
 import { messagesFormat } from "./messages-format.js";
 import { lookupServedModel } from "./model-lookup.js";
-import { reasoningPlan, type ReasoningPlan } from "./reasoning.js";
+import { reasoningPlan, thinkingBudgetOf, type ReasoningPlan } from "./reasoning.js";
 
 /** The Messages API's routes, in a scope of their own so that their errors take Anthropic's shape. */
 export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
@@ -66,6 +66,9 @@ export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Pro
       const reasoning = prompt.thinking.split ? { opened: promptOpensThinking(model.decode, prompt.ids) } : undefined;
       const calls = prompt.toolUse ? toolConstraint(model.toolDialect.syntax, prompt.toolUse) : jsonFormat;
       const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
+      const asked = budgetTokens(body);
+      // A model that does not reason answers without thinking (the ignored-fields header says so), so its budget holds nothing.
+      const budget = model.reasoning ? thinkingBudgetOf(model, asked, reasoning, "thinking.budget_tokens") : undefined;
       const id = anthropicId("msg");
       const plan = answerPlan(fields, {
         model,
@@ -73,6 +76,7 @@ export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Pro
         prompts: [{ promptIds: prompt.ids, maxTokens }],
         topLogprobs: null,
         ...(constraint ? { constraint } : {}),
+        ...(budget ? { thinkingBudget: budget } : {}),
         endRepeatedCalls: prompt.toolUse !== undefined,
       });
       const format = messagesFormat(model, { id, inputTokens: prompt.ids.length, ...(reasoning ? { reasoning } : {}), tools: prompt.toolUse !== undefined });
@@ -107,6 +111,16 @@ const READ = new Set([
   "service_tier",
   "output_config",
 ]);
+
+/** `thinking.budget_tokens`, checked as Anthropic checks it: fewer than `max_tokens`, so that the answer has room after the thinking. */
+function budgetTokens(body: MessagesRequest): number | undefined {
+  if (body.thinking?.type !== "enabled") return undefined;
+  const budget = body.thinking.budget_tokens;
+  if (budget >= body.max_tokens) {
+    throw apiError("invalid_value", `'max_tokens' (${body.max_tokens}) must be greater than 'thinking.budget_tokens' (${budget}).`, "thinking.budget_tokens");
+  }
+  return budget;
+}
 
 /** `output_config.format`'s schema as a constraint, checked (a 400 naming it for a schema kiln cannot enforce, or beside tools). */
 function outputFormat(body: MessagesRequest, toolUse: ToolUse | undefined): ConstraintSpec | undefined {

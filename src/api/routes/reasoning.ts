@@ -1,8 +1,10 @@
 /**
  * What a chat request asks of a reasoning model's thinking: the template variables that switch it
- * (Qwen3's `enable_thinking`), and whether the answer is split into reasoning and content.
+ * (Qwen3's `enable_thinking`), whether the answer is split into reasoning and content, and the
+ * budget its thinking is held to.
  */
-import { reasoningPart, type ServedModel } from "../../scheduler/index.js";
+import type { ThinkingBudget } from "../../runtime/constrain/index.js";
+import { reasoningPart, THINK_CLOSE, THINK_OPEN, type ServedModel } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
 import type { REASONING_EFFORTS } from "../protocol/common.js";
@@ -43,6 +45,26 @@ export function reasoningPlan(model: ServedModel, ask: ReasoningAsk, constrained
   if (reasoning?.switchable && off) variables.enable_thinking = false;
   const thinks = reasoning !== null && !(reasoning.switchable && variables.enable_thinking === false);
   return { ...(Object.keys(variables).length > 0 ? { variables } : {}), split: thinks || (reasoning !== null && !constrained) };
+}
+
+/**
+ * A budget of `tokens` for the thinking of a request whose answer is split (`reasoning`), as the
+ * worker holds it: the open and close tags as the model tokenizes them. Undefined without a budget,
+ * or when the model will not think (its thinking switched off); a 400 naming `param` on a model that
+ * does not reason.
+ */
+export function thinkingBudgetOf(
+  model: ServedModel,
+  tokens: number | null | undefined,
+  reasoning: { opened: boolean } | undefined,
+  param: string,
+): ThinkingBudget | undefined {
+  if (tokens == null) return undefined;
+  if (!model.reasoning) {
+    throw apiError("unsupported_parameter", `Unsupported parameter: '${param}' is not supported with the model '${model.slug}', which does not reason.`, param);
+  }
+  if (!reasoning) return undefined;
+  return { tokens, opened: reasoning.opened, open: model.textPrompt(THINK_OPEN, false, "parse"), close: model.textPrompt(THINK_CLOSE, false, "parse") };
 }
 
 /** `usage` with the tokens of the reasoning in each choice's text (its tags included) as `reasoning_tokens`. */

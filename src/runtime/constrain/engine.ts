@@ -48,8 +48,9 @@ export interface TokenMatcher {
    * Allowed next tokens: bit (id & 31) of word (id >> 5) set = allowed; words = ceil(logitsWidth / 32).
    * null when the constraint allows every token the engine ever allows (free text outside a
    * structural tag's tags): then only the engine's {@link ConstraintEngine.freeTextBans} are banned.
+   * undefined when nothing holds the next token (a thinking budget not yet spent, alone): no token is banned.
    */
-  nextMask(): Promise<Int32Array | null>;
+  nextMask(): Promise<Int32Array | null | undefined>;
   /** Records the sampled token; false when the grammar does not allow it. */
   accept(token: number): boolean;
   /** The output is complete (only a stop token may follow, and it was accepted). */

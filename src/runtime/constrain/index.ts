@@ -4,3 +4,4 @@ export { checkConstraint } from "./check-constraint.js";
 export { ConstraintEngine, type ConstraintSpec, type TokenMatcher } from "./engine.js";
 export { applyTokenMask } from "./mask.js";
 export { TokenSetMatcher } from "./token-set.js";
+export { ThinkingBudgetMatcher, type ThinkingBudget } from "./thinking-budget.js";

@@ -27,6 +27,7 @@ export class TokenSetMatcher implements TokenMatcher {
   async nextMask(): Promise<Int32Array> {
     if (!this.inner) return this.mask;
     const constraint = await this.inner.nextMask();
+    if (constraint === undefined) return this.mask;
     const out = this.mask.slice();
     if (constraint === null) {
       for (let i = 0; i < this.freeTextBans.length; i++) out[this.freeTextBans[i] >>> 5] &= ~(1 << (this.freeTextBans[i] & 31));

@@ -7,7 +7,7 @@
 import type { ModelShape } from "../artifact/index.js";
 import type { WebGpuBufferCache } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
-import type { ConstraintSpec } from "../constrain/index.js";
+import type { ConstraintSpec, ThinkingBudget } from "../constrain/index.js";
 import type { PositionScores, SampleResult, SamplingParams } from "../sampling/index.js";
 import type { DevicePoolWrites } from "./device-kv-pool.js";
 
@@ -63,6 +63,8 @@ export interface OpenSlotOp {
   stream: number;
   /** What the sequence's output must be (JSON, a schema, a regex, a choice, a structural tag): only tokens it allows are sampled. Default none. */
   constraint?: ConstraintSpec;
+  /** Most tokens the sequence may think before its thinking's close tag is forced. Default none. */
+  thinkingBudget?: ThinkingBudget;
   /**
    * The request's prompt token ids, for samplers that need them (repetition_penalty on, see
    * `usesPromptIds`); absent otherwise. Taken from the request, not from what the slot computed:

@@ -5,7 +5,7 @@
  */
 import type { TextLoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, TextWorkerRequest } from "./protocol.js";
 import { readTokenizerSpec } from "../artifact/index.js";
-import { applyTokenMask, ConstraintEngine, TokenSetMatcher, type TokenMatcher } from "../constrain/index.js";
+import { applyTokenMask, ConstraintEngine, ThinkingBudgetMatcher, TokenSetMatcher, type TokenMatcher } from "../constrain/index.js";
 import { scorePositions, SequenceSampler, type PositionScores } from "../sampling/index.js";
 import { TextSession } from "./session.js";
 import { poolChunk } from "./pooling.js";
@@ -50,13 +50,13 @@ class TextThreadState {
     return this.session;
   }
 
-  /** The matcher of a sequence being opened: its constraint's, its `allowed_token_ids`, both, or none. */
+  /** The matcher of a sequence being opened: its constraint's, its `allowed_token_ids`, its thinking budget, some of them, or none. */
   private async openMatcher(op: Extract<SlotOp, { op: "open" }>, logitsWidth: number): Promise<TokenMatcher | undefined> {
     const engine = op.constraint ? await this.constraintEngine() : undefined;
     const constraint = op.constraint ? engine!.matcher(op.constraint) : undefined;
     const allowed = op.sampling.allowed_token_ids;
-    if (!allowed?.length) return constraint;
-    return new TokenSetMatcher(allowed, logitsWidth, constraint, engine?.freeTextBans);
+    const held = allowed?.length ? new TokenSetMatcher(allowed, logitsWidth, constraint, engine?.freeTextBans) : constraint;
+    return op.thinkingBudget ? new ThinkingBudgetMatcher(op.thinkingBudget, logitsWidth, held) : held;
   }
 
   /** Applies slot operations in order; one that fails fails only the sequence it names. */
@@ -103,7 +103,7 @@ class TextThreadState {
       const matcher = this.matchers.get(seqId);
       if (p > 0 && matcher) {
         try {
-          masks.set(seqId, await matcher.nextMask());
+          setMask(masks, seqId, await matcher.nextMask());
         } catch (err) {
           failed.push({ seqId, message: `the constraint failed: ${messageOf(err)}` });
           break;
@@ -168,10 +168,11 @@ class TextThreadState {
         gone.add(seqId);
         return null;
       }
-      if (!masks.has(seqId)) return sampler.sample(rowLogits);
-      const mask = masks.get(seqId)!;
+      const mask = masks.get(seqId);
       let sample: RowSample;
-      if (mask === null) {
+      if (mask === undefined) {
+        sample = sampler.sample(rowLogits);
+      } else if (mask === null) {
         // Free text: the few ids the engine never allows are banned in place and restored, rather
         // than copying and masking the whole row.
         sample = sampleWithBans(sampler, rowLogits, this.engine!.freeTextBans);
@@ -181,7 +182,8 @@ class TextThreadState {
         applyTokenMask(masked, mask);
         sample = sampler.sample(masked);
       }
-      if (!this.matchers.get(seqId)?.accept(sample.token)) {
+      const matcher = this.matchers.get(seqId);
+      if (matcher && !matcher.accept(sample.token)) {
         failed.push({ seqId, message: `the constraint refused token ${sample.token}` });
         gone.add(seqId);
         return null;
@@ -254,12 +256,18 @@ async function nextMasks(matchers: Map<number, TokenMatcher>, req: StepRequest, 
     const matcher = matchers.get(seqId);
     if (!matcher || masks.has(seqId)) continue;
     try {
-      masks.set(seqId, await matcher.nextMask());
+      setMask(masks, seqId, await matcher.nextMask());
     } catch (err) {
       failed.push({ seqId, message: `the constraint failed: ${messageOf(err)}` });
     }
   }
   return masks;
+}
+
+/** Records a sequence's mask for this step; a matcher that holds nothing this step leaves it unmasked. */
+function setMask(masks: Map<number, Int32Array | null>, seqId: number, mask: Int32Array | null | undefined): void {
+  if (mask === undefined) masks.delete(seqId);
+  else masks.set(seqId, mask);
 }
 
 function topLogits(row: Float32Array, n: number): Array<{ token: number; logit: number }> {

@@ -480,7 +480,7 @@ export class BatchEngine {
         seq.admit(a.slot, a.reused, a.exact);
       }
       this.live.push(seq);
-      this.ops.open(seq.id, seq.slot, submission.request.sampling, seq.choice, seq.cached, submission.request.constraint, submission.request.promptIds);
+      this.ops.open(seq.id, seq.slot, submission.request, seq.choice, seq.cached);
     }
     return count;
   }

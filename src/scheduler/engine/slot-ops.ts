@@ -4,11 +4,13 @@
  * stood at that moment, so the worker applies them in that order, before the forward pass of the
  * step message that carries them.
  */
-import type { ConstraintSpec } from "../../runtime/constrain/index.js";
 import { usesPromptIds } from "../../runtime/sampling/index.js";
 import type { SlotOp } from "../../runtime/text-worker/protocol.js";
-import type { SamplingParams } from "../types.js";
+import type { GenerationRequest } from "../types.js";
 import type { KvSlots } from "./kv-slots.js";
+
+/** What opening a sequence's sampler reads of its request. */
+type OpenedRequest = Pick<GenerationRequest, "sampling" | "constraint" | "thinkingBudget" | "promptIds">;
 
 export class SlotOps {
   private pending: SlotOp[] = [];
@@ -18,18 +20,12 @@ export class SlotOps {
   constructor(private readonly kv: KvSlots) {}
 
   /**
-   * Opens a sampler for a sequence now in `slot` with `keepCached` positions cached. `prompt` (the
-   * request's prompt ids) goes along only when the sampling needs it (repetition_penalty).
+   * Opens a sampler for a sequence of `request` now in `slot` with `keepCached` positions cached,
+   * with the request's constraint and thinking budget. The prompt ids go along only when the
+   * sampling needs them (repetition_penalty).
    */
-  open(
-    seqId: number,
-    slot: number,
-    sampling: SamplingParams,
-    stream: number,
-    keepCached: number,
-    constraint?: ConstraintSpec,
-    prompt?: readonly number[],
-  ): void {
+  open(seqId: number, slot: number, request: OpenedRequest, stream: number, keepCached: number): void {
+    const { sampling, constraint, thinkingBudget, promptIds } = request;
     this.push({
       op: "open",
       seqId,
@@ -38,7 +34,8 @@ export class SlotOps {
       stream,
       keepCached,
       ...(constraint ? { constraint } : {}),
-      ...(prompt && usesPromptIds(sampling) ? { promptIds: Int32Array.from(prompt) } : {}),
+      ...(thinkingBudget ? { thinkingBudget } : {}),
+      ...(usesPromptIds(sampling) ? { promptIds: Int32Array.from(promptIds) } : {}),
     });
   }
 

@@ -4,7 +4,8 @@
  * prompt as DeepSeek-R1 distills' templates do, then with Qwen3's own template (ChatML too, so
  * SmolLM2's control tokens fit it). SmolLM2 never closes a reasoning it did not open itself, so
  * here the whole answer is reasoning; the split of a closed one is covered on a fake model
- * (test/unit/api/reasoning.test.ts). Chat completions and the Responses API, with the official client.
+ * (test/unit/api/reasoning.test.ts). Chat completions and the Responses API, with the official client; a
+ * thinking budget (chat's `thinking_token_budget`, Anthropic's `budget_tokens`) closes the thinking for it.
  */
 import OpenAI from "openai";
 import { join } from "node:path";
@@ -108,6 +109,32 @@ describe("a template that opens the reasoning in the prompt", () => {
     expect(reasoning(constrained.choices[0].message)!.length).toBeGreaterThan(reasoning(free.choices[0].message)!.length);
     expect(constrained.choices[0].message.content).toBe("");
     expect(constrained.choices[0].finish_reason).toBe("length");
+  });
+
+  it("a thinking budget closes the thinking after that many tokens: the free answer's first tokens, then the content, held to a schema", async () => {
+    const prompt = tokenizer.encode(`<|im_start|>user\n${QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n`, { parseSpecial: true });
+    const first = (await client(opening).completions.create({ model: TEXT_SLUG, prompt, max_tokens: 4, temperature: 0 })).choices[0].text;
+    const request = { model: TEXT_SLUG, messages: [{ role: "user" as const, content: QUESTION }], max_tokens: 40, temperature: 0, thinking_token_budget: 4 };
+    const reasoning = (m: OpenAI.ChatCompletionMessage) => (m as { reasoning_content?: string | null }).reasoning_content;
+    const budgeted = await client(opening).chat.completions.create(request as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect(reasoning(budgeted.choices[0].message)).toBe(first);
+    // Unbudgeted, this model never closes the thinking its prompt opened: the answer is content only because the budget closed it.
+    const held = await client(opening).chat.completions.create({ ...request, response_format: ANSWER_FORMAT } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect(reasoning(held.choices[0].message)).toBe(first);
+    expect(held.choices[0].finish_reason).toBe("stop");
+    expect(Object.keys(JSON.parse(held.choices[0].message.content!))).toEqual(["answer"]);
+    // Anthropic's budget_tokens is the same budget.
+    const anthropic = async (thinking: Record<string, unknown>, maxTokens: number) =>
+      fetch(`${opening!.root}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": "test" },
+        body: JSON.stringify({ model: TEXT_SLUG, max_tokens: maxTokens, temperature: 0, thinking, messages: [{ role: "user", content: QUESTION }] }),
+      });
+    const message = await (await anthropic({ type: "enabled", budget_tokens: 4 }, 40)).json();
+    expect(message.content[0]).toEqual({ type: "thinking", thinking: first, signature: "" });
+    const tooBig = await anthropic({ type: "enabled", budget_tokens: 40 }, 40);
+    expect(tooBig.status).toBe(400);
+    expect((await tooBig.json()).error.message).toContain("thinking.budget_tokens");
   });
 
   it("cannot be switched off: reasoning_effort none is a 400 naming it", async () => {

@@ -146,9 +146,25 @@ describe("POST /v1/messages", () => {
     const off = await post(ask({ thinking: { type: "disabled" } }), reasoner());
     expect(off.fake.renderedVariables[0]).toEqual({ enable_thinking: false });
     // A model that does not reason answers a request to think, and names the field it could not honour.
-    const plain = await post(ask({ thinking: { type: "enabled", budget_tokens: 2048 } }));
+    const plain = await post(ask({ thinking: { type: "enabled", budget_tokens: 100 } }));
     expect(plain.res.statusCode).toBe(200);
     expect(plain.res.headers["x-kiln-ignored-fields"]).toBe("thinking");
+  });
+
+  it("thinking's budget_tokens reaches the engine as the thinking budget, and must be less than max_tokens", async () => {
+    const fake = fakeModel({ script: bytes("<think>\nHmm.\n</think>\n\nHi."), reasoning: { switchable: true } });
+    const { res } = await post(ask({ max_tokens: 200, thinking: { type: "enabled", budget_tokens: 50 } }), fake);
+    expect(res.statusCode).toBe(200);
+    const open = fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
+    expect(open?.thinkingBudget).toEqual({ tokens: 50, opened: false, open: bytes("<think>"), close: bytes("</think>") });
+    for (const thinking of [
+      { type: "enabled", budget_tokens: 200 },
+      { type: "enabled", budget_tokens: 0 },
+    ]) {
+      const bad = await post(ask({ max_tokens: 200, thinking }));
+      expect(bad.res.statusCode).toBe(400);
+      expect(bad.res.json()).toMatchObject({ type: "error", error: { type: "invalid_request_error", message: expect.stringContaining("budget_tokens") } });
+    }
   });
 
   it("output_config.format holds the answer to a JSON schema; a schema kiln cannot enforce is a 400 naming it", async () => {

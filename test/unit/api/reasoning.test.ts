@@ -203,6 +203,21 @@ describe("switching the thinking", () => {
     expect(bad.json().error).toMatchObject({ code: "invalid_value", param: "reasoning_effort" });
   });
 
+  it("thinking_token_budget reaches the engine with the tags' tokens and where the thinking opens; a 400 where it cannot hold", async () => {
+    const budgetSent = (fake: ReturnType<typeof fakeModel>) =>
+      fake.backend.calls.flatMap((c) => c.ops).find((op): op is Extract<SlotOp, { op: "open" }> => op.op === "open")!.thinkingBudget;
+    const opening = reasoner("x", R1, true);
+    expect((await ask(chat({ thinking_token_budget: 7 }), opening)).statusCode).toBe(200);
+    expect(budgetSent(opening)).toEqual({ tokens: 7, opened: true, open: bytes("<think>"), close: bytes("</think>") });
+    const qwen3 = reasoner("x");
+    expect((await ask(chat({ thinking_token_budget: 0 }), qwen3)).statusCode).toBe(200);
+    expect(budgetSent(qwen3)).toMatchObject({ tokens: 0, opened: false });
+    const plain = await ask(chat({ thinking_token_budget: 7 }), fakeModel());
+    expect(plain.json().error).toMatchObject({ code: "unsupported_parameter", param: "thinking_token_budget" });
+    const negative = await ask(chat({ thinking_token_budget: -1 }), reasoner("x"));
+    expect(negative.json().error).toMatchObject({ code: "invalid_value", param: "thinking_token_budget" });
+  });
+
   it("chat_template_kwargs stays a 400 on completions, which render no template", async () => {
     const { app } = await fakeApp({ fake: reasoner("x") });
     const res = await app.inject({ method: "POST", url: "/v1/completions", payload: { model: SLUG, prompt: "a", chat_template_kwargs: {} }, headers: AUTH });
