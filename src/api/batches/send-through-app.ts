@@ -21,7 +21,8 @@ export async function sendThroughApp(app: FastifyInstance, keys: InternalKeys, e
       payload: JSON.stringify(body),
     });
     const retryAfter = Number(res.headers["retry-after"]);
-    const retryable = (res.statusCode === 429 || res.statusCode === 503) && res.headers["x-should-retry"] !== "false" && Number.isFinite(retryAfter);
+    // 529: Anthropic's overloaded, as a Message Batch's requests are answered.
+    const retryable = [429, 503, 529].includes(res.statusCode) && res.headers["x-should-retry"] !== "false" && Number.isFinite(retryAfter);
     let answer: unknown;
     try {
       answer = res.json();

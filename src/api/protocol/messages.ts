@@ -121,12 +121,20 @@ const ERROR_TYPES: Record<number, string> = {
   404: "not_found_error",
   413: "request_too_large",
   429: "rate_limit_error",
-  503: "overloaded_error",
+  529: "overloaded_error",
 };
+
+/**
+ * The status Anthropic's API answers `error` with: 529 where kiln's others answer 503 (a full queue,
+ * a model loading, a server stopping), the status Anthropic's clients know as overloaded and retry.
+ */
+export function messagesErrorStatus(error: ApiError): number {
+  return error.status === 503 ? 529 : error.status;
+}
 
 /** An error as Anthropic's clients read it: `{type: "error", error: {type, message}}`. */
 export function messagesErrorBody(error: ApiError): { type: "error"; error: { type: string; message: string } } {
-  const type = ERROR_TYPES[error.status] ?? (error.status >= 500 ? "api_error" : "invalid_request_error");
+  const type = ERROR_TYPES[messagesErrorStatus(error)] ?? (error.status >= 500 ? "api_error" : "invalid_request_error");
   return { type: "error", error: { type, message: error.message } };
 }
 

@@ -21,6 +21,7 @@ import { parseOrThrow } from "../protocol/issues.js";
 import {
   countTokensRequestSchema,
   messagesErrorBody,
+  messagesErrorStatus,
   messagesRequestSchema,
   type ContentBlock,
   type CountTokensRequest,
@@ -45,7 +46,7 @@ export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Pro
       if (error.status >= 500 && error.code === "internal_error") request.log.error({ err }, "request failed");
       else request.log.info({ code: error.code, status: error.status, param: error.param }, error.message);
       if (error.retryAfter !== undefined) reply.header("retry-after", String(error.retryAfter));
-      return reply.code(error.status).send(messagesErrorBody(error));
+      return reply.code(messagesErrorStatus(error)).send(messagesErrorBody(error));
     });
 
     api.post("/messages", async (request, reply) => {

@@ -2,7 +2,7 @@
  * Anthropic's Messages API on a fake model: one `message` of content blocks with the stop reason
  * and usage; named events that add up to it; a stop sequence named; tool use as blocks (and a
  * history of tool uses and results rendered, ids in the model's form); a reasoning model's thinking
- * as a block; assistant prefill; token counting; errors in Anthropic's shape.
+ * as a block; assistant prefill; token counting; errors in Anthropic's shape (an overload its 529).
  */
 import { describe, expect, it } from "vitest";
 import type { OpenSlotOp } from "../../../src/runtime/text-worker/protocol.js";
@@ -218,5 +218,20 @@ describe("POST /v1/messages", () => {
       expect(res.statusCode, res.body).toBe(status);
       expect(res.json()).toEqual({ type: "error", error: { type, message: expect.stringMatching(message) } });
     }
+  });
+
+  it("a full queue is Anthropic's 529 overloaded_error, with retry-after", async () => {
+    // One sequence runs, one waits; a third would wait beyond maxWaiting.
+    const { app } = await fakeApp({ fake: fakeModel({ script: HELLO, tokenDelayMs: 20, maxRunning: 1, maxWaiting: 1 }) });
+    const send = () => app.inject({ method: "POST", url: "/v1/messages", payload: ask(), headers: AUTH });
+    const running = [send()];
+    await new Promise((r) => setTimeout(r, 5));
+    running.push(send());
+    await new Promise((r) => setTimeout(r, 5));
+    const refused = await send();
+    expect(refused.statusCode).toBe(529);
+    expect(refused.json()).toEqual({ type: "error", error: { type: "overloaded_error", message: expect.any(String) } });
+    expect(refused.headers["retry-after"]).toBe("1");
+    for (const r of await Promise.all(running)) expect(r.statusCode).toBe(200);
   });
 });

@@ -91,8 +91,8 @@ const EXTENSIONS = [
   "grammar",
   "json_schema",
 ];
-/** vLLM's and llama.cpp's template variables: honoured on chat, which renders a template. */
-const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS, "chat_template_kwargs", "add_generation_prompt", "continue_final_message"];
+/** vLLM's and llama.cpp's template variables, and vLLM's thinking budget: honoured on chat, which renders a template and splits the thinking. */
+const CHAT_FIELDS = [...REFERENCE_CHAT, ...EXTENSIONS, "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "thinking_token_budget"];
 const COMPLETION_FIELDS = [...REFERENCE_COMPLETIONS, ...EXTENSIONS];
 
 const CHAT_URL = "/v1/chat/completions";
