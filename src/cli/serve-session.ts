@@ -106,6 +106,7 @@ function textLoadOptions(o: ServeArgs, gate: ComputeGate | undefined): LoadModel
     prefillChunk: given("prefillChunk"),
     prefixReuse: given("prefixReuse"),
     draftTokens: o.draftTokens,
+    thinkingBudget: o.thinkingBudget,
     pooling: o.pooling,
     session: { device: o.resolvedDevice.device },
     deviceActivations: o.activations,

@@ -48,6 +48,7 @@ export {
   reasoningPart,
   promptOpensThinking,
   thinkingFirst,
+  thinkingBudget,
   THINK_OPEN,
   THINK_CLOSE,
   type ReasoningPiece,

@@ -1,6 +1,6 @@
 /** POST /v1/chat/completions: validate -> render the chat -> engine -> JSON or SSE. */
 import type { FastifyInstance } from "fastify";
-import { promptOpensThinking, thinkingFirst, toolConstraint } from "../../scheduler/index.js";
+import { toolConstraint } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
@@ -13,7 +13,7 @@ import { answerPlan, checkEndTokens, checkPromptLength, completionBudget, predic
 import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
-import { reasoningPlan, thinkingBudgetOf } from "./reasoning.js";
+import { reasoningPlan, thinkingParts } from "./reasoning.js";
 
 export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat/completions", async (request, reply) => {
@@ -45,11 +45,9 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const maxTokens = completionBudget(model, promptIds.length, requested, "messages", undefined, budgetParam);
     checkEndTokens(body, forced, maxTokens, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
-    const reasoning = thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
     // Beside a split, the constraint (a format, forced or automatic tool calls) starts after the thinking.
     const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
-    const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
-    const budget = thinkingBudgetOf(model, body.thinking_token_budget, reasoning, "thinking_token_budget");
+    const { reasoning, ...held } = thinkingParts(model, promptIds, thinking, calls, { tokens: body.thinking_token_budget, param: "thinking_token_budget" });
     const plan = answerPlan(body, {
       model,
       answerId: answerId("chatcmpl"),
@@ -57,8 +55,7 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
       topLogprobs,
       promptLogprobs: body.prompt_logprobs ?? null,
       promptRanks: body.prompt_logprobs != null,
-      ...(constraint ? { constraint } : {}),
-      ...(budget ? { thinkingBudget: budget } : {}),
+      ...held,
       endRepeatedCalls: toolUse !== undefined,
       ...(body.prediction ? { prediction: predictionIds(model, predictionText(body.prediction)) } : {}),
     });

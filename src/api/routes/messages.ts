@@ -4,15 +4,7 @@
  * `/v1/chat/completions` -> one `message` or its named events. Errors come in Anthropic's shape.
  */
 import type { FastifyError, FastifyInstance, FastifyReply } from "fastify";
-import {
-  promptOpensThinking,
-  thinkingFirst,
-  toolConstraint,
-  type ChatEnding,
-  type ChatMessage,
-  type ServedModel,
-  type ToolUse,
-} from "../../scheduler/index.js";
+import { toolConstraint, type ChatEnding, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { checkJsonSchema, ConstraintError, type ConstraintSpec } from "../../runtime/constrain/index.js";
 import { apiError, toApiError } from "../errors.js";
@@ -36,7 +28,7 @@ import { anthropicId } from "./ids.js";
 import { messageBatchesRoutes } from "./message-batches.js";
 import { messagesFormat } from "./messages-format.js";
 import { lookupServedModel } from "./model-lookup.js";
-import { reasoningPlan, thinkingBudgetOf, type ReasoningPlan } from "./reasoning.js";
+import { reasoningPlan, thinkingParts, type ReasoningPlan } from "./reasoning.js";
 
 /** The Messages API's routes, in a scope of their own so that their errors take Anthropic's shape. */
 export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
@@ -64,20 +56,23 @@ export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Pro
         stream_options: body.stream ? { include_usage: true } : undefined,
       };
       const jsonFormat = outputFormat(body, prompt.toolUse);
-      const reasoning = prompt.thinking.split ? { opened: promptOpensThinking(model.decode, prompt.ids) } : undefined;
       const calls = prompt.toolUse ? toolConstraint(model.toolDialect.syntax, prompt.toolUse) : jsonFormat;
-      const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
       const asked = budgetTokens(body);
       // A model that does not reason answers without thinking (the ignored-fields header says so), so its budget holds nothing.
-      const budget = model.reasoning ? thinkingBudgetOf(model, asked, reasoning, "thinking.budget_tokens") : undefined;
+      const { reasoning, ...held } = thinkingParts(
+        model,
+        prompt.ids,
+        prompt.thinking,
+        calls,
+        model.reasoning ? { tokens: asked, param: "thinking.budget_tokens" } : undefined,
+      );
       const id = anthropicId("msg");
       const plan = answerPlan(fields, {
         model,
         answerId: id,
         prompts: [{ promptIds: prompt.ids, maxTokens }],
         topLogprobs: null,
-        ...(constraint ? { constraint } : {}),
-        ...(budget ? { thinkingBudget: budget } : {}),
+        ...held,
         endRepeatedCalls: prompt.toolUse !== undefined,
       });
       const format = messagesFormat(model, { id, inputTokens: prompt.ids.length, ...(reasoning ? { reasoning } : {}), tools: prompt.toolUse !== undefined });

@@ -4,7 +4,7 @@
  * one object.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { promptOpensThinking, thinkingFirst, toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
+import { toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
 import type { ConstraintSpec } from "../../runtime/constrain/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
@@ -27,7 +27,7 @@ import { answerGeneration } from "./generation.js";
 import { answerId } from "./ids.js";
 import { knownModelSlug, lookupServedModel } from "./model-lookup.js";
 import { ollamaFormat } from "./ollama-format.js";
-import { reasoningPlan, type ReasoningPlan } from "./reasoning.js";
+import { reasoningPlan, thinkingParts, type ReasoningPlan } from "./reasoning.js";
 
 export function ollamaChatRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post("/chat", async (request, reply) => {
@@ -146,15 +146,14 @@ function answer(ctx: ApiContext, request: FastifyRequest, reply: FastifyReply, a
   const { fields, maxTokens } = ollamaSampling(a.body);
   const budget = completionBudget(model, promptIds.length, maxTokens, a.promptParam, undefined, "options.num_predict");
   const topLogprobs = ollamaTopLogprobs(a.body);
-  const reasoning = a.thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
   const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
-  const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
+  const { reasoning, ...held } = thinkingParts(model, promptIds, a.thinking, calls);
   const plan = answerPlan(fields, {
     model,
     answerId: answerId("ollama"),
     prompts: [{ promptIds, maxTokens: budget }],
     topLogprobs,
-    ...(constraint ? { constraint } : {}),
+    ...held,
     endRepeatedCalls: toolUse !== undefined,
   });
   const shape = ollamaFormat(model, {

@@ -3,8 +3,8 @@
  * (Qwen3's `enable_thinking`), whether the answer is split into reasoning and content, and the
  * budget its thinking is held to.
  */
-import type { ThinkingBudget } from "../../runtime/constrain/index.js";
-import { reasoningPart, THINK_CLOSE, THINK_OPEN, type ServedModel } from "../../scheduler/index.js";
+import type { ConstraintSpec, ThinkingBudget } from "../../runtime/constrain/index.js";
+import { promptOpensThinking, reasoningPart, thinkingBudget, thinkingFirst, type ServedModel } from "../../scheduler/index.js";
 import { apiError } from "../errors.js";
 import type { Usage } from "../protocol/chat-completions.js";
 import type { REASONING_EFFORTS } from "../protocol/common.js";
@@ -47,24 +47,51 @@ export function reasoningPlan(model: ServedModel, ask: ReasoningAsk, constrained
   return { ...(Object.keys(variables).length > 0 ? { variables } : {}), split: thinks || (reasoning !== null && !constrained) };
 }
 
+/** What a generation needs of its thinking: where it opens (null: the answer is not split), the constraint held after it, and its budget. */
+export interface ThinkingParts {
+  reasoning?: { opened: boolean };
+  constraint?: ConstraintSpec;
+  thinkingBudget?: ThinkingBudget;
+}
+
 /**
- * A budget of `tokens` for the thinking of a request whose answer is split (`reasoning`), as the
- * worker holds it: the open and close tags as the model tokenizes them. Undefined without a budget,
- * or when the model will not think (its thinking switched off); a 400 naming `param` on a model that
- * does not reason.
+ * The thinking of an answer to `promptIds` as `plan` says it: whether the prompt opened it, the
+ * constraint `calls` (a format, tool calls) held only after it when the answer is split, and its
+ * budget (see {@link thinkingBudgetOf}).
  */
-export function thinkingBudgetOf(
+export function thinkingParts(
   model: ServedModel,
-  tokens: number | null | undefined,
+  promptIds: readonly number[],
+  plan: ReasoningPlan,
+  calls: ConstraintSpec | undefined,
+  asked?: { tokens: number | null | undefined; param: string },
+): ThinkingParts {
+  const reasoning = plan.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
+  const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
+  const thinkingBudget = thinkingBudgetOf(model, reasoning, asked);
+  return { ...(reasoning ? { reasoning } : {}), ...(constraint ? { constraint } : {}), ...(thinkingBudget ? { thinkingBudget } : {}) };
+}
+
+/**
+ * The budget of the thinking of a request whose answer is split (`reasoning`): the one it `asked`
+ * for (`tokens` in its field `param`), else the server's (`--thinking-budget`). Undefined without
+ * either, or when the model will not think; a budget asked of a model that does not reason is a 400.
+ */
+function thinkingBudgetOf(
+  model: ServedModel,
   reasoning: { opened: boolean } | undefined,
-  param: string,
+  asked?: { tokens: number | null | undefined; param: string },
 ): ThinkingBudget | undefined {
-  if (tokens == null) return undefined;
-  if (!model.reasoning) {
-    throw apiError("unsupported_parameter", `Unsupported parameter: '${param}' is not supported with the model '${model.slug}', which does not reason.`, param);
+  if (asked?.tokens != null && !model.reasoning) {
+    throw apiError(
+      "unsupported_parameter",
+      `Unsupported parameter: '${asked.param}' is not supported with the model '${model.slug}', which does not reason.`,
+      asked.param,
+    );
   }
-  if (!reasoning) return undefined;
-  return { tokens, opened: reasoning.opened, open: model.textPrompt(THINK_OPEN, false, "parse"), close: model.textPrompt(THINK_CLOSE, false, "parse") };
+  const tokens = asked?.tokens ?? model.thinkingBudget;
+  if (tokens === undefined || !reasoning) return undefined;
+  return thinkingBudget(tokens, reasoning.opened, (text) => model.textPrompt(text, false, "parse"));
 }
 
 /** `usage` with the tokens of the reasoning in each choice's text (its tags included) as `reasoning_tokens`. */

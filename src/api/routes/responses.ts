@@ -8,15 +8,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { StoredItem, StoredResponse } from "../../catalogue/stored-responses.js";
-import {
-  ChatTemplateError,
-  promptOpensThinking,
-  thinkingFirst,
-  toolConstraint,
-  type ChatMessage,
-  type ServedModel,
-  type ToolUse,
-} from "../../scheduler/index.js";
+import { ChatTemplateError, toolConstraint, type ChatMessage, type ServedModel, type ToolUse } from "../../scheduler/index.js";
 import { ownerKeyId } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
@@ -38,7 +30,7 @@ import { answerPlan, checkPromptLength, completionBudget } from "./generation-re
 import { answerGeneration } from "./generation.js";
 import { responsesId, unixNow } from "./ids.js";
 import { lookupServedModel } from "./model-lookup.js";
-import { reasoningPlan } from "./reasoning.js";
+import { reasoningPlan, thinkingParts } from "./reasoning.js";
 import { responsesFormat } from "./responses-format.js";
 
 export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
@@ -74,10 +66,9 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const maxTokens = completionBudget(model, promptIds.length, body.max_output_tokens, "input", undefined, "max_output_tokens");
     const logprobs = body.include?.includes("message.output_text.logprobs") ?? false;
     const id = responsesId("resp");
-    const reasoning = thinking.split ? { opened: promptOpensThinking(model.decode, promptIds) } : undefined;
     // Beside a split, the constraint (a format, forced or automatic tool calls) starts after the thinking.
     const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
-    const constraint = calls && reasoning ? thinkingFirst(calls, reasoning.opened) : calls;
+    const { reasoning, ...held } = thinkingParts(model, promptIds, thinking, calls);
     const plan = answerPlan(
       {
         temperature: body.temperature,
@@ -93,7 +84,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
         answerId: id,
         prompts: [{ promptIds, maxTokens }],
         topLogprobs: logprobs ? (body.top_logprobs ?? 0) : null,
-        ...(constraint ? { constraint } : {}),
+        ...held,
         endRepeatedCalls: toolUse !== undefined,
       },
     );

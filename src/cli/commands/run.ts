@@ -2,13 +2,14 @@
 import { RESPONSE_FORMATS as TRANSCRIPT_FORMATS } from "../../api/protocol/response-formats.js";
 import { getModel, hasModel } from "../../catalogue/catalogue.js";
 import type { LoadModelOptions } from "../../provision/index.js";
-import { promptOpensThinking, type ChatMessage, type FinishEvent, type ServedModel } from "../../scheduler/index.js";
+import { promptOpensThinking, thinkingBudget, type ChatMessage, type FinishEvent, type ServedModel } from "../../scheduler/index.js";
 import { ThinkingPrinter } from "../thinking-printer.js";
 import { CHAT_COMMANDS, chatSession } from "../chat-session.js";
 import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
 import { type CommandIO, defineCommand } from "../command.js";
 import { activationsOption, chooseDevice, describeDevice, deviceOption } from "../device-option.js";
 import { draftTokensOption } from "../draft-tokens-option.js";
+import { thinkingBudgetOption } from "../thinking-budget-option.js";
 import { option, UsageError } from "../options.js";
 import type { TranscribeFileOptions } from "../transcribe-file.js";
 
@@ -50,6 +51,7 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
     threads: option.integer({ min: 1, max: 256, default: 2, description: "ONNX Runtime threads" }),
     device: deviceOption,
     draftTokens: draftTokensOption,
+    thinkingBudget: thinkingBudgetOption,
     activations: activationsOption,
   },
   async run({ options, positionals, given }, io) {
@@ -85,6 +87,7 @@ meeting.mp3\`; --temperature is then Whisper's starting temperature (0 to 1, def
         onStage: (s) => io.stderr.write(`${slug}: ${s}\n`),
         chatTemplate,
         draftTokens: options.draftTokens,
+        thinkingBudget: options.thinkingBudget,
         // Each turn resends the conversation: the last turn's cache, its answer included, is reused
         // whole, so a turn computes only what was typed since (llama.cpp's and Ollama's chats do so).
         ...(conversation ? { prefixReuse: "any" as const } : {}),
@@ -144,8 +147,16 @@ function answerer(
       const promptIds = model.chatPrompt(messages);
       const started = performance.now();
       let firstToken: number | null = null;
-      const stream = model.engine.submit({ promptIds, maxTokens: request.maxTokens, sampling: request.sampling }, signal);
-      const printer = model.reasoning ? new ThinkingPrinter(promptOpensThinking(model.decode, promptIds), thinking) : null;
+      const opened = model.reasoning ? promptOpensThinking(model.decode, promptIds) : false;
+      const budget =
+        model.reasoning && model.thinkingBudget !== undefined
+          ? thinkingBudget(model.thinkingBudget, opened, (t) => model.textPrompt(t, false, "parse"))
+          : undefined;
+      const stream = model.engine.submit(
+        { promptIds, maxTokens: request.maxTokens, sampling: request.sampling, ...(budget ? { thinkingBudget: budget } : {}) },
+        signal,
+      );
+      const printer = model.reasoning ? new ThinkingPrinter(opened, thinking) : null;
       const answer = (piece: string) => {
         text += piece;
         write(piece);

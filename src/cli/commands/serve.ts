@@ -11,6 +11,7 @@ import { databaseOption, keySecretFileOption } from "../cloud-options.js";
 import { defineCommand } from "../command.js";
 import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
 import { draftTokensOption } from "../draft-tokens-option.js";
+import { thinkingBudgetOption } from "../thinking-budget-option.js";
 import { activationsOption, deviceOption } from "../device-option.js";
 import { option, UsageError, type OptionValues } from "../options.js";
 
@@ -95,6 +96,7 @@ const options = {
       "reuse of cached prompt prefixes across requests: exact (whole prefill chunks, results identical to a fresh prefill), any (every cached position, e.g. short shared system prompts; results may differ slightly), off",
   }),
   draftTokens: draftTokensOption,
+  thinkingBudget: thinkingBudgetOption,
   pooling: option.choice(["last", "mean"], {
     default: DEFAULT_POOLING,
     description:

@@ -1,2 +1,3 @@
 export { ThinkSplitter, splitThinking, reasoningPart, promptOpensThinking, THINK_OPEN, THINK_CLOSE, type ReasoningPiece } from "./think-split.js";
 export { thinkingFirst } from "./thinking-first.js";
+export { thinkingBudget } from "./thinking-budget.js";

@@ -84,6 +84,8 @@ export interface ServedModel {
    * whether its template can switch that off; null for a model that does not.
    */
   reasoning: TemplateReasoning | null;
+  /** Most tokens the model thinks when a request names no budget (`ServeOptions.thinkingBudget`); absent: none. */
+  thinkingBudget?: number;
   /** Tokens of generated text, special-token text counted as the control tokens the model wrote (for `reasoning_tokens`). */
   countTokens(text: string): number;
   /** Fewest tokens a prompt of `chars` characters can take (a bound known before tokenizing it). */
@@ -184,6 +186,11 @@ export interface ServeOptions {
    */
   draftTokens?: number;
   /**
+   * Most tokens a reasoning model thinks when a request names no budget of its own (see
+   * `GenerationRequest.thinkingBudget`); llama.cpp's `--reasoning-budget`. Default none: the model ends its own thinking.
+   */
+  thinkingBudget?: number;
+  /**
    * How embeddings pool an input's final hidden states (see {@link Pooling}). Default
    * {@link DEFAULT_POOLING}: the last position's, as vLLM, Ollama and llama.cpp's bindings embed with
    * a generative model.
@@ -230,6 +237,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
       return chatPromptIds(template, tokenizer, messages, options.specialTokens, { tools: tools && { tools, dialect: toolDialect }, variables, ending });
     },
     reasoning: template?.reasoning ?? null,
+    ...(options.thinkingBudget !== undefined ? { thinkingBudget: options.thinkingBudget } : {}),
     countTokens: (text) => tokenizer.encode(text, { parseSpecial: true }).length,
     fewestTokens: (chars) => tokenizer.fewestTokens(chars),
     toolDialect,

@@ -24,17 +24,20 @@ const ANSWER_FORMAT = {
 
 let opening: RunningServer | undefined;
 let qwen3: RunningServer | undefined;
+let budgeted: RunningServer | undefined;
 let tokenizer: Tokenizer;
 
 beforeAll(async () => {
   tokenizer = Tokenizer.fromSpec(readTokenizerSpec((await compiledArtifact()).dir));
   opening = await startServer(TEXT_SLUG, ["--chat-template-file", join(TEMPLATES, "served/chatml-think.jinja")]);
   qwen3 = await startServer(TEXT_SLUG, ["--chat-template-file", join(TEMPLATES, "qwen3.jinja")]);
+  budgeted = await startServer(TEXT_SLUG, ["--chat-template-file", join(TEMPLATES, "served/chatml-think.jinja"), "--thinking-budget", "4"]);
 }, 600_000);
 
 afterAll(async () => {
   expect(await stopServer(opening)).toBe(0);
   expect(await stopServer(qwen3)).toBe(0);
+  expect(await stopServer(budgeted)).toBe(0);
 });
 
 const client = (server: RunningServer | undefined) => new OpenAI({ baseURL: server!.baseURL, apiKey: "test", maxRetries: 0 });
@@ -135,6 +138,29 @@ describe("a template that opens the reasoning in the prompt", () => {
     const tooBig = await anthropic({ type: "enabled", budget_tokens: 40 }, 40);
     expect(tooBig.status).toBe(400);
     expect((await tooBig.json()).error.message).toContain("thinking.budget_tokens");
+  });
+
+  it("--thinking-budget holds every route's thinking where the request names no budget; a request's own wins", async () => {
+    const prompt = tokenizer.encode(`<|im_start|>user\n${QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n`, { parseSpecial: true });
+    const first = async (n: number) => (await client(opening).completions.create({ model: TEXT_SLUG, prompt, max_tokens: n, temperature: 0 })).choices[0].text;
+    const messages = [{ role: "user" as const, content: QUESTION }];
+    const chat = await client(budgeted).chat.completions.create({ model: TEXT_SLUG, messages, max_tokens: 24, temperature: 0 });
+    expect((chat.choices[0].message as { reasoning_content?: string }).reasoning_content).toBe(await first(4));
+    const own = await client(budgeted).chat.completions.create({
+      model: TEXT_SLUG,
+      messages,
+      max_tokens: 24,
+      temperature: 0,
+      thinking_token_budget: 2,
+    } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect((own.choices[0].message as { reasoning_content?: string }).reasoning_content).toBe(await first(2));
+    const response = await client(budgeted).responses.create({ model: TEXT_SLUG, input: QUESTION, max_output_tokens: 24, temperature: 0, store: false });
+    expect(response.output.find((item) => item.type === "reasoning")?.content?.[0]?.text).toBe(await first(4));
+    const ollama = await fetch(`${budgeted!.root}/api/chat`, {
+      method: "POST",
+      body: JSON.stringify({ model: TEXT_SLUG, messages, stream: false, options: { temperature: 0, num_predict: 24 } }),
+    });
+    expect((await ollama.json()).message.thinking).toBe(await first(4));
   });
 
   it("cannot be switched off: reasoning_effort none is a 400 naming it", async () => {
