@@ -1,7 +1,8 @@
 /**
  * POST /tokenize and /detokenize: a prompt or a chat as the served model's token ids, exactly as a
  * completion or a chat completion would be prompted (so `count` is the `prompt_tokens` such a request
- * is billed), and ids back to text. Nothing is generated.
+ * is billed), and ids back to text; POST /apply-template (llama.cpp's): a chat as the text of that
+ * prompt. Nothing is generated.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ServedModel } from "../../scheduler/index.js";
@@ -38,6 +39,16 @@ export function tokenizeRoutes(app: FastifyInstance, ctx: ApiContext): void {
         token_strs: body.return_token_strs ? tokens.map((id) => model.tokenText(id)) : null,
       };
     });
+  });
+
+  app.post("/apply-template", async (request, reply): Promise<{ prompt: string }> => {
+    const body = parseTokenizeRequest(request.body);
+    if (body.messages == null) throw apiError("missing_required_parameter", "Missing required parameter: 'messages' (the chat to render).", "messages");
+    const ignored = ignoredFieldsHeader(ignoredTokenizeFields(request.body));
+    if (ignored !== undefined) reply.header("x-kiln-ignored-fields", ignored);
+    const model = await lookupServedModel(ctx, request, body.model ?? onlyTextModel(ctx));
+    // Control tokens written as their text: the prompt tokenizes back, with them parsed, to the ids a chat completion gets.
+    return admitted(ctx, request, reply, model, () => ({ prompt: model.detokenize(promptTokens(model, body)) }));
   });
 
   app.post("/detokenize", async (request, reply): Promise<DetokenizeAnswer> => {

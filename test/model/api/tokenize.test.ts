@@ -1,7 +1,7 @@
 /**
  * POST /tokenize and /detokenize through the real server and SmolLM2's tokenizer: the counts are the
  * prompt_tokens the same completion or chat is billed, text comes back whole, and special-token text
- * a client writes stays text.
+ * a client writes stays text. llama.cpp's /apply-template renders a chat as the prompt's text.
  */
 import { getLlama } from "node-llama-cpp";
 import OpenAI from "openai";
@@ -61,6 +61,25 @@ describe("tokenize and detokenize on SmolLM2", () => {
     const bare = await post("/tokenize", { model: TEXT_SLUG, messages, add_generation_prompt: false });
     expect(tokenized.tokens.slice(0, bare.count)).toEqual(bare.tokens);
     expect(bare.count).toBeLessThan(tokenized.count);
+  });
+
+  it("llama.cpp's /apply-template gives the chat's prompt as text, which tokenizes back to the ids a chat completion gets", async () => {
+    const messages = [
+      { role: "system", content: "You are brief." },
+      { role: "user", content: "What is 2+2?" },
+    ];
+    const { prompt } = await post("/apply-template", { messages });
+    expect(prompt).toBe("<|im_start|>system\nYou are brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
+    const asChat = await post("/tokenize", { model: TEXT_SLUG, messages });
+    // The text a client sends on to /completion, its control tokens parsed as llama.cpp parses them.
+    expect((await post("/tokenize", { content: prompt })).tokens).toEqual(asChat.tokens);
+    const missing = await fetch(root() + "/apply-template", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "x" }),
+    });
+    expect(missing.status).toBe(400);
+    expect(((await missing.json()) as { error: { param: string } }).error.param).toBe("messages");
   });
 
   it("a chat continuing its last message, an assistant's: the prompt ends inside it, and the answer is the text's continuation", async () => {
