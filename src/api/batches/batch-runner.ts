@@ -8,7 +8,7 @@
  * the store, renewed while it runs: over a store shared by a fleet's replicas, one replica runs a
  * batch, any replica answers for it, and another takes it over when its runner is gone.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import type { BatchKey, BatchObject, BatchPage, BatchResult, BatchStore } from "../../catalogue/stored-batches.js";
 import { FINAL_BATCH_STATUSES } from "../../catalogue/stored-batches.js";
@@ -363,7 +363,9 @@ export class BatchRunner {
     const content = Buffer.from(results.map((r) => JSON.stringify(r)).join("\n") + "\n");
     const createdAt = this.seconds();
     const expiresAfter = (batch.output_expires_after as { seconds: number } | undefined)?.seconds;
-    const id = `file-${randomBytes(12).toString("hex")}`;
+    const id = resultFileId(batch.id, kind);
+    // A runner that died while finalizing may have written it: this one's takes its place.
+    await this.files.delete(id, run.key.id);
     await this.files.save(
       {
         id,
@@ -394,6 +396,14 @@ export class BatchRunner {
   private seconds(): number {
     return Math.floor(this.now() / 1000);
   }
+}
+
+/**
+ * The id of a batch's output or error file: the same on every try, so that a batch finalized again
+ * (its runner died while finalizing) has one output file and one error file, not one per try.
+ */
+function resultFileId(batchId: string, kind: "output" | "error"): string {
+  return `file-${createHash("sha256").update(`${batchId}/${kind}`).digest("hex").slice(0, 24)}`;
 }
 
 /** The model every request names, when they all name the same one (the batch's `model`); else null. */

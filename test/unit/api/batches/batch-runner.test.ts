@@ -212,6 +212,42 @@ describe("BatchRunner", () => {
     expect(batch.request_counts).toEqual({ total: 6, completed: 6, failed: 0 });
   });
 
+  it("a runner that fails while finalizing leaves the batch to the next try, which writes one output file and one error file", async () => {
+    const db = openDatabase({ path: ":memory:", seed: false });
+    const files = new SqliteFileStore(db);
+    let saves = 0;
+    // The first try writes the output file, then fails on the error file (its process dies there).
+    const failing = new Proxy(files, {
+      get(target, name) {
+        const value = Reflect.get(target, name) as unknown;
+        if (name !== "save" || typeof value !== "function") return value;
+        return (...args: unknown[]) => (++saves === 3 ? Promise.reject(new Error("disk gone")) : (value as (...a: unknown[]) => unknown).apply(target, args));
+      },
+    });
+    const send: SendLine = async (_endpoint, body) => (body.prompt === "p1" ? { status: 400, requestId: "", body: { error: {} } } : ok(body));
+    const runner = new BatchRunner(new SqliteBatchStore(db), failing, send, { leaseMs: 150 });
+    const content = Array.from({ length: 3 }, (_, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: ENDPOINT, body: { prompt: `p${i}` } })).join(
+      "\n",
+    );
+    await failing.save(
+      { id: "file-in", keyId: null, createdAt: 0, expiresAt: null, filename: "in.jsonl", purpose: "batch", bytes: content.length },
+      Buffer.from(content),
+    );
+    const created = await runner.create({ endpoint: ENDPOINT, inputFileId: "file-in", metadata: null, outputExpiresAfter: null }, { id: null });
+    await runner.resume();
+    let batch = created;
+    for (let i = 0; i < 400 && batch.status !== "completed"; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+      batch = (await runner.get(created.id, null))!;
+    }
+    await runner.stop();
+    expect(batch.status).toBe("completed");
+    expect(saves).toBeGreaterThan(4);
+    const written = (await files.list(null, { purpose: "batch_output", limit: 10 })).files.map((f) => f.id).sort();
+    expect(written).toEqual([batch.output_file_id, batch.error_file_id].sort());
+    expect((await files.content(String(batch.error_file_id), null))!.toString()).toContain('"custom_id":"r1"');
+  });
+
   it("a cancel taken by another runner reaches the one running the batch", async () => {
     const a = setup(slowly(10), { concurrency: 1, leaseMs: 150 });
     const b = setup(slowly(10), { concurrency: 1, leaseMs: 150, db: a.db });
