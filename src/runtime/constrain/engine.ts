@@ -22,6 +22,7 @@ import { fillIntegerRanges, placeIntegerRanges } from "./int-range.js";
 import { JSON_OBJECT_EBNF, JSON_WS_EBNF } from "./json-object-grammar.js";
 import { engineEbnf, parseGbnf } from "./gbnf.js";
 import { enginePattern } from "./regex.js";
+import { withEnginePatterns } from "./schema-patterns.js";
 import { loadXgrammar, type Xgrammar } from "./xgrammar.js";
 
 /**
@@ -213,10 +214,11 @@ class Instance {
 
   /**
    * The EBNF of a schema with kiln's JSON-schema settings, every bounded integer's rule written by
-   * kiln (int-range.ts) rather than by the engine, whose range rules are wrong for some bounds.
+   * kiln (int-range.ts) rather than by the engine, whose range rules are wrong for some bounds, and
+   * its patterns rewritten where the engine would misread them (schema-patterns.ts).
    */
   private schemaEbnf(schema: unknown): string {
-    const placed = placeIntegerRanges(schema);
+    const placed = placeIntegerRanges(withEnginePatterns(schema));
     const grammar = this.grammarClass.FromJSONSchema(
       JSON.stringify(placed.schema),
       SCHEMA_FORMAT.anyWhitespace,

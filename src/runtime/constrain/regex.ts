@@ -6,11 +6,13 @@
  * matches anything, character classes with non-ASCII members or ranges, `.` among them, do not
  * match those characters, and `\S` refuses "[" too). Found by trying each construct on the engine;
  * each is refused here, naming the construct and where it is, except `.` and `\S`, which
- * {@link engineRegex} rewrites into forms the engine gets right.
+ * {@link engineRegex} rewrites into forms the engine gets right, and non-ASCII class members, which
+ * a schema's pattern has written out as alternatives ({@link schemaEnginePattern}).
  *
  * What is accepted: literals (any Unicode); `.` (any character but a newline, as in Python);
- * classes (`[a-z_]`, `[^"\n]`, with `\d \w \s` inside; in a constraint's own pattern also
- * non-ASCII members and ranges, `[à-ÿ]`, and `\D \W \S` inside); `\d \D \w \W \s \S`
+ * classes (`[a-z_]`, `[^"\n]`, with `\d \w \s` inside; non-ASCII members and ranges, `[à-ÿ]`,
+ * in a schema's pattern when not negated and of at most {@link MAX_WRITTEN_OUT} such characters;
+ * in a constraint's own pattern any, and `\D \W \S` inside); `\d \D \w \W \s \S`
  * outside classes; the escapes `\n \r \t \f \v \a`, `\b` in a class, `\xHH \uHHHH \u{H...}
  * \UHHHHHHHH \cX` and escaped punctuation; groups `(...)`, `(?:...)` and `(?<name>...)` (letters
  * only); alternation; quantifiers `* + ? {n} {n,} {n,m}` (lazy forms too, which mean the same here);
@@ -58,13 +60,35 @@ export function enginePattern(pattern: string): { regex: string } | { ebnf: stri
 export function engineRegex(pattern: string): string {
   const scan = new RegexScan(pattern, true);
   scan.run();
+  return rewritten(pattern, scan.rewrites);
+}
+
+/**
+ * A schema's `pattern`, one {@link schemaPatternProblem} accepts, as the engine's JSON-schema
+ * compiler must be given it: each class with non-ASCII members written out (`[a-zé]` as `(?:[a-z]|é)`).
+ */
+export function schemaEnginePattern(pattern: string): string {
+  const scan = new RegexScan(pattern, false);
+  scan.run();
+  return rewritten(pattern, scan.rewrites);
+}
+
+function rewritten(pattern: string, rewrites: ReadonlyArray<[number, number, string]>): string {
   let out = "";
   let from = 0;
-  for (const [start, end, text] of scan.rewrites) {
+  for (const [start, end, text] of rewrites) {
     out += pattern.slice(from, start) + text;
     from = end;
   }
   return out + pattern.slice(from);
+}
+
+/** Most non-ASCII characters of one class a schema's pattern has written out as alternatives (`[À-ÿ]` is 64). */
+export const MAX_WRITTEN_OUT = 256;
+
+/** An ASCII class member as the engine reads it: letters and digits as themselves, anything else as \xHH. */
+function asciiMember(cp: number): string {
+  return /[A-Za-z0-9]/.test(String.fromCharCode(cp)) ? String.fromCharCode(cp) : `\\x${cp.toString(16).padStart(2, "0")}`;
 }
 
 class RegexFault extends Error {}
@@ -119,6 +143,8 @@ class RegexScan {
   readonly rewrites: Array<[number, number, string]> = [];
   /** The pattern has a class the engine's regex converter reads as bytes (see {@link enginePattern}). */
   wideClasses = false;
+  /** The class being scanned has a non-ASCII member (a schema's pattern writes it out). */
+  private classWide = false;
   /** The pattern as grammar alternatives, once scanned. */
   alternatives: GrammarItem[][] = [];
 
@@ -295,18 +321,52 @@ class RegexScan {
     }
     if (this.i >= src.length) this.fail(at, "an unclosed character class '['");
     this.i++;
+    if (this.classWide) {
+      this.classWide = false;
+      this.rewrites.push([at, this.i, this.writtenOut(at, negated, ranges)]);
+    }
     return { kind: "class", negated, ranges };
   }
 
-  /** A class member above U+007F: refused in a schema's pattern, sent through kiln's grammar in a constraint's. */
-  private wide(at: number, what: string, hint: string): void {
+  /**
+   * A class member above U+007F: in a constraint's own pattern the whole pattern goes through kiln's
+   * grammar; in a schema's, the class is written out as alternatives when it closes ({@link writtenOut}).
+   */
+  private wide(): void {
+    if (this.rewriting) this.wideClasses = true;
+    else this.classWide = true;
+  }
+
+  /** `\D \W \S` inside a class (spanning every non-ASCII character): refused in a schema's pattern, sent through kiln's grammar in a constraint's. */
+  private wideEscape(at: number, what: string, hint: string): void {
     if (!this.rewriting) this.fail(at, what, hint);
     this.wideClasses = true;
   }
 
+  /**
+   * A schema pattern's class with non-ASCII members, as the engine reads them right: its ASCII
+   * members as a class, and each non-ASCII character as an alternative, `[a-zé]` as `(?:[a-z]|é)`.
+   * A negated one, or one of more than {@link MAX_WRITTEN_OUT} non-ASCII characters, is refused.
+   */
+  private writtenOut(at: number, negated: boolean, ranges: Ranges): string {
+    const hint = "list the characters it allows as alternatives: (?:é|è)";
+    if (negated) this.fail(at, "a negated character class with non-ASCII members", hint);
+    const wide = ranges.filter(([, hi]) => hi > 0x7f).map(([lo, hi]): [number, number] => [Math.max(lo, 0x80), hi]);
+    const count = wide.reduce((n, [lo, hi]) => n + hi - lo + 1, 0);
+    if (count > MAX_WRITTEN_OUT) this.fail(at, `a character class of ${count} non-ASCII characters (at most ${MAX_WRITTEN_OUT} are written out)`, hint);
+    const parts: string[] = [];
+    const ascii = ranges
+      .filter(([lo]) => lo <= 0x7f)
+      .map(([lo, hi]) => (lo === Math.min(hi, 0x7f) ? asciiMember(lo) : `${asciiMember(lo)}-${asciiMember(Math.min(hi, 0x7f))}`));
+    if (ascii.length > 0) parts.push(`[${ascii.join("")}]`);
+    const seen = new Set<number>();
+    for (const [lo, hi] of wide) for (let cp = lo; cp <= hi; cp++) if (!seen.has(cp)) seen.add(cp) && parts.push(String.fromCodePoint(cp));
+    return `(?:${parts.join("|")})`;
+  }
+
   private classLiteral(): number {
     const cp = this.src.codePointAt(this.i)!;
-    if (cp > 0x7f) this.wide(this.i, `a non-ASCII character '${String.fromCodePoint(cp)}' in a character class`, "write alternatives instead: (?:é|è)");
+    if (cp > 0x7f) this.wide();
     this.i += codePointLength(this.src, this.i);
     return cp;
   }
@@ -322,7 +382,7 @@ class RegexScan {
       return CLASS_ESCAPES[c];
     }
     if (c === "D" || c === "W" || c === "S") {
-      this.wide(at, `\\${c} inside a character class (it spans non-ASCII characters)`, `use a negated class such as [^0-9] for \\D`);
+      this.wideEscape(at, `\\${c} inside a character class (it spans non-ASCII characters)`, `use a negated class such as [^0-9] for \\D`);
       this.i += 2;
       return complement(CLASS_ESCAPES[c.toLowerCase()]);
     }
@@ -331,7 +391,7 @@ class RegexScan {
       return 8;
     }
     const cp = this.charEscape();
-    if (cp > 0x7f) this.wide(at, `a non-ASCII character ${src.slice(at, this.i)} in a character class`, "write alternatives instead: (?:é|è)");
+    if (cp > 0x7f) this.wide();
     return cp;
   }
 

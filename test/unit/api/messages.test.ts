@@ -174,7 +174,7 @@ describe("POST /v1/messages", () => {
     expect(open?.constraint).toEqual({ type: "json_schema", schema: JSON.stringify(schema) });
     expect(res.json().content).toEqual([{ type: "text", text: '{"age": 3}' }]);
     const bad = await post(
-      ask({ output_config: { format: { type: "json_schema", schema: { type: "object", properties: { a: { type: "string", pattern: "[é]" } } } } } }),
+      ask({ output_config: { format: { type: "json_schema", schema: { type: "object", properties: { a: { type: "string", pattern: "[^é]" } } } } } }),
     );
     expect(bad.res.statusCode).toBe(400);
     expect(bad.res.json().error.message).toMatch(/output_config\.format\.schema/);

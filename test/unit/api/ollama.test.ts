@@ -197,7 +197,7 @@ describe("Ollama's errors and listings", () => {
       ["/api/chat", chat({ messages: [{ role: "robot", content: "x" }] }), 400, /role/],
       ["/api/chat", chat({ messages: [{ role: "user", content: "x", images: ["aGk="] }] }), 400, /images/],
       ["/api/chat", chat({ think: true }), 400, /think/],
-      ["/api/chat", chat({ format: { type: "object", properties: { a: { type: "string", pattern: "[é]" } } } }), 400, /format/],
+      ["/api/chat", chat({ format: { type: "object", properties: { a: { type: "string", pattern: "[^é]" } } } }), 400, /format/],
       ["/api/generate", { model: SLUG, prompt: "x", template: "{{ .Prompt }}" }, 400, /template/],
       ["/api/generate", { model: SLUG, prompt: "x", context: [1, 2] }, 400, /context/],
       ["/api/generate", { model: SLUG, prompt: "x", raw: true, suffix: "y" }, 400, /raw/],

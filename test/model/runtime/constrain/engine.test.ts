@@ -386,6 +386,32 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     });
   }
 
+  it("a schema's pattern with non-ASCII classes: random walks match it, whole characters; the class's members can be written, others not", async () => {
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string", pattern: "^[A-ZÀ-Þ][a-zß-ÿ]{1,6}$" }, initial: { type: "string", pattern: "^[a-cé]$" } },
+      required: ["name", "initial"],
+      additionalProperties: false,
+    };
+    const spec: ConstraintSpec = { type: "json_schema", schema: JSON.stringify(schema) };
+    const validate = new Ajv2020().compile(schema);
+    for (let seed = 1; seed <= 8; seed++) {
+      const m = engine.matcher(spec);
+      const text = await randomWalk(m, seed, 0.3, 120);
+      m.dispose();
+      const value = JSON.parse(text);
+      expect(validate(value), text).toBe(true);
+      expect(value.name).toMatch(/^[A-ZÀ-Þ][a-zß-ÿ]{1,6}$/u);
+    }
+    await walk(engine.matcher(spec), '{"name": "Émilie", "initial": "é"}');
+    for (const refused of ["d", "ж"]) {
+      const other = engine.matcher(spec);
+      for (const id of tokenizer.encode('{"name": "Zoë", "initial": "')) expect(other.accept(id)).toBe(true);
+      expect(other.accept(tokenizer.encode(refused)[0]), refused).toBe(false);
+      other.dispose();
+    }
+  });
+
   it("regex: . and \\S reach non-ASCII characters and '['; a complete match allows only stop tokens", async () => {
     await walk(engine.matcher({ type: "regex", pattern: ".{1,4}" }), "é😀[x");
     await walk(engine.matcher({ type: "regex", pattern: "[é-ê]+x" }), "éêx");
