@@ -11,7 +11,11 @@
  *   present outputs (the past copied, the new position written) fed back as the next past;
  * - "gqa-shared": the same graph with each present pre-allocated on its past tensor, from a session
  *   that does not put the presents at gpu-buffer (one that does ignores pre-allocated outputs), so
- *   the kernel writes the new position in place.
+ *   the kernel writes the new position in place;
+ * - "gqa-rows": one batch-1 GroupQueryAttention per row inside the graph (the provider takes its
+ *   flash-attention kernel only at batch size 1), each fed its row of the query, the new key and
+ *   value and the caches (Split along the batch), the outputs and presents concatenated back: a
+ *   graph per row count, its caches copied by the Split and the Concat each step.
  *
  *   npm run bench -- gpu-attention [--shape llama-3.2-1b|llama-3.1-8b|smollm2-135m|tiny] [--layers N]
  *                                  [--rows 1,16,64] [--capacity 1024] [--past 512] [--steps 20] [--repeats 3]
@@ -129,6 +133,49 @@ function buildGqa(path: string): string {
   return x;
 }
 
+/** As {@link buildGqa}, with one batch-1 GroupQueryAttention per row of a batch of `rows`, over rows split from the caches and joined again. */
+function buildGqaRows(path: string, rows: number): string {
+  const g = new GraphBuilder(`${path}.data`);
+  g.input("q", DataType.FLOAT, [rows, 1, HEADS * HD]);
+  g.input("k", DataType.FLOAT, [rows, 1, KV * HD]);
+  g.input("v", DataType.FLOAT, [rows, 1, KV * HD]);
+  g.input("seqlens_k", DataType.INT32, [rows]);
+  g.input("total_sequence_length", DataType.INT32, []);
+  const ones = g.int64s(Array<number>(rows).fill(1));
+  const perRow = (name: string) => (rows === 1 ? [name] : g.node("Split", [name, ones], { outputs: rows, attributes: { axis: 0 } }));
+  const joined = (names: string[], as?: string) =>
+    rows === 1 ? g.op("Identity", names, as ? { names: [as] } : {}) : g.op("Concat", names, { attributes: { axis: 0 }, ...(as ? { names: [as] } : {}) });
+  const [k, v, seqlens] = [perRow("k"), perRow("v"), perRow("seqlens_k")];
+  let x = "q";
+  for (let l = 0; l < LAYERS; l++) {
+    g.input(pool(l, "key"), DataType.FLOAT, [rows, KV, CAP, HD]);
+    g.input(pool(l, "value"), DataType.FLOAT, [rows, KV, CAP, HD]);
+    const [q, keys, values] = [perRow(x), perRow(pool(l, "key")), perRow(pool(l, "value"))];
+    const outs = q.map((_, r) =>
+      g.node("GroupQueryAttention", [q[r], k[r], v[r], keys[r], values[r], seqlens[r], "total_sequence_length"], {
+        domain: "com.microsoft",
+        outputs: 3,
+        attributes: { num_heads: HEADS, kv_num_heads: KV, scale: { float: 1 } },
+      }),
+    );
+    x = joined(outs.map((o) => o[0]));
+    joined(
+      outs.map((o) => o[1]),
+      poolOut(l, "key"),
+    );
+    joined(
+      outs.map((o) => o[2]),
+      poolOut(l, "value"),
+    );
+    g.output(poolOut(l, "key"), DataType.FLOAT, [rows, KV, CAP, HD]);
+    g.output(poolOut(l, "value"), DataType.FLOAT, [rows, KV, CAP, HD]);
+  }
+  const out = g.op("Identity", [x], { names: ["mixed"] });
+  g.output(out, DataType.FLOAT, [rows, 1, HEADS * HD]);
+  writeFileSync(path, g.finish("attention-gqa-rows", "bench", {}));
+  return out;
+}
+
 /** Deterministic values in [-1, 1). */
 function randoms(n: number, seed: number): Float32Array {
   let s = seed >>> 0 || 1;
@@ -160,10 +207,16 @@ const sessions = {
   shared: await ort.InferenceSession.create(gqaPath, webgpu(gqaOutName, "cpu")),
   cpu: await ort.InferenceSession.create(gqaPath, { executionProviders: ["cpu"] }),
 };
+/** The per-row graph of each row count. */
+const rowSessions = new Map<number, ort.InferenceSession>();
+for (const rows of ROWS) {
+  const path = join(dir, `gqa-rows-${rows}.onnx`);
+  rowSessions.set(rows, await ort.InferenceSession.create(path, webgpu(buildGqaRows(path, rows), "gpu-buffer")));
+}
 
 /** One variant at `rows` rows: its feeds, a step (the caches fed back), and a release of its device tensors. */
-async function variant(kind: "pool" | "gqa" | "shared", rows: number) {
-  const session = sessions[kind];
+async function variant(kind: "pool" | "gqa" | "shared" | "rows", rows: number) {
+  const session = kind === "rows" ? rowSessions.get(rows)! : sessions[kind];
   const q = randoms(rows * HEADS * HD, 1).map((v) => v / Math.sqrt(HD));
   const feeds: Record<string, ort.Tensor> = {
     q: new ort.Tensor("float32", q, [rows, 1, HEADS * HD]),
@@ -197,7 +250,7 @@ async function variant(kind: "pool" | "gqa" | "shared", rows: number) {
     }
     for (let l = 0; l < LAYERS; l++) feeds[pool(l, name)] = new ort.Tensor("float32", data, kind === "pool" ? [rows, CAP, KV, HD] : [rows, KV, CAP, HD]);
   }
-  const out = kind === "pool" ? poolOutName : gqaOutName;
+  const out = kind === "pool" ? poolOutName : kind === "rows" ? "mixed" : gqaOutName;
   const owned: ort.Tensor[] = [];
   // The first run moves the caches onto the device; its output is the one compared.
   const first = await session.run(feeds);
@@ -259,10 +312,10 @@ const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((m, x, i) => Math
 log(
   `WebGPU decode attention, ${args.shape} geometry: ${LAYERS} layers, ${HEADS} query heads over ${KV} KV heads of ${HD}, float32 caches of ${CAP} positions with ${PAST} valid; medians of ${REPEATS} x ${STEPS} steps`,
 );
-log("rows   pool ms (|diff|)        gqa ms (|diff|)          gqa-shared ms (|diff|)");
+log("rows   pool ms (|diff|)        gqa ms (|diff|)          gqa-shared ms (|diff|)   gqa-rows ms (|diff|)");
 for (const rows of ROWS) {
   const ref = await reference(rows);
-  const kinds = ["pool", "gqa", "shared"] as const;
+  const kinds = ["pool", "gqa", "shared", "rows"] as const;
   const runs = [];
   for (const kind of kinds) runs.push(await variant(kind, rows));
   const times: number[][] = kinds.map(() => []);

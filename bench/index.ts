@@ -15,7 +15,7 @@
  *   gpu-speech  Whisper per model shape on a device: encode a window, decoder steps at beam 5 for 1 and 4 transcriptions, PyTorch, the CPU engine (bench/gpu-speech.ts)
  *   gpu-profile  where a GPU decode step's time goes: wall, device and host time per build and row count, the costliest operators (bench/gpu-profile.ts)
  *   attention  kiln's attention block vs onnxruntime's fused GroupQueryAttention at decode (bench/attention.ts)
- *   gpu-attention  decode attention on WebGPU over a device-resident cache: the GPU target's pool and explicit attention, GroupQueryAttention with its presents fed back, and with past and present one buffer (bench/gpu-attention.ts)
+ *   gpu-attention  decode attention on WebGPU over a device-resident cache: the GPU target's pool and explicit attention, GroupQueryAttention with its presents fed back, with past and present one buffer, and one batch-1 node per row (bench/gpu-attention.ts)
  *   cloud  overhead of cloud mode (auth + limits + ledger) on a fleet behind nginx at a steady request rate, ledger write rate (bench/cloud.ts)
  * With no subcommand text and serve run, one after the other, each in its own process with its
  * defaults (the soak takes ten minutes and only runs when asked for).

@@ -4,7 +4,8 @@
 # It writes the synthetic GGUFs of the three shapes there (the weights cannot travel), then runs
 # `npm run bench -- gpu` within a total under 8 minutes, and leaves everything under $OUT:
 #   nvidia-smi.txt, gguf.log, bench-gpu-attention.txt (decode attention alone at the Llama-3.2-1B
-#   geometry: the target's pool against GroupQueryAttention, bench/gpu-attention.ts),
+#   geometry: the target's pool against GroupQueryAttention, batched and one batch-1 node per row,
+#   bench/gpu-attention.ts),
 #   bench-gpu.txt / bench-gpu.json (SmolLM2-135M and Llama-3.2-1B shapes, every peer, the bare
 #   step of the default GroupQueryAttention build, the explicit one and the float16 one), bench-gpu-8b.txt /
 #   bench-gpu-8b.json (Llama-3.1-8B shape, with the time left).
@@ -36,8 +37,8 @@ fi
 node --import tsx bench/synthetic-gguf.ts --shapes "$shapes" --out .cache/gguf > "$OUT/gguf.log" 2>&1
 cat "$OUT/gguf.log"
 
-# Decode attention alone, three ways over the same device-resident cache: about a minute at most.
-timeout 75 node --import tsx bench/gpu-attention.ts "${attention[@]}" 2>&1 | grep -v "W:onnxruntime" | tee "$OUT/bench-gpu-attention.txt"
+# Decode attention alone, four ways over the same device-resident cache: about a minute and a half at most.
+timeout 100 node --import tsx bench/gpu-attention.ts "${attention[@]}" 2>&1 | grep -v "W:onnxruntime" | tee "$OUT/bench-gpu-attention.txt"
 
 # The two small shapes with every peer: about 4-5 minutes. Shapes not started by 4 minutes are skipped.
 timeout "$(( $(left) - 90 ))" node --import tsx bench/gpu.ts --device webgpu "${small[@]}" --threads "$threads" \

@@ -10,7 +10,9 @@
 # step, per build and row count, the costliest operators; "bucket" is onnxruntime's default cache,
 # "simple" keeps every released buffer; "inplace" pool writes are kiln's default, "fresh" the way
 # before; at 16 cached positions in pools of 1024, once in pools of 4096, and once at 512 cached
-# positions, where the step's past span covers 512 positions of the pools instead of 64).
+# positions, where the step's past span covers 512 positions of the pools instead of 64), and, with
+# the time left, attention-<shape>.txt (bench gpu-attention at 16 and 64 rows: the batched
+# GroupQueryAttention against one batch-1 node per row).
 #
 #   source .device/on-device.sh && bash scripts/gpu-profile.sh
 #
@@ -58,4 +60,10 @@ profile "$small" gqa,float16 simple inplace 35
 # A longer context: the past span grows with it (16 positions read 64 of the pools, these 512).
 profile "$small" gqa,float16 bucket inplace 30 "$context_long"
 [ "$(left)" -gt 30 ] && profile "$big" gqa,explicit+float16 bucket inplace 45
+# Attention alone at 16 and 64 rows: the batched GroupQueryAttention against one batch-1 node per row.
+if [ "$(left)" -gt 25 ]; then
+  echo "== gpu-attention"
+  timeout "$(cap 60)" node --import tsx bench/gpu-attention.ts --shape "$big" --rows "${rows#1,}" --capacity "$capacity" --past "$((capacity / 2))" \
+    --steps 10 --repeats 2 2>&1 | quiet | tee "$OUT/attention-$big.txt"
+fi
 echo "gpu-profile: done in ${SECONDS} s"
