@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent setup for the tests, run by `npm test` (and so by CI) before vitest:
 # - the npm dependencies, through scripts/install.sh (what `npm start` runs too);
-# - the .cache/pyclient venv with the official `openai` Python client and `faster-whisper` (the
-#   speech tests' reference), when importing them fails there (running kiln needs neither);
+# - the .cache/pyclient venv with the official `openai` and `anthropic` Python clients and
+#   `faster-whisper` (the speech tests' reference), when importing them fails there (running kiln
+#   needs none of them);
 # - the .cache/pyframeworks venv with `langchain-openai` and `instructor` (frameworks.test.ts), apart
 #   from pyclient because langchain-openai pins an older `openai` and pyclient tests the newest;
 # - the Debian packages espeak-ng and ffmpeg (speech test fixtures; ffmpeg also decodes uploads),
@@ -24,18 +25,18 @@ log() { printf 'setup: %s\n' "$*"; }
 bash scripts/install.sh
 log "npm dependencies up to date"
 
-# --- Python test clients: openai (python-client.test.ts), faster-whisper (speech reference) ----
+# --- Python test clients: openai (python-client.test.ts), anthropic (python-anthropic.test.ts), faster-whisper (speech reference) ----
 pyclient=.cache/pyclient
-if "$pyclient/bin/python" -c "import openai, faster_whisper" >/dev/null 2>&1; then
-  log "python openai and faster-whisper up to date ($pyclient)"
+if "$pyclient/bin/python" -c "import openai, anthropic, faster_whisper" >/dev/null 2>&1; then
+  log "python openai, anthropic and faster-whisper up to date ($pyclient)"
 else
   if [[ ! -x "$pyclient/bin/python" ]]; then
     log "python3 -m venv $pyclient"
     mkdir -p "$(dirname "$pyclient")"
     python3 -m venv "$pyclient" </dev/null
   fi
-  log "pip install openai faster-whisper into $pyclient"
-  PIP_NO_INPUT=1 "$pyclient/bin/python" -m pip install --quiet openai faster-whisper </dev/null
+  log "pip install openai anthropic faster-whisper into $pyclient"
+  PIP_NO_INPUT=1 "$pyclient/bin/python" -m pip install --quiet openai anthropic faster-whisper </dev/null
 fi
 
 # --- Python frameworks: langchain-openai and instructor (frameworks.test.ts) ------------------
