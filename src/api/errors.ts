@@ -43,6 +43,8 @@ export const ERRORS = {
   // A file (Files API) or batch (Batch API) that does not exist, has expired, or is another key's.
   file_not_found: { status: 404, type: "invalid_request_error", code: null },
   batch_not_found: { status: 404, type: "invalid_request_error", code: null },
+  // A pull (Ollama's /api/pull) that no source of the model could serve: the sources are another server's.
+  model_pull_failed: { status: 502, type: "server_error", code: "model_pull_failed" },
   // A Message Batch's results or deletion asked for before it has ended.
   batch_in_progress: { status: 400, type: "invalid_request_error", code: "batch_in_progress" },
   // A `previous_response_id` the key has no stored response for: the reference API's 400 and code.

@@ -1,11 +1,14 @@
 /**
  * The scheduler's {@link ModelLoader} filled with provisioning: whether a model is pulled, what it
- * takes in memory, and pull -> compile -> load on a request for a model the server has not loaded.
+ * takes in memory, pull -> compile -> load on a request for a model the server has not loaded, and
+ * a model's weights pulled or deleted on request.
  */
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { getModel, hasModel } from "../catalogue/catalogue.js";
 import { artifactsDir, kilnHome, modelDir } from "../catalogue/paths.js";
+import { removeLocal } from "../catalogue/local-store.js";
+import { pullModel, type PullProgress } from "../catalogue/pull/index.js";
 import { RECORD_FILE } from "../catalogue/pull/store.js";
 import type { ModelEntry } from "../catalogue/types.js";
 import { type ArtifactManifest, defaultKvMemoryBytes, type MemoryAvailability, readManifest } from "../runtime/artifact/index.js";
@@ -64,6 +67,14 @@ export class OnDemandLoader implements ModelLoader {
     const kv = this.kvMemoryBytes(manifest);
     // Before its first compile the model's shape is unknown: its KV budget is at most an eighth of memory.
     return weights + (kv ?? Math.floor(this.memory().totalBytes / 8));
+  }
+
+  async pull(slug: string, signal: AbortSignal, onProgress: (progress: PullProgress) => void): Promise<void> {
+    await pullModel(slug, { home: this.home, signal, onProgress });
+  }
+
+  remove(slug: string): boolean {
+    return removeLocal(slug, this.home, "all") !== null;
   }
 
   async load(slug: string, signal: AbortSignal, onStage: (stage: string) => void): Promise<AnyServedModel> {

@@ -168,6 +168,20 @@ export const ollamaShowRequestSchema = z.looseObject({
   verbose: z.boolean().nullish(),
 });
 
+/** POST /api/pull: the model (`name` is Ollama's older spelling), and whether its progress streams (default true). */
+export const ollamaPullRequestSchema = z.looseObject({
+  model: z.string().min(1).optional(),
+  name: z.string().min(1).optional(),
+  insecure: z.boolean().nullish(),
+  stream: z.boolean().nullish(),
+});
+
+/** DELETE /api/delete: the model (`name` is Ollama's older spelling). */
+export const ollamaDeleteRequestSchema = z.looseObject({
+  model: z.string().min(1).optional(),
+  name: z.string().min(1).optional(),
+});
+
 /** Options Ollama has that kiln takes but does not use (named back to the client), in `body.options`. */
 export function ignoredOllamaOptions(body: { options?: Options | null; keep_alive?: unknown; shift?: unknown }): string[] {
   const ignored = Object.keys(body.options ?? {})

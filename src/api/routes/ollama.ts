@@ -1,9 +1,10 @@
 /**
  * Ollama's native API under `/api`, for the clients and tools that speak only it: `/api/chat`,
  * `/api/generate`, `/api/embed`, `/api/embeddings`, `/api/tags`, `/api/ps`, `/api/show` and
- * `/api/version`, on the same models, engine and limits as `/v1`. Errors come in Ollama's shape, `{"error": "<message>"}`, with the same
- * statuses as on `/v1`. The routes that manage Ollama's own model store (pull, push, create, copy,
- * delete, blobs) are a 501 naming what kiln does instead.
+ * `/api/version`, on the same models, engine and limits as `/v1`, and `/api/pull` and `/api/delete`
+ * on kiln's model store. Errors come in Ollama's shape, `{"error": "<message>"}`, with the same
+ * statuses as on `/v1`. The routes of Ollama's own registry and blobs (push, create, copy, blobs)
+ * are a 501 naming what kiln does instead.
  */
 import type { FastifyError, FastifyInstance } from "fastify";
 import { listModels } from "../../catalogue/catalogue.js";
@@ -16,16 +17,15 @@ import { ollamaErrorBody, ollamaShowRequestSchema } from "../protocol/ollama.js"
 import { parseOrThrow } from "../protocol/issues.js";
 import { ollamaChatRoute, ollamaGenerateRoute } from "./ollama-generation.js";
 import { ollamaEmbedRoutes } from "./ollama-embed.js";
+import { ollamaModelRoutes } from "./ollama-models.js";
 import { localModelStates } from "./local-models.js";
 import { modelSlugOf } from "./model-lookup.js";
 
 /** Ollama's routes kiln does not have, and what to do instead. */
 const NOT_IMPLEMENTED: Array<[method: "GET" | "POST" | "DELETE" | "HEAD", path: string, instead: string]> = [
-  ["POST", "/pull", "pull a model with `kiln pull <slug>` where the server runs (or start it with --pull-on-demand)"],
   ["POST", "/push", "kiln has no model registry to push to"],
   ["POST", "/create", "serve a GGUF file with `kiln serve --model ./file.gguf`"],
   ["POST", "/copy", "kiln's models are named by their slugs"],
-  ["DELETE", "/delete", "delete a model with `kiln rm <slug>` where the server runs"],
   ["HEAD", "/blobs/:digest", "kiln has no blob store"],
   ["POST", "/blobs/:digest", "kiln has no blob store"],
 ];
@@ -87,6 +87,7 @@ export async function ollamaRoutes(app: FastifyInstance, ctx: ApiContext, auth: 
       ollamaChatRoute(api, ctx);
       ollamaGenerateRoute(api, ctx);
       ollamaEmbedRoutes(api, ctx);
+      ollamaModelRoutes(api, ctx, auth);
       for (const [method, path, instead] of NOT_IMPLEMENTED) {
         api.route({
           method,

@@ -8,6 +8,7 @@
  * without requests, and the least recently used ones make room under a memory budget. The models
  * the server was started with (announced by {@link ModelRegistry.expect}) stay loaded.
  */
+import type { PullProgress } from "../../catalogue/pull/index.js";
 import { ModelTooLargeError } from "../errors.js";
 import type { ServedSpeechModel } from "../speech/types.js";
 import type { ServedModel } from "./served-model.js";
@@ -48,6 +49,10 @@ export interface ModelLoader {
   memoryBytes(slug: string, model?: AnyServedModel): number;
   /** Pulls (where allowed), compiles and loads `slug`; aborting `signal` stops it. */
   load(slug: string, signal: AbortSignal, onStage: (stage: string) => void): Promise<AnyServedModel>;
+  /** Fetches `slug`'s weights into the store (nothing compiled or loaded), telling `onProgress` as they come; aborting `signal` stops it. */
+  pull(slug: string, signal: AbortSignal, onProgress: (progress: PullProgress) => void): Promise<void>;
+  /** Deletes what is kept of `slug` (its weights and compiled artifacts); false when nothing is. */
+  remove(slug: string): boolean;
 }
 
 /** Where a model of the catalogue stands on this server, as `/v1/models` reports it. */
@@ -188,6 +193,25 @@ export class ModelRegistry {
     if (this.states.get(slug)?.status === "serving") return "served";
     if (!this.loader) return undefined;
     return this.loader.isPulled(slug) ? "loadable" : "not_pulled";
+  }
+
+  /** Whether this server pulls models ({@link pull}): one without a loader answers only the models it was started with. */
+  get pulls(): boolean {
+    return this.loader !== undefined;
+  }
+
+  /** Fetches `slug`'s weights (Ollama's `/api/pull`), so that its first request loads it; only where {@link pulls}. */
+  async pull(slug: string, signal: AbortSignal, onProgress: (progress: PullProgress) => void): Promise<void> {
+    if (!this.loader) throw new Error("this server answers only the models it was started with: it pulls none");
+    await this.loader.pull(slug, signal, onProgress);
+  }
+
+  /**
+   * Deletes what is kept of `slug` (Ollama's `/api/delete`); a loaded one keeps serving until it is
+   * unloaded, and is not loaded again. False when nothing is kept (or there is no loader).
+   */
+  remove(slug: string): boolean {
+    return this.loader?.remove(slug) ?? false;
   }
 
   /**

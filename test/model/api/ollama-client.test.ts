@@ -2,8 +2,8 @@
  * Ollama's native API on the real model through the real server, with Ollama's official npm client
  * (`ollama`): the listings, chat and generate streamed and not (the stream adding up to the whole
  * answer), a greedy `/api/generate` raw answer equal to `/v1/completions`' on the same prompt (one
- * engine behind both), a JSON schema held by `format`, tool calls whose arguments validate, and
- * errors the client reads as it reads Ollama's.
+ * engine behind both), a JSON schema held by `format`, tool calls whose arguments validate, a pull
+ * of a model already here through kiln's real pull, and errors the client reads as it reads Ollama's.
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { Ollama, type Message, type Tool } from "ollama";
@@ -127,6 +127,15 @@ describe("Ollama's client against kiln", () => {
     expect(after.done).toBe(true);
   }, 120_000);
 
+  it("pull: a model already here is checked and reported as Ollama's progress, streamed or not", async () => {
+    const statuses: string[] = [];
+    for await (const part of await ollama.pull({ model: TEXT_SLUG, stream: true })) statuses.push(part.status);
+    expect(statuses[0]).toBe("pulling manifest");
+    expect(statuses.at(-1)).toBe("success");
+    expect(await ollama.pull({ model: "smollm2:135m" })).toEqual({ status: "success" });
+    expect((await ollama.list()).models.map((m) => m.name)).toContain(TEXT_SLUG);
+  });
+
   it("errors reach the client as Ollama's do: status and message", async () => {
     const missing = await ollama.chat({ model: "no-such-model", messages: ask }).catch((e: unknown) => e);
     expect(missing).toMatchObject({ name: "ResponseError", status_code: 404 });
@@ -135,8 +144,10 @@ describe("Ollama's client against kiln", () => {
       .chat({ model: TEXT_SLUG, messages: [{ role: "user", content: "What is this?", images: ["aGVsbG8="] }] })
       .catch((e: unknown) => e);
     expect(images).toMatchObject({ name: "ResponseError", status_code: 400 });
-    const pull = await ollama.pull({ model: TEXT_SLUG }).catch((e: unknown) => e);
-    expect(pull).toMatchObject({ name: "ResponseError", status_code: 501 });
+    const push = await ollama.push({ model: TEXT_SLUG }).catch((e: unknown) => e);
+    expect(push).toMatchObject({ name: "ResponseError", status_code: 501 });
+    const unknown = await ollama.pull({ model: "no-such-model" }).catch((e: unknown) => e);
+    expect(unknown).toMatchObject({ name: "ResponseError", status_code: 404 });
     // `ollama stop`: the server was started with this model, so it stays, and says why.
     const stop = await ollama.generate({ model: TEXT_SLUG, prompt: "", keep_alive: 0 }).catch((e: unknown) => e);
     expect(stop).toMatchObject({ name: "ResponseError", status_code: 400 });

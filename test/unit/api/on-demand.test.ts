@@ -16,13 +16,29 @@ const NEVER_PULLED = "qwen-2-5-7b-instruct";
 const MIB = 2 ** 20;
 
 /** A loader over fake models: each "pulled" slug loads after `delayMs`, taking `bytes[slug]` (default 100 MiB). */
-function fakeLoader(options: { pulled?: string[]; delayMs?: number; bytes?: Record<string, number>; pullOnDemand?: boolean; fail?: string[] } = {}) {
+function fakeLoader(
+  options: { pulled?: string[]; delayMs?: number; bytes?: Record<string, number>; pullOnDemand?: boolean; fail?: string[]; pullMs?: number } = {},
+) {
   const pulled = new Set(options.pulled ?? [A, B, C]);
   const loads: string[] = [];
   const closed: string[] = [];
   const loader: ModelLoader = {
     pullOnDemand: options.pullOnDemand ?? false,
     isPulled: (slug) => pulled.has(slug),
+    // Two files of 1,000 bytes, in four steps each, then their check.
+    async pull(slug, signal, onProgress) {
+      if (options.fail?.includes(slug)) throw new Error("the hub answered 503");
+      for (const file of ["model.gguf", "tokenizer.json"]) {
+        for (let done = 0; done <= 1000; done += 250) {
+          await new Promise((resolve) => setTimeout(resolve, options.pullMs ?? 1));
+          signal.throwIfAborted();
+          onProgress({ slug, source: "hub", file, phase: "download", bytesDone: done, bytesTotal: 1000, bytesPerSecond: 0 });
+        }
+        onProgress({ slug, source: "hub", file, phase: "verify", bytesDone: 1000, bytesTotal: 1000, bytesPerSecond: 0 });
+      }
+      pulled.add(slug);
+    },
+    remove: (slug) => pulled.delete(slug),
     memoryBytes: (slug) => options.bytes?.[slug] ?? 100 * MIB,
     async load(slug, signal, onStage) {
       loads.push(slug);
@@ -279,6 +295,76 @@ describe("models loaded on demand", () => {
     expect((await app.inject({ method: "GET", url: "/health" })).statusCode).toBe(200);
     expect((await chat(A)).statusCode).toBe(503);
     expect((await app.inject({ method: "GET", url: "/health" })).statusCode).toBe(200);
+  });
+});
+
+describe("Ollama's /api/pull and /api/delete", () => {
+  const lines = (body: string) =>
+    body
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+
+  it("pulls a model, its progress as lines of JSON; it is then listed and loads on its first request", async () => {
+    const { loader } = fakeLoader({ pulled: [] });
+    const { app, chat, listed } = await server({ loader });
+    expect((await listed())[A]).toBe("not_pulled");
+    const res = await app.inject({ method: "POST", url: "/api/pull", payload: { model: "smollm2:135m" } });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toMatch(/application\/x-ndjson/);
+    const events = lines(res.body);
+    expect(events[0]).toEqual({ status: "pulling manifest" });
+    expect(events.at(-1)).toEqual({ status: "success" });
+    const model = events.filter((e) => e.digest === "model.gguf");
+    expect(model[0]).toMatchObject({ status: "pulling model.gguf", total: 1000 });
+    expect(model.at(-1)).toMatchObject({ completed: 1000, total: 1000 });
+    expect(events.filter((e) => e.status === "verifying sha256 digest")).toHaveLength(2);
+    expect((await listed())[A]).toBe("loadable");
+    expect((await app.inject({ method: "GET", url: "/api/tags" })).json().models.map((m: any) => m.name)).toContain(A);
+    expect((await chat(A)).statusCode).toBe(200);
+    const quiet = await app.inject({ method: "POST", url: "/api/pull", payload: { name: B, stream: false } });
+    expect(quiet.json()).toEqual({ status: "success" });
+    expect((await listed())[B]).toBe("loadable");
+  });
+
+  it("deletes what is kept of a model; errors come in Ollama's shape", async () => {
+    const { loader } = fakeLoader({ pulled: [A], fail: [C] });
+    const { app, listed } = await server({ loader });
+    const deleted = await app.inject({ method: "DELETE", url: "/api/delete", payload: { model: A } });
+    expect([deleted.statusCode, deleted.body]).toEqual([200, ""]);
+    expect((await listed())[A]).toBe("not_pulled");
+    const again = await app.inject({ method: "DELETE", url: "/api/delete", payload: { model: A } });
+    expect([again.statusCode, again.json().error]).toEqual([404, expect.stringContaining("not found")]);
+    const unknown = await app.inject({ method: "POST", url: "/api/pull", payload: { model: "no-such-model" } });
+    expect([unknown.statusCode, unknown.json().error]).toEqual([404, expect.stringContaining("no-such-model")]);
+    expect((await app.inject({ method: "POST", url: "/api/pull", payload: {} })).statusCode).toBe(400);
+    // A failing source: at once a 502 when not streamed; streamed, an error line after the first.
+    const failed = await app.inject({ method: "POST", url: "/api/pull", payload: { model: C, stream: false } });
+    expect([failed.statusCode, failed.json().error]).toEqual([502, expect.stringContaining("the hub answered 503")]);
+    const streamed = lines((await app.inject({ method: "POST", url: "/api/pull", payload: { model: C } })).body);
+    expect(streamed).toEqual([{ status: "pulling manifest" }, { error: expect.stringContaining("the hub answered 503") }]);
+  });
+
+  it("in cloud mode, pulling and deleting take an admin key", async () => {
+    const { openDatabase } = await import("../../../src/catalogue/db.js");
+    const { sqliteKeyStore } = await import("../cloud/keys-support.js");
+    const keys = sqliteKeyStore(openDatabase({ path: ":memory:" }));
+    const client = (await keys.create("client")).key;
+    const admin = (await keys.create("ops", { admin: true })).key;
+    const { loader } = fakeLoader({ pulled: [] });
+    const registry = new ModelRegistry({ retireGraceMs: 5, loader });
+    const { app } = await fakeApp({ models: registry, auth: { mode: "cloud", keys } });
+    apps.push(async () => {
+      await app.close();
+      await registry.close();
+    });
+    const as = (key: string) => ({ authorization: `Bearer ${key}` });
+    const refused = await app.inject({ method: "POST", url: "/api/pull", payload: { model: A, stream: false }, headers: as(client) });
+    expect([refused.statusCode, refused.json().error]).toEqual([403, expect.stringContaining("admin key")]);
+    expect((await app.inject({ method: "DELETE", url: "/api/delete", payload: { model: A }, headers: as(client) })).statusCode).toBe(403);
+    expect((await app.inject({ method: "POST", url: "/api/pull", payload: { model: A, stream: false }, headers: as(admin) })).json()).toEqual({
+      status: "success",
+    });
   });
 });
 

@@ -1,5 +1,5 @@
-/** What the on-demand loader tells the registry without loading anything: pulled or not, and the memory a model takes. */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+/** What the on-demand loader tells the registry without loading anything: pulled or not, and the memory a model takes; and a model's removal. */
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -35,6 +35,17 @@ describe("OnDemandLoader", () => {
     mkdirSync(join(home, "models", SLUG), { recursive: true });
     writeFileSync(join(home, "models", SLUG, "pulled.json"), "{}");
     expect(loader.isPulled(SLUG)).toBe(true);
+  });
+
+  it("removes what is kept of a model, weights and artifacts, so that it is no longer pulled", () => {
+    const loader = new OnDemandLoader({ home: makeHome(), text: {}, speech: {} });
+    expect(loader.remove(SLUG)).toBe(false);
+    mkdirSync(join(home, "models", SLUG), { recursive: true });
+    writeFileSync(join(home, "models", SLUG, "pulled.json"), "{}");
+    writeArtifact("a1", "2026-01-01T00:00:00Z", [10]);
+    expect(loader.remove(SLUG)).toBe(true);
+    expect(loader.isPulled(SLUG)).toBe(false);
+    expect(existsSync(join(home, "artifacts", SLUG))).toBe(false);
   });
 
   it("counts the newest artifact's files and the KV budget the model would get within an explicit memory budget", () => {
