@@ -60,6 +60,12 @@ export interface GenerationRequest {
    */
   constraint?: ConstraintSpec;
   /**
+   * Where the request waits for a slot: ahead of every waiting request of a larger priority, behind
+   * those of the same or a smaller one (vLLM's `priority`: lower runs earlier). Running sequences are
+   * never stopped for it. Default 0.
+   */
+  priority?: number;
+  /**
    * A reasoning model's thinking held to a number of tokens: past it, the thinking's close tag is
    * forced and the answer follows (see {@link ThinkingBudget}). Default none: the model ends its own thinking.
    */

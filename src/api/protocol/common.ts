@@ -31,6 +31,8 @@ export const samplingFields = {
   min_tokens: z.number().int().min(0).nullish(),
   /** vLLM's and llama.cpp's extension: end tokens are never sampled; the output ends at its budget or a stop string. */
   ignore_eos: z.boolean().nullish(),
+  /** vLLM's extension: where the request waits for a slot, ahead of waiting requests of a larger priority (lower runs earlier). Default 0. */
+  priority: z.number().int().min(-1_000_000).max(1_000_000).nullish(),
   /** vLLM's extension: more tokens that end the output, as the model's end tokens do. */
   stop_token_ids: z.array(z.number().int().min(0)).max(MAX_STOP_TOKEN_IDS).nullish(),
   /** vLLM's extension: score the prompt, each token's log probability and rank with this many alternatives (not streamed). */

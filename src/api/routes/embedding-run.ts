@@ -10,6 +10,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { EngineClosedError, OverloadedError, type EmbeddingSupport, type GenerationRequest, type ServedModel } from "../../scheduler/index.js";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
+import { enginePriority } from "./generation-request.js";
 import { answerId } from "./ids.js";
 import { assertUsageKept, RequestLife } from "./request-life.js";
 
@@ -97,7 +98,7 @@ export async function runEmbeddings(
   const life = new RequestLife(ctx, request, reply, id);
   let charged = true;
   try {
-    const vectors = await embedInWindows(model, prompts, life.signal);
+    const vectors = await embedInWindows(model, prompts, life.signal, enginePriority(request, undefined));
     return { vectors, promptTokens, clientLeft: life.clientLeft };
   } catch (err) {
     if (life.clientLeft) return { vectors: [], promptTokens, clientLeft: true };
@@ -135,6 +136,7 @@ export async function embedInWindows(
   model: ServedModel & { embeddings: EmbeddingSupport },
   prompts: readonly number[][],
   signal: AbortSignal,
+  priority?: number,
 ): Promise<Float32Array[]> {
   const vectors = new Array<Float32Array>(prompts.length);
   const stop = new AbortController();
@@ -146,7 +148,7 @@ export async function embedInWindows(
   const embedNext = async (): Promise<void> => {
     while (next < prompts.length && !stop.signal.aborted) {
       const i = next++;
-      vectors[i] = await embedOne(model, prompts[i], stop.signal);
+      vectors[i] = await embedOne(model, prompts[i], stop.signal, priority);
     }
   };
   try {
@@ -166,8 +168,19 @@ export async function embedInWindows(
 }
 
 /** One prompt's pooled vector; throws when it was cancelled or failed. */
-async function embedOne(model: ServedModel & { embeddings: EmbeddingSupport }, promptIds: number[], signal: AbortSignal): Promise<Float32Array> {
-  const request: GenerationRequest = { promptIds, maxTokens: 0, sampling: {}, embed: { pooling: model.embeddings.pooling } };
+async function embedOne(
+  model: ServedModel & { embeddings: EmbeddingSupport },
+  promptIds: number[],
+  signal: AbortSignal,
+  priority?: number,
+): Promise<Float32Array> {
+  const request: GenerationRequest = {
+    promptIds,
+    maxTokens: 0,
+    sampling: {},
+    embed: { pooling: model.embeddings.pooling },
+    ...(priority !== undefined ? { priority } : {}),
+  };
   let vector: Float32Array | null = null;
   for await (const event of model.engine.submit(request, signal)) {
     if (event.type === "embedding") vector = event.embedding;

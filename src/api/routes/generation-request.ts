@@ -2,6 +2,8 @@
 import type { ConstraintSpec, ThinkingBudget } from "../../runtime/constrain/index.js";
 import { validateSamplingParams, type SamplingParams, type ServedModel } from "../../scheduler/index.js";
 import { MAX_BAD_WORD_TOKENS } from "../../runtime/sampling/index.js";
+import type { FastifyRequest } from "fastify";
+import { BATCH_PRIORITY } from "../defaults.js";
 import { apiError } from "../errors.js";
 import { stopList, type SharedFields } from "../protocol/common.js";
 import type { AnswerPlan } from "./generation.js";
@@ -73,6 +75,7 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
       ...(promptLogprobs !== null && promptLogprobs !== undefined
         ? { promptLogprobs: { top: promptLogprobs, ...(parts.promptRanks ? { ranks: true } : {}) } }
         : {}),
+      ...(body.priority != null ? { priority: body.priority } : {}),
       ...(parts.constraint ? { constraint: parts.constraint } : {}),
       ...(parts.thinkingBudget ? { thinkingBudget: parts.thinkingBudget } : {}),
       ...(parts.endRepeatedCalls ? { endRepeatedCalls: true } : {}),
@@ -81,6 +84,14 @@ export function answerPlan(body: SharedFields, parts: PlanParts): AnswerPlan {
       ...(parts.minIndent !== undefined ? { minIndent: parts.minIndent } : {}),
     })),
   };
+}
+
+/**
+ * The engine priority of a request `request` sends: the one it named (vLLM's `priority`), else, for
+ * a Batch API line, {@link BATCH_PRIORITY} (clients' own requests wait ahead of it), else none (0).
+ */
+export function enginePriority(request: FastifyRequest, named: number | undefined): number | undefined {
+  return named ?? (request.apiKey?.batch ? BATCH_PRIORITY : undefined);
 }
 
 /**

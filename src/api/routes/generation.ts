@@ -19,6 +19,7 @@ import type { AdmissionRequest, SettledFrom } from "../cloud-port.js";
 import type { ApiContext } from "../context.js";
 import { usageOf, type Usage } from "../protocol/chat-completions.js";
 import { streamSse, type SseFraming, type SseSink } from "../sse.js";
+import { enginePriority } from "./generation-request.js";
 import { assertUsageKept, CLIENT_CLOSED_STATUS, RequestLife } from "./request-life.js";
 
 /** One choice as collected for a non-streamed answer. */
@@ -191,7 +192,10 @@ class Generation {
     // Each prompt's stream listens on the one signal: many listeners here are by design.
     setMaxListeners(plan.requests.length + 10, this.life.signal);
     try {
-      for (const r of plan.requests) streams.push(plan.model.engine.submit(r, this.life.signal));
+      for (const r of plan.requests) {
+        const priority = enginePriority(request, r.priority);
+        streams.push(plan.model.engine.submit(priority === undefined ? r : { ...r, priority }, this.life.signal));
+      }
     } catch (err) {
       // All or none: the prompts queued before a refusal leave the queue with it; nothing is recorded.
       this.life.abort();

@@ -3,8 +3,8 @@
  * step is schedule -> run -> postprocess:
  *
  * - schedule: drop cancelled sequences, pause those whose reader has fallen behind, pack running
- *   ones into consecutive KV slots, admit waiting choices into free slots (first come first served,
- *   reusing cached prompt prefixes), then plan the step: one decode token for every running
+ *   ones into consecutive KV slots, admit waiting choices into free slots (first come first served
+ *   within a priority, see `GenerationRequest.priority`; reusing cached prompt prefixes), then plan the step: one decode token for every running
  *   sequence, and prompt chunks of prefilling ones within the step's token budget
  *   (`step-planner.ts`);
  * - run: one decode call over the running slots, then the prefill calls; each call is one message
@@ -235,12 +235,21 @@ export class BatchEngine {
       signal.addEventListener("abort", cancel, { once: true });
       submission.detach = () => signal.removeEventListener("abort", cancel);
     }
-    this.queue.push(submission);
+    this.enqueue(submission);
     this.activeSubmissions++;
     this.updateGauges();
     if (signal?.aborted) cancel();
     else this.kick();
     return submission.channel;
+  }
+
+  /** Queues a submission behind every waiting one of the same or a smaller priority (arrival order within a priority). */
+  private enqueue(submission: Submission): void {
+    const priority = submission.request.priority ?? 0;
+    // A head partly admitted (some of its choices running) keeps its place.
+    const behind = this.queue.findIndex((s, i) => !(i === 0 && s.admitted) && (s.request.priority ?? 0) > priority);
+    if (behind < 0) this.queue.push(submission);
+    else this.queue.splice(behind, 0, submission);
   }
 
   /** Refuses new requests; resolves once queued and running ones have finished. */

@@ -270,6 +270,32 @@ describe("Batch API", () => {
     expect(second.fake.backend.calls.length).toBeGreaterThan(0);
   });
 
+  it("a batch's requests wait behind clients' own requests for a slot; vLLM's priority orders those", async () => {
+    const { app } = await fakeApp({ fake: fakeModel({ tokenDelayMs: 15, maxRunning: 1 }), batchConcurrency: 4 });
+    const lines = Array.from({ length: 4 }, (_, i) => chatLine(`r${i}`));
+    const created = (await createBatch(app, (await upload(app, lines.join("\n"))).json().id)).json();
+    while ((await app.inject({ method: "GET", url: `/v1/batches/${created.id}`, headers: AUTH })).json().status !== "in_progress") {
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    const finished: string[] = [];
+    const chat = (name: string, over: Record<string, unknown> = {}) =>
+      app
+        .inject({ method: "POST", url: "/v1/chat/completions", headers: AUTH, payload: { model: SLUG, messages: [{ role: "user", content: "hi" }], ...over } })
+        .then(async (res) => {
+          expect(res.statusCode).toBe(200);
+          finished.push(
+            `${name} after ${(await app.inject({ method: "GET", url: `/v1/batches/${created.id}`, headers: AUTH })).json().request_counts.completed}`,
+          );
+        });
+    const late = chat("late", { priority: 2 });
+    await new Promise((r) => setTimeout(r, 5));
+    await Promise.all([late, chat("client")]);
+    // The client's request ran ahead of the batch's waiting lines (the one running then, maybe the next, were done); one of priority 2 behind them all.
+    expect(finished).toEqual([expect.stringMatching(/^client after [12]$/), "late after 4"]);
+    expect((await settled(app, created.id)).request_counts).toEqual({ total: 4, completed: 4, failed: 0 });
+  });
+
   it("lists a key's batches newest first, by pages", async () => {
     const { app } = await fakeApp();
     const file = (await upload(app, chatLine("a"))).json();

@@ -76,6 +76,7 @@ const EXTENSIONS = [
   "repetition_penalty",
   "min_tokens",
   "ignore_eos",
+  "priority",
   "stop_token_ids",
   "allowed_token_ids",
   "bad_words",

@@ -168,6 +168,20 @@ describe("BatchEngine", () => {
     expect(order).toEqual([0, 1, 2, 3]);
   });
 
+  it("admits a waiting request of a smaller priority first, arrival order within a priority; a running one is never stopped", async () => {
+    const { engine } = setup({ slots: 1, stepDelayMs: 1 });
+    const order: string[] = [];
+    const run = (name: string, priority?: number) =>
+      (async () => {
+        for await (const e of engine.submit(request({ promptIds: prompt(3, name.length), maxTokens: 2, ...(priority !== undefined ? { priority } : {}) })))
+          if (e.type === "finish") order.push(name);
+      })();
+    const first = run("running", 5);
+    await new Promise((r) => setTimeout(r, 0));
+    await Promise.all([first, run("batch", 1), run("plain"), run("urgent", -1), run("plain2", 0), run("batch2", 1)]);
+    expect(order).toEqual(["running", "urgent", "plain", "plain2", "batch", "batch2"]);
+  });
+
   it("never starves the oldest prompt: it gets a chunk every step while short requests keep coming", async () => {
     const { engine, fake } = setup({ slots: 3 }, { stepTokens: 20, prefillChunk: 16 });
     const long = collect(engine.submit(request({ promptIds: prompt(160, 5), maxTokens: 1 })));
