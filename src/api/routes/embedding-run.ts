@@ -25,7 +25,7 @@ export function embeddingModel(model: ServedModel, param = "model"): ServedModel
   if (model.embeddings) return model as ServedModel & { embeddings: EmbeddingSupport };
   throw apiError(
     "invalid_value",
-    `'${model.slug}' is served on the GPU, whose compiled graph returns no hidden states: embeddings are made on the CPU only (serve it with \`--device cpu\`).`,
+    `'${model.slug}' is served on the GPU with --pooling mean, and its compiled graph returns each input's last position only: serve it with \`--pooling last\` (the default) or \`--device cpu\`.`,
     param,
   );
 }

@@ -11,7 +11,8 @@
  * or of a ring at most the ring. It returns no logits row: per
  * computed position, the top candidates after the constraint mask and logit adjustments (for
  * sampling), the top alternatives and the log-normalizer of the masked row before adjustments (for
- * log-probabilities), and the masked logit of a given target token (prompt scoring).
+ * log-probabilities), the masked logit of a given target token (prompt scoring), and, for a step
+ * that embeds, the final normalized hidden state.
  *
  * The slot-copy graph (`ARTIFACT_FILES.slotCopyGraph`) sets one slot of every layer's pool to
  * another's, on the device.
@@ -23,7 +24,7 @@ import type { GraphIo } from "./manifest.js";
  * the same options changes (its pools' layout or type, its head), so an artifact built before is
  * never taken for one built now.
  */
-export const DEVICE_GRAPH_REVISION = 9;
+export const DEVICE_GRAPH_REVISION = 10;
 
 /**
  * One layer's key or value pool: [slots, kv_heads, capacity, head_dim], the layout GroupQueryAttention
@@ -87,6 +88,12 @@ export const DEVICE_GRAPH = {
    * brings back is a wait of its own for the device (about 0.1 ms each on lavapipe).
    */
   results: "step_results",
+  /**
+   * float32 [rows, positions, hidden]: each computed position's final normalized hidden state (what
+   * an embedding pools: the last position's). Brought back only by a step that embeds: another
+   * leaves it out of its fetches, and it never leaves the device.
+   */
+  hidden: "hidden",
   /** One layer's key pool with the step's positions written. */
   keyPoolOut: (layer: number) => `kv_key_out.${layer}`,
   /** One layer's value pool with the step's positions written. */
@@ -202,7 +209,7 @@ export function deviceGraphIo(layers: number): GraphIo {
     g.adjustSubtract,
     g.scoreTargets,
   ];
-  const outputs: string[] = [g.results];
+  const outputs: string[] = [g.results, g.hidden];
   for (let l = 0; l < layers; l++) inputs.push(g.keyPool(l), g.valuePool(l));
   for (let l = 0; l < layers; l++) outputs.push(g.keyPoolOut(l), g.valuePoolOut(l));
   return { inputs, outputs };

@@ -79,10 +79,15 @@ export interface DeviceStepInputs {
   adjustSubtract: Float32Array;
   /** [rows, positions] tokens whose masked logit is returned per position (positions: tokensPerRow with allPositions, else 1). */
   scoreTargets: BigInt64Array;
+  /** Bring back the computed positions' final hidden states too (an embedding). Default false: they stay on the device. */
+  hidden?: boolean;
 }
 
-/** A device step's results, [rows, positions, ...] row-major (see DEVICE_GRAPH.results). */
-export type DeviceStepOutputs = DeviceResults;
+/** A device step's results, [rows, positions, ...] row-major (see DEVICE_GRAPH.results), and the hidden states where asked for. */
+export type DeviceStepOutputs = DeviceResults & {
+  /** [rows, positions, hidden] final normalized hidden states (only with `DeviceStepInputs.hidden`). */
+  hidden?: Float32Array;
+};
 
 /**
  * The text session of a GPU artifact: its step graph and slot-copy graph on onnxruntime's WebGPU
@@ -179,15 +184,18 @@ export class WebGpuTextSession {
       [D.adjustSubtract]: new ort.Tensor("float32", inputs.adjustSubtract, [rows, adjustments]),
       [D.scoreTargets]: new ort.Tensor("int64", inputs.scoreTargets, [rows, scored]),
     };
-    const fetches: Record<string, ort.Tensor | null> = Object.fromEntries(this.session.outputNames.map((name) => [name, null]));
+    // The hidden states leave the device only for a step that embeds.
+    const wanted = this.session.outputNames.filter((name) => name !== D.hidden || inputs.hidden === true);
+    const fetches: Record<string, ort.Tensor | null> = Object.fromEntries(wanted.map((name) => [name, null]));
     kv.bindPools(feeds, fetches);
     const t0 = performance.now();
     const out = await this.session.run(feeds, fetches);
     this.lastRunMs = performance.now() - t0;
     kv.replacePools(out);
     kv.advance(firstSlot, rows, tokensPerRow);
-    // The one output that lives on the CPU (see createDeviceSession).
-    return unpackDeviceResults(out[D.results].data as Float32Array, rows, scored, shape.vocab);
+    // The outputs that live on the CPU (see createDeviceSession).
+    const results = unpackDeviceResults(out[D.results].data as Float32Array, rows, scored, shape.vocab);
+    return inputs.hidden ? { ...results, hidden: out[D.hidden].data as Float32Array } : results;
   }
 
   /** An additive mask (0 or -inf) as a tensor of the graph's mask type. */

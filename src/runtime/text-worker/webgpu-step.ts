@@ -32,6 +32,16 @@ export async function runDeviceStep(
 ): Promise<StepResult> {
   const { session } = ctx;
   const t0 = performance.now();
+  // The device returns each row's last position only: an embedding pools that one.
+  if (req.embed && req.embed.pooling !== "last") {
+    return {
+      samples: [],
+      failed,
+      forwardError: `${req.embed.pooling} pooling is computed on the CPU only (the GPU graph returns the last position)`,
+      runMs: 0,
+      sampleMs: 0,
+    };
+  }
   let out: DeviceStepOutputs;
   try {
     out = await session.forward(req.firstSlot, req.rows, req.tokensPerRow, req.tokens, deviceInputs(ctx, req, masks));
@@ -69,7 +79,16 @@ export async function runDeviceStep(
   // A fork shares its row's candidates: the choices of one request start with the same
   // adjustments (none generated yet) and the same constraint state, so the row's mask is theirs.
   const forkSamples = req.forks?.map(({ row, seqId }) => sampleRow(row, seqId));
-  return { samples, ...(forkSamples ? { forkSamples } : {}), ...(scores ? { scores } : {}), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
+  const pooled = req.embed && !gone.has(req.seqIds[req.embed.row]) ? lastHidden(out, req.embed.row, session.manifest.shape.hidden) : undefined;
+  return {
+    samples,
+    ...(forkSamples ? { forkSamples } : {}),
+    ...(scores ? { scores } : {}),
+    ...(pooled ? { pooled } : {}),
+    failed,
+    runMs: t1 - t0,
+    sampleMs: performance.now() - t1,
+  };
 }
 
 /** The device inputs of a step: per row its mask and adjustments (from its sequence), per position a scored target. */
@@ -118,7 +137,23 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
     for (let s = 0; s + 1 < req.tokensPerRow; s++) scoreTargets[row * positions + s] = BigInt(req.tokens[first + s + 1]);
     if (next >= 0) scoreTargets[row * positions + req.tokensPerRow - 1] = BigInt(next);
   }
-  return { allPositions: req.score !== undefined, tokenMask, adjustIds, adjustBias, adjustRepetition, adjustSubtract, scoreTargets };
+  return {
+    allPositions: req.score !== undefined,
+    tokenMask,
+    adjustIds,
+    adjustBias,
+    adjustRepetition,
+    adjustSubtract,
+    scoreTargets,
+    ...(req.embed ? { hidden: true } : {}),
+  };
+}
+
+/** Row `row`'s last computed position's final hidden state: what "last" pooling takes. */
+function lastHidden(out: DeviceStepOutputs, row: number, width: number): Float32Array {
+  if (!out.hidden) throw new Error("the device step brought back no hidden states");
+  const at = (row * out.positions + out.positions - 1) * width;
+  return out.hidden.slice(at, at + width);
 }
 
 /**

@@ -120,7 +120,7 @@ export interface ServedModel {
   /** A token's vocabulary entry as the model's tokenizer stores it (byte-level form for BPE, "▁" for SentencePiece spaces). */
   tokenText(id: number): string;
   engine: BatchEngine;
-  /** How the model makes embeddings; absent where it cannot (the GPU graph returns no hidden states). */
+  /** How the model makes embeddings; absent where it cannot (on the GPU with "mean" pooling: the GPU graph returns the last position only). */
   embeddings?: EmbeddingSupport;
   /** Lets running requests finish, then frees the model. */
   close(): Promise<void>;
@@ -249,7 +249,8 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     detokenize: (ids) => tokenizer.detokenize(ids, { renderSpecial: true }),
     tokenText: (id) => tokenizer.tokenText(id),
     engine,
-    ...(worker.info.device === "cpu"
+    // The GPU graph returns each row's last position: it embeds with "last" pooling only.
+    ...(worker.info.device === "cpu" || (options.pooling ?? DEFAULT_POOLING) === "last"
       ? {
           embeddings: {
             pooling: options.pooling ?? DEFAULT_POOLING,

@@ -11,6 +11,9 @@
  * ROUNDING_MARGIN, and prompt log-probabilities agree within SCORING; a wrong position, a stale
  * cache or a lossy read-back moves them by nats.
  *
+ * An embedding (the last position's final hidden state, the one the device brings back) is the CPU
+ * server's within that rounding too.
+ *
  * Without a WebGPU adapter the file fails, saying so: it never skips.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -77,8 +80,14 @@ async function post<T>(s: RunningServer, path: string, body: object): Promise<T>
   return JSON.parse(text) as T;
 }
 
+const EMBED = { model: TEXT_SLUG, input: "Paris is the capital of France." };
+interface EmbeddingAnswer {
+  data: Array<{ embedding: number[] }>;
+  usage: { prompt_tokens: number };
+}
+
 /** The CPU server's answers to the same requests: the reference. */
-let cpu: { chat: ChatAnswer; scored: CompletionAnswer; model: { device?: string } };
+let cpu: { chat: ChatAnswer; scored: CompletionAnswer; embedded: EmbeddingAnswer; model: { device?: string } };
 let gpu: RunningServer | undefined;
 let adapter: string | undefined;
 let gpuChat: ChatAnswer | undefined;
@@ -90,6 +99,7 @@ beforeAll(async () => {
     cpu = {
       chat: await post<ChatAnswer>(reference, "/chat/completions", CHAT),
       scored: await post<CompletionAnswer>(reference, "/completions", SCORED),
+      embedded: await post<EmbeddingAnswer>(reference, "/embeddings", EMBED),
       model: (await (await fetch(`${reference.baseURL}/models/${TEXT_SLUG}`)).json()) as { device?: string },
     };
   } finally {
@@ -241,6 +251,15 @@ describe("text on the WebGPU device", () => {
     console.log(`prompt scoring, webgpu vs cpu over ${n - 1} tokens: mean |difference| ${mean.toFixed(4)} nats, largest ${largest.toFixed(4)}`);
     expect(mean).toBeLessThan(SCORING.mean);
   }, 300_000);
+
+  it("embeds on the device as the CPU server does (unit vectors, cosine within the CPU graph's int8 rounding)", async () => {
+    const embedded = await post<EmbeddingAnswer>(gpu!, "/embeddings", EMBED);
+    expect(embedded.usage.prompt_tokens).toBe(cpu.embedded.usage.prompt_tokens);
+    const [a, b] = [embedded.data[0].embedding, cpu.embedded.data[0].embedding];
+    const cosine = a.reduce((n, x, i) => n + x * b[i], 0);
+    console.log(JSON.stringify({ gpuCpuCosine: cosine }));
+    expect(cosine).toBeGreaterThan(0.99);
+  });
 
   it("names webgpu as the device in /health and /v1/models (and the CPU server cpu)", async () => {
     const health = (await (await fetch(`${gpu!.root}/health`)).json()) as { status: string; models: Record<string, string>; device: object };

@@ -6,7 +6,7 @@ import { foldMinsTo8Bit } from "../../quant/fold-mins.js";
 import type { LinearWeight, NbitsWeight } from "../../quant/linear-weight.js";
 import { requantizeTo4Bit } from "../../quant/requantize.js";
 import { type BlockContext, emulatesLlamaCpp, MS } from "./context.js";
-import { buildsForDevice, declareDeviceIo, deviceWeightForm, emitDeviceOutputs } from "./device-io.js";
+import { buildsForDevice, declareDeviceIo, deviceHidden, deviceWeightForm, emitDeviceOutputs } from "./device-io.js";
 import { inWeightForm, linear } from "./linear.js";
 import { rmsNorm, skipRmsNorm } from "./norm.js";
 import type { RopeSpec } from "./rotary.js";
@@ -227,10 +227,10 @@ function rescoreTop(ctx: BlockContext, x: string, approx: string, table: { prefi
  * The output norm of the last layer's output plus its residual, at the positions whose logits are
  * asked for. The CPU graph normalizes every new position and names that the `hidden` output (what
  * embeddings pool) before it keeps those positions; the norm is per position, so the logits are the
- * same. The GPU target, which has no `hidden` output, keeps them first.
+ * same. The GPU target keeps them first, and returns those positions' (`hidden`, fetched by a step that embeds).
  */
 export function finalNormed(ctx: BlockContext, x: string, residual: string, name: string, gamma: Float32Array, eps: number): string {
-  if (buildsForDevice(ctx)) return skipRmsNorm(ctx, keepLogitPositions(ctx, x), keepLogitPositions(ctx, residual), name, gamma, eps)[0];
+  if (buildsForDevice(ctx)) return deviceHidden(ctx, skipRmsNorm(ctx, keepLogitPositions(ctx, x), keepLogitPositions(ctx, residual), name, gamma, eps)[0]);
   const [normed] = skipRmsNorm(ctx, x, residual, name, gamma, eps);
   ctx.g.node("Identity", [normed], { names: [IO.hidden] });
   return keepLogitPositions(ctx, normed);

@@ -24,6 +24,15 @@ function activationType(ctx: BlockContext): DataType {
   return ctx.options.activations === "float16" ? DataType.FLOAT16 : DataType.FLOAT;
 }
 
+/** The final normalized hidden state of the computed positions, per graph (the `hidden` output's source). */
+const normedHidden = new WeakMap<BlockContext, string>();
+
+/** Records `normed` ([rows, positions, hidden], after the final norm) as what the GPU graph returns as `hidden`. */
+export function deviceHidden(ctx: BlockContext, normed: string): string {
+  normedHidden.set(ctx, normed);
+  return normed;
+}
+
 /** Whether the graph is built for the GPU target. */
 export function buildsForDevice(ctx: BlockContext): boolean {
   return ctx.options.device === "webgpu";
@@ -141,6 +150,7 @@ export function declareDeviceIo(ctx: BlockContext, h: ModelShape): void {
     g.input(D.valuePool(l), act, devicePoolDims("slots", poolPositions(h, l), h));
   }
   g.output(D.results, DataType.FLOAT, ["rows", "positions", deviceResultLayout(h.vocab).width]);
+  g.output(D.hidden, DataType.FLOAT, ["rows", "positions", h.hidden]);
   for (let l = 0; l < h.layers; l++) {
     g.output(D.keyPoolOut(l), act, devicePoolDims("slots", poolPositions(h, l), h));
     g.output(D.valuePoolOut(l), act, devicePoolDims("slots", poolPositions(h, l), h));
@@ -254,6 +264,9 @@ export function emitDeviceOutputs(ctx: BlockContext, logits: string): void {
     attributes: { axis: -1 },
     names: [D.results],
   });
+  const hidden = normedHidden.get(ctx);
+  if (!hidden) throw new Error("emitDeviceOutputs before the final norm (deviceHidden)");
+  g.node(half ? "Cast" : "Identity", [hidden], { ...(half ? { attributes: { to: DataType.FLOAT } } : {}), names: [D.hidden] });
   writePools(ctx, h);
   ctx.choices.push({
     what: "device head",

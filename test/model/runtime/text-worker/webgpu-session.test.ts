@@ -8,6 +8,7 @@
  * - Continuous batching on the device: requests joining and leaving, chunked prefill, prefix reuse
  *   and n = 3 forks each get what they get alone, up to rounding (test/support/rounding.ts).
  * - A JSON schema and a forced tool call hold: their masks go to the device as bitsets.
+ * - An embedding on the device is the CPU's (cosine): the last position's final hidden state comes back.
  * - JavaScript never reads a device tensor: every read of a tensor's data is watched, and one of a
  *   `gpu-buffer` tensor fails the file (a real read would abort the process, so the watch refuses it first).
  * - Memory stays flat over many decode steps.
@@ -359,6 +360,27 @@ describe("the engine on a GPU model", () => {
     // is within 2%); a position scored against the wrong token or a stale cache is off by nats.
     expect(moved / (got.length - 1)).toBeLessThan(0.2);
     expect(sameTop / (got.length - 1)).toBeGreaterThan(0.9);
+  }, 300_000);
+
+  it("embeds an input on the device as the CPU does (the last position's final hidden state)", async () => {
+    const embed = async (served: ServedModel, ids: number[]) => {
+      for await (const e of served.engine.submit({ promptIds: ids, maxTokens: 0, sampling: {}, embed: { pooling: "last" } }))
+        if (e.type === "embedding") return e.embedding;
+      throw new Error("no embedding");
+    };
+    expect(model.embeddings).toMatchObject({ pooling: "last", dimensions: 576 });
+    const ids = model.embeddings!.prompt("Paris is the capital of France.");
+    const cpu = serveLoadedModel(await LoadedModel.load((await compiledArtifact()).dir, { slots: 1 }), { maxRunning: 1 });
+    try {
+      const [gpuVector, cpuVector] = [await embed(model, ids), await embed(cpu, ids)];
+      const dot = (a: Float32Array, b: Float32Array) => a.reduce((n, x, i) => n + x * b[i], 0);
+      const cosine = dot(gpuVector, cpuVector) / Math.sqrt(dot(gpuVector, gpuVector) * dot(cpuVector, cpuVector));
+      console.log(JSON.stringify({ gpuCpuCosine: cosine }));
+      // The CPU graph rounds matmul inputs to int8 blocks, the GPU's computes in float32: a wrong position or a stale cache would give an unrelated vector.
+      expect(cosine).toBeGreaterThan(0.99);
+    } finally {
+      await cpu.close();
+    }
   }, 300_000);
 
   it("holds a JSON schema and a forced tool call (masks as bitsets on the device)", async () => {
