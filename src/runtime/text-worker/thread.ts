@@ -123,7 +123,6 @@ class TextThreadState {
     if (req.rows === 0) return { samples: [], failed, runMs: 0, sampleMs: 0 };
     const session = this.requireSession();
     if (session instanceof WebGpuTextSession) {
-      if (req.verify) return { samples: [], failed, forwardError: "drafts are verified on the CPU only", runMs: 0, sampleMs: 0 };
       // The device applies the masks, so they are computed before its forward pass.
       if (this.matchers.size > 0) await this.constraintEngine();
       const masks = await nextMasks(this.matchers, req, failed);

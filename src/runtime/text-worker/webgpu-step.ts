@@ -4,7 +4,7 @@
  * candidates that come back. The slot operations are the thread's, as on the CPU.
  */
 import type { TokenMatcher } from "../constrain/index.js";
-import type { CandidateRow, PositionScores, SequenceSampler } from "../sampling/index.js";
+import type { CandidateRow, LogitAdjustments, PositionScores, SequenceSampler } from "../sampling/index.js";
 import type { RowSample, SequenceFailure, StepRequest, StepResult } from "./protocol.js";
 import type { DeviceStepInputs, DeviceStepOutputs, WebGpuTextSession } from "./webgpu-session.js";
 
@@ -43,8 +43,10 @@ export async function runDeviceStep(
     };
   }
   let out: DeviceStepOutputs;
+  const inputs = deviceInputs(ctx, req, masks);
+  const cachedBefore = session.kv.lengths[req.firstSlot];
   try {
-    out = await session.forward(req.firstSlot, req.rows, req.tokensPerRow, req.tokens, deviceInputs(ctx, req, masks));
+    out = await session.forward(req.firstSlot, req.rows, req.tokensPerRow, req.tokens, inputs);
   } catch (err) {
     return { samples: [], failed, forwardError: messageOf(err), runMs: performance.now() - t0, sampleMs: 0 };
   }
@@ -52,7 +54,7 @@ export async function runDeviceStep(
   const vocab = session.vocab;
   const gone = new Set(failed.map((f) => f.seqId));
   const last = (row: number) => candidateRow(out, row, out.positions - 1);
-  const sampleRow = (row: number, seqId: number): RowSample | null => {
+  const sampleRow = (row: number, seqId: number, p = out.positions - 1): RowSample | null => {
     if (gone.has(seqId)) return null;
     const sampler = ctx.samplers.get(seqId);
     if (!sampler) {
@@ -60,7 +62,7 @@ export async function runDeviceStep(
       gone.add(seqId);
       return null;
     }
-    const sample: RowSample = sampler.sampleCandidates(last(row), vocab);
+    const sample: RowSample = sampler.sampleCandidates(candidateRow(out, row, p), vocab);
     const matcher = ctx.matchers.get(seqId);
     if (matcher && !matcher.accept(sample.token)) {
       failed.push({ seqId, message: `the constraint refused token ${sample.token}` });
@@ -69,6 +71,11 @@ export async function runDeviceStep(
     }
     return sample;
   };
+  if (req.verify) {
+    const confirmed = confirmDraft(ctx, req, (p) => sampleRow(0, req.seqIds[0], p));
+    session.kv.truncate(req.firstSlot, cachedBefore + confirmed.length);
+    return { samples: [confirmed[0] ?? null], confirmed: confirmed.slice(1), failed, runMs: t1 - t0, sampleMs: performance.now() - t1 };
+  }
   const scores = req.score && !gone.has(req.seqIds[req.score.row]) ? scoreRow(out, req, req.score) : undefined;
   const samples: Array<RowSample | null> = [];
   for (let r = 0; r < req.rows; r++) {
@@ -129,7 +136,8 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
       adjustSubtract[r * n + i] = a.subtract[j];
     }
   }
-  const positions = req.score ? req.tokensPerRow : 1;
+  // A draft's check, like a scored chunk, needs every position's candidates.
+  const positions = req.score || req.verify ? req.tokensPerRow : 1;
   const scoreTargets = new BigInt64Array(rows * positions);
   if (req.score) {
     const { row, next } = req.score;
@@ -138,7 +146,7 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
     if (next >= 0) scoreTargets[row * positions + req.tokensPerRow - 1] = BigInt(next);
   }
   return {
-    allPositions: req.score !== undefined,
+    allPositions: req.score !== undefined || req.verify === true,
     tokenMask,
     adjustIds,
     adjustBias,
@@ -154,6 +162,40 @@ function lastHidden(out: DeviceStepOutputs, row: number, width: number): Float32
   if (!out.hidden) throw new Error("the device step brought back no hidden states");
   const at = (row * out.positions + out.positions - 1) * width;
   return out.hidden.slice(at, at + width);
+}
+
+/**
+ * Samples a draft's positions in turn (see StepRequest.verify), keeping each while it equals the
+ * draft token after it. The device applied the row's mask and logit adjustments of the step's start
+ * to every position, so a position is sampled only while they are still the sequence's: it stops
+ * after the first for a constrained sequence (its mask moves with each token), and wherever a sample
+ * changed the adjustments (penalties, a ban lifted by min_tokens). A stop there is a draft confirmed
+ * shorter, never a token from another distribution.
+ */
+function confirmDraft(ctx: DeviceStepContext, req: StepRequest, samplePosition: (p: number) => RowSample | null): RowSample[] {
+  const seqId = req.seqIds[0];
+  const sampler = ctx.samplers.get(seqId);
+  const vocab = ctx.session.vocab;
+  // The sampler's state has not moved since the step's inputs were made: these are the adjustments the device applied.
+  const applied = sampler ? adjustmentsKey(sampler.logitAdjustments(vocab)) : "";
+  const kept: RowSample[] = [];
+  for (let p = 0; p < req.tokensPerRow; p++) {
+    const sample = samplePosition(p);
+    if (!sample) break;
+    kept.push(sample);
+    if (p + 1 === req.tokensPerRow || sample.token !== req.tokens[p + 1]) break;
+    if (ctx.matchers.has(seqId) || !sampler || adjustmentsKey(sampler.logitAdjustments(vocab)) !== applied) break;
+  }
+  return kept;
+}
+
+/** Logit adjustments as a comparable key: their entries that change anything, by token id. */
+function adjustmentsKey(a: LogitAdjustments): string {
+  const entries: string[] = [];
+  for (let i = 0; i < a.ids.length; i++) {
+    if (a.bias[i] !== 0 || a.repetition[i] !== 1 || a.subtract[i] !== 0) entries.push(`${a.ids[i]}:${a.bias[i]}:${a.repetition[i]}:${a.subtract[i]}`);
+  }
+  return entries.sort().join(",");
 }
 
 /**

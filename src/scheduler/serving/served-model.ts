@@ -182,7 +182,7 @@ export interface ServeOptions {
   /**
    * Most prompt-lookup draft tokens checked per step when one sequence decodes alone (see
    * `BatchEngineOptions.draftTokens`); 0 turns them off. Drafts, a request's prediction included,
-   * are checked only on the CPU and for models without sliding-window layers. Default {@link DEFAULT_DRAFT_TOKENS}.
+   * are checked only for models without sliding-window layers. Default {@link DEFAULT_DRAFT_TOKENS}.
    */
   draftTokens?: number;
   /**
@@ -218,7 +218,7 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     slidingWindow: manifest.shape.slidingWindow,
     gate: options.gate,
     draftTokens: options.draftTokens ?? DEFAULT_DRAFT_TOKENS,
-    checksDrafts: worker.info.device === "cpu" && !manifest.shape.slidingWindow,
+    checksDrafts: !manifest.shape.slidingWindow,
   });
   return {
     kind: "text",

@@ -9,6 +9,7 @@
  *   and n = 3 forks each get what they get alone, up to rounding (test/support/rounding.ts).
  * - A JSON schema and a forced tool call hold: their masks go to the device as bitsets.
  * - An embedding on the device is the CPU's (cosine): the last position's final hidden state comes back.
+ * - A predicted output's drafts are checked on the device: the answer is the undrafted one's.
  * - JavaScript never reads a device tensor: every read of a tensor's data is watched, and one of a
  *   `gpu-buffer` tensor fails the file (a real read would abort the process, so the watch refuses it first).
  * - Memory stays flat over many decode steps.
@@ -360,6 +361,33 @@ describe("the engine on a GPU model", () => {
     // is within 2%); a position scored against the wrong token or a stale cache is off by nats.
     expect(moved / (got.length - 1)).toBeLessThan(0.2);
     expect(sameTop / (got.length - 1)).toBeGreaterThan(0.9);
+  }, 300_000);
+
+  it("checks a predicted output's drafts on the device: the answer is the undrafted one's, several tokens confirmed a call", async () => {
+    const plain = await run(ask("Name three colours of the rainbow.", 10));
+    const prediction = model.textPrompt(plain.texts[0], false);
+    const request = ask("Name three colours of the rainbow.", 10, { prediction });
+    const steps: EmittedTokenLogprob[] = [];
+    let accepted = -1;
+    for await (const e of model.engine.submit(request)) {
+      if (e.type === "delta") steps.push(...(e.logprobs ?? []));
+      if (e.type === "finish") accepted = e.prediction?.accepted ?? -1;
+    }
+    // A check computes its positions together, as a prompt chunk does: greedy tokens agree up to rounding.
+    expect(beyondRounding(plain.steps[0], steps)).toBeNull();
+    expect(accepted).toBeGreaterThan(2);
+    // With a penalty each sampled token changes the next position's adjustments, which the device
+    // applied as they were at the check's start: no draft token is confirmed, and the answer is the penalized one's.
+    const sampling = { ...request.sampling, frequency_penalty: 1 };
+    const penalized = await run({ ...request, prediction: undefined, sampling });
+    const drafted: EmittedTokenLogprob[] = [];
+    let acceptedPenalized = -1;
+    for await (const e of model.engine.submit({ ...request, sampling, prediction: model.textPrompt(penalized.texts[0], false) })) {
+      if (e.type === "delta") drafted.push(...(e.logprobs ?? []));
+      if (e.type === "finish") acceptedPenalized = e.prediction?.accepted ?? -1;
+    }
+    expect(beyondRounding(penalized.steps[0], drafted)).toBeNull();
+    expect(acceptedPenalized).toBe(0);
   }, 300_000);
 
   it("embeds an input on the device as the CPU does (the last position's final hidden state)", async () => {
