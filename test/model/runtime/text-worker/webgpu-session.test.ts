@@ -374,6 +374,7 @@ describe("the engine on a GPU model", () => {
       if (e.type === "finish") accepted = e.prediction?.accepted ?? -1;
     }
     // A check computes its positions together, as a prompt chunk does: greedy tokens agree up to rounding.
+    console.log(JSON.stringify({ answerTokens: steps.length, acceptedPredictionTokens: accepted }));
     expect(beyondRounding(plain.steps[0], steps)).toBeNull();
     expect(accepted).toBeGreaterThan(2);
     // With a penalty each sampled token changes the next position's adjustments, which the device
