@@ -20,6 +20,7 @@ import { checkedConstraint, type CheckedConstraint } from "./check-constraint.js
 import { ConstraintError } from "./errors.js";
 import { fillIntegerRanges, placeIntegerRanges } from "./int-range.js";
 import { JSON_OBJECT_EBNF, JSON_WS_EBNF } from "./json-object-grammar.js";
+import { jsonStringClasses } from "./json-string-classes.js";
 import { engineEbnf, parseGbnf } from "./gbnf.js";
 import { enginePattern } from "./regex.js";
 import { withEnginePatterns } from "./schema-patterns.js";
@@ -214,8 +215,9 @@ class Instance {
 
   /**
    * The EBNF of a schema with kiln's JSON-schema settings, every bounded integer's rule written by
-   * kiln (int-range.ts) rather than by the engine, whose range rules are wrong for some bounds, and
-   * its patterns rewritten where the engine would misread them (schema-patterns.ts).
+   * kiln (int-range.ts) rather than by the engine, whose range rules are wrong for some bounds, its
+   * patterns rewritten where the engine would misread them (schema-patterns.ts), and its strings'
+   * classes kept to what JSON text holds raw (json-string-classes.ts).
    */
   private schemaEbnf(schema: unknown): string {
     const placed = placeIntegerRanges(withEnginePatterns(schema));
@@ -229,7 +231,7 @@ class Instance {
       false,
     );
     try {
-      return boundedJsonEbnf(fillIntegerRanges(grammar.ToString(), placed));
+      return boundedJsonEbnf(jsonStringClasses(fillIntegerRanges(grammar.ToString(), placed)));
     } finally {
       grammar.delete();
     }
