@@ -4,7 +4,8 @@
 # - the .cache/pyclient venv with the official `openai` and `anthropic` Python clients and
 #   `faster-whisper` (the speech tests' reference), when importing them fails there (running kiln
 #   needs none of them);
-# - the .cache/pyframeworks venv with `langchain-openai` and `instructor` (frameworks.test.ts), apart
+# - the .cache/pyframeworks venv with `langchain-openai`, `instructor` and the OpenAI Agents SDK
+#   (`openai-agents`) (frameworks.test.ts), apart
 #   from pyclient because langchain-openai pins an older `openai` and pyclient tests the newest;
 # - the Debian packages espeak-ng and ffmpeg (speech test fixtures; ffmpeg also decodes uploads),
 #   postgresql, redis-server and nginx (the cloud fleet's real servers, test/support/servers/), and
@@ -39,18 +40,18 @@ else
   PIP_NO_INPUT=1 "$pyclient/bin/python" -m pip install --quiet openai anthropic faster-whisper </dev/null
 fi
 
-# --- Python frameworks: langchain-openai and instructor (frameworks.test.ts) ------------------
+# --- Python frameworks: langchain-openai, instructor and openai-agents (frameworks.test.ts) ----
 pyframeworks=.cache/pyframeworks
-if "$pyframeworks/bin/python" -c "import langchain_openai, instructor" >/dev/null 2>&1; then
-  log "python langchain-openai and instructor up to date ($pyframeworks)"
+if "$pyframeworks/bin/python" -c "import langchain_openai, instructor, agents" >/dev/null 2>&1; then
+  log "python langchain-openai, instructor and openai-agents up to date ($pyframeworks)"
 else
   if [[ ! -x "$pyframeworks/bin/python" ]]; then
     log "python3 -m venv $pyframeworks"
     mkdir -p "$(dirname "$pyframeworks")"
     python3 -m venv "$pyframeworks" </dev/null
   fi
-  log "pip install langchain-openai instructor into $pyframeworks"
-  PIP_NO_INPUT=1 "$pyframeworks/bin/python" -m pip install --quiet langchain-openai instructor </dev/null
+  log "pip install langchain-openai instructor openai-agents into $pyframeworks"
+  PIP_NO_INPUT=1 "$pyframeworks/bin/python" -m pip install --quiet langchain-openai instructor openai-agents </dev/null
 fi
 
 # --- system packages (for the speech and cloud fleet tests) ----------------------------------

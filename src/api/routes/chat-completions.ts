@@ -5,7 +5,7 @@ import type { ApiContext } from "../context.js";
 import { apiError } from "../errors.js";
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import { chatEnding, ignoredChatFields, parseChatCompletionRequest, predictionText } from "../protocol/chat-completions.js";
-import { constraintField, requestConstraint } from "../protocol/output-constraint.js";
+import { requestConstraint } from "../protocol/output-constraint.js";
 import { toolUseOf, usesLegacyFunctions } from "../protocol/tools.js";
 import { chatFormat } from "./chat-format.js";
 import { messageChars, templateMessages } from "./chat-messages.js";
@@ -26,14 +26,6 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     }
     const toolUse = toolUseOf(body);
     const format = requestConstraint(body);
-    if (toolUse && format) {
-      const field = constraintField(body) ?? "response_format";
-      throw apiError(
-        "unsupported_value",
-        `kiln cannot combine a constrained '${field}' with tool calls: send tool_choice 'none', or leave '${field}' out.`,
-        field,
-      );
-    }
     const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
     const thinking = reasoningPlan(model, { effort: body.reasoning_effort, templateVariables: body.chat_template_kwargs }, forced);
     const messages = templateMessages(body.messages, () => model.toolDialect.newId());
@@ -45,8 +37,8 @@ export function chatCompletionsRoute(app: FastifyInstance, ctx: ApiContext): voi
     const maxTokens = completionBudget(model, promptIds.length, requested, "messages", undefined, budgetParam);
     checkEndTokens(body, forced, maxTokens, budgetParam);
     const topLogprobs = body.logprobs ? (body.top_logprobs ?? 0) : null;
-    // Beside a split, the constraint (a format, forced or automatic tool calls) starts after the thinking.
-    const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+    // Beside a split, the constraint (a format, forced or automatic tool calls, or calls or a format) starts after the thinking.
+    const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse, format) : format;
     const { reasoning, ...held } = thinkingParts(model, promptIds, thinking, calls, { tokens: body.thinking_token_budget, param: "thinking_token_budget" });
     const plan = answerPlan(body, {
       model,

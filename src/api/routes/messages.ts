@@ -55,8 +55,8 @@ export async function messagesRoutes(app: FastifyInstance, ctx: ApiContext): Pro
         // The stream's last events carry the output tokens, as a usage chunk would.
         stream_options: body.stream ? { include_usage: true } : undefined,
       };
-      const jsonFormat = outputFormat(body, prompt.toolUse);
-      const calls = prompt.toolUse ? toolConstraint(model.toolDialect.syntax, prompt.toolUse) : jsonFormat;
+      const jsonFormat = outputFormat(body);
+      const calls = prompt.toolUse ? toolConstraint(model.toolDialect.syntax, prompt.toolUse, jsonFormat) : jsonFormat;
       const asked = budgetTokens(body);
       // A model that does not reason answers without thinking (the ignored-fields header says so), so its budget holds nothing.
       const { reasoning, ...held } = thinkingParts(
@@ -118,16 +118,10 @@ function budgetTokens(body: MessagesRequest): number | undefined {
   return budget;
 }
 
-/** `output_config.format`'s schema as a constraint, checked (a 400 naming it for a schema kiln cannot enforce, or beside tools). */
-function outputFormat(body: MessagesRequest, toolUse: ToolUse | undefined): ConstraintSpec | undefined {
+/** `output_config.format`'s schema as a constraint, checked (a 400 naming it for a schema kiln cannot enforce). */
+function outputFormat(body: MessagesRequest): ConstraintSpec | undefined {
   const schema = body.output_config?.format?.schema;
   if (schema === undefined) return undefined;
-  if (toolUse)
-    throw apiError(
-      "unsupported_value",
-      "kiln cannot hold the answer to 'output_config.format' while tools may be called: send one or the other.",
-      "output_config.format",
-    );
   try {
     checkJsonSchema(schema);
   } catch (err) {

@@ -46,8 +46,6 @@ export function ollamaChatRoute(app: FastifyInstance, ctx: ApiContext): void {
       (i, field) => `tools[${i}].function.${field}`,
     );
     const format = ollamaFormatConstraint(body.format);
-    if (toolUse && format)
-      throw apiError("unsupported_value", "kiln cannot hold the answer to 'format' while tools are on offer: send one or the other.", "format");
     const thinking = reasoningPlan(model, { effort: thinkEffort(model, body.think) }, format !== undefined, "think");
     const messages = templateMessages(body.messages, () => model.toolDialect.newId());
     const render = (kept: readonly ChatMessage[]) => model.chatPrompt(kept, { tools: toolUse?.tools, variables: thinking.variables });
@@ -146,7 +144,7 @@ function answer(ctx: ApiContext, request: FastifyRequest, reply: FastifyReply, a
   const { fields, maxTokens } = ollamaSampling(a.body);
   const budget = completionBudget(model, promptIds.length, maxTokens, a.promptParam, undefined, "options.num_predict");
   const topLogprobs = ollamaTopLogprobs(a.body);
-  const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+  const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse, format) : format;
   const { reasoning, ...held } = thinkingParts(model, promptIds, a.thinking, calls);
   const plan = answerPlan(fields, {
     model,

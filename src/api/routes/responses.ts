@@ -45,13 +45,6 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const keyId = ownerKeyId(request);
     const toolUse = responsesToolUse(body);
     const format = textFormatConstraint(body.text?.format);
-    if (toolUse && format) {
-      throw apiError(
-        "unsupported_value",
-        "kiln cannot combine a constrained 'text.format' with tool calls: send tool_choice 'none', or leave 'text.format' out.",
-        "text.format",
-      );
-    }
     const forced = format !== undefined || (toolUse !== undefined && toolUse.choice !== "auto");
     const thinking = reasoningPlan(model, { effort: body.reasoning?.effort }, forced, "reasoning.effort");
     if (!model.reasoning && [body.reasoning?.summary, body.reasoning?.generate_summary].some((v) => v != null && v !== "none")) {
@@ -67,7 +60,7 @@ export function responsesRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const logprobs = body.include?.includes("message.output_text.logprobs") ?? false;
     const id = responsesId("resp");
     // Beside a split, the constraint (a format, forced or automatic tool calls) starts after the thinking.
-    const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse) : format;
+    const calls = toolUse ? toolConstraint(model.toolDialect.syntax, toolUse, format) : format;
     const { reasoning, ...held } = thinkingParts(model, promptIds, thinking, calls);
     const plan = answerPlan(
       {

@@ -8,7 +8,9 @@
  * - in one Python process (python/framework_checks.py, the .cache/pyframeworks venv that
  *   scripts/setup.sh fills): openai's `parse` with a pydantic model, LangChain's
  *   `with_structured_output` (default method and function calling) and `bind_tools` (any, named,
- *   named and streamed), and instructor's default mode (TOOLS). It runs while the JS checks do.
+ *   named and streamed), instructor's default mode (TOOLS), and the OpenAI Agents SDK (an agent
+ *   with a tool and an output type, on chat completions and on the Responses API). It runs while
+ *   the JS checks do.
  * Each check asserts that the library itself parsed and validated the object (and validates it
  * again here). Every request goes through a small recording proxy, so the last test can say which
  * request of which library kiln did not answer 2xx, and with which top-level fields
@@ -45,6 +47,7 @@ const Person = z.object({
 });
 const Weather = z.object({ city: z.string().max(32), unit: z.enum(["celsius", "fahrenheit"]) });
 const Add = z.object({ a: z.number().int(), b: z.number().int() });
+const Forecast = z.object({ city: z.string().max(32), summary: z.string().max(60) });
 
 const SYSTEM = "Extract the person as JSON.";
 const PERSON = "Ada is 36, an admin from London, England, who likes chess and tea.";
@@ -121,6 +124,13 @@ interface PyToolCalls {
   finish_reason: string | null;
   chunks: number;
 }
+interface PyAgentRun {
+  class: string;
+  is_forecast: boolean;
+  value: unknown;
+  tool_cities: string[];
+  turns: number;
+}
 interface PyResults {
   versions: Record<string, string | null>;
   checks: {
@@ -131,6 +141,8 @@ interface PyResults {
     langchain_tools_named: PyToolCalls;
     langchain_tools_stream: PyToolCalls;
     instructor: PyPerson & { mode: string };
+    agents_chat: PyAgentRun;
+    agents_responses: PyAgentRun;
   };
 }
 
@@ -290,7 +302,7 @@ describe("the Vercel AI SDK (@ai-sdk/openai-compatible)", () => {
 });
 
 describe("Python frameworks (framework_checks.py in .cache/pyframeworks)", () => {
-  it("has openai, langchain-openai, langchain-core, instructor and pydantic (`npm run setup`)", async () => {
+  it("has openai, langchain-openai, langchain-core, instructor, openai-agents and pydantic (`npm run setup`)", async () => {
     const results = await python;
     if (results instanceof Error) throw results;
     for (const [name, v] of Object.entries(results.versions)) expect(v, `${name} version in ${PYTHON}: run \`npm run setup\``).toMatch(/^\d+\.\d+/);
@@ -339,6 +351,24 @@ describe("Python frameworks (framework_checks.py in .cache/pyframeworks)", () =>
     });
   }
 
+  const agentRuns = [
+    ["agents_chat", "chat completions", "response_format"],
+    ["agents_responses", "the Responses API", "text"],
+  ] as const;
+  for (const [name, api, formatField] of agentRuns) {
+    it(`OpenAI Agents SDK on ${api}: an agent with a tool and an output type ends with its output type, its requests offering both at once`, async () => {
+      const c = await py(name);
+      const context = JSON.stringify(c);
+      expect(c.is_forecast, context).toBe(true);
+      expect(Forecast.safeParse(c.value).success, context).toBe(true);
+      expect(c.turns, context).toBeGreaterThanOrEqual(1);
+      for (const city of c.tool_cities) expect(typeof city, context).toBe("string");
+      const both = exchanges.filter((e) => e.tag === name && e.body?.tools !== undefined && e.body?.[formatField] !== undefined);
+      expect(both.length, "requests with tools and an output format").toBeGreaterThanOrEqual(1);
+      for (const e of both) expect(e.status, `${e.path} ${e.answer ?? ""}`).toBe(200);
+    });
+  }
+
   it("instructor.from_openai, default mode (TOOLS): a model instance", async () => {
     const c = await py("instructor");
     expect(c.mode, "instructor's default mode").toMatch(/TOOLS/);
@@ -362,6 +392,8 @@ describe("what the libraries sent", () => {
       "langchain_tools_named",
       "langchain_tools_stream",
       "instructor",
+      "agents_chat",
+      "agents_responses",
     ]) {
       expect(tags.has(tag), `no request from ${tag} reached the proxy`).toBe(true);
     }

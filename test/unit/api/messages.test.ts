@@ -178,6 +178,15 @@ describe("POST /v1/messages", () => {
     );
     expect(bad.res.statusCode).toBe(400);
     expect(bad.res.json().error.message).toMatch(/output_config\.format\.schema/);
+    // Beside tools: a tool_use alone, or text in the format alone.
+    const tools = [{ name: "get_weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }];
+    const both = await post(ask({ tools, output_config: { format: { type: "json_schema", schema } } }), fakeModel({ script: bytes('{"age": 3}') }));
+    expect(both.res.json().content).toEqual([{ type: "text", text: '{"age": 3}' }]);
+    const opened = both.fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
+    expect(JSON.parse((opened?.constraint as { format: string }).format)).toMatchObject({
+      type: "or",
+      elements: [{ type: "json_schema", json_schema: schema }, {}],
+    });
   });
 
   it("a last assistant message is a prefill: the answer continues it", async () => {

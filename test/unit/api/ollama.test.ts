@@ -89,6 +89,18 @@ describe("POST /api/chat", () => {
     const typed = await post("/api/chat", chat({ stream: false, format: schema }), fakeModel({ script: bytes('{"age": 3}') }));
     expect(opened(typed.fake)).toEqual({ type: "json_schema", schema: JSON.stringify(schema) });
     expect(typed.res.json().message.content).toBe('{"age": 3}');
+    // Beside tools: calls alone, or content in the format alone.
+    const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+    const both = await post("/api/chat", chat({ stream: false, format: schema, tools }), fakeModel({ script: bytes('{"age": 3}') }));
+    expect(both.res.json().message.content).toBe('{"age": 3}');
+    const answer = JSON.parse((opened(both.fake) as { format: string }).format) as { type: string; elements: unknown[] };
+    expect(answer).toMatchObject({
+      type: "or",
+      elements: [
+        { type: "json_schema", json_schema: schema },
+        { type: "tag", begin: "<tool_call>\n" },
+      ],
+    });
   });
 
   it("tool calls come whole, arguments as an object, after the text; a history with calls and results renders", async () => {

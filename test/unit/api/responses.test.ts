@@ -240,7 +240,6 @@ describe("request checks", () => {
       "text.format",
       "invalid_value",
     ],
-    ["text.format with tools", request({ tools: [WEATHER], text: { format: { type: "json_object" } } }), 400, "text.format", "unsupported_value"],
     ["a named tool that is not offered", request({ tools: [WEATHER], tool_choice: { type: "function", name: "nope" } }), 400, "tool_choice", "invalid_value"],
     ["duplicate function names", request({ tools: [WEATHER, WEATHER] }), 400, "tools[1].name", "invalid_value"],
     ["an unknown previous response", request({ previous_response_id: "resp_nope" }), 400, "previous_response_id", "previous_response_not_found"],
@@ -469,6 +468,20 @@ describe("tool calls", () => {
     expect(body.status).toBe("completed");
     expect(body.output.map((item: any) => item.arguments)).toEqual(['{"city":"Paris"}', '{"city":"Oslo"}']);
     expect(body.usage.output_tokens).toBeLessThan((call("Paris") + call("Oslo") + call("Paris")).length);
+  });
+
+  it("beside text.format, 'auto' answers calls alone or content in the format alone", async () => {
+    const { res, fake } = await ask(withTools({ text: { format: { type: "json_object" } } }), fakeModel({ script: bytes('{"sky": "blue"}') }));
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().output_text).toBe('{"sky": "blue"}');
+    const open = fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
+    expect(JSON.parse((open?.constraint as { format: string }).format)).toMatchObject({
+      type: "or",
+      elements: [
+        { type: "json_schema", json_schema: { type: "object" } },
+        { type: "tag", begin: "<tool_call>\n", end: "\n</tool_call>" },
+      ],
+    });
   });
 
   it("answers with a message for the text before the calls, then function_call items", async () => {

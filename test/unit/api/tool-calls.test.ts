@@ -144,6 +144,37 @@ describe("tool calls", () => {
     expect(format.tags.map((t) => t.begin)).toEqual(['<tool_call>\n{"name": "get_time", "arguments": ']);
   });
 
+  it("beside an output format, 'auto' answers calls alone or content in the format alone", async () => {
+    const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"], additionalProperties: false };
+    const formats: Array<[Record<string, unknown>, unknown]> = [
+      [{ response_format: { type: "json_schema", json_schema: { name: "a", schema } } }, { type: "json_schema", json_schema: schema }],
+      [{ response_format: { type: "json_object" } }, { type: "json_schema", json_schema: { type: "object" } }],
+      [{ guided_regex: "[a-z]+" }, { type: "regex", pattern: "[a-z]+" }],
+      [{ guided_choice: ["yes", ""] }, { type: "grammar", grammar: 'root ::= "yes" | ""\n' }],
+    ];
+    for (const [fields, element] of formats) {
+      const content = await ask(chat(fields), bytes('{"answer": "sunny"}'));
+      expect(content.res.statusCode, content.res.body).toBe(200);
+      expect(content.res.json().choices[0]).toMatchObject({ message: { content: '{"answer": "sunny"}' }, finish_reason: "stop" });
+      const answer = JSON.parse((openedConstraint(content.fake) as { format: string }).format) as { type: string; elements: unknown[] };
+      expect(answer.type).toBe("or");
+      expect(answer.elements[0]).toEqual(element);
+      // The calls' alternative: one tag from the opener to the closer, the calls inside it.
+      expect(answer.elements[1]).toMatchObject({
+        type: "tag",
+        begin: "<tool_call>\n",
+        end: "\n</tool_call>",
+        content: { type: "tags_with_separator", at_least_one: true },
+      });
+    }
+    const calls = await ask(chat(formats[0][0]), bytes('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'));
+    expect(calls.res.json().choices[0]).toMatchObject({ message: { content: null }, finish_reason: "tool_calls" });
+    expect(calls.res.json().choices[0].message.tool_calls.map((c: { function: unknown }) => c.function)).toEqual([{ name: "get_time", arguments: "{}" }]);
+    // A forced choice makes calls: the format waits for a later answer.
+    const required = await ask(chat({ ...formats[0][0], tool_choice: "required" }));
+    expect(JSON.parse((openedConstraint(required.fake) as { format: string }).format)).toMatchObject({ type: "tags_with_separator", at_least_one: true });
+  });
+
   it("with tool_choice none, offers no tools and reads no calls", async () => {
     const { res, fake } = await ask(chat({ tool_choice: "none" }));
     expect(fake.renderedTools[0]).toBeUndefined();
@@ -167,7 +198,6 @@ describe("tool calls", () => {
       ],
       [chat({ tools: [{ type: "retrieval" }] }), "tools[0].type"],
       [chat({ tool_choice: "sometimes" }), "tool_choice"],
-      [chat({ response_format: { type: "json_object" } }), "response_format"],
     ];
     for (const [payload, param] of cases) {
       const { res } = await ask(payload);

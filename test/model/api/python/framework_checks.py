@@ -185,6 +185,54 @@ def check_instructor() -> dict[str, Any]:
     return {**person(value), "mode": str(client.mode)}
 
 
+# --- the OpenAI Agents SDK: an agent with a tool and an output type, on chat and on Responses ---
+class Forecast(BaseModel):
+    city: str = Field(max_length=32)
+    summary: str = Field(max_length=60)
+
+
+def agent_run(tag: str, api: str) -> dict[str, Any]:
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=base_url(tag), api_key=API_KEY, max_retries=0, timeout=60.0)
+    model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client) if api == "chat" else OpenAIResponsesModel(model=MODEL, openai_client=client)
+    cities: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        cities.append(city)
+        return f"Sunny and 21 C in {city}."
+
+    agent = Agent(
+        name="forecaster",
+        instructions="Answer with the forecast. Use the tool when you need the weather.",
+        tools=[get_weather],
+        output_type=Forecast,
+        model=model,
+        model_settings=ModelSettings(temperature=0, max_tokens=MAX_TOKENS),
+    )
+    result = Runner.run_sync(agent, "What is the weather in Paris?", max_turns=4)
+    final = result.final_output
+    return {
+        "class": type(final).__name__,
+        "is_forecast": isinstance(final, Forecast),
+        "value": final.model_dump() if isinstance(final, BaseModel) else final,
+        "tool_cities": cities,
+        "turns": len(result.raw_responses),
+    }
+
+
+def check_agents_chat() -> dict[str, Any]:
+    return agent_run("agents_chat", "chat")
+
+
+def check_agents_responses() -> dict[str, Any]:
+    return agent_run("agents_responses", "responses")
+
+
 CHECKS: dict[str, Callable[[], dict[str, Any]]] = {
     "openai_parse": check_openai_parse,
     "langchain_structured": check_langchain_structured,
@@ -193,6 +241,8 @@ CHECKS: dict[str, Callable[[], dict[str, Any]]] = {
     "langchain_tools_named": check_langchain_tools_named,
     "langchain_tools_stream": check_langchain_tools_stream,
     "instructor": check_instructor,
+    "agents_chat": check_agents_chat,
+    "agents_responses": check_agents_responses,
 }
 
 
@@ -212,7 +262,7 @@ def main() -> None:
             results[name] = check()
         except Exception as e:  # recorded, so one broken check does not hide the others
             results[name] = {"error": f"{type(e).__name__}: {e}"[:2000], "traceback": traceback.format_exc(limit=8)}
-    versions = {d: version(d) for d in ("openai", "langchain-openai", "langchain-core", "instructor", "pydantic")}
+    versions = {d: version(d) for d in ("openai", "langchain-openai", "langchain-core", "instructor", "openai-agents", "pydantic")}
     print(json.dumps({"versions": versions, "checks": results}, default=repr))
 
 

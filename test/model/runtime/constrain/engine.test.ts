@@ -12,6 +12,11 @@ import { readTokenizerSpec, type TokenizerSpec } from "../../../../src/runtime/a
 import { applyTokenMask, ConstraintEngine, ConstraintError, type ConstraintSpec, type TokenMatcher } from "../../../../src/runtime/constrain/index.js";
 import { Xoshiro128ss } from "../../../../src/runtime/sampling/prng.js";
 import { thinkingFirst } from "../../../../src/scheduler/reasoning/index.js";
+import { hermes } from "../../../../src/scheduler/tools/hermes.js";
+import { CallParser, toolConstraint, type ToolOutputPiece } from "../../../../src/scheduler/tools/index.js";
+import { llama3 } from "../../../../src/scheduler/tools/llama3.js";
+import { mistral } from "../../../../src/scheduler/tools/mistral.js";
+import { smollm2 } from "../../../../src/scheduler/tools/smollm2.js";
 import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { compiledArtifact } from "../../../support/model.js";
 
@@ -174,6 +179,59 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
         maskMs: summary(maskMs),
       }),
     );
+  });
+
+  it("strings bounded in length, a pattern's '.' and negated classes: random walks are JSON, with no raw control character, quote or backslash in a string", async () => {
+    const schema = {
+      type: "object",
+      properties: {
+        short: { type: "string", maxLength: 6 },
+        long: { type: "string", minLength: 2, maxLength: 10 },
+        dotted: { type: "string", pattern: "^a.{1,4}z$" },
+        negated: { type: "string", pattern: "^[^,;]{1,6}$" },
+      },
+      required: ["short", "long", "dotted", "negated"],
+      additionalProperties: false,
+    };
+    const validate = new Ajv2020().compile(schema);
+    const spec: ConstraintSpec = { type: "json_schema", schema: JSON.stringify(schema) };
+    const raw = /[\u0000-\u001f]/;
+    for (let seed = 1; seed <= 12; seed++) {
+      const m = engine.matcher(spec);
+      const text = await randomWalk(m, seed, 0.9, 400);
+      m.dispose();
+      let value: Record<string, string>;
+      try {
+        value = JSON.parse(text) as Record<string, string>;
+      } catch (e) {
+        throw new Error(`not JSON (${String(e)}): ${JSON.stringify(text)}`);
+      }
+      expect(validate(value), JSON.stringify(text)).toBe(true);
+      for (const v of Object.values(value)) expect(raw.test(v) || v.includes('"') || v.includes("\\"), JSON.stringify(text)).toBe(false);
+    }
+    // Neither a control character nor an escape can be written into any of them.
+    for (const [key, begin] of [
+      ["short", ""],
+      ["long", "ab"],
+      ["dotted", "a"],
+      ["negated", "x"],
+    ]) {
+      const m = engine.matcher(spec);
+      const prefix = {
+        short: '{"short": "',
+        long: '{"short": "", "long": "',
+        dotted: '{"short": "", "long": "ab", "dotted": "',
+        negated: '{"short": "", "long": "ab", "dotted": "abz", "negated": "',
+      }[key]!;
+      await feed(m, prefix + begin);
+      const mask = await maskOf(m);
+      const controls = allowedIds(mask).filter((id) => tokenizer.tokenBytes(id).some((b) => b < 0x20 || b === 0x5c));
+      expect(
+        controls.map((id) => tokenizer.decode([id])),
+        key,
+      ).toEqual([]);
+      m.dispose();
+    }
   });
 
   it("json_object: walks a nested object; refuses a top-level array and whitespace", async () => {
@@ -726,6 +784,112 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
         triggeredFreeText: { nextMaskMs: ms(steps.freeMask), bansInPlaceMs: ms(steps.freeBans), copyAndApplyAvoidedMs: ms(steps.freeFullApply) },
       }),
     );
+  });
+});
+
+describe("tool calls or an output format on SmolLM2's vocabulary", () => {
+  const WEATHER = { name: "get_weather", parameters: CITY };
+  const TIME = {
+    name: "get_time",
+    parameters: { type: "object", properties: { zone: { type: "string", maxLength: 8 } }, required: ["zone"], additionalProperties: false },
+  };
+  const ANSWER = {
+    type: "object",
+    properties: { answer: { type: "string", maxLength: 16 }, sure: { type: "boolean" } },
+    required: ["answer", "sure"],
+    additionalProperties: false,
+  };
+  const validArgs = { get_weather: new Ajv2020().compile(CITY), get_time: new Ajv2020().compile(TIME.parameters) };
+  const validAnswer = new Ajv2020().compile(ANSWER);
+
+  /** The text read back as the chat route reads it: content, and calls with their arguments. */
+  function readBack(syntax: typeof hermes.syntax, text: string): { content: string; calls: Array<{ name: string; args: string }> } {
+    const parser = new CallParser(syntax, () => "call_x");
+    const pieces: ToolOutputPiece[] = [...parser.push(text), ...parser.finish()];
+    const out = { content: "", calls: [] as Array<{ name: string; args: string }> };
+    for (const p of pieces) {
+      if (p.type === "content") out.content += p.text;
+      else if (p.type === "call-start") out.calls.push({ name: p.name, args: "" });
+      else out.calls[p.index].args += p.text;
+    }
+    return out;
+  }
+
+  for (const dialect of [hermes, smollm2, mistral, llama3]) {
+    it(`${dialect.name}: an answer is calls alone or content in the format alone, and both can be written`, async () => {
+      const format: ConstraintSpec = { type: "json_schema", schema: JSON.stringify(ANSWER) };
+      const spec = toolConstraint(dialect.syntax, { tools: [WEATHER, TIME], choice: "auto", parallel: true }, format);
+      const seen = { calls: 0, content: 0 };
+      for (let seed = 1; seed <= 10; seed++) {
+        const m = engine.matcher(spec);
+        const text = await randomWalk(m, seed, 0.9, 200);
+        m.dispose();
+        const read = readBack(dialect.syntax, text);
+        if (read.calls.length > 0) {
+          seen.calls++;
+          expect(read.content.trim(), text).toBe("");
+          for (const call of read.calls) expect(validArgs[call.name as keyof typeof validArgs](JSON.parse(call.args)), text).toBe(true);
+        } else {
+          seen.content++;
+          expect(validAnswer(JSON.parse(read.content)), text).toBe(true);
+        }
+      }
+      expect(seen.calls).toBeGreaterThan(0);
+      expect(seen.content).toBeGreaterThan(0);
+      // Each alternative written in full ends the answer; content then a call does not go.
+      const content = '{"answer": "Oslo", "sure": true}';
+      const afterContent = engine.matcher(spec);
+      await feed(afterContent, content);
+      expect(allowedIds(await maskOf(afterContent)).every((id) => stopIds.includes(id))).toBe(true);
+      afterContent.dispose();
+      const head = `{"name": "get_time", "${dialect.syntax.argumentsKey}": `;
+      const call = dialect.syntax.array
+        ? `${dialect.syntax.open}[${head}{"zone": "UTC"}}]${dialect.syntax.close}`
+        : `${dialect.syntax.open}${dialect.syntax.pad}${head}{"zone": "UTC"}}${dialect.syntax.pad}${dialect.syntax.close}`;
+      const afterCall = engine.matcher(spec);
+      await feed(afterCall, call);
+      expect(allowedIds(await maskOf(afterCall)).some((id) => stopIds.includes(id))).toBe(true);
+      expect(afterCall.accept(stopIds[0])).toBe(true);
+      afterCall.dispose();
+      expect(readBack(dialect.syntax, call).calls).toEqual([{ name: "get_time", args: '{"zone": "UTC"}' }]);
+    });
+  }
+
+  it("every kind of format beside calls: any object, a regex, a choice (an empty one too) and a grammar", async () => {
+    // Any object: its strings go on too long for random walks, so one is written, then only the end may come.
+    const anyObject = engine.matcher(toolConstraint(hermes.syntax, { tools: [TIME], choice: "auto", parallel: false }, { type: "json_object" }));
+    await feed(anyObject, '{"a": [1, {"b": null}], "c": "d"}');
+    expect(allowedIds(await maskOf(anyObject)).every((id) => stopIds.includes(id))).toBe(true);
+    anyObject.dispose();
+    const formats: Array<[ConstraintSpec, (text: string) => boolean]> = [
+      [{ type: "regex", pattern: "[A-Z][a-z]{2,6}" }, (t) => /^[A-Z][a-z]{2,6}$/.test(t)],
+      [{ type: "choice", choices: ["yes", "no", "", "naïve ☃"] }, (t) => ["yes", "no", "", "naïve ☃"].includes(t)],
+      [{ type: "grammar", grammar: 'root ::= "(" [0-9]+ ")"' }, (t) => /^\([0-9]+\)$/.test(t)],
+    ];
+    for (const [format, valid] of formats) {
+      const spec = toolConstraint(hermes.syntax, { tools: [TIME], choice: "auto", parallel: false }, format);
+      let contents = 0;
+      for (let seed = 1; seed <= 8; seed++) {
+        const m = engine.matcher(spec);
+        const text = await randomWalk(m, seed, 0.5, 200);
+        m.dispose();
+        const read = readBack(hermes.syntax, text);
+        if (read.calls.length > 0) expect(read.calls.length, text).toBe(1);
+        else {
+          contents++;
+          expect(valid(read.content), `${format.type}: ${JSON.stringify(text)}`).toBe(true);
+        }
+      }
+      expect(contents, format.type).toBeGreaterThan(0);
+    }
+  });
+
+  it("a forced choice beside a format makes calls, as without one", () => {
+    const format: ConstraintSpec = { type: "json_schema", schema: JSON.stringify(ANSWER) };
+    for (const choice of ["required", { name: "get_time" }] as const) {
+      const use = { tools: [WEATHER, TIME], choice, parallel: true };
+      expect(toolConstraint(hermes.syntax, use, format)).toEqual(toolConstraint(hermes.syntax, use));
+    }
   });
 });
 
