@@ -18,9 +18,11 @@ import { BYTE_TO_CHAR } from "../text/byte-level.js";
 import { Tokenizer } from "../text/tokenizer.js";
 import { checkedConstraint, type CheckedConstraint } from "./check-constraint.js";
 import { ConstraintError } from "./errors.js";
-import { fillIntegerRanges, placeIntegerRanges } from "./int-range.js";
+import { stringFormatRule } from "./string-formats.js";
+import { boundedIntegerRule } from "./int-range.js";
 import { JSON_OBJECT_EBNF, JSON_WS_EBNF } from "./json-object-grammar.js";
 import { jsonStringClasses } from "./json-string-classes.js";
+import { fillRules, placeRules } from "./placed-rules.js";
 import { engineEbnf, parseGbnf } from "./gbnf.js";
 import { enginePattern } from "./regex.js";
 import { withEnginePatterns } from "./schema-patterns.js";
@@ -214,13 +216,14 @@ class Instance {
   }
 
   /**
-   * The EBNF of a schema with kiln's JSON-schema settings, every bounded integer's rule written by
-   * kiln (int-range.ts) rather than by the engine, whose range rules are wrong for some bounds, its
-   * patterns rewritten where the engine would misread them (schema-patterns.ts), and its strings'
-   * classes kept to what JSON text holds raw (json-string-classes.ts).
+   * The EBNF of a schema with kiln's JSON-schema settings: every bounded integer's and every date's
+   * and time's rule written by kiln (int-range.ts, string-formats.ts) rather than by the engine,
+   * whose rules for them let some invalid values through; its patterns rewritten where the engine
+   * would misread them (schema-patterns.ts); its strings' classes kept to what JSON text holds raw
+   * (json-string-classes.ts).
    */
   private schemaEbnf(schema: unknown): string {
-    const placed = placeIntegerRanges(withEnginePatterns(schema));
+    const placed = placeRules(withEnginePatterns(schema), (node) => boundedIntegerRule(node) ?? stringFormatRule(node));
     const grammar = this.grammarClass.FromJSONSchema(
       JSON.stringify(placed.schema),
       SCHEMA_FORMAT.anyWhitespace,
@@ -231,7 +234,7 @@ class Instance {
       false,
     );
     try {
-      return boundedJsonEbnf(jsonStringClasses(fillIntegerRanges(grammar.ToString(), placed)));
+      return boundedJsonEbnf(jsonStringClasses(fillRules(grammar.ToString(), placed)));
     } finally {
       grammar.delete();
     }

@@ -2,10 +2,9 @@
  * Exact EBNF for ranges of JSON integers. web-xgrammar 0.1.27's JSON-schema compiler builds wrong
  * rules for some ranges (`[0,120]` comes out as `"1" [0-2] [0-9]` among others, letting 121..129
  * through, and splitting the range into anyOf parts does not reliably help), so kiln never lets it
- * see a bounded integer: each one becomes a placeholder constant in the schema handed to the
- * engine (placeIntegerRanges), and its literal in the engine's EBNF becomes a rule kiln writes
- * (fillIntegerRanges).
+ * see a bounded integer: each one takes a rule kiln writes (placed-rules.ts).
  */
+import type { PlacedRule } from "./placed-rules.js";
 
 /**
  * The body of an EBNF rule matching exactly the canonical JSON texts of the integers in [min, max]
@@ -96,72 +95,12 @@ type Json = Record<string, unknown>;
 
 const BOUNDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
 
-/** A schema with its bounded integers taken out, as {@link placeIntegerRanges} gives it. */
-export interface PlacedRanges {
-  /** The schema to hand the engine (a copy; the original is untouched). */
-  schema: unknown;
-  /** Prefix of the placeholders: the constant of range n is `${marker}${n}`, which the schema's text does not hold anywhere else. */
-  marker: string;
-  /** Inclusive bounds of each placeholder's range, by n (null: unbounded). */
-  ranges: Array<[bigint | null, bigint | null]>;
-}
-
 /**
- * Replaces every integer subschema with numeric bounds by `{"const": "<marker><n>"}` (kept
- * `$defs`/`definitions` beside it, so references into them still resolve). Bounded integers that
- * also have `enum`/`const` become the enum of the listed integers inside the bounds instead, since
- * the engine would enforce the list alone. Walks every subschema position and every `$ref` target;
- * expects a schema checkJsonSchema accepted.
+ * What takes a bounded integer subschema's place (placed-rules.ts): its exact range rule, or, beside
+ * `enum`/`const`, the enum of the listed integers inside the bounds (the engine would enforce the
+ * list alone). Undefined when `node` is not a bounded integer.
  */
-export function placeIntegerRanges(schema: unknown): PlacedRanges {
-  const text = JSON.stringify(schema);
-  let marker = "kilnint";
-  for (let k = 0; text.includes(marker); k++) marker = `kilnint${k}x`;
-  const placed: PlacedRanges = { schema: structuredClone(schema), marker, ranges: [] };
-  const top: Json = { root: placed.schema };
-  const seen = new WeakSet<object>();
-
-  const visit = (holder: Json | unknown[], key: string | number): void => {
-    const node = (holder as Json)[key as string];
-    if (!isObject(node) || seen.has(node)) return;
-    seen.add(node);
-    const replacement = boundedInteger(node, placed);
-    if (replacement !== undefined) {
-      (holder as Json)[key as string] = replacement;
-      for (const k of ["$defs", "definitions"]) if (isObject(node[k])) for (const name of Object.keys(node[k])) visit(node[k], name);
-      return;
-    }
-    if (typeof node.$ref === "string") {
-      const target = refHolder(top, node.$ref);
-      if (target !== undefined) visit(target[0], target[1]);
-    }
-    for (const k of ["items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "propertyNames"]) visit(node, k);
-    for (const k of ["prefixItems", "anyOf", "oneOf"]) if (Array.isArray(node[k])) node[k].forEach((_, i) => visit(node[k] as unknown[], i));
-    for (const k of ["properties", "$defs", "definitions"]) if (isObject(node[k])) for (const name of Object.keys(node[k])) visit(node[k], name);
-  };
-  visit(top, "root");
-  placed.schema = top.root;
-  return placed;
-}
-
-/** The engine's EBNF of a placed schema with each placeholder literal replaced by its exact range rule. */
-export function fillIntegerRanges(ebnf: string, placed: PlacedRanges): string {
-  if (placed.ranges.length === 0) return ebnf;
-  const rule = (n: string) => `${placed.marker}_${n}`;
-  // The placeholder as the engine prints it inside a literal: \"kilnint7\" (quotes escaped).
-  const quoted = String.raw`\\"` + placed.marker + String.raw`(\d+)\\"`;
-  const filled = ebnf
-    // The placeholder as a whole literal, as the engine prints a constant string on its own...
-    .replace(new RegExp(`"${quoted}"`, "g"), (_, n: string) => rule(n))
-    // ...or inside a longer literal, which is split around it.
-    .replace(new RegExp(quoted, "g"), (_, n: string) => `" ${rule(n)} "`);
-  if (new RegExp(placed.marker + "\\d").test(filled)) throw new Error("a bounded-integer placeholder was left in the schema's grammar");
-  const rules = placed.ranges.map(([lo, hi], n) => `${rule(String(n))} ::= ${integerRangeEbnf(lo, hi)}`);
-  return filled.replace(/\n?$/, "\n") + rules.join("\n") + "\n";
-}
-
-/** The replacement of a bounded integer subschema, or undefined when `node` is not one. */
-function boundedInteger(node: Json, placed: PlacedRanges): Json | undefined {
+export function boundedIntegerRule(node: Json): PlacedRule | undefined {
   const has = (k: string) => Object.prototype.hasOwnProperty.call(node, k);
   const types = typeof node.type === "string" ? [node.type] : Array.isArray(node.type) ? node.type : [];
   if (!BOUNDS.some(has) || types.length === 0 || types.some((t) => t !== "integer")) return undefined;
@@ -174,16 +113,11 @@ function boundedInteger(node: Json, placed: PlacedRanges): Json | undefined {
   if (typeof node.exclusiveMinimum === "number") raise(BigInt(Math.floor(node.exclusiveMinimum)) + 1n);
   if (typeof node.maximum === "number") lower(BigInt(Math.floor(node.maximum)));
   if (typeof node.exclusiveMaximum === "number") lower(BigInt(Math.ceil(node.exclusiveMaximum)) - 1n);
-  const out: Json = {};
-  for (const k of ["$defs", "definitions"]) if (has(k)) out[k] = node[k];
   if (has("enum") || has("const")) {
     const listed = has("const") ? [node.const] : Array.isArray(node.enum) ? node.enum : [];
-    out.enum = listed.filter((v) => integerWithin(v, lo, hi) && (!has("enum") || (Array.isArray(node.enum) && node.enum.includes(v))));
-    return out;
+    return { schema: { enum: listed.filter((v) => integerWithin(v, lo, hi) && (!has("enum") || (Array.isArray(node.enum) && node.enum.includes(v)))) } };
   }
-  out.const = placed.marker + placed.ranges.length;
-  placed.ranges.push([lo, hi]);
-  return out;
+  return { rule: integerRangeEbnf(lo, hi) };
 }
 
 /** Whether a JSON value is an integer within [lo, hi] (null: unbounded). */
@@ -191,29 +125,4 @@ function integerWithin(v: unknown, lo: bigint | null, hi: bigint | null): boolea
   if (typeof v !== "number" || !Number.isInteger(v)) return false;
   const n = BigInt(v);
   return (lo === null || n >= lo) && (hi === null || n <= hi);
-}
-
-/** The object and key a local `$ref` points at (the root: `top.root`), or undefined. */
-function refHolder(top: Json, ref: string): [Json | unknown[], string | number] | undefined {
-  if (ref === "#") return [top, "root"];
-  if (!ref.startsWith("#/")) return undefined;
-  let holder: Json | unknown[] = top;
-  let key: string | number = "root";
-  for (const raw of ref.slice(2).split("/")) {
-    const node: unknown = (holder as Json)[key as string];
-    let part: string;
-    try {
-      part = decodeURIComponent(raw).replace(/~1/g, "/").replace(/~0/g, "~");
-    } catch {
-      return undefined;
-    }
-    if (Array.isArray(node) && /^(0|[1-9][0-9]*)$/.test(part) && Number(part) < node.length) [holder, key] = [node, Number(part)];
-    else if (isObject(node) && Object.prototype.hasOwnProperty.call(node, part)) [holder, key] = [node, part];
-    else return undefined;
-  }
-  return [holder, key];
-}
-
-function isObject(v: unknown): v is Json {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -19,6 +19,7 @@ import { mistral } from "../../../../src/scheduler/tools/mistral.js";
 import { smollm2 } from "../../../../src/scheduler/tools/smollm2.js";
 import { Tokenizer } from "../../../../src/runtime/text/tokenizer.js";
 import { compiledArtifact } from "../../../support/model.js";
+import { structuredSchemas } from "../../../support/schemas.js";
 
 // Lets one test hand the engine a schema the JS check would refuse, to cause a real engine abort.
 const bypass = vi.hoisted(() => ({ on: false }));
@@ -785,6 +786,86 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
       }),
     );
   });
+});
+
+describe("random walks over schemas on SmolLM2's vocabulary", () => {
+  /**
+   * Random allowed tokens, leaning towards ending: half the time one holding a quote when any is
+   * allowed (strings close), else often a one-byte token (a format's separators come). Stops with
+   * a stop token when one is allowed, half the time. Undefined when no stop came.
+   */
+  async function leaningWalk(m: TokenMatcher, seed: number, maxTokens = 300): Promise<string | undefined> {
+    const rng = Xoshiro128ss.fromSeed(seed);
+    const out: number[] = [];
+    for (let step = 0; step < maxTokens; step++) {
+      const ids = allowedIds(await maskOf(m));
+      const stops = ids.filter((id) => stopIds.includes(id));
+      const others = ids.filter((id) => !stopIds.includes(id));
+      if (stops.length > 0 && (others.length === 0 || rng.nextFloat() < 0.5)) {
+        expect(m.accept(stops[0])).toBe(true);
+        return tokenizer.decode(out);
+      }
+      expect(others.length, `an empty mask after ${JSON.stringify(tokenizer.decode(out))}`).toBeGreaterThan(0);
+      const quotes = others.filter((id) => tokenizer.tokenBytes(id).includes(0x22));
+      const short = others.filter((id) => tokenizer.tokenBytes(id).length === 1);
+      const r = rng.nextFloat();
+      const pool = quotes.length > 0 && r < 0.5 ? quotes : short.length > 0 && r < 0.8 ? short : others;
+      const id = pool[Math.floor(rng.nextFloat() * pool.length)];
+      expect(m.accept(id)).toBe(true);
+      out.push(id);
+    }
+    return undefined;
+  }
+
+  const FORMATS = [
+    "date",
+    "time",
+    "date-time",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "uri-template",
+    "uuid",
+    "json-pointer",
+  ];
+
+  it("the structured-output tests' schemas and every string format kiln takes: each walk is JSON that validates", async () => {
+    const ajv = new Ajv2020({ strict: false, validateFormats: false });
+    const schemas = [
+      ...structuredSchemas(30).map((s) => ({ name: s.name, schema: s.schema, seeds: 4 })),
+      ...FORMATS.map((f) => ({
+        name: f,
+        schema: { type: "object", properties: { v: { type: "string", format: f } }, required: ["v"], additionalProperties: false },
+        seeds: 8,
+      })),
+    ];
+    const problems: string[] = [];
+    for (const { name, schema, seeds } of schemas) {
+      const validate = ajv.compile(schema);
+      let ended = 0;
+      for (let seed = 1; seed <= seeds; seed++) {
+        const m = engine.matcher({ type: "json_schema", schema: JSON.stringify(schema) });
+        const text = await leaningWalk(m, seed);
+        m.dispose();
+        if (text === undefined) continue;
+        ended++;
+        let value: unknown;
+        try {
+          value = JSON.parse(text);
+        } catch {
+          problems.push(`${name}/${seed}: not JSON: ${JSON.stringify(text)}`);
+          continue;
+        }
+        if (!validate(value)) problems.push(`${name}/${seed}: ${ajv.errorsText(validate.errors)}: ${JSON.stringify(text)}`);
+      }
+      if (ended === 0) problems.push(`${name}: no walk ended`);
+    }
+    expect(problems).toEqual([]);
+  }, 120_000);
 });
 
 describe("tool calls or an output format on SmolLM2's vocabulary", () => {

@@ -1,41 +1,13 @@
 // Claim: integerRangeEbnf's rule, run through the real engine (web-xgrammar, no model needed),
 // accepts exactly the canonical JSON texts of the integers in its range: every value within 120 of
 // each bound is judged as JS judges it, and leading zeros, "-0", "+" and "-" alone are refused.
-// Schemas whose bounded integers are placed and filled (placeIntegerRanges, fillIntegerRanges) are
+// Schemas whose bounded integers are placed and filled (placed-rules.ts, boundedIntegerRule) are
 // held by the engine to what Ajv says of them, wherever the integer sits.
-import type { GrammarCompiler } from "@mlc-ai/web-xgrammar";
 import { Ajv2020 } from "ajv/dist/2020.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fillIntegerRanges, integerRangeEbnf, placeIntegerRanges } from "../../../../src/runtime/constrain/int-range.js";
-import { loadXgrammar, type Xgrammar } from "../../../../src/runtime/constrain/xgrammar.js";
-
-let xg: Xgrammar;
-let compiler: GrammarCompiler;
-beforeAll(async () => {
-  xg = loadXgrammar();
-  compiler = await xg.GrammarCompiler.createGrammarCompiler(await xg.TokenizerInfo.createTokenizerInfo([]), false);
-});
-afterAll(() => compiler.dispose());
-
-/**
- * What Testings.isGrammarAcceptString does (a matcher without vocabulary fed the string, then
- * asked whether it terminated), compiling the grammar once rather than per string.
- */
-async function acceptor(ebnf: string): Promise<{ accepts(text: string): boolean; dispose(): void }> {
-  const compiled = await compiler.compileGrammar(ebnf);
-  const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled, undefined, true);
-  return {
-    accepts(text) {
-      const ok = matcher._acceptString(text) && matcher.isTerminated();
-      matcher.reset();
-      return ok;
-    },
-    dispose() {
-      matcher.dispose();
-      compiled.dispose();
-    },
-  };
-}
+import { describe, expect, it } from "vitest";
+import { boundedIntegerRule, integerRangeEbnf } from "../../../../src/runtime/constrain/int-range.js";
+import { fillRules, placeRules } from "../../../../src/runtime/constrain/placed-rules.js";
+import { acceptor, schemaEbnf, xgrammar } from "../../../support/grammar-acceptor.js";
 
 type Bound = bigint | null;
 const P53 = 2n ** 53n;
@@ -144,6 +116,7 @@ describe("integerRangeEbnf", () => {
 
   it("agrees with Testings.isGrammarAcceptString", async () => {
     const body = integerRangeEbnf(0, 120);
+    const xg = await xgrammar();
     const grammar = await xg.Grammar.fromEBNF(`root ::= ${body}\n`);
     const fast = await acceptor(`root ::= ${body}\n`);
     for (const text of ["0", "120", "121", "123", "007", "-0", "99"])
@@ -159,7 +132,7 @@ describe("integerRangeEbnf", () => {
   });
 });
 
-describe("placeIntegerRanges and fillIntegerRanges", () => {
+describe("bounded integers placed and filled", () => {
   const cases: Array<[string, unknown, unknown[]]> = [
     ["the root", { type: "integer", minimum: 0, maximum: 120 }, [0, 120, 121, 123, 129, -1, "x"]],
     [
@@ -215,8 +188,8 @@ describe("placeIntegerRanges and fillIntegerRanges", () => {
     ["an enum beside the bounds", { type: "integer", minimum: 1, maximum: 5, enum: [0, 3, 7, "a"] }, [0, 3, 7, "a", 1]],
     [
       "a property named like the placeholders",
-      { type: "object", properties: { kilnint0: { type: "integer", maximum: 5 } }, additionalProperties: false },
-      [{ kilnint0: 5 }, { kilnint0: 6 }, { kilnint0: -99 }],
+      { type: "object", properties: { kilnrule0: { type: "integer", maximum: 5 } }, additionalProperties: false },
+      [{ kilnrule0: 5 }, { kilnrule0: 6 }, { kilnrule0: -99 }],
     ],
     ["one-sided", { type: "integer", minimum: 10 }, [10, 9, 100000000000, 0]],
     [
@@ -241,11 +214,9 @@ describe("placeIntegerRanges and fillIntegerRanges", () => {
   for (const [name, schema, values] of cases) {
     it(name, async () => {
       const before = JSON.stringify(schema);
-      const placed = placeIntegerRanges(schema);
+      const placed = placeRules(schema, boundedIntegerRule);
       expect(JSON.stringify(schema)).toBe(before);
-      const grammar = await xg.Grammar.fromJSONSchema(JSON.stringify(placed.schema), false, -1, [",", ":"], true);
-      const ebnf = fillIntegerRanges(grammar.toString(), placed);
-      grammar.dispose();
+      const ebnf = fillRules(await schemaEbnf(placed.schema), placed);
       expect(ebnf).not.toMatch(new RegExp(placed.marker + "\\d"));
       const engine = await acceptor(ebnf);
       const validate = ajv.compile(schema as object);
