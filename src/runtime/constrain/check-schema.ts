@@ -6,8 +6,13 @@
  */
 import { ConstraintError } from "./errors.js";
 import { schemaPatternProblem } from "./regex.js";
+import { MAX_PLACED_LENGTH, placesStringLength } from "./string-lengths.js";
 
-/** Longest string/array bound accepted: compile time grows steeply with it (maxLength 64 ≈ 2 s, 200 ≈ 6 s). */
+/**
+ * Longest string/array bound accepted where the engine writes the grammar: its compile time grows
+ * steeply with the bound (maxLength 64 ≈ 0.8 s, 200 ≈ 6 s). A plain string's bounds go up to
+ * {@link MAX_PLACED_LENGTH}: kiln writes those (string-lengths.ts).
+ */
 export const MAX_LENGTH_BOUND = 64;
 export const MAX_ITEMS_BOUND = 64;
 /** Deepest schema nesting accepted. */
@@ -176,11 +181,15 @@ class Checker {
     }
 
     // strings
-    this.countPair(node, path, "minLength", "maxLength", MAX_LENGTH_BOUND, "string length");
+    // kiln writes a plain string's bounds as one repetition, whose compile time stays flat; the engine's own grow with the bound.
+    this.countPair(node, path, "minLength", "maxLength", placesStringLength(node) ? MAX_PLACED_LENGTH : MAX_LENGTH_BOUND, "string length");
     if (has("pattern")) {
       if (typeof node.pattern !== "string") fail("pattern", "must be a string");
       const problem = patternProblem(node.pattern as string);
       if (problem !== undefined) fail("pattern", problem);
+      // The engine's pattern grammar replaces the string rule, length bounds and all.
+      for (const k of ["minLength", "maxLength"])
+        if (has(k)) fail(k, `cannot be combined with "pattern" (the pattern's grammar would ignore it); write the length into the pattern, as {1,20}`);
     }
     if (has("format")) {
       if (typeof node.format !== "string") fail("format", "must be a string");

@@ -19,6 +19,7 @@ import { Tokenizer } from "../text/tokenizer.js";
 import { checkedConstraint, type CheckedConstraint } from "./check-constraint.js";
 import { ConstraintError } from "./errors.js";
 import { stringFormatRule } from "./string-formats.js";
+import { stringLengthRule } from "./string-lengths.js";
 import { boundedIntegerRule } from "./int-range.js";
 import { JSON_OBJECT_EBNF, JSON_WS_EBNF } from "./json-object-grammar.js";
 import { jsonStringClasses } from "./json-string-classes.js";
@@ -216,14 +217,15 @@ class Instance {
   }
 
   /**
-   * The EBNF of a schema with kiln's JSON-schema settings: every bounded integer's and every date's
-   * and time's rule written by kiln (int-range.ts, string-formats.ts) rather than by the engine,
-   * whose rules for them let some invalid values through; its patterns rewritten where the engine
+   * The EBNF of a schema with kiln's JSON-schema settings: every bounded integer's, some formats'
+   * and every length-bounded string's rule written by kiln (int-range.ts, string-formats.ts,
+   * string-lengths.ts) rather than by the engine, whose rules for them let invalid values through
+   * or compile slowly; its patterns rewritten where the engine
    * would misread them (schema-patterns.ts); its strings' classes kept to what JSON text holds raw
    * (json-string-classes.ts).
    */
   private schemaEbnf(schema: unknown): string {
-    const placed = placeRules(withEnginePatterns(schema), (node) => boundedIntegerRule(node) ?? stringFormatRule(node));
+    const placed = placeRules(withEnginePatterns(schema), (node) => boundedIntegerRule(node) ?? stringFormatRule(node) ?? stringLengthRule(node));
     const grammar = this.grammarClass.FromJSONSchema(
       JSON.stringify(placed.schema),
       SCHEMA_FORMAT.anyWhitespace,

@@ -19,7 +19,7 @@ export interface PlacedRules {
   schema: unknown;
   /** Prefix of the placeholders: the constant of rule n is `${marker}${n}`, which the schema's text does not hold anywhere else. */
   marker: string;
-  /** Each placeholder's rule body, by n. */
+  /** Each placeholder's rule body, by n; subschemas with the same body share one. */
   rules: string[];
 }
 
@@ -42,8 +42,13 @@ export function placeRules(schema: unknown, ruleOf: RuleOf): PlacedRules {
     seen.add(node);
     const placedRule = ruleOf(node);
     if (placedRule !== undefined) {
-      const out: Json = "schema" in placedRule ? { ...placedRule.schema } : { const: marker + placed.rules.length };
-      if ("rule" in placedRule) placed.rules.push(placedRule.rule);
+      let out: Json;
+      if ("schema" in placedRule) out = { ...placedRule.schema };
+      else {
+        let n = placed.rules.indexOf(placedRule.rule);
+        if (n < 0) n = placed.rules.push(placedRule.rule) - 1;
+        out = { const: marker + n };
+      }
       for (const k of ["$defs", "definitions"]) if (Object.prototype.hasOwnProperty.call(node, k)) out[k] = node[k];
       (holder as Json)[key as string] = out;
       for (const k of ["$defs", "definitions"]) if (isObject(node[k])) for (const name of Object.keys(node[k])) visit(node[k], name);

@@ -235,6 +235,23 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     }
   });
 
+  it("a long string bound (maxLength 2,000, two fields sharing it) holds exactly: after 2,000 characters only the closing quote", async () => {
+    const long = { type: "string", minLength: 1, maxLength: 2000 };
+    const schema = { type: "object", properties: { a: long, b: long }, required: ["a", "b"], additionalProperties: false };
+    const t = performance.now();
+    const m = engine.matcher({ type: "json_schema", schema: JSON.stringify(schema) });
+    const compileMs = performance.now() - t;
+    const { maskMs } = await walk(m, `{"a": "${"ab cd ".repeat(333)}ab", "b": "x"}`);
+    m.dispose();
+    const full = engine.matcher({ type: "json_schema", schema: JSON.stringify(schema) });
+    await feed(full, `{"a": "${"z".repeat(2000)}`);
+    const next = allowedIds(await maskOf(full));
+    expect(next.length).toBeGreaterThan(0);
+    for (const id of next) expect(tokenizer.decode([id]).startsWith('"'), tokenizer.decode([id])).toBe(true);
+    full.dispose();
+    console.log(JSON.stringify({ longStringCompileMs: Math.round(compileMs), maskMs: summary(maskMs) }));
+  });
+
   it("json_object: walks a nested object; refuses a top-level array and whitespace", async () => {
     const text = JSON.stringify({ a: [1, -2.5e3, { b: null }], 'c"d': "x\\ny", e: {}, f: [], g: false });
     const m = engine.matcher({ type: "json_object" });

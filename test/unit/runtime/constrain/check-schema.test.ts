@@ -108,7 +108,15 @@ describe("checkJsonSchema refuses with keyword and path", () => {
       "maxLength",
       "/properties/v/maxLength",
     ],
-    ["maxLength over 64", obj({ type: "string", maxLength: 65 }), "maxLength", "/properties/v/maxLength"],
+    ["maxLength over 10,000", obj({ type: "string", maxLength: 10_001 }), "maxLength", "/properties/v/maxLength"],
+    [
+      "maxLength beside a pattern (the pattern's grammar ignores it)",
+      obj({ type: "string", pattern: "^[a-z]+$", maxLength: 3 }),
+      "maxLength",
+      "/properties/v/maxLength",
+    ],
+    ["minLength beside a pattern", obj({ type: "string", pattern: "^[a-z]+$", minLength: 3 }), "minLength", "/properties/v/minLength"],
+    ["maxLength over 64 on a string or a number", obj({ type: ["string", "number"], maxLength: 65 }), "maxLength", "/properties/v/maxLength"],
     ["minLength above maxLength", obj({ type: "string", minLength: 5, maxLength: 2 }), "minLength", "/properties/v/minLength"],
     ["maxItems over 64", obj({ type: "array", maxItems: 100 }), "maxItems", "/properties/v/maxItems"],
     ["tuple items", obj({ type: "array", items: [{ type: "integer" }] }), "items", "/properties/v/items"],
@@ -138,8 +146,10 @@ describe("checkJsonSchema refuses with keyword and path", () => {
     });
   }
 
-  it("says why long strings are refused", () => {
-    expect(refusal(obj({ type: "string", maxLength: 200 })).message).toMatch(/compile time/);
+  it("says why long strings are refused; a plain string's bounds go up to 10,000, a nullable one's too", () => {
+    expect(refusal(obj({ type: ["string", "number"], maxLength: 200 })).message).toMatch(/compile time/);
+    expect(() => checkJsonSchema(obj({ type: "string", minLength: 100, maxLength: 10_000 }))).not.toThrow();
+    expect(() => checkJsonSchema(obj({ type: ["string", "null"], maxLength: 500 }))).not.toThrow();
   });
 
   it("a schema that is not an object or boolean", () => {
