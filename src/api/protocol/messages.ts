@@ -103,6 +103,8 @@ export const messagesRequestSchema = z.looseObject({
       format: z.looseObject({ type: z.literal("json_schema"), schema: z.record(z.string(), z.unknown()) }).nullish(),
     })
     .nullish(),
+  /** The structured-outputs beta's spelling of `output_config.format` (`anthropic-beta: structured-outputs-2025-11-13`). */
+  output_format: z.looseObject({ type: z.literal("json_schema"), schema: z.record(z.string(), z.unknown()) }).nullish(),
   metadata: z.looseObject({ user_id: z.string().nullish() }).nullish(),
   service_tier: z.enum(["auto", "standard_only"]).nullish(),
 });

@@ -106,6 +106,7 @@ const READ = new Set([
   "metadata",
   "service_tier",
   "output_config",
+  "output_format",
 ]);
 
 /** `thinking.budget_tokens`, checked as Anthropic checks it: fewer than `max_tokens`, so that the answer has room after the thinking. */
@@ -118,16 +119,23 @@ function budgetTokens(body: MessagesRequest): number | undefined {
   return budget;
 }
 
-/** `output_config.format`'s schema as a constraint, checked (a 400 naming it for a schema kiln cannot enforce). */
+/**
+ * `output_config.format`'s (or the beta's `output_format`'s) schema as a constraint, checked (a 400
+ * naming it for a schema kiln cannot enforce, or for both spellings at once).
+ */
 function outputFormat(body: MessagesRequest): ConstraintSpec | undefined {
-  const schema = body.output_config?.format?.schema;
+  if (body.output_config?.format != null && body.output_format != null) {
+    throw apiError("invalid_value", "'output_format' and 'output_config.format' cannot both be given: send 'output_config.format' alone.", "output_format");
+  }
+  const field = body.output_format != null ? "output_format" : "output_config.format";
+  const schema = body.output_config?.format?.schema ?? body.output_format?.schema;
   if (schema === undefined) return undefined;
   try {
     checkJsonSchema(schema);
   } catch (err) {
     if (!(err instanceof ConstraintError)) throw err;
     const where = err.path === "" ? "the schema" : `the schema at '${err.path}'`;
-    throw apiError("invalid_value", `Invalid 'output_config.format.schema': ${where}: ${err.message}`, "output_config.format.schema");
+    throw apiError("invalid_value", `Invalid '${field}.schema': ${where}: ${err.message}`, `${field}.schema`);
   }
   return { type: "json_schema", schema: JSON.stringify(schema) };
 }
@@ -147,7 +155,8 @@ function renderedPrompt(model: ServedModel, body: CountTokensRequest, reply: Fas
     (i, field) => `tools[${i}].${field === "parameters" ? "input_schema" : field}`,
   );
   const effort = body.thinking?.type === "disabled" && model.reasoning ? "none" : undefined;
-  const formatted = (body as Partial<MessagesRequest>).output_config?.format != null;
+  const asked = body as Partial<MessagesRequest>;
+  const formatted = asked.output_config?.format != null || asked.output_format != null;
   const thinking = reasoningPlan(model, { effort }, formatted || (toolUse !== undefined && toolUse.choice !== "auto"), "thinking");
   const messages = templateMessages(body.system, body.messages, () => model.toolDialect.newId());
   checkPromptLength(model, messageChars(messages), "messages");

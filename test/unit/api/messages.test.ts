@@ -178,11 +178,19 @@ describe("POST /v1/messages", () => {
     );
     expect(bad.res.statusCode).toBe(400);
     expect(bad.res.json().error.message).toMatch(/output_config\.format\.schema/);
+    // The structured-outputs beta's spelling holds the same; both at once are a 400.
+    const beta = await post(ask({ output_format: { type: "json_schema", schema } }), fakeModel({ script: bytes('{"age": 3}') }));
+    const betaOpen = beta.fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
+    expect(betaOpen?.constraint).toEqual({ type: "json_schema", schema: JSON.stringify(schema) });
+    expect(beta.res.headers["x-kiln-ignored-fields"]).toBeUndefined();
+    const both = await post(ask({ output_format: { type: "json_schema", schema }, output_config: { format: { type: "json_schema", schema } } }));
+    expect(both.res.statusCode).toBe(400);
+    expect(both.res.json().error.message).toMatch(/output_format/);
     // Beside tools: a tool_use alone, or text in the format alone.
     const tools = [{ name: "get_weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }];
-    const both = await post(ask({ tools, output_config: { format: { type: "json_schema", schema } } }), fakeModel({ script: bytes('{"age": 3}') }));
-    expect(both.res.json().content).toEqual([{ type: "text", text: '{"age": 3}' }]);
-    const opened = both.fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
+    const withTools = await post(ask({ tools, output_config: { format: { type: "json_schema", schema } } }), fakeModel({ script: bytes('{"age": 3}') }));
+    expect(withTools.res.json().content).toEqual([{ type: "text", text: '{"age": 3}' }]);
+    const opened = withTools.fake.backend.calls.flatMap((c) => c.ops).find((op): op is OpenSlotOp => op.op === "open");
     expect(JSON.parse((opened?.constraint as { format: string }).format)).toMatchObject({
       type: "or",
       elements: [{ type: "json_schema", json_schema: schema }, {}],
