@@ -9,7 +9,7 @@
  *   scripts/setup.sh fills): openai's `parse` with a pydantic model, LangChain's
  *   `with_structured_output` (default method and function calling) and `bind_tools` (any, named,
  *   named and streamed), instructor's default mode (TOOLS), and the OpenAI Agents SDK (an agent
- *   with a tool and an output type, on chat completions and on the Responses API). It runs while
+ *   with a tool and an output type, on chat completions and on the Responses API, run and streamed). It runs while
  *   the JS checks do.
  * Each check asserts that the library itself parsed and validated the object (and validates it
  * again here). Every request goes through a small recording proxy, so the last test can say which
@@ -125,6 +125,8 @@ interface PyToolCalls {
   chunks: number;
 }
 interface PyAgentRun {
+  /** Streamed runs: how many events of each kind (raw ones by their Responses event type). */
+  events: Record<string, number>;
   class: string;
   is_forecast: boolean;
   value: unknown;
@@ -143,6 +145,7 @@ interface PyResults {
     instructor: PyPerson & { mode: string };
     agents_chat: PyAgentRun;
     agents_responses: PyAgentRun;
+    agents_responses_stream: PyAgentRun;
   };
 }
 
@@ -354,6 +357,7 @@ describe("Python frameworks (framework_checks.py in .cache/pyframeworks)", () =>
   const agentRuns = [
     ["agents_chat", "chat completions", "response_format"],
     ["agents_responses", "the Responses API", "text"],
+    ["agents_responses_stream", "the Responses API, streamed (Runner.run_streamed)", "text"],
   ] as const;
   for (const [name, api, formatField] of agentRuns) {
     it(`OpenAI Agents SDK on ${api}: an agent with a tool and an output type ends with its output type, its requests offering both at once`, async () => {
@@ -366,6 +370,10 @@ describe("Python frameworks (framework_checks.py in .cache/pyframeworks)", () =>
       const both = exchanges.filter((e) => e.tag === name && e.body?.tools !== undefined && e.body?.[formatField] !== undefined);
       expect(both.length, "requests with tools and an output format").toBeGreaterThanOrEqual(1);
       for (const e of both) expect(e.status, `${e.path} ${e.answer ?? ""}`).toBe(200);
+      if (name === "agents_responses_stream") {
+        expect(c.events["raw:response.completed"], context).toBeGreaterThanOrEqual(1);
+        expect(c.events["raw:response.output_text.delta"] ?? c.events["raw:response.function_call_arguments.delta"], context).toBeGreaterThan(0);
+      }
     });
   }
 
@@ -394,6 +402,7 @@ describe("what the libraries sent", () => {
       "instructor",
       "agents_chat",
       "agents_responses",
+      "agents_responses_stream",
     ]) {
       expect(tags.has(tag), `no request from ${tag} reached the proxy`).toBe(true);
     }

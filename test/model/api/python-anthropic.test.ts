@@ -2,7 +2,8 @@
  * The real server process on the real model, driven by Anthropic's official *Python* client
  * (`anthropic`, installed by `npm run setup` into .cache/pyclient): a message and its stream (the
  * client's text stream adds up to the message), token counting, a Message Batch through the client's
- * `messages.batches` (its results read from the batch's `results_url` and decoded by the client), and
+ * `messages.batches` (its results read from the batch's `results_url` and decoded by the client),
+ * structured outputs (`messages.parse` with a pydantic type, and the beta's `output_format`), and
  * errors raised as the client's own classes. The checks are in python/anthropic_checks.py, which prints
  * one JSON object of what it observed.
  */
@@ -82,6 +83,18 @@ describe("kiln serve with Anthropic's official Python client", () => {
     expect(b.no_model_error_type).toBe("not_found_error");
     expect(b.listed).toBe(true);
     expect(b.deleted_type).toBe("message_batch_deleted");
+  });
+
+  it("structured outputs: messages.parse with a pydantic type gives its instance; the beta's output_format holds the text to its schema", () => {
+    const s = check("structured");
+    expect(s.parsed_class, JSON.stringify(s)).toBe("Rainbow");
+    for (const k of ["first", "second", "third"]) expect(typeof s.parsed[k], JSON.stringify(s)).toBe("string");
+    expect(s.parsed_stop_reason).toBe("end_turn");
+    const beta = JSON.parse(s.beta_text) as { first: unknown; count: unknown };
+    expect(Object.keys(beta).sort()).toEqual(["count", "first"]);
+    expect(typeof beta.first === "string" && beta.first.length <= 20, s.beta_text).toBe(true);
+    expect(Number.isInteger(beta.count) && (beta.count as number) >= 1 && (beta.count as number) <= 7, s.beta_text).toBe(true);
+    expect(s.beta_stop_reason).toBe("end_turn");
   });
 
   it("errors are raised as the client's own classes, with Anthropic's types", () => {

@@ -17,6 +17,7 @@ import traceback
 from typing import Any, Callable
 
 import anthropic
+from pydantic import BaseModel
 
 BASE_URL = sys.argv[1]
 API_KEY = sys.argv[2] if len(sys.argv) > 2 else "sk-local-anything"
@@ -82,6 +83,41 @@ def batch() -> dict[str, Any]:
     }
 
 
+class Rainbow(BaseModel):
+    # No bounds: the client moves bounds into descriptions (Anthropic's API takes none), so they would not hold.
+    first: str
+    second: str
+    third: str
+
+
+COLOUR_SCHEMA = {
+    "type": "object",
+    "properties": {"first": {"type": "string", "maxLength": 20}, "count": {"type": "integer", "minimum": 1, "maximum": 7}},
+    "required": ["first", "count"],
+    "additionalProperties": False,
+}
+
+
+def structured() -> dict[str, Any]:
+    """`messages.parse` with a pydantic type (sent as output_config.format), and the beta's top-level output_format."""
+    parsed = client.messages.parse(model=MODEL, max_tokens=80, messages=QUESTION, output_format=Rainbow, extra_body=GREEDY)
+    # The client's own types dropped the beta's field once the API took output_config: sent as older clients send it.
+    beta = client.messages.create(
+        model=MODEL,
+        max_tokens=60,
+        messages=QUESTION,
+        extra_headers={"anthropic-beta": "structured-outputs-2025-11-13"},
+        extra_body={**GREEDY, "output_format": {"type": "json_schema", "schema": COLOUR_SCHEMA}},
+    )
+    return {
+        "parsed_class": type(parsed.parsed_output).__name__,
+        "parsed": parsed.parsed_output.model_dump() if parsed.parsed_output is not None else None,
+        "parsed_stop_reason": parsed.stop_reason,
+        "beta_text": beta.content[0].text,
+        "beta_stop_reason": beta.stop_reason,
+    }
+
+
 def errors() -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for name, call in {
@@ -106,4 +142,4 @@ def run(checks: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-print(json.dumps({"anthropic_version": anthropic.__version__, "checks": run({"message": message, "batch": batch, "errors": errors})}))
+print(json.dumps({"anthropic_version": anthropic.__version__, "checks": run({"message": message, "batch": batch, "structured": structured, "errors": errors})}))

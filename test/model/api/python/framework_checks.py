@@ -191,7 +191,7 @@ class Forecast(BaseModel):
     summary: str = Field(max_length=60)
 
 
-def agent_run(tag: str, api: str) -> dict[str, Any]:
+def agent_run(tag: str, api: str, stream: bool = False) -> dict[str, Any]:
     from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
     from openai import AsyncOpenAI
 
@@ -214,9 +214,24 @@ def agent_run(tag: str, api: str) -> dict[str, Any]:
         model=model,
         model_settings=ModelSettings(temperature=0, max_tokens=MAX_TOKENS),
     )
-    result = Runner.run_sync(agent, "What is the weather in Paris?", max_turns=4)
+    question = "What is the weather in Paris?"
+    events: dict[str, int] = {}
+    if stream:
+        import asyncio
+
+        async def streamed() -> Any:
+            run = Runner.run_streamed(agent, question, max_turns=4)
+            async for event in run.stream_events():
+                kind = event.type if event.type != "raw_response_event" else f"raw:{getattr(event.data, 'type', '?')}"
+                events[kind] = events.get(kind, 0) + 1
+            return run
+
+        result = asyncio.run(streamed())
+    else:
+        result = Runner.run_sync(agent, question, max_turns=4)
     final = result.final_output
     return {
+        "events": events,
         "class": type(final).__name__,
         "is_forecast": isinstance(final, Forecast),
         "value": final.model_dump() if isinstance(final, BaseModel) else final,
@@ -233,6 +248,10 @@ def check_agents_responses() -> dict[str, Any]:
     return agent_run("agents_responses", "responses")
 
 
+def check_agents_responses_stream() -> dict[str, Any]:
+    return agent_run("agents_responses_stream", "responses", stream=True)
+
+
 CHECKS: dict[str, Callable[[], dict[str, Any]]] = {
     "openai_parse": check_openai_parse,
     "langchain_structured": check_langchain_structured,
@@ -243,6 +262,7 @@ CHECKS: dict[str, Callable[[], dict[str, Any]]] = {
     "instructor": check_instructor,
     "agents_chat": check_agents_chat,
     "agents_responses": check_agents_responses,
+    "agents_responses_stream": check_agents_responses_stream,
 }
 
 
