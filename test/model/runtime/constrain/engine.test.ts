@@ -252,6 +252,21 @@ describe("ConstraintEngine on SmolLM2's vocabulary", () => {
     console.log(JSON.stringify({ longStringCompileMs: Math.round(compileMs), maskMs: summary(maskMs) }));
   });
 
+  it("a long array bound (maxItems 300) holds exactly: after 300 items only the closing bracket", async () => {
+    const schema = { type: "array", items: { type: "integer", minimum: 0, maximum: 9 }, minItems: 1, maxItems: 300 };
+    const t = performance.now();
+    const m = engine.matcher({ type: "json_schema", schema: JSON.stringify(schema) });
+    const compileMs = performance.now() - t;
+    await feed(m, "[" + Array.from({ length: 300 }, (_, i) => i % 10).join(","));
+    const next = allowedIds(await maskOf(m));
+    expect(
+      next.map((id) => tokenizer.decode([id])).every((text) => text.startsWith("]")),
+      next.map((id) => tokenizer.decode([id])).join(" "),
+    ).toBe(true);
+    m.dispose();
+    console.log(JSON.stringify({ longArrayCompileMs: Math.round(compileMs) }));
+  });
+
   it("json_object: walks a nested object; refuses a top-level array and whitespace", async () => {
     const text = JSON.stringify({ a: [1, -2.5e3, { b: null }], 'c"d': "x\\ny", e: {}, f: [], g: false });
     const m = engine.matcher({ type: "json_object" });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { applyTokenMask, checkJsonSchema, ConstraintError } from "../../../../src/runtime/constrain/index.js";
+import { acceptor, schemaEbnf } from "../../../support/grammar-acceptor.js";
 
 const obj = (v: unknown) => ({ type: "object", properties: { v }, required: ["v"], additionalProperties: false });
 
@@ -118,7 +119,8 @@ describe("checkJsonSchema refuses with keyword and path", () => {
     ["minLength beside a pattern", obj({ type: "string", pattern: "^[a-z]+$", minLength: 3 }), "minLength", "/properties/v/minLength"],
     ["maxLength over 64 on a string or a number", obj({ type: ["string", "number"], maxLength: 65 }), "maxLength", "/properties/v/maxLength"],
     ["minLength above maxLength", obj({ type: "string", minLength: 5, maxLength: 2 }), "minLength", "/properties/v/minLength"],
-    ["maxItems over 64", obj({ type: "array", maxItems: 100 }), "maxItems", "/properties/v/maxItems"],
+    ["maxItems over 10,000", obj({ type: "array", maxItems: 10_001 }), "maxItems", "/properties/v/maxItems"],
+    ["maxProperties over 64", obj({ type: "object", maxProperties: 65 }), "maxProperties", "/properties/v/maxProperties"],
     ["tuple items", obj({ type: "array", items: [{ type: "integer" }] }), "items", "/properties/v/items"],
     ["empty enum", obj({ enum: [] }), "enum", "/properties/v/enum"],
     ["empty anyOf", obj({ anyOf: [] }), "anyOf", "/properties/v/anyOf"],
@@ -160,6 +162,27 @@ describe("checkJsonSchema refuses with keyword and path", () => {
     let s: unknown = { type: "integer" };
     for (let i = 0; i < 33; i++) s = { type: "array", items: s };
     expect(refusal(s).message).toMatch(/deeper than 32/);
+  });
+});
+
+describe("array item bounds", () => {
+  it("the engine holds them exactly, at the counts kiln accepts (its chain of items turns into a repetition past 128)", async () => {
+    const ints = (n: number) => JSON.stringify(Array.from({ length: n }, (_, i) => i % 10));
+    for (const [min, max] of [
+      [0, 128],
+      [0, 129],
+      [150, 300],
+      [0, 10_000],
+    ]) {
+      const schema = { type: "array", items: { type: "integer" }, minItems: min, maxItems: max };
+      expect(() => checkJsonSchema(schema)).not.toThrow();
+      const grammar = await acceptor(await schemaEbnf(schema));
+      if (min > 0) expect(grammar.accepts(ints(min - 1)), `${min - 1} of ${min}..${max}`).toBe(false);
+      expect(grammar.accepts(ints(min)), `${min} of ${min}..${max}`).toBe(true);
+      expect(grammar.accepts(ints(max)), `${max} of ${min}..${max}`).toBe(true);
+      expect(grammar.accepts(ints(max + 1)), `${max + 1} of ${min}..${max}`).toBe(false);
+      grammar.dispose();
+    }
   });
 });
 
