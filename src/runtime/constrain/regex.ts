@@ -4,10 +4,13 @@
  * WASM instance on many inputs a JS or Python regex accepts (`a|`, `(?<n1>x)`, `{,3}`, `[]`, ...)
  * and silently mis-reads others (an anchor mid-pattern is dropped, `\0` matches nothing, `[\^]`
  * matches anything, character classes with non-ASCII members or ranges, `.` among them, do not
- * match those characters, and `\S` refuses "[" too). Found by trying each construct on the engine;
- * each is refused here, naming the construct and where it is, except `.` and `\S`, which
- * {@link engineRegex} rewrites into forms the engine gets right, and non-ASCII class members, which
- * a schema's pattern has written out as alternatives ({@link schemaEnginePattern}).
+ * match those characters, `\s` adds a no-break space it writes as a lone byte, and `\S` refuses "["
+ * too). Found by trying each construct on the engine; each is refused here, naming the construct
+ * and where it is, except `.`, `\s` and `\S`, which {@link engineRegex} rewrites into forms the
+ * engine gets right, and non-ASCII class members, which a schema's pattern has written out as
+ * alternatives ({@link schemaEnginePattern}). A schema's pattern matches a string the engine writes
+ * as JSON text, so there a character JSON holds only escaped (a control character, `"`, `\`) is
+ * matched as its escape.
  *
  * What is accepted: literals (any Unicode); `.` (any character but a newline, as in Python);
  * classes (`[a-z_]`, `[^"\n]`, with `\d \w \s` inside; non-ASCII members and ranges, `[à-ÿ]`,
@@ -55,7 +58,8 @@ export function enginePattern(pattern: string): { regex: string } | { ebnf: stri
 /**
  * The pattern as the engine must be given it, for a pattern {@link regexProblem} accepts: `.`
  * becomes `[^\n]` (any character but a newline, as in Python; the engine's own `.` cannot produce
- * non-ASCII characters) and `\S` outside a class becomes `[^\s]`.
+ * non-ASCII characters), and `\s` (in or outside a class) and `\S` outside a class are written
+ * as classes of ASCII white space.
  */
 export function engineRegex(pattern: string): string {
   const scan = new RegexScan(pattern, true);
@@ -65,7 +69,9 @@ export function engineRegex(pattern: string): string {
 
 /**
  * A schema's `pattern`, one {@link schemaPatternProblem} accepts, as the engine's JSON-schema
- * compiler must be given it: each class with non-ASCII members written out (`[a-zé]` as `(?:[a-z]|é)`).
+ * compiler must be given it, matching the string's JSON text: each class with non-ASCII members
+ * written out (`[a-zé]` as `(?:[a-z]|é)`); each character a JSON string holds only escaped, as a
+ * literal, in a class or in `\s`, matched as its escape (`"` as `\\"`, a newline as `\\n`).
  */
 export function schemaEnginePattern(pattern: string): string {
   const scan = new RegexScan(pattern, false);
@@ -86,10 +92,79 @@ function rewritten(pattern: string, rewrites: ReadonlyArray<[number, number, str
 /** Most non-ASCII characters of one class a schema's pattern has written out as alternatives (`[À-ÿ]` is 64). */
 export const MAX_WRITTEN_OUT = 256;
 
-/** An ASCII class member as the engine reads it: letters and digits as themselves, anything else as \xHH. */
-function asciiMember(cp: number): string {
-  return /[A-Za-z0-9]/.test(String.fromCharCode(cp)) ? String.fromCharCode(cp) : `\\x${cp.toString(16).padStart(2, "0")}`;
+/**
+ * A class's ASCII members as the engine reads them: printable ones as themselves (`] \ ^ - [`
+ * escaped), others as \xHH, those last, since the engine reads every hex digit after `\x` (`\x2da`
+ * would be one character).
+ */
+function asciiClassText(ranges: Ranges): string {
+  const one = (cp: number): string => {
+    const ch = String.fromCharCode(cp);
+    if (cp < 0x20 || cp >= 0x7f) return `\\x${cp.toString(16).padStart(2, "0")}`;
+    return "]\\^-[".includes(ch) ? "\\" + ch : ch;
+  };
+  const plain: string[] = [];
+  const hex: string[] = [];
+  for (const [lo, hi] of ranges) {
+    const text = lo === hi ? one(lo) : `${one(lo)}-${one(hi)}`;
+    (/\\x[0-9a-f]{2}$/.test(text) ? hex : plain).push(text);
+  }
+  return plain.join("") + hex.join("");
 }
+
+/** What a JSON string cannot hold unescaped: control characters, the quote and the backslash. */
+const NOT_RAW_IN_JSON: Ranges = [
+  [0x00, 0x1f],
+  [0x22, 0x22],
+  [0x5c, 0x5c],
+];
+
+/** Whether `ranges` and `other` share a code point. */
+function overlaps(ranges: Ranges, other: Ranges): boolean {
+  return ranges.some(([lo, hi]) => other.some(([olo, ohi]) => lo <= ohi && olo <= hi));
+}
+
+/** `ranges` less `cut`. */
+function without(ranges: Ranges, cut: Ranges): Ranges {
+  let out = ranges.map(([lo, hi]): [number, number] => [lo, hi]);
+  for (const [clo, chi] of cut) {
+    out = out.flatMap(([lo, hi]): Ranges => {
+      if (hi < clo || lo > chi) return [[lo, hi]];
+      const kept: Ranges = [];
+      if (lo < clo) kept.push([lo, clo - 1]);
+      if (hi > chi) kept.push([chi + 1, hi]);
+      return kept;
+    });
+  }
+  return out;
+}
+
+/**
+ * A character as a schema pattern must match it in JSON text, where the engine writes the string:
+ * itself, or, for one a JSON string holds only escaped, its escape (`"` as `\"`, a newline as `\n`),
+ * as a regex group.
+ */
+function jsonTextOf(cp: number): string | undefined {
+  if (!NOT_RAW_IN_JSON.some(([lo, hi]) => cp >= lo && cp <= hi)) return undefined;
+  const short: Record<number, string> = { 0x22: '"', 0x5c: "\\\\", 8: "b", 9: "t", 10: "n", 12: "f", 13: "r" };
+  return `(?:\\\\${short[cp] ?? "u" + cp.toString(16).padStart(4, "0")})`;
+}
+
+/**
+ * A schema pattern's class of ASCII members as alternatives of JSON text: the members a JSON string
+ * holds raw as one class, and each other member as its escape (`["a]` as `[a]|(?:\\")`).
+ */
+function jsonClassParts(ranges: Ranges): string[] {
+  const raw = without(ranges, NOT_RAW_IN_JSON);
+  const parts = raw.length > 0 ? [`[${asciiClassText(raw)}]`] : [];
+  for (const [lo, hi] of ranges) for (let cp = lo; cp <= hi; cp++) if (jsonTextOf(cp) !== undefined) parts.push(jsonTextOf(cp)!);
+  return parts;
+}
+
+/** White space (`\s`, ASCII) in a schema pattern, as JSON text writes it: a space or an escape. */
+const JSON_TEXT_SPACE = String.raw`(?: |\\[tnrf]|\\u000b)`;
+/** `\s` as the engine must be given it in a constraint's own pattern: ASCII white space only (the engine's own adds a no-break space it writes as a lone byte). */
+const ASCII_SPACE_MEMBERS = String.raw`\t\n\x0b\f\r `;
 
 class RegexFault extends Error {}
 
@@ -221,6 +296,7 @@ class RegexScan {
       } else {
         node = { kind: "literal", chars: [src.codePointAt(at)!] };
         this.i += codePointLength(src, at);
+        this.jsonLiteral(at, src.codePointAt(at)!);
       }
       items.push({ kind: "atom", at, quantified: false, count: 1, node, ...(group ? { group } : {}) });
     }
@@ -324,6 +400,8 @@ class RegexScan {
     if (this.classWide) {
       this.classWide = false;
       this.rewrites.push([at, this.i, this.writtenOut(at, negated, ranges)]);
+    } else if (!this.rewriting && !negated && overlaps(ranges, NOT_RAW_IN_JSON)) {
+      this.rewrites.push([at, this.i, `(?:${jsonClassParts(ranges).join("|")})`]);
     }
     return { kind: "class", negated, ranges };
   }
@@ -345,7 +423,8 @@ class RegexScan {
 
   /**
    * A schema pattern's class with non-ASCII members, as the engine reads them right: its ASCII
-   * members as a class, and each non-ASCII character as an alternative, `[a-zé]` as `(?:[a-z]|é)`.
+   * members as a class (those JSON holds only escaped as their escapes), and each non-ASCII
+   * character as an alternative, `[a-zé]` as `(?:[a-z]|é)`.
    * A negated one, or one of more than {@link MAX_WRITTEN_OUT} non-ASCII characters, is refused.
    */
   private writtenOut(at: number, negated: boolean, ranges: Ranges): string {
@@ -354,11 +433,7 @@ class RegexScan {
     const wide = ranges.filter(([, hi]) => hi > 0x7f).map(([lo, hi]): [number, number] => [Math.max(lo, 0x80), hi]);
     const count = wide.reduce((n, [lo, hi]) => n + hi - lo + 1, 0);
     if (count > MAX_WRITTEN_OUT) this.fail(at, `a character class of ${count} non-ASCII characters (at most ${MAX_WRITTEN_OUT} are written out)`, hint);
-    const parts: string[] = [];
-    const ascii = ranges
-      .filter(([lo]) => lo <= 0x7f)
-      .map(([lo, hi]) => (lo === Math.min(hi, 0x7f) ? asciiMember(lo) : `${asciiMember(lo)}-${asciiMember(Math.min(hi, 0x7f))}`));
-    if (ascii.length > 0) parts.push(`[${ascii.join("")}]`);
+    const parts = jsonClassParts(ranges.filter(([lo]) => lo <= 0x7f).map(([lo, hi]): [number, number] => [lo, Math.min(hi, 0x7f)]));
     const seen = new Set<number>();
     for (const [lo, hi] of wide) for (let cp = lo; cp <= hi; cp++) if (!seen.has(cp)) seen.add(cp) && parts.push(String.fromCodePoint(cp));
     return `(?:${parts.join("|")})`;
@@ -378,6 +453,7 @@ class RegexScan {
     const c = src[at + 1];
     if (c === undefined) this.fail(at, "a trailing backslash");
     if (c === "d" || c === "w" || c === "s") {
+      if (c === "s" && this.rewriting) this.rewrites.push([at, at + 2, ASCII_SPACE_MEMBERS]);
       this.i += 2;
       return CLASS_ESCAPES[c];
     }
@@ -401,21 +477,36 @@ class RegexScan {
     const at = this.i;
     const c = src[at + 1];
     if (c === undefined) this.fail(at, "a trailing backslash");
-    if ("dDwWs".includes(c)) {
+    if (c === "s") {
+      // The engine's \s adds a no-break space, which it writes as a lone byte; in a schema's string, only a space is raw JSON text.
+      this.rewrites.push([at, at + 2, this.rewriting ? `[${ASCII_SPACE_MEMBERS}]` : JSON_TEXT_SPACE]);
+      this.i += 2;
+      return classEscapeItem(c);
+    }
+    if ("dDwW".includes(c)) {
       this.i += 2;
       return classEscapeItem(c);
     }
     if (c === "S") {
-      // The engine's \S also refuses "[" and lets no-break space through; [^\s] is right.
+      // The engine's \S also refuses "[" and lets no-break space through.
       if (!this.rewriting) this.fail(at, "\\S outside a character class (the engine also refuses '[' for it)", "write [^\\s]");
-      this.rewrites.push([at, at + 2, "[^\\s]"]);
+      this.rewrites.push([at, at + 2, `[^${ASCII_SPACE_MEMBERS}]`]);
       this.i += 2;
       return classEscapeItem(c);
     }
     if (c === "b" || c === "B") this.fail(at, `a word boundary \\${c}`);
     if (c >= "1" && c <= "9") this.fail(at, `a backreference \\${c}`);
     if (c === "k") this.fail(at, "a named backreference \\k<...>");
-    return { kind: "literal", chars: [this.charEscape()] };
+    const cp = this.charEscape();
+    this.jsonLiteral(at, cp);
+    return { kind: "literal", chars: [cp] };
+  }
+
+  /** In a schema's pattern, a literal character (at `at`, up to here) a JSON string holds only escaped is matched as its escape. */
+  private jsonLiteral(at: number, cp: number): void {
+    if (this.rewriting) return;
+    const text = jsonTextOf(cp);
+    if (text !== undefined) this.rewrites.push([at, this.i, text]);
   }
 
   /** An escape that stands for one character (both in and outside classes); returns its code point. */

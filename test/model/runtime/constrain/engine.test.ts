@@ -455,6 +455,8 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     ["(?<user>[a-z]{1,5})@(?<host>[a-z]{1,5})\\.(com|org)", /^[a-z]{1,5}@[a-z]{1,5}\.(com|org)$/],
     [".{1,10}", /^[^\n]{1,10}$/u],
     ["\\S{1,6}", /^[^ \t\n\r\f\v]{1,6}$/u],
+    // \s as ASCII white space, in and outside a class: never the engine's lone no-break-space byte.
+    ["[\\d\\s]{3}\\s", /^[\d \t\n\r\f\v]{3}[ \t\n\r\f\v]$/u],
     // Classes with non-ASCII members (through kiln's grammar): whole characters, never a lone byte.
     ["[A-ZÀ-Þ][a-zß-ÿ]{1,8}", /^[A-ZÀ-Þ][a-zß-ÿ]{1,8}$/u],
     ["[^aé\\n]{2,6}!", /^[^aé\n]{2,6}!$/u],
@@ -898,6 +900,41 @@ describe("random walks over schemas on SmolLM2's vocabulary", () => {
     }
     expect(problems).toEqual([]);
   }, 120_000);
+
+  it("schema patterns with quotes, backslashes, control characters and \\s: each walk is JSON whose value matches the pattern", async () => {
+    const patterns = [
+      '^say "[a-z]{1,4}"$',
+      "^[A-Za-z\\s]{1,12}$",
+      "^a\\\\b[0-9]$",
+      "^line\\n[a-z]{1,3}\\t!$",
+      "^[\"']?[a-z]{1,5}$",
+      "^\\w+(\\s\\w+){0,2}$",
+      "^[^,]{1,6}$",
+    ];
+    const problems: string[] = [];
+    for (const pattern of patterns) {
+      const schema = { type: "object", properties: { v: { type: "string", pattern } }, required: ["v"], additionalProperties: false };
+      const matches = new RegExp(pattern, "u");
+      let ended = 0;
+      for (let seed = 1; seed <= 10; seed++) {
+        const m = engine.matcher({ type: "json_schema", schema: JSON.stringify(schema) });
+        const text = await leaningWalk(m, seed, 200);
+        m.dispose();
+        if (text === undefined) continue;
+        ended++;
+        let value: { v: string };
+        try {
+          value = JSON.parse(text) as { v: string };
+        } catch {
+          problems.push(`${pattern}/${seed}: not JSON: ${JSON.stringify(text)}`);
+          continue;
+        }
+        if (!matches.test(value.v)) problems.push(`${pattern}/${seed}: ${JSON.stringify(value.v)} does not match`);
+      }
+      if (ended === 0) problems.push(`${pattern}: no walk ended`);
+    }
+    expect(problems).toEqual([]);
+  });
 });
 
 describe("tool calls or an output format on SmolLM2's vocabulary", () => {

@@ -123,7 +123,9 @@ describe("regex", () => {
   it("sends a pattern with a class the engine's regex converter reads as bytes through kiln's grammar; a schema pattern writes such classes out, or refuses them", () => {
     const wide: Array<[string, RegExp | string]> = [
       ["[é-ê]", "(?:é|ê)"],
-      ["^[A-Za-zÀ-Â .'-]+$", "^(?:[A-Za-z\\x20\\x2e\\x27\\x2d]|À|Á|Â)+$"],
+      ["^[A-Za-zÀ-Â .'-]+$", "^(?:[A-Za-z .'\\-]|À|Á|Â)+$"],
+      // ASCII members that are not letters or digits: \xHH only last, as the engine reads every hex digit after \x.
+      ["[-aé\\x7f]", "(?:[\\-a\\x7f]|é)"],
       ["[\\u00e9x]{2}", "(?:[x]|é){2}"],
       ["[^é]", /a negated character class with non-ASCII members/],
       ["[一-龯]", /a character class of 20912 non-ASCII characters \(at most 256/],
@@ -145,12 +147,32 @@ describe("regex", () => {
     expect(enginePattern("[a-z]+\\.(com|org)")).toEqual({ regex: "[a-z]+\\.(com|org)" });
   });
 
-  it("rewrites . and \\S outside classes for the engine; a schema pattern must not use \\S", () => {
-    expect(engineRegex("a.b\\.[.]\\S+[\\s]")).toBe("a[^\\n]b\\.[.][^\\s]+[\\s]");
+  it("rewrites ., \\s and \\S for the engine (\\s as ASCII white space); a schema pattern must not use \\S outside a class", () => {
+    expect(engineRegex("a.b\\.[.]\\S+[\\s]\\s")).toBe("a[^\\n]b\\.[.][^\\t\\n\\x0b\\f\\r ]+[\\t\\n\\x0b\\f\\r ][\\t\\n\\x0b\\f\\r ]");
     expect(engineRegex("\\\\S")).toBe("\\\\S");
     expect(regexProblem("\\S+")).toBeUndefined();
     expect(schemaPatternProblem("^\\S+$")).toMatch(/\\S outside a character class/);
     expect(schemaPatternProblem("^[^\\s]+$")).toBeUndefined();
+  });
+
+  it("a schema pattern matches the string's JSON text: what JSON holds only escaped is matched as its escape", () => {
+    const cases: Array<[string, string]> = [
+      ['^say "hi"$', '^say (?:\\\\")hi(?:\\\\")$'],
+      ['^a\\"b$', '^a(?:\\\\")b$'],
+      ["^a\\\\b$", "^a(?:\\\\\\\\)b$"],
+      ["^a\\nb\\t$", "^a(?:\\\\n)b(?:\\\\t)$"],
+      ["^\\x01$", "^(?:\\\\u0001)$"],
+      ["^a\\sb$", "^a(?: |\\\\[tnrf]|\\\\u000b)b$"],
+      ["^[A-Za-z\\s]+$", "^(?:[A-Za-z ]|(?:\\\\t)|(?:\\\\n)|(?:\\\\u000b)|(?:\\\\f)|(?:\\\\r))+$"],
+      ["^[\"']x$", "^(?:[']|(?:\\\\\"))x$"],
+      ["^[\\b]$", "^(?:(?:\\\\b))$"],
+      ['^[^"\\n]+$', '^[^"\\n]+$'],
+      ["^[a-z]+$", "^[a-z]+$"],
+    ];
+    for (const [pattern, out] of cases) {
+      expect(schemaPatternProblem(pattern), pattern).toBeUndefined();
+      expect(schemaEnginePattern(pattern), pattern).toBe(out);
+    }
   });
 });
 
