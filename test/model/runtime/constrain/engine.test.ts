@@ -867,8 +867,22 @@ describe("random walks over schemas on SmolLM2's vocabulary", () => {
     "json-pointer",
   ];
 
-  it("the structured-output tests' schemas and every string format kiln takes: each walk is JSON that validates", async () => {
+  it("any JSON object, the structured-output tests' schemas and every string format kiln takes: each walk is JSON that validates", async () => {
     const ajv = new Ajv2020({ strict: false, validateFormats: false });
+    const problems: string[] = [];
+    for (let seed = 1; seed <= 12; seed++) {
+      const m = engine.matcher({ type: "json_object" });
+      const text = await leaningWalk(m, seed, 300);
+      m.dispose();
+      if (text !== undefined) {
+        try {
+          const v = JSON.parse(text);
+          if (typeof v !== "object" || v === null || Array.isArray(v)) throw new Error("not an object");
+        } catch (e) {
+          problems.push(`json_object/${seed}: ${String(e)}: ${JSON.stringify(text)}`);
+        }
+      } else problems.push(`json_object/${seed}: no end`);
+    }
     const schemas = [
       ...structuredSchemas(30).map((s) => ({ name: s.name, schema: s.schema, seeds: 4 })),
       ...FORMATS.map((f) => ({
@@ -877,7 +891,6 @@ describe("random walks over schemas on SmolLM2's vocabulary", () => {
         seeds: 8,
       })),
     ];
-    const problems: string[] = [];
     for (const { name, schema, seeds } of schemas) {
       const validate = ajv.compile(schema);
       let ended = 0;
