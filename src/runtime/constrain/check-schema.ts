@@ -6,7 +6,7 @@
  */
 import { ConstraintError } from "./errors.js";
 import { schemaPatternProblem } from "./regex.js";
-import { MAX_PLACED_LENGTH, placesStringLength } from "./string-lengths.js";
+import { boundsBesidePatternHold, MAX_PLACED_LENGTH, placesStringLength } from "./string-lengths.js";
 
 /**
  * Longest string bound accepted where the engine writes the string's grammar: its compile time
@@ -188,14 +188,21 @@ class Checker {
 
     // strings
     // kiln writes a plain string's bounds as one repetition, whose compile time stays flat; the engine's own grow with the bound.
-    this.countPair(node, path, "minLength", "maxLength", placesStringLength(node) ? MAX_PLACED_LENGTH : MAX_LENGTH_BOUND, "string length");
+    const placed = placesStringLength(node) || boundsBesidePatternHold(node);
+    this.countPair(node, path, "minLength", "maxLength", placed ? MAX_PLACED_LENGTH : MAX_LENGTH_BOUND, "string length");
     if (has("pattern")) {
       if (typeof node.pattern !== "string") fail("pattern", "must be a string");
       const problem = patternProblem(node.pattern as string);
       if (problem !== undefined) fail("pattern", problem);
-      // The engine's pattern grammar replaces the string rule, length bounds and all.
-      for (const k of ["minLength", "maxLength"])
-        if (has(k)) fail(k, `cannot be combined with "pattern" (the pattern's grammar would ignore it); write the length into the pattern, as {1,20}`);
+      // The engine's pattern grammar replaces the string rule, length bounds and all: they stand only
+      // where the pattern keeps within them anyway, or where kiln writes the string (one class repeated).
+      if (!boundsBesidePatternHold(node) && !placesStringLength(node))
+        for (const k of ["minLength", "maxLength"])
+          if (has(k))
+            fail(
+              k,
+              `cannot be combined with this "pattern" (the pattern's grammar would ignore it; kiln holds bounds beside a pattern that is one class repeated, such as ^[a-z]+$); write the length into the pattern, as {1,20}`,
+            );
     }
     if (has("format")) {
       if (typeof node.format !== "string") fail("format", "must be a string");

@@ -79,6 +79,64 @@ export function schemaEnginePattern(pattern: string): string {
   return rewritten(pattern, scan.rewrites);
 }
 
+/** What a schema pattern matches, as length bounds can be weighed against it. */
+export interface PatternShape {
+  /** Fewest characters a match has. */
+  min: number;
+  /** Most characters a match has; null when unbounded. */
+  max: number | null;
+  /** For a pattern that is one class repeated (`^[a-z]+$`, `\\w{2,}`): the class, as JSON text holds it raw, and its counts. */
+  repeated?: { item: Extract<GrammarItem, { kind: "class" }>; min: number; max: number | null };
+}
+
+/** The {@link PatternShape} of a pattern {@link schemaPatternProblem} accepts. */
+export function schemaPatternShape(pattern: string): PatternShape {
+  const scan = new RegexScan(pattern, false);
+  scan.run();
+  const [min, max] = lengthsOf(scan.alternatives);
+  const only = scan.alternatives.length === 1 && scan.alternatives[0].length === 1 ? scan.alternatives[0][0] : undefined;
+  const repeat = only?.kind === "repeat" ? only : only?.kind === "class" ? { item: only, min: 1, max: 1 } : undefined;
+  if (repeat?.item.kind !== "class") return { min, max };
+  const cls = repeat.item;
+  // Characters JSON holds only escaped cannot be one character of the text: a negated class leaves them out too, a positive one loses them.
+  const item = cls.negated ? { ...cls, ranges: [...cls.ranges, ...NOT_RAW_IN_JSON] } : { ...cls, ranges: without(cls.ranges, NOT_RAW_IN_JSON) };
+  if (item.ranges.length === 0) return { min, max };
+  return { min, max, repeated: { item, min: repeat.min, max: repeat.max } };
+}
+
+/** The least and most characters of alternatives (null: unbounded). */
+function lengthsOf(alternatives: GrammarItem[][]): [number, number | null] {
+  let min = Infinity;
+  let max: number | null = 0;
+  for (const seq of alternatives) {
+    let lo = 0;
+    let hi: number | null = 0;
+    for (const item of seq) {
+      const [a, b] = lengthOf(item);
+      lo += a;
+      hi = hi === null || b === null ? null : hi + b;
+    }
+    min = Math.min(min, lo);
+    max = max === null || hi === null ? null : Math.max(max, hi);
+  }
+  return [min === Infinity ? 0 : min, max];
+}
+
+function lengthOf(item: GrammarItem): [number, number | null] {
+  switch (item.kind) {
+    case "literal":
+      return [item.chars.length, item.chars.length];
+    case "group":
+      return lengthsOf(item.alternatives);
+    case "repeat": {
+      const [a, b] = lengthOf(item.item);
+      return [a * item.min, item.max === null || b === null ? null : b * item.max];
+    }
+    default:
+      return [1, 1];
+  }
+}
+
 function rewritten(pattern: string, rewrites: ReadonlyArray<[number, number, string]>): string {
   let out = "";
   let from = 0;

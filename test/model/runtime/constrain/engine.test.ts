@@ -914,19 +914,23 @@ describe("random walks over schemas on SmolLM2's vocabulary", () => {
     expect(problems).toEqual([]);
   }, 120_000);
 
-  it("schema patterns with quotes, backslashes, control characters and \\s: each walk is JSON whose value matches the pattern", async () => {
-    const patterns = [
-      '^say "[a-z]{1,4}"$',
-      "^[A-Za-z\\s]{1,12}$",
-      "^a\\\\b[0-9]$",
-      "^line\\n[a-z]{1,3}\\t!$",
-      "^[\"']?[a-z]{1,5}$",
-      "^\\w+(\\s\\w+){0,2}$",
-      "^[^,]{1,6}$",
+  it("schema patterns with quotes, backslashes, control characters, \\s and length bounds: each walk is JSON whose value matches the pattern", async () => {
+    const patterns: Array<[string, number?]> = [
+      ['^say "[a-z]{1,4}"$'],
+      ["^[A-Za-z\\s]{1,12}$"],
+      ["^a\\\\b[0-9]$"],
+      ["^line\\n[a-z]{1,3}\\t!$"],
+      ["^[\"']?[a-z]{1,5}$"],
+      ["^\\w+(\\s\\w+){0,2}$"],
+      ["^[^,]{1,6}$"],
+      // One class repeated beside a length bound: the bound holds too.
+      ["^[a-z ]+$", 12],
+      ["^[^,]*$", 7],
     ];
     const problems: string[] = [];
-    for (const pattern of patterns) {
-      const schema = { type: "object", properties: { v: { type: "string", pattern } }, required: ["v"], additionalProperties: false };
+    for (const [pattern, maxLength] of patterns) {
+      const v = { type: "string", pattern, ...(maxLength !== undefined ? { maxLength } : {}) };
+      const schema = { type: "object", properties: { v }, required: ["v"], additionalProperties: false };
       const matches = new RegExp(pattern, "u");
       let ended = 0;
       for (let seed = 1; seed <= 10; seed++) {
@@ -943,6 +947,7 @@ describe("random walks over schemas on SmolLM2's vocabulary", () => {
           continue;
         }
         if (!matches.test(value.v)) problems.push(`${pattern}/${seed}: ${JSON.stringify(value.v)} does not match`);
+        if (maxLength !== undefined && [...value.v].length > maxLength) problems.push(`${pattern}/${seed}: ${JSON.stringify(value.v)} is over ${maxLength}`);
       }
       if (ended === 0) problems.push(`${pattern}: no walk ended`);
     }

@@ -4,7 +4,7 @@
 // the same bounds share one rule; and the engine's own rules are left where kiln does not write one.
 import { describe, expect, it } from "vitest";
 import { fillRules, placeRules } from "../../../../src/runtime/constrain/placed-rules.js";
-import { placesStringLength, stringLengthRule } from "../../../../src/runtime/constrain/string-lengths.js";
+import { boundsBesidePatternHold, placesStringLength, stringLengthRule } from "../../../../src/runtime/constrain/string-lengths.js";
 import { acceptor, schemaEbnf } from "../../../support/grammar-acceptor.js";
 
 async function grammarOf(schema: unknown) {
@@ -89,9 +89,61 @@ describe("string lengths", () => {
     grammar.dispose();
   });
 
+  it("beside a pattern that is one class repeated, narrows its counts; a pattern already within the bounds is left to the engine", async () => {
+    const cases: Array<[Record<string, unknown>, Array<[string, boolean]>]> = [
+      [
+        { type: "string", pattern: "^[a-z]+$", maxLength: 3 },
+        [
+          ["abc", true],
+          ["abcd", false],
+          ["", false],
+          ["aB", false],
+        ],
+      ],
+      [
+        { type: "string", pattern: "^\\w{2,}$", minLength: 3, maxLength: 4 },
+        [
+          ["ab", false],
+          ["abc", true],
+          ["ab_9", true],
+          ["abcde", false],
+        ],
+      ],
+      [
+        { type: "string", pattern: "[^,]*", minLength: 1, maxLength: 300 },
+        [
+          ["a;b", true],
+          ["a,b", false],
+          ["", false],
+          ["é".repeat(300), true],
+          ["x".repeat(301), false],
+          ['a"b', false],
+        ],
+      ],
+      [
+        { type: "string", pattern: '^["a-c]+$', maxLength: 2 },
+        [
+          ["ab", true],
+          ["abc", false],
+          ['a"', false],
+        ],
+      ],
+    ];
+    for (const [node, values] of cases) {
+      expect(placesStringLength(node), JSON.stringify(node)).toBe(true);
+      const { grammar } = await grammarOf(node);
+      for (const [v, expected] of values) expect(grammar.accepts(JSON.stringify(v)), `${JSON.stringify(node)} ${JSON.stringify(v)}`).toBe(expected);
+      grammar.dispose();
+    }
+    // Its own lengths within the bounds: the bounds hold with the engine's pattern grammar alone.
+    const within = { type: "string", pattern: "^[A-Z]{2}\\d{4}$", maxLength: 6 };
+    expect(placesStringLength(within)).toBe(false);
+    expect(boundsBesidePatternHold(within)).toBe(true);
+  });
+
   it("leaves patterns, formats, listed values and other types to the engine", () => {
     for (const node of [
-      { type: "string", maxLength: 5, pattern: "^a+$" },
+      { type: "string", maxLength: 5, pattern: "^a+b$" },
       { type: "string", maxLength: 5, format: "email" },
       { type: "string", maxLength: 5, enum: ["a"] },
       { type: ["string", "number"], maxLength: 5 },
