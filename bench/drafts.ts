@@ -7,6 +7,11 @@
  * tokens/s (first token to last), median of the runs, alternating; answers may differ where two
  * tokens nearly tie, so the tokens counted are each engine's own.
  *
+ * Then two streams at once on the code edit: kiln serving two sequences (`--max-running 2`) with and
+ * without each request's prediction, against llama.cpp decoding two sequences of one context side
+ * by side, plain and with its prompt lookup; each figure the output tokens of both answers over
+ * the wall time from submission to the later end.
+ *
  *   npm run bench -- drafts [--threads 2] [--runs 3] [--max-tokens 100]
  */
 import { join } from "node:path";
@@ -112,6 +117,73 @@ for (const w of WORKLOADS) {
     `| ${w.name} | ${cell(figures.llama)} | ${cell(figures.lookup)} | ${cell(figures.kiln)} | ${cell(figures.drafts)} | ${cell(figures.prediction)} | ${ratio.toFixed(2)}x |`,
   );
 }
+log("");
+log(`two streams at once, the code edit, greedy; output tokens/s of both, median of ${runs}`);
+const pairModel = await loadModel(SLUG, { threads, maxRunning: 2, draftTokens: 0 });
+const pairContext = await llamaModel.createContext({ contextSize: 2048, threads: { ideal: threads, min: threads }, sequences: 2 });
+const edit = WORKLOADS[0];
+const editIds = pairModel.chatPrompt([{ role: "user", content: edit.question }]);
+const editRequest: GenerationRequest = { promptIds: editIds, maxTokens, sampling: { temperature: 0 } };
+const editPredicted: GenerationRequest = { ...editRequest, prediction: pairModel.textPrompt(edit.prediction!, false) };
+// A prediction the answer follows throughout (a client re-asking for text it has): the model's own greedy answer.
+let ownAnswer = "";
+for await (const e of pairModel.engine.submit(editRequest)) if (e.type === "delta") ownAnswer += e.text;
+const editOwn: GenerationRequest = { ...editRequest, prediction: pairModel.textPrompt(ownAnswer, false) };
+
+/** kiln: both answers' tokens over the wall time of two requests submitted together. */
+async function kilnPair(request: GenerationRequest): Promise<number> {
+  const started = performance.now();
+  const counts = await Promise.all(
+    [0, 1].map(async () => {
+      let tokens = 0;
+      for await (const e of pairModel.engine.submit(request)) if (e.type === "finish") tokens = e.completionTokens;
+      return tokens;
+    }),
+  );
+  return ((counts[0] + counts[1]) * 1000) / (performance.now() - started);
+}
+
+/** llama.cpp: both answers' tokens over the wall time of two sequences of one context evaluated together. */
+async function llamaPair(lookup: boolean): Promise<number> {
+  const started = performance.now();
+  const eog = new Set([llamaModel.tokens.eos, llamaModel.tokens.eot].filter((t) => t !== null));
+  const counts = await Promise.all(
+    [0, 1].map(async () => {
+      const sequence = pairContext.getSequence(lookup ? { tokenPredictor: new InputLookupTokenPredictor() } : {});
+      let tokens = 0;
+      try {
+        for await (const token of sequence.evaluate(editIds as Token[], { temperature: 0 })) {
+          if (eog.has(token) || llamaModel.isEogToken(token)) break;
+          if (++tokens >= maxTokens) break;
+        }
+      } finally {
+        await sequence.dispose();
+      }
+      return tokens;
+    }),
+  );
+  return ((counts[0] + counts[1]) * 1000) / (performance.now() - started);
+}
+
+const pairs: Record<string, number[]> = { llama: [], lookup: [], kiln: [], prediction: [], own: [] };
+for (let r = 0; r < runs; r++) {
+  pairs.llama.push(await llamaPair(false));
+  pairs.lookup.push(await llamaPair(true));
+  pairs.kiln.push(await kilnPair(editRequest));
+  pairs.prediction.push(await kilnPair(editPredicted));
+  pairs.own.push(await kilnPair(editOwn));
+}
+const m = (k: string) => median(pairs[k]);
+log("| llama.cpp | llama.cpp + lookup | kiln | kiln + the edit's prediction | kiln + its own answer as prediction | best kiln / best llama.cpp |");
+log("|---|---|---|---|---|---|");
+const bestKiln = Math.max(m("kiln"), m("prediction"), m("own"));
+log(
+  `| ${m("llama").toFixed(1)} | ${m("lookup").toFixed(1)} | ${m("kiln").toFixed(1)} | ${m("prediction").toFixed(1)} | ${m("own").toFixed(1)} | ${(bestKiln / Math.max(m("llama"), m("lookup"))).toFixed(2)}x |`,
+);
+const pairStats = pairModel.engine.stats.snapshot();
+log(`kiln + prediction, two streams: ${pairStats.draftTokensAccepted} of ${pairStats.draftTokens} draft tokens confirmed over all runs`);
+await pairModel.close();
+await pairContext.dispose();
 const stats = drafted.engine.stats.snapshot();
 log(`kiln --draft-tokens 4: ${stats.draftTokensAccepted} of ${stats.draftTokens} draft tokens confirmed over all runs`);
 await Promise.all([plain.close(), drafted.close()]);

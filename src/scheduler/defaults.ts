@@ -25,6 +25,14 @@ export const DEFAULT_DRAFT_TOKENS = 0;
  */
 export const PREDICTION_DRAFT_TOKENS = 8;
 /**
+ * Most drafts checked in one step: each check is a model call of its own, beside the step's one
+ * decode call for the other sequences, so several requests with predictions draft at once while a
+ * batch of many does not turn into as many calls.
+ */
+export const MAX_DRAFT_CHECKS_PER_STEP = 4;
+/** Steps a sequence beside others decodes without checking its prediction after a check that confirmed less than half its draft. */
+export const CHECKS_HELD_STEPS = 8;
+/**
  * How embeddings pool an input's final hidden states: the last position's, which alone has read
  * the whole input in a causal model, as vLLM, Ollama and llama.cpp's bindings embed with a
  * generative model (Qwen3-Embedding and the other last-token embedders are trained for it).

@@ -35,7 +35,7 @@ import { SlotOps } from "./slot-ops.js";
 import { admissions, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS, planStep, waitingAfterAdmission, type StepLimits } from "./step-planner.js";
 import type { ComputeGate } from "../compute-gate.js";
 import type { StepCall, StepRunner } from "./step-runner.js";
-import { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, PREDICTION_DRAFT_TOKENS } from "../defaults.js";
+import { CHECKS_HELD_STEPS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, MAX_DRAFT_CHECKS_PER_STEP, PREDICTION_DRAFT_TOKENS } from "../defaults.js";
 
 export interface BatchEngineOptions {
   /** Name used in error messages: the model's slug. */
@@ -397,13 +397,31 @@ export class BatchEngine {
   }
 
   /**
-   * The step's model calls: one decode call per run of consecutive ready slots (or the check of a
-   * lone sequence's draft), then prompt chunks.
+   * The step's model calls: one decode call per run of consecutive ready slots, less the sequences
+   * whose drafts are checked (each in a call of its own), then prompt chunks.
    */
   private plan(): PlannedCall[] {
     const runs = this.kv.runs();
-    const check = runs.length === 1 && runs[0].holders.length === 1 ? this.draftFor(runs[0].holders[0] as Sequence) : null;
-    const calls: PlannedCall[] = check ? [check] : runs.map((run) => ({ kind: "decode", firstSlot: run.first, seqs: run.holders as Sequence[] }));
+    const alone = runs.length === 1 && runs[0].holders.length === 1;
+    const calls: PlannedCall[] = [];
+    let checks = 0;
+    for (const run of runs) {
+      let part: Sequence[] = [];
+      let first = run.first;
+      const flush = () => {
+        if (part.length > 0) calls.push({ kind: "decode", firstSlot: first, seqs: part });
+        part = [];
+      };
+      run.holders.forEach((holder, r) => {
+        const check = checks < MAX_DRAFT_CHECKS_PER_STEP ? this.draftFor(holder as Sequence, alone) : null;
+        if (check === null) return void part.push(holder as Sequence);
+        flush();
+        calls.push(check);
+        checks++;
+        first = run.first + r + 1;
+      });
+      flush();
+    }
     const decodeRows = calls.reduce((n, c) => n + (c.kind === "decode" ? c.seqs.length : c.kind === "verify" ? 1 + c.draft.length : 0), 0);
     const prefilling = this.live.filter((s) => s.status === "prefilling");
     const step = planStep(
@@ -419,17 +437,25 @@ export class BatchEngine {
   }
 
   /**
-   * The check of a draft for a sequence decoding alone, from its prediction, else from its own
-   * tokens; null when there is none. A draft holds no more tokens than the sequence may still
-   * generate, or its context hold.
+   * The check of a sequence's draft: from its prediction, else, for a sequence decoding alone, from
+   * its own tokens; null when there is none. A sequence beside others checks only its prediction,
+   * which its client asked for, in a call of its own, and holds off for a few steps after a check
+   * that confirmed less than half its draft: lookup drafts, or a prediction the answer has left,
+   * would cost a batch more calls than they save. A draft holds no more tokens than the sequence
+   * may still generate, or its context hold.
    */
-  private draftFor(seq: Sequence): Extract<PlannedCall, { kind: "verify" }> | null {
+  private draftFor(seq: Sequence, alone: boolean): Extract<PlannedCall, { kind: "verify" }> | null {
     if (this.options.checksDrafts === false) return null;
+    if (!alone && (!seq.prediction || seq.checksHeldBeside > 0)) {
+      if (seq.checksHeldBeside > 0) seq.checksHeldBeside--;
+      return null;
+    }
     const room = Math.min(seq.maxTokens - seq.generated - 1, this.contextLength - seq.cached - 1);
     if (seq.prediction) {
       const draft = predictedDraft(seq.prediction, seq.generatedTokens, { maxTokens: Math.min(room, PREDICTION_DRAFT_TOKENS) });
       if (draft.length > 0) return { kind: "verify", seq, draft, predicted: true };
     }
+    if (!alone) return null;
     const draft = lookupDraft(seq.tokens, { maxTokens: Math.min(room, this.options.draftTokens ?? 0) });
     return draft.length > 0 ? { kind: "verify", seq, draft, predicted: false } : null;
   }
@@ -531,6 +557,7 @@ export class BatchEngine {
     const { seq } = call;
     const samples = [result.samples[0] ?? null, ...(result.confirmed ?? [])];
     this.stats.drafted(call.draft.length, samples.length - 1);
+    if (2 * (samples.length - 1) < call.draft.length) seq.checksHeldBeside = CHECKS_HELD_STEPS;
     for (const [i, sample] of samples.entries()) {
       if (!seq.live || seq.status !== "running") return;
       if (i > 0 && call.predicted) seq.predictionAccepted++;

@@ -69,6 +69,12 @@ export class Sequence {
   /** Tokens its output is expected to repeat, or null; and how many of them checks confirmed. */
   readonly prediction: readonly number[] | null;
   predictionAccepted = 0;
+  /**
+   * Steps for which its prediction is not checked while others decode, after a check that confirmed
+   * less than half its draft: beside a batch, a check is a call of its own, worth it only while
+   * the prediction holds.
+   */
+  checksHeldBeside = 0;
   /** When its request makes an embedding: the chunks pooled so far; else null. */
   readonly embedding: EmbeddingPool | null;
   /** Clock readings (ms) of the first and last generated token. */

@@ -563,6 +563,42 @@ describe("BatchEngine predictions", () => {
     expect(fake.calls.length).toBeLessThan(12);
   });
 
+  it("checks the predictions of several sequences at once, each in a call of its own, the others decoding together", async () => {
+    const plain = await alone(req([]), { next: cycle });
+    const { fake, engine } = setup({ next: cycle, stepDelayMs: 1 }, { draftTokens: 0 });
+    const [a, b, c] = await Promise.all([req(answer(20)), req(answer(20)), req([])].map((r) => collect(engine.submit(r))));
+    for (const x of [a, b, c]) expect(x.text).toBe(plain.text);
+    for (const x of [a, b]) expect(x.finish[0].prediction!.accepted).toBeGreaterThan(10);
+    expect(c.finish[0].prediction).toBeUndefined();
+    // Two sequences' checks, and the third decoding alone beside them.
+    const checked = new Set(fake.calls.filter((call) => call.verify).map((call) => call.seqIds[0]));
+    expect(checked.size).toBe(2);
+    const firstCheck = fake.calls.findIndex((call) => call.verify);
+    const beside = fake.calls.slice(firstCheck).filter((call) => call.kind === "decode" && !checked.has(call.seqIds[0]));
+    expect(beside.length).toBeGreaterThan(0);
+    expect(fake.calls.length).toBeLessThan(3 + 20 * 3);
+  });
+
+  it("beside others, holds off checking a prediction the answer has left for eight steps after each poor check", async () => {
+    const { fake, engine } = setup({ next: cycle, stepDelayMs: 1 }, { draftTokens: 0 });
+    // Every third token of the prediction is one the model does not write: each check confirms at most two of eight.
+    const poor = answer(40).map((t, i) => (i % 3 === 2 ? 25 : t));
+    const [held] = await Promise.all([collect(engine.submit(req(poor, 40))), collect(engine.submit(req([], 50)))]);
+    expect(held.finish[0].completionTokens).toBe(40);
+    // A check, eight steps without, a check...: a few checks over its 40 tokens, where every other step would check without holding off.
+    const checks = fake.calls.filter((call) => call.verify).length;
+    expect(checks).toBeGreaterThan(0);
+    expect(checks).toBeLessThanOrEqual(6);
+  });
+
+  it("checks at most four predictions a step: a fifth and sixth decode together meanwhile", async () => {
+    const { fake, engine } = setup({ next: cycle, slots: 6, stepDelayMs: 1 }, { draftTokens: 0, maxRunning: 6 });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => collect(engine.submit(req(answer(20))))));
+    for (const x of answers) expect(x.finish[0].completionTokens).toBe(20);
+    const firstCheck = fake.calls.findIndex((call) => call.verify);
+    expect(fake.calls.slice(firstCheck).some((call) => call.kind === "decode" && call.rows === 2)).toBe(true);
+  });
+
   it("leaves predictions unused where the runner cannot check drafts", async () => {
     const { fake, engine } = setup({ next: cycle }, { checksDrafts: false, draftTokens: 4 });
     const predicted = await collect(engine.submit(req(answer(20))));
