@@ -96,8 +96,11 @@ export function schemaPatternShape(pattern: string): PatternShape {
   const [min, max] = lengthsOf(scan.alternatives);
   const only = scan.alternatives.length === 1 && scan.alternatives[0].length === 1 ? scan.alternatives[0][0] : undefined;
   const repeat = only?.kind === "repeat" ? only : only?.kind === "class" ? { item: only, min: 1, max: 1 } : undefined;
-  if (repeat?.item.kind !== "class") return { min, max };
-  const cls = repeat.item;
+  // One character repeated (`^x+$`) is the class of that character.
+  const one = repeat?.item.kind === "literal" && repeat.item.chars.length === 1 ? repeat.item.chars[0] : undefined;
+  const cls =
+    one !== undefined ? { kind: "class" as const, negated: false, ranges: [[one, one]] as Ranges } : repeat?.item.kind === "class" ? repeat.item : undefined;
+  if (repeat === undefined || cls === undefined) return { min, max };
   // Characters JSON holds only escaped cannot be one character of the text: a negated class leaves them out too, a positive one loses them.
   const item = cls.negated ? { ...cls, ranges: [...cls.ranges, ...NOT_RAW_IN_JSON] } : { ...cls, ranges: without(cls.ranges, NOT_RAW_IN_JSON) };
   if (item.ranges.length === 0) return { min, max };

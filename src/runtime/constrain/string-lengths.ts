@@ -64,12 +64,12 @@ export function stringLengthRule(node: Json): PlacedRule | undefined {
   const types = typeof node.type === "string" ? [node.type] : (node.type as string[]);
   const nullable = (text: string) => (types.includes("null") ? `${text} | "null"` : text);
   const bounded = patternBounds(node);
-  if (bounded !== undefined) {
+  if (bounded !== undefined && bounded.max !== 0) {
     const run = engineEbnf({ rules: new Map([["root", [[{ kind: "repeat", item: bounded.shape.item, min: bounded.min, max: bounded.max }]]]]) });
     return { rule: nullable(`"\\"" ${run.replace(/^root ::= /, "")} "\\""`) };
   }
   const min = typeof node.minLength === "number" ? node.minLength : 0;
-  const max = typeof node.maxLength === "number" ? node.maxLength : undefined;
+  const max = bounded?.max === 0 ? 0 : typeof node.maxLength === "number" ? node.maxLength : undefined;
   let run: string;
   if (max === 0) run = "";
   else if (max === undefined) run = min === 0 ? `${CHARACTER}*` : `${CHARACTER}{${min},}`;

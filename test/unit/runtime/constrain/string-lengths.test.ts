@@ -128,6 +128,13 @@ describe("string lengths", () => {
           ['a"', false],
         ],
       ],
+      [
+        { type: "string", pattern: "^a*$", maxLength: 0 },
+        [
+          ["", true],
+          ["a", false],
+        ],
+      ],
     ];
     for (const [node, values] of cases) {
       expect(placesStringLength(node), JSON.stringify(node)).toBe(true);
