@@ -5,6 +5,12 @@
 
 /** Sequences generating at once per model (its KV slots). */
 export const DEFAULT_MAX_RUNNING = 16;
+/**
+ * Milliseconds a waiting request's priority takes to come one nearer a newcomer's: 30 s. A Batch API
+ * line (priority 1) yields to clients' own requests that arrive within 30 s of it, and no longer,
+ * so a steady stream of them delays a batch without stopping it.
+ */
+export const DEFAULT_PRIORITY_AGING_MS = 30_000;
 /** Requests queued per model before new ones get 503. */
 export const DEFAULT_MAX_WAITING = 64;
 /** Tokens a step computes at most (decode rows and prompt chunks together), unless the chunk and slots need more. */

@@ -61,8 +61,9 @@ export interface GenerationRequest {
   constraint?: ConstraintSpec;
   /**
    * Where the request waits for a slot: ahead of every waiting request of a larger priority, behind
-   * those of the same or a smaller one (vLLM's `priority`: lower runs earlier). Running sequences are
-   * never stopped for it. Default 0.
+   * those of the same or a smaller one (vLLM's `priority`: lower runs earlier), a waiting request's
+   * priority counting one less for each `BatchEngineOptions.priorityAgingMs` it has waited. Running
+   * sequences are never stopped for it. Default 0.
    */
   priority?: number;
   /**

@@ -35,7 +35,14 @@ import { SlotOps } from "./slot-ops.js";
 import { admissions, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS, planStep, waitingAfterAdmission, type StepLimits } from "./step-planner.js";
 import type { ComputeGate } from "../compute-gate.js";
 import type { StepCall, StepRunner } from "./step-runner.js";
-import { CHECKS_HELD_STEPS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, MAX_DRAFT_CHECKS_PER_STEP, PREDICTION_DRAFT_TOKENS } from "../defaults.js";
+import {
+  CHECKS_HELD_STEPS,
+  DEFAULT_MAX_RUNNING,
+  DEFAULT_MAX_WAITING,
+  DEFAULT_PRIORITY_AGING_MS,
+  MAX_DRAFT_CHECKS_PER_STEP,
+  PREDICTION_DRAFT_TOKENS,
+} from "../defaults.js";
 
 export interface BatchEngineOptions {
   /** Name used in error messages: the model's slug. */
@@ -80,6 +87,12 @@ export interface BatchEngineOptions {
    * sliding-window layers). False: no drafts at all, predictions included. Default true.
    */
   checksDrafts?: boolean;
+  /**
+   * Milliseconds of waiting that count as one step of priority: a waiting request is overtaken by
+   * a newcomer of a smaller priority only while it has waited less than this many milliseconds times
+   * the difference. Default {@link DEFAULT_PRIORITY_AGING_MS}.
+   */
+  priorityAgingMs?: number;
 }
 
 export { DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING };
@@ -243,11 +256,18 @@ export class BatchEngine {
     return submission.channel;
   }
 
-  /** Queues a submission behind every waiting one of the same or a smaller priority (arrival order within a priority). */
+  /**
+   * Queues a submission behind every waiting one of the same or a smaller priority (arrival order
+   * within a priority). A waiting submission's priority counts one less for each `priorityAgingMs`
+   * it has waited, so one of a larger priority (a batch line) is overtaken only by those that arrive
+   * soon after it, and never waits for ever behind a steady stream of smaller ones.
+   */
   private enqueue(submission: Submission): void {
     const priority = submission.request.priority ?? 0;
+    const aging = this.options.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS;
+    const aged = (s: Submission) => (s.request.priority ?? 0) - Math.floor((submission.submittedAt - s.submittedAt) / aging);
     // A head partly admitted (some of its choices running) keeps its place.
-    const behind = this.queue.findIndex((s, i) => !(i === 0 && s.admitted) && (s.request.priority ?? 0) > priority);
+    const behind = this.queue.findIndex((s, i) => !(i === 0 && s.admitted) && aged(s) > priority);
     if (behind < 0) this.queue.push(submission);
     else this.queue.splice(behind, 0, submission);
   }

@@ -182,6 +182,29 @@ describe("BatchEngine", () => {
     expect(order).toEqual(["running", "urgent", "plain", "plain2", "batch", "batch2"]);
   });
 
+  it("lets a newcomer of a smaller priority overtake a waiting request only within the aging time of its arrival", async () => {
+    let clock = 0;
+    const { engine } = setup({ slots: 1, stepDelayMs: 1 }, { now: () => clock, priorityAgingMs: 1000 });
+    const order: string[] = [];
+    const run = (name: string, priority: number, at: number) => {
+      clock = at;
+      const stream = engine.submit(request({ promptIds: prompt(3, name.length), maxTokens: 2, priority }));
+      return (async () => {
+        for await (const e of stream) if (e.type === "finish") order.push(name);
+      })();
+    };
+    const runs = [
+      run("running", 0, 0),
+      run("batch", 1, 0),
+      run("soon", 0, 999),
+      run("late", 0, 1000),
+      run("urgent late", -1, 1500),
+      run("later batch", 1, 2000),
+    ];
+    await Promise.all(runs);
+    expect(order).toEqual(["running", "urgent late", "soon", "batch", "late", "later batch"]);
+  });
+
   it("never starves the oldest prompt: it gets a chunk every step while short requests keep coming", async () => {
     const { engine, fake } = setup({ slots: 3 }, { stepTokens: 20, prefillChunk: 16 });
     const long = collect(engine.submit(request({ promptIds: prompt(160, 5), maxTokens: 1 })));
