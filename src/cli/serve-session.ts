@@ -441,6 +441,7 @@ class ServeSession {
       const registry = this.registry;
       this.stopNightly = startNightly({
         wanted: (slug) => registry.servedTextSinceStart(slug),
+        wantedWhen: "for a text model served since the start",
         onLog: (line) => this.logger.info({ component: "track" }, line),
       });
     }

@@ -34,6 +34,10 @@ export interface NightlyOptions {
    * this time, and the log says so. Default: every job runs.
    */
   wanted?: (slug: string) => boolean;
+  /** Why a job `wanted` turns down is skipped, for the log. Default: "not served since the server started". */
+  unwantedReason?: string;
+  /** When `wanted` takes a job, for the log line that sums the jobs up. Default: "when wanted". */
+  wantedWhen?: string;
   /** onnxruntime threads for every job's measurements, instead of each job's `threadBudget`. */
   threadBudget?: number;
   /** One line per event (job scheduled, started, finished, its process's output). */
@@ -89,7 +93,7 @@ export function startNightly(options: NightlyOptions = {}): () => Promise<void> 
   const fire = (job: TrackJob) => {
     if (controller.signal.aborted) return;
     if (options.wanted && !options.wanted(job.slug)) {
-      log(`track: ${job.slug}: not served since the server started; this one is skipped`);
+      log(`track: ${job.slug}: ${options.unwantedReason ?? "not served since the server started"}; this one is skipped`);
       return;
     }
     if (running?.job.slug === job.slug || queue.some((q) => q.slug === job.slug)) {
@@ -101,13 +105,23 @@ export function startNightly(options: NightlyOptions = {}): () => Promise<void> 
     pump();
   };
 
+  // Jobs turned down as they fire (every model's, on a server) are summed up in one line, not listed.
+  const listed = options.wanted === undefined;
+  let first: { slug: string; at: Date } | null = null;
   const tasks = wanted.map((job) => {
     const task = schedule(job.schedule, `track ${job.slug}`, () => fire(job));
     const next = task.nextRun?.();
-    log(`track: ${job.slug}: scheduled at "${job.schedule}"${next ? ` (next ${next.toISOString()})` : ""}`);
+    if (listed) log(`track: ${job.slug}: scheduled at "${job.schedule}"${next ? ` (next ${next.toISOString()})` : ""}`);
+    if (next && (first === null || next < first.at)) first = { slug: job.slug, at: next };
     return task;
   });
   if (wanted.length === 0) log(`track: no jobs to schedule${forWhom(options.slugs)} in ${dir}`);
+  else if (!listed) {
+    const soonest = first as { slug: string; at: Date } | null;
+    log(
+      `track: ${wanted.length} job(s) scheduled from ${dir}${soonest ? `, the first ${soonest.slug}'s at ${soonest.at.toISOString()}` : ""}; each runs only ${options.wantedWhen ?? "when wanted"}`,
+    );
+  }
 
   return async () => {
     for (const task of tasks) task.stop();

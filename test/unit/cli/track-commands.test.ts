@@ -1,4 +1,5 @@
 /** `kiln track`, `kiln tracks`, `kiln promote`, `kiln rollback` and `kiln compiler`: arguments, output, records (no model). */
+import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +14,7 @@ import track from "../../../src/cli/commands/track.js";
 import tracks from "../../../src/cli/commands/tracks.js";
 import { main } from "../../../src/cli/kiln.js";
 import { runTrack } from "../../../src/track/index.js";
+import { kilnBin } from "../../../src/track/nightly.js";
 import { fakeMeasurer, SLUG, testJob } from "../track/fakes.js";
 import { capture } from "./capture.js";
 
@@ -30,6 +32,8 @@ afterEach(() => {
   else process.env.KILN_JOBS = saved.jobs;
   rmSync(home, { recursive: true, force: true });
 });
+
+const minimalJob = { slug: SLUG, budgetMinutes: 5, quality: { maxKlDivergence: 0.03, maxPerplexityRatio: 1.02 }, searchSpace: { prefillChunk: [128, 256] } };
 
 async function usage(command: { run(argv: string[], io: ReturnType<typeof capture>["io"]): Promise<number> }, argv: string[]): Promise<string> {
   const c = capture();
@@ -196,6 +200,29 @@ describe("kiln compiler and kiln serve --no-nightly", () => {
     for (const option of ["-m, --model <slug>", "--threads N", "--jobs <dir>"]) expect(compiler.help).toContain(option);
     expect(serve.help).toContain("--no-nightly");
   });
+
+  it("kiln compiler skips, as each fires, the job of a model this machine does not hold", async () => {
+    const jobs = join(home, "jobs");
+    mkdirSync(jobs);
+    writeFileSync(join(jobs, `${SLUG}.json`), JSON.stringify({ ...minimalJob, schedule: "* * * * * *" }));
+    const child = spawn(process.execPath, [kilnBin(), "compiler", "--jobs", jobs], {
+      env: { ...process.env, KILN_HOME: home },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    const skipped = new Promise<void>((resolve) =>
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+        if (stderr.includes("this one is skipped")) resolve();
+      }),
+    );
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    await Promise.race([skipped, exited]);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    expect(stderr).toContain(`track: ${SLUG}: not on this machine (\`kiln pull\` it to track it); this one is skipped`);
+    expect(stderr).not.toContain(`track: ${SLUG}: starting`);
+  }, 30_000);
 
   it("are listed by kiln --help", async () => {
     const c = capture();

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { listModels } from "../../../src/catalogue/catalogue.js";
 import { JobError, jobsDir, loadJob, loadJobs, parseJob } from "../../../src/track/index.js";
 
 const minimal = {
@@ -45,6 +46,19 @@ describe("track jobs", () => {
       "stepTokens",
       "threads",
     ]);
+  });
+
+  it("ships one job for every text model of the catalogue, each firing at a time of its own", () => {
+    const { jobs, errors } = loadJobs(jobsDir({}));
+    expect(errors).toEqual([]);
+    const textModels = listModels({ kind: "text" }).map((m) => m.slug);
+    expect(jobs.map((j) => j.slug).sort()).toEqual(textModels.sort());
+    expect(new Set(jobs.map((j) => j.schedule)).size).toBe(jobs.length);
+    for (const job of jobs) {
+      // The thread budget is among the thread counts tried, so a run measures at least one of them.
+      expect(job.searchSpace.threads, job.slug).toContain(job.threadBudget);
+      expect(job.budgetMinutes, job.slug).toBeGreaterThanOrEqual(job.candidateMinutes);
+    }
   });
 
   it("fills in the defaults", () => {

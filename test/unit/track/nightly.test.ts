@@ -110,8 +110,11 @@ describe("startNightly", () => {
       runJob: async (job) => void started.push(job.slug),
       schedule: cron.schedule,
     });
-    // Every job is scheduled: a model loaded on demand later gets its track too.
+    // Every job is scheduled: a model loaded on demand later gets its track too; one line sums them up.
     expect([...cron.fires.keys()]).toEqual([`track ${SLUG}`, `track ${OTHER_SLUG}`]);
+    expect(log.filter((l) => l.includes("scheduled"))).toEqual([
+      `track: 2 job(s) scheduled from ${dir}, the first ${SLUG}'s at 2026-11-24T02:17:00.000Z; each runs only when wanted`,
+    ]);
     cron.fires.get(`track ${SLUG}`)!();
     await tick();
     expect(started).toEqual([]);
