@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import type { MessagePort } from "node:worker_threads";
 import { Piscina } from "piscina";
 
 type Transfer = NonNullable<Parameters<Piscina["run"]>[1]>["transferList"];
@@ -19,6 +20,15 @@ export function threadEntry(entry: string, moduleUrl: string): { filename: strin
   return { filename, execArgv: ["--import", loader] };
 }
 
+export interface WorkerThreadOptions {
+  /**
+   * The thread takes messages on ports of its own between its tasks. Piscina's idle thread waits
+   * for its next task blocked in Atomics.wait, where no other message is heard; this thread waits
+   * in its event loop instead. Default false.
+   */
+  hearsPorts?: boolean;
+}
+
 /**
  * One worker thread that owns one session (text or speech): a one-thread pool whose first message
  * loads the model. One thread per model because the session (and its KV cache) is that thread's own
@@ -31,9 +41,10 @@ export class WorkerThread {
    * Starts the thread at `entry` (a path without extension, relative to `moduleUrl`) and sends it
    * `load`; the thread is gone again if the load fails.
    */
-  static async start<Info>(entry: string, moduleUrl: string, load: object): Promise<{ thread: WorkerThread; info: Info }> {
+  static async start<Info>(entry: string, moduleUrl: string, load: object, options: WorkerThreadOptions = {}): Promise<{ thread: WorkerThread; info: Info }> {
     const { filename, execArgv } = threadEntry(entry, moduleUrl);
-    const pool = new Piscina({ filename, execArgv, minThreads: 1, maxThreads: 1, idleTimeout: Number.POSITIVE_INFINITY });
+    const atomics = options.hearsPorts ? ("disabled" as const) : undefined;
+    const pool = new Piscina({ filename, execArgv, minThreads: 1, maxThreads: 1, idleTimeout: Number.POSITIVE_INFINITY, ...(atomics ? { atomics } : {}) });
     try {
       const info = (await pool.run(load)) as Info;
       return { thread: new WorkerThread(pool), info };
@@ -43,8 +54,8 @@ export class WorkerThread {
     }
   }
 
-  /** One message to the thread; buffers in `transfer` move to it instead of being copied. */
-  run<Result>(message: object, transfer?: ArrayBuffer[]): Promise<Result> {
+  /** One message to the thread; buffers and ports in `transfer` move to it instead of being copied. */
+  run<Result>(message: object, transfer?: Array<ArrayBuffer | MessagePort>): Promise<Result> {
     const options = transfer ? { transferList: transfer as unknown as Transfer } : undefined;
     return this.pool.run(message, options) as Promise<Result>;
   }

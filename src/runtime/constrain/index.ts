@@ -5,3 +5,5 @@ export { ConstraintEngine, type ConstraintSpec, type TokenMatcher } from "./engi
 export { applyTokenMask } from "./mask.js";
 export { TokenSetMatcher } from "./token-set.js";
 export { ThinkingBudgetMatcher, type ThinkingBudget } from "./thinking-budget.js";
+export { GrammarClient } from "./grammar-client.js";
+export { GrammarThread } from "./grammar-handle.js";

@@ -1,3 +1,4 @@
+import { GrammarThread, type ConstraintSpec } from "../constrain/index.js";
 import { WorkerThread } from "../worker-thread.js";
 import type { StepRequest, StepResult, TextLoadResult, TextSessionOptions } from "./protocol.js";
 
@@ -7,15 +8,42 @@ import type { StepRequest, StepResult, TextLoadResult, TextSessionOptions } from
  * pool is the thread's own memory. Each model call is one {@link StepRequest} message.
  */
 export class TextWorker {
+  /** The model's grammar thread, started with its first constraint. */
+  private grammar: Promise<GrammarThread> | null = null;
+
   private constructor(
     private readonly thread: WorkerThread,
     readonly info: TextLoadResult,
+    private readonly artifactDir: string,
   ) {}
 
   static async start(artifactDir: string, options: TextSessionOptions = {}): Promise<TextWorker> {
     const { thread, info } = await WorkerThread.start<TextLoadResult>("./thread", import.meta.url, { op: "load", artifactDir, options });
-    return new TextWorker(thread, info);
+    return new TextWorker(thread, info, artifactDir);
   }
+
+  /** Whether sequences with `spec` can open now, without a compile on the grammar thread. */
+  constraintPrepared(spec: ConstraintSpec): boolean {
+    return this.ready?.prepared(spec) ?? false;
+  }
+
+  /**
+   * Compiles `spec` on the model's grammar thread (started, and connected to the worker, the first
+   * time), away from the worker, which goes on stepping meanwhile. Rejects with a ConstraintError
+   * when the engine refuses it.
+   */
+  async prepareConstraint(spec: ConstraintSpec): Promise<void> {
+    this.grammar ??= (async () => {
+      const grammar = await GrammarThread.start({ artifactDir: this.artifactDir, logitsWidth: this.info.shape.vocab, stopTokenIds: this.info.stopTokenIds });
+      const port = await grammar.connect();
+      await this.thread.run({ op: "grammar", port }, [port]);
+      this.ready = grammar;
+      return grammar;
+    })();
+    await (await this.grammar).prepare(spec);
+  }
+
+  private ready: GrammarThread | null = null;
 
   /** KV slots of the session (the most sequences cached at once). */
   get slots(): number {
@@ -29,5 +57,6 @@ export class TextWorker {
 
   async stop(): Promise<void> {
     await this.thread.stop();
+    await this.ready?.stop();
   }
 }

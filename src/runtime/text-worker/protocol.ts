@@ -4,6 +4,7 @@
  * (deltas, never whole histories); the worker applies the operations, runs the forward pass and
  * answers with one sample per sampled row. Typed arrays travel by structured clone.
  */
+import type { MessagePort } from "node:worker_threads";
 import type { ModelShape } from "../artifact/index.js";
 import type { WebGpuBufferCache } from "../device/execution-providers.js";
 import type { ComputeDevice } from "../device/index.js";
@@ -149,7 +150,13 @@ export interface StepRequest {
  */
 export type Pooling = "mean" | "last";
 
-export type TextWorkerRequest = TextLoadRequest | StepRequest;
+/** Connects the worker to the model's grammar thread (see GrammarThread.connect): the port's other end is there. */
+export interface GrammarConnectRequest {
+  op: "grammar";
+  port: MessagePort;
+}
+
+export type TextWorkerRequest = TextLoadRequest | StepRequest | GrammarConnectRequest;
 
 export interface TextLoadResult {
   shape: ModelShape;

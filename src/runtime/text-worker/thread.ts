@@ -4,8 +4,7 @@
  * decides who runs.
  */
 import type { TextLoadResult, RowSample, SequenceFailure, SlotOp, StepRequest, StepResult, TextWorkerRequest } from "./protocol.js";
-import { readTokenizerSpec } from "../artifact/index.js";
-import { applyTokenMask, ConstraintEngine, ThinkingBudgetMatcher, TokenSetMatcher, type TokenMatcher } from "../constrain/index.js";
+import { applyTokenMask, GrammarClient, ThinkingBudgetMatcher, TokenSetMatcher, type TokenMatcher } from "../constrain/index.js";
 import { scorePositions, SequenceSampler, type PositionScores } from "../sampling/index.js";
 import { TextSession } from "./session.js";
 import { poolChunk } from "./pooling.js";
@@ -17,32 +16,21 @@ const messageOf = (err: unknown) => (err instanceof Error ? err.message : String
 /** The thread's whole state: one text session, the samplers of its open sequences, and their constraints' matchers. */
 class TextThreadState {
   session: TextSession | WebGpuTextSession | null = null;
-  artifactDir = "";
   readonly samplers = new Map<number, SequenceSampler>();
   readonly matchers = new Map<number, TokenMatcher>();
-  private constraints: Promise<ConstraintEngine> | null = null;
-  /** The constraint engine once built: its free-text bans stand in for a matcher's null mask. */
-  private engine: ConstraintEngine | null = null;
-
-  /** The constraint engine, started at the first constrained sequence (it costs a WASM instance and the vocabulary's bytes). */
-  private constraintEngine(): Promise<ConstraintEngine> {
-    const session = this.requireSession();
-    if (!this.constraints) {
-      const building = ConstraintEngine.create(readTokenizerSpec(this.artifactDir), session.vocab, session.manifest.stopTokenIds).then((engine) => {
-        if (this.constraints === building) this.engine = engine;
-        return engine;
-      });
-      this.constraints = building;
-    }
-    return this.constraints;
-  }
+  /** The model's grammar thread, where its constraints' matchers live; connected before the first constrained sequence opens. */
+  grammar: GrammarClient | null = null;
 
   reset(): void {
     this.samplers.clear();
     for (const m of this.matchers.values()) m.dispose();
     this.matchers.clear();
-    this.constraints = null;
-    this.engine = null;
+  }
+
+  /** The ids a free-text (null) mask bans. */
+  freeTextBans(): Int32Array {
+    if (!this.grammar) throw new Error("worker: a free-text mask without a grammar thread");
+    return this.grammar.freeTextBans;
   }
 
   requireSession(): TextSession | WebGpuTextSession {
@@ -51,11 +39,11 @@ class TextThreadState {
   }
 
   /** The matcher of a sequence being opened: its constraint's, its `allowed_token_ids`, its thinking budget, some of them, or none. */
-  private async openMatcher(op: Extract<SlotOp, { op: "open" }>, logitsWidth: number): Promise<TokenMatcher | undefined> {
-    const engine = op.constraint ? await this.constraintEngine() : undefined;
-    const constraint = op.constraint ? engine!.matcher(op.constraint) : undefined;
+  private openMatcher(op: Extract<SlotOp, { op: "open" }>, logitsWidth: number): TokenMatcher | undefined {
+    if (op.constraint && !this.grammar) throw new Error("no grammar thread is connected for a constrained sequence");
+    const constraint = op.constraint ? this.grammar!.open(op.seqId, op.constraint) : undefined;
     const allowed = op.sampling.allowed_token_ids;
-    const held = allowed?.length ? new TokenSetMatcher(allowed, logitsWidth, constraint, engine?.freeTextBans) : constraint;
+    const held = allowed?.length ? new TokenSetMatcher(allowed, logitsWidth, constraint, this.grammar?.freeTextBans) : constraint;
     return op.thinkingBudget ? new ThinkingBudgetMatcher(op.thinkingBudget, logitsWidth, held) : held;
   }
 
@@ -70,7 +58,7 @@ class TextThreadState {
           this.samplers.set(op.seqId, new SequenceSampler(op.sampling, { stream: op.stream, promptIds: op.promptIds, endIds: session.manifest.stopTokenIds }));
           this.matchers.get(op.seqId)?.dispose();
           this.matchers.delete(op.seqId);
-          const matcher = await this.openMatcher(op, session.vocab);
+          const matcher = this.openMatcher(op, session.vocab);
           if (matcher) this.matchers.set(op.seqId, matcher);
         } else if (op.op === "copy") {
           await kv.copyPrefix(op.from, op.to, op.length);
@@ -124,9 +112,8 @@ class TextThreadState {
     const session = this.requireSession();
     if (session instanceof WebGpuTextSession) {
       // The device applies the masks, so they are computed before its forward pass.
-      if (this.matchers.size > 0) await this.constraintEngine();
       const masks = await nextMasks(this.matchers, req, failed);
-      const ctx = { session, samplers: this.samplers, matchers: this.matchers, freeTextBans: () => this.engine!.freeTextBans };
+      const ctx = { session, samplers: this.samplers, matchers: this.matchers, freeTextBans: () => this.freeTextBans() };
       return runDeviceStep(ctx, req, masks, failed);
     }
     const t0 = performance.now();
@@ -134,9 +121,8 @@ class TextThreadState {
     let logits: Float32Array;
     let masks: Map<number, Int32Array | null>;
     try {
-      // Masks are computed after the forward pass has been started. onnxruntime-node runs a session on
-      // the calling thread from a setImmediate, so today they do not overlap; an engine that runs truly
-      // in the background would overlap them without changing this code.
+      // Masks are asked for once the forward pass has been started: the grammar thread computes them
+      // while this thread runs the model.
       const forward = session.forward(req.firstSlot, req.rows, req.tokensPerRow, req.tokens, req.score !== undefined || req.verify === true);
       forward.catch(() => {}); // handled by the await below; never an unhandled rejection meanwhile
       masks = await nextMasks(this.matchers, req, failed);
@@ -173,7 +159,7 @@ class TextThreadState {
       } else if (mask === null) {
         // Free text: the few ids the engine never allows are banned in place and restored, rather
         // than copying and masking the whole row.
-        sample = sampleWithBans(sampler, rowLogits, this.engine!.freeTextBans);
+        sample = sampleWithBans(sampler, rowLogits, this.freeTextBans());
       } else {
         // Masked in place when no other sequence samples this row; a copy when one does (n > 1), so it sees the row unmasked.
         const masked = shared ? rowLogits.slice() : rowLogits;
@@ -249,12 +235,15 @@ function sampleWithBans(sampler: SequenceSampler, row: Float32Array, bans: Int32
  */
 async function nextMasks(matchers: Map<number, TokenMatcher>, req: StepRequest, failed: SequenceFailure[]): Promise<Map<number, Int32Array | null>> {
   const masks = new Map<number, Int32Array | null>();
-  const ids = [...req.seqIds.filter((_, r) => req.sample[r]), ...(req.forks?.map((f) => f.seqId) ?? [])];
-  for (const seqId of ids) {
+  const ids = new Set([...req.seqIds.filter((_, r) => req.sample[r]), ...(req.forks?.map((f) => f.seqId) ?? [])]);
+  // Asked for all at once: the grammar thread answers them in turn while none waits for another's round trip.
+  const asked = [...ids].flatMap((seqId) => {
     const matcher = matchers.get(seqId);
-    if (!matcher || masks.has(seqId)) continue;
+    return matcher ? [{ seqId, mask: matcher.nextMask() }] : [];
+  });
+  for (const { seqId, mask } of asked) {
     try {
-      setMask(masks, seqId, await matcher.nextMask());
+      setMask(masks, seqId, await mask);
     } catch (err) {
       failed.push({ seqId, message: `the constraint failed: ${messageOf(err)}` });
     }
@@ -283,13 +272,16 @@ function topLogits(row: Float32Array, n: number): Array<{ token: number; logit: 
 const state = new TextThreadState();
 
 /** Piscina task entry: one request in, one result out. */
-export default async function handle(req: TextWorkerRequest): Promise<TextLoadResult | StepResult> {
+export default async function handle(req: TextWorkerRequest): Promise<TextLoadResult | StepResult | null> {
   if (req.op === "step") return state.step(req);
+  if (req.op === "grammar") {
+    state.grammar = await GrammarClient.connect(req.port);
+    return null;
+  }
   await state.session?.release();
   state.reset();
   state.session =
     req.options.device === "webgpu" ? await WebGpuTextSession.load(req.artifactDir, req.options) : await TextSession.load(req.artifactDir, req.options);
-  state.artifactDir = req.artifactDir;
   const m = state.session.manifest;
   const device = state.session instanceof WebGpuTextSession ? "webgpu" : "cpu";
   return { shape: m.shape, artifactId: m.id, stopTokenIds: m.stopTokenIds, slots: state.session.kv.slots, device };

@@ -17,7 +17,11 @@
  * its cache. A request that scores its prompt has its prefill chunks return each position's log
  * probabilities too, and computes its whole prompt (no cached prefix); one that embeds its prompt has
  * its chunks' final hidden states pooled (`embedding-pool.ts`; a mean computes its whole prompt too)
- * and generates nothing. Requests beyond the waiting bound are refused at once (`OverloadedError`).
+ * and generates nothing. A request with a constraint the runner has not compiled lately waits for
+ * its compile, started between steps (`StepRunner.prepareConstraint`); while one compiles, the
+ * constrained sequences wait in their slots (their masks come from the thread that compiles) and
+ * the others step on, and requests behind it may be admitted first. Requests beyond the waiting
+ * bound are refused at once (`OverloadedError`).
  * A failure fails the requests of the sequences it touched, and no others.
  */
 import { type SlidingWindowShape, slidingCacheCapacity } from "../../runtime/artifact/index.js";
@@ -113,6 +117,8 @@ interface Submission {
   detach: () => void;
   /** The request's own end tokens (`sampling.stop_token_ids`), when it has any. */
   stopIds?: ReadonlySet<number>;
+  /** Its constraint's compile (StepRunner.prepareConstraint): to start, under way, or done (or none needed). Only a done one is admitted. */
+  grammar: "pending" | "compiling" | "ready";
 }
 
 /** One model call of a step, as planned. */
@@ -137,6 +143,8 @@ export class BatchEngine {
   private readonly stopTokens: Set<number>;
   private readonly now: () => number;
   private looping = false;
+  /** Constraints compiling on the runner's grammar thread now (see StepRunner.prepareConstraint). */
+  private compiling = 0;
   private closed = false;
   private activeSubmissions = 0;
   private idleWaiters: Array<() => void> = [];
@@ -215,6 +223,7 @@ export class BatchEngine {
       done: false,
       detach: () => {},
       ...(request.sampling.stop_token_ids?.length ? { stopIds: new Set(request.sampling.stop_token_ids) } : {}),
+      grammar: request.constraint && this.runner.prepareConstraint && !this.runner.constraintPrepared?.(request.constraint) ? "pending" : "ready",
     };
     const cancel = () => this.cancel(submission);
     submission.channel = new Channel<GenerationEvent>(cancel, () => this.readerCaughtUp(submission));
@@ -358,6 +367,7 @@ export class BatchEngine {
 
   /** One step: schedule -> run -> postprocess. Returns false when nothing could move (every running sequence waits for its reader). */
   private async iteration(): Promise<boolean> {
+    this.startCompiles();
     const started = this.now();
     const copiesBefore = this.ops.copies;
     const changed = this.schedule();
@@ -391,7 +401,9 @@ export class BatchEngine {
       }
     }
     const progressed = changed || decodeCalls + prefillCalls > 0;
-    if (!progressed && !this.idle && !this.live.some((s) => s.paused)) throw new Error("batch engine: no sequence can make progress (scheduler bug)");
+    if (!progressed && !this.idle && !this.live.some((s) => s.paused) && this.compiling === 0) {
+      throw new Error("batch engine: no sequence can make progress (scheduler bug)");
+    }
     this.updateGauges();
     this.stats.step({
       decodeRows,
@@ -406,10 +418,34 @@ export class BatchEngine {
     return progressed;
   }
 
+  /**
+   * Starts the compiles of waiting requests' constraints. Called between steps only: a compile
+   * queues ahead of every mask on the grammar thread, so none may start while a step waits for masks.
+   */
+  private startCompiles(): void {
+    const prepare = this.runner.prepareConstraint?.bind(this.runner);
+    if (!prepare) return;
+    for (const submission of this.queue) {
+      if (submission.grammar !== "pending") continue;
+      submission.grammar = "compiling";
+      this.compiling++;
+      prepare(submission.request.constraint!)
+        .then(
+          () => void (submission.grammar = "ready"),
+          (err: unknown) => this.fail(submission, err),
+        )
+        .finally(() => {
+          this.compiling--;
+          this.wake();
+        });
+    }
+  }
+
   /** Schedule: reap cancelled, pause or resume for readers, pack slots, admit. Returns whether anything changed. */
   private schedule(): boolean {
     const reaped = this.reap();
     this.applyBackpressure();
+    for (const seq of this.live) seq.grammarHeld = this.compiling > 0 && this.submissionOf.get(seq)?.request.constraint !== undefined;
     this.kv.pack();
     const admitted = this.admit();
     this.updateGauges();
@@ -446,7 +482,12 @@ export class BatchEngine {
     const prefilling = this.live.filter((s) => s.status === "prefilling");
     const step = planStep(
       decodeRows,
-      prefilling.map((s) => ({ cached: s.cached, promptLength: s.promptLength, eligible: s.shareFrom === null, background: s.embedding !== null })),
+      prefilling.map((s) => ({
+        cached: s.cached,
+        promptLength: s.promptLength,
+        eligible: s.shareFrom === null && !s.grammarHeld,
+        background: s.embedding !== null,
+      })),
       this.limits,
     );
     for (const chunk of step.prefill) {
@@ -509,14 +550,16 @@ export class BatchEngine {
 
   /** Gives free slots to waiting choices, oldest request first; returns how many. */
   private admit(): number {
+    // A request whose constraint is still compiling keeps its place but lets those behind it in.
+    const ready = this.queue.filter((s) => s.grammar === "ready");
     const count = admissions(
-      this.queue.map((s) => ({ waitingChoices: s.waiting.length })),
+      ready.map((s) => ({ waitingChoices: s.waiting.length })),
       this.kv.free,
     );
     for (let i = 0; i < count; i++) {
-      const submission = this.queue[0];
+      const submission = ready.find((s) => s.waiting.length > 0)!;
       const seq = submission.waiting.shift()!;
-      if (submission.waiting.length === 0) this.queue.shift();
+      if (submission.waiting.length === 0) this.queue.splice(this.queue.indexOf(submission), 1);
       if (!submission.admitted) {
         submission.admitted = true;
         this.stats.queued((this.now() - submission.submittedAt) / 1000);

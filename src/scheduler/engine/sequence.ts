@@ -64,6 +64,11 @@ export class Sequence {
   finishReason: FinishReason | null = null;
   /** Its reader has fallen behind (too many undelivered events): it skips decode steps until caught up. */
   paused = false;
+  /**
+   * Its output is held to a constraint whose masks come from the grammar thread, which is compiling
+   * another one now: it waits, in its slot, until the compile is done, while the others step.
+   */
+  grammarHeld = false;
   /** When its request scores the prompt: the prompt tokens its prefill has scored so far; else null. */
   readonly promptLogprobs: PromptTokenLogprob[] | null;
   /** Tokens its output is expected to repeat, or null; and how many of them checks confirmed. */
@@ -101,7 +106,7 @@ export class Sequence {
 
   /** Ready to take a decode step: its next input is its last sampled token, and its reader keeps up. */
   get ready(): boolean {
-    return this.status === "running" && !this.paused;
+    return this.status === "running" && !this.paused && !this.grammarHeld;
   }
 
   /** Prompt tokens still to compute; 0 while it waits for a sibling's prefill. */

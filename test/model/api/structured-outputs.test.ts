@@ -197,6 +197,47 @@ describe("structured outputs on the real model", () => {
     });
   }, 120_000);
 
+  it("keeps other requests' tokens coming while a schema takes seconds to compile, and answers it", async () => {
+    // Four distinct long string bounds: a few seconds of compiling on the grammar thread.
+    const properties = Object.fromEntries([301, 302, 303, 304].map((n) => [`field${n}`, { type: "string", maxLength: n }]));
+    const schema = { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
+    const story = await client.chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [{ role: "user", content: "Tell me a long story about a lighthouse." }],
+      max_tokens: 400,
+      temperature: 0,
+      stream: true,
+      // @ts-expect-error vLLM's extension: every chunk holds one token, whatever the model would end on
+      ignore_eos: true,
+    });
+    let tokens = 0;
+    let tokensWhileCompiling = -1;
+    let slow: Promise<{ text: string; startedAt: number; at: number }> | null = null;
+    for await (const chunk of story) {
+      if (chunk.choices[0]?.delta?.content) tokens++;
+      if (tokens === 5 && slow === null) {
+        const startedAt = tokens;
+        slow = client.chat.completions
+          .create({
+            model: TEXT_SLUG,
+            messages: [{ role: "user", content: "Fill in the four fields as JSON." }],
+            max_tokens: 30,
+            response_format: { type: "json_schema", json_schema: { name: "f", schema, strict: true } },
+          })
+          .then((r) => {
+            tokensWhileCompiling = tokens - startedAt;
+            return { text: r.choices[0].message.content ?? "", startedAt, at: tokens };
+          });
+      }
+    }
+    expect(slow).not.toBeNull();
+    const answered = await slow!;
+    // The story went on while the schema compiled (before the grammar thread, a compile held every
+    // sequence of the model, and the story got only the few tokens the 30-token answer took).
+    expect(tokensWhileCompiling === -1 ? tokens - answered.startedAt : tokensWhileCompiling).toBeGreaterThan(100);
+    expect(answered.text.startsWith("{")).toBe(true);
+  });
+
   it("refuses a keyword it cannot enforce with a 400 naming it", async () => {
     const bad = { type: "object", properties: { a: { type: "array", items: { type: "integer" }, uniqueItems: true } }, required: ["a"] };
     await expect(

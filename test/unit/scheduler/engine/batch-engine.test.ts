@@ -205,6 +205,81 @@ describe("BatchEngine", () => {
     expect(order).toEqual(["running", "urgent late", "soon", "batch", "late", "later batch"]);
   });
 
+  describe("constraints compiled away from the steps", () => {
+    const SCHEMA_X = { type: "json_schema" as const, schema: '{"type":"string"}' };
+    const SCHEMA_Y = { type: "json_schema" as const, schema: '{"type":"integer"}' };
+    /** The fake runner with a grammar thread whose compiles the test finishes, and a log of which sequences each call ran while one was under way. */
+    function withCompiles() {
+      const fake = fakeStepRunner({ slots: 4, vocab, stopTokenIds: [EOS], stepDelayMs: 1 });
+      const compiled = new Set<string>([SCHEMA_X.schema]);
+      const compiles: Array<{ spec: string; finish: (err?: Error) => void }> = [];
+      const duringCompile: number[][] = [];
+      const runner = Object.assign(Object.create(fake) as typeof fake, {
+        slots: fake.slots,
+        step: async (call: Parameters<typeof fake.step>[0]) => {
+          if (compiles.length > 0) duringCompile.push(call.seqIds);
+          return fake.step(call);
+        },
+        constraintPrepared: (spec: { schema?: string }) => compiled.has(spec.schema ?? ""),
+        prepareConstraint: (spec: { schema?: string }) =>
+          new Promise<void>((resolve, reject) =>
+            compiles.push({
+              spec: spec.schema ?? "",
+              finish: (err) => {
+                compiles.splice(0, 1);
+                if (err) return reject(err);
+                compiled.add(spec.schema ?? "");
+                resolve();
+              },
+            }),
+          ),
+      });
+      const engine = new BatchEngine(runner, fake, { name: "m", contextLength: fake.contextLength, stopTokenIds: fake.stopTokenIds });
+      return { engine, compiles, duringCompile };
+    }
+
+    it("runs the others while a constraint compiles, holding the constrained ones, then runs it", async () => {
+      const { engine, compiles, duringCompile } = withCompiles();
+      const started = (name: string, req: GenerationRequest) => {
+        const stream = engine.submit(req);
+        return (async () => {
+          const events: GenerationEvent[] = [];
+          for await (const e of stream) events.push(e);
+          return events;
+        })().then((events) => ({ name, events }));
+      };
+      const constrained = started("constrained", request({ promptIds: prompt(3, 1), maxTokens: 30, constraint: SCHEMA_X }));
+      const plain = started("plain", request({ promptIds: prompt(3, 2), maxTokens: 30 }));
+      await new Promise((r) => setTimeout(r, 10));
+      const compiling = started("compiling", request({ promptIds: prompt(3, 3), maxTokens: 5, constraint: SCHEMA_Y }));
+      while (compiles.length === 0) await new Promise((r) => setTimeout(r, 1));
+      const before = duringCompile.length;
+      await new Promise((r) => setTimeout(r, 15));
+      // Steps went on while it compiled, with the plain sequence only.
+      expect(duringCompile.length).toBeGreaterThan(before);
+      const seen = new Set(duringCompile.slice(before).flat());
+      expect(seen.size).toBe(1);
+      compiles[0].finish();
+      const results = await Promise.all([constrained, plain, compiling]);
+      for (const { name, events } of results)
+        expect(
+          events.filter((e) => e.type === "finish"),
+          name,
+        ).toHaveLength(1);
+      expect(results.map((r) => r.events.filter((e) => e.type === "delta").length)).toEqual([30, 30, 5]);
+    });
+
+    it("fails only the request whose constraint cannot be compiled", async () => {
+      const { engine, compiles } = withCompiles();
+      const plain = collect(engine.submit(request({ promptIds: prompt(3, 2), maxTokens: 10 })));
+      const refused = collect(engine.submit(request({ promptIds: prompt(3, 3), maxTokens: 5, constraint: SCHEMA_Y })));
+      while (compiles.length === 0) await new Promise((r) => setTimeout(r, 1));
+      compiles[0].finish(new Error("the engine refused it"));
+      await expect(refused).rejects.toThrow("the engine refused it");
+      expect((await plain).finish).toHaveLength(1);
+    });
+  });
+
   it("never starves the oldest prompt: it gets a chunk every step while short requests keep coming", async () => {
     const { engine, fake } = setup({ slots: 3 }, { stepTokens: 20, prefillChunk: 16 });
     const long = collect(engine.submit(request({ promptIds: prompt(160, 5), maxTokens: 1 })));
