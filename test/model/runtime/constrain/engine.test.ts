@@ -479,6 +479,29 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     });
   }
 
+  it("regex with long repetitions (written as kiln's grammar): random walks match them, counts held exactly", async () => {
+    const long: Array<[string, RegExp]> = [
+      ["[a-z ]{150,300}", /^[a-z ]{150,300}$/],
+      ["(ab|c){70}!", /^(ab|c){70}!$/],
+      ["x{65}-[0-9]{1,3}", /^x{65}-[0-9]{1,3}$/],
+      [".{0,2000}", /^[^\n]{0,2000}$/u],
+    ];
+    for (const [pattern, check] of long) {
+      const t = performance.now();
+      engine.matcher({ type: "regex", pattern }).dispose();
+      const compileMs = performance.now() - t;
+      const lengths: number[] = [];
+      for (let seed = 1; seed <= 4; seed++) {
+        const m = engine.matcher({ type: "regex", pattern });
+        const text = await randomWalk(m, seed, 0.3, 400);
+        m.dispose();
+        expect(text, `${JSON.stringify(text)} from ${pattern}`).toMatch(check);
+        lengths.push([...text].length);
+      }
+      console.log(JSON.stringify({ pattern, compileMs: +compileMs.toFixed(1), lengths }));
+    }
+  });
+
   it("a schema's pattern with non-ASCII classes: random walks match it, whole characters; the class's members can be written, others not", async () => {
     const schema = {
       type: "object",

@@ -6,6 +6,7 @@ import { checkConstraint, ConstraintError, type ConstraintSpec } from "../../../
 import {
   enginePattern,
   engineRegex,
+  MAX_LONG_REPEAT_BOUND,
   MAX_REPEAT_BOUND,
   regexProblem,
   schemaEnginePattern,
@@ -51,6 +52,12 @@ describe("regex", () => {
     "(^a|b)c",
     "a}]",
     `a{${MAX_REPEAT_BOUND}}`,
+    // Long repetitions of what holds nothing repeated, in no repeated group.
+    `a{${MAX_LONG_REPEAT_BOUND}}`,
+    "[^\\n]{1,3000}",
+    "(ab|c){1,3000}x{65}",
+    "(x{100})?y",
+    "[a-z]{100}[0-9]{100}[A-Z]{100}[ ]{100}",
   ];
   for (const p of accepted) it(`accepts ${JSON.stringify(p)}`, () => expect(regexProblem(p)).toBeUndefined());
 
@@ -83,7 +90,12 @@ describe("regex", () => {
     ["a{,3}", /'\{' that does not start a repetition/],
     ["a{x}", /'\{'/],
     ["a{3,2}", /out of order/],
-    [`a{${MAX_REPEAT_BOUND + 1}}`, /repetition count over/],
+    [`a{${MAX_LONG_REPEAT_BOUND + 1}}`, /repetition count over 10000/],
+    ["(a+){65}", /over 64 \(\{65\}\) of a group with a repetition inside/],
+    ["(ab{2}){100}", /of a group with a repetition inside/],
+    ["(a{65})*", /over 64 inside a repeated group/],
+    ["(b(a{65})){2}", /inside a repeated group/],
+    ["a{65}b{65}c{65}d{65}e{65}", /more than 4 repetitions with counts over 64/],
     ["(a{10}){30}", /multiply/],
     ["*a", /nothing to repeat/],
     ["^*a", /nothing to repeat/],
@@ -145,6 +157,9 @@ describe("regex", () => {
       ebnf: 'root ::= ("a" | ([\\u00c3\\u00c3] [\\u00a0-\\u00bf])+) [0-9]{2,} [^\\u000a] [^0-9A-Z_a-z]?',
     });
     expect(enginePattern("[a-z]+\\.(com|org)")).toEqual({ regex: "[a-z]+\\.(com|org)" });
+    // A long repetition goes as a grammar too, which the engine compiles without unrolling it.
+    expect(enginePattern("[a-z]{1,3000}")).toEqual({ ebnf: "root ::= [a-z]{1,3000}" });
+    expect(schemaPatternProblem("[a-z]{1,3000}")).toMatch(/repetition count over 64/);
   });
 
   it("rewrites ., \\s and \\S for the engine (\\s as ASCII white space); a schema pattern must not use \\S outside a class", () => {
