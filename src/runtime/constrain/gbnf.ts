@@ -18,12 +18,22 @@ import { ConstraintError } from "./errors.js";
 export const MAX_GRAMMAR_CHARS = 32 * 1024;
 /** Most rules in one grammar. */
 export const MAX_GRAMMAR_RULES = 512;
-/** Largest count in `{m,n}`: the engine writes out one rule per repetition. */
+/** Largest count in `{m,n}` of what holds a rule or a repetition: the engine writes out one rule per repetition. */
 export const MAX_GRAMMAR_REPEAT = 128;
 /**
- * Most elements of a grammar with its counts multiplied out (`[a-z]{1,64}` is 64). The engine
- * compiles a grammar on the model's worker thread, between steps, in about 1-4 ms per element
- * that matches many tokens (SmolLM2's vocabulary, 2 cores), so this bounds the pause to about a second.
+ * Largest count of a plain element (a literal, a class, `.`, or a group of those): past 128 the
+ * engine repeats it without writing it out, in about 2.4 s for a class of most characters on
+ * SmolLM2's vocabulary whatever the count.
+ */
+export const MAX_PLAIN_REPEAT = 10_000;
+/** What a plain element repeated past 128 counts for in {@link MAX_GRAMMAR_SIZE}: about its compile time's worth. */
+const LONG_REPEAT_SIZE = 200;
+/**
+ * Most elements of a grammar with its counts multiplied out (`[a-z]{1,64}` is 64; a plain element
+ * repeated past 128 is 200). The engine compiles a grammar on the model's grammar thread before
+ * its request starts, in about 1-13 ms per element that matches many tokens (SmolLM2's
+ * vocabulary, 2 cores), holding the model's other constrained requests meanwhile, so this bounds
+ * that to a few seconds.
  */
 export const MAX_GRAMMAR_SIZE = 512;
 /** One element of a sequence. Characters are Unicode code points. */
@@ -177,12 +187,20 @@ function utf8Bytes(c: number): number[] {
 }
 
 /** Elements of `item` with its counts multiplied out (a reference counts once: the rule is compiled once). */
+/** A literal, a class, `.`, or a group of those: no rule, no repetition inside. */
+function plain(item: GrammarItem): boolean {
+  if (item.kind === "group") return item.alternatives.every((seq) => seq.every(plain));
+  return item.kind === "literal" || item.kind === "class" || item.kind === "any";
+}
+
 function expandedSize(item: GrammarItem): number {
   switch (item.kind) {
     case "group":
       return item.alternatives.reduce((n, seq) => n + seq.reduce((m, e) => m + expandedSize(e), 0), 0);
-    case "repeat":
-      return expandedSize(item.item) * Math.max(1, item.max ?? item.min);
+    case "repeat": {
+      const count = Math.max(1, item.max ?? item.min);
+      return count > MAX_GRAMMAR_REPEAT ? LONG_REPEAT_SIZE : expandedSize(item.item) * count;
+    }
     default:
       return 1;
   }
@@ -273,6 +291,11 @@ class GbnfParser {
         if (last === undefined) this.fail(`"${c}" must follow an element it repeats`, start);
         this.pos++;
         const [min, max] = c === "*" ? [0, null] : c === "+" ? [1, null] : c === "?" ? [0, 1] : this.counts(start);
+        const most = Math.max(min, max ?? 0);
+        if (most > MAX_PLAIN_REPEAT) this.fail(`counts above ${MAX_PLAIN_REPEAT} are not accepted`, start);
+        if (most > MAX_GRAMMAR_REPEAT && !plain(last!)) {
+          this.fail(`counts above ${MAX_GRAMMAR_REPEAT} are accepted only on a literal, a class, "." or a group of those`, start);
+        }
         items.push({ kind: "repeat", item: last!, min, max });
       } else if (c !== undefined && NAME_CHAR.test(c)) {
         const name = this.name();
@@ -372,7 +395,6 @@ class GbnfParser {
     if (this.text[this.pos] !== "}") this.fail('expected "}" to close the count', this.pos);
     this.pos++;
     if (max !== null && max < min!) this.fail(`the count {${min},${max}} has its maximum below its minimum`, start);
-    if (Math.max(min!, max ?? 0) > MAX_GRAMMAR_REPEAT) this.fail(`counts above ${MAX_GRAMMAR_REPEAT} are not accepted`, start);
     return [min!, max];
   }
 

@@ -479,7 +479,7 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
     });
   }
 
-  it("regex with long repetitions (written as kiln's grammar): random walks match them, counts held exactly", async () => {
+  it("regex and GBNF with long repetitions (written as kiln's grammar): random walks match them, counts held exactly", async () => {
     const long: Array<[string, RegExp]> = [
       ["[a-z ]{150,300}", /^[a-z ]{150,300}$/],
       ["(ab|c){70}!", /^(ab|c){70}!$/],
@@ -499,6 +499,14 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
         lengths.push([...text].length);
       }
       console.log(JSON.stringify({ pattern, compileMs: +compileMs.toFixed(1), lengths }));
+    }
+    // The same in a GBNF grammar: a plain element repeated past 128.
+    const grammar: ConstraintSpec = { type: "grammar", grammar: 'root ::= "<" [a-z]{130,200} ">"' };
+    for (let seed = 1; seed <= 2; seed++) {
+      const m = engine.matcher(grammar);
+      const text = await randomWalk(m, seed, 0.3, 400);
+      m.dispose();
+      expect(text).toMatch(/^<[a-z]{130,200}>$/);
     }
   });
 
@@ -639,7 +647,8 @@ describe("regex, choice and structural tags on SmolLM2's vocabulary", () => {
       ['root ::= "open', /line 1, column 10: the string literal is not closed/],
       ['start ::= "x"', /no "root" rule/],
       ['root ::= "a"\nroot ::= "b"', /line 2, column 1: rule "root" is defined twice/],
-      ['root ::= "a"{1,500}', /counts above/],
+      ['root ::= "a"{1,10001}', /counts above/],
+      ['root ::= ("a"+){500}', /counts above 128 are accepted only on/],
       ['root ::= "\\q"', /unknown escape/],
     ] as const) {
       expect(() => engine.matcher({ type: "grammar", grammar }), grammar).toThrow(message);

@@ -80,5 +80,12 @@ describe("GBNF grammars", () => {
     expect(problem('root ::= ([a-z]{1,120} " "){1,4}')).toBe("accepted");
     expect(problem("x".repeat(MAX_GRAMMAR_CHARS + 1))).toMatch(/characters long/);
     expect(problem('root ::= "a" | "b"\nother ::= root')).toBe("accepted");
+    // Past 128, only a plain element repeats (the engine repeats it without writing it out), each counting 200 elements.
+    expect(problem('root ::= "x" [^"\\n]{0,2000} "y"')).toBe("accepted");
+    expect(problem('root ::= ("ab" | [c-e]){3000} .{129}')).toBe("accepted");
+    expect(problem('root ::= x{200}\nx ::= "a"')).toMatch(/column 11: counts above 128 are accepted only on a literal, a class, "\." or a group of those/);
+    expect(problem('root ::= ("a"+){200}')).toMatch(/accepted only on a literal/);
+    expect(problem('root ::= "a"{10001}')).toMatch(/counts above 10000 are not accepted/);
+    expect(problem("root ::= [a-z]{200} [0-9]{200} [A-Z]{200}")).toMatch(/expands to 600 elements/);
   });
 });
