@@ -29,6 +29,19 @@ async function answerOnce(how: HowToStart): Promise<{ models: string[]; content:
     });
     expect(res.status, await res.clone().text()).toBe(200);
     const body = (await res.json()) as { choices: { message: { content: string } }[] };
+    // A constrained answer: the grammar thread starts from wherever kiln's files are, too.
+    const json = await fetch(`${server.baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "A JSON object, please." }],
+        max_tokens: 8,
+        response_format: { type: "json_object" },
+      }),
+    });
+    expect(json.status, await json.clone().text()).toBe(200);
+    expect(((await json.json()) as { choices: { message: { content: string } }[] }).choices[0].message.content).toMatch(/^\{/);
     const script = await fetch(`${server.root}/console/app.js`);
     expect(script.status, await script.clone().text()).toBe(200);
     const consoleScript = (await script.text()).length;
