@@ -94,7 +94,11 @@ let ready: Promise<GrammarThreadState> | null = null;
 // One message at a time, in arrival order, whoever sent it: a step's accept must land before its next mask is asked for.
 let queue: Promise<unknown> = Promise.resolve();
 function serially<T>(work: (state: GrammarThreadState) => Promise<T> | T): Promise<T> {
-  const done = queue.then(async () => work(await ready!));
+  const done = queue.then(async () => {
+    // A thread piscina started in place of one that died was never given its engine.
+    if (!ready) throw new Error("the grammar thread has no engine (it was restarted)");
+    return work(await ready);
+  });
   queue = done.catch((err: unknown) => console.error(`kiln grammar thread: ${messageOf(err)}`));
   return done;
 }

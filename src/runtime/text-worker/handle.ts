@@ -1,4 +1,4 @@
-import { GrammarThread, type ConstraintSpec } from "../constrain/index.js";
+import { ConstraintError, GrammarThread, type ConstraintSpec } from "../constrain/index.js";
 import { WorkerThread } from "../worker-thread.js";
 import type { StepRequest, StepResult, TextLoadResult, TextSessionOptions } from "./protocol.js";
 
@@ -30,20 +30,32 @@ export class TextWorker {
   /**
    * Compiles `spec` on the model's grammar thread (started, and connected to the worker, the first
    * time), away from the worker, which goes on stepping meanwhile. Rejects with a ConstraintError
-   * when the engine refuses it.
+   * when the engine refuses it. A thread that failed otherwise (it died) is replaced by the next
+   * call: the sequences whose matchers it held fail, later ones are served.
    */
   async prepareConstraint(spec: ConstraintSpec): Promise<void> {
-    this.grammar ??= (async () => {
-      const grammar = await GrammarThread.start({ artifactDir: this.artifactDir, logitsWidth: this.info.shape.vocab, stopTokenIds: this.info.stopTokenIds });
-      const port = await grammar.connect();
-      await this.thread.run({ op: "grammar", port }, [port]);
-      this.ready = grammar;
-      return grammar;
-    })();
-    await (await this.grammar).prepare(spec);
+    const starting = (this.grammar ??= this.startGrammar());
+    try {
+      await (await starting).prepare(spec);
+    } catch (err) {
+      if (!(err instanceof ConstraintError) && this.grammar === starting) {
+        this.grammar = null;
+        this.ready = null;
+        void starting.then((g) => g.stop()).catch(() => {});
+      }
+      throw err;
+    }
   }
 
   private ready: GrammarThread | null = null;
+
+  private async startGrammar(): Promise<GrammarThread> {
+    const grammar = await GrammarThread.start({ artifactDir: this.artifactDir, logitsWidth: this.info.shape.vocab, stopTokenIds: this.info.stopTokenIds });
+    const port = await grammar.connect();
+    await this.thread.run({ op: "grammar", port }, [port]);
+    this.ready = grammar;
+    return grammar;
+  }
 
   /** KV slots of the session (the most sequences cached at once). */
   get slots(): number {

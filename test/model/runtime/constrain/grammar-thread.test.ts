@@ -1,10 +1,12 @@
 // Claim: the grammar thread gives the text worker the same masks as the constraint engine run in
 // place, step by step through a JSON-schema answer; a compile there answers the main thread (a
 // refusal as a ConstraintError naming where); a token the grammar refuses fails its sequence at its
-// next mask; and a thread that goes away fails the masks waited for instead of leaving them hanging.
+// next mask; a thread that goes away fails the masks waited for instead of leaving them hanging,
+// and its text worker starts another.
 import { readTokenizerSpec } from "../../../../src/runtime/artifact/index.js";
 import { ConstraintEngine, ConstraintError, GrammarClient, GrammarThread, type ConstraintSpec } from "../../../../src/runtime/constrain/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TextWorker } from "../../../../src/runtime/text-worker/handle.js";
 import { compiledArtifact } from "../../../support/model.js";
 
 const SCHEMA: ConstraintSpec = {
@@ -68,6 +70,23 @@ describe("the grammar thread", () => {
     expect(firstAllowed((await good.nextMask())!)).toBeGreaterThanOrEqual(0);
     bad.dispose();
     good.dispose();
+  });
+
+  it("a text worker whose grammar thread died starts another at its next compile", async () => {
+    const { dir } = await compiledArtifact();
+    const worker = await TextWorker.start(dir);
+    try {
+      await worker.prepareConstraint(SCHEMA);
+      expect(worker.constraintPrepared(SCHEMA)).toBe(true);
+      // The thread goes away (as one that crashed would).
+      await (worker as unknown as { ready: GrammarThread }).ready.stop();
+      await expect(worker.prepareConstraint({ type: "json_object" })).rejects.toThrow();
+      expect(worker.constraintPrepared(SCHEMA)).toBe(false);
+      await worker.prepareConstraint({ type: "json_object" });
+      expect(worker.constraintPrepared({ type: "json_object" })).toBe(true);
+    } finally {
+      await worker.stop();
+    }
   });
 
   it("fails the masks waited for when the thread goes away", async () => {
