@@ -18,30 +18,24 @@ export class GrammarClient {
   /** Masks asked for in this turn, sent together at its end. */
   private readonly batch: Array<{ seqId: number; resolve: (mask: Int32Array | null) => void; reject: (err: Error) => void }> = [];
 
-  private constructor(
-    private readonly port: MessagePort,
-    /** Ids a free-text (null) mask bans: the engine's control tokens and ids past the vocabulary. */
-    readonly freeTextBans: Int32Array,
-  ) {}
+  /** Ids a free-text (null) mask bans: the engine's control tokens and ids past the vocabulary. */
+  freeTextBans: Int32Array = new Int32Array(0);
+
+  private constructor(private readonly port: MessagePort) {
+    port.on("message", (answer: GrammarWorkerAnswer) => this.answered(answer));
+    port.on("close", () => this.gone());
+  }
 
   /** Connects over `port` (from GrammarThread.connect) once the thread's engine is ready. */
   static async connect(port: MessagePort): Promise<GrammarClient> {
-    const waiting = new Map<number, (answer: GrammarWorkerAnswer) => void>();
-    port.on("message", (answer: GrammarWorkerAnswer) => {
-      const resolve = waiting.get(answer.id);
-      waiting.delete(answer.id);
-      resolve?.(answer);
-    });
+    const client = new GrammarClient(port);
     const hello = await new Promise<GrammarWorkerAnswer>((resolve) => {
-      waiting.set(0, resolve);
-      port.postMessage({ op: "hello", id: 0 } satisfies GrammarWorkerMessage);
+      const id = client.nextId++;
+      client.waiting.set(id, resolve);
+      port.postMessage({ op: "hello", id } satisfies GrammarWorkerMessage);
     });
     if (!("freeTextBans" in hello)) throw new Error("the grammar thread did not say hello");
-    const client = new GrammarClient(port, hello.freeTextBans);
-    // The client's own map takes over from the one hello used.
-    port.removeAllListeners("message");
-    port.on("message", (answer: GrammarWorkerAnswer) => client.answered(answer));
-    port.on("close", () => client.gone());
+    client.freeTextBans = hello.freeTextBans;
     return client;
   }
 
