@@ -1,8 +1,8 @@
 /**
  * The main thread's handle on a model's grammar thread (grammar-thread.ts): it starts the thread,
  * hands the text worker a port to it, and compiles constraints there ahead of their sequences. It
- * remembers which constraints it had compiled (as many as the engine keeps), so that a constraint
- * seen again is not sent to be compiled again.
+ * remembers which constraints it had compiled (as many as the engine keeps, forgotten in the same
+ * order), so that a constraint seen again is not sent to be compiled again.
  */
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import { WorkerThread } from "../worker-thread.js";
@@ -29,16 +29,26 @@ export class GrammarThread {
     return port2;
   }
 
-  /** Whether `spec` was compiled there lately, so that a sequence can open with it at once. */
+  /**
+   * Whether `spec` was compiled there lately, so that a sequence can open with it at once. A yes
+   * counts as a use, as the sequence's opening will in the engine's cache, so that both forget the
+   * same constraints first.
+   */
   prepared(spec: ConstraintSpec): boolean {
-    return this.compiled.has(keyOf(spec));
+    const key = keyOf(spec);
+    if (!this.compiled.has(key)) return false;
+    this.remember(key);
+    return true;
   }
 
   /** Compiles `spec` on the grammar thread; rejects with a ConstraintError when the engine refuses it. */
   async prepare(spec: ConstraintSpec): Promise<void> {
     const answer = await this.thread.run<PrepareAnswer>({ op: "prepare", spec });
     if (!answer.ok) throw new ConstraintError(answer.message, answer.path, answer.keyword);
-    const key = keyOf(spec);
+    this.remember(keyOf(spec));
+  }
+
+  private remember(key: string): void {
     this.compiled.delete(key);
     this.compiled.set(key, true);
     if (this.compiled.size > GRAMMAR_CACHE_ENTRIES) this.compiled.delete(this.compiled.keys().next().value as string);
