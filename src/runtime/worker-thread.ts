@@ -54,6 +54,11 @@ export class WorkerThread {
     }
   }
 
+  /** Calls `lost` once the thread is gone: stopped, or dead (piscina then starts a bare one in its place). */
+  onLost(lost: () => void): void {
+    this.pool.once("workerDestroy", lost);
+  }
+
   /** One message to the thread; buffers and ports in `transfer` move to it instead of being copied. */
   run<Result>(message: object, transfer?: Array<ArrayBuffer | MessagePort>): Promise<Result> {
     const options = transfer ? { transferList: transfer as unknown as Transfer } : undefined;

@@ -14,7 +14,20 @@ export class GrammarThread {
   /** Keys of the constraints compiled there, oldest first (the engine's cache evicts in the same order). */
   private readonly compiled = new Map<string, true>();
 
-  private constructor(private readonly thread: WorkerThread) {}
+  /** The thread is gone: what it compiled with it, and a bare thread (if any) in its place. */
+  private lost = false;
+
+  private constructor(private readonly thread: WorkerThread) {
+    thread.onLost(() => {
+      this.lost = true;
+      this.compiled.clear();
+    });
+  }
+
+  /** Whether the thread is gone (stopped, or dead): a new one must take its place. */
+  get gone(): boolean {
+    return this.lost;
+  }
 
   /** Starts the thread and builds its engine for the artifact's tokenizer. */
   static async start(init: Omit<Extract<GrammarControlMessage, { op: "init" }>, "op">): Promise<GrammarThread> {

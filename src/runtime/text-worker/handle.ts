@@ -22,9 +22,9 @@ export class TextWorker {
     return new TextWorker(thread, info, artifactDir);
   }
 
-  /** Whether sequences with `spec` can open now, without a compile on the grammar thread. */
+  /** Whether sequences with `spec` can open now, without a compile on the grammar thread (never once the thread is gone). */
   constraintPrepared(spec: ConstraintSpec): boolean {
-    return this.ready?.prepared(spec) ?? false;
+    return this.ready !== null && !this.ready.gone && this.ready.prepared(spec);
   }
 
   /**
@@ -34,17 +34,22 @@ export class TextWorker {
    * call: the sequences whose matchers it held fail, later ones are served.
    */
   async prepareConstraint(spec: ConstraintSpec): Promise<void> {
+    if (this.ready?.gone) this.forgetGrammar();
     const starting = (this.grammar ??= this.startGrammar());
     try {
       await (await starting).prepare(spec);
     } catch (err) {
-      if (!(err instanceof ConstraintError) && this.grammar === starting) {
-        this.grammar = null;
-        this.ready = null;
-        void starting.then((g) => g.stop()).catch(() => {});
-      }
+      if (!(err instanceof ConstraintError) && this.grammar === starting) this.forgetGrammar();
       throw err;
     }
+  }
+
+  /** Drops the grammar thread (stopping what is left of it): the next compile starts another. */
+  private forgetGrammar(): void {
+    const old = this.grammar;
+    this.grammar = null;
+    this.ready = null;
+    void old?.then((g) => g.stop()).catch(() => {});
   }
 
   private ready: GrammarThread | null = null;
