@@ -1,6 +1,7 @@
 /**
- * Who can reach the server. Local mode takes any key, which is safe only where nobody else can
- * connect: a server listening beyond loopback without `--cloud` is open to its whole network.
+ * Who can reach the server. Local mode without shared keys takes any key, which is safe only where
+ * nobody else can connect: a server listening beyond loopback without `--cloud` or `--api-key` is
+ * open to its whole network.
  */
 import { isIP } from "node:net";
 
@@ -25,11 +26,11 @@ function isIpv6Loopback(address: string): boolean {
   return given.at(-1) === 1 && given.slice(0, -1).every((g) => g === 0);
 }
 
-/** The warning for a server that takes any key from beyond this machine, or null when it is not exposed that way. */
-export function exposureWarning(host: string, cloud: boolean): string | null {
-  if (cloud || isLoopbackHost(host)) return null;
+/** The warning for a server that takes any key from beyond this machine (`checksKeys`: whether it checks them), or null when it is not exposed that way. */
+export function exposureWarning(host: string, checksKeys: boolean): string | null {
+  if (checksKeys || isLoopbackHost(host)) return null;
   return (
     `listening on ${host} in local mode: ANY API key is accepted from ANY machine that can reach this address, ` +
-    "so anyone on the network can use the models. Use --cloud (keys from `kiln keys`) or --host 127.0.0.1."
+    "so anyone on the network can use the models. Use --api-key <key>, --cloud (keys from `kiln keys`) or --host 127.0.0.1."
   );
 }

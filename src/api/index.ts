@@ -5,7 +5,7 @@ export { originProblem } from "./cors.js";
 export { Lifecycle } from "./context.js";
 export { ApiError, apiError, ERRORS, type ErrorBody, type ErrorCode } from "./errors.js";
 export type { ApiKeyInfo, KeyVerifier, Metering, UsageRecord, UsageRecorder } from "./cloud-port.js";
-export type { AuthMode } from "./auth/auth.js";
+export { checksKeys, type AuthMode } from "./auth/auth.js";
 export type { TrackRecords, UsageDay, UsageReport } from "./console.js";
 export { KilnMetrics } from "./metrics/kiln-metrics.js";
 export type { SseOptions } from "./sse.js";

@@ -146,7 +146,10 @@ function resolveValue(key: string, spec: OptionSpec, given: string | string[] | 
   const flag = flagOf(key);
   if (spec.type === "boolean") return given ?? spec.default ?? false;
   if (spec.multiple) {
-    const values = ((given as string[] | undefined) ?? []).map((text) => convert(spec, flag, text));
+    const fromEnv = spec.env ? process.env[spec.env] : undefined;
+    // An environment variable stands in for a repeatable option only where the option is not given: as one value.
+    const texts = (given as string[] | undefined)?.length ? (given as string[]) : fromEnv ? [fromEnv] : [];
+    const values = texts.map((text) => convert(spec, flag, text));
     if (spec.required && values.length === 0) throw missing(flag, spec);
     return values;
   }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
-import { buildApp, drainApp, exposureWarning, Lifecycle, isLoopbackHost, type AuthMode, type UsageReport } from "../api/index.js";
+import { buildApp, checksKeys, drainApp, exposureWarning, Lifecycle, isLoopbackHost, type AuthMode, type UsageReport } from "../api/index.js";
 import {
   CloudMeter,
   createRedisLimits,
@@ -156,7 +156,7 @@ class ServeSession {
   /** One model call at a time across the models served here (text first), so they do not slow each other down. */
   private readonly gate = new ComputeGate();
   private readonly lifecycle = new Lifecycle();
-  private auth: AuthMode = { mode: "local" };
+  private auth: AuthMode;
   private cloud: { store: CloudStore; meter: CloudMeter } | null = null;
   /** Promotions choose each text model's artifact at start, and are followed while serving (the live switch); null when the database cannot be opened. */
   private promotionsDb: KilnDatabase | null = null;
@@ -177,6 +177,7 @@ class ServeSession {
     private readonly io: CommandIO,
   ) {
     this.logger = pino({ level: o.logLevel, base: { pid: process.pid } }, pino.destination(2));
+    this.auth = { mode: "local", keys: o.apiKeys };
     this.registry = this.createRegistry();
     for (const slug of [...o.slugs, ...o.locals.map((l) => l.slug)]) this.registry.expect(slug);
     this.stopped = new Promise<void>((resolve) => (this.resolveStopped = resolve));
@@ -276,7 +277,7 @@ class ServeSession {
   /** The HTTP app over the registry (empty yet); a host beyond loopback without key checks is warned about here and in /health. */
   private async createApp(): Promise<void> {
     const o = this.o;
-    const warning = exposureWarning(o.host, o.cloud);
+    const warning = exposureWarning(o.host, checksKeys(this.auth));
     if (warning) {
       this.io.stderr.write(`\nkiln serve: WARNING: ${warning}\n\n`);
       this.logger.warn({ host: o.host }, warning);
@@ -301,7 +302,7 @@ class ServeSession {
           return db ? { ...trackHistory(db, slug), trend: trend(db, slug) } : { slug, current: null, candidates: [], trend: [] };
         },
         // As `kiln promote` and `kiln rollback` do, in a database opened for writing; the promotion watcher switches live.
-        ...(offersOperatorActions(o.host, o.cloud)
+        ...(offersOperatorActions(o.host, checksKeys(this.auth))
           ? {
               promote: (slug: string, artifact: string) => withDatabase((db) => promote(db, slug, artifact, "operator (console)")),
               rollback: (slug: string) => withDatabase((db) => rollBack(db, slug)),
@@ -327,8 +328,13 @@ class ServeSession {
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : o.port;
     this.url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
+    const mode = cloud
+      ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}`
+      : o.apiKeys.length > 0
+        ? `local mode: API key${o.apiKeys.length > 1 ? "s" : ""} of --api-key checked`
+        : "local mode: no API key needed";
     io.stderr.write(
-      `kiln serve: listening on ${this.url} (${cloud ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}` : "local mode: no API key needed"}; models on ${describeDevice(o.resolvedDevice)}); ${o.slugs.length + o.locals.length > 0 ? `loading ${[...o.slugs, ...o.locals.map((l) => l.slug)].join(", ")}` : "models load on their first request"}\n`,
+      `kiln serve: listening on ${this.url} (${mode}; models on ${describeDevice(o.resolvedDevice)}); ${o.slugs.length + o.locals.length > 0 ? `loading ${[...o.slugs, ...o.locals.map((l) => l.slug)].join(", ")}` : "models load on their first request"}\n`,
     );
     return true;
   }
@@ -494,11 +500,12 @@ class ServeSession {
 
 /**
  * Whether the console may promote and roll back: on a loopback address, where whoever reaches the
- * console is on this machine, or in cloud mode, where the console's routes take them from an admin
- * key only. A local-mode server beyond loopback would let anyone on its network do it.
+ * console is on this machine; in cloud mode, where the console's routes take them from an admin key
+ * only; or with local mode's shared keys (`checksKeys`), whose holders are the server's operators.
+ * A local-mode server beyond loopback without them would let anyone on its network do it.
  */
-export function offersOperatorActions(host: string, cloud: boolean): boolean {
-  return cloud || isLoopbackHost(host);
+export function offersOperatorActions(host: string, checksKeys: boolean): boolean {
+  return checksKeys || isLoopbackHost(host);
 }
 
 /** Runs `action` on the records database, opened for it and closed after, as the CLI's commands do. */

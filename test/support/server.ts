@@ -11,6 +11,8 @@ export interface HowToStart {
   kiln?: string[];
   /** The working directory of the process. */
   cwd?: string;
+  /** Environment variables set over the test runner's own. */
+  env?: Record<string, string>;
 }
 
 export interface RunningServer {
@@ -36,7 +38,7 @@ export function startServer(slug: string | null, extraArgs: string[] = [], how: 
     [...prefix, "serve", ...(slug === null ? [] : ["--model", slug]), "--port", "0", "--log-level", "warn", "--no-nightly", ...extraArgs],
     {
       cwd: how.cwd,
-      env: process.env,
+      env: { ...process.env, ...how.env },
       stdio: ["ignore", "ignore", "pipe"],
     },
   );

@@ -1,16 +1,26 @@
 /**
  * Bearer-key authentication for /v1 routes. Local mode: no key is checked; a request without an
  * `Authorization` header passes (as local servers do), while a header whose key is empty is still
- * a 401, so a client that meant to send a key learns it sent none. Cloud mode: the key must be known, not revoked and not expired; its model list limits
+ * a 401, so a client that meant to send a key learns it sent none. Local mode with shared keys
+ * (`kiln serve --api-key`, as vLLM's and llama.cpp's): the request must carry one of them. Cloud mode: the key must be known, not revoked and not expired; its model list limits
  * which models it may use (403 otherwise). When the key database cannot be reached, cloud mode
  * fails closed: 503, never a request let through unchecked.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors.js";
 import type { ApiKeyInfo, KeyVerifier } from "../cloud-port.js";
 
-export type AuthMode = { mode: "local" } | { mode: "cloud"; keys: KeyVerifier };
+/**
+ * How requests are authenticated. Local mode's `keys`: the shared keys a request must carry, one of
+ * them (default none: any key or none passes).
+ */
+export type AuthMode = { mode: "local"; keys?: readonly string[] } | { mode: "cloud"; keys: KeyVerifier };
+
+/** Whether answers need a key at all: cloud mode, or local mode with shared keys. */
+export function checksKeys(auth: AuthMode): boolean {
+  return auth.mode === "cloud" || (auth.keys?.length ?? 0) > 0;
+}
 
 /**
  * Keys the server issues to itself, to send a batch's requests through its own routes as the
@@ -61,7 +71,7 @@ export function authHook(auth: AuthMode, internal?: InternalKeys) {
     const header = request.headers.authorization;
     // Anthropic's clients send their key as `x-api-key`: without an Authorization header, that is the key.
     const apiKey = request.headers["x-api-key"];
-    if (auth.mode === "local" && header === undefined) {
+    if (!checksKeys(auth) && header === undefined) {
       request.apiKey = LOCAL_KEY;
       return;
     }
@@ -78,6 +88,8 @@ export function authHook(auth: AuthMode, internal?: InternalKeys) {
       return;
     }
     if (auth.mode === "local") {
+      if (auth.keys?.length && !auth.keys.some((key) => sameKey(key, token)))
+        throw apiError("invalid_api_key", `Incorrect API key provided: ${redact(token)}.`);
       request.apiKey = LOCAL_KEY;
       return;
     }
@@ -104,6 +116,12 @@ export function assertModelAllowed(request: FastifyRequest, slug: string): void 
   if (models && !models.includes(slug)) {
     throw apiError("model_not_allowed", `This API key is not allowed to use the model '${slug}'.`, "model");
   }
+}
+
+/** Compares two keys in time that does not depend on where they differ (their digests have one length). */
+function sameKey(a: string, b: string): boolean {
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  return timingSafeEqual(digest(a), digest(b));
 }
 
 function redact(token: string): string {

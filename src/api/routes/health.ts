@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { kilnVersion } from "../../catalogue/version.js";
-import { authHook, type AuthMode } from "../auth/auth.js";
+import { authHook, checksKeys, type AuthMode } from "../auth/auth.js";
 import type { ApiContext } from "../context.js";
 import { engineSnapshots } from "../metrics/engine-metrics.js";
 import { renderDeviceInfo } from "../metrics/device-metrics.js";
@@ -23,7 +23,7 @@ export function healthRoutes(app: FastifyInstance, ctx: ApiContext, auth: AuthMo
   // vLLM's: which server and version answers, for clients that check before they call.
   app.get("/version", async () => ({ version: kilnVersion(), server: "kiln" }));
 
-  app.get("/metrics", { onRequest: auth.mode === "cloud" ? authHook(auth) : [] }, async (_request, reply) =>
+  app.get("/metrics", { onRequest: checksKeys(auth) ? authHook(auth) : [] }, async (_request, reply) =>
     reply.type(PROMETHEUS_CONTENT_TYPE).send(ctx.metrics.render(() => engineSnapshots(ctx.models)) + renderDeviceInfo(ctx.device)),
   );
 }

@@ -48,6 +48,13 @@ const options = {
     description:
       "check API keys (see `kiln keys`), enforce their limits and write the usage ledger (see `kiln usage`); without it (local mode) no key is checked (a request may omit the Authorization header) and nothing is charged",
   }),
+  apiKey: option.string({
+    value: "<key>",
+    multiple: true,
+    env: "KILN_API_KEY",
+    description:
+      "local mode: a key every request must carry (Authorization: Bearer <key>, or x-api-key), as vLLM's and llama.cpp's --api-key; repeatable, and $KILN_API_KEY may hold several, comma-separated. /metrics then takes it too; /health stays open. Default none: any key or none is taken. Not with --cloud, whose keys come from `kiln keys`",
+  }),
   database: databaseOption,
   limits: option.string({
     value: "<memory|redis://…>",
@@ -168,8 +175,8 @@ export default defineCommand({
 audio/transcriptions, models), then pulls, compiles and loads each model (progress on stderr).
 GET /health answers 503 until the models are loaded, then 200. SIGTERM or Ctrl-C stops taking
 requests and exits once the running ones have finished, or after --drain-timeout, ending the ones
-left with an error (a second Ctrl-C exits at once). A --host beyond loopback without --cloud lets
-anyone on the network in: kiln warns about it on stderr and in GET /health. A text model serves its
+left with an error (a second Ctrl-C exits at once). A --host beyond loopback without --cloud or
+--api-key lets anyone on the network in: kiln warns about it on stderr and in GET /health. A text model serves its
 promoted artifact when it has one, with the promotion's settings where no flag is given here (a
 given flag wins); a promotion or rollback while serving switches it live within seconds, failing no
 request. Text and transcription models can be served side by side (-m smollm2-135m-instruct
@@ -189,6 +196,7 @@ requests, and the least recently used ones are unloaded to make room under --mem
         slugs: models.slugs,
         locals: await checkLocalModels(models.files),
         origins: allowedOrigins(commandLine.options.allowedOrigins),
+        apiKeys: sharedKeys(commandLine.options.apiKey, commandLine.options.cloud),
         chatTemplate: await chatTemplateFrom(commandLine.options.chatTemplateFile),
         given: commandLine.given,
       },
@@ -206,12 +214,25 @@ export type ServeArgs = OptionValues<typeof options> & {
   /** The GGUF files on this machine to serve, checked. */
   locals: LocalGguf[];
   origins: string[];
+  /** Local mode's shared keys (--api-key), checked: each non-empty, none with --cloud. */
+  apiKeys: string[];
   /** The source of --chat-template-file, checked to parse. */
   chatTemplate?: string;
   given: ReadonlySet<ServeOptionName>;
   /** What --device resolved to on this machine: the device every model loads on, and its adapter. */
   resolvedDevice: DeviceDecision;
 };
+
+/** `--api-key`, each given and each comma-separated one (from $KILN_API_KEY); a usage error beside --cloud, whose keys are `kiln keys`'. */
+function sharedKeys(given: string[], cloud: boolean): string[] {
+  const keys = given
+    .flatMap((g) => g.split(","))
+    .map((k) => k.trim())
+    .filter((k) => k !== "");
+  if (given.length > 0 && keys.length === 0) throw new UsageError("--api-key: the key is empty");
+  if (keys.length > 0 && cloud) throw new UsageError("--api-key is for local mode: with --cloud, keys come from `kiln keys create`");
+  return keys;
+}
 
 /** `--allowed-origins`, each given and each comma-separated one, checked as origins; a usage error names the first that is not. */
 function allowedOrigins(given: string[]): string[] {

@@ -47,6 +47,44 @@ describe("local mode", () => {
   });
 });
 
+describe("local mode with shared keys", () => {
+  const keyed = () => fakeApp({ auth: { mode: "local", keys: ["sk-first", "sk-second"] } });
+
+  it("answers a request that carries one of the keys, as a bearer token or Anthropic's x-api-key", async () => {
+    const { app } = await keyed();
+    for (const headers of [{ authorization: "Bearer sk-first" }, { authorization: "bearer  sk-second " }, { "x-api-key": "sk-second" }]) {
+      const res = await app.inject({ method: "POST", url: "/v1/chat/completions", payload: chat(), headers });
+      expect(res.statusCode, JSON.stringify(headers)).toBe(200);
+    }
+  });
+
+  it("refuses a request without a key, or with another one, with 401 invalid_api_key on every API", async () => {
+    const { app } = await keyed();
+    const routes = [
+      { method: "GET", url: "/v1/models" },
+      { method: "POST", url: "/v1/chat/completions", payload: chat() },
+      { method: "POST", url: "/api/chat", payload: { ...chat(), stream: false } },
+      { method: "POST", url: "/tokenize", payload: { content: "hi" } },
+      { method: "GET", url: "/metrics" },
+    ] as const;
+    for (const route of routes) {
+      for (const headers of [{}, { authorization: "Bearer sk-firs" }, { authorization: "Bearer sk-first-and-more" }, { "x-api-key": "sk-third" }]) {
+        const res = await app.inject({ ...route, headers });
+        expect(res.statusCode, `${route.url} ${JSON.stringify(headers)}`).toBe(401);
+        if (route.url.startsWith("/v1")) expect(res.json().error).toMatchObject({ type: "invalid_request_error", code: "invalid_api_key", param: null });
+      }
+    }
+    const wrong = await app.inject({ method: "GET", url: "/v1/models", headers: { authorization: "Bearer sk-not-the-key" } });
+    expect(wrong.json().error.message).toBe("Incorrect API key provided: sk-no****-key.");
+  });
+
+  it("keeps /health open and puts /metrics behind the keys", async () => {
+    const { app } = await keyed();
+    expect((await app.inject({ method: "GET", url: "/health" })).statusCode).toBe(200);
+    expect((await app.inject({ method: "GET", url: "/metrics", headers: { authorization: "Bearer sk-second" } })).statusCode).toBe(200);
+  });
+});
+
 describe("cloud mode", () => {
   it("stores only the keyed hash of a key", async () => {
     const { db, keys } = cloud();

@@ -18,13 +18,14 @@ describe("which hosts are loopback", () => {
     }
   });
 
-  it("warns only for a non-loopback host in local mode", () => {
+  it("warns only for a non-loopback host that checks no keys", () => {
     expect(exposureWarning("127.0.0.1", false)).toBeNull();
     expect(exposureWarning("0.0.0.0", true)).toBeNull();
     const warning = exposureWarning("0.0.0.0", false)!;
     expect(warning).toContain("0.0.0.0");
     expect(warning).toContain("ANY API key is accepted from ANY machine");
     expect(warning).toContain("--cloud");
+    expect(warning).toContain("--api-key");
   });
 });
 

@@ -159,6 +159,8 @@ describe("kiln serve arguments", () => {
       [["--model", slug, "--bogus"], "unknown option --bogus"],
       [["--model", slug, "--cloud=yes"], "--cloud takes no value"],
       [["--model", slug, "extra"], "unexpected argument extra"],
+      [["--model", slug, "--api-key", " , "], "--api-key: the key is empty"],
+      [["--model", slug, "--cloud", "--api-key", "sk-local"], "--api-key is for local mode: with --cloud, keys come from `kiln keys create`"],
       [["--model", slug, "--log-level", "loud"], '--log-level needs fatal, error, warn, info, debug, trace or silent (got "loud")'],
       [
         ["--model", slug, "--allowed-origins", "app.example.com"],
@@ -191,7 +193,7 @@ describe("kiln serve arguments", () => {
 });
 
 describe("the console's operator actions", () => {
-  it("are offered on a loopback address, or beyond it in cloud mode (where they take an admin key), never to a local server's network", () => {
+  it("are offered on a loopback address, or beyond it where keys are checked (cloud mode's admin keys, local mode's shared keys), never to an open server's network", () => {
     expect(offersOperatorActions("127.0.0.1", false)).toBe(true);
     expect(offersOperatorActions("0.0.0.0", false)).toBe(false);
     expect(offersOperatorActions("0.0.0.0", true)).toBe(true);

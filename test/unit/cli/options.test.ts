@@ -93,6 +93,21 @@ describe("parseCommandLine", () => {
     }
   });
 
+  it("takes an absent repeatable option from its environment variable, as one value", () => {
+    const keys = { key: option.string({ value: "<key>", multiple: true, env: "KILN_TEST_KEYS", description: "a key" }) };
+    process.env.KILN_TEST_KEYS = "k1,k2";
+    try {
+      const fromEnv = parseCommandLine(keys, [], false);
+      expect(fromEnv.options.key).toEqual(["k1,k2"]);
+      expect(fromEnv.given.has("key")).toBe(true);
+      expect(parseCommandLine(keys, ["--key", "a", "--key", "b"], false).options.key).toEqual(["a", "b"]);
+      delete process.env.KILN_TEST_KEYS;
+      expect(parseCommandLine(keys, [], false).options.key).toEqual([]);
+    } finally {
+      delete process.env.KILN_TEST_KEYS;
+    }
+  });
+
   it("names the option in a one-line error", () => {
     const cases: Array<[string[], string]> = [
       [[], "--model <slug> is required"],
