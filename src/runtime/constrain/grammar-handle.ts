@@ -54,6 +54,11 @@ export class GrammarThread {
     return true;
   }
 
+  /** Whether `spec` was compiled there lately, without counting it as a use. */
+  holds(spec: ConstraintSpec): boolean {
+    return this.compiled.has(keyOf(spec));
+  }
+
   /** Compiles `spec` on the grammar thread; rejects with a ConstraintError when the engine refuses it. */
   async prepare(spec: ConstraintSpec): Promise<void> {
     const answer = await this.thread.run<PrepareAnswer>({ op: "prepare", spec });

@@ -1,4 +1,5 @@
-import { ConstraintError, GrammarThread, type ConstraintSpec } from "../constrain/index.js";
+import { GrammarThread, type ConstraintSpec } from "../constrain/index.js";
+import { GrammarLanes } from "./grammar-lanes.js";
 import { WorkerThread } from "../worker-thread.js";
 import type { StepRequest, StepResult, TextLoadResult, TextSessionOptions } from "./protocol.js";
 
@@ -8,8 +9,8 @@ import type { StepRequest, StepResult, TextLoadResult, TextSessionOptions } from
  * pool is the thread's own memory. Each model call is one {@link StepRequest} message.
  */
 export class TextWorker {
-  /** The model's grammar thread, started with its first constraint. */
-  private grammar: Promise<GrammarThread> | null = null;
+  /** The model's grammar threads, the first started with its first constraint. */
+  private readonly grammar = new GrammarLanes((lane) => this.startGrammar(lane));
 
   private constructor(
     private readonly thread: WorkerThread,
@@ -22,43 +23,40 @@ export class TextWorker {
     return new TextWorker(thread, info, artifactDir);
   }
 
-  /** Whether sequences with `spec` can open now, without a compile on the grammar thread (never once the thread is gone). */
+  /** Whether sequences with `spec` can open now, without a compile on a grammar thread (never on a thread that is gone). */
   constraintPrepared(spec: ConstraintSpec): boolean {
-    return this.ready !== null && !this.ready.gone && this.ready.prepared(spec);
+    return this.grammar.prepared(spec);
   }
 
   /**
-   * Compiles `spec` on the model's grammar thread (started, and connected to the worker, the first
-   * time), away from the worker, which goes on stepping meanwhile. Rejects with a ConstraintError
-   * when the engine refuses it. A thread that failed otherwise (it died) is replaced by the next
-   * call: the sequences whose matchers it held fail, later ones are served.
+   * Compiles `spec` on one of the model's grammar threads (see GrammarLanes), away from the worker,
+   * which goes on stepping meanwhile. Rejects with a ConstraintError when the engine refuses it. A
+   * thread that failed otherwise (it died) is replaced at a later call: the sequences whose
+   * matchers it held fail, later ones are served.
    */
-  async prepareConstraint(spec: ConstraintSpec): Promise<void> {
-    if (this.ready?.gone) this.forgetGrammar();
-    const starting = (this.grammar ??= this.startGrammar());
+  prepareConstraint(spec: ConstraintSpec): Promise<void> {
+    return this.grammar.prepare(spec);
+  }
+
+  /** Whether sequence `seqId`'s masks (it is held to `spec`) wait behind a compile on its grammar thread now. */
+  constraintWaits(seqId: number, spec: ConstraintSpec): boolean {
+    return this.grammar.waits(seqId, spec);
+  }
+
+  /** Grammar threads started (the first constraint starts one; a compile while it is busy, a second). */
+  get grammarThreads(): number {
+    return this.grammar.started;
+  }
+
+  private async startGrammar(lane: number): Promise<GrammarThread> {
+    const grammar = await GrammarThread.start({ artifactDir: this.artifactDir, logitsWidth: this.info.shape.vocab, stopTokenIds: this.info.stopTokenIds });
     try {
-      await (await starting).prepare(spec);
+      const port = await grammar.connect();
+      await this.thread.run({ op: "grammar", port, lane }, [port]);
     } catch (err) {
-      if (!(err instanceof ConstraintError) && this.grammar === starting) this.forgetGrammar();
+      await grammar.stop().catch(() => {});
       throw err;
     }
-  }
-
-  /** Drops the grammar thread (stopping what is left of it): the next compile starts another. */
-  private forgetGrammar(): void {
-    const old = this.grammar;
-    this.grammar = null;
-    this.ready = null;
-    void old?.then((g) => g.stop()).catch(() => {});
-  }
-
-  private ready: GrammarThread | null = null;
-
-  private async startGrammar(): Promise<GrammarThread> {
-    const grammar = await GrammarThread.start({ artifactDir: this.artifactDir, logitsWidth: this.info.shape.vocab, stopTokenIds: this.info.stopTokenIds });
-    const port = await grammar.connect();
-    await this.thread.run({ op: "grammar", port }, [port]);
-    this.ready = grammar;
     return grammar;
   }
 
@@ -67,13 +65,18 @@ export class TextWorker {
     return this.info.slots;
   }
 
-  /** One model call: slot operations, then the forward pass and sampling. */
+  /** One model call: slot operations, then the forward pass and sampling. A constrained sequence opens on the grammar thread holding its grammar. */
   step(request: Omit<StepRequest, "op">): Promise<StepResult> {
-    return this.thread.run<StepResult>({ op: "step", ...request });
+    const ops = request.ops.map((op) => {
+      if (op.op === "open" && op.constraint) return { ...op, grammarLane: this.grammar.opened(op.seqId, op.constraint) };
+      if (op.op === "close") this.grammar.closed(op.seqId);
+      return op;
+    });
+    return this.thread.run<StepResult>({ op: "step", ...request, ops });
   }
 
   async stop(): Promise<void> {
     await this.thread.stop();
-    await this.ready?.stop();
+    await this.grammar.stop();
   }
 }

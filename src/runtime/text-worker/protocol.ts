@@ -64,6 +64,8 @@ export interface OpenSlotOp {
   stream: number;
   /** What the sequence's output must be (JSON, a schema, a regex, a choice, a structural tag): only tokens it allows are sampled. Default none. */
   constraint?: ConstraintSpec;
+  /** Which of the model's grammar threads holds the constraint's compiled grammar, so the sequence's matcher lives there (the text worker's handle sets it). Default 0. */
+  grammarLane?: number;
   /** Most tokens the sequence may think before its thinking's close tag is forced. Default none. */
   thinkingBudget?: ThinkingBudget;
   /**
@@ -150,10 +152,12 @@ export interface StepRequest {
  */
 export type Pooling = "mean" | "last";
 
-/** Connects the worker to the model's grammar thread (see GrammarThread.connect): the port's other end is there. */
+/** Connects the worker to one of the model's grammar threads (see GrammarThread.connect): the port's other end is there. */
 export interface GrammarConnectRequest {
   op: "grammar";
   port: MessagePort;
+  /** The thread's index among the model's grammar threads (a sequence's `grammarLane`); a lane connected again replaces its gone thread. */
+  lane: number;
 }
 
 export type TextWorkerRequest = TextLoadRequest | StepRequest | GrammarConnectRequest;

@@ -18,8 +18,8 @@ class TextThreadState {
   session: TextSession | WebGpuTextSession | null = null;
   readonly samplers = new Map<number, SequenceSampler>();
   readonly matchers = new Map<number, TokenMatcher>();
-  /** The model's grammar thread, where its constraints' matchers live; connected before the first constrained sequence opens. */
-  grammar: GrammarClient | null = null;
+  /** The model's grammar threads by lane, where its constraints' matchers live; each connected before the first sequence opens on it. */
+  readonly grammars: GrammarClient[] = [];
 
   reset(): void {
     this.samplers.clear();
@@ -27,10 +27,11 @@ class TextThreadState {
     this.matchers.clear();
   }
 
-  /** The ids a free-text (null) mask bans. */
+  /** The ids a free-text (null) mask bans (every grammar thread's engine bans the same: they read one tokenizer). */
   freeTextBans(): Int32Array {
-    if (!this.grammar) throw new Error("worker: a free-text mask without a grammar thread");
-    return this.grammar.freeTextBans;
+    const grammar = this.grammars.find((g) => g !== undefined);
+    if (!grammar) throw new Error("worker: a free-text mask without a grammar thread");
+    return grammar.freeTextBans;
   }
 
   requireSession(): TextSession | WebGpuTextSession {
@@ -40,10 +41,11 @@ class TextThreadState {
 
   /** The matcher of a sequence being opened: its constraint's, its `allowed_token_ids`, its thinking budget, some of them, or none. */
   private openMatcher(op: Extract<SlotOp, { op: "open" }>, logitsWidth: number): TokenMatcher | undefined {
-    if (op.constraint && !this.grammar) throw new Error("no grammar thread is connected for a constrained sequence");
-    const constraint = op.constraint ? this.grammar!.open(op.seqId, op.constraint) : undefined;
+    const grammar = op.constraint ? this.grammars[op.grammarLane ?? 0] : undefined;
+    if (op.constraint && !grammar) throw new Error(`no grammar thread is connected on lane ${op.grammarLane ?? 0} for a constrained sequence`);
+    const constraint = op.constraint ? grammar!.open(op.seqId, op.constraint) : undefined;
     const allowed = op.sampling.allowed_token_ids;
-    const held = allowed?.length ? new TokenSetMatcher(allowed, logitsWidth, constraint, this.grammar?.freeTextBans) : constraint;
+    const held = allowed?.length ? new TokenSetMatcher(allowed, logitsWidth, constraint, grammar?.freeTextBans) : constraint;
     return op.thinkingBudget ? new ThinkingBudgetMatcher(op.thinkingBudget, logitsWidth, held) : held;
   }
 
@@ -275,7 +277,7 @@ const state = new TextThreadState();
 export default async function handle(req: TextWorkerRequest): Promise<TextLoadResult | StepResult | null> {
   if (req.op === "step") return state.step(req);
   if (req.op === "grammar") {
-    state.grammar = await GrammarClient.connect(req.port);
+    state.grammars[req.lane] = await GrammarClient.connect(req.port);
     return null;
   }
   await state.session?.release();

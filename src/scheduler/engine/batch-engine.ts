@@ -19,8 +19,8 @@
  * its chunks' final hidden states pooled (`embedding-pool.ts`; a mean computes its whole prompt too)
  * and generates nothing. A request with a constraint the runner has not compiled lately waits for
  * its compile, started between steps (`StepRunner.prepareConstraint`); while one compiles, the
- * constrained sequences wait in their slots (their masks come from the thread that compiles) and
- * the others step on, and requests behind it may be admitted first. Requests beyond the waiting
+ * constrained sequences whose masks come from the thread that compiles wait in their slots
+ * (`StepRunner.constraintWaits`) and the others step on, and requests behind it may be admitted first. Requests beyond the waiting
  * bound are refused at once (`OverloadedError`).
  * A failure fails the requests of the sequences it touched, and no others.
  */
@@ -441,11 +441,20 @@ export class BatchEngine {
     }
   }
 
+  /** Holds the constrained sequences whose masks wait behind a compile (all of them while one compiles, where the runner cannot tell which). */
+  private holdConstrained(): void {
+    const waits = this.runner.constraintWaits?.bind(this.runner);
+    for (const seq of this.live) {
+      const constraint = this.submissionOf.get(seq)?.request.constraint;
+      seq.grammarHeld = constraint !== undefined && this.compiling > 0 && (waits === undefined || waits(seq.id, constraint));
+    }
+  }
+
   /** Schedule: reap cancelled, pause or resume for readers, pack slots, admit. Returns whether anything changed. */
   private schedule(): boolean {
     const reaped = this.reap();
     this.applyBackpressure();
-    for (const seq of this.live) seq.grammarHeld = this.compiling > 0 && this.submissionOf.get(seq)?.request.constraint !== undefined;
+    this.holdConstrained();
     this.kv.pack();
     const admitted = this.admit();
     this.updateGauges();

@@ -65,7 +65,7 @@ export class Sequence {
   /** Its reader has fallen behind (too many undelivered events): it skips decode steps until caught up. */
   paused = false;
   /**
-   * Its output is held to a constraint whose masks come from the grammar thread, which is compiling
+   * Its output is held to a constraint whose masks come from a grammar thread that is compiling
    * another one now: it waits, in its slot, until the compile is done, while the others step.
    */
   grammarHeld = false;

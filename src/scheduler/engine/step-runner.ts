@@ -19,10 +19,17 @@ export interface StepRunner {
   /**
    * Compiles a constraint where its sequences' masks are made, away from the steps, which go on
    * meanwhile; resolves once a sequence with it can open at once, rejects when it cannot be
-   * compiled. While one compiles, constrained sequences' masks wait behind it, so no step asks for
-   * them. Absent: a constraint compiles when its sequence opens, inside a step.
+   * compiled. While one compiles, the masks made where it compiles wait behind it (see
+   * {@link constraintWaits}), so no step asks for them. Absent: a constraint compiles when its
+   * sequence opens, inside a step.
    */
   prepareConstraint?(spec: ConstraintSpec): Promise<void>;
   /** Whether a constraint was compiled lately, so that its sequences need no {@link prepareConstraint}. */
   constraintPrepared?(spec: ConstraintSpec): boolean;
+  /**
+   * Whether the masks of sequence `seqId`, held to `spec`, wait behind a compile now (its matcher's
+   * thread is compiling), so that no step may sample it yet. Absent: every constrained sequence
+   * waits while any constraint compiles.
+   */
+  constraintWaits?(seqId: number, spec: ConstraintSpec): boolean;
 }

@@ -238,6 +238,48 @@ describe("structured outputs on the real model", () => {
     expect(answered.text.startsWith("{")).toBe(true);
   });
 
+  it("keeps a constrained stream's tokens coming while another schema compiles, on a grammar thread of its own", async () => {
+    // Four other long string bounds: seconds of compiling, which the stream's thread must not wait for.
+    const properties = Object.fromEntries([305, 306, 307, 308].map((n) => [`field${n}`, { type: "string", maxLength: n }]));
+    const schema = { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
+    const chant = await client.chat.completions.create({
+      model: TEXT_SLUG,
+      messages: [{ role: "user", content: "Sing." }],
+      max_tokens: 400,
+      temperature: 0,
+      stream: true,
+      // @ts-expect-error vLLM's extension: about 300 tokens, whatever the model would end on
+      guided_regex: "(la ){150}",
+    });
+    let text = "";
+    let tokens = 0;
+    let slow: Promise<{ text: string; startedAt: number; at: number }> | null = null;
+    for await (const chunk of chant) {
+      const delta = chunk.choices[0]?.delta?.content;
+      if (!delta) continue;
+      text += delta;
+      tokens++;
+      if (tokens === 5 && slow === null) {
+        const startedAt = tokens;
+        slow = client.chat.completions
+          .create({
+            model: TEXT_SLUG,
+            messages: [{ role: "user", content: "Fill in the four fields as JSON." }],
+            max_tokens: 30,
+            response_format: { type: "json_schema", json_schema: { name: "g", schema, strict: true } },
+          })
+          .then((r) => ({ text: r.choices[0].message.content ?? "", startedAt, at: tokens }));
+      }
+    }
+    expect(slow).not.toBeNull();
+    const answered = await slow!;
+    // With one grammar thread, the stream's masks waited behind the compile: it got only the tokens
+    // the 30-token answer took.
+    expect(answered.at - answered.startedAt).toBeGreaterThan(100);
+    expect(text).toBe("la ".repeat(150));
+    expect(answered.text.startsWith("{")).toBe(true);
+  });
+
   it("refuses a keyword it cannot enforce with a 400 naming it", async () => {
     const bad = { type: "object", properties: { a: { type: "array", items: { type: "integer" }, uniqueItems: true } }, required: ["a"] };
     await expect(

@@ -80,10 +80,13 @@ describe("the grammar thread", () => {
       expect(worker.constraintPrepared(SCHEMA)).toBe(true);
       // The thread goes away (as one that crashed would): nothing counts as compiled any more, and
       // the next compile starts another thread.
-      await (worker as unknown as { ready: GrammarThread }).ready.stop();
+      const lanes = (worker as unknown as { grammar: { lanes: Array<{ ready: GrammarThread }> } }).grammar.lanes;
+      expect(worker.grammarThreads).toBe(1);
+      await lanes[0].ready.stop();
       expect(worker.constraintPrepared(SCHEMA)).toBe(false);
       await worker.prepareConstraint(SCHEMA);
       expect(worker.constraintPrepared(SCHEMA)).toBe(true);
+      expect(worker.grammarThreads).toBe(1);
     } finally {
       await worker.stop();
     }

@@ -209,7 +209,7 @@ describe("BatchEngine", () => {
     const SCHEMA_X = { type: "json_schema" as const, schema: '{"type":"string"}' };
     const SCHEMA_Y = { type: "json_schema" as const, schema: '{"type":"integer"}' };
     /** The fake runner with a grammar thread whose compiles the test finishes, and a log of which sequences each call ran while one was under way. */
-    function withCompiles() {
+    function withCompiles(options: { waits?: (seqId: number, spec: { schema?: string }) => boolean } = {}) {
       const fake = fakeStepRunner({ slots: 4, vocab, stopTokenIds: [EOS], stepDelayMs: 1 });
       const compiled = new Set<string>([SCHEMA_X.schema]);
       const compiles: Array<{ spec: string; finish: (err?: Error) => void }> = [];
@@ -233,10 +233,36 @@ describe("BatchEngine", () => {
               },
             }),
           ),
+        ...(options.waits ? { constraintWaits: options.waits } : {}),
       });
       const engine = new BatchEngine(runner, fake, { name: "m", contextLength: fake.contextLength, stopTokenIds: fake.stopTokenIds });
       return { engine, compiles, duringCompile };
     }
+
+    /** Runs a request to its end, returning its events. */
+    const started = (engine: BatchEngine, req: GenerationRequest) =>
+      (async () => {
+        const events: GenerationEvent[] = [];
+        for await (const e of engine.submit(req)) events.push(e);
+        return events;
+      })();
+
+    it("steps a constrained sequence whose masks do not wait behind the compile (another grammar thread holds them)", async () => {
+      // The runner says only sequences held to SCHEMA_Y wait (they would live where it compiles).
+      const { engine, compiles, duringCompile } = withCompiles({ waits: (_seqId, spec) => spec.schema === SCHEMA_Y.schema });
+      const constrained = started(engine, request({ promptIds: prompt(3, 1), maxTokens: 30, constraint: SCHEMA_X }));
+      await new Promise((r) => setTimeout(r, 10));
+      const compiling = started(engine, request({ promptIds: prompt(3, 3), maxTokens: 5, constraint: SCHEMA_Y }));
+      while (compiles.length === 0) await new Promise((r) => setTimeout(r, 1));
+      const before = duringCompile.length;
+      await new Promise((r) => setTimeout(r, 15));
+      // The SCHEMA_X sequence went on stepping while SCHEMA_Y compiled.
+      expect(duringCompile.length).toBeGreaterThan(before);
+      expect(new Set(duringCompile.slice(before).flat()).size).toBe(1);
+      compiles[0].finish();
+      const results = await Promise.all([constrained, compiling]);
+      expect(results.map((events) => events.filter((e) => e.type === "delta").length)).toEqual([30, 5]);
+    });
 
     it("runs the others while a constraint compiles, holding the constrained ones, then runs it", async () => {
       const { engine, compiles, duringCompile } = withCompiles();
