@@ -59,9 +59,10 @@ fi
 # upload format and decodes uploads; postgresql, redis-server and nginx are started by the cloud
 # tests, each in a temporary directory on a free port (test/support/servers/); installed only when
 # missing, without prompting. sqlite3 is the command-line shell an operator reads kiln.sqlite with.
-# chromium is the headless browser puppeteer-core drives through the web console.
-APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx sqlite3 chromium
-log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx, sqlite3, chromium)"
+# chromium is the headless browser puppeteer-core drives through the web console. openssl makes the
+# HTTPS test's certificate (test/support/tls.ts).
+APT_LOG_PREFIX=setup bash scripts/apt-install.sh espeak-ng ffmpeg postgresql redis-server nginx sqlite3 chromium openssl
+log "system packages present (espeak-ng, ffmpeg, postgresql, redis-server, nginx, sqlite3, chromium, openssl)"
 
 # --- Vulkan for --device webgpu without a GPU (test/model/api/webgpu-speech.test.ts) -------------
 APT_LOG_PREFIX=setup bash scripts/vulkan-install.sh

@@ -52,6 +52,8 @@ export interface AppOptions extends ServerLimits {
   models: ModelRegistry;
   /** Key checking: local (no key checked, the default) or cloud (keys from the database, through `api/cloud-port.ts`). */
   auth?: AuthMode;
+  /** Serve HTTPS with this private key and certificate chain (PEM); default plain HTTP. */
+  tls?: { key: Buffer; cert: Buffer };
   /** A pino logger; default: no logging. */
   logger?: FastifyBaseLogger;
   /** Most bytes of a request body; larger ones get 413. Default {@link DEFAULT_BODY_LIMIT}. */
@@ -125,6 +127,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   };
   const exchanges: CurrentExchanges = new WeakMap();
   const app = Fastify({
+    ...(options.tls ? { https: options.tls } : {}),
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     ...serverTimeoutOptions(options),
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,

@@ -295,6 +295,7 @@ class ServeSession {
       batchPrice: o.batchPrice,
       batchLeaseMs: o.orphanTimeout * 1000,
       allowedOrigins: this.o.origins,
+      tls: o.tls,
       // The console's track pages, read as `kiln tracks --json` reads them; empty without the records database.
       tracks: {
         history: (slug) => {
@@ -327,7 +328,7 @@ class ServeSession {
     }
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : o.port;
-    this.url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
+    this.url = `${o.tls ? "https" : "http"}://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}/v1`;
     const mode = cloud
       ? `cloud mode: API keys checked, ${cloud.store.kind} database, ${o.limits === "memory" ? "limits in memory" : "limits in Redis"}`
       : o.apiKeys.length > 0

@@ -17,7 +17,7 @@ export interface HowToStart {
 
 export interface RunningServer {
   process: ChildProcess;
-  /** `http://127.0.0.1:<port>/v1`. */
+  /** `http://127.0.0.1:<port>/v1` (https with --ssl-keyfile). */
   baseURL: string;
   /** `http://127.0.0.1:<port>`. */
   root: string;
@@ -47,7 +47,7 @@ export function startServer(slug: string | null, extraArgs: string[] = [], how: 
     let baseURL = "";
     child.stderr!.on("data", (chunk: Buffer) => {
       log += chunk.toString();
-      baseURL ||= /listening on (http:\/\/\S+\/v1)/.exec(log)?.[1] ?? "";
+      baseURL ||= /listening on (https?:\/\/\S+\/v1)/.exec(log)?.[1] ?? "";
       if (baseURL && log.includes("kiln serve: ready")) resolve({ process: child, baseURL, root: baseURL.replace(/\/v1$/, ""), stderr: () => log });
     });
     child.once("exit", (code) => reject(new Error(`kiln serve exited with ${code}:\n${log}`)));

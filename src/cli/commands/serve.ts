@@ -10,6 +10,7 @@ import { DEFAULT_KEEP_ALIVE_MS, DEFAULT_MAX_RUNNING, DEFAULT_MAX_WAITING, DEFAUL
 import { databaseOption, keySecretFileOption } from "../cloud-options.js";
 import { defineCommand } from "../command.js";
 import { chatTemplateFileOption, chatTemplateFrom } from "../chat-template-option.js";
+import { sslCertfileOption, sslKeyfileOption, tlsFrom } from "../tls-options.js";
 import { draftTokensOption } from "../draft-tokens-option.js";
 import { thinkingBudgetOption } from "../thinking-budget-option.js";
 import { activationsOption, deviceOption } from "../device-option.js";
@@ -55,6 +56,8 @@ const options = {
     description:
       "local mode: a key every request must carry (Authorization: Bearer <key>, or x-api-key), as vLLM's and llama.cpp's --api-key; repeatable, and $KILN_API_KEY may hold several, comma-separated. /metrics then takes it too; /health stays open. Default none: any key or none is taken. Not with --cloud, whose keys come from `kiln keys`",
   }),
+  sslKeyfile: sslKeyfileOption,
+  sslCertfile: sslCertfileOption,
   database: databaseOption,
   limits: option.string({
     value: "<memory|redis://…>",
@@ -171,8 +174,8 @@ const options = {
 export default defineCommand({
   name: "serve",
   description: "Serve models over the OpenAI-compatible HTTP API",
-  intro: `Starts the HTTP API at http://<host>:<port>/v1 (chat/completions, completions, responses,
-audio/transcriptions, models), then pulls, compiles and loads each model (progress on stderr).
+  intro: `Starts the HTTP API at http://<host>:<port>/v1 (https:// with --ssl-keyfile; chat/completions,
+completions, responses, audio/transcriptions, models), then pulls, compiles and loads each model (progress on stderr).
 GET /health answers 503 until the models are loaded, then 200. SIGTERM or Ctrl-C stops taking
 requests and exits once the running ones have finished, or after --drain-timeout, ending the ones
 left with an error (a second Ctrl-C exits at once). A --host beyond loopback without --cloud or
@@ -197,6 +200,7 @@ requests, and the least recently used ones are unloaded to make room under --mem
         locals: await checkLocalModels(models.files),
         origins: allowedOrigins(commandLine.options.allowedOrigins),
         apiKeys: sharedKeys(commandLine.options.apiKey, commandLine.options.cloud),
+        tls: await tlsFrom(commandLine.options.sslKeyfile, commandLine.options.sslCertfile),
         chatTemplate: await chatTemplateFrom(commandLine.options.chatTemplateFile),
         given: commandLine.given,
       },
@@ -216,6 +220,8 @@ export type ServeArgs = OptionValues<typeof options> & {
   origins: string[];
   /** Local mode's shared keys (--api-key), checked: each non-empty, none with --cloud. */
   apiKeys: string[];
+  /** What HTTPS serves with (--ssl-keyfile, --ssl-certfile), read and checked; undefined for plain HTTP. */
+  tls: { key: Buffer; cert: Buffer } | undefined;
   /** The source of --chat-template-file, checked to parse. */
   chatTemplate?: string;
   given: ReadonlySet<ServeOptionName>;

@@ -9,6 +9,7 @@ import { openDatabase } from "../../../src/catalogue/db.js";
 import keys from "../../../src/cli/commands/keys.js";
 import serve from "../../../src/cli/commands/serve.js";
 import { offersOperatorActions } from "../../../src/cli/serve-session.js";
+import { selfSignedCertificate } from "../../support/tls.js";
 import { capture } from "./capture.js";
 
 describe("kiln keys", () => {
@@ -160,6 +161,9 @@ describe("kiln serve arguments", () => {
       [["--model", slug, "--cloud=yes"], "--cloud takes no value"],
       [["--model", slug, "extra"], "unexpected argument extra"],
       [["--model", slug, "--api-key", " , "], "--api-key: the key is empty"],
+      [["--model", slug, "--ssl-keyfile", "key.pem"], "--ssl-keyfile needs --ssl-certfile too"],
+      [["--model", slug, "--ssl-certfile", "cert.pem"], "--ssl-certfile needs --ssl-keyfile too"],
+      [["--model", slug, "--ssl-keyfile", "/no/such/key.pem", "--ssl-certfile", "/no/such/cert.pem"], "--ssl-keyfile /no/such/key.pem: no such file"],
       [["--model", slug, "--cloud", "--api-key", "sk-local"], "--api-key is for local mode: with --cloud, keys come from `kiln keys create`"],
       [["--model", slug, "--log-level", "loud"], '--log-level needs fatal, error, warn, info, debug, trace or silent (got "loud")'],
       [
@@ -176,6 +180,14 @@ describe("kiln serve arguments", () => {
       expect(await serve.run(argv, io), argv.join(" ")).toBe(2);
       expect(out.stderr).toBe(`kiln serve: ${message}\n\n${serve.help}\n`);
     }
+  });
+
+  it("refuses a key and a certificate that do not belong together", async () => {
+    const one = selfSignedCertificate();
+    const other = selfSignedCertificate();
+    const { io, out } = capture();
+    expect(await serve.run(["--model", "smollm2-135m-instruct", "--ssl-keyfile", one.keyfile, "--ssl-certfile", other.certfile], io)).toBe(2);
+    expect(out.stderr).toMatch(new RegExp(`^kiln serve: --ssl-keyfile ${one.keyfile} and --ssl-certfile ${other.certfile}: .*key values mismatch`));
   });
 
   it("checks a log level that comes from KILN_LOG_LEVEL", async () => {
