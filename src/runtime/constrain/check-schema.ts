@@ -101,7 +101,9 @@ const CONSTRAINING = new Set([
 export function checkJsonSchema(schema: unknown): void {
   if (schema === false) throw new ConstraintError("the schema `false` allows no value", "");
   if (schema !== true && !isObject(schema)) throw new ConstraintError("a JSON schema must be an object or a boolean", "");
-  new Checker(schema).check(schema, "", 0);
+  const checker = new Checker(schema);
+  checker.check(schema, "", 0);
+  checker.refuseEndless();
 }
 
 type Json = Record<string, unknown>;
@@ -325,6 +327,99 @@ class Checker {
       this.acyclic.add(node);
     };
     visit(start);
+  }
+
+  /**
+   * Throws when no value the schema allows ends: every one must hold another value of a schema
+   * on the way, through required properties or an array's `minItems`, without end
+   * (`{"type":"object","properties":{"next":{"$ref":"#"}},"required":["next"]}`). The engine would
+   * write such a value until the tokens run out. Found as the least set of subschemas that have an
+   * ending value, grown until nothing is added; a schema whose type is not pinned to objects and
+   * arrays counts as ending (some other value ends), as does anything the check does not follow.
+   */
+  refuseEndless(): void {
+    const nodes = new Set<Json>();
+    const collect = (node: unknown): void => {
+      if (!isObject(node) || nodes.has(node)) return;
+      nodes.add(node);
+      for (const [k, v] of Object.entries(node)) {
+        if (k === "properties" || k === "$defs" || k === "definitions") for (const sub of isObject(v) ? Object.values(v) : []) collect(sub);
+        else if (k === "anyOf" || k === "oneOf" || k === "prefixItems") for (const sub of Array.isArray(v) ? v : []) collect(sub);
+        else if (k === "items" || k === "additionalProperties") collect(v);
+        else if (k === "$ref" && typeof v === "string") collect(this.resolve(v, ""));
+      }
+    };
+    collect(this.root);
+    const ending = new Set<Json>();
+    const endsNow = (node: unknown): boolean => node === true || (isObject(node) && ending.has(node));
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const node of nodes) {
+        if (!ending.has(node) && this.blockingPart(node, endsNow) === null) {
+          ending.add(node);
+          grew = true;
+        }
+      }
+    }
+    if (this.root === true || ending.has(this.root)) return;
+    // Name the way round: from the root, the first part that cannot end, until one comes back.
+    const steps: string[] = [];
+    const seen = new Set<Json>();
+    for (let node: unknown = this.root; isObject(node) && !seen.has(node) && steps.length < 8; ) {
+      seen.add(node);
+      const part = this.blockingPart(node, endsNow);
+      if (part === null) break;
+      if (part.label !== "") steps.push(part.label);
+      node = part.next;
+    }
+    throw new ConstraintError(
+      `no value it allows ends: ${steps.join(" → ")} must hold another such value, without end; make one of them optional, or give it an alternative that ends`,
+      "",
+      "required",
+    );
+  }
+
+  /**
+   * What keeps `node` from having an ending value, given which subschemas have one (`ends`): the
+   * part that cannot end, named for the message, and its schema; null when nothing does.
+   */
+  private blockingPart(node: Json, ends: (schema: unknown) => boolean): { label: string; next: unknown } | null {
+    if (typeof node.$ref === "string") {
+      const target = this.resolve(node.$ref, "");
+      return ends(target) ? null : { label: "", next: target };
+    }
+    for (const k of ["anyOf", "oneOf"]) {
+      const alternatives = node[k];
+      if (Array.isArray(alternatives)) return alternatives.some(ends) ? null : { label: `every alternative of ${k}`, next: alternatives[0] };
+    }
+    if ("enum" in node || "const" in node) return null;
+    const types = typeof node.type === "string" ? [node.type] : Array.isArray(node.type) ? (node.type as string[]) : null;
+    if (types === null || types.some((t) => t !== "object" && t !== "array")) return null;
+    let blocked: { label: string; next: unknown } | null = null;
+    for (const type of types) {
+      blocked = type === "object" ? this.blockingProperty(node, ends) : this.blockingItem(node, ends);
+      if (blocked === null) return null;
+    }
+    return blocked;
+  }
+
+  private blockingProperty(node: Json, ends: (schema: unknown) => boolean): { label: string; next: unknown } | null {
+    const properties = isObject(node.properties) ? node.properties : {};
+    for (const name of Array.isArray(node.required) ? (node.required as string[]) : []) {
+      const schema = Object.prototype.hasOwnProperty.call(properties, name) ? properties[name] : (node.additionalProperties ?? true);
+      if (!ends(schema)) return { label: `required property "${name}"`, next: schema };
+    }
+    return null;
+  }
+
+  private blockingItem(node: Json, ends: (schema: unknown) => boolean): { label: string; next: unknown } | null {
+    const min = typeof node.minItems === "number" ? node.minItems : 0;
+    const prefix = Array.isArray(node.prefixItems) ? node.prefixItems : [];
+    for (let i = 0; i < Math.min(min, prefix.length + 1); i++) {
+      const schema = i < prefix.length ? prefix[i] : (node.items ?? true);
+      if (!ends(schema)) return { label: `item ${i} (minItems ${min})`, next: schema };
+    }
+    return null;
   }
 
   /** Follows a local reference to its schema; throws if it is external or does not resolve to a schema. */

@@ -206,6 +206,39 @@ function expandedSize(item: GrammarItem): number {
   }
 }
 
+/**
+ * The rules that derive some finite text: those with an alternative whose every element can end
+ * (a literal, class or `.`, a repetition that may be empty, a group with such an alternative, or a
+ * rule already found to end), found by repeating until nothing is added. A rule outside the set
+ * only ever calls itself again (`root ::= "a" root`): the engine would sample it until the tokens
+ * run out.
+ */
+export function endingRules(rules: ReadonlyMap<string, GrammarItem[][]>): Set<string> {
+  const ending = new Set<string>();
+  const ends = (item: GrammarItem): boolean => {
+    switch (item.kind) {
+      case "ref":
+        return ending.has(item.name);
+      case "group":
+        return item.alternatives.some((alt) => alt.every(ends));
+      case "repeat":
+        return item.min === 0 || ends(item.item);
+      default:
+        return true;
+    }
+  };
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [name, alternatives] of rules) {
+      if (!ending.has(name) && alternatives.some((alt) => alt.every(ends))) {
+        ending.add(name);
+        grew = true;
+      }
+    }
+  }
+  return ending;
+}
+
 class GbnfParser {
   private pos = 0;
   private readonly rules = new Map<string, GrammarItem[][]>();
@@ -225,6 +258,14 @@ class GbnfParser {
     if (this.rules.size === 0) this.fail("the grammar defines no rule", 0);
     if (!this.rules.has("root")) this.fail('the grammar has no "root" rule, where the output starts', 0);
     for (const ref of this.refs) if (!this.rules.has(ref.name)) this.fail(`rule "${ref.name}" is used but never defined`, ref.at);
+    const ending = endingRules(this.rules);
+    if (!ending.has("root")) {
+      const endless = [...this.rules.keys()].filter((name) => !ending.has(name));
+      this.fail(
+        `rule "root" derives no text that ends: each of its alternatives goes on into a rule that never ends (${endless.map((n) => `"${n}"`).join(", ")}); give one of them an alternative without itself`,
+        this.definedAt.get("root")!,
+      );
+    }
     const size = [...this.rules.values()].reduce((n, alts) => n + expandedSize({ kind: "group", alternatives: alts }), 0);
     if (size > MAX_GRAMMAR_SIZE) {
       throw new ConstraintError(

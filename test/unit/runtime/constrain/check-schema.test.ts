@@ -52,6 +52,19 @@ describe("checkJsonSchema accepts what the engine enforces", () => {
     ["additionalProperties schema", { type: "object", additionalProperties: { type: "integer" }, minProperties: 1, maxProperties: 3 }],
     ["propertyNames", { type: "object", propertyNames: { pattern: "^[a-z]+$" } }],
     ["vendor extension keyword", obj({ type: "string", "x-note": 1 })],
+    ["a list whose next item is optional", { type: "object", properties: { v: { type: "integer" }, next: { $ref: "#" } }, required: ["v"] }],
+    ["a list whose required next may be null", { type: ["object", "null"], properties: { next: { $ref: "#" } }, required: ["next"] }],
+    [
+      "a tree whose required children may be none",
+      { $defs: { N: { type: "object", properties: { kids: { type: "array", items: { $ref: "#/$defs/N" } } }, required: ["kids"] } }, $ref: "#/$defs/N" },
+    ],
+    [
+      "a required recursion with an ending alternative",
+      {
+        $defs: { E: { anyOf: [{ type: "integer" }, { type: "object", properties: { add: { $ref: "#/$defs/E" } }, required: ["add"] }] } },
+        ...obj({ $ref: "#/$defs/E" }),
+      },
+    ],
   ];
   for (const [name, schema] of accepted) it(name, () => expect(() => checkJsonSchema(schema)).not.toThrow());
 
@@ -60,6 +73,47 @@ describe("checkJsonSchema accepts what the engine enforces", () => {
     for (let i = 0; i < 32; i++) s = { type: "array", items: s };
     expect(() => checkJsonSchema(s)).not.toThrow();
   });
+});
+
+describe("checkJsonSchema refuses a schema whose every value goes on without end", () => {
+  const endless: Array<[string, unknown, string]> = [
+    ["a required property of the root's own schema", { type: "object", properties: { a: { $ref: "#" } }, required: ["a"] }, 'required property "a"'],
+    [
+      "a required chain through $defs",
+      {
+        $defs: {
+          A: { type: "object", properties: { b: { $ref: "#/$defs/B" } }, required: ["b"] },
+          B: { type: "object", properties: { a: { $ref: "#/$defs/A" } }, required: ["a"] },
+        },
+        ...obj({ $ref: "#/$defs/A" }),
+      },
+      'required property "v" → required property "b" → required property "a"',
+    ],
+    ["an array that must hold one of itself", { type: "array", items: { $ref: "#" }, minItems: 1 }, "item 0 (minItems 1)"],
+    [
+      "alternatives that all go on",
+      {
+        $defs: {
+          L: {
+            anyOf: [
+              { type: "object", properties: { x: { $ref: "#/$defs/L" } }, required: ["x"] },
+              { type: "array", prefixItems: [{ $ref: "#/$defs/L" }], minItems: 1 },
+            ],
+          },
+        },
+        $ref: "#/$defs/L",
+      },
+      "every alternative of anyOf",
+    ],
+    ["a required property held by additionalProperties", { type: "object", additionalProperties: { $ref: "#" }, required: ["k"] }, 'required property "k"'],
+  ];
+  for (const [name, schema, way] of endless) {
+    it(name, () => {
+      const e = refusal(schema);
+      expect(e.keyword).toBe("required");
+      expect(e.message).toContain(`no value it allows ends: ${way}`);
+    });
+  }
 });
 
 describe("checkJsonSchema refuses with keyword and path", () => {

@@ -88,4 +88,24 @@ describe("GBNF grammars", () => {
     expect(problem('root ::= "a"{10001}')).toMatch(/counts above 10000 are not accepted/);
     expect(problem("root ::= [a-z]{200} [0-9]{200} [A-Z]{200}")).toMatch(/expands to 600 elements/);
   });
+
+  it("refuses a grammar whose root never ends, and takes recursion with a way out", () => {
+    expect(problem("root ::= root")).toBe(
+      'line 1, column 1: rule "root" derives no text that ends: each of its alternatives goes on into a rule that never ends ("root"); give one of them an alternative without itself',
+    );
+    expect(problem('root ::= "a" root')).toMatch(/^line 1, column 1: rule "root" derives no text that ends/);
+    expect(problem('root ::= "(" item ")"\nitem ::= "x" item | "[" item "]"')).toMatch(/never ends \("root", "item"\)/);
+    expect(problem('root ::= item+\nitem ::= ("x" item)')).toMatch(/never ends \("root", "item"\)/);
+    // Each has an alternative, an optional part or an empty repetition that ends.
+    for (const ending of [
+      'root ::= "a" root | "b"',
+      'root ::= "a" root?',
+      'root ::= ("a" root)*',
+      'root ::= root "a" | "a"',
+      'root ::= "(" item ")"\nitem ::= "x" | "[" item "]"',
+      'root ::= "a" | loop\nloop ::= "b" loop',
+      'root ::= ""',
+    ])
+      expect(problem(ending), ending).toBe("accepted");
+  });
 });
