@@ -197,26 +197,24 @@ describe("structured outputs on the real model", () => {
     });
   }, 120_000);
 
-  it("keeps other requests' tokens coming while a schema takes seconds to compile, and answers it", async () => {
-    // Four distinct long string bounds: a few seconds of compiling on the grammar thread.
-    const properties = Object.fromEntries([301, 302, 303, 304].map((n) => [`field${n}`, { type: "string", maxLength: n }]));
+  /**
+   * Streams `stream` and, at its fifth token, asks for an answer held to a schema of four new long
+   * string bounds (`bounds`: seconds of compiling). Returns the stream's text, how many tokens it
+   * sent while the other answer was on its way (compile included), and that answer.
+   */
+  async function streamBesideSlowCompile(stream: Record<string, unknown>, bounds: number[]): Promise<{ text: string; during: number; answer: string }> {
+    const properties = Object.fromEntries(bounds.map((n) => [`field${n}`, { type: "string", maxLength: n }]));
     const schema = { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
-    const story = await client.chat.completions.create({
-      model: TEXT_SLUG,
-      messages: [{ role: "user", content: "Tell me a long story about a lighthouse." }],
-      max_tokens: 400,
-      temperature: 0,
-      stream: true,
-      // @ts-expect-error vLLM's extension: every chunk holds one token, whatever the model would end on
-      ignore_eos: true,
-    });
+    const chunks = await client.chat.completions.create({ model: TEXT_SLUG, max_tokens: 400, temperature: 0, ...stream, stream: true } as never);
+    let text = "";
     let tokens = 0;
-    let tokensWhileCompiling = -1;
-    let slow: Promise<{ text: string; startedAt: number; at: number }> | null = null;
-    for await (const chunk of story) {
-      if (chunk.choices[0]?.delta?.content) tokens++;
+    let slow: Promise<{ answer: string; during: number }> | null = null;
+    for await (const chunk of chunks as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>) {
+      const delta = chunk.choices[0]?.delta?.content;
+      if (!delta) continue;
+      text += delta;
+      tokens++;
       if (tokens === 5 && slow === null) {
-        const startedAt = tokens;
         slow = client.chat.completions
           .create({
             model: TEXT_SLUG,
@@ -224,60 +222,36 @@ describe("structured outputs on the real model", () => {
             max_tokens: 30,
             response_format: { type: "json_schema", json_schema: { name: "f", schema, strict: true } },
           })
-          .then((r) => {
-            tokensWhileCompiling = tokens - startedAt;
-            return { text: r.choices[0].message.content ?? "", startedAt, at: tokens };
-          });
+          .then((r) => ({ answer: r.choices[0].message.content ?? "", during: tokens - 5 }));
       }
     }
     expect(slow).not.toBeNull();
-    const answered = await slow!;
+    return { text, ...(await slow!) };
+  }
+
+  it("keeps other requests' tokens coming while a schema takes seconds to compile, and answers it", async () => {
+    const { during, answer } = await streamBesideSlowCompile(
+      // vLLM's extension: every chunk holds one token, whatever the model would end on.
+      { messages: [{ role: "user", content: "Tell me a long story about a lighthouse." }], ignore_eos: true },
+      [301, 302, 303, 304],
+    );
     // The story went on while the schema compiled (before the grammar thread, a compile held every
     // sequence of the model, and the story got only the few tokens the 30-token answer took).
-    expect(tokensWhileCompiling === -1 ? tokens - answered.startedAt : tokensWhileCompiling).toBeGreaterThan(100);
-    expect(answered.text.startsWith("{")).toBe(true);
+    expect(during).toBeGreaterThan(100);
+    expect(answer.startsWith("{")).toBe(true);
   });
 
   it("keeps a constrained stream's tokens coming while another schema compiles, on a grammar thread of its own", async () => {
-    // Four other long string bounds: seconds of compiling, which the stream's thread must not wait for.
-    const properties = Object.fromEntries([305, 306, 307, 308].map((n) => [`field${n}`, { type: "string", maxLength: n }]));
-    const schema = { type: "object", properties, required: Object.keys(properties), additionalProperties: false };
-    const chant = await client.chat.completions.create({
-      model: TEXT_SLUG,
-      messages: [{ role: "user", content: "Sing." }],
-      max_tokens: 400,
-      temperature: 0,
-      stream: true,
-      // @ts-expect-error vLLM's extension: about 300 tokens, whatever the model would end on
-      guided_regex: "(la ){150}",
-    });
-    let text = "";
-    let tokens = 0;
-    let slow: Promise<{ text: string; startedAt: number; at: number }> | null = null;
-    for await (const chunk of chant) {
-      const delta = chunk.choices[0]?.delta?.content;
-      if (!delta) continue;
-      text += delta;
-      tokens++;
-      if (tokens === 5 && slow === null) {
-        const startedAt = tokens;
-        slow = client.chat.completions
-          .create({
-            model: TEXT_SLUG,
-            messages: [{ role: "user", content: "Fill in the four fields as JSON." }],
-            max_tokens: 30,
-            response_format: { type: "json_schema", json_schema: { name: "g", schema, strict: true } },
-          })
-          .then((r) => ({ text: r.choices[0].message.content ?? "", startedAt, at: tokens }));
-      }
-    }
-    expect(slow).not.toBeNull();
-    const answered = await slow!;
+    // vLLM's extension: about 300 tokens, whatever the model would end on.
+    const { text, during, answer } = await streamBesideSlowCompile(
+      { messages: [{ role: "user", content: "Sing." }], guided_regex: "(la ){150}" },
+      [305, 306, 307, 308],
+    );
     // With one grammar thread, the stream's masks waited behind the compile: it got only the tokens
     // the 30-token answer took.
-    expect(answered.at - answered.startedAt).toBeGreaterThan(100);
+    expect(during).toBeGreaterThan(100);
     expect(text).toBe("la ".repeat(150));
-    expect(answered.text.startsWith("{")).toBe(true);
+    expect(answer.startsWith("{")).toBe(true);
   });
 
   it("refuses a keyword it cannot enforce with a 400 naming it", async () => {
