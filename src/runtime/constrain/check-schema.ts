@@ -365,15 +365,19 @@ class Checker {
     // Name the way round: from the root, the first part that cannot end, until one comes back.
     const steps: string[] = [];
     const seen = new Set<Json>();
-    for (let node: unknown = this.root; isObject(node) && !seen.has(node) && steps.length < 8; ) {
+    let node: unknown = this.root;
+    while (isObject(node) && !seen.has(node) && steps.length < 8) {
       seen.add(node);
       const part = this.blockingPart(node, endsNow);
       if (part === null) break;
       if (part.label !== "") steps.push(part.label);
       node = part.next;
     }
+    const way = steps.join(" → ");
     throw new ConstraintError(
-      `no value it allows ends: ${steps.join(" → ")} must hold another such value, without end; make one of them optional, or give it an alternative that ends`,
+      node === false
+        ? `no value it allows can be written: ${way} has a schema that allows no value (additionalProperties or items false)`
+        : `no value it allows ends: ${way} must hold another such value, without end; make one of them optional, or give it an alternative that ends`,
       "",
       "required",
     );

@@ -107,6 +107,10 @@ describe("checkJsonSchema refuses a schema whose every value goes on without end
     ],
     ["a required property held by additionalProperties", { type: "object", additionalProperties: { $ref: "#" }, required: ["k"] }, 'required property "k"'],
   ];
+  it("a required property that additionalProperties false leaves out", () => {
+    const e = refusal({ type: "object", properties: { b: { type: "string" } }, required: ["a"], additionalProperties: false });
+    expect(e.message).toBe('no value it allows can be written: required property "a" has a schema that allows no value (additionalProperties or items false)');
+  });
   for (const [name, schema, way] of endless) {
     it(name, () => {
       const e = refusal(schema);
