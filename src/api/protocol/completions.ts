@@ -8,6 +8,7 @@ import {
   refusedExtensions,
   isEmptyArray,
   knownFields,
+  MAX_CHOICES,
   rejectUnsupported,
   unknownFields,
   samplingFields,
@@ -36,7 +37,8 @@ export const completionRequestSchema = z
     logprobs: z.number().int().min(0).max(5).nullish(),
     /** Text after the completion: the model fills in what goes between the prompt and it (a model with fill-in-the-middle tokens only). */
     suffix: z.string().nullish(),
-    best_of: z.number().int().min(1).nullish(),
+    /** Choices generated per prompt, of which the `n` with the highest log probability per token are returned. Default `n`. */
+    best_of: z.number().int().min(1).max(MAX_CHOICES).nullish(),
     ...samplingFields,
     ...constraintFields,
   })
@@ -75,8 +77,14 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
   checkStreamOptions(request);
   checkPromptLogprobs(request);
   checkRequestConstraint(request);
-  if (request.best_of !== null && request.best_of !== undefined && request.best_of !== (request.n ?? 1)) {
-    throw apiError("unsupported_parameter", "Unsupported parameter: 'best_of' must equal 'n' (kiln does not rank candidates).", "best_of");
+  const n = request.n ?? 1;
+  if (request.best_of != null && request.best_of < n) throw apiError("invalid_value", `'best_of' (${request.best_of}) must be at least 'n' (${n}).`, "best_of");
+  if (request.best_of != null && request.best_of > n && request.stream === true) {
+    throw apiError(
+      "unsupported_value",
+      "'best_of' above 'n' cannot be combined with 'stream': the candidates are ranked once they are all complete.",
+      "best_of",
+    );
   }
   return request;
 }

@@ -15,7 +15,7 @@ import {
 import { ignoredFieldsHeader } from "../protocol/common.js";
 import { requestConstraint } from "../protocol/output-constraint.js";
 import { checkEndTokens, checkPromptLength, completionBudget, answerPlan, truncatedPrompt } from "./generation-request.js";
-import { answerGeneration, stopReasonField, type AnswerFormat } from "./generation.js";
+import { answerGeneration, stopReasonField, type AnswerFormat, type CollectedChoice } from "./generation.js";
 import { answerId, unixNow } from "./ids.js";
 import { vllmPromptLogprobs } from "./prompt-logprobs.js";
 import { lookupServedModel } from "./model-lookup.js";
@@ -38,19 +38,25 @@ export function completionsRoute(app: FastifyInstance, ctx: ApiContext): void {
     const promptLogprobs = echoScores === null && body.prompt_logprobs == null ? null : Math.max(echoScores ?? 0, body.prompt_logprobs ?? 0);
     const constraint = requestConstraint(body);
     checkEndTokens(body, constraint !== undefined, Math.min(...budgets.map((b) => b.maxTokens)));
-    const plan = answerPlan(body, {
-      model,
-      answerId: answerId("cmpl"),
-      prompts: budgets,
-      topLogprobs,
-      promptLogprobs,
-      promptRanks: body.prompt_logprobs != null,
-      ...(constraint ? { constraint } : {}),
-    });
+    // best_of: more candidates than choices, ranked by their tokens' log probabilities.
+    const candidates = body.best_of ?? body.n ?? 1;
+    const plan = answerPlan(
+      { ...body, n: candidates },
+      {
+        model,
+        answerId: answerId("cmpl"),
+        prompts: budgets,
+        topLogprobs: candidates > (body.n ?? 1) ? (topLogprobs ?? 0) : topLogprobs,
+        promptLogprobs,
+        promptRanks: body.prompt_logprobs != null,
+        ...(constraint ? { constraint } : {}),
+      },
+    );
     const format = completionFormat(plan.answerId, model, {
       includeUsage: plan.includeUsage,
       echo: body.echo ? prompts.map((p) => p.text) : null,
       n: body.n ?? 1,
+      candidates,
       logprobs: topLogprobs,
       promptLogprobs: body.prompt_logprobs ?? null,
     });
@@ -140,12 +146,41 @@ function legacyLogprobs(
   return out;
 }
 
+/**
+ * Of each prompt's `candidates` generated choices (numbered prompt-major), the `n` with the highest
+ * mean log probability of their tokens, best first, with their answer's indices; all of them, in
+ * order, when there are no more candidates than choices. A choice without tokens scores 0.
+ */
+export function bestOf(choices: readonly CollectedChoice[], candidates: number, n: number): Array<{ choice: CollectedChoice; index: number }> {
+  if (candidates === n) return choices.map((choice) => ({ choice, index: choice.index }));
+  const score = (c: CollectedChoice) => (c.logprobs.length === 0 ? 0 : c.logprobs.reduce((sum, e) => sum + e.logprob, 0) / c.logprobs.length);
+  const byPrompt = new Map<number, CollectedChoice[]>();
+  for (const c of choices) {
+    const prompt = Math.floor(c.index / candidates);
+    byPrompt.set(prompt, [...(byPrompt.get(prompt) ?? []), c]);
+  }
+  return [...byPrompt.entries()]
+    .sort(([a], [b]) => a - b)
+    .flatMap(([prompt, group]) =>
+      [...group]
+        .sort((a, b) => score(b) - score(a) || a.index - b.index)
+        .slice(0, n)
+        .map((choice, rank) => ({ choice, index: prompt * n + rank })),
+    );
+}
+
 interface CompletionFormatOptions {
   includeUsage: boolean;
   /** The text of each prompt, put before its choices' text (`echo`), or null. */
   echo: string[] | null;
-  /** Choices per prompt: choice i continues prompt floor(i / n). */
+  /** Choices per prompt in the answer: choice i continues prompt floor(i / n). */
   n: number;
+  /**
+   * Choices generated per prompt (`best_of`, at least `n`): generated choice i continues prompt
+   * floor(i / candidates); where more than `n`, each prompt's `n` with the highest mean token log
+   * probability are answered, best first (never streamed).
+   */
+  candidates: number;
   /** Alternatives of each token's legacy log probabilities, or null for none. */
   logprobs: number | null;
   /** Alternatives of vLLM's `prompt_logprobs` on each choice, or null for none. */
@@ -155,7 +190,8 @@ interface CompletionFormatOptions {
 function completionFormat(id: string, model: ServedModel, options: CompletionFormatOptions): AnswerFormat {
   const created = unixNow();
   const offsets = new Map<number, number>();
-  const echoOf = (index: number) => options.echo?.[Math.floor(index / options.n)] ?? null;
+  /** The echoed prompt of generated choice `index`. */
+  const echoOf = (index: number) => options.echo?.[Math.floor(index / options.candidates)] ?? null;
   const answer = (choices: Completion["choices"]): Completion => ({
     id,
     object: "text_completion",
@@ -185,10 +221,10 @@ function completionFormat(id: string, model: ServedModel, options: CompletionFor
     usage: (usage) => ({ ...answer([]), usage }),
     complete: (choices, usage): Completion => ({
       ...answer(
-        choices.map((c) => {
+        bestOf(choices, options.candidates, options.n).map(({ choice: c, index }) => {
           const echo = echoOf(c.index) ?? "";
           return {
-            index: c.index,
+            index,
             text: echo + c.text,
             logprobs:
               options.logprobs !== null ? legacyLogprobs(options.echo === null ? null : c.promptLogprobs, c.logprobs, echo.length, options.logprobs) : null,

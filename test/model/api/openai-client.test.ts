@@ -117,6 +117,27 @@ describe("kiln serve with the openai client", () => {
     expect(r.choices[0].text).toMatch(/^ Paris/);
   });
 
+  it("best_of returns the candidates with the highest log probability per token, and charges for all of them", async () => {
+    const prompts = ["Once upon a time", "My favourite food is"];
+    const request = { model: MODEL, prompt: prompts, max_tokens: 8, temperature: 1.2, seed: 11 };
+    // The same seed gives the same candidates: choice j of a prompt samples the seed's stream j.
+    const all = await client.completions.create({ ...request, n: 4, logprobs: 0 });
+    const best = await client.completions.create({ ...request, n: 2, best_of: 4 });
+    const mean = (c: (typeof all.choices)[number]) => c.logprobs!.token_logprobs!.reduce((s, l) => s + l!, 0) / c.logprobs!.token_logprobs!.length;
+    const expected = prompts.flatMap((_, p) =>
+      all.choices
+        .slice(p * 4, p * 4 + 4)
+        .sort((a, b) => mean(b) - mean(a))
+        .slice(0, 2)
+        .map((c) => c.text),
+    );
+    expect(new Set(all.choices.slice(0, 4).map((c) => c.text)).size).toBeGreaterThan(1);
+    expect(best.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
+    expect(best.choices.map((c) => c.text)).toEqual(expected);
+    expect(best.choices.every((c) => c.logprobs === null)).toBe(true);
+    expect(best.usage!.completion_tokens).toBe(all.usage!.completion_tokens);
+  });
+
   it("ends the text before a stop sequence", async () => {
     const free = await client.completions.create({ model: MODEL, prompt: "The capital of France is", temperature: 0, max_tokens: 12 });
     expect(free.choices[0].text).toContain("\n");

@@ -201,7 +201,9 @@ describe("validation errors (400)", () => {
     ["max_tokens below 0", { model: SLUG, prompt: "x", max_tokens: -1 }, "max_tokens", "invalid_value"],
     ["logprobs above 5", { model: SLUG, prompt: "x", logprobs: 6 }, "logprobs", "invalid_value"],
     ["suffix on a model without fill-in-the-middle tokens", { model: SLUG, prompt: "x", suffix: "tail" }, "suffix", "unsupported_value"],
-    ["best_of above n", { model: SLUG, prompt: "x", best_of: 3 }, "best_of", "unsupported_parameter"],
+    ["best_of below n", { model: SLUG, prompt: "x", best_of: 2, n: 3 }, "best_of", "invalid_value"],
+    ["best_of above n, streamed", { model: SLUG, prompt: "x", best_of: 3, stream: true }, "best_of", "unsupported_value"],
+    ["best_of above 8", { model: SLUG, prompt: "x", best_of: 9 }, "best_of", "invalid_value"],
     ["temperature out of range", { model: SLUG, prompt: "x", temperature: -1 }, "temperature", "invalid_value"],
     ["a token id outside the vocabulary", { model: SLUG, prompt: [1, 2, 99999] }, "prompt", "invalid_value"],
   ];
