@@ -73,6 +73,18 @@ const FAMILIES: Family[] = [
     read: (s) => s.draftTokens,
   },
   {
+    name: "kiln_constraint_compile_seconds",
+    kind: "histogram",
+    help: "Seconds each new constraint (JSON schema, tools, regex, grammar) took to compile on a grammar thread before its request was admitted, by model.",
+    read: (s) => s.constraintCompileSeconds,
+  },
+  {
+    name: "kiln_constraint_compiles_refused_total",
+    kind: "counter",
+    help: "Constraint compiles the engine refused, each failing its request, by model.",
+    read: (s) => s.constraintCompilesRefused,
+  },
+  {
     name: "kiln_draft_accepted_tokens_total",
     kind: "counter",
     help: "Draft tokens the model confirmed, each a decode step saved, by model (acceptance rate: divide by kiln_draft_tokens_total).",

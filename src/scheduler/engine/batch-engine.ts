@@ -429,10 +429,17 @@ export class BatchEngine {
       if (submission.grammar !== "pending") continue;
       submission.grammar = "compiling";
       this.compiling++;
+      const started = performance.now();
       prepare(submission.request.constraint!)
         .then(
-          () => void (submission.grammar = "ready"),
-          (err: unknown) => this.fail(submission, err),
+          () => {
+            submission.grammar = "ready";
+            this.stats.compiled((performance.now() - started) / 1000, false);
+          },
+          (err: unknown) => {
+            this.stats.compiled((performance.now() - started) / 1000, true);
+            this.fail(submission, err);
+          },
         )
         .finally(() => {
           this.compiling--;

@@ -63,11 +63,16 @@ export interface EngineStatsSnapshot {
   /** Prompt-lookup drafts: tokens proposed, and of those, confirmed by the model. */
   draftTokens: number;
   draftTokensAccepted: number;
+  /** Seconds each constraint compile took away from the steps (StepRunner.prepareConstraint), refused ones included. */
+  constraintCompileSeconds: HistogramSnapshot;
+  /** Compiles the engine refused (a constraint it cannot take): their requests failed. */
+  constraintCompilesRefused: number;
 }
 
 export const BATCH_SIZE_BOUNDS = [1, 2, 4, 8, 16, 32, 64, 128];
 export const PREFILL_TOKENS_BOUNDS = [16, 64, 128, 256, 512, 1024, 2048];
 export const QUEUE_SECONDS_BOUNDS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+export const COMPILE_SECONDS_BOUNDS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 /** The read side of an engine's stats (what `Engine.stats` offers a metrics module). */
 export interface EngineStatsReader {
@@ -82,6 +87,8 @@ export class EngineStats implements EngineStatsReader {
   private readonly batchSize = new Histogram(BATCH_SIZE_BOUNDS);
   private readonly prefillHist = new Histogram(PREFILL_TOKENS_BOUNDS);
   private readonly queueHist = new Histogram(QUEUE_SECONDS_BOUNDS);
+  private readonly compileHist = new Histogram(COMPILE_SECONDS_BOUNDS);
+  private compilesRefused = 0;
   private readonly observers = new Set<EngineObserver>();
   private steps = 0;
   private copies = 0;
@@ -120,6 +127,12 @@ export class EngineStats implements EngineStatsReader {
     this.draftTokensAccepted += accepted;
   }
 
+  /** A constraint compile ended after `seconds`, compiled or `refused`. */
+  compiled(seconds: number, refused: boolean): void {
+    this.compileHist.observe(seconds);
+    if (refused) this.compilesRefused++;
+  }
+
   queued(seconds: number): void {
     this.queueHist.observe(seconds);
     for (const o of this.observers) o.onQueued?.(seconds);
@@ -143,6 +156,8 @@ export class EngineStats implements EngineStatsReader {
       copies: this.copies,
       draftTokens: this.draftTokens,
       draftTokensAccepted: this.draftTokensAccepted,
+      constraintCompileSeconds: this.compileHist.snapshot(),
+      constraintCompilesRefused: this.compilesRefused,
     };
   }
 }

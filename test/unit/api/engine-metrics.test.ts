@@ -38,6 +38,8 @@ describe("engine statistics on /metrics", () => {
     stats.step(step({ decodeRows: 12, decodeCalls: 2 }));
     stats.queued(0.003);
     stats.queued(0.2);
+    stats.compiled(0.3, false);
+    stats.compiled(45, true);
     stats.running = 4;
     stats.waiting = 2;
     stats.paused = 1;
@@ -55,6 +57,8 @@ describe("engine statistics on /metrics", () => {
       ["kiln_queue_time_seconds", "histogram"],
       ["kiln_prefix_cache_hit_tokens_total", "counter"],
       ["kiln_prefix_cache_lookup_tokens_total", "counter"],
+      ["kiln_constraint_compile_seconds", "histogram"],
+      ["kiln_constraint_compiles_refused_total", "counter"],
     ]) {
       expect(text).toContain(`# TYPE ${name} ${type}\n`);
       expect(text).toMatch(new RegExp(`# HELP ${name} \\S`));
@@ -95,6 +99,12 @@ describe("engine statistics on /metrics", () => {
     expect(text).toContain(`kiln_queue_time_seconds_count{${m}} 2\n`);
     expect(text).toContain(`kiln_prefix_cache_hit_tokens_total{${m}} 50\n`);
     expect(text).toContain(`kiln_prefix_cache_lookup_tokens_total{${m}} 200\n`);
+    expect(text).toContain(`kiln_constraint_compile_seconds_bucket{${m},le="0.25"} 0\n`);
+    expect(text).toContain(`kiln_constraint_compile_seconds_bucket{${m},le="0.5"} 1\n`);
+    expect(text).toContain(`kiln_constraint_compile_seconds_bucket{${m},le="30"} 1\n`);
+    expect(text).toContain(`kiln_constraint_compile_seconds_bucket{${m},le="60"} 2\n`);
+    expect(text).toContain(`kiln_constraint_compile_seconds_sum{${m}} 45.3\n`);
+    expect(text).toContain(`kiln_constraint_compiles_refused_total{${m}} 1\n`);
     for (const line of text.trimEnd().split("\n")) expect(line).toMatch(LINE);
 
     stats.step(step({ decodeRows: 2, decodeCalls: 1 }));

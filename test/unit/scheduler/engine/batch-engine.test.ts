@@ -262,6 +262,9 @@ describe("BatchEngine", () => {
       compiles[0].finish();
       const results = await Promise.all([constrained, compiling]);
       expect(results.map((events) => events.filter((e) => e.type === "delta").length)).toEqual([30, 5]);
+      const stats = engine.stats.snapshot();
+      expect([stats.constraintCompileSeconds.count, stats.constraintCompilesRefused]).toEqual([1, 0]);
+      expect(stats.constraintCompileSeconds.sum).toBeGreaterThan(0.01);
     });
 
     it("runs the others while a constraint compiles, holding the constrained ones, then runs it", async () => {
@@ -303,6 +306,9 @@ describe("BatchEngine", () => {
       compiles[0].finish(new Error("the engine refused it"));
       await expect(refused).rejects.toThrow("the engine refused it");
       expect((await plain).finish).toHaveLength(1);
+      // Counted for /metrics: one compile, refused.
+      const stats = engine.stats.snapshot();
+      expect([stats.constraintCompileSeconds.count, stats.constraintCompilesRefused]).toEqual([1, 1]);
     });
   });
 
