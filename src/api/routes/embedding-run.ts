@@ -23,11 +23,7 @@ export const EMBEDDING_WINDOW = 16;
 /** A model that embeds, and what its embeddings are; a 400 naming `param` for one that cannot. */
 export function embeddingModel(model: ServedModel, param = "model"): ServedModel & { embeddings: EmbeddingSupport } {
   if (model.embeddings) return model as ServedModel & { embeddings: EmbeddingSupport };
-  throw apiError(
-    "invalid_value",
-    `'${model.slug}' is served on the GPU with --pooling mean, and its compiled graph returns each input's last position only: serve it with \`--pooling last\` (the default) or \`--device cpu\`.`,
-    param,
-  );
+  throw apiError("invalid_value", `'${model.slug}' does not make embeddings.`, param);
 }
 
 /** How inputs that do not fit the context are cut: not at all (a 400), to their first or to their last tokens. */

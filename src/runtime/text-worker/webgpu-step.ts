@@ -5,6 +5,7 @@
  */
 import type { TokenMatcher } from "../constrain/index.js";
 import type { CandidateRow, LogitAdjustments, PositionScores, SequenceSampler } from "../sampling/index.js";
+import { poolChunk } from "./pooling.js";
 import type { RowSample, SequenceFailure, StepRequest, StepResult } from "./protocol.js";
 import type { DeviceStepInputs, DeviceStepOutputs, WebGpuTextSession } from "./webgpu-session.js";
 
@@ -32,16 +33,6 @@ export async function runDeviceStep(
 ): Promise<StepResult> {
   const { session } = ctx;
   const t0 = performance.now();
-  // The device returns each row's last position only: an embedding pools that one.
-  if (req.embed && req.embed.pooling !== "last") {
-    return {
-      samples: [],
-      failed,
-      forwardError: `${req.embed.pooling} pooling is computed on the CPU only (the GPU graph returns the last position)`,
-      runMs: 0,
-      sampleMs: 0,
-    };
-  }
   let out: DeviceStepOutputs;
   const inputs = deviceInputs(ctx, req, masks);
   const cachedBefore = session.kv.lengths[req.firstSlot];
@@ -86,7 +77,7 @@ export async function runDeviceStep(
   // A fork shares its row's candidates: the choices of one request start with the same
   // adjustments (none generated yet) and the same constraint state, so the row's mask is theirs.
   const forkSamples = req.forks?.map(({ row, seqId }) => sampleRow(row, seqId));
-  const pooled = req.embed && !gone.has(req.seqIds[req.embed.row]) ? lastHidden(out, req.embed.row, session.manifest.shape.hidden) : undefined;
+  const pooled = req.embed && !gone.has(req.seqIds[req.embed.row]) ? pooledHidden(out, req.embed, session.manifest.shape.hidden) : undefined;
   return {
     samples,
     ...(forkSamples ? { forkSamples } : {}),
@@ -136,8 +127,9 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
       adjustSubtract[r * n + i] = a.subtract[j];
     }
   }
-  // A draft's check, like a scored chunk, needs every position's candidates.
-  const positions = req.score || req.verify ? req.tokensPerRow : 1;
+  // A draft's check, like a scored chunk, needs every position's candidates; a mean embedding, every position's hidden state.
+  const every = req.score !== undefined || req.verify === true || req.embed?.pooling === "mean";
+  const positions = every ? req.tokensPerRow : 1;
   const scoreTargets = new BigInt64Array(rows * positions);
   if (req.score) {
     const { row, next } = req.score;
@@ -146,7 +138,7 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
     if (next >= 0) scoreTargets[row * positions + req.tokensPerRow - 1] = BigInt(next);
   }
   return {
-    allPositions: req.score !== undefined || req.verify === true,
+    allPositions: every,
     tokenMask,
     adjustIds,
     adjustBias,
@@ -157,11 +149,10 @@ function deviceInputs(ctx: DeviceStepContext, req: StepRequest, masks: Map<numbe
   };
 }
 
-/** Row `row`'s last computed position's final hidden state: what "last" pooling takes. */
-function lastHidden(out: DeviceStepOutputs, row: number, width: number): Float32Array {
+/** Row `row`'s part of its embedding, from the final hidden states the step brought back: of every position for "mean", of the last for "last". */
+function pooledHidden(out: DeviceStepOutputs, embed: NonNullable<StepRequest["embed"]>, width: number): Float32Array {
   if (!out.hidden) throw new Error("the device step brought back no hidden states");
-  const at = (row * out.positions + out.positions - 1) * width;
-  return out.hidden.slice(at, at + width);
+  return poolChunk(out.hidden, embed.row, out.positions, width, embed.pooling);
 }
 
 /**

@@ -120,7 +120,7 @@ export interface ServedModel {
   /** A token's vocabulary entry as the model's tokenizer stores it (byte-level form for BPE, "▁" for SentencePiece spaces). */
   tokenText(id: number): string;
   engine: BatchEngine;
-  /** How the model makes embeddings; absent where it cannot (on the GPU with "mean" pooling: the GPU graph returns the last position only). */
+  /** How the model makes embeddings; absent where it cannot (a model kind without final hidden states). */
   embeddings?: EmbeddingSupport;
   /** Lets running requests finish, then frees the model. */
   close(): Promise<void>;
@@ -249,20 +249,15 @@ export function serveLoadedModel(loaded: LoadedModel, options: ServeOptions = {}
     detokenize: (ids) => tokenizer.detokenize(ids, { renderSpecial: true }),
     tokenText: (id) => tokenizer.tokenText(id),
     engine,
-    // The GPU graph returns each row's last position: it embeds with "last" pooling only.
-    ...(worker.info.device === "cpu" || (options.pooling ?? DEFAULT_POOLING) === "last"
-      ? {
-          embeddings: {
-            pooling: options.pooling ?? DEFAULT_POOLING,
-            dimensions: manifest.shape.hidden,
-            prompt: (text: string, special = true) => {
-              const ids = encodePrompt(tokenizer, text, options.specialTokens, special);
-              if (special && tokenizer.addEos && tokenizer.eosId !== null && ids.at(-1) !== tokenizer.eosId) ids.push(tokenizer.eosId);
-              return ids;
-            },
-          },
-        }
-      : {}),
+    embeddings: {
+      pooling: options.pooling ?? DEFAULT_POOLING,
+      dimensions: manifest.shape.hidden,
+      prompt: (text: string, special = true) => {
+        const ids = encodePrompt(tokenizer, text, options.specialTokens, special);
+        if (special && tokenizer.addEos && tokenizer.eosId !== null && ids.at(-1) !== tokenizer.eosId) ids.push(tokenizer.eosId);
+        return ids;
+      },
+    },
     async close() {
       await engine.close();
       await loaded.close();

@@ -25,6 +25,7 @@ import { LoadedModel } from "../../../../src/runtime/loaded-model.js";
 import { SequenceSampler } from "../../../../src/runtime/sampling/index.js";
 import { Tokenizer } from "../../../../src/runtime/text/index.js";
 import { TextSession } from "../../../../src/runtime/text-worker/session.js";
+import type { Pooling } from "../../../../src/runtime/text-worker/protocol.js";
 import { type DeviceStepInputs, WebGpuTextSession } from "../../../../src/runtime/text-worker/webgpu-session.js";
 import { type EmittedTokenLogprob, type GenerationRequest, serveLoadedModel, type ServedModel } from "../../../../src/scheduler/index.js";
 import { smollm2 } from "../../../../src/scheduler/tools/smollm2.js";
@@ -391,9 +392,9 @@ describe("the engine on a GPU model", () => {
     expect(acceptedPenalized).toBe(0);
   }, 300_000);
 
-  it("embeds an input on the device as the CPU does (the last position's final hidden state)", async () => {
-    const embed = async (served: ServedModel, ids: number[]) => {
-      for await (const e of served.engine.submit({ promptIds: ids, maxTokens: 0, sampling: {}, embed: { pooling: "last" } }))
+  it("embeds an input on the device as the CPU does (the last position's final hidden state, or every position's mean)", async () => {
+    const embed = async (served: ServedModel, ids: number[], pooling: Pooling) => {
+      for await (const e of served.engine.submit({ promptIds: ids, maxTokens: 0, sampling: {}, embed: { pooling } }))
         if (e.type === "embedding") return e.embedding;
       throw new Error("no embedding");
     };
@@ -401,12 +402,17 @@ describe("the engine on a GPU model", () => {
     const ids = model.embeddings!.prompt("Paris is the capital of France.");
     const cpu = serveLoadedModel(await LoadedModel.load((await compiledArtifact()).dir, { slots: 1 }), { maxRunning: 1 });
     try {
-      const [gpuVector, cpuVector] = [await embed(model, ids), await embed(cpu, ids)];
       const dot = (a: Float32Array, b: Float32Array) => a.reduce((n, x, i) => n + x * b[i], 0);
-      const cosine = dot(gpuVector, cpuVector) / Math.sqrt(dot(gpuVector, gpuVector) * dot(cpuVector, cpuVector));
-      console.log(JSON.stringify({ gpuCpuCosine: cosine }));
+      const cosine = (a: Float32Array, b: Float32Array) => dot(a, b) / Math.sqrt(dot(a, a) * dot(b, b));
+      const gpu = { last: await embed(model, ids, "last"), mean: await embed(model, ids, "mean") };
+      const onCpu = { last: await embed(cpu, ids, "last"), mean: await embed(cpu, ids, "mean") };
+      const figures = { last: cosine(gpu.last, onCpu.last), mean: cosine(gpu.mean, onCpu.mean), meanToLast: cosine(gpu.mean, gpu.last) };
+      console.log(JSON.stringify({ gpuCpuCosine: figures }));
       // The CPU graph rounds matmul inputs to int8 blocks, the GPU's computes in float32: a wrong position or a stale cache would give an unrelated vector.
-      expect(cosine).toBeGreaterThan(0.99);
+      expect(figures.last).toBeGreaterThan(0.99);
+      expect(figures.mean).toBeGreaterThan(0.99);
+      // A mean that took the last position alone would be the last vector.
+      expect(figures.meanToLast).toBeLessThan(0.95);
     } finally {
       await cpu.close();
     }
