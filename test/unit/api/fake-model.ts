@@ -47,7 +47,7 @@ export type FakeModelOptions = Partial<FakeStepOptions> &
     fillsInMiddle?: boolean;
     /** How embeddings pool (see `ServeOptions.pooling`). Default "last". */
     pooling?: Pooling;
-    /** false: the model makes no embeddings (as on the GPU). Default true. */
+    /** false: the model makes no embeddings. Default true. */
     embeds?: boolean;
   };
 
