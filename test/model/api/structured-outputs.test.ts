@@ -235,8 +235,8 @@ describe("structured outputs on the real model", () => {
       { messages: [{ role: "user", content: "Tell me a long story about a lighthouse." }], ignore_eos: true },
       [301, 302, 303, 304],
     );
-    // The story went on while the schema compiled (before the grammar thread, a compile held every
-    // sequence of the model, and the story got only the few tokens the 30-token answer took).
+    // The story goes on while the schema compiles: a compile on the model's worker would hold every
+    // sequence, and the story would get only the few tokens the 30-token answer takes.
     expect(during).toBeGreaterThan(100);
     expect(answer.startsWith("{")).toBe(true);
   });
@@ -247,8 +247,8 @@ describe("structured outputs on the real model", () => {
       { messages: [{ role: "user", content: "Sing." }], guided_regex: "(la ){150}" },
       [305, 306, 307, 308],
     );
-    // With one grammar thread, the stream's masks waited behind the compile: it got only the tokens
-    // the 30-token answer took.
+    // Were its masks made on the thread that compiles, they would wait behind the compile, and the
+    // stream would get only the tokens the 30-token answer takes.
     expect(during).toBeGreaterThan(100);
     expect(text).toBe("la ".repeat(150));
     expect(answer.startsWith("{")).toBe(true);
