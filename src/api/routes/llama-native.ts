@@ -53,6 +53,13 @@ export async function llamaNativeRoutes(app: FastifyInstance, ctx: ApiContext, a
       return serverProps(model);
     });
 
+    // What each KV slot is doing, as llama.cpp's monitoring endpoint shows it.
+    api.get("/slots", async (request) => {
+      const query = request.query as { model?: unknown };
+      const model = await lookupServedModel(ctx, request, typeof query.model === "string" && query.model !== "" ? query.model : onlyTextModel(ctx));
+      return slotsOf(model);
+    });
+
     // llama.cpp's own embeddings shape, beside /v1/embeddings: one entry per input, its vector in a list (of one, pooled).
     for (const url of ["/embedding", "/embeddings"]) {
       api.post(url, async (request, reply) => {
@@ -223,6 +230,33 @@ function serverProps(model: ServedModel): Record<string, unknown> {
     eos_token: eos !== null ? model.tokenText(eos) : "",
     build_info: `kiln ${kilnVersion()}`,
   };
+}
+
+/**
+ * The model's KV slots in llama.cpp's `/slots` shape: `id_task` is the holding sequence's id (-1 for
+ * a free slot), `next_token.n_decoded` the tokens it generated and `n_remain` those it may still; the
+ * prompt's text is not kept, so `prompt` is empty. kiln's own: `n_prompt_tokens` and `n_cached`
+ * (positions in the slot's cache).
+ */
+function slotsOf(model: ServedModel): Array<Record<string, unknown>> {
+  return model.engine.slotStates().map(({ slot, sequence: seq }) => ({
+    id: slot,
+    id_task: seq?.id ?? -1,
+    n_ctx: model.contextLength,
+    speculative: false,
+    is_processing: seq !== null,
+    params: { n_predict: seq?.maxTokens ?? -1 },
+    prompt: "",
+    next_token: {
+      has_next_token: seq !== null,
+      has_new_line: false,
+      n_remain: seq ? seq.maxTokens - seq.generated : -1,
+      n_decoded: seq?.generated ?? 0,
+      stopping_word: "",
+    },
+    n_prompt_tokens: seq?.promptTokens ?? 0,
+    n_cached: seq?.cached ?? 0,
+  }));
 }
 
 function nameIgnored(reply: FastifyReply, body: Record<string, unknown>): void {

@@ -34,7 +34,7 @@ import { lookupDraft, predictedDraft } from "./draft.js";
 import { ChoiceOutput, describeToken } from "./choice-output.js";
 import { EngineStats } from "./engine-stats.js";
 import { KvSlots, type PrefixReuse } from "./kv-slots.js";
-import { Sequence } from "./sequence.js";
+import { Sequence, type SequenceStatus } from "./sequence.js";
 import { SlotOps } from "./slot-ops.js";
 import { admissions, DEFAULT_PREFILL_CHUNK, DEFAULT_STEP_TOKENS, planStep, waitingAfterAdmission, type StepLimits } from "./step-planner.js";
 import type { ComputeGate } from "../compute-gate.js";
@@ -127,6 +127,21 @@ type PlannedCall =
   | { kind: "verify"; seq: Sequence; draft: number[]; predicted: boolean }
   | { kind: "prefill"; seq: Sequence; start: number; count: number; last: boolean; forks: Sequence[] };
 
+/** One KV slot as {@link BatchEngine.slotStates} reports it. */
+export interface SlotState {
+  slot: number;
+  /** The sequence holding it (prefilling or running), or null for a free slot. */
+  sequence: {
+    id: number;
+    status: SequenceStatus;
+    /** Tokens of its prompt; of them and its output, how many sit in the slot; tokens generated; the most it may generate. */
+    promptTokens: number;
+    cached: number;
+    generated: number;
+    maxTokens: number;
+  } | null;
+}
+
 export class BatchEngine {
   /** Submissions with choices still waiting for a slot, oldest first. */
   private readonly queue: Submission[] = [];
@@ -191,6 +206,27 @@ export class BatchEngine {
   /** Sequences holding a KV slot at once: the largest decode batch. */
   get slots(): number {
     return this.kv.count;
+  }
+
+  /** Each KV slot and the sequence holding it now, if any (what llama.cpp's `/slots` shows). */
+  slotStates(): SlotState[] {
+    const holders = new Map(this.live.filter((s) => s.slot >= 0).map((s) => [s.slot, s]));
+    return Array.from({ length: this.kv.count }, (_, slot) => {
+      const seq = holders.get(slot);
+      return seq
+        ? {
+            slot,
+            sequence: {
+              id: seq.id,
+              status: seq.status,
+              promptTokens: seq.promptLength,
+              cached: seq.cached,
+              generated: seq.generated,
+              maxTokens: seq.maxTokens,
+            },
+          }
+        : { slot, sequence: null };
+    });
   }
 
   /** Requests waiting for their first slot, and requests generating. */

@@ -174,6 +174,30 @@ describe("GET /props", () => {
   });
 });
 
+describe("GET /slots", () => {
+  it("shows each KV slot: the one a request holds with its counts, the others free", async () => {
+    const { app } = await fakeApp({ fake: fakeModel({ script: HELLO, tokenDelayMs: 20 }) });
+    const slots = async () => (await app.inject({ method: "GET", url: "/slots", headers: AUTH })).json() as Array<Record<string, any>>;
+    const idle = await slots();
+    expect(idle.map((s) => [s.id, s.id_task, s.is_processing, s.n_ctx])).toEqual([0, 1, 2, 3].map((id) => [id, -1, false, 512]));
+    const running = app.inject({ method: "POST", url: "/completion", payload: { prompt: "Hi", n_predict: 3 }, headers: AUTH });
+    let busy: Array<Record<string, any>> = [];
+    for (let i = 0; i < 100 && !busy.some((s) => s.is_processing); i++) {
+      busy = await slots();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const held = busy.filter((s) => s.is_processing);
+    expect(held).toHaveLength(1);
+    expect(held[0]).toMatchObject({ id_task: expect.any(Number), params: { n_predict: 3 }, next_token: { has_next_token: true } });
+    expect(held[0].id_task).toBeGreaterThanOrEqual(0);
+    expect(held[0].next_token.n_decoded + held[0].next_token.n_remain).toBe(3);
+    expect(held[0].n_prompt_tokens).toBeGreaterThan(0);
+    expect((await running).statusCode).toBe(200);
+    expect((await slots()).every((s) => !s.is_processing)).toBe(true);
+    expect((await app.inject({ method: "GET", url: "/slots?model=nope", headers: AUTH })).statusCode).toBe(404);
+  });
+});
+
 describe("POST /infill", () => {
   it("prompts with the files as context, then prefix, prompt and suffix between the model's markers", async () => {
     const fake = fakeModel({ script: HELLO, fillsInMiddle: true });
