@@ -5,9 +5,13 @@
 
 export type ModelKind = "text" | "transcription";
 
-export type Capability = "chat" | "completions" | "tools" | "json_schema" | "streaming" | "transcription" | "reasoning";
+/**
+ * What a model can be asked for. `embeddings` is kiln's own for every text model (its final hidden
+ * states pooled), so the catalogue's entries leave it out and `/v1/models` adds it.
+ */
+export type Capability = "chat" | "completions" | "tools" | "json_schema" | "streaming" | "transcription" | "reasoning" | "embeddings";
 
-export const CAPABILITIES: readonly Capability[] = ["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning"];
+export const CAPABILITIES: readonly Capability[] = ["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning", "embeddings"];
 
 /** Text models carry the two token prices; transcription models carry the audio-minute price. */
 export interface Prices {

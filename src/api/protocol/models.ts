@@ -99,7 +99,16 @@ function ownerOf(entry: ModelEntry): string {
  * What kiln itself can do with a model of the catalogue: a capability the model has but kiln does
  * not serve is not advertised, so clients never pick a feature that answers 400.
  */
-const SERVED_CAPABILITIES: ReadonlySet<string> = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning"]);
+const SERVED_CAPABILITIES: ReadonlySet<string> = new Set([
+  "chat",
+  "completions",
+  "tools",
+  "json_schema",
+  "streaming",
+  "transcription",
+  "reasoning",
+  "embeddings",
+]);
 
 export function modelObject(
   entry: ModelEntry,
@@ -139,11 +148,15 @@ export function modelObject(
   };
 }
 
-/** The catalogue's capabilities that kiln serves; a served model's chat template has the last word on reasoning (`--chat-template-file` may change it). */
+/**
+ * The catalogue's capabilities that kiln serves, and `embeddings` for a text model (kiln pools any
+ * text model's hidden states); a served model's chat template has the last word on reasoning
+ * (`--chat-template-file` may change it).
+ */
 function capabilitiesOf(entry: ModelEntry, served: { reasoning: unknown } | null): Capability[] {
-  const listed = entry.capabilities.filter((c) => SERVED_CAPABILITIES.has(c) && c !== "reasoning");
+  const listed = entry.capabilities.filter((c) => SERVED_CAPABILITIES.has(c) && c !== "reasoning" && c !== "embeddings");
   const reasons = served ? served.reasoning !== null : entry.capabilities.includes("reasoning");
-  return reasons ? [...listed, "reasoning"] : listed;
+  return [...listed, ...(reasons ? (["reasoning"] as const) : []), ...(entry.kind === "text" ? (["embeddings"] as const) : [])];
 }
 
 function optimizationOf(promotion: Promotion | null): Pick<ModelObject, "last_optimized_at" | "optimization"> {

@@ -55,9 +55,11 @@ describe("models", () => {
   it("advertises tools and json_schema where kiln serves them, and nothing it does not serve", async () => {
     const { app } = await fakeApp();
     const body = (await app.inject({ method: "GET", url: "/v1/models", headers: AUTH })).json();
-    const served = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning"]);
+    const served = new Set(["chat", "completions", "tools", "json_schema", "streaming", "transcription", "reasoning", "embeddings"]);
     for (const m of body.data) for (const c of m.capabilities) expect(served, `${m.id}: ${c}`).toContain(c);
     expect(body.data.find((m: any) => m.id === SLUG).capabilities).toEqual(expect.arrayContaining(["tools", "json_schema"]));
+    // Every text model embeds (/v1/embeddings pools its hidden states); a speech model does not.
+    for (const m of body.data) expect(m.capabilities.includes("embeddings"), m.id).toBe(m.kind === "text");
   });
 
   it("marks the reasoning models: the catalogue's until served, then the served model's template", async () => {
