@@ -34,9 +34,16 @@ export class GrammarLanes {
     private readonly max = MAX_GRAMMAR_LANES,
   ) {}
 
-  /** Whether sequences with `spec` can open now, without a compile (a yes counts as a use of the compiled grammar). */
+  /**
+   * Whether sequences with `spec` can open without a compile (a yes counts as a use of the compiled
+   * grammar): a lane holds it, and it is not compiling another, or no other lane could compile it
+   * sooner. Where every lane holding it is busy compiling and another is free, no: compiling it
+   * again there beats waiting behind a compile of seconds.
+   */
   prepared(spec: ConstraintSpec): boolean {
-    return this.holding(spec, true) !== undefined;
+    const holders = this.holdingLanes(spec, true);
+    if (holders.length === 0) return false;
+    return holders.some((index) => this.lanes[index]!.compiling === 0) || !this.freeForCompile();
   }
 
   /**
@@ -46,7 +53,7 @@ export class GrammarLanes {
    * starts a new thread at a later compile.
    */
   async prepare(spec: ConstraintSpec): Promise<void> {
-    if (this.holding(spec, true) !== undefined) return;
+    if (this.prepared(spec)) return;
     const index = this.laneForCompile();
     const lane = this.lanes[index]!;
     lane.compiling++;
@@ -60,9 +67,9 @@ export class GrammarLanes {
     }
   }
 
-  /** A sequence opens with `spec`: the lane its matcher is to live on (the one holding the compiled grammar). */
+  /** A sequence opens with `spec`: the lane its matcher is to live on (one holding the compiled grammar, not compiling where it can). */
   opened(seqId: number, spec: ConstraintSpec): number {
-    const index = this.holding(spec, false) ?? this.readyLanes()[0] ?? 0;
+    const index = this.holding(spec) ?? this.readyLanes()[0] ?? 0;
     this.laneOfSeq.set(seqId, index);
     this.lanes[index]?.open.add(seqId);
     return index;
@@ -81,7 +88,7 @@ export class GrammarLanes {
    * for one not opened yet the lane holding `spec`; any compile where no lane holds it.
    */
   waits(seqId: number, spec: ConstraintSpec): boolean {
-    const index = this.laneOfSeq.get(seqId) ?? this.holding(spec, false);
+    const index = this.laneOfSeq.get(seqId) ?? this.holding(spec);
     if (index === undefined) return this.lanes.some((l) => l !== undefined && l.compiling > 0);
     return (this.lanes[index]?.compiling ?? 0) > 0;
   }
@@ -95,13 +102,24 @@ export class GrammarLanes {
     await Promise.all(this.lanes.map((lane) => lane?.thread.then((t) => t.stop()).catch(() => {})));
   }
 
-  /** The live lane holding `spec` compiled; `use` counts the answer as a use of it there. */
-  private holding(spec: ConstraintSpec, use: boolean): number | undefined {
-    for (const index of this.readyLanes()) {
+  /** The live lanes holding `spec` compiled; `use` counts the answer as a use of it there. */
+  private holdingLanes(spec: ConstraintSpec, use: boolean): number[] {
+    return this.readyLanes().filter((index) => {
       const thread = this.lanes[index]!.ready!;
-      if (use ? thread.prepared(spec) : thread.holds(spec)) return index;
-    }
-    return undefined;
+      return use ? thread.prepared(spec) : thread.holds(spec);
+    });
+  }
+
+  /** The live lane a sequence with `spec` opens on: one holding it and compiling nothing, else any holding it. */
+  private holding(spec: ConstraintSpec): number | undefined {
+    const holders = this.holdingLanes(spec, false);
+    return holders.find((index) => this.lanes[index]!.compiling === 0) ?? holders[0];
+  }
+
+  /** Whether a compile could start now without waiting behind another: a lane compiling nothing, or room for a new one. */
+  private freeForCompile(): boolean {
+    const live = this.lanes.filter((lane) => lane !== undefined && !lane.ready?.gone);
+    return live.some((lane) => lane!.compiling === 0) || live.length < this.max;
   }
 
   /** Indices of lanes whose thread is started and not gone. */

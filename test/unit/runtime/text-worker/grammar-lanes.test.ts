@@ -131,6 +131,36 @@ describe("grammar lanes", () => {
     expect(grammar.opened(6, spec(1))).toBe(0);
   });
 
+  it("compiles a held constraint again on a free lane rather than wait behind the long compile of its own", async () => {
+    const { grammar, threads } = lanes(2);
+    await compiled(grammar, threads, spec(1), 0);
+    grammar.opened(1, spec(1));
+    await compiled(grammar, threads, spec(2), 1); // lane 0 held a sequence: spec(2) went to lane 1
+    grammar.closed(1);
+    // A long compile goes to lane 0, which holds no sequence now.
+    const long = grammar.prepare(spec(3));
+    await settle();
+    expect(threads[0].pending.map((p) => p.key)).toEqual([JSON.stringify(spec(3))]);
+    // Now lane 0 compiles and lane 1 is free: spec(1), held only by the busy lane 0, compiles on lane 1.
+    expect(grammar.prepared(spec(1))).toBe(false);
+    const again = grammar.prepare(spec(1));
+    await settle();
+    expect(threads[1].pending.map((p) => p.key)).toEqual([JSON.stringify(spec(1))]);
+    threads[1].pending[0].finish();
+    await again;
+    expect(grammar.prepared(spec(1))).toBe(true);
+    expect(grammar.opened(5, spec(1))).toBe(1);
+    expect(grammar.waits(5, spec(1))).toBe(false);
+    // With both lanes busy, a held constraint counts as prepared: its sequence waits where it is held.
+    const other = grammar.prepare(spec(4));
+    await settle();
+    expect(threads[1].pending).toHaveLength(1);
+    expect(grammar.prepared(spec(2))).toBe(true);
+    threads[1].pending[0].finish();
+    threads[0].pending[0].finish();
+    await Promise.all([long, other]);
+  });
+
   it("keeps a thread that refuses a constraint, and replaces one that fails otherwise or is gone", async () => {
     const { grammar, threads, startedOn } = lanes(1);
     const refused = grammar.prepare(spec(1));
